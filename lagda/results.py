@@ -26,6 +26,9 @@ FIELD_NAMES = ("psi", "u", "v")
 LONG_NAMES = {"psi": "streamfunction psi", "u": "velocity component u = -d psi/dy", "v": "velocity component v = d psi/dx"}
 
 
+_grid = jax.jit(grid_fields, static_argnames="n_grid")
+
+
 @functools.partial(jax.jit, static_argnames="n_grid")
 def _moments_batch(dcoef, weights, k1, k2, omega, times, n_grid):
     """Returns sum_m w_m f(dcoef_m)^2 for f = psi, u, v: each `(time, y, x)`."""
@@ -46,7 +49,7 @@ def grid_posterior(posterior: Posterior, k1, k2, omega, times, n_grid: int = 32,
     k1, k2 = jnp.asarray(k1), jnp.asarray(k2)
     omega, times = jnp.asarray(omega, jnp.float64), jnp.asarray(times, jnp.float64)
     mean = posterior.mean
-    means = [np.asarray(f) for f in grid_fields(jnp.asarray(mean), k1, k2, omega, times, n_grid)]
+    means = [np.asarray(f) for f in _grid(jnp.asarray(mean), k1, k2, omega, times, n_grid=n_grid)]
     out = {f"{name}_mean": m for name, m in zip(FIELD_NAMES, means)}
     samples, weights = np.asarray(posterior.samples, np.complex128), np.asarray(posterior.weights, np.float64)
     n_member = samples.shape[1]
