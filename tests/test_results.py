@@ -115,3 +115,25 @@ def test_bad_inputs(tmp_path):
         read_result(tmp_path / "x.nc")
     with pytest.raises(FileNotFoundError):
         read_result(tmp_path / "none.nc")
+
+
+def test_wrapped_segments_break_at_wraps():
+    from lagda.assim_plot import wrapped_segments
+
+    x, y = wrapped_segments(np.array([[0.8, 0.5], [0.95, 0.5], [1.1, 0.5], [1.2, 0.6], [np.nan, np.nan]]))
+    np.testing.assert_allclose(x, [0.8, 0.95, np.nan, 0.1, 0.2], atol=1e-12)
+    assert np.isnan(y[2]) and np.all(np.isfinite(np.delete(y, 2)))
+
+
+def test_plot_assimilation_writes_png(tmp_path):
+    from lagda.assim_plot import plot_assimilation
+
+    post = _posterior()
+    tracks = Tracks(np.cumsum(np.full((2, 20, 2), 0.07), axis=1), np.tile(np.arange(1, 21) * 1e-3, (2, 1)),
+                    np.array([0, 1]), np.array([1, 2]), true_coef=post.mean)
+    write_result(tmp_path / "r.nc", post, K1, K2, OMEGA, TIMES, N, tracks=tracks)
+    out = plot_assimilation(tmp_path / "r.nc", tmp_path / "fig.png", field=1)
+    assert (tmp_path / "fig.png").stat().st_size > 10_000 and out.endswith("fig.png")
+    with pytest.raises(ValueError, match="out of range"):
+        plot_assimilation(tmp_path / "r.nc", tmp_path / "bad.png", field=5)
+    assert not (tmp_path / "bad.png").exists()
