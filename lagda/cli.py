@@ -116,6 +116,56 @@ def _run_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- assimilate
+
+ASSIM_METHODS = ("retrieve", "embed", "linear", "var", "enkf", "hybrid")
+
+
+def _add_assimilate_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "assimilate", help="recover the velocity field (with uncertainty) from observed drifter tracks",
+        description="Assimilate drifter tracks into the flow model: writes the posterior over the Fourier "
+                    "coefficients and the posterior mean/std of psi, u, v on a grid to a netCDF result file.")
+    p.add_argument("--model", metavar="RUN", help="trained model run directory (used by retrieve, embed, hybrid); "
+                   "default: the shipped model data/model/")
+    p.add_argument("--tracks", required=True, metavar="FILE",
+                   help="track file: CF trajectory netCDF (multidimensional, orthogonal or contiguous ragged), "
+                        "a lagda dataset, or CSV with header id,time,x,y[,field]")
+    p.add_argument("--method", choices=ASSIM_METHODS, default="hybrid",
+                   help="retrieve (nearest training fields), embed (learned embedding), linear (Gaussian), "
+                        "var (variational + Laplace), enkf (ensemble Kalman), hybrid (retrieve then var); default hybrid")
+    p.add_argument("--out", required=True, metavar="RESULT.nc", help="output netCDF result file")
+    p.add_argument("--plot", metavar="FIG.png", help="also draw the result (true psi if known, posterior mean, std, tracks)")
+    p.add_argument("--n-grid", type=int, default=32, help="grid points per side for psi, u, v (default 32)")
+    p.add_argument("--members", type=int, help="posterior members / ensemble size")
+    p.add_argument("--seed", type=int, help="seed of the method's randomness")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.set_defaults(run=_run_assimilate)
+
+
+def _run_assimilate(args: argparse.Namespace) -> int:
+    import os
+
+    if not os.path.isfile(args.tracks):
+        raise FileNotFoundError(f"no such track file: {args.tracks}")
+    if args.model is not None and not os.path.isdir(args.model):
+        raise FileNotFoundError(f"no such model run directory: {args.model}")
+    if os.path.exists(args.out) and not args.overwrite:
+        raise ValueError(f"{args.out} exists; pass --overwrite to replace it")
+    if args.n_grid < 2:
+        raise ValueError(f"--n-grid must be >= 2, got {args.n_grid}")
+    if args.members is not None and args.members < 1:
+        raise ValueError(f"--members must be >= 1, got {args.members}")
+    from lagda.assimilate import assimilate_file
+
+    options = {name: getattr(args, name) for name in ("members", "seed") if getattr(args, name) is not None}
+    summary = assimilate_file(args.tracks, args.out, args.method, run_dir=args.model, n_grid=args.n_grid,
+                              plot=args.plot, overwrite=args.overwrite, **options)
+    details = ", ".join(f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}" for key, value in summary.items())
+    print(f"wrote {args.out}" + (f" and {args.plot}" if args.plot else "") + (f": {details}" if details else ""))
+    return 0
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -125,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"lagda {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_simulate_parser(subparsers)
+    _add_assimilate_parser(subparsers)
     return parser
 
 

@@ -244,6 +244,12 @@ def _from_netcdf(ds, path) -> Tracks:
     import warnings
 
     if "lagda_schema_version" in ds.attrs:
+        from simulate.schema import validate_dataset
+
+        try:
+            validate_dataset(ds)
+        except ValueError as error:
+            raise ValueError(f"{path}: not a valid lagda dataset: {error}") from None
         return tracks_from_dataset(ds)
     feature = ds.attrs.get("featureType")
     if feature is None and "feature_type" in ds.attrs:

@@ -137,3 +137,38 @@ def test_plot_assimilation_writes_png(tmp_path):
     with pytest.raises(ValueError, match="out of range"):
         plot_assimilation(tmp_path / "r.nc", tmp_path / "bad.png", field=5)
     assert not (tmp_path / "bad.png").exists()
+
+
+# ---------------------------------------------------------------- lagda assimilate: argument errors
+
+
+def test_cli_assimilate_missing_tracks_is_one_line_exit_2(tmp_path, capsys):
+    from lagda.cli import main
+
+    code = main(["assimilate", "--tracks", str(tmp_path / "none.nc"), "--method", "enkf", "--out", str(tmp_path / "r.nc")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("lagda assimilate: error: no such track file")
+    assert not list(tmp_path.iterdir())
+
+
+def test_cli_assimilate_bad_method_and_existing_output(tmp_path, capsys):
+    from lagda.cli import main
+
+    (tmp_path / "t.csv").write_text("id,time,x,y\n")
+    code = main(["assimilate", "--tracks", str(tmp_path / "t.csv"), "--method", "magic", "--out", str(tmp_path / "r.nc")])
+    assert code == 2 and "invalid choice: 'magic'" in capsys.readouterr().err
+    (tmp_path / "r.nc").write_text("keep me")
+    code = main(["assimilate", "--tracks", str(tmp_path / "t.csv"), "--method", "enkf", "--out", str(tmp_path / "r.nc")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--overwrite" in err and err.count("\n") == 1
+    assert (tmp_path / "r.nc").read_text() == "keep me"
+    code = main(["assimilate", "--tracks", str(tmp_path / "t.csv"), "--model", str(tmp_path / "norun"), "--out", str(tmp_path / "s.nc")])
+    assert code == 2 and "no such model run directory" in capsys.readouterr().err
+
+
+def test_cli_assimilate_help_names_the_default_model(capsys):
+    from lagda.cli import main
+
+    assert main(["assimilate", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "data/model/" in out and "--members" in out and "--n-grid" in out

@@ -8,6 +8,9 @@ import pytest
 import xarray as xr
 
 from lagda.tracks import FILL, Tracks, check_fits_model, read_tracks, tracks_from_dataset, write_tracks
+from simulate.config import small
+from simulate.flow import rectangular_modes
+from simulate.schema import encoding, to_dataset
 
 DT = 1e-4
 
@@ -135,28 +138,20 @@ def test_missing_field_means_one_field_per_trajectory(tmp_path):
     np.testing.assert_array_equal(read_tracks(tmp_path / "nofield.nc").field, [0, 1, 2])
 
 
-def _lagda_dataset(n_sample=3, n_drifter=2, n_obs=6, n_mode=9):
+def _lagda_dataset(n_sample=3, n_drifter=2, n_obs=6):
+    """Returns a schema-valid lagda dataset (simulate.schema.to_dataset) with random contents."""
     rng = np.random.default_rng(1)
-    dims3 = ("sample", "drifter", "obs")
-    one = {"units": "1", "long_name": "test"}
-    return xr.Dataset(
-        {"k1": ("mode", np.repeat(np.arange(-1, 2), 3).astype(np.int32), one),
-         "k2": ("mode", np.tile(np.arange(-1, 2), 3).astype(np.int32), one),
-         "omega": ("mode", rng.normal(size=n_mode), one),
-         "coef_re": (("sample", "mode"), rng.normal(size=(n_sample, n_mode)), one),
-         "coef_im": (("sample", "mode"), rng.normal(size=(n_sample, n_mode)), one),
-         "x0": (("sample", "drifter"), rng.uniform(size=(n_sample, n_drifter)), one),
-         "y0": (("sample", "drifter"), rng.uniform(size=(n_sample, n_drifter)), one),
-         "x": (dims3, rng.normal(size=(n_sample, n_drifter, n_obs)).astype(np.float32), one),
-         "y": (dims3, rng.normal(size=(n_sample, n_drifter, n_obs)).astype(np.float32), one)},
-        coords={"time": ("obs", DT * np.arange(1, n_obs + 1), one)},
-        attrs={"lagda_schema_version": "1", "Conventions": "CF-1.10"},
-    )
+    config = small(n_samples=n_sample, n_drifters=n_drifter, t_final=n_obs * DT, k1_min=-1, k1_max=1, k2_min=-1, k2_max=1)
+    k1, k2 = rectangular_modes((-1, 1), (-1, 1))
+    return to_dataset(config, k1=k1, k2=k2, omega=rng.normal(size=9), prior_scale=np.ones(9),
+                      coef=rng.normal(size=(n_sample, 9)) + 1j * rng.normal(size=(n_sample, 9)),
+                      release=rng.uniform(size=(n_sample, n_drifter, 2)),
+                      positions=rng.normal(size=(n_sample, n_drifter, n_obs, 2)), history="test")
 
 
 def test_lagda_dataset_reader(tmp_path):
     ds = _lagda_dataset()
-    ds.to_netcdf(tmp_path / "d.nc")
+    ds.to_netcdf(tmp_path / "d.nc", encoding=encoding(ds))
     tracks = read_tracks(tmp_path / "d.nc")
     assert tracks.positions.shape == (6, 6, 2) and tracks.n_field == 3
     np.testing.assert_array_equal(tracks.field, [0, 0, 1, 1, 2, 2])
@@ -167,6 +162,10 @@ def test_lagda_dataset_reader(tmp_path):
     np.testing.assert_array_equal(tracks.k1, ds["k1"].values)
     sub = tracks_from_dataset(ds, samples=[2], drifters=[1])
     assert sub.trajectory_id.tolist() == ["s2d1"] and sub.true_coef.shape == (1, 9)
+    broken = ds.drop_vars("x0")
+    broken.to_netcdf(tmp_path / "broken.nc", encoding=encoding(broken))
+    with pytest.raises(ValueError, match="not a valid lagda dataset"):
+        read_tracks(tmp_path / "broken.nc")
     np.testing.assert_array_equal(sub.positions[0, :, 0], ds["x"].values[2, 1])
     # truth survives export to a DSG track file
     write_tracks(tracks, tmp_path / "t.nc")
