@@ -181,3 +181,34 @@ def test_wander_statistics_on_hand_made_tracks(reference):
     stats = generate.wander_statistics(ds)
     assert stats["fraction_leaving"] == 0.5
     assert stats["median_displacement"] == pytest.approx(0.15, abs=1e-6)
+
+
+def test_wrapped_segments_break_where_the_track_wraps():
+    from simulate.plot import wrapped_segments
+
+    x = np.array([0.8, 0.95, 1.05, 1.2, 0.9])
+    y = np.array([0.5, 0.2, -0.1, -0.2, -0.3])
+    pieces = wrapped_segments(x, y)
+    assert [len(px) for px, _ in pieces] == [2, 2, 1]  # cells (0,0), (1,-1), (0,-1)
+    np.testing.assert_allclose(pieces[1][0], [0.05, 0.2])
+    np.testing.assert_allclose(pieces[1][1], [0.9, 0.8])
+    assert all(np.all((0 <= px) & (px < 1) & (0 <= py) & (py < 1)) for px, py in pieces)
+
+
+def test_fig13_script_draws_the_samples(reference, tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    from matplotlib.image import imread
+
+    path = tmp_path / "d.nc"
+    reference.to_netcdf(path, encoding=schema.encoding(reference))
+    script = Path(__file__).resolve().parents[1] / "experiments" / "fig13_samples.py"
+    spec = importlib.util.spec_from_file_location("fig13_samples", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "fig.png"
+    assert module.main(["--data", str(path), "--n", "2", "--out", str(out)]) == 0
+    image = imread(out)
+    assert image.shape[1] > 1.8 * image.shape[0]  # two panels side by side
+    assert image[..., :3].std() > 0.1  # not blank
