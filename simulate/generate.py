@@ -65,19 +65,23 @@ def simulate_chunk(coef, release, k1, k2, omega, keys, *, dt, n_obs: int, stride
 
 
 @functools.lru_cache(maxsize=16)
-def _chunk_function(n_obs: int, stride: int, n_drifters: int, diffusivity: float, release_rule: str, precision: str):
+def _chunk_function(n_obs: int, stride: int, n_drifters: int, diffusivity: float, release_rule: str,
+                    noisy: bool, precision: str):
     """Returns the jitted chunk function for these static settings (one compile per run)."""
     real = jnp.dtype(precision)
     complex_dtype = jnp.complex64 if precision == "float32" else jnp.complex128
 
     def one_sample_draws(key, sample, scale, release_point, obs_noise):
+        # flat draws, reshaped: same numbers as shaped draws, much faster to compile on CPU
         coef_key, release_key, brownian_key, noise_key = jax.random.split(jax.random.fold_in(key, sample), 4)
         coef = draw_coefficients(coef_key, scale, 1, jnp.complex64)[0]
         if release_rule == "random":
-            release = jax.random.uniform(release_key, (n_drifters, 2), jnp.float32)
+            release = jax.random.uniform(release_key, (n_drifters * 2,), jnp.float32).reshape(n_drifters, 2)
         else:
             release = jnp.broadcast_to(release_point[None, :], (n_drifters, 2))
-        noise = obs_noise * jax.random.normal(noise_key, (n_drifters, n_obs, 2), jnp.float32)
+        noise = jnp.zeros((n_drifters, n_obs, 2), jnp.float32)
+        if noisy:
+            noise = obs_noise * jax.random.normal(noise_key, (n_drifters * n_obs * 2,), jnp.float32).reshape(noise.shape)
         return coef, release, brownian_key, noise
 
     def chunk(key, samples, scale, k1, k2, omega, dt, release_point, obs_noise):
@@ -87,7 +91,9 @@ def _chunk_function(n_obs: int, stride: int, n_drifters: int, diffusivity: float
         positions = simulate_chunk(
             coef.astype(complex_dtype), release.astype(real), k1, k2, omega.astype(real), brownian_keys,
             dt=dt.astype(real), n_obs=n_obs, stride=stride, diffusivity=diffusivity)
-        return coef, release, positions + noise.astype(real)  # observation noise after integration
+        if noisy:  # observation noise is added after integration
+            positions = positions + noise.astype(real)
+        return coef, release, positions
 
     return jax.jit(chunk)
 
@@ -213,7 +219,7 @@ def _run_chunks(config: SimConfig, modes, partial: Path, progress: Callable | No
     x64 = jax.enable_x64(True) if config.precision == "float64" else contextlib.nullcontext()
     with x64:
         function = _chunk_function(config.n_obs, config.stride, config.n_drifters, config.diffusivity,
-                                   config.release, config.precision)
+                                   config.release, config.obs_noise > 0, config.precision)
         key = jax.random.key(config.seed)
         constants = (jnp.asarray(scale, jnp.float32), jnp.asarray(k1, jnp.int32), jnp.asarray(k2, jnp.int32),
                      jnp.asarray(omega, config.precision), jnp.asarray(config.dt, config.precision),

@@ -197,3 +197,13 @@ def open_dataset(path: str | os.PathLike, *, load: bool = False) -> xr.Dataset:
         ds.close()
         raise ValueError(f"not a lagda dataset: {path}: {error}") from None
     return ds
+
+
+def markdown_table() -> str:
+    """Returns the schema's variables as a Markdown table (data/README.md embeds it)."""
+    rows = ["| variable | dims | dtype | units | long_name |", "|---|---|---|---|---|"]
+    for name, spec in VARIABLES.items():
+        dtype = "float32 or float64 (the `precision` attribute)" if spec.dtype == PRECISION else spec.dtype
+        long_name = spec.long_name.replace("|", "\\|")
+        rows.append(f"| `{name}` | ({', '.join(spec.dims)}) | {dtype} | {spec.units} | {long_name} |")
+    return "\n".join(rows)

@@ -98,3 +98,19 @@ def test_open_dataset_refuses_missing_corrupt_and_foreign_files(dataset, tmp_pat
     xr.Dataset({"temperature": ("t", np.zeros(3))}).to_netcdf(foreign)
     with pytest.raises(ValueError, match="not a lagda dataset: .*missing global attribute"):
         schema.open_dataset(foreign)
+
+
+def test_data_readme_documents_this_schema():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "data" / "README.md").read_text()
+    assert schema.markdown_table() in readme
+
+
+def test_shipped_example_is_a_valid_dataset():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "data" / "example_small.nc"
+    with schema.open_dataset(path) as ds:
+        config = schema.config_from_attrs(ds)
+        assert (config.n_samples, config.seed, config.dt, ds.sizes["mode"]) == (16, 7, 1e-4, 49)
