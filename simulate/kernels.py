@@ -17,8 +17,16 @@ for a rectangular mode set and computes the same RK4 tracks, restructured for sp
 * Velocity as two small contractions per stage: for each k1,
   A_{k1} = sum_{k2} D Ey_{k2}, B_{k1} = sum_{k2} k2 D Ey_{k2}; then
   u = 2 pi Im sum_{k1} B_{k1} Ex_{k1}, v = -2 pi Im sum_{k1} k1 A_{k1} Ex_{k1}.
+* Packed state z = x + i y (complex): with two real outputs XLA CPU emits two fusions that
+  each recompute the whole step; one complex output computes it once.
 * Compensated (Kahan) summation of the position update, so float32 tracks do not
-  accumulate the rounding of O(1) positions plus O(1e-4) increments over 10^4 steps.
+  accumulate the rounding of O(1) positions plus O(1e-4) increments over 10^4 steps
+  (paper setting, 512 tracks: max error vs float64 5.2e-4 plain, 4.3e-6 compensated).
+* Several cores: XLA runs this loop on one thread; `n_devices` splits the samples over
+  host devices (XLA_FLAGS=--xla_force_host_platform_device_count=2).
+
+Brownian forcing (diffusivity > 0) uses exactly the reference's keys, so it costs two
+threefry hashes per particle-step (about half the speed of the deterministic kernel).
 """
 
 from __future__ import annotations
