@@ -4,13 +4,14 @@ from simulate.config import PRESETS, SimConfig, paper, small
 from simulate.flow import grid_fields, many_points, psi, rectangular_modes, velocity
 from simulate.integrate import RK4, ButcherTableau, explicit_rk_step, record, stochastic_rk_step
 from simulate.prior import draw_coefficients, draw_frequencies, spectrum
+from simulate.kernels import fast_tracks
 from simulate.tracks import simulate_tracks
 
 __all__ = [
     "PRESETS", "SimConfig", "paper", "small",
     "grid_fields", "many_points", "psi", "rectangular_modes", "velocity",
     "RK4", "ButcherTableau", "explicit_rk_step", "record", "stochastic_rk_step",
-    "draw_coefficients", "draw_frequencies", "spectrum", "simulate_tracks",
+    "draw_coefficients", "draw_frequencies", "spectrum", "simulate_tracks", "fast_tracks",
 ]
 
 from simulate.generate import generate_dataset, wander_statistics  # noqa: E402

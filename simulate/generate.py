@@ -35,7 +35,7 @@ from simulate import schema
 from simulate.config import SimConfig
 from simulate.flow import rectangular_modes
 from simulate.prior import draw_coefficients, draw_frequencies, spectrum
-from simulate.tracks import simulate_tracks
+from simulate.kernels import fast_tracks
 
 TRACE_COUNTS = collections.Counter()  # incremented only while tracing (tests check for one compile)
 LIKE_FIELDS = ("frequency_seed", "k1_min", "k1_max", "k2_min", "k2_max",
@@ -45,31 +45,27 @@ LIKE_FIELDS = ("frequency_seed", "k1_min", "k1_max", "k2_min", "k2_max",
 def simulate_chunk(coef, release, k1, k2, omega, keys, *, dt, n_obs: int, stride: int, diffusivity: float):
     """Returns unwrapped positions `(sample, drifter, obs, 2)` of one chunk: the physics call.
 
-    This is the single place where generation integrates tracks (a faster kernel can replace
-    the body with the same inputs and outputs).
+    The single place where generation integrates tracks: the fused kernel
+    `simulate.kernels.fast_tracks` (checked against the reference `simulate_tracks`).
 
     Args:
-        coef: complex `(sample, mode)`; release: `(sample, drifter, 2)`.
-        k1, k2: integer `(mode,)`; omega: `(mode,)`; dt: time step.
+        coef: complex `(sample, mode)`; release: `(sample, drifter, 2)`, both in the
+            integration precision.
+        k1, k2: concrete integer `(mode,)`; omega: `(mode,)`; dt: time step.
         keys: PRNG keys `(sample,)` for the Brownian increments (unused when diffusivity = 0);
-            per-sample keys keep the tracks independent of how samples are grouped in chunks.
+            drifter d of sample s uses split(keys[s], drifter)[d], as `simulate_tracks` does
+            for one field, so tracks do not depend on how samples are grouped in chunks.
         n_obs, stride, diffusivity: static settings.
     """
-    if diffusivity == 0.0:
-        return simulate_tracks(coef, release, k1, k2, omega, dt, n_obs, stride)
-
-    def one_field(c, r, key):
-        return simulate_tracks(c[None], r[None], k1, k2, omega, dt, n_obs, stride, diffusivity, key)[0]
-
-    return jax.vmap(one_field)(coef, release, keys)
+    n_drifters = release.shape[1]
+    trajectory_keys = jax.vmap(lambda key: jax.random.split(key, n_drifters))(keys).reshape(-1)
+    return fast_tracks(coef, release, np.asarray(k1), np.asarray(k2), omega, dt, n_obs, stride, diffusivity,
+                       dtype=release.dtype, trajectory_keys=trajectory_keys)
 
 
 @functools.lru_cache(maxsize=16)
-def _chunk_function(n_obs: int, stride: int, n_drifters: int, diffusivity: float, release_rule: str,
-                    noisy: bool, precision: str):
-    """Returns the jitted chunk function for these static settings (one compile per run)."""
-    real = jnp.dtype(precision)
-    complex_dtype = jnp.complex64 if precision == "float32" else jnp.complex128
+def _draw_function(n_obs: int, n_drifters: int, release_rule: str, noisy: bool):
+    """Returns the jitted per-chunk draws `(key, samples, ...) -> coef, release, keys, noise`."""
 
     def one_sample_draws(key, sample, scale, release_point, obs_noise):
         # flat draws, reshaped: same numbers as shaped draws, much faster to compile on CPU
@@ -84,18 +80,27 @@ def _chunk_function(n_obs: int, stride: int, n_drifters: int, diffusivity: float
             noise = obs_noise * jax.random.normal(noise_key, (n_drifters * n_obs * 2,), jnp.float32).reshape(noise.shape)
         return coef, release, brownian_key, noise
 
-    def chunk(key, samples, scale, k1, k2, omega, dt, release_point, obs_noise):
+    def draws(key, samples, scale, release_point, obs_noise):
         TRACE_COUNTS["chunk"] += 1  # Python side effect: runs only while tracing
-        draws = jax.vmap(one_sample_draws, in_axes=(None, 0, None, None, None))
-        coef, release, brownian_keys, noise = draws(key, samples, scale, release_point, obs_noise)
-        positions = simulate_chunk(
-            coef.astype(complex_dtype), release.astype(real), k1, k2, omega.astype(real), brownian_keys,
-            dt=dt.astype(real), n_obs=n_obs, stride=stride, diffusivity=diffusivity)
-        if noisy:  # observation noise is added after integration
-            positions = positions + noise.astype(real)
-        return coef, release, positions
+        return jax.vmap(one_sample_draws, in_axes=(None, 0, None, None, None))(key, samples, scale, release_point, obs_noise)
 
-    return jax.jit(chunk)
+    return jax.jit(draws)
+
+
+def _run_chunk(key, samples, scale, k1, k2, omega, config: SimConfig):
+    """Returns coef complex64 `(sample, mode)`, release `(sample, drifter, 2)` and positions of one chunk."""
+    real = jnp.dtype(config.precision)
+    complex_dtype = jnp.complex64 if config.precision == "float32" else jnp.complex128
+    draws = _draw_function(config.n_obs, config.n_drifters, config.release, config.obs_noise > 0)
+    coef, release, brownian_keys, noise = draws(key, samples, jnp.asarray(scale, jnp.float32),
+                                                jnp.asarray([config.release_x, config.release_y], jnp.float32),
+                                                jnp.float32(config.obs_noise))
+    positions = simulate_chunk(coef.astype(complex_dtype), release.astype(real), k1, k2, jnp.asarray(omega, real),
+                               brownian_keys, dt=config.dt, n_obs=config.n_obs, stride=config.stride,
+                               diffusivity=config.diffusivity)
+    if config.obs_noise > 0:  # observation noise is added after integration
+        positions = positions + noise.astype(real)
+    return coef, release, positions
 
 
 def _normalized(config: SimConfig) -> SimConfig:
@@ -218,19 +223,13 @@ def _run_chunks(config: SimConfig, modes, partial: Path, progress: Callable | No
         progress(done, config.n_samples)
     x64 = jax.enable_x64(True) if config.precision == "float64" else contextlib.nullcontext()
     with x64:
-        function = _chunk_function(config.n_obs, config.stride, config.n_drifters, config.diffusivity,
-                                   config.release, config.obs_noise > 0, config.precision)
         key = jax.random.key(config.seed)
-        constants = (jnp.asarray(scale, jnp.float32), jnp.asarray(k1, jnp.int32), jnp.asarray(k2, jnp.int32),
-                     jnp.asarray(omega, config.precision), jnp.asarray(config.dt, config.precision),
-                     jnp.asarray([config.release_x, config.release_y], jnp.float32),
-                     jnp.asarray(config.obs_noise, jnp.float32))
         for index, count in enumerate(counts):
             path = _chunk_path(partial, index)
             if path.exists():
                 continue
             samples = jnp.arange(index * size, (index + 1) * size, dtype=jnp.int32)  # padded: extra rows dropped
-            coef, release, positions = (np.asarray(a)[:count] for a in function(key, samples, *constants))
+            coef, release, positions = (np.asarray(a)[:count] for a in _run_chunk(key, samples, scale, k1, k2, omega, config))
             _write_atomic(path, lambda f: np.savez(f, coef=coef, release=release, positions=positions))
             done += count
             if progress is not None:

@@ -240,7 +240,8 @@ def _compiled(modes, n_drifters: int, n_obs: int, stride: int, noisy: bool, comp
 
 
 def fast_tracks(coef, release, k1, k2, omega, dt, n_obs: int, stride: int, diffusivity: float = 0.0,
-                key=None, dtype=jnp.float32, compensated: bool = True, unroll: int = 1, n_devices=None):
+                key=None, dtype=jnp.float32, compensated: bool = True, unroll: int = 1, n_devices=None,
+                trajectory_keys=None):
     """Returns unwrapped drifter positions `(sample, drifter, obs, 2)`, as `simulate_tracks`.
 
     Observation j = 1..n_obs is the RK4 position at t_j = j * stride * dt (release at
@@ -258,6 +259,9 @@ def fast_tracks(coef, release, k1, k2, omega, dt, n_obs: int, stride: int, diffu
         dt: time step; n_obs, stride: static integers.
         diffusivity: Brownian forcing kappa; 0 gives plain RK4.
         key: PRNG key for the Brownian increments (required when diffusivity > 0).
+        trajectory_keys: optional PRNG keys `(sample * drifter,)` used instead of
+            split(key, sample * drifter), so a caller can tie each track's noise to its own
+            sample (dataset generation does, to be independent of chunking).
         dtype: float32 or float64 arithmetic (float64 needs jax_enable_x64).
         compensated: Kahan-compensated position sums (default); False adds increments
             plainly, as the reference does (kept to measure what compensation buys).
@@ -274,7 +278,7 @@ def fast_tracks(coef, release, k1, k2, omega, dt, n_obs: int, stride: int, diffu
         raise ValueError(f"coef has {coef.shape[1]} modes but k1 {np.shape(k1)} and omega {np.shape(omega)}")
     if diffusivity < 0:
         raise ValueError(f"diffusivity must be >= 0, got {diffusivity}")
-    if diffusivity > 0 and key is None:
+    if diffusivity > 0 and key is None and trajectory_keys is None:
         raise ValueError("a PRNG key is required when diffusivity > 0")
     dtype = jnp.dtype(dtype)
     if dtype not in (jnp.float32, jnp.float64):
@@ -285,7 +289,9 @@ def fast_tracks(coef, release, k1, k2, omega, dt, n_obs: int, stride: int, diffu
     modes = folded_modes(np.asarray(k1), np.asarray(k2))
     n_samples, n_drifters = release.shape[:2]
     key = jax.random.key(0) if key is None else key
-    keys = jax.random.split(key, n_samples * n_drifters)
+    keys = jax.random.split(key, n_samples * n_drifters) if trajectory_keys is None else trajectory_keys
+    if keys.shape != (n_samples * n_drifters,):
+        raise ValueError(f"trajectory_keys must have shape ({n_samples * n_drifters},), got {keys.shape}")
     complex_dtype = jnp.complex64 if dtype == jnp.float32 else jnp.complex128
     dt = jnp.asarray(dt, dtype)
     sigma = jnp.sqrt(2.0 * diffusivity * dt).astype(dtype)
