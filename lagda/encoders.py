@@ -66,7 +66,7 @@ def track_features(positions, kind: str):
         parts.append(jnp.concatenate([steps[..., :1, :], steps], axis=-2))
     if "sincos" in kind:
         n = jnp.arange(1, N_HARMONICS + 1, dtype=positions.dtype)
-        phase = 2.0 * jnp.pi * (positions[..., :, None] * n)  # (..., obs, 2, harmonic)
+        phase = 2.0 * jnp.pi * (positions[..., None] * n.reshape((1,) * positions.ndim + (-1,)))  # (..., obs, 2, harmonic)
         parts += [jnp.sin(phase).reshape(*phase.shape[:-2], -1), jnp.cos(phase).reshape(*phase.shape[:-2], -1)]
     return jnp.concatenate(parts, axis=-1)
 
@@ -127,7 +127,7 @@ class TrajectoryTransformer(nnx.Module):
         self.feature_std = FeatureStats(jnp.ones((width,), jnp.float32))
         self.lift = nnx.Linear(width * config.patch, config.d_model, dtype=self.dtype, rngs=rngs)
         if config.positional == "learned":
-            self.position = nnx.Param(0.02 * jax.random.normal(rngs.params(), (n_tokens, config.d_model)))
+            self.position = nnx.Param(0.02 * jax.random.normal(rngs.params(), (n_tokens, config.d_model), jnp.float32))
         else:
             self.position = FeatureStats(jnp.asarray(sinusoidal_positions(n_tokens, config.d_model)))
         if config.pooling == "cls":
@@ -153,7 +153,7 @@ class TrajectoryTransformer(nnx.Module):
         if positions.ndim != 3 or positions.shape[1:] != (self.n_obs, 2):
             raise ValueError(f"expected positions (batch, {self.n_obs}, 2), got {positions.shape}")
         feats = track_features(positions.astype(jnp.float32), self.features)
-        feats = (feats - self.feature_mean.value) / self.feature_std.value
+        feats = (feats - self.feature_mean.value[None, None]) / self.feature_std.value[None, None]
         batch = feats.shape[0]
         tokens = feats.reshape(batch, self.n_obs // self.patch, -1).astype(self.dtype)
         x = self.lift(tokens)

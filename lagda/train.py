@@ -70,8 +70,8 @@ def make_optimizer(config: TrainConfig, total_steps: int) -> optax.GradientTrans
 
 def contrastive_loss(model: Contrastive, coef, positions, config: TrainConfig):
     """Returns the batch loss of config.loss on logits s(g_u(c), g_v(v)) (eq. 12 for "cond")."""
-    u_emb = embed_coefficients(coef) * model.mask.value
-    v_emb = encode_tracks(model.encoder, positions) * model.mask.value
+    u_emb = embed_coefficients(coef) * model.mask.value[None]
+    v_emb = encode_tracks(model.encoder, positions) * model.mask.value[None]
     tau = jnp.exp(model.log_tau.value)
     logits = losses.similarity(u_emb, v_emb, config.similarity, tau)
     if config.loss == "cond":
@@ -138,8 +138,8 @@ def retrieval_scores(model: TrajectoryTransformer, data: PairedData, config: Tra
 
     n = data.n_samples if not library else min(library, data.n_samples)
     mask = jnp.asarray(similarity_mask(data.k1, data.k2, config.mask_mean_mode))
-    v_emb = jnp.asarray(embed_tracks(model, data.positions[:n], config.eval_batch)) * mask
-    u_emb = embed_coefficients(jnp.asarray(data.coef[:n])) * mask
+    v_emb = jnp.asarray(embed_tracks(model, data.positions[:n], config.eval_batch)) * mask[None]
+    u_emb = embed_coefficients(jnp.asarray(data.coef[:n])) * mask[None]
     scores = retrieval_metrics(u_emb, v_emb, _RANKING_SIMILARITY[config.similarity], ks=(1, 5), batch_size=config.eval_batch)
     return {f"{prefix}/{key}": float(value) for key, value in scores.items()}
 
