@@ -89,7 +89,8 @@ def record(step: Callable, z0, t0, dt, n_obs: int, stride: int, args, key=None):
         return step(z, t0 + n.astype(dtype) * dt, dt, args, jax.random.fold_in(key, n))
 
     def one_obs(z, j):
-        z = jax.lax.fori_loop(j * stride, (j + 1) * stride, one_step, z)
+        # Static trip count (0..stride) so that reverse-mode differentiation works (4D-Var).
+        z = jax.lax.fori_loop(0, stride, lambda i, z: one_step(j * stride + i, z), z)
         return z, z
 
     _, states = jax.lax.scan(one_obs, z0, jnp.arange(n_obs))

@@ -1,0 +1,109 @@
+"""Benchmark of the assimilation methods on held-out twin tracks with known truth.
+
+Regimes: dense exact (every RK4 step recorded, the paper's 1000 observations at T = 0.1),
+sparse (one position every `--sparse-stride` steps), noisy (Gaussian position noise
+`--noise`), each with 1 and 4 drifters per field. Scores (lagda.scores.score_posterior):
+relative L2 velocity-field error over the window, along-track velocity error, re-simulated
+track error, forecast error to 1.5 T, 95% velocity calibration, seconds per track.
+Writes results/assimilation_benchmark.csv and prints a markdown table.
+
+    python3 experiments/assimilation_benchmark.py --quick            # K = 9, T = 0.02, 2 fields
+    python3 experiments/assimilation_benchmark.py --run RUN_DIR      # + retrieve / embed / hybrid
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import os
+import pathlib
+import sys
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # the SVD of `linear` oversubscribes a shared 2-core box
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+from lagda.assimilate import assimilate  # noqa: E402
+from lagda.methods import AssimConfig  # noqa: E402
+from lagda.scores import score_posterior  # noqa: E402
+from lagda.tracks import Tracks  # noqa: E402
+from simulate import draw_coefficients, draw_frequencies, rectangular_modes, simulate_tracks, spectrum  # noqa: E402
+
+SCORES = ("velocity_rel_l2", "track_velocity_rel_l2", "resim_rms_true", "forecast_rms", "velocity_calibration", "seconds_per_track")
+
+
+def make_tracks(modes, scale, dt, n_obs, stride, n_field, n_drifter, noise, seed) -> Tracks:
+    """Returns held-out tracks (release (0.75, 0.75) jittered per drifter) with their truth."""
+    k1, k2, omega = modes
+    key = jax.random.key(10_000 + seed)
+    coef = np.asarray(draw_coefficients(key, scale, n_field, np.complex128))
+    rng = np.random.default_rng(seed)
+    release = 0.75 + (0.2 * rng.random((n_field, n_drifter, 2)) if n_drifter > 1 else np.zeros((n_field, 1, 2)))
+    pos = np.asarray(simulate_tracks(coef, release, k1, k2, omega, dt, n_obs, stride))
+    pos = pos + noise * rng.normal(size=pos.shape)
+    times = np.tile(np.arange(1, n_obs + 1) * stride * dt, (n_field * n_drifter, 1))
+    return Tracks(positions=pos.reshape(-1, n_obs, 2), times=times, field=np.repeat(np.arange(n_field), n_drifter),
+                  trajectory_id=np.arange(n_field * n_drifter), true_coef=coef, k1=k1, k2=k2, omega=omega,
+                  release=release.reshape(-1, 2))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="K = 9, T = 0.02, 2 fields: minutes on 2 cores")
+    p.add_argument("--run", help="trained run directory (enables retrieve, embed, hybrid; modes from the run)")
+    p.add_argument("--fields", type=int, default=8)
+    p.add_argument("--methods", default="linear,var,enkf,retrieve,embed,hybrid")
+    p.add_argument("--regimes", default="dense,sparse,noisy")
+    p.add_argument("--drifters", default="1,4")
+    p.add_argument("--noise", type=float, default=1e-3)
+    p.add_argument("--out", default="results/assimilation_benchmark.csv")
+    args = p.parse_args(argv)
+    dt, t_final = 1e-4, (0.02 if args.quick else 0.1)
+    if args.run:
+        from lagda.assimilate import _model_from
+        k1, k2, omega, scale, dt = _model_from(None, args.run)
+    else:
+        k1, k2 = rectangular_modes((-1, 1), (-1, 1)) if args.quick else rectangular_modes()
+        omega, scale = draw_frequencies(jax.random.key(0), len(k1), 20 * np.pi), spectrum(k1, k2, 1.5, 10.0)
+    n_fields = 2 if args.quick else args.fields
+    n_steps = int(round(t_final / dt))
+    regimes = {"dense": (1, 0.0), "sparse": (max(n_steps // 10, 1), 0.0), "noisy": (1, args.noise)}
+    methods = [m for m in args.methods.split(",") if args.run or m not in ("retrieve", "embed", "hybrid")]
+    rows = []
+    for regime in args.regimes.split(","):
+        stride, noise = regimes[regime]
+        for n_drifter in (int(d) for d in args.drifters.split(",")):
+            tracks = make_tracks((k1, k2, omega), scale, dt, n_steps // stride, stride, n_fields, n_drifter, noise, seed=1)
+            config = AssimConfig(members=64, noise_std=noise if noise > 0 else None)
+            for method in methods:
+                start = time.perf_counter()
+                post = assimilate(tracks, method, (k1, k2, omega), scale, dt, run_dir=args.run, config=config, key=jax.random.key(0))
+                wall = time.perf_counter() - start
+                s = score_posterior(post, tracks, k1, k2, omega, dt)
+                row = {"regime": regime, "drifters": n_drifter, "obs": n_steps // stride, "method": method,
+                       **{name: s.get(name, float("nan")) for name in SCORES}, "wall_s": wall}
+                rows.append(row)
+                print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+    out = pathlib.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print("\n| regime | drifters | obs | method | " + " | ".join(SCORES) + " |")
+    print("|" + "---|" * (4 + len(SCORES)))
+    for r in rows:
+        print(f"| {r['regime']} | {r['drifters']} | {r['obs']} | {r['method']} | " + " | ".join(f"{r[n]:.3g}" for n in SCORES) + " |")
+    if not args.run:
+        print("\nretrieve / embed / hybrid: pending (no trained model given, --run RUN_DIR)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""Paired training data in memory: coefficients c and drifter tracks v of many fields.
+
+`load_paired` reads a lagda dataset file (netCDF, DESIGN.md "Files", validated by
+`simulate.schema.open_dataset`) or an `.npz` with the same variable names. The dataset's
+modes, frequencies, prior scale, observation times and generator settings travel with
+the arrays (`PairedData.meta`), so a trained run directory can describe its data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class PairedData:
+    """Pairs (c, v) of one dataset, as numpy arrays.
+
+    Attributes:
+        coef: complex64 `(sample, mode)` coefficients c_k.
+        positions: float32 `(sample, drifter, obs, 2)` unwrapped tracks.
+        time: float64 `(obs,)` observation times t_j.
+        k1, k2: int32 `(mode,)` wavevectors; omega: float64 `(mode,)` frequencies.
+        prior_scale: float64 `(mode,)` prior standard deviations a_k.
+        attrs: generator settings (SimConfig fields) as a JSON-compatible dict.
+    """
+
+    coef: np.ndarray
+    positions: np.ndarray
+    time: np.ndarray
+    k1: np.ndarray
+    k2: np.ndarray
+    omega: np.ndarray
+    prior_scale: np.ndarray
+    attrs: dict
+
+    def __post_init__(self):
+        n, k = self.coef.shape if self.coef.ndim == 2 else (None, None)
+        pos = self.positions.shape
+        if n is None or len(pos) != 4 or pos[0] != n or pos[3] != 2 or pos[2] != len(self.time):
+            raise ValueError(f"inconsistent pairs: coef {self.coef.shape} (sample, mode), positions {pos} "
+                             f"(sample, drifter, obs, 2), time {self.time.shape}")
+        if not (len(self.k1) == len(self.k2) == len(self.omega) == len(self.prior_scale) == k):
+            raise ValueError(f"mode arrays k1 {self.k1.shape}, k2 {self.k2.shape}, omega {self.omega.shape} "
+                             f"do not match coef {self.coef.shape}")
+
+    @property
+    def n_samples(self) -> int:
+        """Number of fields (pairs)."""
+        return self.coef.shape[0]
+
+    def subset(self, index) -> "PairedData":
+        """Returns the pairs at `index` (a slice or integer array) with the same metadata."""
+        return dataclasses.replace(self, coef=self.coef[index], positions=self.positions[index])
+
+    def meta(self) -> dict:
+        """Returns what assimilation needs about the data: modes, frequencies, prior, times, settings."""
+        return {"k1": self.k1.tolist(), "k2": self.k2.tolist(), "omega": self.omega.tolist(),
+                "prior_scale": self.prior_scale.tolist(), "time": self.time.tolist(),
+                "n_drifters": int(self.positions.shape[1]), "attrs": self.attrs}
+
+
+def _jsonable(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def _from_xarray(ds) -> PairedData:
+    positions = np.stack([ds["x"].transpose("sample", "drifter", "obs").values,
+                          ds["y"].transpose("sample", "drifter", "obs").values], axis=-1)
+    coef = ds["coef_re"].values + 1j * ds["coef_im"].values
+    prior = ds["prior_scale"].values if "prior_scale" in ds else np.full(ds.sizes["mode"], np.nan)
+    return PairedData(coef=coef.astype(np.complex64), positions=positions.astype(np.float32),
+                      time=ds["time"].values.astype(np.float64), k1=ds["k1"].values.astype(np.int32),
+                      k2=ds["k2"].values.astype(np.int32), omega=ds["omega"].values.astype(np.float64),
+                      prior_scale=np.asarray(prior, np.float64),
+                      attrs={k: _jsonable(v) for k, v in ds.attrs.items()})
+
+
+def _from_npz(path: pathlib.Path) -> PairedData:
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            arrays = {name: f[name] for name in f.files}
+    except Exception as error:  # zipfile / pickle / format errors of a corrupted file
+        raise ValueError(f"not a paired dataset: {path}: cannot be read as .npz ({type(error).__name__})") from None
+    missing = {"coef", "positions", "time", "k1", "k2", "omega"} - set(arrays)
+    if missing:
+        raise ValueError(f"not a paired dataset: {path}: missing arrays {sorted(missing)}")
+    attrs = json.loads(str(arrays["attrs"])) if "attrs" in arrays else {}
+    return PairedData(coef=arrays["coef"].astype(np.complex64), positions=arrays["positions"].astype(np.float32),
+                      time=arrays["time"].astype(np.float64), k1=arrays["k1"].astype(np.int32),
+                      k2=arrays["k2"].astype(np.int32), omega=arrays["omega"].astype(np.float64),
+                      prior_scale=arrays.get("prior_scale", np.full(len(arrays["k1"]), np.nan)).astype(np.float64),
+                      attrs=attrs)
+
+
+def load_paired(path: str | os.PathLike) -> PairedData:
+    """Returns the pairs of a lagda dataset file (.nc, validated) or an .npz with the same names.
+
+    Raises:
+        FileNotFoundError: if the file does not exist.
+        ValueError: if it is not a readable, valid paired dataset (one line naming the problem).
+    """
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such dataset file: {path}")
+    if path.suffix == ".npz":
+        return _from_npz(path)
+    try:
+        from simulate.schema import open_dataset
+    except ImportError:  # before the schema module existed: plain xarray
+        open_dataset = None
+    if open_dataset is not None:
+        ds = open_dataset(path, load=True)
+    else:
+        import xarray as xr
+        try:
+            ds = xr.load_dataset(path)
+        except Exception as error:
+            raise ValueError(f"not a lagda dataset: {path}: cannot be read as netCDF ({type(error).__name__})") from None
+    try:
+        return _from_xarray(ds)
+    except KeyError as error:
+        raise ValueError(f"not a lagda dataset: {path}: missing variable {error}") from None
+
+
+def as_paired(data) -> PairedData:
+    """Returns `data` itself if it is PairedData, else `load_paired(data)` for a path."""
+    return data if isinstance(data, PairedData) else load_paired(data)
+
+
+def check_same_modes(meta: dict, data: PairedData, what: str) -> None:
+    """Checks that `data` has the modes and frequencies of a run's `meta`.
+
+    Raises:
+        ValueError: naming `what` (e.g. the dataset path) if modes, frequencies or obs differ.
+    """
+    same_modes = np.array_equal(np.asarray(meta["k1"]), data.k1) and np.array_equal(np.asarray(meta["k2"]), data.k2)
+    if not same_modes:
+        raise ValueError(f"{what} has modes (K = {len(data.k1)}) that differ from the model's (K = {len(meta['k1'])})")
+    if not np.allclose(np.asarray(meta["omega"]), data.omega, rtol=1e-6, atol=1e-9):
+        raise ValueError(f"{what} has frequencies omega that differ from the model's training data")
+    if len(meta["time"]) != len(data.time) or not np.allclose(np.asarray(meta["time"]), data.time, rtol=1e-6):
+        raise ValueError(f"{what} has {len(data.time)} observation times that differ from the model's {len(meta['time'])}")

@@ -1,0 +1,185 @@
+"""The two embeddings of section 6.3: the fixed g_u on coefficients, the learned g_v on tracks.
+
+g_u(c) = (Re c, Im c) in R^{2K} (fixed, DESIGN.md). g_v is a transformer over the track,
+g_v(v) = P o A_M o ... o A_1 o L(v) (section 6.3), with n_e = 2K outputs:
+
+- features: per observation, from unwrapped positions `(obs, 2)`:
+  "position" (x, y); "increments" z_j - z_{j-1} (velocity-like; the first copies the second);
+  "sincos" sin/cos(2 pi n x), sin/cos(2 pi n y), n = 1..3 (periodic: the field only sees
+  z mod 1); "increments+sincos" both. Each channel is standardised with training-set
+  statistics stored in the model (`set_feature_stats`), so the scale of dt does not matter.
+- tokens: patches of P consecutive observations, flattened and lifted by a Linear L.
+- positions: observation times are identical across a dataset, so a learned absolute
+  embedding per token can represent the time factors exp(i omega_k t_j) of eq. (59)
+  directly; "sinusoidal" is the fixed alternative.
+- M pre-LayerNorm residual blocks (multi-head attention, MLP), a final LayerNorm,
+  pooling ("last" token as in the paper, a learned "cls" token, or the "mean"), Linear to n_e.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from lagda.config import TrainConfig
+
+N_HARMONICS = 3  # sin/cos harmonics of the position: the default modes have |k_i| <= 3
+_FEATURE_WIDTH = {"position": 2, "increments": 2, "sincos": 4 * N_HARMONICS,
+                  "increments+sincos": 2 + 4 * N_HARMONICS}
+_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+def embed_coefficients(coef):
+    """Returns g_u(c) = (Re c, Im c), real `(..., 2 * mode)` (the fixed Eulerian embedding).
+
+    Args:
+        coef: complex `(..., mode)` Fourier coefficients c_k of eq. (59).
+    """
+    coef = jnp.asarray(coef)
+    return jnp.concatenate([jnp.real(coef), jnp.imag(coef)], axis=-1)
+
+
+def similarity_mask(k1, k2, mask_mean_mode: bool) -> np.ndarray:
+    """Returns float32 `(2 * mode,)` weights applied to both embeddings before the similarity.
+
+    All ones, except zeros at Re/Im of the mode k = (0, 0) when `mask_mean_mode`: c_(0,0)
+    never changes the velocity, so no trajectory can predict it (g_u itself stays (Re c, Im c)).
+    """
+    keep = ~((np.asarray(k1) == 0) & (np.asarray(k2) == 0)) if mask_mean_mode else np.ones(len(k1), bool)
+    return np.concatenate([keep, keep]).astype(np.float32)
+
+
+def track_features(positions, kind: str):
+    """Returns raw (unstandardised) per-observation features `(..., obs, feature)`.
+
+    Args:
+        positions: unwrapped `(..., obs, 2)`.
+        kind: one of "position", "increments", "sincos", "increments+sincos".
+    """
+    parts = []
+    if kind == "position":
+        parts.append(positions)
+    if "increments" in kind:
+        steps = positions[..., 1:, :] - positions[..., :-1, :]
+        parts.append(jnp.concatenate([steps[..., :1, :], steps], axis=-2))
+    if "sincos" in kind:
+        n = jnp.arange(1, N_HARMONICS + 1, dtype=positions.dtype)
+        phase = 2.0 * jnp.pi * (positions[..., None] * n.reshape((1,) * positions.ndim + (-1,)))  # (..., obs, 2, harmonic)
+        parts += [jnp.sin(phase).reshape(*phase.shape[:-2], -1), jnp.cos(phase).reshape(*phase.shape[:-2], -1)]
+    return jnp.concatenate(parts, axis=-1)
+
+
+class FeatureStats(nnx.Variable):
+    """Non-trainable standardisation statistics of the input features (saved with the model)."""
+
+
+def _attention(query, key, value, bias=None, mask=None, **unused):
+    """jax.nn.dot_product_attention in the signature nnx.MultiHeadAttention calls (no dropout)."""
+    return jax.nn.dot_product_attention(query, key, value, bias=bias, mask=mask)
+
+
+def sinusoidal_positions(n_tokens: int, d_model: int) -> np.ndarray:
+    """Returns the fixed sinusoidal position table `(token, d_model)` of Vaswani et al."""
+    position = np.arange(n_tokens)[:, None]
+    rate = np.exp(-np.log(10_000.0) * np.arange(0, d_model, 2) / d_model)[None, :]
+    table = np.zeros((n_tokens, d_model), np.float32)
+    table[:, 0::2] = np.sin(position * rate)
+    table[:, 1::2] = np.cos(position * rate)[:, : d_model // 2]
+    return table
+
+
+class Block(nnx.Module):
+    """A pre-LayerNorm residual block: x + MHA(LN(x)), then x + MLP(LN(x))."""
+
+    def __init__(self, d_model: int, n_heads: int, mlp_ratio: int, dtype, *, rngs: nnx.Rngs):
+        self.norm1 = nnx.LayerNorm(d_model, dtype=dtype, rngs=rngs)
+        self.attention = nnx.MultiHeadAttention(n_heads, d_model, dtype=dtype, attention_fn=_attention,
+                                                decode=False, keep_rngs=False, rngs=rngs)
+        self.norm2 = nnx.LayerNorm(d_model, dtype=dtype, rngs=rngs)
+        self.hidden = nnx.Linear(d_model, mlp_ratio * d_model, dtype=dtype, rngs=rngs)
+        self.out = nnx.Linear(mlp_ratio * d_model, d_model, dtype=dtype, rngs=rngs)
+
+    def __call__(self, x):
+        x = x + self.attention(self.norm1(x))
+        return x + self.out(jax.nn.gelu(self.hidden(self.norm2(x))))
+
+
+class TrajectoryTransformer(nnx.Module):
+    """The learned trajectory encoder g_v: positions `(batch, obs, 2)` -> `(batch, n_e)`."""
+
+    def __init__(self, n_obs: int, n_embed: int, config: TrainConfig, *, rngs: nnx.Rngs):
+        """Builds g_v for tracks of `n_obs` observations and embedding size n_e = `n_embed`.
+
+        Raises:
+            ValueError: if the patch length does not divide n_obs.
+        """
+        config.validate()
+        if n_obs % config.patch:
+            raise ValueError(f"patch = {config.patch} does not divide the {n_obs} observations")
+        self.n_obs, self.patch = n_obs, config.patch
+        self.features, self.pooling = config.features, config.pooling
+        self.dtype = _DTYPES[config.compute_dtype]
+        width = _FEATURE_WIDTH[config.features]
+        n_tokens = n_obs // config.patch + (config.pooling == "cls")
+        self.feature_mean = FeatureStats(jnp.zeros((width,), jnp.float32))
+        self.feature_std = FeatureStats(jnp.ones((width,), jnp.float32))
+        self.lift = nnx.Linear(width * config.patch, config.d_model, dtype=self.dtype, rngs=rngs)
+        if config.positional == "learned":
+            self.position = nnx.Param(0.02 * jax.random.normal(rngs.params(), (n_tokens, config.d_model), jnp.float32))
+        else:
+            self.position = FeatureStats(jnp.asarray(sinusoidal_positions(n_tokens, config.d_model)))
+        if config.pooling == "cls":
+            self.cls = nnx.Param(jnp.zeros((1, 1, config.d_model), jnp.float32))
+        self.blocks = nnx.List([Block(config.d_model, config.n_heads, config.mlp_ratio, self.dtype, rngs=rngs)
+                                for _ in range(config.n_blocks)])
+        self.norm = nnx.LayerNorm(config.d_model, dtype=self.dtype, rngs=rngs)
+        self.head = nnx.Linear(config.d_model, n_embed, dtype=self.dtype, rngs=rngs)
+
+    def set_feature_stats(self, positions) -> None:
+        """Sets the feature standardisation from sample tracks `(sample, obs, 2)` (in place)."""
+        feats = np.asarray(track_features(jnp.asarray(positions, jnp.float32), self.features))
+        feats = feats.reshape(-1, feats.shape[-1])
+        self.feature_mean.value = jnp.asarray(feats.mean(0), jnp.float32)
+        self.feature_std.value = jnp.asarray(np.maximum(feats.std(0), 1e-6), jnp.float32)
+
+    def __call__(self, positions):
+        """Returns g_v(v), float32 `(batch, n_e)` for unwrapped positions `(batch, obs, 2)`.
+
+        Raises:
+            ValueError: if positions are not `(batch, n_obs, 2)`.
+        """
+        if positions.ndim != 3 or positions.shape[1:] != (self.n_obs, 2):
+            raise ValueError(f"expected positions (batch, {self.n_obs}, 2), got {positions.shape}")
+        feats = track_features(positions.astype(jnp.float32), self.features)
+        feats = (feats - self.feature_mean.value[None, None]) / self.feature_std.value[None, None]
+        batch = feats.shape[0]
+        tokens = feats.reshape(batch, self.n_obs // self.patch, -1).astype(self.dtype)
+        x = self.lift(tokens)
+        if self.pooling == "cls":
+            x = jnp.concatenate([jnp.broadcast_to(self.cls.value, (batch, 1, x.shape[-1])).astype(x.dtype), x], axis=1)
+        x = x + self.position.value[None].astype(x.dtype)
+        for block in self.blocks:
+            x = block(x)
+        x = self.norm(x)
+        pooled = {"last": lambda: x[:, -1], "cls": lambda: x[:, 0], "mean": lambda: jnp.mean(x, axis=1)}[self.pooling]()
+        return self.head(pooled).astype(jnp.float32)
+
+
+def encode_tracks(model: TrajectoryTransformer, positions):
+    """Returns one embedding per field, `(batch, n_e)`: the mean of its drifters' g_v.
+
+    Averaging per-track embeddings treats a field's drifters as a set (invariant to their
+    order), the set-similarity idea of the SLIP/set-CLIP seed paper; with one drifter it is g_v.
+
+    Args:
+        positions: unwrapped `(batch, drifter, obs, 2)`.
+    Raises:
+        ValueError: if positions are not 4-dimensional.
+    """
+    if positions.ndim != 4:
+        raise ValueError(f"expected positions (batch, drifter, obs, 2), got {positions.shape}")
+    batch, n_drifters = positions.shape[:2]
+    per_track = model(positions.reshape(batch * n_drifters, *positions.shape[2:]))
+    return jnp.mean(per_track.reshape(batch, n_drifters, -1), axis=1)

@@ -1,0 +1,186 @@
+"""Shared pieces of the assimilation methods: the flow model, observation bookkeeping,
+real <-> complex coefficient vectors, the differentiable observation operator and
+Gaussian posterior sampling.
+
+A coefficient vector is handled as the real vector x = (Re c, Im c) in R^{2K}, the fixed
+Eulerian embedding g_u of DESIGN.md; the prior is x ~ N(0, diag(a_k^2 / 2, a_k^2 / 2)).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from simulate.flow import TWO_PI, velocity
+from simulate.integrate import explicit_rk_step, record
+
+
+@dataclasses.dataclass(frozen=True)
+class FlowModel:
+    """The model the tracks are assimilated into: modes, frequencies, prior scale, RK4 step."""
+
+    k1: np.ndarray  # int (mode,)
+    k2: np.ndarray  # int (mode,)
+    omega: np.ndarray  # float64 (mode,)
+    scale: np.ndarray  # float64 (mode,) prior std a_k = sqrt(E|c_k|^2)
+    dt: float  # RK4 step of the model
+
+    @property
+    def n_modes(self) -> int:
+        """Number of Fourier modes K."""
+        return len(self.k1)
+
+    @property
+    def prior_var(self) -> np.ndarray:
+        """Returns the prior variances of x = (Re c, Im c), `(2K,)`: a_k^2 / 2 twice."""
+        half = np.asarray(self.scale, np.float64) ** 2 / 2.0
+        return np.concatenate([half, half])
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldEstimate:
+    """One field's posterior: weighted samples, plus retrieval candidates when there are any."""
+
+    samples: np.ndarray  # complex (member, mode)
+    weights: np.ndarray  # float64 (member,), sums to 1
+    candidates: np.ndarray | None = None  # complex (rank, mode)
+    candidate_weights: np.ndarray | None = None  # (rank,)
+    info: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Observations:
+    """One field's tracks arranged for the simulator (all arrays numpy).
+
+    Drifter d starts at z0[d] at time t0[d] (its release, or its first valid observation);
+    its valid observation j is simulated state index[d, j] of `record` with `stride`.
+    """
+
+    z0: np.ndarray  # (drifter, 2)
+    t0: np.ndarray  # (drifter,)
+    index: np.ndarray  # int (drifter, obs)
+    mask: np.ndarray  # float (drifter, obs): 1 where observed (and not the start point)
+    target: np.ndarray  # (drifter, obs, 2), 0 where masked
+    steps: np.ndarray  # int (drifter, obs) steps since the start, 0 where masked
+    stride: int
+    n_sim: int
+
+
+def to_real(coef) -> np.ndarray:
+    """Returns x = (Re c, Im c), `(..., 2K)` for complex `(..., mode)`."""
+    return np.concatenate([np.real(coef), np.imag(coef)], axis=-1)
+
+
+def to_complex(x):
+    """Returns c = x[:K] + i x[K:], complex `(..., mode)` for real `(..., 2K)` (jax or numpy)."""
+    k = x.shape[-1] // 2
+    return x[..., :k] + 1j * x[..., k:]
+
+
+def valid_mask(positions, times) -> np.ndarray:
+    """Returns bool `(drifter, obs)`: position and time both finite."""
+    return np.all(np.isfinite(positions), axis=-1) & np.isfinite(times)
+
+
+def arrange(positions, times, release, dt: float) -> Observations:
+    """Returns the tracks of one field arranged for the simulator.
+
+    Args:
+        positions: `(drifter, obs, 2)` unwrapped, NaN where missing.
+        times: `(drifter, obs)`, multiples of dt (checked by lagda.tracks.check_fits_model).
+        release: `(drifter, 2)` release points at t = 0, or None (start at the first valid
+            observation of each drifter).
+    Raises:
+        ValueError: if a drifter has fewer than 2 valid observations.
+    """
+    positions = np.asarray(positions, np.float64)
+    ok = valid_mask(positions, times)
+    steps_all = np.where(ok, np.rint(np.nan_to_num(times) / dt), 0).astype(np.int64)
+    n_drifter = positions.shape[0]
+    z0, n0 = np.zeros((n_drifter, 2)), np.zeros(n_drifter, np.int64)
+    for d in range(n_drifter):
+        valid = np.flatnonzero(ok[d])
+        if len(valid) < 2:
+            raise ValueError(f"drifter {d} has {len(valid)} valid observations; need at least 2")
+        if release is not None and np.all(np.isfinite(release[d])):
+            z0[d] = release[d]
+        else:
+            z0[d], n0[d] = positions[d, valid[0]], steps_all[d, valid[0]]
+            ok[d, valid[0]] = False  # the start point is not a misfit term
+    steps = np.where(ok, steps_all - n0[:, None], 0)
+    if np.any(steps[ok] <= 0):
+        raise ValueError("observation times must increase after the release time")
+    stride = int(np.gcd.reduce(steps[ok]))
+    index = np.where(ok, steps // stride - 1, 0)
+    target = np.where(ok[..., None], np.nan_to_num(positions), 0.0)
+    return Observations(z0, n0 * dt, index, ok.astype(np.float64), target, steps, stride,
+                        int(index.max()) + 1)
+
+
+def window_mask(obs: Observations, fraction: float) -> np.ndarray:
+    """Returns the mask of the observations in the first `fraction` of the window."""
+    limit = fraction * obs.steps.max()
+    return obs.mask * (obs.steps <= limit + 0.5)
+
+
+def _field(z, t, args):
+    coef, k1, k2, omega = args
+    return velocity(z, t, coef, k1, k2, omega)
+
+
+@functools.partial(jax.jit, static_argnames=("n_sim", "stride"))
+def simulate_observed(x, z0, t0, index, k1, k2, omega, dt, n_sim: int, stride: int):
+    """Returns the simulated positions at the observation slots, `(drifter, obs, 2)`.
+
+    The observation operator of var / enkf: RK4 (simulate.integrate) from z0 at t0 for each
+    drifter, recorded every `stride` steps, gathered at `index`. Differentiable in x (2K,).
+    """
+    coef = to_complex(x)
+    step = explicit_rk_step(_field)
+
+    def one(z, t):
+        return record(step, z, t, dt, n_sim, stride, (coef, k1, k2, omega))
+
+    states = jax.vmap(one)(z0, t0)
+    return jnp.take_along_axis(states, index[:, :, None], axis=1)
+
+
+def velocity_matrix(points, t, k1, k2, omega) -> np.ndarray:
+    """Returns G with w(z, t) = G x for x = (Re c, Im c): `(point, 2, 2K)`, numpy float64.
+
+    w = Re(sum_k c_k e^{i theta_k} 2 pi i (-k2, k1)), theta_k = omega_k t + 2 pi k.z, so
+    u = sum 2 pi k2 (a_k sin theta_k + b_k cos theta_k), v = -sum 2 pi k1 (same), c = a + i b.
+    """
+    theta = omega[None, :] * t[:, None] + TWO_PI * (points[:, 0:1] * k1[None, :] + points[:, 1:2] * k2[None, :])
+    basis = np.concatenate([np.sin(theta), np.cos(theta)], axis=-1)  # (point, 2K)
+    kk1, kk2 = np.tile(k1, 2)[None, :], np.tile(k2, 2)[None, :]
+    return np.stack([TWO_PI * kk2 * basis, -TWO_PI * kk1 * basis], axis=1)
+
+
+def gaussian_samples(key, mean, cov, n: int) -> np.ndarray:
+    """Returns n antithetic draws of N(mean, cov) over x as complex coefficients `(member, mode)`.
+
+    Draws come in pairs mean +- L xi (plus the mean itself when n is odd), so the sample
+    mean equals `mean` exactly and Posterior.mean is the exact posterior mean.
+    """
+    eigval, eigvec = np.linalg.eigh((cov + cov.T) / 2.0)
+    root = eigvec * np.sqrt(np.clip(eigval, 0.0, None))[None, :]
+    xi = np.asarray(jax.random.normal(key, (n // 2, len(mean))), np.float64)
+    xi = np.concatenate([xi, -xi, np.zeros((n % 2, len(mean)))], axis=0)
+    return to_complex(mean[None, :] + xi @ root.T)
+
+
+def gaussian_estimate(key, mean, cov, members: int, info=None) -> FieldEstimate:
+    """Returns a FieldEstimate of equal-weight antithetic samples from N(mean, cov)."""
+    samples = gaussian_samples(key, mean, cov, members)
+    return FieldEstimate(samples, np.full(members, 1.0 / members), info=dict(info or {}))
+
+
+def log_grid(low: float, high: float, n: int) -> np.ndarray:
+    """Returns n log-spaced values from low to high."""
+    return np.exp(np.linspace(math.log(low), math.log(high), n))

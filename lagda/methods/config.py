@@ -1,0 +1,68 @@
+"""AssimConfig: every setting of the assimilation methods, one frozen dataclass.
+
+Each `lagda assimilate` option maps to one field. Defaults are chosen for the small preset
+(dt 1e-4, T 0.1, K = 49) and were measured in experiments/assimilation_benchmark.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+METHODS = ("linear", "var", "enkf", "retrieve", "embed", "hybrid")
+OPTIMIZERS = ("gauss_newton", "lbfgs", "adam")
+HYBRID_STARTS = ("embed", "retrieve")
+
+
+@dataclasses.dataclass(frozen=True)
+class AssimConfig:
+    members: int = 256  # posterior samples drawn from Gaussian posteriors (linear, var, hybrid)
+    noise_std: float | None = None  # position noise std (domain lengths); None: estimate / floor
+    # linear: finite-difference velocities
+    fd_lag: int = 1  # observations between the two ends of a finite difference (1: neighbours)
+    noise_grid: int = 41  # log-spaced velocity-noise variances tried by empirical Bayes
+    # var: 4D-Var
+    optimizer: Literal["gauss_newton", "lbfgs", "adam"] = "gauss_newton"
+    var_iterations: int = 30  # optimiser iterations per continuation stage
+    var_lr: float = 0.05  # adam learning rate (real coefficient units)
+    var_sigma_floor: float = 1e-6  # smallest position noise std used in the misfit
+    continuation: tuple[float, ...] = (0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 1.0)  # window fractions
+    # enkf: ensemble Kalman inversion (ES-MDA)
+    enkf_members: int = 64  # ensemble size
+    enkf_iterations: int = 4  # ES-MDA assimilations per continuation stage (alpha = iterations)
+    enkf_sigma_floor: float = 1e-3  # smallest position noise std used by the ensemble update
+    # retrieve / embed / hybrid
+    bank_size: int = 100_000  # prior draws ranked by the learned similarity
+    bank_batch: int = 65_536  # bank draws generated and scored at once (memory bound)
+    top_k: int = 16  # retrieved candidates kept (Algorithm 1)
+    closed_form: bool = False  # embed: Gaussian conditional of section 5 (eqs 41a / 48a)
+    hybrid_start: Literal["embed", "retrieve"] = "embed"  # hybrid: var started from this estimate
+    hybrid_iterations: int = 15  # var iterations of hybrid (no continuation)
+
+    def validate(self) -> "AssimConfig":
+        """Returns self, or raises ValueError with one line naming the bad setting."""
+        checks = [
+            (self.members >= 1, f"members must be >= 1, got {self.members}"),
+            (self.noise_std is None or self.noise_std >= 0, f"noise_std must be >= 0, got {self.noise_std}"),
+            (self.fd_lag >= 1, f"fd_lag must be >= 1, got {self.fd_lag}"),
+            (self.noise_grid >= 2, f"noise_grid must be >= 2, got {self.noise_grid}"),
+            (self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}"),
+            (self.var_iterations >= 1, f"var_iterations must be >= 1, got {self.var_iterations}"),
+            (self.var_lr > 0, f"var_lr must be > 0, got {self.var_lr}"),
+            (self.var_sigma_floor > 0, f"var_sigma_floor must be > 0, got {self.var_sigma_floor}"),
+            (len(self.continuation) >= 1 and all(0 < f <= 1 for f in self.continuation)
+             and abs(self.continuation[-1] - 1.0) < 1e-12,
+             f"continuation must be window fractions in (0, 1] ending with 1.0, got {self.continuation}"),
+            (self.enkf_members >= 2, f"enkf_members must be >= 2, got {self.enkf_members}"),
+            (self.enkf_iterations >= 1, f"enkf_iterations must be >= 1, got {self.enkf_iterations}"),
+            (self.enkf_sigma_floor > 0, f"enkf_sigma_floor must be > 0, got {self.enkf_sigma_floor}"),
+            (self.bank_size >= 1, f"bank_size must be >= 1, got {self.bank_size}"),
+            (self.bank_batch >= 1, f"bank_batch must be >= 1, got {self.bank_batch}"),
+            (1 <= self.top_k <= self.bank_size, f"top_k must be in [1, bank_size], got {self.top_k}"),
+            (self.hybrid_start in HYBRID_STARTS, f"hybrid_start must be one of {HYBRID_STARTS}, got {self.hybrid_start!r}"),
+            (self.hybrid_iterations >= 1, f"hybrid_iterations must be >= 1, got {self.hybrid_iterations}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+        return self

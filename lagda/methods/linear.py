@@ -1,0 +1,108 @@
+"""`linear`: linear-Gaussian inversion of finite-difference velocities along the tracks.
+
+At known positions and times the velocity is linear in x = (Re c, Im c):
+w(z, t) = Re( sum_k c_k e^{i omega_k t} e^{2 pi i k.z} 2 pi i (-k2, k1) ) = G(z, t) x.
+Central differences (z_{j+L} - z_j) / (t_{j+L} - t_j) estimate w at the midpoint position
+and time with an O(dt_obs^2) error, so with dense exact tracks y = G x + e, e small. With
+the prior x ~ N(0, D), D = diag(a_k^2 / 2) twice, and e ~ N(0, s^2 I) the posterior is
+Gaussian in closed form (Kalman / Bayes linear update):
+    cov = (G^T G / s^2 + D^-1)^-1,  mean = cov G^T y / s^2 = D G^T (G D G^T + s^2 I)^-1 y.
+s^2 is chosen by empirical Bayes (maximum marginal likelihood of y over a log grid) unless
+a position noise std is given (then s^2 = 2 noise_std^2 / dt_pair^2, the difference noise).
+
+Limits (measured in experiments/assimilation_benchmark.py): sparse sampling makes the
+finite differences biased (error ~ |d^3 z / dt^3| dt_obs^2 / 24 grows fast with the
+spacing), and position noise sigma becomes velocity noise sqrt(2) sigma / dt_obs; the
+k = (0, 0) mode never moves a drifter, its G column is zero, so it keeps its prior.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lagda.methods._common import FieldEstimate, FlowModel, gaussian_estimate, log_grid, valid_mask, velocity_matrix
+from lagda.methods.config import AssimConfig
+
+
+def finite_differences(positions, times, release=None, lag: int = 1):
+    """Returns midpoint positions `(pair, 2)`, times `(pair,)`, velocities `(pair, 2)`, spans `(pair,)`.
+
+    Pairs are observations j and j + lag of one drifter; a pair with a missing end (NaN) is
+    skipped. A known release point is used as an observation at t = 0.
+
+    Args:
+        positions: `(drifter, obs, 2)` unwrapped; times: `(drifter, obs)`.
+        release: `(drifter, 2)` or None.
+    """
+    positions = np.asarray(positions, np.float64)
+    times = np.asarray(times, np.float64)
+    if release is not None:
+        positions = np.concatenate([np.asarray(release, np.float64)[:, None, :], positions], axis=1)
+        times = np.concatenate([np.zeros((times.shape[0], 1)), times], axis=1)
+    ok = valid_mask(positions, times)
+    pair_ok = ok[:, :-lag] & ok[:, lag:]
+    z_a, z_b = positions[:, :-lag][pair_ok], positions[:, lag:][pair_ok]
+    t_a, t_b = times[:, :-lag][pair_ok], times[:, lag:][pair_ok]
+    return (z_a + z_b) / 2.0, (t_a + t_b) / 2.0, (z_b - z_a) / (t_b - t_a)[:, None], t_b - t_a
+
+
+def linear_posterior(g, y, prior_var, noise_var=None, n_grid: int = 41):
+    """Returns the Gaussian posterior (mean `(p,)`, cov `(p, p)`, noise_var) of y = G x + e.
+
+    Whitened with x = D^{1/2} w and the SVD G D^{1/2} = U diag(s) V^T (an SVD rather than an
+    eigendecomposition of G^T G, so that weak directions keep their relative accuracy):
+    mean_w = V diag(s / (s^2 + noise)) U^T y,  cov_w = V diag(noise / (s^2 + noise)) V^T.
+    Without noise_var, it maximises the log marginal likelihood of y ~ N(0, G D G^T + noise I),
+    -1/2 [n log noise + sum log(1 + s^2 / noise) + (|y|^2 - sum z^2 s^2 / (s^2 + noise)) / noise],
+    z = U^T y, over a log grid spanning 1e-14..1 of mean(y^2).
+
+    Args:
+        g: `(n, p)` design; y: `(n,)` data; prior_var: `(p,)` diagonal prior covariance D.
+    Raises:
+        ValueError: on mismatched shapes or no data.
+    """
+    if g.ndim != 2 or y.shape != (g.shape[0],) or prior_var.shape != (g.shape[1],) or g.shape[0] == 0:
+        raise ValueError(f"expected g (n, p), y (n,), prior_var (p,) with n > 0, got {g.shape}, {y.shape}, {prior_var.shape}")
+    root = np.sqrt(prior_var)
+    u, s, vt = np.linalg.svd(g * root[None, :], full_matrices=False)
+    s = np.concatenate([s, np.zeros(len(root) - len(s))])  # fewer data than parameters
+    vt = np.concatenate([vt, _complement(vt, len(root))], axis=0)
+    z = np.concatenate([u.T @ y, np.zeros(len(root) - u.shape[1])])
+    if noise_var is None:
+        yy, n = float(y @ y), len(y)
+        grid = log_grid(1e-14, 1.0, n_grid) * max(yy / n, 1e-300)
+        log_ml = [-0.5 * (n * np.log(v) + np.sum(np.log1p(s**2 / v)) + (yy - np.sum(z**2 * s**2 / (s**2 + v))) / v)
+                  for v in grid]
+        noise_var = float(grid[int(np.argmax(log_ml))])
+    mean_w = vt.T @ (s * z / (s**2 + noise_var))
+    cov_w = (vt.T * (noise_var / (s**2 + noise_var))[None, :]) @ vt
+    return root * mean_w, root[:, None] * cov_w * root[None, :], noise_var
+
+
+def _complement(vt, p: int) -> np.ndarray:
+    """Returns an orthonormal basis `(p - r, p)` of the complement of the rows of vt `(r, p)`."""
+    if vt.shape[0] >= p:
+        return np.zeros((0, p))
+    q, _ = np.linalg.qr(np.concatenate([vt.T, np.eye(p)], axis=1))
+    return q[:, vt.shape[0]:p].T
+
+
+def assimilate_linear(positions, times, release, model: FlowModel, config: AssimConfig, key) -> FieldEstimate:
+    """Returns the linear-Gaussian posterior of one field from finite-difference velocities.
+
+    Args:
+        positions: `(drifter, obs, 2)`; times: `(drifter, obs)`; release: `(drifter, 2)` or None.
+    Raises:
+        ValueError: if no pair of consecutive valid observations exists.
+    """
+    points, t, vel, span = finite_differences(positions, times, release, config.fd_lag)
+    if len(t) == 0:
+        raise ValueError(f"no two valid observations {config.fd_lag} apart: cannot form finite differences")
+    g = velocity_matrix(points, t, model.k1, model.k2, model.omega).reshape(-1, 2 * model.n_modes)
+    spacing = float(np.median(span))
+    noise_var = None
+    if config.noise_std is not None and config.noise_std > 0:
+        noise_var = 2.0 * config.noise_std**2 / spacing**2
+    mean, cov, noise_var = linear_posterior(g, vel.reshape(-1), model.prior_var, noise_var, config.noise_grid)
+    info = {"pairs": len(t), "velocity_noise_std": float(np.sqrt(noise_var)), "pair_spacing": spacing}
+    return gaussian_estimate(key, mean, cov, config.members, info)

@@ -1,0 +1,311 @@
+"""Contrastive training of the trajectory encoder g_v against the fixed g_u(c) = (Re c, Im c).
+
+One jitted, pure train step over (graphdef, params, buffers, opt_state, batch) with the old
+state donated; data parallel over all local devices (a 1-D mesh 'data': the batch is
+sharded, parameters replicated, XLA inserts the gradient all-reduce). For several hosts,
+set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID: `train` then calls
+`jax.distributed.initialize()` first (each host must then feed its own slice of the data;
+this single-host loop does not, so multi-host is untested).
+
+Run directory: config.json, dataset.json (modes, frequencies, prior, times, generator
+settings of the training data), checkpoints/ (orbax, one per epoch), metrics.jsonl.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import pathlib
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from tqdm import tqdm
+
+from lagda import checkpoint, losses
+from lagda.config import TrainConfig
+from lagda.data import PairedData, as_paired
+from lagda.encoders import FeatureStats, TrajectoryTransformer, embed_coefficients, encode_tracks, similarity_mask
+
+TRACE_COUNT = {"train_step": 0}  # incremented only while tracing: a retracing detector for tests
+
+
+class TrainingDiverged(ValueError):
+    """The loss became NaN or infinite; the last good checkpoint is kept."""
+
+
+class Contrastive(nnx.Module):
+    """The trained objects: the encoder g_v, log tau and the sigmoid-loss bias."""
+
+    def __init__(self, n_obs: int, k1, k2, config: TrainConfig, *, rngs: nnx.Rngs):
+        self.encoder = TrajectoryTransformer(n_obs, 2 * len(k1), config, rngs=rngs)
+        self.mask = FeatureStats(jnp.asarray(similarity_mask(k1, k2, config.mask_mean_mode)))
+        log_tau = jnp.asarray(math.log(config.tau), jnp.float32)
+        self.log_tau = nnx.Param(log_tau) if config.learn_tau else FeatureStats(log_tau)
+        self.bias = nnx.Param(jnp.asarray(config.sigmoid_bias, jnp.float32))
+
+
+def make_optimizer(config: TrainConfig, total_steps: int) -> optax.GradientTransformation:
+    """Returns the optax chain: optional global-norm clipping, then Adam(W) on a warm-up(+cosine) lr."""
+    if config.cosine_decay:
+        lr = optax.warmup_cosine_decay_schedule(0.0, config.lr, config.warmup, max(total_steps, config.warmup + 1))
+    elif config.warmup:
+        lr = optax.join_schedules([optax.linear_schedule(0.0, config.lr, config.warmup), optax.constant_schedule(config.lr)],
+                                  [config.warmup])
+    else:
+        lr = config.lr
+    parts = [optax.clip_by_global_norm(config.grad_clip)] if config.grad_clip > 0 else []
+    if config.optimiser == "adamw":
+        parts.append(optax.adamw(lr, weight_decay=config.weight_decay))
+    else:
+        parts.append(optax.adam(lr))
+    return optax.chain(*parts)
+
+
+def contrastive_loss(model: Contrastive, coef, positions, config: TrainConfig):
+    """Returns the batch loss of config.loss on logits s(g_u(c), g_v(v)) (eq. 12 for "cond")."""
+    u_emb = embed_coefficients(coef) * model.mask.value[None]
+    v_emb = encode_tracks(model.encoder, positions) * model.mask.value[None]
+    tau = jnp.exp(model.log_tau.value)
+    logits = losses.similarity(u_emb, v_emb, config.similarity, tau)
+    if config.loss == "cond":
+        return losses.conditional_loss(logits, config.lambda_u, config.lambda_v)
+    if config.loss == "joint":
+        return losses.joint_loss(logits)
+    return losses.sigmoid_loss(logits, model.bias.value)
+
+
+def make_train_step(config: TrainConfig, tx: optax.GradientTransformation):
+    """Returns step(graphdef, params, buffers, opt_state, coef, positions) -> (params, opt_state, loss), jitted."""
+
+    def step(graphdef, params, buffers, opt_state, coef, positions):
+        TRACE_COUNT["train_step"] += 1
+
+        def loss_of(p):
+            return contrastive_loss(nnx.merge(graphdef, p, buffers), coef, positions, config)
+
+        loss, grads = jax.value_and_grad(loss_of)(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return jax.jit(step, static_argnums=0, donate_argnums=(1, 3))
+
+
+def _embed_fn(graphdef, state, positions):
+    return encode_tracks(nnx.merge(graphdef, state), positions)
+
+
+_embed_jit = jax.jit(_embed_fn, static_argnums=0)
+
+
+def embed_tracks(model: TrajectoryTransformer, positions, batch_size: int = 256) -> np.ndarray:
+    """Returns float32 embeddings g_v `(field, n_e)` of tracks `(field, drifter, obs, 2)`.
+
+    Fields are embedded in batches of `batch_size` (the last padded, so one compilation per
+    batch shape); a field's drifters are averaged (`encode_tracks`).
+    """
+    positions = np.asarray(positions, np.float32)
+    if positions.ndim != 4:
+        raise ValueError(f"expected positions (field, drifter, obs, 2), got {positions.shape}")
+    graphdef, state = nnx.split(model)
+    n = positions.shape[0]
+    size = min(batch_size, n)
+    out = []
+    for start in range(0, n, size):
+        chunk = positions[start:start + size]
+        pad = size - chunk.shape[0]
+        if pad:
+            chunk = np.concatenate([chunk, np.repeat(chunk[-1:], pad, axis=0)])
+        out.append(np.asarray(_embed_jit(graphdef, state, jnp.asarray(chunk)))[: size - pad])
+    return np.concatenate(out).astype(np.float32)
+
+
+# One function object per kind (retrieval caches its compiled kernels by function); tau = 1
+# because a positive temperature does not change the ranking.
+_RANKING_SIMILARITY = {kind: functools.partial(losses.similarity, kind=kind, tau=1.0) for kind in ("cosine", "inner", "l2")}
+
+
+def retrieval_scores(model: TrajectoryTransformer, data: PairedData, config: TrainConfig, library: int | None,
+                     prefix: str) -> dict:
+    """Returns {"<prefix>/<direction>/R@<k>": fraction} over the first `library` pairs of `data`."""
+    from lagda.retrieval import retrieval_metrics
+
+    n = data.n_samples if not library else min(library, data.n_samples)
+    mask = jnp.asarray(similarity_mask(data.k1, data.k2, config.mask_mean_mode))
+    v_emb = jnp.asarray(embed_tracks(model, data.positions[:n], config.eval_batch)) * mask[None]
+    u_emb = embed_coefficients(jnp.asarray(data.coef[:n])) * mask[None]
+    scores = retrieval_metrics(u_emb, v_emb, _RANKING_SIMILARITY[config.similarity], ks=(1, 5), batch_size=config.eval_batch)
+    return {f"{prefix}/{key}": float(value) for key, value in scores.items()}
+
+
+def _write_json(path: pathlib.Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _prepare_run_dir(run_dir: pathlib.Path, config: TrainConfig, train_data: PairedData, resume: bool) -> None:
+    if resume:
+        if not (run_dir / "config.json").is_file():
+            raise FileNotFoundError(f"cannot resume: {run_dir} has no config.json")
+        saved = TrainConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
+        differ = [k for k, v in vars(saved).items() if k != "epochs" and getattr(config, k) != v]
+        if differ:
+            raise ValueError(f"cannot resume {run_dir}: config differs from the saved one in {differ}")
+    elif (run_dir / "checkpoints").exists() and any((run_dir / "checkpoints").iterdir()):
+        raise ValueError(f"{run_dir} already holds checkpoints: pass resume=True (--resume) or use a new run dir")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _write_json(run_dir / "config.json", config.to_json())
+    _write_json(run_dir / "dataset.json", json.dumps(train_data.meta(), indent=1))
+
+
+_DISTRIBUTED = {"initialized": False}
+
+
+def _maybe_initialize_distributed() -> None:
+    # Must run before the first device query, hence before building the mesh.
+    if "JAX_COORDINATOR_ADDRESS" in os.environ and not _DISTRIBUTED["initialized"]:
+        jax.distributed.initialize()
+        _DISTRIBUTED["initialized"] = True
+
+
+def build_model(config: TrainConfig, n_obs: int, k1, k2) -> Contrastive:
+    """Returns a freshly initialised Contrastive model (seed = config.seed), n_e = 2 * len(k1)."""
+    return Contrastive(n_obs, k1, k2, config, rngs=nnx.Rngs(params=config.seed))
+
+
+def _epoch_batches(key, epoch: int, n: int, batch: int) -> np.ndarray:
+    """Returns `(step, batch)` sample indices of one epoch: a permutation from fold_in(key, epoch)."""
+    perm = np.asarray(jax.random.permutation(jax.random.fold_in(key, epoch), n))
+    steps = n // batch
+    return perm[: steps * batch].reshape(steps, batch)
+
+
+def _append_metrics(path: pathlib.Path, record: dict, keep_below: int | None = None) -> None:
+    lines = path.read_text().splitlines() if path.exists() else []
+    if keep_below is not None:  # on resume drop epochs that are about to be redone
+        lines = [ln for ln in lines if json.loads(ln)["epoch"] < keep_below]
+    lines.append(json.dumps(record))
+    _write_json(path, "\n".join(lines) + "\n")
+
+
+def _run_epoch(state, epoch, train_data, batches, step_fn, graphdef, sharding, progress):
+    params, buffers, opt_state = state
+    total, start = 0.0, time.perf_counter()
+    bar = tqdm(batches, desc=f"epoch {epoch + 1}", disable=not progress, leave=False)
+    for i, index in enumerate(bar):
+        coef = jax.device_put(train_data.coef[index], sharding)
+        positions = jax.device_put(train_data.positions[index], sharding)
+        params, opt_state, loss = step_fn(graphdef, params, buffers, opt_state, coef, positions)
+        value = float(loss)
+        if not math.isfinite(value):
+            raise TrainingDiverged(f"loss became {value} at epoch {epoch + 1} step {i + 1}; the last good "
+                                   f"checkpoint (epoch {epoch}) is kept; lower lr or set grad_clip")
+        total += value
+        rate = (i + 1) * len(index) / (time.perf_counter() - start)
+        bar.set_postfix(loss=f"{value:.4f}", samples_per_s=f"{rate:.0f}")
+    seconds = time.perf_counter() - start
+    stats = {"train_loss": total / len(batches), "samples_per_s": len(batches) * batches.shape[1] / seconds,
+             "epoch_seconds": seconds}
+    return (params, buffers, opt_state), stats
+
+
+def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = False, progress: bool = True) -> pathlib.Path:
+    """Returns `run_dir` after training g_v on `train_data` for config.epochs epochs.
+
+    Minimises config.loss (default L_cond, eq. 12 / Opt. Problem 3.13) over mini-batches of
+    pairs; after every epoch saves a checkpoint and appends train loss, throughput and
+    retrieval R@1/R@5 (train and test libraries) to metrics.jsonl.
+
+    Args:
+        train_data, test_data: PairedData or dataset paths (test_data may be None).
+        resume: continue from the latest checkpoint in run_dir; bit-for-bit identical to an
+            uninterrupted run (shuffling uses fold_in(seed, epoch)).
+    Raises:
+        ValueError / FileNotFoundError: bad config, data or run dir (one line).
+        TrainingDiverged: NaN/inf loss (a ValueError), last good checkpoint kept.
+    """
+    _maybe_initialize_distributed()
+    config.validate()
+    run_dir = pathlib.Path(run_dir)
+    train_data = as_paired(train_data)
+    test_data = None if test_data is None else as_paired(test_data)
+    mesh = Mesh(np.asarray(jax.devices()), ("data",))
+    if config.batch_size % mesh.size:
+        raise ValueError(f"batch_size = {config.batch_size} is not divisible by the {mesh.size} devices")
+    steps_per_epoch = train_data.n_samples // config.batch_size
+    if steps_per_epoch < 1:
+        raise ValueError(f"batch_size = {config.batch_size} exceeds the {train_data.n_samples} training pairs")
+    _prepare_run_dir(run_dir, config, train_data, resume)
+    model = build_model(config, train_data.positions.shape[2], train_data.k1, train_data.k2)
+    model.encoder.set_feature_stats(train_data.positions[:1024, 0])
+    graphdef, params, buffers = nnx.split(model, nnx.Param, ...)
+    tx = make_optimizer(config, steps_per_epoch * config.epochs)
+    opt_state = tx.init(params)
+    mngr = checkpoint.manager(run_dir / "checkpoints", config.keep_checkpoints)
+    first_epoch = 0
+    if resume and mngr.latest_step() is not None:
+        (params, buffers, opt_state), first_epoch = checkpoint.restore(mngr, (params, buffers, opt_state))
+    replicated, sharded = NamedSharding(mesh, PartitionSpec()), NamedSharding(mesh, PartitionSpec("data"))
+    state = jax.device_put((params, buffers, opt_state), replicated)
+    step_fn = make_train_step(config, tx)
+    key = jax.random.key(config.seed)
+    for epoch in range(first_epoch, config.epochs):
+        batches = _epoch_batches(key, epoch, train_data.n_samples, config.batch_size)
+        state, stats = _run_epoch(state, epoch, train_data, batches, step_fn, graphdef, sharded, progress)
+        checkpoint.save(mngr, epoch + 1, state)
+        record = {"epoch": epoch + 1, "step": (epoch + 1) * steps_per_epoch, **stats}
+        if config.eval_library and ((epoch + 1) % config.eval_every == 0 or epoch + 1 == config.epochs):
+            encoder = nnx.merge(graphdef, *state[:2]).encoder
+            record.update(retrieval_scores(encoder, train_data, config, config.eval_library, "train"))
+            if test_data is not None:
+                record.update(retrieval_scores(encoder, test_data, config, config.eval_library, "test"))
+        _append_metrics(run_dir / "metrics.jsonl", record, keep_below=epoch + 1 if epoch == first_epoch else None)
+        if progress:
+            print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()))
+    mngr.close()
+    return run_dir
+
+
+def load_run(run_dir):
+    """Returns (encoder g_v, TrainConfig, dataset meta) of the latest checkpoint of a run.
+
+    The model is built abstractly (nnx.eval_shape), restored with orbax and filled with
+    nnx.update, so no initialisation is computed.
+
+    Raises:
+        FileNotFoundError: if run_dir, its config/dataset json or checkpoints are missing.
+        ValueError: if they are corrupted or do not match.
+    """
+    run_dir = pathlib.Path(run_dir)
+    for name in ("config.json", "dataset.json"):
+        if not (run_dir / name).is_file():
+            raise FileNotFoundError(f"not a lagda run directory: {run_dir} (missing {name})")
+    try:
+        config = TrainConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
+        meta = json.loads((run_dir / "dataset.json").read_text())
+    except (json.JSONDecodeError, TypeError) as error:
+        raise ValueError(f"corrupted run directory {run_dir}: {error}") from None
+    abstract = nnx.eval_shape(lambda: build_model(config, len(meta["time"]), meta["k1"], meta["k2"]))
+    graphdef, params, buffers = nnx.split(abstract, nnx.Param, ...)
+    if not (run_dir / "checkpoints").is_dir():
+        raise FileNotFoundError(f"no checkpoints in run directory {run_dir}")
+    mngr = checkpoint.manager(run_dir / "checkpoints", config.keep_checkpoints)
+    (params, buffers), _ = _restore_model_only(mngr, params, buffers, config)
+    model = nnx.merge(graphdef, params, buffers)
+    return model.encoder, config, meta
+
+
+def _restore_model_only(mngr, params, buffers, config):
+    # The optimiser state is part of the saved tree; rebuild its abstract structure too.
+    tx = make_optimizer(config, 1)
+    opt_abstract = jax.eval_shape(tx.init, params)
+    (params, buffers, _), epoch = checkpoint.restore(mngr, (params, buffers, opt_abstract))
+    mngr.close()
+    return (params, buffers), epoch

@@ -1,0 +1,85 @@
+"""linear: the velocity design matrix, exactness on dense exact tracks, the Kalman closed form."""
+
+import jax
+import numpy as np
+import pytest
+
+from lagda.methods import AssimConfig, assimilate_linear
+from lagda.methods._common import to_real, velocity_matrix
+from lagda.methods.linear import finite_differences, linear_posterior
+from simulate import many_points, velocity
+from tests.assim_twin import make_twin
+
+
+@pytest.fixture(scope="module")
+def twin():
+    return make_twin()
+
+
+def test_velocity_matrix_matches_flow_velocity(twin):
+    m = twin.model
+    points = np.random.default_rng(0).random((7, 2)) * 3
+    t = np.linspace(0.0, 0.1, 7)
+    expected = np.asarray(many_points(velocity, points[None], t[None], twin.coef[:1], m.k1, m.k2, m.omega))[0]
+    assert np.allclose(velocity_matrix(points, t, m.k1, m.k2, m.omega) @ to_real(twin.coef[0]), expected, atol=1e-10)
+
+
+def test_dense_exact_tracks_recover_the_field(twin):
+    for f in range(2):
+        est = assimilate_linear(twin.positions[f], twin.times, twin.release[f], twin.model, AssimConfig(members=8),
+                                jax.random.key(0))
+        assert twin.field_error(est.samples.T @ est.weights, f) < 1e-3
+
+
+def test_mean_mode_keeps_its_prior(twin):
+    est = assimilate_linear(twin.positions[0], twin.times, twin.release[0], twin.model, AssimConfig(members=4000),
+                            jax.random.key(0))
+    zero = int(np.flatnonzero((twin.model.k1 == 0) & (twin.model.k2 == 0))[0])
+    assert abs(np.std(est.samples[:, zero].real) / (twin.model.scale[zero] / np.sqrt(2)) - 1) < 0.1
+
+
+def test_posterior_equals_the_kalman_closed_form():
+    rng = np.random.default_rng(3)
+    g = rng.normal(size=(40, 6))
+    prior_var = rng.uniform(0.5, 2.0, 6)
+    x = rng.normal(size=6) * np.sqrt(prior_var)
+    noise_var = 0.3
+    y = g @ x + rng.normal(size=40) * np.sqrt(noise_var)
+    mean, cov, _ = linear_posterior(g, y, prior_var, noise_var)
+    d = np.diag(prior_var)
+    gain = d @ g.T @ np.linalg.solve(g @ d @ g.T + noise_var * np.eye(40), np.eye(40))
+    assert np.allclose(mean, gain @ y, atol=1e-10)
+    assert np.allclose(cov, d - gain @ g @ d, atol=1e-10)
+
+
+def test_empirical_bayes_finds_the_noise_level():
+    rng = np.random.default_rng(4)
+    g = rng.normal(size=(2000, 6))
+    y = g @ rng.normal(size=6) + 0.1 * rng.normal(size=2000)
+    _, _, noise_var = linear_posterior(g, y, np.ones(6), n_grid=81)
+    assert 0.5 < noise_var / 0.01 < 2.0
+
+
+def test_pairs_with_a_missing_end_are_skipped(twin):
+    positions = twin.positions[0, :1].copy()
+    positions[0, 10] = np.nan
+    _, _, vel, _ = finite_differences(positions, twin.times[:1])
+    assert len(vel) == positions.shape[1] - 1 - 2 and np.all(np.isfinite(vel))
+
+
+def test_assimilate_file_writes_a_result(twin, tmp_path):
+    from lagda.assimilate import assimilate_file
+    from lagda.results import read_result
+    from lagda.tracks import Tracks, write_tracks
+
+    n_field, n_drifter, n_obs, _ = twin.positions.shape
+    tracks = Tracks(positions=twin.positions.reshape(-1, n_obs, 2), times=np.tile(twin.times[:1], (n_field * n_drifter, 1)),
+                    field=np.repeat(np.arange(n_field), n_drifter), trajectory_id=np.arange(n_field * n_drifter),
+                    true_coef=twin.coef, k1=twin.model.k1, k2=twin.model.k2, omega=twin.model.omega,
+                    release=twin.release.reshape(-1, 2))
+    write_tracks(tracks, tmp_path / "t.nc")
+    summary = assimilate_file(tmp_path / "t.nc", tmp_path / "r.nc", "linear", n_grid=8, members=16)
+    assert summary["fields"] == 2 and summary["velocity_rel_l2"] < 1e-2
+    assert read_result(tmp_path / "r.nc") is not None
+    with pytest.raises(ValueError, match="exists"):
+        assimilate_file(tmp_path / "t.nc", tmp_path / "r.nc", "linear")
