@@ -136,7 +136,7 @@ def assimilate_file(tracks_path, out_path, method: str, run_dir=None, n_grid: in
         FileNotFoundError: missing track file or run directory.
     """
     from lagda.results import write_result
-    from lagda.scores import velocity_field_error, window_times
+    from lagda.scores import window_times
     from lagda.tracks import check_fits_model, read_tracks
 
     if os.path.exists(out_path) and not overwrite:
@@ -156,8 +156,11 @@ def assimilate_file(tracks_path, out_path, method: str, run_dir=None, n_grid: in
     write_result(out_path, posterior, k1, k2, omega, times, n_grid, tracks, attrs)
     summary = {"method": method, "fields": tracks.n_field, "seconds": float(np.sum(posterior.seconds)),
                "warnings": len(warnings)}
-    if tracks.true_coef is not None:
-        summary["velocity_rel_l2"] = float(np.mean(velocity_field_error(tracks.true_coef, posterior.mean, k1, k2, omega, times, n_grid)))
+    if tracks.true_coef is not None:  # held-out tracks with known truth: every score of lagda.scores
+        from lagda.scores import score_posterior
+
+        scores = score_posterior(posterior, tracks, k1, k2, omega, dt, n_grid=n_grid)
+        summary.update({name: value for name, value in scores.items() if name != "per_field"})
     if plot:
         from lagda.assim_plot import plot_assimilation
 

@@ -227,6 +227,25 @@ def _run_evaluate(args) -> int:
 # ---------------------------------------------------------------- main
 
 
+def _add_demo_parser(subparsers) -> None:
+    p = subparsers.add_parser("demo", help="recover velocity fields from the shipped example tracks (a few minutes on a CPU)")
+    p.add_argument("--out-dir", default="lagda-demo", help="where result files and figures go (default: lagda-demo)")
+    p.add_argument("--model", default=None, help="run directory (default: the shipped data/model)")
+    p.add_argument("--tracks", default=None, help="track file (default: the shipped data/example_tracks.nc)")
+    p.add_argument("--methods", nargs="+", default=["linear", "embed", "hybrid"],
+                   choices=["retrieve", "embed", "linear", "var", "enkf", "hybrid"], help="assimilation methods to compare")
+    p.add_argument("--full", action="store_true",
+                   help="from scratch: simulate the small data, train the cpu preset, evaluate, assimilate (~30 min on 2 cores)")
+    p.set_defaults(run=_run_demo)
+
+
+def _run_demo(args) -> int:
+    from lagda.demo import run_demo
+
+    run_demo(args.out_dir, model=args.model, tracks=args.tracks, methods=tuple(args.methods), full=args.full)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Returns the `lagda` parser with every subcommand."""
     parser = argparse.ArgumentParser(prog="lagda", description="Lagrangian data assimilation by contrastive learning.")
@@ -236,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_assimilate_parser(subparsers)
     _add_train_parser(subparsers)
     _add_evaluate_parser(subparsers)
+    _add_demo_parser(subparsers)
     return parser
 
 

@@ -12,6 +12,8 @@ import dataclasses
 
 import numpy as np
 
+from simulate.atomic import write_atomic
+
 
 @dataclasses.dataclass(frozen=True)
 class Tracks:
@@ -188,20 +190,7 @@ def _version() -> str:
 
 def _atomic_to_netcdf(ds, path, encoding) -> None:
     """Writes `ds` to `path` through a temporary file in the same directory, then renames."""
-    import os
-    import tempfile
-
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(suffix=".nc.tmp", dir=directory)
-    os.close(fd)
-    try:
-        ds.to_netcdf(tmp, engine="netcdf4", encoding=encoding)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    write_atomic(path, lambda tmp: ds.to_netcdf(tmp, engine="netcdf4", encoding=encoding))
 
 
 def read_tracks(path) -> Tracks:

@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from simulate import schema
+from simulate.atomic import write_atomic
 from simulate.config import SimConfig
 from simulate.flow import rectangular_modes
 from simulate.prior import draw_coefficients, draw_frequencies, spectrum
@@ -199,13 +200,12 @@ def _prepare_partial(partial: Path, manifest: dict, resume: bool, overwrite: boo
 
 def _write_atomic(path: Path, write: Callable) -> None:
     """Writes a file through `write(binary_file)` to a temporary name, then renames it."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
+
+    def to_file(tmp):
         with open(tmp, "wb") as f:
             write(f)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+
+    write_atomic(path, to_file)
 
 
 def _chunk_path(partial: Path, index: int) -> Path:
@@ -283,12 +283,7 @@ def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | o
 
 def _write_netcdf(ds, out: Path) -> None:
     """Writes the dataset to a temporary name in the output's directory, then renames it."""
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    try:
-        ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=schema.encoding(ds))
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_atomic(out, lambda tmp: ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=schema.encoding(ds)))
 
 
 def wander_statistics(ds) -> dict:
