@@ -29,7 +29,7 @@ def plot_assimilation(result, out_png, tracks: Tracks | None = None, truth=None,
     """Returns `out_png` after drawing the result of one field at one grid time.
 
     Panels: true psi (when `truth` or the result's stored truth is known), posterior-mean psi
-    with the mean velocity as arrows, posterior std of psi; the field's tracks are overlaid on
+    with the mean velocity as arrows, posterior std of the velocity; the field's tracks are overlaid on
     each panel, wrapped onto the torus.
 
     Args:
@@ -58,7 +58,10 @@ def plot_assimilation(result, out_png, tracks: Tracks | None = None, truth=None,
         psi_true = np.asarray(grid_fields(np.asarray(truth)[field : field + 1], res.k1, res.k2, res.omega, res.time[[time_index]], len(res.x))[0])
         panels.append(("true psi", psi_true[0, 0], "RdBu_r"))
     panels.append(("posterior mean psi and velocity", res.fields["psi_mean"][field, time_index], "RdBu_r"))
-    panels.append(("posterior std of psi", res.fields["psi_std"][field, time_index], "viridis"))
+    # The std of psi is dominated by the constant c_(0,0), which no track can see; the
+    # velocity's spread is the uncertainty a user can act on.
+    speed_std = np.hypot(res.fields["u_std"][field, time_index], res.fields["v_std"][field, time_index])
+    panels.append(("posterior std of velocity", speed_std, "viridis"))
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.0), constrained_layout=True)
     extent = (0.0, 1.0, 0.0, 1.0)
     for ax, (title, image, cmap) in zip(np.atleast_1d(axes), panels):

@@ -45,6 +45,11 @@ def assimilate(tracks: Tracks, method: str, modes, prior_scale, dt: float, *, ru
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; valid methods: {', '.join(METHODS)}")
+    with jax.enable_x64(True):  # the inversions need float64 whatever the caller's JAX setting
+        return _assimilate(tracks, method, modes, prior_scale, dt, run_dir, config, key, scorer, bank)
+
+
+def _assimilate(tracks, method, modes, prior_scale, dt, run_dir, config, key, scorer, bank) -> Posterior:
     config = (config or AssimConfig()).validate()
     key = jax.random.key(0) if key is None else key
     k1, k2, omega = (np.asarray(m) for m in modes)
@@ -135,6 +140,11 @@ def assimilate_file(tracks_path, out_path, method: str, run_dir=None, n_grid: in
         ValueError: bad method / option, existing output without overwrite, tracks that do not fit.
         FileNotFoundError: missing track file or run directory.
     """
+    with jax.enable_x64(True):  # inversions and scores in float64 whatever the caller's JAX setting
+        return _assimilate_file(tracks_path, out_path, method, run_dir, n_grid, plot, overwrite, seed, method_options)
+
+
+def _assimilate_file(tracks_path, out_path, method, run_dir, n_grid, plot, overwrite, seed, method_options) -> dict:
     from lagda.results import write_result
     from lagda.scores import window_times
     from lagda.tracks import check_fits_model, read_tracks
