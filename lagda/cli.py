@@ -133,7 +133,8 @@ def _add_assimilate_parser(subparsers) -> None:
                         "a lagda dataset, or CSV with header id,time,x,y[,field]")
     p.add_argument("--method", choices=ASSIM_METHODS, default="hybrid",
                    help="retrieve (nearest training fields), embed (learned embedding), linear (Gaussian), "
-                        "var (variational + Laplace), enkf (ensemble Kalman), hybrid (retrieve then var); default hybrid")
+                        "var (variational + Laplace), enkf (ensemble Kalman), hybrid (learned conditional as the prior of the "
+                        "velocity inversion, Gauss-Newton refinement for sparse tracks); default hybrid")
     p.add_argument("--out", required=True, metavar="RESULT.nc", help="output netCDF result file")
     p.add_argument("--plot", metavar="FIG.png", help="also draw the result (true psi if known, posterior mean, std, tracks)")
     p.add_argument("--n-grid", type=int, default=32, help="grid points per side for psi, u, v (default 32)")
