@@ -89,7 +89,11 @@ def main(argv=None) -> int:
                 start = time.perf_counter()
                 name, _, refine = method.partition(":")  # e.g. hybrid:none, hybrid:gauss_newton
                 cfg = dataclasses.replace(config, hybrid_refine=refine) if refine else config
-                post = assimilate(tracks, name, (k1, k2, omega), scale, dt, run_dir=args.run, config=cfg, key=jax.random.key(0))
+                try:
+                    post = assimilate(tracks, name, (k1, k2, omega), scale, dt, run_dir=args.run, config=cfg, key=jax.random.key(0))
+                except ValueError as error:  # e.g. an encoder trained on other observation times
+                    print(f"regime={regime} drifters={n_drifter} method={method}: skipped ({error})", flush=True)
+                    continue
                 wall = time.perf_counter() - start
                 s = score_posterior(post, tracks, k1, k2, omega, dt)
                 row = {"regime": regime, "drifters": n_drifter, "obs": n_steps // stride, "method": method,

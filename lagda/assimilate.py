@@ -15,7 +15,7 @@ import time
 import jax
 import numpy as np
 
-from lagda.methods import METHODS, AssimConfig, FlowModel, assimilate_enkf, assimilate_linear, assimilate_var
+from lagda.methods import METHODS, AssimConfig, FieldEstimate, FlowModel, assimilate_enkf, assimilate_linear, assimilate_var
 from lagda.methods.hybrid import assimilate_hybrid
 from lagda.methods.learned import Scorer, learned_estimates, scorer_from_run
 from lagda.posterior import Posterior
@@ -75,10 +75,19 @@ def _learned(tracks, method, model, config, key, scorer, run_dir, bank):
             raise ValueError(f"method {method!r} needs a trained model (run_dir)")
         scorer, _ = scorer_from_run(run_dir)
     start = time.perf_counter()
-    queries = np.concatenate([scorer.embed_fn(np.asarray(_field_tracks(tracks, f)[0])[None]) for f in range(tracks.n_field)])
     old_hybrid = method == "hybrid" and config.hybrid_refine == "var"
+    try:
+        queries = np.concatenate([scorer.embed_fn(np.asarray(_field_tracks(tracks, f)[0])[None]) for f in range(tracks.n_field)])
+    except ValueError:  # tracks the encoder cannot read (e.g. other observation times)
+        if method != "hybrid" or old_hybrid:
+            raise
+        queries = None  # hybrid falls back to the prior as its learned conditional (= linear, refined)
     first = "retrieve" if method == "retrieve" or (old_hybrid and config.hybrid_start == "retrieve") else "embed"
-    estimates = learned_estimates(first, queries, model, config, scorer, key, bank)
+    if queries is None:
+        prior = {"mean": np.zeros(2 * model.n_modes), "var": model.prior_var}
+        estimates = [FieldEstimate(np.zeros((1, model.n_modes), complex), np.ones(1), info=prior)] * tracks.n_field
+    else:
+        estimates = learned_estimates(first, queries, model, config, scorer, key, bank)
     shared = (time.perf_counter() - start) / tracks.n_field
     seconds = [shared] * tracks.n_field
     if method != "hybrid":
