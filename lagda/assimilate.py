@@ -15,7 +15,8 @@ import time
 import jax
 import numpy as np
 
-from lagda.methods import METHODS, AssimConfig, FlowModel, assimilate_enkf, assimilate_linear, assimilate_var
+from lagda.methods import METHODS, AssimConfig, FieldEstimate, FlowModel, assimilate_enkf, assimilate_linear, assimilate_var
+from lagda.methods.hybrid import assimilate_hybrid
 from lagda.methods.learned import Scorer, learned_estimates, scorer_from_run
 from lagda.posterior import Posterior
 from lagda.tracks import Tracks
@@ -74,9 +75,19 @@ def _learned(tracks, method, model, config, key, scorer, run_dir, bank):
             raise ValueError(f"method {method!r} needs a trained model (run_dir)")
         scorer, _ = scorer_from_run(run_dir)
     start = time.perf_counter()
-    queries = np.concatenate([scorer.embed_fn(np.asarray(_field_tracks(tracks, f)[0])[None]) for f in range(tracks.n_field)])
-    first = "retrieve" if method == "retrieve" or (method == "hybrid" and config.hybrid_start == "retrieve") else "embed"
-    estimates = learned_estimates(first, queries, model, config, scorer, key, bank)
+    old_hybrid = method == "hybrid" and config.hybrid_refine == "var"
+    try:
+        queries = np.concatenate([scorer.embed_fn(np.asarray(_field_tracks(tracks, f)[0])[None]) for f in range(tracks.n_field)])
+    except ValueError:  # tracks the encoder cannot read (e.g. other observation times)
+        if method != "hybrid" or old_hybrid:
+            raise
+        queries = None  # hybrid falls back to the prior as its learned conditional (= linear, refined)
+    first = "retrieve" if method == "retrieve" or (old_hybrid and config.hybrid_start == "retrieve") else "embed"
+    if queries is None:
+        prior = {"mean": np.zeros(2 * model.n_modes), "var": model.prior_var}
+        estimates = [FieldEstimate(np.zeros((1, model.n_modes), complex), np.ones(1), info=prior)] * tracks.n_field
+    else:
+        estimates = learned_estimates(first, queries, model, config, scorer, key, bank)
     shared = (time.perf_counter() - start) / tracks.n_field
     seconds = [shared] * tracks.n_field
     if method != "hybrid":
@@ -84,6 +95,12 @@ def _learned(tracks, method, model, config, key, scorer, run_dir, bank):
     refined = []
     for f, est in enumerate(estimates):
         start = time.perf_counter()
+        if not old_hybrid:  # the learned conditional as the prior of the velocity inversion
+            out = assimilate_hybrid(*_field_tracks(tracks, f), model, config, jax.random.fold_in(key, 10_000 + f),
+                                    est.info["mean"], est.info["var"])
+            refined.append(dataclasses.replace(out, candidates=est.candidates, candidate_weights=est.candidate_weights))
+            seconds[f] += time.perf_counter() - start
+            continue
         x0 = np.concatenate([np.real(est.samples.T @ est.weights), np.imag(est.samples.T @ est.weights)])
         out = assimilate_var(*_field_tracks(tracks, f), model, config, jax.random.fold_in(key, 10_000 + f),
                              x_init=x0, stages=(1.0,), iterations=config.hybrid_iterations)

@@ -133,7 +133,8 @@ def _add_assimilate_parser(subparsers) -> None:
                         "a lagda dataset, or CSV with header id,time,x,y[,field]")
     p.add_argument("--method", choices=ASSIM_METHODS, default="hybrid",
                    help="retrieve (nearest training fields), embed (learned embedding), linear (Gaussian), "
-                        "var (variational + Laplace), enkf (ensemble Kalman), hybrid (retrieve then var); default hybrid")
+                        "var (variational + Laplace), enkf (ensemble Kalman), hybrid (learned conditional as the prior of the "
+                        "velocity inversion, Gauss-Newton refinement for sparse tracks); default hybrid")
     p.add_argument("--out", required=True, metavar="RESULT.nc", help="output netCDF result file")
     p.add_argument("--plot", metavar="FIG.png", help="also draw the result (true psi if known, posterior mean, std, tracks)")
     p.add_argument("--n-grid", type=int, default=32, help="grid points per side for psi, u, v (default 32)")
@@ -202,17 +203,27 @@ def _run_train(args) -> int:
 
 
 def _add_evaluate_parser(subparsers) -> None:
-    p = subparsers.add_parser("evaluate", help="retrieval R@1/R@5 of a trained run on a dataset")
-    p.add_argument("--model", required=True, help="run directory written by `lagda train`")
-    p.add_argument("--data", required=True, help="dataset file (.nc) with the run's modes and frequencies")
+    p = subparsers.add_parser("evaluate", help="retrieval R@1/R@5 of a trained run on a dataset, or (--assimilation) "
+                              "every assimilation score per method on tracks with known truth")
+    p.add_argument("--model", default=None, help="run directory written by `lagda train` (required without --assimilation)")
+    p.add_argument("--data", default=None, help="dataset file (.nc) with the run's modes and frequencies (retrieval mode)")
     p.add_argument("--split", default="test", help="name of the split in the metric keys (default: test)")
     p.add_argument("--library-size", type=int, default=None, help="use only the first N pairs")
     p.add_argument("--batch-size", type=int, default=512, help="queries per batch")
-    p.add_argument("--out", default=None, help="write the metrics as JSON here")
+    p.add_argument("--out", default=None, help="write the metrics / scores as JSON here")
+    p.add_argument("--assimilation", action="store_true",
+                   help="score assimilation methods on --tracks (needs the truth) instead of retrieval on --data")
+    p.add_argument("--tracks", default=None, metavar="FILE", help="track file with true coefficients (--assimilation)")
+    p.add_argument("--methods", nargs="+", default=["linear", "embed", "hybrid"], metavar="METHOD",
+                   help="assimilation methods to score (--assimilation; default: linear embed hybrid)")
     p.set_defaults(run=_run_evaluate)
 
 
 def _run_evaluate(args) -> int:
+    if args.assimilation:
+        return _run_evaluate_assimilation(args)
+    if args.model is None or args.data is None:
+        raise ValueError("--model and --data are required (or pass --assimilation --tracks FILE)")
     from lagda.evaluate import evaluate, format_table, write_metrics
 
     metrics = evaluate(args.model, args.data, split=args.split, library_size=args.library_size,
@@ -220,6 +231,22 @@ def _run_evaluate(args) -> int:
     print(format_table(metrics))
     if args.out:
         write_metrics(metrics, args.out)
+    return 0
+
+
+def _run_evaluate_assimilation(args) -> int:
+    import os
+
+    from lagda.benchmark import evaluate_assimilation, format_table, write_scores
+
+    if args.data is not None or args.tracks is None:
+        raise ValueError("--assimilation takes --tracks FILE (with the truth), not --data")
+    if args.model is not None and not os.path.isdir(args.model):
+        raise FileNotFoundError(f"no such model run directory: {args.model}")
+    table = evaluate_assimilation(args.tracks, args.methods, run_dir=args.model)
+    print(format_table(table))
+    if args.out:
+        write_scores(table, args.out)
     return 0
 
 

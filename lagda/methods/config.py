@@ -12,6 +12,8 @@ from typing import Literal
 METHODS = ("linear", "var", "enkf", "retrieve", "embed", "hybrid")
 OPTIMIZERS = ("gauss_newton", "lbfgs", "adam")
 HYBRID_STARTS = ("embed", "retrieve")
+HYBRID_REFINES = ("none", "auto", "gauss_newton", "var")
+FD_LAGS = (1, 2, 4, 8, 16, 32)  # finite-difference lags tried by the automatic lag choice
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,7 +21,7 @@ class AssimConfig:
     members: int = 256  # posterior samples drawn from Gaussian posteriors (linear, var, hybrid)
     noise_std: float | None = None  # position noise std (domain lengths); None: estimate / floor
     # linear: finite-difference velocities
-    fd_lag: int = 1  # observations between the two ends of a finite difference (1: neighbours)
+    fd_lag: int | None = None  # observations between the two ends of a finite difference; None: automatic
     noise_grid: int = 41  # log-spaced velocity-noise variances tried by empirical Bayes
     # var: 4D-Var
     optimizer: Literal["gauss_newton", "lbfgs", "adam"] = "gauss_newton"
@@ -38,13 +40,19 @@ class AssimConfig:
     closed_form: bool = False  # embed: Gaussian conditional of section 5 (eqs 41a / 48a)
     hybrid_start: Literal["embed", "retrieve"] = "embed"  # hybrid: var started from this estimate
     hybrid_iterations: int = 15  # var iterations of hybrid (no continuation)
+    # hybrid: after the Gaussian product of the learned conditional and the velocity likelihood,
+    # "none" stop, "gauss_newton" refine by a short 4D-Var on positions (learned prior kept),
+    # "auto" refine only sparse tracks (observation spacing > hybrid_sparse_steps RK4 steps),
+    # "var" the old hybrid: 4D-Var started from the embed / retrieve estimate, no product
+    hybrid_refine: Literal["none", "auto", "gauss_newton", "var"] = "auto"
+    hybrid_sparse_steps: int = 10
 
     def validate(self) -> "AssimConfig":
         """Returns self, or raises ValueError with one line naming the bad setting."""
         checks = [
             (self.members >= 1, f"members must be >= 1, got {self.members}"),
             (self.noise_std is None or self.noise_std >= 0, f"noise_std must be >= 0, got {self.noise_std}"),
-            (self.fd_lag >= 1, f"fd_lag must be >= 1, got {self.fd_lag}"),
+            (self.fd_lag is None or self.fd_lag >= 1, f"fd_lag must be None (automatic) or >= 1, got {self.fd_lag}"),
             (self.noise_grid >= 2, f"noise_grid must be >= 2, got {self.noise_grid}"),
             (self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}"),
             (self.var_iterations >= 1, f"var_iterations must be >= 1, got {self.var_iterations}"),
@@ -61,6 +69,8 @@ class AssimConfig:
             (1 <= self.top_k <= self.bank_size, f"top_k must be in [1, bank_size], got {self.top_k}"),
             (self.hybrid_start in HYBRID_STARTS, f"hybrid_start must be one of {HYBRID_STARTS}, got {self.hybrid_start!r}"),
             (self.hybrid_iterations >= 1, f"hybrid_iterations must be >= 1, got {self.hybrid_iterations}"),
+            (self.hybrid_refine in HYBRID_REFINES, f"hybrid_refine must be one of {HYBRID_REFINES}, got {self.hybrid_refine!r}"),
+            (self.hybrid_sparse_steps >= 1, f"hybrid_sparse_steps must be >= 1, got {self.hybrid_sparse_steps}"),
         ]
         for ok, message in checks:
             if not ok:

@@ -8,7 +8,8 @@ mean and variance over the bank, weights softmax(s); for the inner-product / L2 
 with the Gaussian prior also the closed form of section 5: eq. (41a) nu_{u|v} =
 N(D e / tau, D) (inner) and eq. (48a) N((D^-1 + I / tau)^-1 e / tau, (D^-1 + I / tau)^-1) (L2),
 e = g_v(v), D the prior covariance of x = (Re c, Im c) (the similarity mask applied to both).
-hybrid: 4D-Var started from the embed (or retrieve) estimate, no continuation.
+hybrid (lagda.methods.hybrid): the embed conditional N(m_L, diag v_L) as the prior of the
+linear-Gaussian velocity inversion, optionally refined by a short 4D-Var.
 
 The bank is either given coefficients (a dataset) or fresh prior draws generated inside one
 jitted loop in batches with fold_in(key, batch) (g_u is the identity, so no simulation), all
@@ -143,5 +144,6 @@ def learned_estimates(method: str, queries, model: FlowModel, config: AssimConfi
         m, v = closed_form(queries[i], model, scorer) if config.closed_form else (mean[i].astype(np.float64), var[i])
         samples = gaussian_samples(jax.random.fold_in(key_samples, i), m, np.diag(np.maximum(v, 0.0)), config.members)
         out.append(FieldEstimate(samples, np.full(config.members, 1.0 / config.members), cand, weights,
-                                 {"moment_matched": True, "closed_form": config.closed_form}))
+                                 {"moment_matched": True, "closed_form": config.closed_form,
+                                  "mean": m, "var": np.maximum(v, 0.0)}))
     return out

@@ -10,6 +10,12 @@ Gaussian in closed form (Kalman / Bayes linear update):
 s^2 is chosen by empirical Bayes (maximum marginal likelihood of y over a log grid) unless
 a position noise std is given (then s^2 = 2 noise_std^2 / dt_pair^2, the difference noise).
 
+The lag L trades the difference noise 2 sigma^2 / Delta^2 (Delta = L h, h the observation
+spacing) against the truncation bias J Delta^2 / 24 (J the RMS third derivative of the
+tracks): the sum is smallest at Delta* = (24 sigma / J)^(1/3). `choose_lag` estimates sigma and
+J from the third differences of the tracks (or takes sigma = noise_std) and picks the lag of
+FD_LAGS nearest Delta* / h; exact dense tracks get L = 1.
+
 Limits (measured in experiments/assimilation_benchmark.py): sparse sampling makes the
 finite differences biased (error ~ |d^3 z / dt^3| dt_obs^2 / 24 grows fast with the
 spacing), and position noise sigma becomes velocity noise sqrt(2) sigma / dt_obs; the
@@ -21,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from lagda.methods._common import FieldEstimate, FlowModel, gaussian_estimate, log_grid, valid_mask, velocity_matrix
-from lagda.methods.config import AssimConfig
+from lagda.methods.config import FD_LAGS, AssimConfig
 
 
 def finite_differences(positions, times, release=None, lag: int = 1):
@@ -87,22 +93,76 @@ def _complement(vt, p: int) -> np.ndarray:
     return q[:, vt.shape[0]:p].T
 
 
+def _third_difference_power(positions, lag: int) -> float:
+    """Returns the mean square of the lag-`lag` third differences of the positions `(drifter, obs, 2)` (NaN skipped)."""
+    z = positions
+    if z.shape[1] <= 3 * lag:
+        return float("nan")
+    d3 = z[:, 3 * lag:] - 3 * z[:, 2 * lag:-lag] + 3 * z[:, lag:-2 * lag] - z[:, :-3 * lag]
+    return float(np.nanmean(d3**2))
+
+
+def choose_lag(positions, times, noise_std=None, lags=FD_LAGS) -> tuple[int, dict]:
+    """Returns (lag, info): the finite-difference lag minimising noise + truncation error.
+
+    With h the observation spacing, the lag-M third difference of positions has mean square
+    P(M) = 20 sigma^2 + J^2 (M h)^6 (per coordinate, J the RMS third derivative). If
+    P(2) > 16 P(1) the tracks are smooth at lag 1 (exact or sparse): lag 1. Otherwise sigma^2 =
+    P(1) / 20 (or noise_std^2) and J^2 = (P(M) - P(1)) / (M h)^6 at the smallest M = 2^i with
+    P(M) > 10 P(1); the central difference over Delta = L h has error variance
+    2 sigma^2 / Delta^2 + (J Delta^2 / 24)^2, smallest at Delta* = (24 sigma / J)^(1/3), and
+    the lag of `lags` nearest Delta* / h (in log) with >= 6 lags per track is returned.
+
+    Args:
+        positions: `(drifter, obs, 2)`; times: `(drifter, obs)` (regular per drifter).
+        noise_std: known position noise std (else estimated).
+    """
+    positions = np.asarray(positions, np.float64)
+    n_obs = positions.shape[1]
+    h = float(np.nanmedian(np.diff(np.asarray(times, np.float64), axis=1))) if n_obs > 1 else 0.0
+    powers = {m: _third_difference_power(positions, m) for m in 2 ** np.arange(12) if 6 * m <= n_obs}
+    if len(powers) < 2 or not h > 0 or not powers[1] > 0:
+        return 1, {"lag_reason": "too few observations or exact repeats"}
+    if powers[2] > 16.0 * powers[1]:
+        return 1, {"lag_reason": "smooth at lag 1"}
+    sigma2 = noise_std**2 if noise_std is not None else powers[1] / 20.0
+    strong = [m for m, p in powers.items() if p > 10.0 * powers[1]] or [max(powers)]
+    m = min(strong)
+    j2 = max(powers[m] - powers[1], 1e-300) / (m * h) ** 6
+    best = (24.0 * np.sqrt(sigma2 / j2)) ** (1.0 / 3.0) / h
+    usable = [lag for lag in lags if n_obs >= 6 * lag] or [1]
+    lag = min(usable, key=lambda lag: abs(np.log(lag) - np.log(max(best, 1e-12))))
+    return int(lag), {"noise_std_est": float(np.sqrt(sigma2)), "third_derivative_rms": float(np.sqrt(j2)),
+                      "optimal_lag": float(best)}
+
+
+def velocity_data(positions, times, release, model: FlowModel, config: AssimConfig):
+    """Returns (G `(n, 2K)`, y `(n,)`, noise_var or None, info) of the finite-difference velocities y = G x + e.
+
+    The lag is config.fd_lag, or `choose_lag` when it is None.
+    Raises:
+        ValueError: if no pair of valid observations `lag` apart exists.
+    """
+    lag, info = (config.fd_lag, {}) if config.fd_lag is not None else choose_lag(positions, times, config.noise_std)
+    points, t, vel, span = finite_differences(positions, times, release, lag)
+    if len(t) == 0:
+        raise ValueError(f"no two valid observations {lag} apart: cannot form finite differences")
+    g = velocity_matrix(points, t, model.k1, model.k2, model.omega).reshape(-1, 2 * model.n_modes)
+    spacing = float(np.median(span))
+    noise_var = None
+    if config.noise_std is not None and config.noise_std > 0:
+        noise_var = 2.0 * config.noise_std**2 / spacing**2
+    return g, vel.reshape(-1), noise_var, {**info, "lag": lag, "pairs": len(t), "pair_spacing": spacing}
+
+
 def assimilate_linear(positions, times, release, model: FlowModel, config: AssimConfig, key) -> FieldEstimate:
     """Returns the linear-Gaussian posterior of one field from finite-difference velocities.
 
     Args:
         positions: `(drifter, obs, 2)`; times: `(drifter, obs)`; release: `(drifter, 2)` or None.
     Raises:
-        ValueError: if no pair of consecutive valid observations exists.
+        ValueError: if no pair of valid observations fd_lag apart exists.
     """
-    points, t, vel, span = finite_differences(positions, times, release, config.fd_lag)
-    if len(t) == 0:
-        raise ValueError(f"no two valid observations {config.fd_lag} apart: cannot form finite differences")
-    g = velocity_matrix(points, t, model.k1, model.k2, model.omega).reshape(-1, 2 * model.n_modes)
-    spacing = float(np.median(span))
-    noise_var = None
-    if config.noise_std is not None and config.noise_std > 0:
-        noise_var = 2.0 * config.noise_std**2 / spacing**2
-    mean, cov, noise_var = linear_posterior(g, vel.reshape(-1), model.prior_var, noise_var, config.noise_grid)
-    info = {"pairs": len(t), "velocity_noise_std": float(np.sqrt(noise_var)), "pair_spacing": spacing}
-    return gaussian_estimate(key, mean, cov, config.members, info)
+    g, y, noise_var, info = velocity_data(positions, times, release, model, config)
+    mean, cov, noise_var = linear_posterior(g, y, model.prior_var, noise_var, config.noise_grid)
+    return gaussian_estimate(key, mean, cov, config.members, {**info, "velocity_noise_std": float(np.sqrt(noise_var))})

@@ -31,11 +31,11 @@ from lagda.methods.config import AssimConfig
 
 
 @functools.partial(jax.jit, static_argnames=("n_sim", "stride"))
-def residuals(x, mask, target, z0, t0, index, k1, k2, omega, dt, sigma, prior_std, n_sim: int, stride: int):
+def residuals(x, mask, target, z0, t0, index, k1, k2, omega, dt, sigma, prior_std, prior_mean, n_sim: int, stride: int):
     """Returns the whitened residual vector r(x) with J(x) = |r|^2 / 2: `(drifter*obs*2 + 2K,)`."""
     sim = simulate_observed(x, z0, t0, index, k1, k2, omega, dt, n_sim, stride)
     misfit = (sim - target) * (jnp.sqrt(mask)[:, :, None] / sigma)
-    return jnp.concatenate([misfit.reshape(-1), x / prior_std])
+    return jnp.concatenate([misfit.reshape(-1), (x - prior_mean) / prior_std])
 
 
 _jacobian = jax.jit(jax.jacfwd(residuals), static_argnames=("n_sim", "stride"))
@@ -47,21 +47,25 @@ def misfit(x, obs: Observations, model: FlowModel, sigma: float, mask=None):
     return 0.5 * jnp.sum(r**2)
 
 
-def _problem(obs: Observations, model: FlowModel, sigma: float, mask=None, n_sim=None):
-    """Returns the argument tuple of `residuals` after x, restricted to the first n_sim states."""
+def _problem(obs: Observations, model: FlowModel, sigma: float, mask=None, n_sim=None, prior=None):
+    """Returns the argument tuple of `residuals` after x, restricted to the first n_sim states.
+
+    prior: (mean `(2K,)`, var `(2K,)`) of a Gaussian prior replacing N(0, D) (hybrid), or None.
+    """
+    mean, var = (np.zeros(2 * model.n_modes), model.prior_var) if prior is None else prior
     mask = obs.mask if mask is None else mask
     n_sim = obs.n_sim if n_sim is None else n_sim
     index = np.minimum(obs.index, n_sim - 1)
     return (jnp.asarray(mask), jnp.asarray(obs.target), jnp.asarray(obs.z0), jnp.asarray(obs.t0),
             jnp.asarray(index), jnp.asarray(model.k1), jnp.asarray(model.k2), jnp.asarray(model.omega),
-            model.dt, sigma, jnp.asarray(np.sqrt(model.prior_var)), n_sim, obs.stride)
+            model.dt, sigma, jnp.asarray(np.sqrt(var)), jnp.asarray(mean), n_sim, obs.stride)
 
 
-def _stage_problem(obs, model, sigma, fraction):
+def _stage_problem(obs, model, sigma, fraction, prior=None):
     """Returns `_problem` for the first `fraction` of the window, simulating only that far."""
     mask = window_mask(obs, fraction)
     n_sim = int(np.max(np.where(mask > 0, obs.index, 0))) + 1
-    return _problem(obs, model, sigma, mask, n_sim)
+    return _problem(obs, model, sigma, mask, n_sim, prior)
 
 
 def gauss_newton(x, problem, iterations: int, tol: float = 1e-9):
@@ -113,12 +117,12 @@ def first_order(x, problem, iterations: int, optimizer: str, lr: float):
     return np.asarray(x), float(cost_fn(x)), iterations
 
 
-def fit(x0, obs: Observations, model: FlowModel, config: AssimConfig, stages, iterations: int):
+def fit(x0, obs: Observations, model: FlowModel, config: AssimConfig, stages, iterations: int, prior=None):
     """Returns (x_map, history) minimising the 4D-Var cost through the continuation stages."""
     sigma = max(config.noise_std or 0.0, config.var_sigma_floor)
     x, history = np.asarray(x0, np.float64), []
     for fraction in stages:
-        problem = _stage_problem(obs, model, sigma, fraction)
+        problem = _stage_problem(obs, model, sigma, fraction, prior)
         if config.optimizer == "gauss_newton":
             x, cost, used = gauss_newton(x, problem, iterations)
         else:
@@ -127,26 +131,27 @@ def fit(x0, obs: Observations, model: FlowModel, config: AssimConfig, stages, it
     return x, history
 
 
-def laplace_covariance(x, obs: Observations, model: FlowModel, sigma: float) -> np.ndarray:
+def laplace_covariance(x, obs: Observations, model: FlowModel, sigma: float, prior=None) -> np.ndarray:
     """Returns the Gauss-Newton posterior covariance (J_r^T J_r)^-1 at x, `(2K, 2K)`."""
-    jac = np.asarray(_jacobian(jnp.asarray(x), *_problem(obs, model, sigma)))
+    jac = np.asarray(_jacobian(jnp.asarray(x), *_problem(obs, model, sigma, prior=prior)))
     return np.linalg.inv(jac.T @ jac)
 
 
 def assimilate_var(positions, times, release, model: FlowModel, config: AssimConfig, key,
-                   x_init=None, stages=None, iterations=None) -> FieldEstimate:
+                   x_init=None, stages=None, iterations=None, prior=None) -> FieldEstimate:
     """Returns the 4D-Var MAP with its Laplace spread for one field.
 
     Args:
         positions: `(drifter, obs, 2)` unwrapped; times: `(drifter, obs)`; release: `(drifter, 2)` or None.
         x_init: `(2K,)` start (default the prior mean 0); stages: window fractions (default
             config.continuation); iterations: per stage (default config.var_iterations).
+        prior: (mean `(2K,)`, var `(2K,)`) Gaussian prior replacing N(0, D) (hybrid), or None.
     """
     start = time.perf_counter()
     obs = arrange(positions, times, release, model.dt)
     x0 = np.zeros(2 * model.n_modes) if x_init is None else np.asarray(x_init, np.float64)
     stages = config.continuation if stages is None else stages
-    x, history = fit(x0, obs, model, config, stages, iterations or config.var_iterations)
-    cov = laplace_covariance(x, obs, model, max(config.noise_std or 0.0, config.var_sigma_floor))
+    x, history = fit(x0, obs, model, config, stages, iterations or config.var_iterations, prior)
+    cov = laplace_covariance(x, obs, model, max(config.noise_std or 0.0, config.var_sigma_floor), prior)
     info = {"history": history, "fit_seconds": time.perf_counter() - start}
     return gaussian_estimate(key, x, cov, config.members, info)

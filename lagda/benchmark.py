@@ -1,0 +1,84 @@
+"""`lagda evaluate --assimilation`: every lagda.scores score per method on tracks with known truth."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+
+import jax
+import numpy as np
+
+from lagda.methods import METHODS, AssimConfig
+
+COLUMNS = (("velocity_rel_l2", "field err"), ("track_velocity_rel_l2", "track-vel err"),
+           ("resim_rms_true", "resim rms"), ("forecast_rms", "forecast rms"), ("coef_calibration", "coef 95%"),
+           ("velocity_calibration", "vel 95%"), ("seconds_per_track", "s/track"))
+
+
+def evaluate_assimilation(tracks_path, methods=("linear", "embed", "hybrid"), run_dir=None, n_grid: int = 32,
+                          seed: int = 0, **options) -> dict:
+    """Returns `{method: {score: float}}`: lagda.scores.score_posterior averaged over the fields.
+
+    Args:
+        tracks_path: a track file with the true coefficients (lagda dataset or CF file with truth).
+        methods: assimilation methods; run_dir: trained run (needed by retrieve / embed / hybrid).
+        options: AssimConfig fields applied to every method.
+    Raises:
+        ValueError: unknown method / option, tracks without truth, learned method without run_dir.
+        FileNotFoundError: missing track file or run directory.
+    """
+    with jax.enable_x64(True):
+        return _evaluate(tracks_path, tuple(methods), run_dir, n_grid, seed, options)
+
+
+def _evaluate(tracks_path, methods, run_dir, n_grid, seed, options) -> dict:
+    from lagda.assimilate import _model_from, assimilate
+    from lagda.scores import score_posterior
+    from lagda.tracks import check_fits_model, read_tracks
+
+    bad = [m for m in methods if m not in METHODS]
+    if bad or not methods:
+        raise ValueError(f"unknown method(s) {', '.join(bad) or '(none)'}; valid methods: {', '.join(METHODS)}")
+    if run_dir is None and any(m in ("retrieve", "embed", "hybrid") for m in methods):
+        raise ValueError("methods retrieve / embed / hybrid need a trained model (--model RUN)")
+    if not os.path.isfile(tracks_path):
+        raise FileNotFoundError(f"no such track file: {tracks_path}")
+    names = {f.name for f in dataclasses.fields(AssimConfig)}
+    unknown = sorted(set(options) - names)
+    if unknown:
+        raise ValueError(f"unknown option(s) {', '.join(unknown)}; valid: {', '.join(sorted(names))}")
+    config = dataclasses.replace(AssimConfig(), **options).validate()
+    tracks = read_tracks(tracks_path)
+    if tracks.true_coef is None:
+        raise ValueError(f"{tracks_path} has no true coefficients: cannot score the assimilation")
+    k1, k2, omega, scale, dt = _model_from(tracks, run_dir)
+    check_fits_model(tracks, dt, k1, k2, omega)
+    table = {}
+    for method in methods:
+        start = time.perf_counter()
+        post = assimilate(tracks, method, (k1, k2, omega), scale, dt, run_dir=run_dir, config=config,
+                          key=jax.random.key(seed))
+        scores = score_posterior(post, tracks, k1, k2, omega, dt, n_grid=n_grid)
+        table[method] = {name: v for name, v in scores.items() if name != "per_field"}
+        table[method]["wall_seconds"] = time.perf_counter() - start
+    return table
+
+
+def format_table(table: dict) -> str:
+    """Returns a markdown table of `evaluate_assimilation`'s scores, one row per method."""
+    lines = ["| method | " + " | ".join(label for _, label in COLUMNS) + " |", "|---|" + "---|" * len(COLUMNS)]
+    for method, scores in table.items():
+        cells = [f"{scores[key]:.3g}" if key in scores else "-" for key, _ in COLUMNS]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_scores(table: dict, path) -> None:
+    """Writes `table` as JSON to `path` (temporary file in the same directory, then renamed)."""
+    path = os.fspath(path)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump({m: {k: float(v) for k, v in s.items() if np.isscalar(v)} for m, s in table.items()}, fh, indent=2)
+    os.replace(tmp, path)

@@ -1,0 +1,71 @@
+"""`hybrid`: the learned conditional as the prior of the linear-Gaussian velocity inversion.
+
+The embed method gives the learned conditional nu_{u|v} (eq. 28 with the bank as the prior
+sample) in moment-matched form N(m_L, C_L), C_L = diag(v_L). nu_{u|v} is the prior reweighted
+by exp(s(u, v) / tau), so if the finite-difference velocities y = G x + e, e ~ N(0, s^2 I)
+(lagda.methods.linear) are conditionally independent of the embedding given x, the posterior
+given both is the Gaussian product
+    precision = C_L^-1 + G^T G / s^2,   mean = cov (C_L^-1 m_L + G^T y / s^2),
+computed as the linear inversion of y - G m_L with prior N(0, C_L) (s^2 by empirical Bayes or
+from noise_std, the lag chosen as in `linear`). C_L is capped at the prior variance D: a
+conditional broader than the prior carries no information, so an uninformative encoder
+(uniform bank weights, m_L ~ 0, v_L ~ D) gives back `linear`.
+
+Refinement (AssimConfig.hybrid_refine): "gauss_newton" continues with a short 4D-Var on the
+positions (lagda.methods.variational) from the product mean, keeping N(m_L, C_L) as the
+prior term; "auto" (default) does so only for sparse tracks (observation spacing above
+hybrid_sparse_steps RK4 steps), where finite differences are biased; "none" stops at the
+product; "var" is the old hybrid (4D-Var from the embed / retrieve estimate, no product).
+Measured in experiments/assimilation_benchmark.py (results/assimilation_benchmark.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from lagda.methods._common import FieldEstimate, FlowModel, gaussian_estimate
+from lagda.methods.config import AssimConfig
+from lagda.methods.linear import linear_posterior, velocity_data
+from lagda.methods.variational import assimilate_var
+
+
+def gaussian_product(g, y, prior_mean, prior_var, noise_var=None, n_grid: int = 41):
+    """Returns (mean `(p,)`, cov `(p, p)`, noise_var) of N(prior_mean, diag prior_var) times N(y; G x, s^2 I).
+
+    Args:
+        g: `(n, p)`; y: `(n,)`; prior_mean, prior_var: `(p,)`; noise_var: s^2, or None for
+            empirical Bayes (lagda.methods.linear.linear_posterior).
+    """
+    mean, cov, noise_var = linear_posterior(g, y - g @ prior_mean, prior_var, noise_var, n_grid)
+    return prior_mean + mean, cov, noise_var
+
+
+def learned_prior(mean, var, model: FlowModel) -> tuple[np.ndarray, np.ndarray]:
+    """Returns the learned Gaussian prior (mean `(2K,)`, var `(2K,)`), var capped at the prior D and floored."""
+    d = model.prior_var
+    return np.asarray(mean, np.float64), np.clip(np.asarray(var, np.float64), 1e-8 * d, d)
+
+
+def assimilate_hybrid(positions, times, release, model: FlowModel, config: AssimConfig, key,
+                      learned_mean, learned_var) -> FieldEstimate:
+    """Returns the posterior of one field: learned conditional x velocity likelihood, optionally refined.
+
+    Args:
+        positions: `(drifter, obs, 2)`; times: `(drifter, obs)`; release: `(drifter, 2)` or None.
+        learned_mean, learned_var: `(2K,)` moments of the embed conditional over x = (Re c, Im c).
+    Raises:
+        ValueError: if no finite difference can be formed.
+    """
+    prior = learned_prior(learned_mean, learned_var, model)
+    g, y, noise_var, info = velocity_data(positions, times, release, model, config)
+    mean, cov, noise_var = gaussian_product(g, y, *prior, noise_var, config.noise_grid)
+    info = {**info, "velocity_noise_std": float(np.sqrt(noise_var)), "refined": False}
+    refine = config.hybrid_refine == "gauss_newton" or (
+        config.hybrid_refine == "auto" and info["pair_spacing"] / info["lag"] > config.hybrid_sparse_steps * model.dt * 1.0001)
+    if not refine:
+        return gaussian_estimate(key, mean, cov, config.members, info)
+    out = assimilate_var(positions, times, release, model, config, key, x_init=mean, stages=(1.0,),
+                         iterations=config.hybrid_iterations, prior=prior)
+    return dataclasses.replace(out, info={**info, **out.info, "refined": True})
