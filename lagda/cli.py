@@ -1,10 +1,172 @@
-"""The `lagda` command: one argparse parser with subcommands, each a thin shell over a function."""
+"""The `lagda` command: one argparse parser with a subcommand per job.
+
+Each subcommand is a thin shell over one library function, added by a pair
+`_add_<name>_parser(subparsers)` + `_run_<name>(args) -> int`. Errors from bad input
+(ValueError, FileNotFoundError, OSError) become one stderr line "lagda <cmd>: error: ..."
+and exit code 2; Ctrl-C exits with 130.
+"""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import shlex
 import sys
+import time
+
+from lagda import __version__
+
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+# ---------------------------------------------------------------- simulate
+
+# flag dest -> SimConfig field, for flags that set exactly one field
+_SIMULATE_FIELDS = ("n_samples", "seed", "frequency_seed", "n_drifters", "release", "obs_noise", "diffusivity",
+                    "dt", "t_final", "stride", "spectrum_exponent", "rms_speed", "omega_max", "precision",
+                    "chunk_size")
+_SIMULATE_PAIRS = {"release_point": ("release_x", "release_y"), "k1_range": ("k1_min", "k1_max"),
+                   "k2_range": ("k2_min", "k2_max")}
+
+
+def _add_simulate_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "simulate", help="generate a dataset of (Fourier coefficients, drifter tracks) pairs",
+        description="Generate a netCDF dataset of prior flow fields and their drifter tracks. "
+                    "A preset gives every setting; the flags given override it.")
+    p.add_argument("--out", required=True, metavar="FILE.nc", help="output netCDF file")
+    p.add_argument("--preset", choices=("paper", "small"), default="small",
+                   help="base settings: paper (dt 1e-5, stride 10, 32,268 fields) or small (dt 1e-4, 4,096 fields)")
+    p.add_argument("--n-samples", type=int, help="number of flow fields")
+    p.add_argument("--seed", type=int, help="seed of coefficients, release points and noise")
+    p.add_argument("--frequency-seed", type=int, help="seed of the frequencies omega_k (shared by train/test files)")
+    p.add_argument("--n-drifters", type=int, help="tracks per field")
+    p.add_argument("--release", choices=("fixed", "random"), help="fixed release point or uniform on the torus")
+    p.add_argument("--release-point", type=float, nargs=2, metavar=("X", "Y"), help="fixed release point")
+    p.add_argument("--obs-noise", type=float, help="std of Gaussian noise on recorded positions")
+    p.add_argument("--diffusivity", type=float, help="Brownian forcing kappa: dz = w dt + sqrt(2 kappa) dW")
+    p.add_argument("--steady", action="store_true", default=None, help="steady field (all omega_k = 0)")
+    p.add_argument("--dt", type=float, help="RK4 time step")
+    p.add_argument("--t-final", type=float, help="observation window T")
+    p.add_argument("--stride", type=int, help="RK4 steps between recorded positions")
+    p.add_argument("--k1-range", type=int, nargs=2, metavar=("MIN", "MAX"), help="mode set: k1 in [MIN, MAX]")
+    p.add_argument("--k2-range", type=int, nargs=2, metavar=("MIN", "MAX"), help="mode set: k2 in [MIN, MAX]")
+    p.add_argument("--spectrum-exponent", type=float, help="a_k proportional to (1 + |k|^2)^(-exponent)")
+    p.add_argument("--rms-speed", type=float, help="expected RMS speed of the prior fields")
+    p.add_argument("--omega-max", type=float, help="omega_k ~ U(-omega_max, omega_max)")
+    p.add_argument("--precision", choices=("float32", "float64"), help="arithmetic of the integrator")
+    p.add_argument("--chunk-size", type=int, help="fields per compiled chunk (results do not depend on it)")
+    p.add_argument("--like", metavar="FILE", help="copy modes, frequencies and prior from this dataset")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run of the same settings")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output / unfinished run")
+    p.set_defaults(run=_run_simulate)
+
+
+def simulate_config(args: argparse.Namespace):
+    """Returns the SimConfig of `lagda simulate`: preset, then the --like file's modes/prior, then flags."""
+    from simulate import PRESETS, schema
+    from simulate.generate import LIKE_FIELDS
+
+    config = PRESETS[args.preset]()
+    if args.like is not None:
+        with schema.open_dataset(args.like) as ds:
+            like_config = schema.config_from_attrs(ds)
+        config = dataclasses.replace(config, **{name: getattr(like_config, name) for name in LIKE_FIELDS})
+    overrides = {name: getattr(args, name) for name in _SIMULATE_FIELDS if getattr(args, name) is not None}
+    for flag, (first, second) in _SIMULATE_PAIRS.items():
+        if getattr(args, flag) is not None:
+            overrides[first], overrides[second] = getattr(args, flag)
+    if args.steady:
+        overrides["steady"] = True
+    return dataclasses.replace(config, **overrides).validate()
+
+
+def _run_simulate(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from simulate import schema
+    from simulate.generate import generate_dataset, partial_dir, wander_statistics
+
+    config = simulate_config(args)
+    bars = []  # created on the first progress call, so an early error prints no bar
+
+    def progress(done: int, total: int) -> None:
+        if not bars:
+            bars.append(tqdm(total=total, initial=done, unit="field", desc="simulate", dynamic_ncols=True))
+        bars[0].update(done - bars[0].n)
+
+    start = time.perf_counter()
+    try:
+        out = generate_dataset(config, args.out, like=args.like, resume=args.resume, overwrite=args.overwrite,
+                               progress=progress, history="lagda " + shlex.join(args.argv))
+    except KeyboardInterrupt:
+        for bar in bars:
+            bar.close()
+        print(f"lagda simulate: interrupted; finished chunks are kept in {partial_dir(args.out)}: "
+              "rerun the same command with --resume to continue", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    for bar in bars:
+        bar.close()
+    with schema.open_dataset(out) as ds:
+        stats, n_modes = wander_statistics(ds), ds.sizes["mode"]
+    print(f"wrote {out}: {config.n_samples} fields x {config.n_drifters} drifter(s) x {config.n_obs} obs, "
+          f"{n_modes} modes, {time.perf_counter() - start:.1f} s; median displacement at T = {config.t_final:g}: "
+          f"{stats['median_displacement']:.3f}, tracks leaving the unit square: {100 * stats['fraction_leaving']:.1f}%")
+    return 0
+
+
+# ---------------------------------------------------------------- assimilate
+
+ASSIM_METHODS = ("retrieve", "embed", "linear", "var", "enkf", "hybrid")
+
+
+def _add_assimilate_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "assimilate", help="recover the velocity field (with uncertainty) from observed drifter tracks",
+        description="Assimilate drifter tracks into the flow model: writes the posterior over the Fourier "
+                    "coefficients and the posterior mean/std of psi, u, v on a grid to a netCDF result file.")
+    p.add_argument("--model", metavar="RUN", help="trained model run directory (used by retrieve, embed, hybrid); "
+                   "default: the shipped model data/model/")
+    p.add_argument("--tracks", required=True, metavar="FILE",
+                   help="track file: CF trajectory netCDF (multidimensional, orthogonal or contiguous ragged), "
+                        "a lagda dataset, or CSV with header id,time,x,y[,field]")
+    p.add_argument("--method", choices=ASSIM_METHODS, default="hybrid",
+                   help="retrieve (nearest training fields), embed (learned embedding), linear (Gaussian), "
+                        "var (variational + Laplace), enkf (ensemble Kalman), hybrid (retrieve then var); default hybrid")
+    p.add_argument("--out", required=True, metavar="RESULT.nc", help="output netCDF result file")
+    p.add_argument("--plot", metavar="FIG.png", help="also draw the result (true psi if known, posterior mean, std, tracks)")
+    p.add_argument("--n-grid", type=int, default=32, help="grid points per side for psi, u, v (default 32)")
+    p.add_argument("--members", type=int, help="posterior members / ensemble size")
+    p.add_argument("--seed", type=int, help="seed of the method's randomness")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.set_defaults(run=_run_assimilate)
+
+
+def _run_assimilate(args: argparse.Namespace) -> int:
+    import os
+
+    if not os.path.isfile(args.tracks):
+        raise FileNotFoundError(f"no such track file: {args.tracks}")
+    if args.model is not None and not os.path.isdir(args.model):
+        raise FileNotFoundError(f"no such model run directory: {args.model}")
+    if os.path.exists(args.out) and not args.overwrite:
+        raise ValueError(f"{args.out} exists; pass --overwrite to replace it")
+    if args.n_grid < 2:
+        raise ValueError(f"--n-grid must be >= 2, got {args.n_grid}")
+    if args.members is not None and args.members < 1:
+        raise ValueError(f"--members must be >= 1, got {args.members}")
+    from lagda.assimilate import assimilate_file
+
+    options = {name: getattr(args, name) for name in ("members", "seed") if getattr(args, name) is not None}
+    summary = assimilate_file(args.tracks, args.out, args.method, run_dir=args.model, n_grid=args.n_grid,
+                              plot=args.plot, overwrite=args.overwrite, **options)
+    details = ", ".join(f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}" for key, value in summary.items())
+    print(f"wrote {args.out}" + (f" and {args.plot}" if args.plot else "") + (f": {details}" if details else ""))
+    return 0
+
+
+# ---------------------------------------------------------------- train, evaluate
 
 
 def _add_train_parser(subparsers) -> None:
@@ -62,24 +224,39 @@ def _run_evaluate(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- main
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """Returns the `lagda` argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(prog="lagda", description="Lagrangian data assimilation by contrastive learning")
-    subparsers = parser.add_subparsers(dest="command", required=True)
+    """Returns the `lagda` parser with every subcommand."""
+    parser = argparse.ArgumentParser(prog="lagda", description="Lagrangian data assimilation by contrastive learning.")
+    parser.add_argument("--version", action="version", version=f"lagda {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_simulate_parser(subparsers)
+    _add_assimilate_parser(subparsers)
     _add_train_parser(subparsers)
     _add_evaluate_parser(subparsers)
     return parser
 
 
-def main(argv=None) -> int:
-    """Runs `lagda`; bad input becomes one line on stderr and exit status 2."""
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None) -> int:
+    """Runs `lagda` and returns its exit code (0 success, 2 bad input, 130 interrupted)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse: --help, --version, usage errors
+        return exit_.code if isinstance(exit_.code, int) else EXIT_ERROR
+    args.argv = argv
     try:
         return args.run(args)
     except (ValueError, FileNotFoundError, OSError) as error:
         print(f"lagda {args.command}: error: {error}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print(f"lagda {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -12,3 +12,8 @@ __all__ = [
     "RK4", "ButcherTableau", "explicit_rk_step", "record", "stochastic_rk_step",
     "draw_coefficients", "draw_frequencies", "spectrum", "simulate_tracks",
 ]
+
+from simulate.generate import generate_dataset, wander_statistics  # noqa: E402
+from simulate.schema import config_from_attrs, open_dataset, to_dataset, validate_dataset  # noqa: E402
+
+__all__ += ["generate_dataset", "wander_statistics", "config_from_attrs", "open_dataset", "to_dataset", "validate_dataset"]

@@ -17,7 +17,7 @@ PRECISIONS = ("float32", "float64")
 class SimConfig:
     n_samples: int = 32_268  # flow fields (dataset `sample` dim)
     n_drifters: int = 1  # tracks per field (`drifter` dim)
-    seed: int = 0  # coefficients, release points, noise; chunk i uses fold_in(seed, i)
+    seed: int = 0  # coefficients, release points, noise; sample s uses fold_in(key(seed), s)
     frequency_seed: int = 0  # omega_k; fixed by default so train/test files share them
     dt: float = 1e-5  # RK4 time step (nondimensional time)
     t_final: float = 0.1  # length of the observation window T

@@ -95,6 +95,6 @@ def grid_fields(coef, k1, k2, omega, times, n_grid):
     et = jnp.exp(1j * omega[None, :] * times[:, None])  # (time, mode)
     amp = coef[:, None, :] * et[None, :, :]  # (sample, time, mode)
     psi_hat = jnp.einsum("stm,my,mx->styx", amp, ey, ex)
-    u = -jnp.real(jnp.einsum("stm,my,mx->styx", amp * (1j * TWO_PI * k2), ey, ex))
-    v = jnp.real(jnp.einsum("stm,my,mx->styx", amp * (1j * TWO_PI * k1), ey, ex))
+    u = -jnp.real(jnp.einsum("stm,my,mx->styx", amp * (1j * TWO_PI * k2)[None, None, :], ey, ex))
+    v = jnp.real(jnp.einsum("stm,my,mx->styx", amp * (1j * TWO_PI * k1)[None, None, :], ey, ex))
     return jnp.real(psi_hat), u, v

@@ -1,0 +1,306 @@
+"""Dataset generation: prior draws of c, their drifter tracks v, written as one netCDF file.
+
+Randomness depends only on (seed, sample index): sample s uses
+key_s = fold_in(key(seed), s), split into four keys for its coefficients, release points,
+Brownian increments and observation noise. The file is therefore bit-identical whatever the
+chunk size, and a resumed run reproduces an uninterrupted one. Prior draws are made in float32
+whatever the precision (so a float32 and a float64 file share c and release points) and are
+stored as float64 (exact). Positions are stored in the integrator's precision.
+
+Work is done in chunks of `chunk_size` fields; the last chunk is padded to the same shape so
+one compilation serves the run. Each finished chunk is saved in `OUT.partial/` (a directory
+next to the output, with a manifest holding the config hash); the final file is written to a
+temporary name and renamed, then the partial directory is removed.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import datetime
+import functools
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from simulate import schema
+from simulate.config import SimConfig
+from simulate.flow import rectangular_modes
+from simulate.prior import draw_coefficients, draw_frequencies, spectrum
+from simulate.tracks import simulate_tracks
+
+TRACE_COUNTS = collections.Counter()  # incremented only while tracing (tests check for one compile)
+LIKE_FIELDS = ("frequency_seed", "k1_min", "k1_max", "k2_min", "k2_max",
+               "spectrum_exponent", "rms_speed", "omega_max", "steady")
+
+
+def simulate_chunk(coef, release, k1, k2, omega, keys, *, dt, n_obs: int, stride: int, diffusivity: float):
+    """Returns unwrapped positions `(sample, drifter, obs, 2)` of one chunk: the physics call.
+
+    This is the single place where generation integrates tracks (a faster kernel can replace
+    the body with the same inputs and outputs).
+
+    Args:
+        coef: complex `(sample, mode)`; release: `(sample, drifter, 2)`.
+        k1, k2: integer `(mode,)`; omega: `(mode,)`; dt: time step.
+        keys: PRNG keys `(sample,)` for the Brownian increments (unused when diffusivity = 0);
+            per-sample keys keep the tracks independent of how samples are grouped in chunks.
+        n_obs, stride, diffusivity: static settings.
+    """
+    if diffusivity == 0.0:
+        return simulate_tracks(coef, release, k1, k2, omega, dt, n_obs, stride)
+
+    def one_field(c, r, key):
+        return simulate_tracks(c[None], r[None], k1, k2, omega, dt, n_obs, stride, diffusivity, key)[0]
+
+    return jax.vmap(one_field)(coef, release, keys)
+
+
+@functools.lru_cache(maxsize=16)
+def _chunk_function(n_obs: int, stride: int, n_drifters: int, diffusivity: float, release_rule: str,
+                    noisy: bool, precision: str):
+    """Returns the jitted chunk function for these static settings (one compile per run)."""
+    real = jnp.dtype(precision)
+    complex_dtype = jnp.complex64 if precision == "float32" else jnp.complex128
+
+    def one_sample_draws(key, sample, scale, release_point, obs_noise):
+        # flat draws, reshaped: same numbers as shaped draws, much faster to compile on CPU
+        coef_key, release_key, brownian_key, noise_key = jax.random.split(jax.random.fold_in(key, sample), 4)
+        coef = draw_coefficients(coef_key, scale, 1, jnp.complex64)[0]
+        if release_rule == "random":
+            release = jax.random.uniform(release_key, (n_drifters * 2,), jnp.float32).reshape(n_drifters, 2)
+        else:
+            release = jnp.broadcast_to(release_point[None, :], (n_drifters, 2))
+        noise = jnp.zeros((n_drifters, n_obs, 2), jnp.float32)
+        if noisy:
+            noise = obs_noise * jax.random.normal(noise_key, (n_drifters * n_obs * 2,), jnp.float32).reshape(noise.shape)
+        return coef, release, brownian_key, noise
+
+    def chunk(key, samples, scale, k1, k2, omega, dt, release_point, obs_noise):
+        TRACE_COUNTS["chunk"] += 1  # Python side effect: runs only while tracing
+        draws = jax.vmap(one_sample_draws, in_axes=(None, 0, None, None, None))
+        coef, release, brownian_keys, noise = draws(key, samples, scale, release_point, obs_noise)
+        positions = simulate_chunk(
+            coef.astype(complex_dtype), release.astype(real), k1, k2, omega.astype(real), brownian_keys,
+            dt=dt.astype(real), n_obs=n_obs, stride=stride, diffusivity=diffusivity)
+        if noisy:  # observation noise is added after integration
+            positions = positions + noise.astype(real)
+        return coef, release, positions
+
+    return jax.jit(chunk)
+
+
+def _normalized(config: SimConfig) -> SimConfig:
+    """Returns the config with each field coerced to its declared type (10 -> 10.0 for floats)."""
+    values = {}
+    for field in dataclasses.fields(SimConfig):
+        value, kind = getattr(config, field.name), type(field.default)
+        try:
+            values[field.name] = value if kind is str else kind(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{field.name} must be a {kind.__name__}, got {value!r}") from None
+    return SimConfig(**values).validate()
+
+
+def dataset_modes(config: SimConfig, like: str | os.PathLike | None = None):
+    """Returns `(k1, k2, omega, prior_scale)`, each `(mode,)`: the dataset's modes and prior.
+
+    Without `like`, the rectangular mode set of the config, omega_k drawn from
+    key(frequency_seed) and the spectrum a_k. With `like`, all four are copied from that
+    dataset, so train and test files share their frequencies.
+
+    Raises:
+        ValueError: if a mode or prior setting of the config differs from the `like` file's,
+            or the mode set carries no velocity.
+    """
+    if like is None:
+        k1, k2 = rectangular_modes((config.k1_min, config.k1_max), (config.k2_min, config.k2_max))
+        omega = draw_frequencies(jax.random.key(config.frequency_seed), len(k1), config.omega_max, config.steady)
+        return k1, k2, omega, spectrum(k1, k2, config.spectrum_exponent, config.rms_speed)
+    with schema.open_dataset(like) as ds:
+        like_config = schema.config_from_attrs(ds)
+        for name in LIKE_FIELDS:
+            mine, theirs = getattr(config, name), getattr(like_config, name)
+            if mine != theirs:
+                raise ValueError(f"{name} = {mine} conflicts with {name} = {theirs} of the --like file {like}")
+        return tuple(ds[name].values.copy() for name in ("k1", "k2", "omega", "prior_scale"))
+
+
+def _manifest(config: SimConfig, modes) -> dict:
+    """Returns the partial-run manifest: the config, the modes and their hash."""
+    content = {
+        "config": dataclasses.asdict(config),
+        "modes": {name: np.asarray(a).tolist() for name, a in zip(("k1", "k2", "omega", "prior_scale"), modes)},
+        "schema_version": schema.SCHEMA_VERSION,
+    }
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+    return {**content, "config_hash": digest}
+
+
+def partial_dir(out: str | os.PathLike) -> Path:
+    """Returns the directory that holds the finished chunks of an unfinished run: `OUT.partial`."""
+    out = Path(out)
+    return out.with_name(out.name + ".partial")
+
+
+def _check_output(out: Path, overwrite: bool) -> None:
+    """Raises ValueError if the output cannot or must not be written (checked before computing)."""
+    parent = out.parent
+    if out.is_dir():
+        raise ValueError(f"output {out} is a directory")
+    if not parent.is_dir():
+        raise ValueError(f"cannot write {out}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write {out}: directory {parent} is not writable")
+    if out.exists() and not overwrite:
+        raise ValueError(f"output {out} already exists: pass --overwrite to replace it")
+
+
+def _differences(old: dict, new: dict) -> list[str]:
+    fields = [name for name in new["config"] if old.get("config", {}).get(name) != new["config"][name]]
+    return fields or (["modes"] if old.get("modes") != new["modes"] else ["schema version"])
+
+
+def _prepare_partial(partial: Path, manifest: dict, resume: bool, overwrite: bool) -> None:
+    """Creates or checks the partial directory; raises ValueError if it may not be used."""
+    if partial.exists() and resume:
+        try:
+            old = json.loads((partial / "manifest.json").read_text())
+        except (OSError, ValueError):
+            raise ValueError(f"cannot resume: {partial} has no readable manifest; pass --overwrite to start again") from None
+        if old.get("config_hash") != manifest["config_hash"]:
+            changed = ", ".join(_differences(old, manifest))
+            raise ValueError(f"cannot resume: the unfinished run in {partial} used different settings ({changed}); "
+                             "rerun with the original settings or pass --overwrite to start again")
+        return
+    if partial.exists():
+        if not overwrite:
+            raise ValueError(f"an unfinished run exists in {partial}: pass --resume to continue it or --overwrite to start again")
+        shutil.rmtree(partial)
+    try:
+        partial.mkdir()
+        _write_atomic(partial / "manifest.json", lambda f: f.write(json.dumps(manifest, indent=1).encode()))
+    except OSError as error:
+        raise ValueError(f"cannot write {partial}: {error.strerror or error}") from None
+
+
+def _write_atomic(path: Path, write: Callable) -> None:
+    """Writes a file through `write(binary_file)` to a temporary name, then renames it."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _chunk_path(partial: Path, index: int) -> Path:
+    return partial / f"chunk_{index:06d}.npz"
+
+
+def _run_chunks(config: SimConfig, modes, partial: Path, progress: Callable | None) -> None:
+    """Computes and saves every chunk not yet in `partial`; calls progress(done, total) after each."""
+    k1, k2, omega, scale = modes
+    size = min(config.chunk_size, config.n_samples)
+    n_chunks = -(-config.n_samples // size)
+    counts = [min(size, config.n_samples - i * size) for i in range(n_chunks)]
+    done = sum(c for i, c in enumerate(counts) if _chunk_path(partial, i).exists())
+    if progress is not None:
+        progress(done, config.n_samples)
+    x64 = jax.enable_x64(True) if config.precision == "float64" else contextlib.nullcontext()
+    with x64:
+        function = _chunk_function(config.n_obs, config.stride, config.n_drifters, config.diffusivity,
+                                   config.release, config.obs_noise > 0, config.precision)
+        key = jax.random.key(config.seed)
+        constants = (jnp.asarray(scale, jnp.float32), jnp.asarray(k1, jnp.int32), jnp.asarray(k2, jnp.int32),
+                     jnp.asarray(omega, config.precision), jnp.asarray(config.dt, config.precision),
+                     jnp.asarray([config.release_x, config.release_y], jnp.float32),
+                     jnp.asarray(config.obs_noise, jnp.float32))
+        for index, count in enumerate(counts):
+            path = _chunk_path(partial, index)
+            if path.exists():
+                continue
+            samples = jnp.arange(index * size, (index + 1) * size, dtype=jnp.int32)  # padded: extra rows dropped
+            coef, release, positions = (np.asarray(a)[:count] for a in function(key, samples, *constants))
+            _write_atomic(path, lambda f: np.savez(f, coef=coef, release=release, positions=positions))
+            done += count
+            if progress is not None:
+                progress(done, config.n_samples)
+
+
+def _assemble(partial: Path, n_chunks: int):
+    parts = [np.load(_chunk_path(partial, i)) for i in range(n_chunks)]
+    return tuple(np.concatenate([p[name] for p in parts]) for name in ("coef", "release", "positions"))
+
+
+def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | os.PathLike | None = None,
+                     resume: bool = False, overwrite: bool = False, progress: Callable | None = None,
+                     history: str | None = None) -> Path:
+    """Returns the path of a new dataset file of `config.n_samples` (c, tracks) pairs.
+
+    Tracks are RK4 (with Brownian forcing when diffusivity > 0) of the field (58)-(59) of the
+    paper from the release points, recorded every `stride` steps, plus observation noise.
+
+    Args:
+        config: generator settings (validated here).
+        out: output netCDF path, written to a temporary name and renamed at the end.
+        like: a dataset whose modes, frequencies and prior are copied (see `dataset_modes`).
+        resume: continue the unfinished run in `OUT.partial` (refused if its settings differ).
+        overwrite: replace an existing output and discard an unfinished run.
+        progress: called as progress(fields_done, fields_total) after every chunk.
+        history: the CF `history` line (default: this function and a UTC time stamp).
+    Raises:
+        ValueError: bad settings, a --like conflict, an existing output or unfinished run,
+            or an unwritable output path; all checked before any computing.
+        KeyboardInterrupt: passed on; finished chunks stay in `OUT.partial` for `resume`.
+    """
+    config = _normalized(config)
+    out = Path(out)
+    modes = dataset_modes(config, like)
+    _check_output(out, overwrite)
+    partial = partial_dir(out)
+    _prepare_partial(partial, _manifest(config, modes), resume, overwrite)
+    _run_chunks(config, modes, partial, progress)
+    n_chunks = -(-config.n_samples // min(config.chunk_size, config.n_samples))
+    coef, release, positions = _assemble(partial, n_chunks)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    history = f"{stamp} {history or 'simulate.generate.generate_dataset'}"
+    k1, k2, omega, scale = modes
+    ds = schema.to_dataset(config, k1=k1, k2=k2, omega=omega, prior_scale=scale, coef=coef,
+                           release=release, positions=positions, history=history)
+    _write_netcdf(ds, out)
+    shutil.rmtree(partial)
+    return out
+
+
+def _write_netcdf(ds, out: Path) -> None:
+    """Writes the dataset to a temporary name in the output's directory, then renames it."""
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    try:
+        ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=schema.encoding(ds))
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def wander_statistics(ds) -> dict:
+    """Returns how far tracks wander: median |z(T) - z(0)| and the fraction leaving [0, 1)^2.
+
+    A track "leaves" when any recorded (unwrapped) position is outside the unit square, i.e.
+    it crosses an edge of the periodic cell it was released in.
+    """
+    x, y = ds["x"].values.astype(np.float64), ds["y"].values.astype(np.float64)
+    x0, y0 = ds["x0"].values, ds["y0"].values
+    displacement = np.hypot(x[..., -1] - x0, y[..., -1] - y0)
+    outside = (x < 0) | (x >= 1) | (y < 0) | (y >= 1)
+    return {"median_displacement": float(np.median(displacement)),
+            "fraction_leaving": float(np.mean(np.any(outside, axis=-1)))}

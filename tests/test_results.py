@@ -1,0 +1,174 @@
+"""Assimilation results: gridded posterior moments against closed forms, file round trip."""
+
+import netCDF4
+import numpy as np
+import pytest
+
+from lagda.posterior import Posterior
+from lagda.results import grid_posterior, read_result, write_result
+from lagda.tracks import Tracks
+from simulate.flow import grid_fields, rectangular_modes
+
+K1, K2 = rectangular_modes((-1, 1), (-1, 1))
+OMEGA = np.linspace(-3.0, 3.0, 9)
+TIMES = np.array([0.0, 0.05, 0.1])
+N = 8
+
+
+def _complex(rng, shape):
+    return rng.normal(size=shape) + 1j * rng.normal(size=shape)
+
+
+def test_single_member_posterior_has_zero_std_and_exact_mean():
+    c = _complex(np.random.default_rng(0), (2, 1, 9))
+    out = grid_posterior(Posterior(c, np.ones((2, 1)), "test"), K1, K2, OMEGA, TIMES, N)
+    expected = grid_fields(c[:, 0], K1, K2, OMEGA, TIMES, N)
+    for name, exp in zip(("psi", "u", "v"), expected):
+        assert out[f"{name}_mean"].shape == (2, 3, N, N)
+        np.testing.assert_allclose(out[f"{name}_mean"], exp, atol=1e-12)
+        np.testing.assert_array_equal(out[f"{name}_std"], 0.0)
+
+
+@pytest.mark.parametrize("batch", [1, 64])
+def test_symmetric_two_member_std_is_the_perturbation_field(batch):
+    # members c0 +- d with weights 1/2: mean field f(c0), std |f(d)| pointwise (f is linear)
+    rng = np.random.default_rng(1)
+    c0, d = _complex(rng, (1, 9)), _complex(rng, (1, 9))
+    post = Posterior(np.stack([c0 + d, c0 - d], axis=1), np.full((1, 2), 0.5), "test")
+    out = grid_posterior(post, K1, K2, OMEGA, TIMES, N, batch=batch)
+    for name, f0, fd in zip(("psi", "u", "v"), grid_fields(c0, K1, K2, OMEGA, TIMES, N), grid_fields(d, K1, K2, OMEGA, TIMES, N)):
+        np.testing.assert_allclose(out[f"{name}_mean"], f0, atol=1e-10)
+        np.testing.assert_allclose(out[f"{name}_std"], np.abs(fd), atol=1e-10)
+
+
+def test_weighted_std_matches_monte_carlo_formula():
+    rng = np.random.default_rng(2)
+    samples = _complex(rng, (1, 5, 9))
+    w = rng.uniform(size=(1, 5))
+    w /= w.sum()
+    out = grid_posterior(Posterior(samples, w, "test"), K1, K2, OMEGA, TIMES, N, batch=2)  # 5 members, padded batches
+    u = np.asarray(grid_fields(samples[0], K1, K2, OMEGA, TIMES, N)[1])  # (member, time, y, x)
+    mean = np.einsum("m,mtyx->tyx", w[0], u)
+    std = np.sqrt(np.einsum("m,mtyx->tyx", w[0], (u - mean) ** 2))
+    np.testing.assert_allclose(out["u_std"][0], std, atol=1e-10)
+
+
+def _posterior(retrieval=True):
+    rng = np.random.default_rng(3)
+    samples = _complex(rng, (2, 4, 9))
+    w = np.full((2, 4), 0.25)
+    extra = dict(candidates=samples[:, :3], candidate_weights=np.full((2, 3), 1 / 3)) if retrieval else {}
+    return Posterior(samples, w, "retrieve" if retrieval else "enkf", seconds=np.array([0.5, 0.25]), **extra)
+
+
+def test_result_file_round_trips(tmp_path):
+    post = _posterior()
+    time = np.array([[1e-4, 2e-4, 3e-4], [1e-4, 2e-4, np.nan]])
+    tracks = Tracks(np.arange(12.0).reshape(2, 3, 2) / 10, time, np.array([0, 1]), np.array(["a", "b"]),
+                    true_coef=np.ones((2, 9), complex), release=np.full((2, 2), 0.75))
+    path = tmp_path / "r.nc"
+    write_result(path, post, K1, K2, OMEGA, TIMES, N, tracks=tracks, attrs={"model_run": "runs/x"})
+    res = read_result(path)
+    np.testing.assert_allclose(res.coef_mean, post.mean, atol=1e-15)
+    np.testing.assert_allclose(res.coef_std_re, post.std_re, atol=1e-15)
+    np.testing.assert_allclose(res.coef_std_im, post.std_im, atol=1e-15)
+    np.testing.assert_array_equal(res.candidates, post.candidates)
+    np.testing.assert_array_equal(res.candidate_weights, post.candidate_weights)
+    np.testing.assert_array_equal(res.seconds, post.seconds)
+    np.testing.assert_array_equal(res.k1, K1)
+    np.testing.assert_array_equal(res.omega, OMEGA)
+    np.testing.assert_array_equal(res.time, TIMES)
+    np.testing.assert_array_equal(res.x, np.arange(N) / N)
+    fields = grid_posterior(post, K1, K2, OMEGA, TIMES, N)
+    for name, value in fields.items():
+        np.testing.assert_allclose(res.fields[name], value, atol=1e-14)
+    assert res.method == "retrieve" and res.attrs["model_run"] == "runs/x" and res.attrs["Conventions"] == "CF-1.10"
+    np.testing.assert_array_equal(res.tracks.positions, tracks.positions)
+    np.testing.assert_array_equal(res.tracks.times, tracks.times)
+    assert res.tracks.trajectory_id.tolist() == ["a", "b"]
+    np.testing.assert_array_equal(res.true_coef, tracks.true_coef)
+    with netCDF4.Dataset(path) as nc:
+        assert nc["candidate_coef_re"].dimensions == ("field", "rank", "mode")
+        assert nc["psi_std"].dimensions == ("field", "time", "y", "x")
+        assert "lagda_version" in nc.ncattrs() and "history" in nc.ncattrs()
+        for var in nc.variables.values():
+            assert getattr(var, "long_name", ""), var.name
+            if var.name != "track_id":
+                assert hasattr(var, "units"), var.name
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_result_without_candidates_or_tracks(tmp_path):
+    write_result(tmp_path / "r.nc", _posterior(retrieval=False), K1, K2, OMEGA, TIMES, N)
+    res = read_result(tmp_path / "r.nc")
+    assert res.candidates is None and res.tracks is None and res.true_coef is None
+    with netCDF4.Dataset(tmp_path / "r.nc") as nc:
+        assert "rank" not in nc.dimensions
+
+
+def test_bad_inputs(tmp_path):
+    with pytest.raises(ValueError, match="modes"):
+        write_result(tmp_path / "r.nc", _posterior(), K1[:4], K2[:4], OMEGA[:4], TIMES, N)
+    assert not list(tmp_path.iterdir())
+    (tmp_path / "x.nc").write_bytes(b"junk")
+    with pytest.raises(ValueError, match="not a netCDF"):
+        read_result(tmp_path / "x.nc")
+    with pytest.raises(FileNotFoundError):
+        read_result(tmp_path / "none.nc")
+
+
+def test_wrapped_segments_break_at_wraps():
+    from lagda.assim_plot import wrapped_segments
+
+    x, y = wrapped_segments(np.array([[0.8, 0.5], [0.95, 0.5], [1.1, 0.5], [1.2, 0.6], [np.nan, np.nan]]))
+    np.testing.assert_allclose(x, [0.8, 0.95, np.nan, 0.1, 0.2], atol=1e-12)
+    assert np.isnan(y[2]) and np.all(np.isfinite(np.delete(y, 2)))
+
+
+def test_plot_assimilation_writes_png(tmp_path):
+    from lagda.assim_plot import plot_assimilation
+
+    post = _posterior()
+    tracks = Tracks(np.cumsum(np.full((2, 20, 2), 0.07), axis=1), np.tile(np.arange(1, 21) * 1e-3, (2, 1)),
+                    np.array([0, 1]), np.array([1, 2]), true_coef=post.mean)
+    write_result(tmp_path / "r.nc", post, K1, K2, OMEGA, TIMES, N, tracks=tracks)
+    out = plot_assimilation(tmp_path / "r.nc", tmp_path / "fig.png", field=1)
+    assert (tmp_path / "fig.png").stat().st_size > 10_000 and out.endswith("fig.png")
+    with pytest.raises(ValueError, match="out of range"):
+        plot_assimilation(tmp_path / "r.nc", tmp_path / "bad.png", field=5)
+    assert not (tmp_path / "bad.png").exists()
+
+
+# ---------------------------------------------------------------- lagda assimilate: argument errors
+
+
+def test_cli_assimilate_missing_tracks_is_one_line_exit_2(tmp_path, capsys):
+    from lagda.cli import main
+
+    code = main(["assimilate", "--tracks", str(tmp_path / "none.nc"), "--method", "enkf", "--out", str(tmp_path / "r.nc")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("lagda assimilate: error: no such track file")
+    assert not list(tmp_path.iterdir())
+
+
+def test_cli_assimilate_bad_method_and_existing_output(tmp_path, capsys):
+    from lagda.cli import main
+
+    (tmp_path / "t.csv").write_text("id,time,x,y\n")
+    code = main(["assimilate", "--tracks", str(tmp_path / "t.csv"), "--method", "magic", "--out", str(tmp_path / "r.nc")])
+    assert code == 2 and "invalid choice: 'magic'" in capsys.readouterr().err
+    (tmp_path / "r.nc").write_text("keep me")
+    code = main(["assimilate", "--tracks", str(tmp_path / "t.csv"), "--method", "enkf", "--out", str(tmp_path / "r.nc")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--overwrite" in err and err.count("\n") == 1
+    assert (tmp_path / "r.nc").read_text() == "keep me"
+    code = main(["assimilate", "--tracks", str(tmp_path / "t.csv"), "--model", str(tmp_path / "norun"), "--out", str(tmp_path / "s.nc")])
+    assert code == 2 and "no such model run directory" in capsys.readouterr().err
+
+
+def test_cli_assimilate_help_names_the_default_model(capsys):
+    from lagda.cli import main
+
+    assert main(["assimilate", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "data/model/" in out and "--members" in out and "--n-grid" in out

@@ -1,0 +1,90 @@
+"""Scores on hand-made cases: the truth scores zero error and full calibration, known perturbations their known error."""
+
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lagda.posterior import Posterior
+from lagda.scores import (coefficient_calibration, resimulated_track_error, score_posterior, torus_distance, track_velocity_error,
+                          velocity_calibration, velocity_field_error)
+from lagda.tracks import Tracks
+from simulate.flow import rectangular_modes
+from simulate.tracks import simulate_tracks
+
+K1, K2 = rectangular_modes((-1, 1), (-1, 1))
+OMEGA = np.linspace(-4.0, 4.0, 9)
+DT, N_OBS = 2e-3, 30
+N_GRID = 16
+
+
+@pytest.fixture(scope="module")
+def case():
+    """Returns (truth (field, mode), Tracks observed noise-free): 2 fields, 3 drifters."""
+    rng = np.random.default_rng(0)
+    truth = 0.05 * (rng.normal(size=(2, 9)) + 1j * rng.normal(size=(2, 9)))
+    release = rng.uniform(size=(3, 2))
+    field = np.array([0, 0, 1])
+    pos = np.asarray(simulate_tracks(jnp.asarray(truth[field]), jnp.asarray(release[:, None]), K1, K2, OMEGA, DT, N_OBS, 1))[:, 0].copy()
+    times = np.broadcast_to(DT * np.arange(1, N_OBS + 1), (3, N_OBS)).copy()
+    times[2, 25:] = np.nan  # a shorter track
+    pos[2, 25:] = np.nan
+    return truth, Tracks(pos, times, field, np.array(["a", "b", "c"]), true_coef=truth, release=release)
+
+
+def test_torus_distance_is_minimum_image():
+    a = np.array([[0.1, 0.2], [0.95, 0.5], [0.3, 0.3]])
+    b = np.array([[1.1, -0.8], [0.05, 0.5], [0.3, 0.7]])
+    np.testing.assert_allclose(torus_distance(a, b), [0.0, 0.1, 0.4], atol=1e-12)
+
+
+def test_truth_as_posterior_scores_zero_and_full_calibration(case):
+    truth, tracks = case
+    post = Posterior(truth[:, None, :], np.ones((2, 1)), "truth", seconds=np.array([1.5, 1.5]))
+    scores = score_posterior(post, tracks, K1, K2, OMEGA, DT, n_grid=N_GRID)
+    for name in ("velocity_rel_l2", "track_velocity_rel_l2", "resim_rms_obs", "resim_rms_true", "forecast_rms"):
+        assert scores[name] < 1e-12, (name, scores[name])
+        assert scores["per_field"][name].shape == (2,)
+    assert scores["coef_calibration"] == 1.0 and scores["velocity_calibration"] == 1.0
+    assert scores["seconds_per_track"] == pytest.approx(1.0)
+
+
+def test_unwrapped_observations_shifted_by_whole_domain_still_match(case):
+    truth, tracks = case
+    shifted = dataclasses.replace(tracks, positions=tracks.positions + np.array([1.0, -2.0]))
+    post = Posterior(truth[:, None, :], np.ones((2, 1)), "truth")
+    assert np.all(resimulated_track_error(truth, shifted, K1, K2, OMEGA, DT) < 1e-12)
+
+
+def test_scaled_truth_has_known_relative_velocity_error(case):
+    truth, tracks = case
+    eps = 0.3
+    times = np.array([0.0, 0.02, 0.06])
+    np.testing.assert_allclose(velocity_field_error(truth, (1 + eps) * truth, K1, K2, OMEGA, times, N_GRID), eps, rtol=1e-10)
+    np.testing.assert_allclose(track_velocity_error(truth, (1 - eps) * truth, tracks, K1, K2, OMEGA), eps, rtol=1e-10)
+    post = Posterior(((1 + eps) * truth)[:, None, :], np.ones((2, 1)), "scaled")
+    scores = score_posterior(post, tracks, K1, K2, OMEGA, DT, n_grid=N_GRID)
+    assert scores["velocity_rel_l2"] == pytest.approx(eps, rel=1e-10)
+    assert scores["resim_rms_obs"] > 1e-4 and scores["forecast_rms"] > scores["resim_rms_true"] > 1e-4
+    assert scores["coef_calibration"] == 0.0  # zero spread, wrong mean
+
+
+def test_coefficient_calibration_counts_the_modes_outside(case):
+    truth, _ = case
+    delta = 0.01
+    mean = truth.copy()
+    mean[:, [0, 1, 2]] += 3 * delta  # Re outside in 3 of the 8 modes k != (0, 0) (index 4 is (0, 0))
+    mean[:, 4] += 10 * (1 + 1j)  # k = (0, 0) is excluded from the count
+    samples = np.stack([mean + delta * (1 + 1j), mean - delta * (1 + 1j)], axis=1)  # std = delta in Re and Im
+    post = Posterior(samples, np.full((2, 2), 0.5), "test")
+    np.testing.assert_allclose(coefficient_calibration(truth, post, K1, K2), (5 / 8 + 1) / 2)
+
+
+def test_velocity_calibration_of_a_wide_and_a_narrow_posterior(case):
+    truth, _ = case
+    times = np.array([0.0, 0.05])
+    wide = Posterior(np.stack([truth + 0.1, truth - 0.1, 1.2 * truth], axis=1), np.full((2, 3), 1 / 3), "wide")
+    np.testing.assert_allclose(velocity_calibration(truth, wide, K1, K2, OMEGA, times, N_GRID), 1.0)
+    narrow = Posterior(np.stack([1.5 * truth, 1.5 * truth + 1e-9], axis=1), np.full((2, 2), 0.5), "narrow")
+    assert np.all(velocity_calibration(truth, narrow, K1, K2, OMEGA, times, N_GRID) < 0.05)
