@@ -119,7 +119,7 @@ def cpu(**overrides) -> TrainConfig:
     encoder gets only ~80% trajectory -> coefficient R@5 on a 4,096 library.
     """
     base = dict(n_blocks=2, d_model=64, n_heads=4, mlp_ratio=2, patch=20, features="increments+sincos",
-                pooling="mean", physics=True, physics_noise=1e-6, physics_stride=4, lr=1e-3, warmup=50,
+                pooling="mean", physics=True, physics_noise=1e-6, physics_stride=8, lr=1e-3, warmup=50,
                 cosine_decay=True, grad_clip=1.0, optimiser="adamw", weight_decay=1e-4, tau=0.05,
                 mask_mean_mode=True, batch_size=128, epochs=3, eval_every=3, eval_library=4096)
     base.update(overrides)
