@@ -13,6 +13,7 @@ settings of the training data), checkpoints/ (orbax, one per epoch), metrics.jso
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -98,6 +99,19 @@ def make_train_step(config: TrainConfig, tx: optax.GradientTransformation):
         return optax.apply_updates(params, updates), opt_state, loss
 
     return jax.jit(step, static_argnums=0, donate_argnums=(1, 3))
+
+
+_STEP_CACHE: dict = {}
+
+
+def _cached_step(config: TrainConfig, tx, total_steps: int):
+    """Returns a jitted train step shared by runs whose step is identical (resume, tests): one compile."""
+    ignored = dict(epochs=1, eval_every=1, eval_library=0, keep_checkpoints=1)
+    key = (dataclasses.replace(config, **ignored), total_steps if config.cosine_decay else None)
+    if key not in _STEP_CACHE:
+        _STEP_CACHE.clear()  # keep at most one compiled step alive
+        _STEP_CACHE[key] = make_train_step(config, tx)
+    return _STEP_CACHE[key]
 
 
 def _embed_fn(graphdef, state, positions, estimate):
@@ -292,7 +306,7 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
         (params, buffers, opt_state), first_epoch = checkpoint.restore(mngr, (params, buffers, opt_state))
     replicated, sharded = NamedSharding(mesh, PartitionSpec()), NamedSharding(mesh, PartitionSpec("data"))
     state = jax.device_put((params, buffers, opt_state), replicated)
-    step_fn = make_train_step(config, tx)
+    step_fn = _cached_step(config, tx, steps_per_epoch * config.epochs)
     key = jax.random.key(config.seed)
     estimates = track_estimates(model.encoder, train_data.positions, config.eval_batch, progress)
     test_estimates = None
