@@ -169,6 +169,7 @@ def _run_assimilate(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- train, evaluate
 
+
 def _add_train_parser(subparsers) -> None:
     from lagda.config import PRESETS, TrainConfig
 
@@ -227,7 +228,7 @@ def _run_evaluate(args) -> int:
     from lagda.evaluate import evaluate, format_table, write_metrics
 
     metrics = evaluate(args.model, args.data, split=args.split, library_size=args.library_size,
-                       batch_size=args.batch_size)
+                       batch_size=args.batch_size, progress=True)
     print(format_table(metrics))
     if args.out:
         write_metrics(metrics, args.out)

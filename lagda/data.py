@@ -113,22 +113,15 @@ def load_paired(path: str | os.PathLike) -> PairedData:
         raise FileNotFoundError(f"no such dataset file: {path}")
     if path.suffix == ".npz":
         return _from_npz(path)
-    try:
-        from simulate.schema import open_dataset
-    except ImportError:  # before the schema module existed: plain xarray
-        open_dataset = None
-    if open_dataset is not None:
-        ds = open_dataset(path, load=True)
-    else:
-        import xarray as xr
-        try:
-            ds = xr.load_dataset(path)
-        except Exception as error:
-            raise ValueError(f"not a lagda dataset: {path}: cannot be read as netCDF ({type(error).__name__})") from None
+    from simulate.schema import open_dataset
+
+    ds = open_dataset(path, load=True)  # validates the schema; one-line ValueError otherwise
     try:
         return _from_xarray(ds)
     except KeyError as error:
         raise ValueError(f"not a lagda dataset: {path}: missing variable {error}") from None
+    finally:
+        ds.close()
 
 
 def as_paired(data) -> PairedData:

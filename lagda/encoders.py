@@ -14,6 +14,12 @@ g_v(v) = P o A_M o ... o A_1 o L(v) (section 6.3), with n_e = 2K outputs:
   directly; "sinusoidal" is the fixed alternative.
 - M pre-LayerNorm residual blocks (multi-head attention, MLP), a final LayerNorm,
   pooling ("last" token as in the paper, a learned "cls" token, or the "mean"), Linear to n_e.
+- physics (config.physics, an option BEYOND the paper, lagda/physics.py): the output is
+  g_v(v) = gain * theta_hat(v) + head(pooled), where theta_hat is the linear-Gaussian
+  posterior mean of (Re c, Im c) from finite-difference velocities along the track (the
+  dataset's modes, frequencies and prior are constants of the model), `gain` a learned
+  per-component scale (init 1) and the head initialised to zero, so training starts from
+  the physics estimate and learns a correction.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from lagda import physics
 from lagda.config import TrainConfig
 
 N_HARMONICS = 3  # sin/cos harmonics of the position: the default modes have |k_i| <= 3
@@ -109,11 +116,14 @@ class Block(nnx.Module):
 class TrajectoryTransformer(nnx.Module):
     """The learned trajectory encoder g_v: positions `(batch, obs, 2)` -> `(batch, n_e)`."""
 
-    def __init__(self, n_obs: int, n_embed: int, config: TrainConfig, *, rngs: nnx.Rngs):
+    def __init__(self, n_obs: int, n_embed: int, config: TrainConfig, *, rngs: nnx.Rngs, modes: dict | None = None):
         """Builds g_v for tracks of `n_obs` observations and embedding size n_e = `n_embed`.
 
+        Args:
+            modes: with config.physics, the dataset's "time" `(obs,)`, "k1", "k2", "omega" and
+                "prior_scale" `(mode,)` (e.g. PairedData.meta()), stored as model constants.
         Raises:
-            ValueError: if the patch length does not divide n_obs.
+            ValueError: if the patch length does not divide n_obs, or physics lacks `modes`.
         """
         config.validate()
         if n_obs % config.patch:
@@ -136,6 +146,26 @@ class TrajectoryTransformer(nnx.Module):
                                 for _ in range(config.n_blocks)])
         self.norm = nnx.LayerNorm(config.d_model, dtype=self.dtype, rngs=rngs)
         self.head = nnx.Linear(config.d_model, n_embed, dtype=self.dtype, rngs=rngs)
+        self.physics = config.physics
+        if config.physics:
+            self._init_physics(n_obs, n_embed, config, modes)
+
+    def _init_physics(self, n_obs: int, n_embed: int, config: TrainConfig, modes: dict | None) -> None:
+        if modes is None or len(modes["time"]) != n_obs or 2 * len(modes["k1"]) != n_embed:
+            raise ValueError("physics features need the dataset's time (obs,) and modes k1, k2, omega, prior_scale")
+        self.noise, self.stride = config.physics_noise, config.physics_stride
+        constant = {name: FeatureStats(jnp.asarray(np.asarray(modes[name]), jnp.float32))
+                    for name in ("time", "k1", "k2", "omega")}
+        self.time, self.k1, self.k2, self.omega = (constant[n] for n in ("time", "k1", "k2", "omega"))
+        self.prior_sd = FeatureStats(jnp.asarray(physics.prior_sd_of(modes["prior_scale"])))
+        self.gain = nnx.Param(jnp.ones((n_embed,), jnp.float32))
+        self.head.kernel.value = jnp.zeros_like(self.head.kernel.value)
+
+    def physics_estimate(self, positions):
+        """Returns theta_hat `(batch, n_e)` for unwrapped positions `(batch, obs, 2)` (physics.py)."""
+        return physics.batched_posterior_mean(positions.astype(jnp.float32), self.time.value, self.k1.value,
+                                              self.k2.value, self.omega.value, self.prior_sd.value,
+                                              self.noise, self.stride)
 
     def set_feature_stats(self, positions) -> None:
         """Sets the feature standardisation from sample tracks `(sample, obs, 2)` (in place)."""
@@ -144,9 +174,11 @@ class TrajectoryTransformer(nnx.Module):
         self.feature_mean.value = jnp.asarray(feats.mean(0), jnp.float32)
         self.feature_std.value = jnp.asarray(np.maximum(feats.std(0), 1e-6), jnp.float32)
 
-    def __call__(self, positions):
+    def __call__(self, positions, estimate=None):
         """Returns g_v(v), float32 `(batch, n_e)` for unwrapped positions `(batch, obs, 2)`.
 
+        Args:
+            estimate: optional precomputed `physics_estimate(positions)` (physics models only).
         Raises:
             ValueError: if positions are not `(batch, n_obs, 2)`.
         """
@@ -164,10 +196,14 @@ class TrajectoryTransformer(nnx.Module):
             x = block(x)
         x = self.norm(x)
         pooled = {"last": lambda: x[:, -1], "cls": lambda: x[:, 0], "mean": lambda: jnp.mean(x, axis=1)}[self.pooling]()
-        return self.head(pooled).astype(jnp.float32)
+        out = self.head(pooled).astype(jnp.float32)
+        if not self.physics:
+            return out
+        estimate = self.physics_estimate(positions) if estimate is None else jax.lax.stop_gradient(estimate)
+        return out + estimate * self.gain.value[None]
 
 
-def encode_tracks(model: TrajectoryTransformer, positions):
+def encode_tracks(model: TrajectoryTransformer, positions, estimate=None):
     """Returns one embedding per field, `(batch, n_e)`: the mean of its drifters' g_v.
 
     Averaging per-track embeddings treats a field's drifters as a set (invariant to their
@@ -175,11 +211,14 @@ def encode_tracks(model: TrajectoryTransformer, positions):
 
     Args:
         positions: unwrapped `(batch, drifter, obs, 2)`.
+        estimate: optional precomputed physics estimates `(batch, drifter, n_e)`.
     Raises:
         ValueError: if positions are not 4-dimensional.
     """
     if positions.ndim != 4:
         raise ValueError(f"expected positions (batch, drifter, obs, 2), got {positions.shape}")
     batch, n_drifters = positions.shape[:2]
-    per_track = model(positions.reshape(batch * n_drifters, *positions.shape[2:]))
+    if estimate is not None:
+        estimate = estimate.reshape(batch * n_drifters, -1)
+    per_track = model(positions.reshape(batch * n_drifters, *positions.shape[2:]), estimate)
     return jnp.mean(per_track.reshape(batch, n_drifters, -1), axis=1)

@@ -17,7 +17,7 @@ from lagda.train import load_run, retrieval_scores
 
 
 def evaluate(run_dir, data_path, split: str = "test", library_size: int | None = None,
-             batch_size: int = 512) -> dict:
+             batch_size: int = 512, progress: bool = False) -> dict:
     """Returns {"<split>/<direction>/R@<k>": fraction} for k in (1, 5) on a dataset file.
 
     Args:
@@ -26,6 +26,7 @@ def evaluate(run_dir, data_path, split: str = "test", library_size: int | None =
         split: the name used in the keys (e.g. "test", "train").
         library_size: use only the first this many pairs (None: all).
         batch_size: queries and embeddings per batch.
+        progress: show a progress bar while embedding the tracks.
     Raises:
         FileNotFoundError: missing run dir or dataset.
         ValueError: corrupted files, or a dataset whose modes/frequencies differ from the run's.
@@ -34,7 +35,7 @@ def evaluate(run_dir, data_path, split: str = "test", library_size: int | None =
     data = load_paired(data_path)
     check_same_modes(meta, data, f"dataset {data_path}")
     config = type(config)(**{**vars(config), "eval_batch": batch_size}).validate()
-    return retrieval_scores(model, data, config, library_size, split)
+    return retrieval_scores(model, data, config, library_size, split, progress=progress)
 
 
 def format_table(metrics: dict) -> str:

@@ -13,6 +13,7 @@ settings of the training data), checkpoints/ (orbax, one per epoch), metrics.jso
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -43,8 +44,8 @@ class TrainingDiverged(ValueError):
 class Contrastive(nnx.Module):
     """The trained objects: the encoder g_v, log tau and the sigmoid-loss bias."""
 
-    def __init__(self, n_obs: int, k1, k2, config: TrainConfig, *, rngs: nnx.Rngs):
-        self.encoder = TrajectoryTransformer(n_obs, 2 * len(k1), config, rngs=rngs)
+    def __init__(self, n_obs: int, k1, k2, config: TrainConfig, *, rngs: nnx.Rngs, modes: dict | None = None):
+        self.encoder = TrajectoryTransformer(n_obs, 2 * len(k1), config, rngs=rngs, modes=modes)
         self.mask = FeatureStats(jnp.asarray(similarity_mask(k1, k2, config.mask_mean_mode)))
         log_tau = jnp.asarray(math.log(config.tau), jnp.float32)
         self.log_tau = nnx.Param(log_tau) if config.learn_tau else FeatureStats(log_tau)
@@ -68,10 +69,10 @@ def make_optimizer(config: TrainConfig, total_steps: int) -> optax.GradientTrans
     return optax.chain(*parts)
 
 
-def contrastive_loss(model: Contrastive, coef, positions, config: TrainConfig):
+def contrastive_loss(model: Contrastive, coef, positions, config: TrainConfig, estimate=None):
     """Returns the batch loss of config.loss on logits s(g_u(c), g_v(v)) (eq. 12 for "cond")."""
     u_emb = embed_coefficients(coef) * model.mask.value[None]
-    v_emb = encode_tracks(model.encoder, positions) * model.mask.value[None]
+    v_emb = encode_tracks(model.encoder, positions, estimate) * model.mask.value[None]
     tau = jnp.exp(model.log_tau.value)
     logits = losses.similarity(u_emb, v_emb, config.similarity, tau)
     if config.loss == "cond":
@@ -82,13 +83,16 @@ def contrastive_loss(model: Contrastive, coef, positions, config: TrainConfig):
 
 
 def make_train_step(config: TrainConfig, tx: optax.GradientTransformation):
-    """Returns step(graphdef, params, buffers, opt_state, coef, positions) -> (params, opt_state, loss), jitted."""
+    """Returns step(graphdef, params, buffers, opt_state, coef, positions, estimate=None) -> (params, opt_state, loss).
 
-    def step(graphdef, params, buffers, opt_state, coef, positions):
+    Jitted; `estimate` is the precomputed physics feature `(batch, drifter, n_e)` or None.
+    """
+
+    def step(graphdef, params, buffers, opt_state, coef, positions, estimate=None):
         TRACE_COUNT["train_step"] += 1
 
         def loss_of(p):
-            return contrastive_loss(nnx.merge(graphdef, p, buffers), coef, positions, config)
+            return contrastive_loss(nnx.merge(graphdef, p, buffers), coef, positions, config, estimate)
 
         loss, grads = jax.value_and_grad(loss_of)(params)
         updates, opt_state = tx.update(grads, opt_state, params)
@@ -97,33 +101,73 @@ def make_train_step(config: TrainConfig, tx: optax.GradientTransformation):
     return jax.jit(step, static_argnums=0, donate_argnums=(1, 3))
 
 
-def _embed_fn(graphdef, state, positions):
-    return encode_tracks(nnx.merge(graphdef, state), positions)
+_STEP_CACHE: dict = {}
+
+
+def _cached_step(config: TrainConfig, tx, total_steps: int):
+    """Returns a jitted train step shared by runs whose step is identical (resume, tests): one compile."""
+    ignored = dict(epochs=1, eval_every=1, eval_library=0, keep_checkpoints=1)
+    key = (dataclasses.replace(config, **ignored), total_steps if config.cosine_decay else None)
+    if key not in _STEP_CACHE:
+        _STEP_CACHE.clear()  # keep at most one compiled step alive
+        _STEP_CACHE[key] = make_train_step(config, tx)
+    return _STEP_CACHE[key]
+
+
+def _embed_fn(graphdef, state, positions, estimate):
+    return encode_tracks(nnx.merge(graphdef, state), positions, estimate)
+
+
+def _estimate_fn(graphdef, state, positions):
+    model = nnx.merge(graphdef, state)
+    flat = model.physics_estimate(positions.reshape(-1, *positions.shape[2:]))
+    return flat.reshape(*positions.shape[:2], -1)
 
 
 _embed_jit = jax.jit(_embed_fn, static_argnums=0)
+_estimate_jit = jax.jit(_estimate_fn, static_argnums=0)
 
 
-def embed_tracks(model: TrajectoryTransformer, positions, batch_size: int = 256) -> np.ndarray:
+def _batched(fn, model, arrays, batch_size: int, desc: str | None) -> np.ndarray:
+    """Returns fn(graphdef, state, *chunks) over the leading axis in padded batches, concatenated."""
+    graphdef, state = nnx.split(model)
+    n = arrays[0].shape[0]
+    size = min(batch_size, n)
+    out = []
+    for start in tqdm(range(0, n, size), desc=desc, disable=desc is None, leave=False):
+        chunks = []
+        for array in arrays:
+            chunk = None if array is None else array[start:start + size]
+            if chunk is not None and chunk.shape[0] < size:
+                chunk = np.concatenate([chunk, np.repeat(chunk[-1:], size - chunk.shape[0], axis=0)])
+            chunks.append(None if chunk is None else jnp.asarray(chunk))
+        out.append(np.asarray(fn(graphdef, state, *chunks))[: min(size, n - start)])
+    return np.concatenate(out).astype(np.float32)
+
+
+def track_estimates(model: TrajectoryTransformer, positions, batch_size: int = 256, progress: bool = False):
+    """Returns the physics estimates theta_hat `(field, drifter, n_e)` of tracks, or None (no physics).
+
+    They depend on the data only, so training computes them once per dataset.
+    """
+    if not model.physics:
+        return None
+    positions = np.asarray(positions, np.float32)
+    return _batched(_estimate_jit, model, [positions], batch_size, "physics features" if progress else None)
+
+
+def embed_tracks(model: TrajectoryTransformer, positions, batch_size: int = 256, estimates=None,
+                 progress: bool = False) -> np.ndarray:
     """Returns float32 embeddings g_v `(field, n_e)` of tracks `(field, drifter, obs, 2)`.
 
     Fields are embedded in batches of `batch_size` (the last padded, so one compilation per
-    batch shape); a field's drifters are averaged (`encode_tracks`).
+    batch shape); a field's drifters are averaged (`encode_tracks`). `estimates`: optional
+    precomputed `track_estimates` (physics models; computed on the fly otherwise).
     """
     positions = np.asarray(positions, np.float32)
     if positions.ndim != 4:
         raise ValueError(f"expected positions (field, drifter, obs, 2), got {positions.shape}")
-    graphdef, state = nnx.split(model)
-    n = positions.shape[0]
-    size = min(batch_size, n)
-    out = []
-    for start in range(0, n, size):
-        chunk = positions[start:start + size]
-        pad = size - chunk.shape[0]
-        if pad:
-            chunk = np.concatenate([chunk, np.repeat(chunk[-1:], pad, axis=0)])
-        out.append(np.asarray(_embed_jit(graphdef, state, jnp.asarray(chunk)))[: size - pad])
-    return np.concatenate(out).astype(np.float32)
+    return _batched(_embed_jit, model, [positions, estimates], batch_size, "embed" if progress else None)
 
 
 # One function object per kind (retrieval caches its compiled kernels by function); tau = 1
@@ -132,13 +176,17 @@ _RANKING_SIMILARITY = {kind: functools.partial(losses.similarity, kind=kind, tau
 
 
 def retrieval_scores(model: TrajectoryTransformer, data: PairedData, config: TrainConfig, library: int | None,
-                     prefix: str) -> dict:
-    """Returns {"<prefix>/<direction>/R@<k>": fraction} over the first `library` pairs of `data`."""
+                     prefix: str, estimates=None, progress: bool = False) -> dict:
+    """Returns {"<prefix>/<direction>/R@<k>": fraction} over the first `library` pairs of `data`.
+
+    `estimates`: optional precomputed `track_estimates` of `data` (physics models).
+    """
     from lagda.retrieval import retrieval_metrics
 
     n = data.n_samples if not library else min(library, data.n_samples)
     mask = jnp.asarray(similarity_mask(data.k1, data.k2, config.mask_mean_mode))
-    v_emb = jnp.asarray(embed_tracks(model, data.positions[:n], config.eval_batch)) * mask[None]
+    estimates = None if estimates is None else estimates[:n]
+    v_emb = jnp.asarray(embed_tracks(model, data.positions[:n], config.eval_batch, estimates, progress)) * mask[None]
     u_emb = embed_coefficients(jnp.asarray(data.coef[:n])) * mask[None]
     scores = retrieval_metrics(u_emb, v_emb, _RANKING_SIMILARITY[config.similarity], ks=(1, 5), batch_size=config.eval_batch)
     return {f"{prefix}/{key}": float(value) for key, value in scores.items()}
@@ -175,9 +223,12 @@ def _maybe_initialize_distributed() -> None:
         _DISTRIBUTED["initialized"] = True
 
 
-def build_model(config: TrainConfig, n_obs: int, k1, k2) -> Contrastive:
-    """Returns a freshly initialised Contrastive model (seed = config.seed), n_e = 2 * len(k1)."""
-    return Contrastive(n_obs, k1, k2, config, rngs=nnx.Rngs(params=config.seed))
+def build_model(config: TrainConfig, n_obs: int, k1, k2, modes: dict | None = None) -> Contrastive:
+    """Returns a freshly initialised Contrastive model (seed = config.seed), n_e = 2 * len(k1).
+
+    `modes`: the dataset meta (PairedData.meta()), needed by physics models.
+    """
+    return Contrastive(n_obs, k1, k2, config, rngs=nnx.Rngs(params=config.seed), modes=modes)
 
 
 def _epoch_batches(key, epoch: int, n: int, batch: int) -> np.ndarray:
@@ -195,14 +246,15 @@ def _append_metrics(path: pathlib.Path, record: dict, keep_below: int | None = N
     _write_json(path, "\n".join(lines) + "\n")
 
 
-def _run_epoch(state, epoch, train_data, batches, step_fn, graphdef, sharding, progress):
+def _run_epoch(state, epoch, train_data, estimates, batches, step_fn, graphdef, sharding, progress):
     params, buffers, opt_state = state
     total, start = 0.0, time.perf_counter()
     bar = tqdm(batches, desc=f"epoch {epoch + 1}", disable=not progress, leave=False)
     for i, index in enumerate(bar):
         coef = jax.device_put(train_data.coef[index], sharding)
         positions = jax.device_put(train_data.positions[index], sharding)
-        params, opt_state, loss = step_fn(graphdef, params, buffers, opt_state, coef, positions)
+        estimate = None if estimates is None else jax.device_put(estimates[index], sharding)
+        params, opt_state, loss = step_fn(graphdef, params, buffers, opt_state, coef, positions, estimate)
         value = float(loss)
         if not math.isfinite(value):
             raise TrainingDiverged(f"loss became {value} at epoch {epoch + 1} step {i + 1}; the last good "
@@ -243,7 +295,7 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
     if steps_per_epoch < 1:
         raise ValueError(f"batch_size = {config.batch_size} exceeds the {train_data.n_samples} training pairs")
     _prepare_run_dir(run_dir, config, train_data, resume)
-    model = build_model(config, train_data.positions.shape[2], train_data.k1, train_data.k2)
+    model = build_model(config, train_data.positions.shape[2], train_data.k1, train_data.k2, train_data.meta())
     model.encoder.set_feature_stats(train_data.positions[:1024, 0])
     graphdef, params, buffers = nnx.split(model, nnx.Param, ...)
     tx = make_optimizer(config, steps_per_epoch * config.epochs)
@@ -254,18 +306,22 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
         (params, buffers, opt_state), first_epoch = checkpoint.restore(mngr, (params, buffers, opt_state))
     replicated, sharded = NamedSharding(mesh, PartitionSpec()), NamedSharding(mesh, PartitionSpec("data"))
     state = jax.device_put((params, buffers, opt_state), replicated)
-    step_fn = make_train_step(config, tx)
+    step_fn = _cached_step(config, tx, steps_per_epoch * config.epochs)
     key = jax.random.key(config.seed)
+    estimates = track_estimates(model.encoder, train_data.positions, config.eval_batch, progress)
+    test_estimates = None
+    if test_data is not None and config.eval_library:
+        test_estimates = track_estimates(model.encoder, test_data.positions[:config.eval_library], config.eval_batch, progress)
     for epoch in range(first_epoch, config.epochs):
         batches = _epoch_batches(key, epoch, train_data.n_samples, config.batch_size)
-        state, stats = _run_epoch(state, epoch, train_data, batches, step_fn, graphdef, sharded, progress)
+        state, stats = _run_epoch(state, epoch, train_data, estimates, batches, step_fn, graphdef, sharded, progress)
         checkpoint.save(mngr, epoch + 1, state)
         record = {"epoch": epoch + 1, "step": (epoch + 1) * steps_per_epoch, **stats}
         if config.eval_library and ((epoch + 1) % config.eval_every == 0 or epoch + 1 == config.epochs):
             encoder = nnx.merge(graphdef, *state[:2]).encoder
-            record.update(retrieval_scores(encoder, train_data, config, config.eval_library, "train"))
+            record.update(retrieval_scores(encoder, train_data, config, config.eval_library, "train", estimates))
             if test_data is not None:
-                record.update(retrieval_scores(encoder, test_data, config, config.eval_library, "test"))
+                record.update(retrieval_scores(encoder, test_data, config, config.eval_library, "test", test_estimates))
         _append_metrics(run_dir / "metrics.jsonl", record, keep_below=epoch + 1 if epoch == first_epoch else None)
         if progress:
             print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()))
@@ -292,7 +348,7 @@ def load_run(run_dir):
         meta = json.loads((run_dir / "dataset.json").read_text())
     except (json.JSONDecodeError, TypeError) as error:
         raise ValueError(f"corrupted run directory {run_dir}: {error}") from None
-    abstract = nnx.eval_shape(lambda: build_model(config, len(meta["time"]), meta["k1"], meta["k2"]))
+    abstract = nnx.eval_shape(lambda: build_model(config, len(meta["time"]), meta["k1"], meta["k2"], meta))
     graphdef, params, buffers = nnx.split(abstract, nnx.Param, ...)
     if not (run_dir / "checkpoints").is_dir():
         raise FileNotFoundError(f"no checkpoints in run directory {run_dir}")

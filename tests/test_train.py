@@ -1,5 +1,7 @@
 """Training: the loss falls and recall beats chance, jit traces once, resume is bit-for-bit,
 NaN stops with the last good checkpoint kept, bad datasets give one clear error."""
+import shutil
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,7 +12,8 @@ from lagda import checkpoint
 from lagda.config import tiny
 from lagda.data import PairedData, load_paired
 from lagda.retrieval import retrieval_metrics
-from lagda.train import TRACE_COUNT, TrainingDiverged, build_model, load_run, make_optimizer, make_train_step, train
+from lagda.train import (TRACE_COUNT, TrainingDiverged, build_model, embed_tracks, load_run, make_optimizer,
+                         make_train_step, train)
 from simulate import draw_coefficients, draw_frequencies, rectangular_modes, simulate_tracks, spectrum
 
 
@@ -46,7 +49,7 @@ def test_steps_lower_loss_beat_chance_and_trace_once(pairs):
     before = TRACE_COUNT["train_step"]
     coef, positions = jnp.asarray(batch.coef), jnp.asarray(batch.positions)
     losses = []
-    for _ in range(60):
+    for _ in range(40):
         params, opt_state, loss = step(graphdef, params, buffers, opt_state, coef, positions)
         losses.append(float(loss))
     assert TRACE_COUNT["train_step"] - before == 1
@@ -63,20 +66,45 @@ def _params(run_dir):
     return jax.tree.leaves(nnx.state(model))
 
 
-def test_resume_is_bit_for_bit(pairs, tmp_path):
-    straight = train(CONFIG, pairs, None, tmp_path / "straight", progress=False)
-    train(tiny(eval_library=0, epochs=1), pairs, None, tmp_path / "split", progress=False)
-    train(CONFIG, pairs, None, tmp_path / "split", resume=True, progress=False)
-    for a, b in zip(_params(straight), _params(tmp_path / "split"), strict=True):
+PHYSICS = tiny(eval_library=0, physics=True, physics_stride=2)
+
+
+@pytest.fixture(scope="module")
+def runs(pairs, tmp_path_factory):
+    """One straight 2-epoch physics run, and a 1-epoch run copied before it is resumed to 2."""
+    root = tmp_path_factory.mktemp("runs")
+    train(PHYSICS, pairs, None, root / "straight", progress=False)
+    train(tiny(eval_library=0, physics=True, physics_stride=2, epochs=1), pairs, None, root / "split", progress=False)
+    shutil.copytree(root / "split", root / "one_epoch")
+    train(PHYSICS, pairs, None, root / "split", resume=True, progress=False)
+    return root
+
+
+def test_resume_is_bit_for_bit(runs):
+    for a, b in zip(_params(runs / "straight"), _params(runs / "split"), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-def test_nan_loss_stops_and_keeps_last_checkpoint(pairs, tmp_path):
-    run = tmp_path / "run"
-    train(tiny(eval_library=0, epochs=1), pairs, None, run, progress=False)
+def test_physics_run_starts_from_theta_hat_and_keeps_its_constants(runs, pairs):
+    encoder, config, meta = load_run(runs / "straight")
+    assert config.physics and meta["k1"] == pairs.k1.tolist()
+    np.testing.assert_allclose(np.asarray(encoder.omega.value), pairs.omega.astype(np.float32))
+    estimate = np.asarray(encoder.physics_estimate(jnp.asarray(pairs.positions[:4, 0])))
+    truth = np.concatenate([pairs.coef.real, pairs.coef.imag], axis=1)[:4]
+    keep = np.tile(~((pairs.k1 == 0) & (pairs.k2 == 0)), 2)
+    cosine = np.sum(estimate[:, keep] * truth[:, keep], 1) / np.linalg.norm(estimate[:, keep], axis=1) / np.linalg.norm(truth[:, keep], axis=1)
+    assert np.all(cosine > 0.9), cosine
+    emb = embed_tracks(encoder, pairs.positions, batch_size=16)  # 24 fields: one padded batch
+    all_truth = np.concatenate([pairs.coef.real, pairs.coef.imag], axis=1)
+    scores = retrieval_metrics(jnp.asarray(all_truth * keep), jnp.asarray(emb * keep), batch_size=8)
+    assert scores["traj_to_coef/R@1"] > 0.9 and scores["coef_to_traj/R@1"] > 0.9
+
+
+def test_nan_loss_stops_and_keeps_last_checkpoint(runs, pairs):
+    run = runs / "one_epoch"
     poisoned = PairedData(**{**vars(pairs), "positions": np.full_like(pairs.positions, np.nan)})
     with pytest.raises(TrainingDiverged, match=r"loss became nan at epoch 2 step 1; the last good checkpoint \(epoch 1\)"):
-        train(CONFIG, poisoned, None, run, resume=True, progress=False)
+        train(PHYSICS, poisoned, None, run, resume=True, progress=False)
     mngr = checkpoint.manager(run / "checkpoints", 2)
     assert mngr.latest_step() == 1
     assert all(np.all(np.isfinite(np.asarray(x))) for x in _params(run))
