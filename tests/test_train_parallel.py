@@ -1,4 +1,9 @@
-"""Data parallelism: training on 2 (forced host) devices equals training on 1."""
+"""Data parallelism: training on 2 (forced host) devices follows the same losses as on 1.
+
+Parameters are not compared element by element: Adam divides by sqrt(v), so gradient
+entries that are ~0 (sign decided by summation order) move by up to lr either way; the
+losses, which depend on all parameters together, must agree.
+"""
 
 import os
 import pathlib
@@ -11,35 +16,31 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 SCRIPT = textwrap.dedent("""
-    import sys, jax, numpy as np
+    import json, sys, jax, numpy as np
     sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
-    from flax import nnx
     from test_train import make_pairs
     from lagda.config import tiny
-    from lagda.train import load_run, train
+    from lagda.train import train
     assert jax.local_device_count() == {devices}
     data = make_pairs(16, seed=3)
-    run = train(tiny(eval_library=0, epochs=1, batch_size=8), data, data, {run_dir!r}, progress=False)
-    model, _, _ = load_run(run)
-    leaves = jax.tree_util.tree_leaves(nnx.state(model, nnx.Param))
-    np.savez({out!r}, *[np.asarray(leaf) for leaf in leaves])
+    run = train(tiny(eval_library=0, epochs=3, batch_size=8), data, data, {run_dir!r}, progress=False)
+    losses = [json.loads(line)["train_loss"] for line in open(run / "metrics.jsonl")]
+    np.save({out!r}, np.asarray(losses))
 """)
 
 
-def _train_on(devices: int, tmp_path) -> list[np.ndarray]:
-    out = tmp_path / f"params_{devices}.npz"
+def _train_on(devices: int, tmp_path) -> np.ndarray:
+    out = tmp_path / f"losses_{devices}.npy"
     script = SCRIPT.format(root=str(ROOT), tests=str(ROOT / "tests"), devices=devices,
                            run_dir=str(tmp_path / f"run_{devices}"), out=str(out))
     env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu")
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    with np.load(out) as params:
-        return [params[name] for name in params.files]
+    return np.load(out)
 
 
 def test_two_devices_train_like_one(tmp_path):
     one, two = _train_on(1, tmp_path), _train_on(2, tmp_path)
-    assert len(one) == len(two) > 0
-    for a, b in zip(one, two):
-        # the same updates; only the order of the cross-device gradient sum differs (float32)
-        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-5)
+    assert one.shape == two.shape == (3,)
+    assert one[-1] < one[0]  # it trained
+    np.testing.assert_allclose(two, one, rtol=1e-5)  # measured: agree to ~1e-7
