@@ -159,20 +159,20 @@ class TrajectoryTransformer(nnx.Module):
         self.time, self.k1, self.k2, self.omega = (constant[n] for n in ("time", "k1", "k2", "omega"))
         self.prior_sd = FeatureStats(jnp.asarray(physics.prior_sd_of(modes["prior_scale"])))
         self.gain = nnx.Param(jnp.ones((n_embed,), jnp.float32))
-        self.head.kernel.value = jnp.zeros_like(self.head.kernel.value)
+        self.head.kernel[...] = jnp.zeros_like(self.head.kernel[...])
 
     def physics_estimate(self, positions):
         """Returns theta_hat `(batch, n_e)` for unwrapped positions `(batch, obs, 2)` (physics.py)."""
-        return physics.batched_posterior_mean(positions.astype(jnp.float32), self.time.value, self.k1.value,
-                                              self.k2.value, self.omega.value, self.prior_sd.value,
+        return physics.batched_posterior_mean(positions.astype(jnp.float32), self.time[...], self.k1[...],
+                                              self.k2[...], self.omega[...], self.prior_sd[...],
                                               self.noise, self.stride)
 
     def set_feature_stats(self, positions) -> None:
         """Sets the feature standardisation from sample tracks `(sample, obs, 2)` (in place)."""
         feats = np.asarray(track_features(jnp.asarray(positions, jnp.float32), self.features))
         feats = feats.reshape(-1, feats.shape[-1])
-        self.feature_mean.value = jnp.asarray(feats.mean(0), jnp.float32)
-        self.feature_std.value = jnp.asarray(np.maximum(feats.std(0), 1e-6), jnp.float32)
+        self.feature_mean[...] = jnp.asarray(feats.mean(0), jnp.float32)
+        self.feature_std[...] = jnp.asarray(np.maximum(feats.std(0), 1e-6), jnp.float32)
 
     def __call__(self, positions, estimate=None):
         """Returns g_v(v), float32 `(batch, n_e)` for unwrapped positions `(batch, obs, 2)`.
@@ -185,13 +185,13 @@ class TrajectoryTransformer(nnx.Module):
         if positions.ndim != 3 or positions.shape[1:] != (self.n_obs, 2):
             raise ValueError(f"expected positions (batch, {self.n_obs}, 2), got {positions.shape}")
         feats = track_features(positions.astype(jnp.float32), self.features)
-        feats = (feats - self.feature_mean.value[None, None]) / self.feature_std.value[None, None]
+        feats = (feats - self.feature_mean[...][None, None]) / self.feature_std[...][None, None]
         batch = feats.shape[0]
         tokens = feats.reshape(batch, self.n_obs // self.patch, -1).astype(self.dtype)
         x = self.lift(tokens)
         if self.pooling == "cls":
-            x = jnp.concatenate([jnp.broadcast_to(self.cls.value, (batch, 1, x.shape[-1])).astype(x.dtype), x], axis=1)
-        x = x + self.position.value[None].astype(x.dtype)
+            x = jnp.concatenate([jnp.broadcast_to(self.cls[...], (batch, 1, x.shape[-1])).astype(x.dtype), x], axis=1)
+        x = x + self.position[...][None].astype(x.dtype)
         for block in self.blocks:
             x = block(x)
         x = self.norm(x)
@@ -200,7 +200,7 @@ class TrajectoryTransformer(nnx.Module):
         if not self.physics:
             return out
         estimate = self.physics_estimate(positions) if estimate is None else jax.lax.stop_gradient(estimate)
-        return out + estimate * self.gain.value[None]
+        return out + estimate * self.gain[...][None]
 
 
 def encode_tracks(model: TrajectoryTransformer, positions, estimate=None):

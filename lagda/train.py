@@ -71,15 +71,15 @@ def make_optimizer(config: TrainConfig, total_steps: int) -> optax.GradientTrans
 
 def contrastive_loss(model: Contrastive, coef, positions, config: TrainConfig, estimate=None):
     """Returns the batch loss of config.loss on logits s(g_u(c), g_v(v)) (eq. 12 for "cond")."""
-    u_emb = embed_coefficients(coef) * model.mask.value[None]
-    v_emb = encode_tracks(model.encoder, positions, estimate) * model.mask.value[None]
-    tau = jnp.exp(model.log_tau.value)
+    u_emb = embed_coefficients(coef) * model.mask[...][None]
+    v_emb = encode_tracks(model.encoder, positions, estimate) * model.mask[...][None]
+    tau = jnp.exp(model.log_tau[...])
     logits = losses.similarity(u_emb, v_emb, config.similarity, tau)
     if config.loss == "cond":
         return losses.conditional_loss(logits, config.lambda_u, config.lambda_v)
     if config.loss == "joint":
         return losses.joint_loss(logits)
-    return losses.sigmoid_loss(logits, model.bias.value)
+    return losses.sigmoid_loss(logits, model.bias[...])
 
 
 def make_train_step(config: TrainConfig, tx: optax.GradientTransformation):

@@ -88,7 +88,7 @@ def test_resume_is_bit_for_bit(runs):
 def test_physics_run_starts_from_theta_hat_and_keeps_its_constants(runs, pairs):
     encoder, config, meta = load_run(runs / "straight")
     assert config.physics and meta["k1"] == pairs.k1.tolist()
-    np.testing.assert_allclose(np.asarray(encoder.omega.value), pairs.omega.astype(np.float32))
+    np.testing.assert_allclose(np.asarray(encoder.omega[...]), pairs.omega.astype(np.float32))
     estimate = np.asarray(encoder.physics_estimate(jnp.asarray(pairs.positions[:4, 0])))
     truth = np.concatenate([pairs.coef.real, pairs.coef.imag], axis=1)[:4]
     keep = np.tile(~((pairs.k1 == 0) & (pairs.k2 == 0)), 2)
