@@ -263,7 +263,7 @@ def _add_demo_parser(subparsers) -> None:
     p.add_argument("--methods", nargs="+", default=["linear", "embed", "hybrid"],
                    choices=["retrieve", "embed", "linear", "var", "enkf", "hybrid"], help="assimilation methods to compare")
     p.add_argument("--full", action="store_true",
-                   help="from scratch: simulate the small data, train the cpu preset, evaluate, assimilate (~30 min on 2 cores)")
+                   help="from scratch: simulate the small data, train the cpu preset, evaluate, assimilate (~4 min on 2 cores)")
     p.set_defaults(run=_run_demo)
 
 
