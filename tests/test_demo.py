@@ -1,6 +1,6 @@
 """`lagda demo` on the shipped model and held-out tracks: files written, errors below the
-thresholds stated in the README (measured: field error linear 0.49, embed 0.78, hybrid 0.52;
-coverage 0.96 / 0.98 / 0.93; the thresholds leave room for platform round-off only)."""
+thresholds stated in the README (measured: field error linear 0.49, embed 0.78, hybrid 0.499;
+coverage 0.96 / 0.98 / 0.94; the thresholds leave room for platform round-off only)."""
 
 import pytest
 
@@ -11,7 +11,7 @@ from lagda.results import read_result
 THRESHOLDS = {  # method: (max velocity-field relative L2 error, min 95% coverage)
     "linear": (0.55, 0.9),
     "embed": (0.85, 0.9),
-    "hybrid": (0.58, 0.85),
+    "hybrid": (0.55, 0.85),
 }
 
 

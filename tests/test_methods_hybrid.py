@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from lagda.methods import AssimConfig, assimilate_linear
-from lagda.methods.hybrid import assimilate_hybrid, gaussian_product
-from lagda.methods.linear import choose_lag
+from lagda.methods.hybrid import assimilate_hybrid, gaussian_product, select_prior
+from lagda.methods.linear import choose_lag, velocity_data
 from tests.assim_twin import make_twin
 
 
@@ -39,6 +39,18 @@ def test_hybrid_with_a_broad_learned_covariance_equals_linear(twin):
     x_true = np.concatenate([twin.coef[0].real, twin.coef[0].imag])
     sharp = assimilate_hybrid(*args, x_true, 1e-4 * m.prior_var)
     assert twin.field_error(sharp.samples.mean(0), 0) < twin.field_error(lin.samples.mean(0), 0)
+
+
+def test_marginal_likelihood_keeps_a_right_learned_prior_and_overrules_a_wrong_one(twin):
+    m, config = twin.model, AssimConfig()
+    g, y, noise_var, _ = velocity_data(twin.positions[0][:1], twin.times[:1], twin.release[0][:1], m, config)
+    x_true = np.concatenate([twin.coef[0].real, twin.coef[0].imag])
+    x_other = np.concatenate([twin.coef[1].real, twin.coef[1].imag])  # another field's coefficients
+    right = select_prior(g, y, (x_true, 1e-3 * m.prior_var), m, noise_var)
+    wrong = select_prior(g, y, (x_other, 1e-3 * m.prior_var), m, noise_var)
+    assert right[2] == 1.0  # a sharp prior at the truth: kept as it is
+    assert wrong[2] > 1.0  # a sharp prior elsewhere: widened or replaced by the original prior
+    assert np.all(wrong[1] >= 1e-3 * m.prior_var)
 
 
 def test_lag_grows_with_the_noise_and_improves_noisy_linear(twin):

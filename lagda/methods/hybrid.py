@@ -9,7 +9,9 @@ given both is the Gaussian product
 computed as the linear inversion of y - G m_L with prior N(0, C_L) (s^2 by empirical Bayes or
 from noise_std, the lag chosen as in `linear`). C_L is capped at the prior variance D: a
 conditional broader than the prior carries no information, so an uninformative encoder
-(uniform bank weights, m_L ~ 0, v_L ~ D) gives back `linear`.
+(uniform bank weights, m_L ~ 0, v_L ~ D) gives back `linear`. The learned covariance is
+widened (or replaced by the original prior) where the velocity data's marginal likelihood
+says so (`select_prior`).
 
 Refinement (AssimConfig.hybrid_refine): "gauss_newton" continues with a short 4D-Var on the
 positions (lagda.methods.variational) from the product mean, keeping N(m_L, C_L) as the
@@ -27,7 +29,7 @@ import numpy as np
 
 from lagda.methods._common import FieldEstimate, FlowModel, gaussian_estimate
 from lagda.methods.config import AssimConfig
-from lagda.methods.linear import linear_posterior, velocity_data
+from lagda.methods.linear import linear_posterior, log_evidence, velocity_data
 from lagda.methods.variational import assimilate_var
 
 
@@ -48,6 +50,25 @@ def learned_prior(mean, var, model: FlowModel) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(mean, np.float64), np.clip(np.asarray(var, np.float64), 1e-8 * d, d)
 
 
+INFLATIONS = (1.0, 4.0, 16.0, 64.0)  # candidate widenings of the learned covariance
+
+
+def select_prior(g, y, learned, model: FlowModel, noise_var=None, n_grid: int = 41):
+    """Returns (mean, var, inflation) of the prior the velocity data support best.
+
+    Candidates: the learned N(m_L, C_L) with C_L widened by each of INFLATIONS (capped at the
+    prior D), and the original prior N(0, D) (inflation inf: plain `linear`). The choice
+    maximises the marginal likelihood of the finite-difference velocities (type-II maximum
+    likelihood), so an encoder that is wrong for these tracks (e.g. noisy ones, unlike its
+    training data) is overruled by the data instead of biasing the estimate.
+    """
+    learned_mean, learned_var = learned
+    candidates = [(learned_mean, np.minimum(learned_var * a, model.prior_var), a) for a in INFLATIONS]
+    candidates.append((np.zeros_like(learned_mean), model.prior_var, float("inf")))
+    scores = [log_evidence(g, y - g @ mean, var, noise_var, n_grid) for mean, var, _ in candidates]
+    return candidates[int(np.argmax(scores))]
+
+
 def assimilate_hybrid(positions, times, release, model: FlowModel, config: AssimConfig, key,
                       learned_mean, learned_var) -> FieldEstimate:
     """Returns the posterior of one field: learned conditional x velocity likelihood, optionally refined.
@@ -58,10 +79,12 @@ def assimilate_hybrid(positions, times, release, model: FlowModel, config: Assim
     Raises:
         ValueError: if no finite difference can be formed.
     """
-    prior = learned_prior(learned_mean, learned_var, model)
     g, y, noise_var, info = velocity_data(positions, times, release, model, config)
+    prior_mean, prior_var, inflation = select_prior(g, y, learned_prior(learned_mean, learned_var, model), model,
+                                                    noise_var, config.noise_grid)
+    prior = (prior_mean, prior_var)
     mean, cov, noise_var = gaussian_product(g, y, *prior, noise_var, config.noise_grid)
-    info = {**info, "velocity_noise_std": float(np.sqrt(noise_var)), "refined": False}
+    info = {**info, "velocity_noise_std": float(np.sqrt(noise_var)), "refined": False, "prior_inflation": inflation}
     refine = config.hybrid_refine == "gauss_newton" or (
         config.hybrid_refine == "auto" and info["pair_spacing"] / info["lag"] > config.hybrid_sparse_steps * model.dt * 1.0001)
     if not refine:

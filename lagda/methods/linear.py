@@ -69,20 +69,48 @@ def linear_posterior(g, y, prior_var, noise_var=None, n_grid: int = 41):
     """
     if g.ndim != 2 or y.shape != (g.shape[0],) or prior_var.shape != (g.shape[1],) or g.shape[0] == 0:
         raise ValueError(f"expected g (n, p), y (n,), prior_var (p,) with n > 0, got {g.shape}, {y.shape}, {prior_var.shape}")
+    root, s, vt, z = _whitened_svd(g, y, prior_var)
+    if noise_var is None:
+        noise_var, _ = _evidence_maximum(s, z, float(y @ y), len(y), n_grid)
+    mean_w = vt.T @ (s * z / (s**2 + noise_var))
+    cov_w = (vt.T * (noise_var / (s**2 + noise_var))[None, :]) @ vt
+    return root * mean_w, root[:, None] * cov_w * root[None, :], noise_var
+
+
+def log_evidence(g, y, prior_var, noise_var=None, n_grid: int = 41) -> float:
+    """Returns log N(y; 0, G D G^T + s^2 I) up to a constant, at noise_var or maximised over it.
+
+    The same marginal likelihood that `linear_posterior` maximises over s^2; comparing it
+    between priors D (and prior means, through y - G m) selects the prior the data support.
+    """
+    _, s, _, z = _whitened_svd(g, y, prior_var)
+    yy, n = float(y @ y), len(y)
+    if noise_var is None:
+        return _evidence_maximum(s, z, yy, n, n_grid)[1]
+    return _log_marginal(s, z, yy, n, noise_var)
+
+
+def _whitened_svd(g, y, prior_var):
+    """Returns (D^{1/2}, s `(p,)`, V^T `(p, p)`, z = U^T y `(p,)`) of G D^{1/2} = U diag(s) V^T, zero-padded to p."""
     root = np.sqrt(prior_var)
     u, s, vt = np.linalg.svd(g * root[None, :], full_matrices=False)
     s = np.concatenate([s, np.zeros(len(root) - len(s))])  # fewer data than parameters
     vt = np.concatenate([vt, _complement(vt, len(root))], axis=0)
     z = np.concatenate([u.T @ y, np.zeros(len(root) - u.shape[1])])
-    if noise_var is None:
-        yy, n = float(y @ y), len(y)
-        grid = log_grid(1e-14, 1.0, n_grid) * max(yy / n, 1e-300)
-        log_ml = [-0.5 * (n * np.log(v) + np.sum(np.log1p(s**2 / v)) + (yy - np.sum(z**2 * s**2 / (s**2 + v))) / v)
-                  for v in grid]
-        noise_var = float(grid[int(np.argmax(log_ml))])
-    mean_w = vt.T @ (s * z / (s**2 + noise_var))
-    cov_w = (vt.T * (noise_var / (s**2 + noise_var))[None, :]) @ vt
-    return root * mean_w, root[:, None] * cov_w * root[None, :], noise_var
+    return root, s, vt, z
+
+
+def _log_marginal(s, z, yy: float, n: int, noise_var: float) -> float:
+    return -0.5 * (n * np.log(noise_var) + np.sum(np.log1p(s**2 / noise_var))
+                   + (yy - np.sum(z**2 * s**2 / (s**2 + noise_var))) / noise_var)
+
+
+def _evidence_maximum(s, z, yy: float, n: int, n_grid: int) -> tuple[float, float]:
+    """Returns (noise_var, log evidence) at the maximum over a log grid spanning 1e-14..1 of mean(y^2)."""
+    grid = log_grid(1e-14, 1.0, n_grid) * max(yy / n, 1e-300)
+    log_ml = [_log_marginal(s, z, yy, n, v) for v in grid]
+    best = int(np.argmax(log_ml))
+    return float(grid[best]), float(log_ml[best])
 
 
 def _complement(vt, p: int) -> np.ndarray:
