@@ -12,7 +12,6 @@ results/fig15_retrieval.png.
 from __future__ import annotations
 
 import argparse
-import math
 import pathlib
 import sys
 import tempfile

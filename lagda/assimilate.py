@@ -18,6 +18,7 @@ import numpy as np
 from lagda.methods import METHODS, AssimConfig, FieldEstimate, FlowModel, assimilate_enkf, assimilate_linear, assimilate_var
 from lagda.methods.hybrid import assimilate_hybrid
 from lagda.methods.learned import Scorer, learned_estimates, scorer_from_run
+from lagda.methods.config import config_from_options
 from lagda.posterior import Posterior
 from lagda.tracks import Tracks
 
@@ -168,11 +169,7 @@ def _assimilate_file(tracks_path, out_path, method, run_dir, n_grid, plot, overw
 
     if os.path.exists(out_path) and not overwrite:
         raise ValueError(f"{out_path} exists; pass overwrite=True to replace it")
-    names = {f.name for f in dataclasses.fields(AssimConfig)}
-    unknown = sorted(set(method_options) - names)
-    if unknown:
-        raise ValueError(f"unknown option(s) {', '.join(unknown)}; valid: {', '.join(sorted(names))}")
-    config = dataclasses.replace(AssimConfig(), **method_options).validate()
+    config = config_from_options(method_options)
     tracks = read_tracks(tracks_path)
     k1, k2, omega, scale, dt = _model_from(tracks, run_dir)
     warnings = check_fits_model(tracks, dt, k1, k2, omega)

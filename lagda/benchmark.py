@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import time
@@ -10,7 +9,8 @@ import time
 import jax
 import numpy as np
 
-from lagda.methods import METHODS, AssimConfig
+from lagda.methods import METHODS
+from lagda.methods.config import config_from_options
 
 COLUMNS = (("velocity_rel_l2", "field err"), ("track_velocity_rel_l2", "track-vel err"),
            ("resim_rms_true", "resim rms"), ("forecast_rms", "forecast rms"), ("coef_calibration", "coef 95%"),
@@ -45,11 +45,7 @@ def _evaluate(tracks_path, methods, run_dir, n_grid, seed, options) -> dict:
         raise ValueError("methods retrieve / embed / hybrid need a trained model (--model RUN)")
     if not os.path.isfile(tracks_path):
         raise FileNotFoundError(f"no such track file: {tracks_path}")
-    names = {f.name for f in dataclasses.fields(AssimConfig)}
-    unknown = sorted(set(options) - names)
-    if unknown:
-        raise ValueError(f"unknown option(s) {', '.join(unknown)}; valid: {', '.join(sorted(names))}")
-    config = dataclasses.replace(AssimConfig(), **options).validate()
+    config = config_from_options(options)
     tracks = read_tracks(tracks_path)
     if tracks.true_coef is None:
         raise ValueError(f"{tracks_path} has no true coefficients: cannot score the assimilation")

@@ -9,11 +9,9 @@ re-exported here, computes the same tracks ~50x faster for rectangular mode sets
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 
 from simulate.flow import velocity
 from simulate.integrate import record, stochastic_rk_step
-from simulate.kernels import fast_tracks  # noqa: F401  same contract, fused CPU kernel for dataset generation
 
 
 def _field(z, t, args):

@@ -1,7 +1,6 @@
 """var: the 4D-Var gradient against finite differences (DAPPER test_TLMs style), convergence from
 a nearby start, Laplace covariance shape."""
 
-import dataclasses
 
 import jax
 import jax.numpy as jnp

@@ -53,7 +53,6 @@ def test_truth_as_posterior_scores_zero_and_full_calibration(case):
 def test_unwrapped_observations_shifted_by_whole_domain_still_match(case):
     truth, tracks = case
     shifted = dataclasses.replace(tracks, positions=tracks.positions + np.array([1.0, -2.0]))
-    post = Posterior(truth[:, None, :], np.ones((2, 1)), "truth")
     assert np.all(resimulated_track_error(truth, shifted, K1, K2, OMEGA, DT) < 1e-12)
 
 

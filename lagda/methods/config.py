@@ -76,3 +76,16 @@ class AssimConfig:
             if not ok:
                 raise ValueError(message)
         return self
+
+
+def config_from_options(options: dict) -> AssimConfig:
+    """Returns the validated AssimConfig with `options` (AssimConfig field names) applied.
+
+    Raises:
+        ValueError: for an unknown option (one line listing the valid ones) or a bad value.
+    """
+    names = {f.name for f in dataclasses.fields(AssimConfig)}
+    unknown = sorted(set(options) - names)
+    if unknown:
+        raise ValueError(f"unknown option(s) {', '.join(unknown)}; valid: {', '.join(sorted(names))}")
+    return dataclasses.replace(AssimConfig(), **options).validate()
