@@ -30,6 +30,18 @@ class Twin:
         return float(np.sqrt(np.sum((u1 - u0) ** 2 + (v1 - v0) ** 2) / np.sum(u0**2 + v0**2)))
 
 
+def write_twin_tracks(twin: Twin, path) -> None:
+    """Writes the twin's tracks, truth and modes as a CF trajectory file (lagda.tracks)."""
+    from lagda.tracks import Tracks, write_tracks
+
+    n_field, n_drifter, n_obs, _ = twin.positions.shape
+    tracks = Tracks(positions=twin.positions.reshape(-1, n_obs, 2), times=np.tile(twin.times[:1], (n_field * n_drifter, 1)),
+                    field=np.repeat(np.arange(n_field), n_drifter), trajectory_id=np.arange(n_field * n_drifter),
+                    true_coef=twin.coef, k1=twin.model.k1, k2=twin.model.k2, omega=twin.model.omega,
+                    release=twin.release.reshape(-1, 2))
+    write_tracks(tracks, path)
+
+
 def make_twin(n_field=2, n_drifter=4, n_obs=200, stride=1, seed=1) -> Twin:
     """Returns exact tracks of prior draws (rms speed 10, K = 9, dt 1e-4)."""
     k1, k2 = rectangular_modes((-1, 1), (-1, 1))

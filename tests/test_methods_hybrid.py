@@ -10,7 +10,7 @@ import pytest
 from lagda.methods import AssimConfig, assimilate_linear
 from lagda.methods.hybrid import assimilate_hybrid, gaussian_product, select_prior
 from lagda.methods.linear import choose_lag, velocity_data
-from tests.assim_twin import make_twin
+from tests.assim_twin import make_twin, write_twin_tracks
 
 
 @pytest.fixture(scope="module")
@@ -68,14 +68,8 @@ def test_lag_grows_with_the_noise_and_improves_noisy_linear(twin):
 
 def test_cli_evaluate_assimilation_prints_a_table_and_writes_json(twin, tmp_path, capsys):
     from lagda.cli import main
-    from lagda.tracks import Tracks, write_tracks
 
-    n_field, n_drifter, n_obs, _ = twin.positions.shape
-    tracks = Tracks(positions=twin.positions.reshape(-1, n_obs, 2), times=np.tile(twin.times[:1], (n_field * n_drifter, 1)),
-                    field=np.repeat(np.arange(n_field), n_drifter), trajectory_id=np.arange(n_field * n_drifter),
-                    true_coef=twin.coef, k1=twin.model.k1, k2=twin.model.k2, omega=twin.model.omega,
-                    release=twin.release.reshape(-1, 2))
-    write_tracks(tracks, tmp_path / "t.nc")
+    write_twin_tracks(twin, tmp_path / "t.nc")
     out = tmp_path / "scores.json"
     assert main(["evaluate", "--assimilation", "--tracks", str(tmp_path / "t.nc"), "--methods", "linear", "--out", str(out)]) == 0
     printed = capsys.readouterr().out

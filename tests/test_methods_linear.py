@@ -8,7 +8,7 @@ from lagda.methods import AssimConfig, assimilate_linear
 from lagda.methods._common import to_real, velocity_matrix
 from lagda.methods.linear import finite_differences, linear_posterior
 from simulate import many_points, velocity
-from tests.assim_twin import make_twin
+from tests.assim_twin import make_twin, write_twin_tracks
 
 
 @pytest.fixture(scope="module")
@@ -70,14 +70,8 @@ def test_pairs_with_a_missing_end_are_skipped(twin):
 def test_assimilate_file_writes_a_result(twin, tmp_path):
     from lagda.assimilate import assimilate_file
     from lagda.results import read_result
-    from lagda.tracks import Tracks, write_tracks
 
-    n_field, n_drifter, n_obs, _ = twin.positions.shape
-    tracks = Tracks(positions=twin.positions.reshape(-1, n_obs, 2), times=np.tile(twin.times[:1], (n_field * n_drifter, 1)),
-                    field=np.repeat(np.arange(n_field), n_drifter), trajectory_id=np.arange(n_field * n_drifter),
-                    true_coef=twin.coef, k1=twin.model.k1, k2=twin.model.k2, omega=twin.model.omega,
-                    release=twin.release.reshape(-1, 2))
-    write_tracks(tracks, tmp_path / "t.nc")
+    write_twin_tracks(twin, tmp_path / "t.nc")
     summary = assimilate_file(tmp_path / "t.nc", tmp_path / "r.nc", "linear", n_grid=8, members=16)
     assert summary["fields"] == 2 and summary["velocity_rel_l2"] < 1e-2
     assert read_result(tmp_path / "r.nc") is not None
