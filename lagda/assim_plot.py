@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 
+from simulate.atomic import write_atomic
 from lagda.results import Result, read_result
 from lagda.tracks import Tracks
 from simulate.flow import grid_fields
@@ -75,14 +75,10 @@ def plot_assimilation(result, out_png, tracks: Tracks | None = None, truth=None,
         _draw_tracks(ax, tracks, field)
         ax.set(title=title, xlabel="x", ylabel="y", xlim=(0, 1), ylim=(0, 1), aspect="equal")
     fig.suptitle(f"lagda assimilation ({res.method}), field {field}, t = {t:.4g}")
-    tmp = f"{out_png}.tmp.png"
-    try:
-        fig.savefig(tmp, dpi=110)
-        os.replace(tmp, out_png)
+    try:  # format given: the temporary name has no .png suffix
+        write_atomic(out_png, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.remove(tmp)
     return str(out_png)
 
 

@@ -9,6 +9,7 @@ import time
 import jax
 import numpy as np
 
+from simulate.atomic import write_atomic
 from lagda.methods import METHODS
 from lagda.methods.config import config_from_options
 
@@ -73,8 +74,5 @@ def format_table(table: dict) -> str:
 
 def write_scores(table: dict, path) -> None:
     """Writes `table` as JSON to `path` (temporary file in the same directory, then renamed)."""
-    path = os.fspath(path)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as fh:
-        json.dump({m: {k: float(v) for k, v in s.items() if np.isscalar(v)} for m, s in table.items()}, fh, indent=2)
-    os.replace(tmp, path)
+    scores = {m: {k: float(v) for k, v in s.items() if np.isscalar(v)} for m, s in table.items()}
+    write_atomic(path, lambda tmp: tmp.write_text(json.dumps(scores, indent=2)))

@@ -83,31 +83,22 @@ def simulate_config(args: argparse.Namespace):
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
+    from lagda.progress import FieldProgress
     from simulate import schema
     from simulate.generate import generate_dataset, partial_dir, wander_statistics
 
     config = simulate_config(args)
-    bars = []  # created on the first progress call, so an early error prints no bar
-
-    def progress(done: int, total: int) -> None:
-        if not bars:
-            bars.append(tqdm(total=total, initial=done, unit="field", desc="simulate", dynamic_ncols=True))
-        bars[0].update(done - bars[0].n)
-
+    progress = FieldProgress("simulate")
     start = time.perf_counter()
     try:
         out = generate_dataset(config, args.out, like=args.like, resume=args.resume, overwrite=args.overwrite,
                                progress=progress, history="lagda " + shlex.join(args.argv))
     except KeyboardInterrupt:
-        for bar in bars:
-            bar.close()
+        progress.close()
         print(f"lagda simulate: interrupted; finished chunks are kept in {partial_dir(args.out)}: "
               "rerun the same command with --resume to continue", file=sys.stderr)
         return EXIT_INTERRUPTED
-    for bar in bars:
-        bar.close()
+    progress.close()
     with schema.open_dataset(out) as ds:
         stats, n_modes = wander_statistics(ds), ds.sizes["mode"]
     print(f"wrote {out}: {config.n_samples} fields x {config.n_drifters} drifter(s) x {config.n_obs} obs, "

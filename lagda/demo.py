@@ -44,15 +44,19 @@ def _from_scratch(out_dir: pathlib.Path, progress: bool, log) -> tuple[pathlib.P
     """Simulates train/test data, trains the cpu preset, evaluates it, exports tracks; returns (run, tracks)."""
     from lagda.config import cpu
     from lagda.evaluate import evaluate, format_table as retrieval_table
+    from lagda.progress import FieldProgress
     from lagda.train import train
     from simulate import generate_dataset, open_dataset, small
     from lagda.tracks import tracks_from_dataset, write_tracks
 
-    bars = _progress_bar if progress else None
     train_file, test_file = out_dir / "small_train.nc", out_dir / "small_test.nc"
     log("simulating the small training and test datasets")
-    generate_dataset(small(n_samples=16384, seed=1), train_file, overwrite=True, progress=bars and bars("train data"))
-    generate_dataset(small(n_samples=1024, seed=2), test_file, overwrite=True, progress=bars and bars("test data"))
+    for config, path, label in ((small(n_samples=16384, seed=1), train_file, "train data"),
+                                (small(n_samples=1024, seed=2), test_file, "test data")):
+        bar = FieldProgress(label) if progress else None
+        generate_dataset(config, path, overwrite=True, progress=bar)
+        if bar is not None:
+            bar.close()
     log("training the cpu preset")
     run_dir = train(cpu(), train_file, test_file, out_dir / "run", progress=progress)
     log(retrieval_table(evaluate(run_dir, test_file)))
@@ -60,21 +64,6 @@ def _from_scratch(out_dir: pathlib.Path, progress: bool, log) -> tuple[pathlib.P
     with open_dataset(test_file) as ds:
         write_tracks(tracks_from_dataset(ds, samples=range(8)), tracks_file)
     return run_dir, tracks_file
-
-
-def _progress_bar(label: str):
-    from tqdm import tqdm
-
-    bar = tqdm(desc=label, unit="field")
-
-    def update(done, total):
-        bar.total = total
-        bar.n = done
-        bar.refresh()
-        if done >= total:
-            bar.close()
-
-    return update
 
 
 def run_demo(out_dir="lagda-demo", *, model=None, tracks=None, methods=DEFAULT_METHODS, full: bool = False,

@@ -9,9 +9,8 @@ O(batch_size * library), not O(library^2).
 from __future__ import annotations
 
 import json
-import os
-import pathlib
 
+from simulate.atomic import write_atomic
 from lagda.data import check_same_modes, load_paired
 from lagda.train import load_run, retrieval_scores
 
@@ -50,7 +49,4 @@ def format_table(metrics: dict) -> str:
 
 def write_metrics(metrics: dict, out) -> None:
     """Writes metrics as JSON to `out` via a temporary file and rename."""
-    out = pathlib.Path(out)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(metrics, indent=2) + "\n")
-    os.replace(tmp, out)
+    write_atomic(out, lambda tmp: tmp.write_text(json.dumps(metrics, indent=2) + "\n"))

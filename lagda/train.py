@@ -29,6 +29,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm import tqdm
 
+from simulate.atomic import write_atomic
 from lagda import checkpoint, losses
 from lagda.config import TrainConfig
 from lagda.data import PairedData, as_paired
@@ -193,9 +194,7 @@ def retrieval_scores(model: TrajectoryTransformer, data: PairedData, config: Tra
 
 
 def _write_json(path: pathlib.Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_atomic(path, lambda tmp: tmp.write_text(text))
 
 
 def _prepare_run_dir(run_dir: pathlib.Path, config: TrainConfig, train_data: PairedData, resume: bool) -> None:
