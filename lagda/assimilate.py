@@ -126,9 +126,9 @@ def _posterior(estimates, method: str, seconds) -> Posterior:
 def _model_from(tracks: Tracks, run_dir):
     """Returns (k1, k2, omega, prior_scale, dt) from the run's dataset meta, else from the tracks."""
     if run_dir is not None:
-        from lagda.train import load_run
+        from lagda.train import read_run_files
 
-        _, _, meta = load_run(run_dir)
+        _, meta = read_run_files(run_dir)  # the modes and prior only: no checkpoint restore
         times = np.asarray(meta["time"], np.float64)
         dt = float(meta.get("attrs", {}).get("dt", times[1] - times[0]))
         return (np.asarray(meta["k1"]), np.asarray(meta["k2"]), np.asarray(meta["omega"], np.float64),

@@ -328,6 +328,25 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
     return run_dir
 
 
+def read_run_files(run_dir):
+    """Returns (TrainConfig, dataset meta) from a run directory's json files, without the model.
+
+    Raises:
+        FileNotFoundError: if run_dir or its config/dataset json is missing.
+        ValueError: if they are corrupted.
+    """
+    run_dir = pathlib.Path(run_dir)
+    for name in ("config.json", "dataset.json"):
+        if not (run_dir / name).is_file():
+            raise FileNotFoundError(f"not a lagda run directory: {run_dir} (missing {name})")
+    try:
+        config = TrainConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
+        meta = json.loads((run_dir / "dataset.json").read_text())
+    except (json.JSONDecodeError, TypeError) as error:
+        raise ValueError(f"corrupted run directory {run_dir}: {error}") from None
+    return config, meta
+
+
 def load_run(run_dir):
     """Returns (encoder g_v, TrainConfig, dataset meta) of the latest checkpoint of a run.
 
@@ -339,14 +358,7 @@ def load_run(run_dir):
         ValueError: if they are corrupted or do not match.
     """
     run_dir = pathlib.Path(run_dir)
-    for name in ("config.json", "dataset.json"):
-        if not (run_dir / name).is_file():
-            raise FileNotFoundError(f"not a lagda run directory: {run_dir} (missing {name})")
-    try:
-        config = TrainConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
-        meta = json.loads((run_dir / "dataset.json").read_text())
-    except (json.JSONDecodeError, TypeError) as error:
-        raise ValueError(f"corrupted run directory {run_dir}: {error}") from None
+    config, meta = read_run_files(run_dir)
     abstract = nnx.eval_shape(lambda: build_model(config, len(meta["time"]), meta["k1"], meta["k2"], meta))
     graphdef, params, buffers = nnx.split(abstract, nnx.Param, ...)
     if not (run_dir / "checkpoints").is_dir():
