@@ -48,9 +48,10 @@ def test_retrieve_returns_the_planted_sample_first(twin):
     assert np.all(np.diff(post.candidate_weights, axis=1) <= 1e-12)  # best first
 
 
-def test_streaming_prior_bank_equals_a_direct_computation(twin):
+@pytest.mark.parametrize("cache_mb", [0, 1024], ids=["streamed", "cached"])
+def test_streaming_prior_bank_equals_a_direct_computation(twin, cache_mb):
     key, scale, query = jax.random.key(7), twin.model.scale, to_real(twin.coef).astype(np.float32)
-    config = AssimConfig(bank_size=2500, bank_batch=1000, top_k=5)
+    config = AssimConfig(bank_size=2500, bank_batch=1000, top_k=5, bank_cache_mb=cache_mb)
     scorer = Scorer(None, "cosine", 0.1)
     cands, scores, mean, var = bank_search(query, scale, config, scorer, key)
     draws = np.concatenate([np.asarray(draw_coefficients(jax.random.fold_in(key, b), jnp.asarray(scale, jnp.float32), 1000))

@@ -35,7 +35,8 @@ class AssimConfig:
     enkf_sigma_floor: float = 1e-3  # smallest position noise std used by the ensemble update
     # retrieve / embed / hybrid
     bank_size: int = 100_000  # prior draws ranked by the learned similarity
-    bank_batch: int = 65_536  # bank draws generated and scored at once (memory bound)
+    bank_batch: int = 65_536  # bank items generated and scored at once (memory bound)
+    bank_cache_mb: int = 1024  # keep an i.i.d. prior bank up to this size in memory for later calls (0: never)
     top_k: int = 16  # retrieved candidates kept (Algorithm 1)
     closed_form: bool = False  # embed: Gaussian conditional of section 5 (eqs 41a / 48a)
     hybrid_start: Literal["embed", "retrieve"] = "embed"  # hybrid: var started from this estimate
@@ -64,7 +65,8 @@ class AssimConfig:
             (self.enkf_members >= 2, f"enkf_members must be >= 2, got {self.enkf_members}"),
             (self.enkf_iterations >= 1, f"enkf_iterations must be >= 1, got {self.enkf_iterations}"),
             (self.enkf_sigma_floor > 0, f"enkf_sigma_floor must be > 0, got {self.enkf_sigma_floor}"),
-            (self.bank_size >= 1, f"bank_size must be >= 1, got {self.bank_size}"),
+            (1 <= self.bank_size < 2**31, f"bank_size must be in [1, 2^31), got {self.bank_size}"),
+            (self.bank_cache_mb >= 0, f"bank_cache_mb must be >= 0, got {self.bank_cache_mb}"),
             (self.bank_batch >= 1, f"bank_batch must be >= 1, got {self.bank_batch}"),
             (1 <= self.top_k <= self.bank_size, f"top_k must be in [1, bank_size], got {self.top_k}"),
             (self.hybrid_start in HYBRID_STARTS, f"hybrid_start must be one of {HYBRID_STARTS}, got {self.hybrid_start!r}"),
