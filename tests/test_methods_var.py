@@ -9,7 +9,7 @@ import pytest
 
 from lagda.methods import AssimConfig, assimilate_var
 from lagda.methods._common import arrange, to_real
-from lagda.methods.variational import misfit
+from lagda.methods.variational import _problem, jacobian, misfit, residuals
 from tests.assim_twin import make_twin
 
 
@@ -42,3 +42,16 @@ def test_var_from_a_nearby_start_converges_to_the_truth(twin):
     mean = est.samples.T @ est.weights
     assert twin.field_error(mean, 0) < 1e-3 < twin.field_error(start[:9] + 1j * start[9:], 0)
     assert est.samples.shape == (16, 9)
+
+
+def test_sensitivity_jacobian_equals_forward_mode_autodiff(twin):
+    """The one-run sensitivity Jacobian (RK4 on z and dz/dx) is the derivative of the RK4 map itself."""
+    positions = twin.positions[0][:, 2::3].copy()  # every 3rd step: stride 3, with a gap
+    positions[1, 5:9] = np.nan
+    obs = arrange(positions, twin.times[:, 2::3], twin.release[0], twin.model.dt)
+    problem = _problem(obs, twin.model, 1e-3)
+    x = to_real(twin.coef[0]) + 0.2 * np.random.default_rng(2).normal(size=18) * np.sqrt(twin.model.prior_var)
+    ours = np.asarray(jacobian(jnp.asarray(x), *problem))
+    reference = np.asarray(jax.jacfwd(residuals)(jnp.asarray(x), *problem))
+    assert obs.stride == 3 and ours.shape == reference.shape == (4 * obs.index.shape[1] * 2 + 18, 18)
+    assert np.max(np.abs(ours - reference)) < 1e-10 * np.max(np.abs(reference))

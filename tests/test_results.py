@@ -171,4 +171,16 @@ def test_cli_assimilate_help_names_the_default_model(capsys):
 
     assert main(["assimilate", "--help"]) == 0
     out = capsys.readouterr().out
-    assert "data/model/" in out and "--members" in out and "--n-grid" in out
+    assert "data/model/" in out and "--members" in out and "--n-grid" in out and "--noise-std" in out and "--bank-size" in out
+
+
+def test_cli_assimilate_method_options_are_validated(tmp_path, capsys):
+    from lagda.cli import main
+
+    (tmp_path / "t.csv").write_text("id,time,x,y\n")
+    for flag, value, message in (("--noise-std", "-1", "noise_std must be >= 0"), ("--bank-size", "0", "bank_size must be in"),
+                                 ("--top-k", "0", "top_k must be in")):
+        code = main(["assimilate", "--tracks", str(tmp_path / "t.csv"), flag, value, "--out", str(tmp_path / "r.nc")])
+        err = capsys.readouterr().err
+        assert code == 2 and message in err and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]

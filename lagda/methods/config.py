@@ -42,8 +42,8 @@ class AssimConfig:
     hybrid_start: Literal["embed", "retrieve"] = "embed"  # hybrid: var started from this estimate
     hybrid_iterations: int = 15  # var iterations of hybrid (no continuation)
     # hybrid: after the Gaussian product of the learned conditional and the velocity likelihood,
-    # "none" stop, "gauss_newton" refine by a short 4D-Var on positions (learned prior kept),
-    # "auto" refine only sparse tracks (observation spacing > hybrid_sparse_steps RK4 steps),
+    # "none" stop, "gauss_newton" refine by a short 4D-Var on positions (original prior),
+    # "auto" refine only sparse tracks (spacing > hybrid_sparse_steps RK4 steps) and noisy ones,
     # "var" the old hybrid: 4D-Var started from the embed / retrieve estimate, no product
     hybrid_refine: Literal["none", "auto", "gauss_newton", "var"] = "auto"
     hybrid_sparse_steps: int = 10

@@ -14,10 +14,15 @@ widened (or replaced by the original prior) where the velocity data's marginal l
 says so (`select_prior`).
 
 Refinement (AssimConfig.hybrid_refine): "gauss_newton" continues with a short 4D-Var on the
-positions (lagda.methods.variational) from the product mean, keeping N(m_L, C_L) as the
-prior term; "auto" (default) does so only for sparse tracks (observation spacing above
-hybrid_sparse_steps RK4 steps), where finite differences are biased; "none" stops at the
-product; "var" is the old hybrid (4D-Var from the embed / retrieve estimate, no product).
+positions (lagda.methods.variational) from the product mean under the original prior N(0, D):
+the learned conditional was computed from these same tracks, so it serves as the global
+search (the start) and is not multiplied into the position likelihood a second time; the
+answer is the MAP (with its Laplace spread) of the exact posterior given the positions. "auto"
+(default) refines where the finite-difference velocities lose information: sparse tracks
+(observation spacing above hybrid_sparse_steps RK4 steps) and noisy ones (choose_lag picked a
+lag above 1), with the position noise std given or estimated by choose_lag; dense exact tracks
+stop at the product (their exact velocities already carry what the positions say). "none" stops
+there always; "var" is the old hybrid (4D-Var from the embed / retrieve estimate, no product).
 Measured in experiments/assimilation_benchmark.py (results/assimilation_benchmark.md).
 """
 
@@ -85,10 +90,13 @@ def assimilate_hybrid(positions, times, release, model: FlowModel, config: Assim
     prior = (prior_mean, prior_var)
     mean, cov, noise_var = gaussian_product(g, y, *prior, noise_var, config.noise_grid)
     info = {**info, "velocity_noise_std": float(np.sqrt(noise_var)), "refined": False, "prior_inflation": inflation}
-    refine = config.hybrid_refine == "gauss_newton" or (
-        config.hybrid_refine == "auto" and info["pair_spacing"] / info["lag"] > config.hybrid_sparse_steps * model.dt * 1.0001)
+    sparse = info["pair_spacing"] / info["lag"] > config.hybrid_sparse_steps * model.dt * 1.0001
+    noisy = info["lag"] > 1  # choose_lag found position noise above the truncation error
+    refine = config.hybrid_refine == "gauss_newton" or (config.hybrid_refine == "auto" and (sparse or noisy))
     if not refine:
         return gaussian_estimate(key, mean, cov, config.members, info)
-    out = assimilate_var(positions, times, release, model, config, key, x_init=mean, stages=(1.0,),
-                         iterations=config.hybrid_iterations, prior=prior)
+    sigma = config.noise_std or info.get("noise_std_est")
+    var_config = dataclasses.replace(config, noise_std=sigma) if sigma else config
+    out = assimilate_var(positions, times, release, model, var_config, key, x_init=mean, stages=(1.0,),
+                         iterations=config.hybrid_iterations, prior=None)
     return dataclasses.replace(out, info={**info, **out.info, "refined": True})

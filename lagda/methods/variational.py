@@ -8,7 +8,8 @@ unwrapped positions, sigma = max(noise_std, var_sigma_floor) and D the prior var
 Positions are unwrapped, so the misfit compares them directly (no torus wrap-around).
 
 Optimisers: Levenberg-Marquardt Gauss-Newton on the residual vector (default; the Jacobian
-of 2K columns comes from jax.jacfwd and is needed for the Laplace covariance anyway),
+of 2K columns comes from one run of the sensitivity equations, simulate_observed_tangent, and
+is needed for the Laplace covariance anyway),
 optax.lbfgs or optax.adam. From the prior mean c = 0 (no motion) a long chaotic track is a
 very non-convex target, so the window is lengthened by continuation: fit the first 5% of
 the observations, then 10%, ... 100% (AssimConfig.continuation), each stage started from
@@ -26,7 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from lagda.methods._common import FieldEstimate, FlowModel, Observations, arrange, gaussian_estimate, simulate_observed, window_mask
+from lagda.methods._common import (FieldEstimate, FlowModel, Observations, arrange, gaussian_estimate, simulate_observed,
+                                   simulate_observed_tangent, window_mask)
 from lagda.methods.config import AssimConfig
 
 
@@ -38,7 +40,12 @@ def residuals(x, mask, target, z0, t0, index, k1, k2, omega, dt, sigma, prior_st
     return jnp.concatenate([misfit.reshape(-1), (x - prior_mean) / prior_std])
 
 
-_jacobian = jax.jit(jax.jacfwd(residuals), static_argnames=("n_sim", "stride"))
+@functools.partial(jax.jit, static_argnames=("n_sim", "stride"))
+def jacobian(x, mask, target, z0, t0, index, k1, k2, omega, dt, sigma, prior_std, prior_mean, n_sim: int, stride: int):
+    """Returns dr/dx `(drifter*obs*2 + 2K, 2K)` of `residuals`, from one sensitivity run (simulate_observed_tangent)."""
+    _, sens = simulate_observed_tangent(x, z0, t0, index, k1, k2, omega, dt, n_sim, stride)
+    misfit = sens * (jnp.sqrt(mask)[:, :, None, None] / sigma)
+    return jnp.concatenate([misfit.reshape(-1, x.shape[0]), jnp.diag(1.0 / prior_std)])
 
 
 def misfit(x, obs: Observations, model: FlowModel, sigma: float, mask=None):
@@ -73,7 +80,7 @@ def gauss_newton(x, problem, iterations: int, tol: float = 1e-9):
     r = np.asarray(residuals(x, *problem))
     cost, damping, used = 0.5 * r @ r, 1e-3, 0
     for used in range(1, iterations + 1):
-        jac = np.asarray(_jacobian(x, *problem))
+        jac = np.asarray(jacobian(x, *problem))
         jtj, grad = jac.T @ jac, jac.T @ r
         while True:
             step = np.linalg.solve(jtj + damping * np.diag(np.diag(jtj)), -grad)
@@ -133,7 +140,7 @@ def fit(x0, obs: Observations, model: FlowModel, config: AssimConfig, stages, it
 
 def laplace_covariance(x, obs: Observations, model: FlowModel, sigma: float, prior=None) -> np.ndarray:
     """Returns the Gauss-Newton posterior covariance (J_r^T J_r)^-1 at x, `(2K, 2K)`."""
-    jac = np.asarray(_jacobian(jnp.asarray(x), *_problem(obs, model, sigma, prior=prior)))
+    jac = np.asarray(jacobian(jnp.asarray(x), *_problem(obs, model, sigma, prior=prior)))
     return np.linalg.inv(jac.T @ jac)
 
 
