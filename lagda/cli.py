@@ -125,7 +125,7 @@ def _add_assimilate_parser(subparsers) -> None:
     p.add_argument("--method", choices=ASSIM_METHODS, default="hybrid",
                    help="retrieve (nearest training fields), embed (learned embedding), linear (Gaussian), "
                         "var (variational + Laplace), enkf (ensemble Kalman), hybrid (learned conditional as the prior of the "
-                        "velocity inversion, Gauss-Newton refinement for sparse tracks); default hybrid")
+                        "velocity inversion; displacements for noisy tracks, Gauss-Newton refinement for sparse ones); default hybrid")
     p.add_argument("--out", required=True, metavar="RESULT.nc", help="output netCDF result file")
     p.add_argument("--plot", metavar="FIG.png", help="also draw the result (true psi if known, posterior mean, std, tracks)")
     p.add_argument("--n-grid", type=int, default=32, help="grid points per side for psi, u, v (default 32)")

@@ -43,10 +43,13 @@ class AssimConfig:
     hybrid_iterations: int = 15  # var iterations of hybrid (no continuation)
     # hybrid: after the Gaussian product of the learned conditional and the velocity likelihood,
     # "none" stop, "gauss_newton" refine by a short 4D-Var on positions (original prior),
-    # "auto" refine only sparse tracks (spacing > hybrid_sparse_steps RK4 steps) and noisy ones,
+    # "auto" refine only sparse tracks (spacing > hybrid_sparse_steps RK4 steps),
     # "var" the old hybrid: 4D-Var started from the embed / retrieve estimate, no product
     hybrid_refine: Literal["none", "auto", "gauss_newton", "var"] = "auto"
     hybrid_sparse_steps: int = 10
+    # position noise std (domain lengths) above which hybrid does not use the learned conditional:
+    # the shipped encoder was trained on exact tracks stored in float32 (rounding noise ~2e-8)
+    hybrid_learned_noise_limit: float = 1e-6
 
     def validate(self) -> "AssimConfig":
         """Returns self, or raises ValueError with one line naming the bad setting."""
@@ -72,6 +75,8 @@ class AssimConfig:
             (self.hybrid_start in HYBRID_STARTS, f"hybrid_start must be one of {HYBRID_STARTS}, got {self.hybrid_start!r}"),
             (self.hybrid_iterations >= 1, f"hybrid_iterations must be >= 1, got {self.hybrid_iterations}"),
             (self.hybrid_refine in HYBRID_REFINES, f"hybrid_refine must be one of {HYBRID_REFINES}, got {self.hybrid_refine!r}"),
+            (self.hybrid_learned_noise_limit >= 0,
+             f"hybrid_learned_noise_limit must be >= 0, got {self.hybrid_learned_noise_limit}"),
             (self.hybrid_sparse_steps >= 1, f"hybrid_sparse_steps must be >= 1, got {self.hybrid_sparse_steps}"),
         ]
         for ok, message in checks:

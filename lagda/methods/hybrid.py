@@ -1,4 +1,4 @@
-"""`hybrid`: the learned conditional as the prior of the linear-Gaussian velocity inversion.
+"""`hybrid`: the learned conditional as the prior of the linear-Gaussian inversion of the tracks.
 
 The embed method gives the learned conditional nu_{u|v} (eq. 28 with the bank as the prior
 sample) in moment-matched form N(m_L, C_L), C_L = diag(v_L). nu_{u|v} is the prior reweighted
@@ -10,20 +10,26 @@ computed as the linear inversion of y - G m_L with prior N(0, C_L) (s^2 by empir
 from noise_std, the lag chosen as in `linear`). C_L is capped at the prior variance D: a
 conditional broader than the prior carries no information, so an uninformative encoder
 (uniform bank weights, m_L ~ 0, v_L ~ D) gives back `linear`. The learned covariance is
-widened (or replaced by the original prior) where the velocity data's marginal likelihood
-says so (`select_prior`).
+widened (or replaced by the original prior) where the data's marginal likelihood says so
+(`select_prior`).
+
+The data, by regime (the lag and spacing as found by lagda.methods.linear.choose_lag):
+- dense exact tracks: finite-difference velocities, with the learned prior as above;
+- noisy tracks (lag above 1): the displacements (lagda.methods.linear.displacement_data),
+  whose noise is the white position noise instead of the amplified difference noise; above
+  hybrid_learned_noise_limit (given or estimated position noise std) under the original prior:
+  the encoder was trained on noise-free (float32-rounded, ~2e-8) tracks and its conditional
+  for noisy ones is not trusted (measured at sigma = 1e-3: it made the estimate worse);
+- sparse tracks (spacing above hybrid_sparse_steps RK4 steps): finite differences, then a
+  Gauss-Newton refinement.
 
 Refinement (AssimConfig.hybrid_refine): "gauss_newton" continues with a short 4D-Var on the
 positions (lagda.methods.variational) from the product mean under the original prior N(0, D):
-the learned conditional was computed from these same tracks, so it serves as the global
-search (the start) and is not multiplied into the position likelihood a second time; the
-answer is the MAP (with its Laplace spread) of the exact posterior given the positions. "auto"
-(default) refines where the finite-difference velocities lose information: sparse tracks
-(observation spacing above hybrid_sparse_steps RK4 steps) and noisy ones (choose_lag picked a
-lag above 1), with the position noise std given or estimated by choose_lag; dense exact tracks
-stop at the product (their exact velocities already carry what the positions say). "none" stops
-there always; "var" is the old hybrid (4D-Var from the embed / retrieve estimate, no product).
-Measured in experiments/assimilation_benchmark.py (results/assimilation_benchmark.md).
+the learned conditional was computed from these same tracks, so it serves as the start and
+is not multiplied into the position likelihood a second time. "auto" (default) refines sparse
+tracks only, where finite differences are biased; "none" never refines; "var" is the old
+hybrid (4D-Var from the embed / retrieve estimate, no product). Measured in
+experiments/assimilation_benchmark.py (results/assimilation_benchmark.md).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import numpy as np
 
 from lagda.methods._common import FieldEstimate, FlowModel, gaussian_estimate
 from lagda.methods.config import AssimConfig
-from lagda.methods.linear import linear_posterior, log_evidence, velocity_data
+from lagda.methods.linear import displacement_data, linear_posterior, log_evidence, velocity_data
 from lagda.methods.variational import assimilate_var
 
 
@@ -85,14 +91,22 @@ def assimilate_hybrid(positions, times, release, model: FlowModel, config: Assim
         ValueError: if no finite difference can be formed.
     """
     g, y, noise_var, info = velocity_data(positions, times, release, model, config)
-    prior_mean, prior_var, inflation = select_prior(g, y, learned_prior(learned_mean, learned_var, model), model,
-                                                    noise_var, config.noise_grid)
-    prior = (prior_mean, prior_var)
-    mean, cov, noise_var = gaussian_product(g, y, *prior, noise_var, config.noise_grid)
-    info = {**info, "velocity_noise_std": float(np.sqrt(noise_var)), "refined": False, "prior_inflation": inflation}
     sparse = info["pair_spacing"] / info["lag"] > config.hybrid_sparse_steps * model.dt * 1.0001
     noisy = info["lag"] > 1  # choose_lag found position noise above the truncation error
-    refine = config.hybrid_refine == "gauss_newton" or (config.hybrid_refine == "auto" and (sparse or noisy))
+    if noisy and not sparse:  # positions through the integral model: white noise, not amplified
+        g, y = displacement_data(positions, times, release, model)
+        noise_var = config.noise_std**2 if config.noise_std else None
+    noise_std = config.noise_std if config.noise_std is not None else info.get("noise_std_est", 0.0)
+    if noise_std > config.hybrid_learned_noise_limit:  # unlike the encoder's training tracks: not trusted
+        prior_mean, prior_var, inflation = np.zeros(2 * model.n_modes), model.prior_var, float("inf")
+    else:
+        prior_mean, prior_var, inflation = select_prior(g, y, learned_prior(learned_mean, learned_var, model), model,
+                                                        noise_var, config.noise_grid)
+    prior = (prior_mean, prior_var)
+    mean, cov, noise_var = gaussian_product(g, y, *prior, noise_var, config.noise_grid)
+    info = {**info, "data": "displacements" if noisy and not sparse else "velocities",
+            "data_noise_std": float(np.sqrt(noise_var)), "refined": False, "prior_inflation": inflation}
+    refine = config.hybrid_refine == "gauss_newton" or (config.hybrid_refine == "auto" and sparse)
     if not refine:
         return gaussian_estimate(key, mean, cov, config.members, info)
     sigma = config.noise_std or info.get("noise_std_est")
