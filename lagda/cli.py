@@ -133,6 +133,8 @@ def _add_assimilate_parser(subparsers) -> None:
     p.add_argument("--noise-std", type=float, help="position noise std in domain lengths, if known (default: estimated)")
     p.add_argument("--bank-size", type=int, help="prior draws ranked by retrieve / embed / hybrid (default 100000)")
     p.add_argument("--top-k", type=int, help="retrieval candidates kept (default 16)")
+    p.add_argument("--hybrid-refine", choices=("auto", "none", "gauss_newton"),
+                   help="hybrid's 4D-Var refinement: auto (sparse tracks only, the default), none, gauss_newton (always)")
     p.add_argument("--seed", type=int, help="seed of the method's randomness")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.set_defaults(run=_run_assimilate)
@@ -153,7 +155,7 @@ def _run_assimilate(args: argparse.Namespace) -> int:
         raise ValueError(f"--members must be >= 1, got {args.members}")
     from lagda.assimilate import assimilate_file
 
-    options = {name: getattr(args, name) for name in ("members", "noise_std", "bank_size", "top_k", "seed")
+    options = {name: getattr(args, name) for name in ("members", "noise_std", "bank_size", "top_k", "hybrid_refine", "seed")
                if getattr(args, name) is not None}
     summary = assimilate_file(args.tracks, args.out, args.method, run_dir=args.model, n_grid=args.n_grid,
                               plot=args.plot, overwrite=args.overwrite, **options)
