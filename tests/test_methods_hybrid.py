@@ -35,10 +35,12 @@ def test_hybrid_with_a_broad_learned_covariance_equals_linear(twin):
     lin = assimilate_linear(*args)
     hyb = assimilate_hybrid(*args, np.zeros(2 * m.n_modes), 1e6 * m.prior_var)
     assert np.allclose(hyb.samples, lin.samples, atol=1e-9)
-    # an informative learned prior at the truth moves the estimate towards it
+    # an informative learned prior at the truth moves the estimate towards it (one short track,
+    # which leaves the field undetermined: four dense drifters pin it to 1e-8 on their own)
+    one = (twin.positions[0][:1, :50], twin.times[:1, :50], twin.release[0][:1], m, config, key)
     x_true = np.concatenate([twin.coef[0].real, twin.coef[0].imag])
-    sharp = assimilate_hybrid(*args, x_true, 1e-4 * m.prior_var)
-    assert twin.field_error(sharp.samples.mean(0), 0) < twin.field_error(lin.samples.mean(0), 0)
+    sharp, lin_one = assimilate_hybrid(*one, x_true, 1e-4 * m.prior_var), assimilate_linear(*one)
+    assert twin.field_error(sharp.samples.mean(0), 0) < 0.5 * twin.field_error(lin_one.samples.mean(0), 0)
 
 
 def test_marginal_likelihood_keeps_a_right_learned_prior_and_overrules_a_wrong_one(twin):

@@ -22,6 +22,7 @@ class AssimConfig:
     noise_std: float | None = None  # position noise std (domain lengths); None: estimate / floor
     # linear: finite-difference velocities
     fd_lag: int | None = None  # observations between the two ends of a finite difference; None: automatic
+    fd_order: int | None = None  # 2 (pairs at midpoints) or 4 (five-point on smooth tracks); None: 4 if dense
     noise_grid: int = 41  # log-spaced velocity-noise variances tried by empirical Bayes
     # var: 4D-Var
     optimizer: Literal["gauss_newton", "lbfgs", "adam"] = "gauss_newton"
@@ -57,6 +58,7 @@ class AssimConfig:
             (self.members >= 1, f"members must be >= 1, got {self.members}"),
             (self.noise_std is None or self.noise_std >= 0, f"noise_std must be >= 0, got {self.noise_std}"),
             (self.fd_lag is None or self.fd_lag >= 1, f"fd_lag must be None (automatic) or >= 1, got {self.fd_lag}"),
+            (self.fd_order in (None, 2, 4), f"fd_order must be None (automatic), 2 or 4, got {self.fd_order}"),
             (self.noise_grid >= 2, f"noise_grid must be >= 2, got {self.noise_grid}"),
             (self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}"),
             (self.var_iterations >= 1, f"var_iterations must be >= 1, got {self.var_iterations}"),

@@ -91,7 +91,7 @@ def assimilate_hybrid(positions, times, release, model: FlowModel, config: Assim
         ValueError: if no finite difference can be formed.
     """
     g, y, noise_var, info = velocity_data(positions, times, release, model, config)
-    sparse = info["pair_spacing"] / info["lag"] > config.hybrid_sparse_steps * model.dt * 1.0001
+    sparse = info["observation_spacing"] > config.hybrid_sparse_steps * model.dt * 1.0001
     noisy = info["lag"] > 1  # choose_lag found position noise above the truncation error
     if noisy and not sparse:  # positions through the integral model: white noise, not amplified
         g, y = displacement_data(positions, times, release, model)

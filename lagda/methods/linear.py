@@ -3,7 +3,9 @@
 At known positions and times the velocity is linear in x = (Re c, Im c):
 w(z, t) = Re( sum_k c_k e^{i omega_k t} e^{2 pi i k.z} 2 pi i (-k2, k1) ) = G(z, t) x.
 Central differences (z_{j+L} - z_j) / (t_{j+L} - t_j) estimate w at the midpoint position
-and time with an O(dt_obs^2) error, so with dense exact tracks y = G x + e, e small. With
+and time with an O(dt_obs^2) error; on smooth dense tracks the five-point difference
+(8 (z_{j+1} - z_{j-1}) - (z_{j+2} - z_{j-2})) / (12 h) estimates it at the observed point z_j
+with an O(h^4) error, so with dense exact tracks y = G x + e, e small. With
 the prior x ~ N(0, D), D = diag(a_k^2 / 2) twice, and e ~ N(0, s^2 I) the posterior is
 Gaussian in closed form (Kalman / Bayes linear update):
     cov = (G^T G / s^2 + D^-1)^-1,  mean = cov G^T y / s^2 = D G^T (G D G^T + s^2 I)^-1 y.
@@ -28,6 +30,10 @@ import numpy as np
 
 from lagda.methods._common import FieldEstimate, FlowModel, gaussian_estimate, log_grid, valid_mask, velocity_matrix
 from lagda.methods.config import FD_LAGS, AssimConfig
+
+# Observation spacing (model steps) up to which smooth tracks get the five-point difference;
+# measured at 100 steps it was worse than the pairs (linear 0.93 against 0.90 with one drifter)
+FIVE_POINT_MAX_STEPS = 10
 
 
 def finite_differences(positions, times, release=None, lag: int = 1):
@@ -91,6 +97,33 @@ def displacement_data(positions, times, release, model: FlowModel):
     if not rows:
         raise ValueError("no segment of two valid observations: cannot form displacements")
     return np.concatenate(rows), np.concatenate(data)
+
+
+def five_point_differences(positions, times, release=None):
+    """Returns positions `(point, 2)`, times `(point,)`, velocities `(point, 2)`, spacings `(point,)`.
+
+    The fourth-order central difference w(t_j) = (8 (z_{j+1} - z_{j-1}) - (z_{j+2} - z_{j-2})) / (12 h)
+    at every observation j whose four neighbours are valid and equally spaced (h). Unlike the
+    second-order difference it is taken at an observed point, not at a midpoint off the path,
+    and its truncation error is O(h^4) instead of O(h^2): on exact dense tracks the
+    second-order bias is a smooth, correlated error that the white-noise model cannot describe.
+    A known release point is used as an observation at t = 0.
+    """
+    positions = np.asarray(positions, np.float64)
+    times = np.asarray(times, np.float64)
+    if release is not None:
+        positions = np.concatenate([np.asarray(release, np.float64)[:, None, :], positions], axis=1)
+        times = np.concatenate([np.zeros((times.shape[0], 1)), times], axis=1)
+    if positions.shape[1] < 5:
+        return np.zeros((0, 2)), np.zeros(0), np.zeros((0, 2)), np.zeros(0)
+    ok = valid_mask(positions, times)
+    z = [positions[:, i : positions.shape[1] - 4 + i] for i in range(5)]
+    t = [times[:, i : times.shape[1] - 4 + i] for i in range(5)]
+    h = t[3] - t[2]
+    regular = np.all([np.isclose(t[i + 1] - t[i], h, rtol=1e-6) for i in range(4)], axis=0) & (h > 0)
+    use = np.all([ok[:, i : ok.shape[1] - 4 + i] for i in range(5)], axis=0) & regular
+    vel = (8.0 * (z[3] - z[1]) - (z[4] - z[0])) / (12.0 * h[..., None])
+    return z[2][use], t[2][use], vel[use], h[use]
 
 
 def linear_posterior(g, y, prior_var, noise_var=None, n_grid: int = 41):
@@ -208,20 +241,33 @@ def choose_lag(positions, times, noise_std=None, lags=FD_LAGS) -> tuple[int, dic
 def velocity_data(positions, times, release, model: FlowModel, config: AssimConfig):
     """Returns (G `(n, 2K)`, y `(n,)`, noise_var or None, info) of the finite-difference velocities y = G x + e.
 
-    The lag is config.fd_lag, or `choose_lag` when it is None.
+    The lag is config.fd_lag, or `choose_lag` when it is None. Smooth dense tracks (lag 1,
+    spacing up to FIVE_POINT_MAX_STEPS model steps) get the fourth-order five-point difference
+    (`five_point_differences`), unless config.fd_order says otherwise; where no five regular
+    valid observations exist, the second-order pairs are used.
     Raises:
         ValueError: if no pair of valid observations `lag` apart exists.
     """
     lag, info = (config.fd_lag, {}) if config.fd_lag is not None else choose_lag(positions, times, config.noise_std)
-    points, t, vel, span = finite_differences(positions, times, release, lag)
+    order, noise_gain = 2, 2.0  # velocity noise = noise_gain * sigma^2 / spacing^2
+    h = float(np.nanmedian(np.diff(np.asarray(times, np.float64), axis=1))) if np.shape(times)[1] > 1 else np.inf
+    dense = h <= FIVE_POINT_MAX_STEPS * model.dt * 1.0001
+    if lag == 1 and (config.fd_order == 4 or (config.fd_order is None and dense)):
+        points, t, vel, span = five_point_differences(positions, times, release)
+        order, noise_gain = 4, (2 * 8**2 + 2) / 12**2
+    if order == 2 or (len(t) == 0 and config.fd_order is None):  # no five regular points: pairs
+        points, t, vel, span = finite_differences(positions, times, release, lag)
+        order, noise_gain = 2, 2.0
     if len(t) == 0:
         raise ValueError(f"no two valid observations {lag} apart: cannot form finite differences")
     g = velocity_matrix(points, t, model.k1, model.k2, model.omega).reshape(-1, 2 * model.n_modes)
-    spacing = float(np.median(span))
+    spacing = float(np.median(span))  # of the pairs (order 2) or of the observations (order 4)
     noise_var = None
     if config.noise_std is not None and config.noise_std > 0:
-        noise_var = 2.0 * config.noise_std**2 / spacing**2
-    return g, vel.reshape(-1), noise_var, {**info, "lag": lag, "pairs": len(t), "pair_spacing": spacing}
+        noise_var = noise_gain * config.noise_std**2 / spacing**2
+    step = spacing / lag if order == 2 else spacing
+    return g, vel.reshape(-1), noise_var, {**info, "lag": lag, "fd_order": order, "pairs": len(t),
+                                           "observation_spacing": step}
 
 
 def assimilate_linear(positions, times, release, model: FlowModel, config: AssimConfig, key) -> FieldEstimate:
