@@ -117,8 +117,9 @@ def _add_assimilate_parser(subparsers) -> None:
         "assimilate", help="recover the velocity field (with uncertainty) from observed drifter tracks",
         description="Assimilate drifter tracks into the flow model: writes the posterior over the Fourier "
                     "coefficients and the posterior mean/std of psi, u, v on a grid to a netCDF result file.")
-    p.add_argument("--model", metavar="RUN", help="trained model run directory (used by retrieve, embed, hybrid); "
-                   "default: the shipped model data/model/")
+    p.add_argument("--model", metavar="RUN", help="trained model run directory (used by retrieve, embed, hybrid; "
+                   "default for them: the shipped model data/model/); for linear, var, enkf it supplies the modes "
+                   "and prior when given, else they come from the track file")
     p.add_argument("--tracks", required=True, metavar="FILE",
                    help="track file: CF trajectory netCDF (multidimensional, orthogonal or contiguous ragged), "
                         "a lagda dataset, or CSV with header id,time,x,y[,field]")
@@ -155,6 +156,10 @@ def _run_assimilate(args: argparse.Namespace) -> int:
         raise ValueError(f"--members must be >= 1, got {args.members}")
     from lagda.assimilate import assimilate_file
 
+    if args.model is None and args.method in ("retrieve", "embed", "hybrid"):
+        from lagda.demo import shipped
+
+        args.model = str(shipped("model"))  # the learned methods default to the shipped encoder
     options = {name: getattr(args, name) for name in ("members", "noise_std", "bank_size", "top_k", "hybrid_refine", "seed")
                if getattr(args, name) is not None}
     summary = assimilate_file(args.tracks, args.out, args.method, run_dir=args.model, n_grid=args.n_grid,

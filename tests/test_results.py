@@ -184,3 +184,16 @@ def test_cli_assimilate_method_options_are_validated(tmp_path, capsys):
         err = capsys.readouterr().err
         assert code == 2 and message in err and err.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
+
+
+def test_cli_assimilate_learned_method_defaults_to_the_shipped_model(tmp_path, capsys):
+    import netCDF4
+
+    from lagda.cli import main
+    from lagda.demo import shipped
+
+    code = main(["assimilate", "--tracks", str(shipped("example_tracks.nc")), "--method", "retrieve", "--bank-size", "2000",
+                 "--top-k", "4", "--n-grid", "4", "--out", str(tmp_path / "r.nc")])
+    assert code == 0 and "wrote" in capsys.readouterr().out
+    with netCDF4.Dataset(tmp_path / "r.nc") as nc:
+        assert nc.model_run == str(shipped("model")) and nc.dimensions["rank"].size == 4
