@@ -10,7 +10,8 @@ from lagda.assimilate import assimilate
 from lagda.losses import similarity
 from lagda.methods import AssimConfig
 from lagda.methods._common import to_real
-from lagda.methods.learned import Scorer, bank_search, closed_form
+from lagda.methods.bank import bank_search
+from lagda.methods.learned import Scorer, closed_form
 from lagda.tracks import Tracks
 from simulate import draw_coefficients
 from tests.assim_twin import make_twin

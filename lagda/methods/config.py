@@ -23,6 +23,9 @@ class AssimConfig:
     # linear: finite-difference velocities
     fd_lag: int | None = None  # observations between the two ends of a finite difference; None: automatic
     fd_order: int | None = None  # 2 (pairs at midpoints) or 4 (five-point on smooth tracks); None: 4 if dense
+    # observation spacing (RK4 steps) above which tracks are sparse: pairs instead of the
+    # five-point difference (linear), Gauss-Newton refinement (hybrid "auto")
+    sparse_steps: int = 10
     noise_grid: int = 41  # log-spaced velocity-noise variances tried by empirical Bayes
     # var: 4D-Var
     optimizer: Literal["gauss_newton", "lbfgs", "adam"] = "gauss_newton"
@@ -44,10 +47,9 @@ class AssimConfig:
     hybrid_iterations: int = 15  # var iterations of hybrid (no continuation)
     # hybrid: after the Gaussian product of the learned conditional and the velocity likelihood,
     # "none" stop, "gauss_newton" refine by a short 4D-Var on positions (original prior),
-    # "auto" refine only sparse tracks (spacing > hybrid_sparse_steps RK4 steps),
+    # "auto" refine only sparse tracks (spacing > sparse_steps RK4 steps),
     # "var" the old hybrid: 4D-Var started from the embed / retrieve estimate, no product
     hybrid_refine: Literal["none", "auto", "gauss_newton", "var"] = "auto"
-    hybrid_sparse_steps: int = 10
     # position noise std (domain lengths) above which hybrid does not use the learned conditional:
     # the shipped encoder was trained on exact tracks stored in float32 (rounding noise ~2e-8)
     hybrid_learned_noise_limit: float = 1e-6
@@ -79,7 +81,7 @@ class AssimConfig:
             (self.hybrid_refine in HYBRID_REFINES, f"hybrid_refine must be one of {HYBRID_REFINES}, got {self.hybrid_refine!r}"),
             (self.hybrid_learned_noise_limit >= 0,
              f"hybrid_learned_noise_limit must be >= 0, got {self.hybrid_learned_noise_limit}"),
-            (self.hybrid_sparse_steps >= 1, f"hybrid_sparse_steps must be >= 1, got {self.hybrid_sparse_steps}"),
+            (self.sparse_steps >= 1, f"sparse_steps must be >= 1, got {self.sparse_steps}"),
         ]
         for ok, message in checks:
             if not ok:

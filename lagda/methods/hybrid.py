@@ -20,7 +20,7 @@ The data, by regime (the lag and spacing as found by lagda.methods.linear.choose
   hybrid_learned_noise_limit (given or estimated position noise std) under the original prior:
   the encoder was trained on noise-free (float32-rounded, ~2e-8) tracks and its conditional
   for noisy ones is not trusted (measured at sigma = 1e-3: it made the estimate worse);
-- sparse tracks (spacing above hybrid_sparse_steps RK4 steps): finite differences, then a
+- sparse tracks (spacing above sparse_steps RK4 steps): finite differences, then a
   Gauss-Newton refinement.
 
 Refinement (AssimConfig.hybrid_refine): "gauss_newton" continues with a short 4D-Var on the
@@ -40,7 +40,7 @@ import numpy as np
 
 from lagda.methods._common import FieldEstimate, FlowModel, gaussian_estimate
 from lagda.methods.config import AssimConfig
-from lagda.methods.linear import displacement_data, linear_posterior, log_evidence, velocity_data
+from lagda.methods.linear import displacement_data, linear_posterior, log_evidence, observation_regime, velocity_data
 from lagda.methods.variational import assimilate_var
 
 
@@ -90,12 +90,14 @@ def assimilate_hybrid(positions, times, release, model: FlowModel, config: Assim
     Raises:
         ValueError: if no finite difference can be formed.
     """
-    g, y, noise_var, info = velocity_data(positions, times, release, model, config)
-    sparse = info["observation_spacing"] > config.hybrid_sparse_steps * model.dt * 1.0001
+    info = observation_regime(positions, times, model, config)
+    sparse = info["sparse"]
     noisy = info["lag"] > 1  # choose_lag found position noise above the truncation error
     if noisy and not sparse:  # positions through the integral model: white noise, not amplified
         g, y = displacement_data(positions, times, release, model)
         noise_var = config.noise_std**2 if config.noise_std else None
+    else:
+        g, y, noise_var, info = velocity_data(positions, times, release, model, config, info)
     noise_std = config.noise_std if config.noise_std is not None else info.get("noise_std_est", 0.0)
     if noise_std > config.hybrid_learned_noise_limit:  # unlike the encoder's training tracks: not trusted
         prior_mean, prior_var, inflation = np.zeros(2 * model.n_modes), model.prior_var, float("inf")

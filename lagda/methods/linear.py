@@ -31,9 +31,14 @@ import numpy as np
 from lagda.methods._common import FieldEstimate, FlowModel, gaussian_estimate, log_grid, valid_mask, velocity_matrix
 from lagda.methods.config import FD_LAGS, AssimConfig
 
-# Observation spacing (model steps) up to which smooth tracks get the five-point difference;
-# measured at 100 steps it was worse than the pairs (linear 0.93 against 0.90 with one drifter)
-FIVE_POINT_MAX_STEPS = 10
+
+def _with_release(positions, times, release):
+    """Returns float64 positions `(drifter, 1 + obs, 2)` and times with a known release prepended at t = 0."""
+    positions, times = np.asarray(positions, np.float64), np.asarray(times, np.float64)
+    if release is None:
+        return positions, times
+    return (np.concatenate([np.asarray(release, np.float64)[:, None, :], positions], axis=1),
+            np.concatenate([np.zeros((times.shape[0], 1)), times], axis=1))
 
 
 def finite_differences(positions, times, release=None, lag: int = 1):
@@ -46,11 +51,7 @@ def finite_differences(positions, times, release=None, lag: int = 1):
         positions: `(drifter, obs, 2)` unwrapped; times: `(drifter, obs)`.
         release: `(drifter, 2)` or None.
     """
-    positions = np.asarray(positions, np.float64)
-    times = np.asarray(times, np.float64)
-    if release is not None:
-        positions = np.concatenate([np.asarray(release, np.float64)[:, None, :], positions], axis=1)
-        times = np.concatenate([np.zeros((times.shape[0], 1)), times], axis=1)
+    positions, times = _with_release(positions, times, release)
     ok = valid_mask(positions, times)
     pair_ok = ok[:, :-lag] & ok[:, lag:]
     z_a, z_b = positions[:, :-lag][pair_ok], positions[:, lag:][pair_ok]
@@ -109,11 +110,7 @@ def five_point_differences(positions, times, release=None):
     second-order bias is a smooth, correlated error that the white-noise model cannot describe.
     A known release point is used as an observation at t = 0.
     """
-    positions = np.asarray(positions, np.float64)
-    times = np.asarray(times, np.float64)
-    if release is not None:
-        positions = np.concatenate([np.asarray(release, np.float64)[:, None, :], positions], axis=1)
-        times = np.concatenate([np.zeros((times.shape[0], 1)), times], axis=1)
+    positions, times = _with_release(positions, times, release)
     if positions.shape[1] < 5:
         return np.zeros((0, 2)), np.zeros(0), np.zeros((0, 2)), np.zeros(0)
     ok = valid_mask(positions, times)
@@ -238,21 +235,32 @@ def choose_lag(positions, times, noise_std=None, lags=FD_LAGS) -> tuple[int, dic
                       "optimal_lag": float(best)}
 
 
-def velocity_data(positions, times, release, model: FlowModel, config: AssimConfig):
+def observation_regime(positions, times, model: FlowModel, config: AssimConfig) -> dict:
+    """Returns how the tracks were observed: {"lag", "observation_spacing", "sparse", choose_lag's info}.
+
+    The lag is config.fd_lag, or `choose_lag` when it is None (lag > 1: noise above truncation);
+    sparse: observation spacing above config.sparse_steps model steps.
+    """
+    lag, info = (config.fd_lag, {}) if config.fd_lag is not None else choose_lag(positions, times, config.noise_std)
+    h = float(np.nanmedian(np.diff(np.asarray(times, np.float64), axis=1))) if np.shape(times)[1] > 1 else np.inf
+    return {**info, "lag": lag, "observation_spacing": h, "sparse": not h <= config.sparse_steps * model.dt * 1.0001}
+
+
+def velocity_data(positions, times, release, model: FlowModel, config: AssimConfig, regime=None):
     """Returns (G `(n, 2K)`, y `(n,)`, noise_var or None, info) of the finite-difference velocities y = G x + e.
 
-    The lag is config.fd_lag, or `choose_lag` when it is None. Smooth dense tracks (lag 1,
-    spacing up to FIVE_POINT_MAX_STEPS model steps) get the fourth-order five-point difference
-    (`five_point_differences`), unless config.fd_order says otherwise; where no five regular
-    valid observations exist, the second-order pairs are used.
+    regime: `observation_regime` of the tracks (computed when None). Smooth dense tracks (lag 1,
+    not sparse) get the fourth-order five-point difference (`five_point_differences`; measured
+    at 100-step spacing it was worse than the pairs, linear 0.93 against 0.90 with one
+    drifter), unless config.fd_order says otherwise; where no five regular valid observations
+    exist, the second-order pairs are used.
     Raises:
         ValueError: if no pair of valid observations `lag` apart exists.
     """
-    lag, info = (config.fd_lag, {}) if config.fd_lag is not None else choose_lag(positions, times, config.noise_std)
+    info = observation_regime(positions, times, model, config) if regime is None else regime
+    lag = info["lag"]
     order, noise_gain = 2, 2.0  # velocity noise = noise_gain * sigma^2 / spacing^2
-    h = float(np.nanmedian(np.diff(np.asarray(times, np.float64), axis=1))) if np.shape(times)[1] > 1 else np.inf
-    dense = h <= FIVE_POINT_MAX_STEPS * model.dt * 1.0001
-    if lag == 1 and (config.fd_order == 4 or (config.fd_order is None and dense)):
+    if lag == 1 and (config.fd_order == 4 or (config.fd_order is None and not info["sparse"])):
         points, t, vel, span = five_point_differences(positions, times, release)
         order, noise_gain = 4, (2 * 8**2 + 2) / 12**2
     if order == 2 or (len(t) == 0 and config.fd_order is None):  # no five regular points: pairs
@@ -261,13 +269,10 @@ def velocity_data(positions, times, release, model: FlowModel, config: AssimConf
     if len(t) == 0:
         raise ValueError(f"no two valid observations {lag} apart: cannot form finite differences")
     g = velocity_matrix(points, t, model.k1, model.k2, model.omega).reshape(-1, 2 * model.n_modes)
-    spacing = float(np.median(span))  # of the pairs (order 2) or of the observations (order 4)
     noise_var = None
     if config.noise_std is not None and config.noise_std > 0:
-        noise_var = noise_gain * config.noise_std**2 / spacing**2
-    step = spacing / lag if order == 2 else spacing
-    return g, vel.reshape(-1), noise_var, {**info, "lag": lag, "fd_order": order, "pairs": len(t),
-                                           "observation_spacing": step}
+        noise_var = noise_gain * config.noise_std**2 / float(np.median(span)) ** 2
+    return g, vel.reshape(-1), noise_var, {**info, "fd_order": order, "pairs": len(t)}
 
 
 def assimilate_linear(positions, times, release, model: FlowModel, config: AssimConfig, key) -> FieldEstimate:
