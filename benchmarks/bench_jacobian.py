@@ -21,10 +21,10 @@ import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-from lagda.assimilate import _model_from  # noqa: E402
-from lagda.methods import FlowModel  # noqa: E402
-from lagda.methods._common import arrange  # noqa: E402
-from lagda.methods.variational import _problem, jacobian, residuals  # noqa: E402
+from lagda.assimilation.assimilate import model_settings  # noqa: E402
+from lagda.assimilation.methods import FlowModel  # noqa: E402
+from lagda.assimilation.methods._common import arrange  # noqa: E402
+from lagda.assimilation.methods.variational import _problem, jacobian, residuals  # noqa: E402
 from simulate import draw_coefficients, simulate_tracks  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -45,7 +45,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args(argv)
-    k1, k2, omega, scale, dt = _model_from(None, ROOT / "data" / "model")
+    k1, k2, omega, scale, dt = model_settings(None, ROOT / "data" / "model")
     model = FlowModel(k1.astype(np.int32), k2.astype(np.int32), omega, scale, dt)
     reference = jax.jit(jax.jacfwd(residuals), static_argnames=("n_sim", "stride"))
     print("| drifters | jacfwd s | sensitivity run s | speed-up | max rel diff |")

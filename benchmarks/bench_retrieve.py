@@ -1,6 +1,6 @@
 """Benchmark of `retrieve` for one track against a 10^6-draw prior bank (issue #4: under 1 s).
 
-Times `lagda.assimilate.assimilate(..., "retrieve")` on one field of data/example_tracks.nc with
+Times `lagda.assimilation.assimilate.assimilate(..., "retrieve")` on one field of data/example_tracks.nc with
 the shipped model (encoder included), first call (compiles) and warm (best of the repeats),
 for the same bank two ways: streamed (drawn afresh in every call: the baseline,
 bank_cache_mb=0) and kept in memory (the default, AssimConfig.bank_cache_mb; the first call
@@ -22,10 +22,10 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from lagda.assimilate import _model_from, assimilate  # noqa: E402
-from lagda.methods import AssimConfig  # noqa: E402
-from lagda.methods.learned import scorer_from_run  # noqa: E402
-from lagda.tracks import read_tracks  # noqa: E402
+from lagda.assimilation.assimilate import model_settings, assimilate  # noqa: E402
+from lagda.assimilation.methods import AssimConfig  # noqa: E402
+from lagda.assimilation.methods.learned import scorer_from_run  # noqa: E402
+from lagda.io.tracks import read_tracks  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BANKS = {"iid streamed": {"bank_cache_mb": 0}, "iid cached": {}}
@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     p.add_argument("--tracks", default=str(ROOT / "data" / "example_tracks.nc"))
     args = p.parse_args(argv)
     tracks = read_tracks(args.tracks)
-    model = _model_from(tracks, args.model)
+    model = model_settings(tracks, args.model)
     scorer, _ = scorer_from_run(args.model)
     one = tracks.for_field(0)
     print(f"bank {args.bank_size:,} prior draws, model {args.model}, CPU devices: {jax.device_count()}")

@@ -2,7 +2,7 @@
 
 Regimes: dense exact (every RK4 step recorded, the paper's 1000 observations at T = 0.1),
 sparse (one position every `--sparse-stride` RK4 steps, default 100 -> 10 positions), noisy (Gaussian position noise
-`--noise`), each with 1 and 4 drifters per field. Scores (lagda.scores.score_posterior):
+`--noise`), each with 1 and 4 drifters per field. Scores (lagda.assimilation.scores.score_posterior):
 relative L2 velocity-field error over the window, along-track velocity error, re-simulated
 track error, forecast error to 1.5 T, 95% velocity calibration, seconds per track.
 Writes results/assimilation_benchmark.csv and .md (markdown table). `var` starts from the
@@ -30,10 +30,10 @@ import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-from lagda.assimilate import assimilate  # noqa: E402
-from lagda.methods import AssimConfig  # noqa: E402
-from lagda.scores import score_posterior  # noqa: E402
-from lagda.tracks import Tracks  # noqa: E402
+from lagda.assimilation.assimilate import assimilate  # noqa: E402
+from lagda.assimilation.methods import AssimConfig  # noqa: E402
+from lagda.assimilation.scores import score_posterior  # noqa: E402
+from lagda.io.tracks import Tracks  # noqa: E402
 from simulate.atomic import write_atomic  # noqa: E402
 from simulate import draw_coefficients, draw_frequencies, rectangular_modes, simulate_tracks, spectrum  # noqa: E402
 
@@ -157,8 +157,8 @@ def main(argv=None) -> int:
         return 0
     dt, t_final = 1e-4, (0.02 if args.quick else 0.1)
     if args.run:
-        from lagda.assimilate import _model_from
-        k1, k2, omega, scale, dt = _model_from(None, args.run)
+        from lagda.assimilation.assimilate import model_settings
+        k1, k2, omega, scale, dt = model_settings(None, args.run)
     else:
         k1, k2 = rectangular_modes((-1, 1), (-1, 1)) if args.quick else rectangular_modes()
         omega, scale = draw_frequencies(jax.random.key(0), len(k1), 20 * np.pi), spectrum(k1, k2, 1.5, 10.0)

@@ -63,8 +63,8 @@ def plot(records: list[dict], out: pathlib.Path) -> None:
 def _quick_run(root: pathlib.Path) -> pathlib.Path:
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
     from test_train import make_pairs
-    from lagda.config import tiny
-    from lagda.train import train
+    from lagda.learning.config import tiny
+    from lagda.learning.train import train
     return train(tiny(epochs=3, eval_library=16), make_pairs(32, 1), make_pairs(16, 2), root / "run", progress=False)
 
 

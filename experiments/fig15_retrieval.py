@@ -25,10 +25,10 @@ import jax.numpy as jnp  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from lagda.data import check_same_modes, load_paired  # noqa: E402
-from lagda.encoders import embed_coefficients, similarity_mask  # noqa: E402
-from lagda.retrieval import softmax_weights, top_k  # noqa: E402
-from lagda.train import embed_tracks, load_run  # noqa: E402
+from lagda.learning.data import check_same_modes, load_paired  # noqa: E402
+from lagda.learning.encoders import embed_coefficients, similarity_mask  # noqa: E402
+from lagda.learning.retrieval import softmax_weights, top_k  # noqa: E402
+from lagda.learning.model import embed_tracks, load_run  # noqa: E402
 from simulate.flow import grid_fields  # noqa: E402
 
 
@@ -71,8 +71,8 @@ def plot(data, index: int, idx, scores, weights, out: pathlib.Path, n_grid: int 
 
 
 def _quick_run(root: pathlib.Path) -> pathlib.Path:
-    from lagda.config import tiny
-    from lagda.train import train
+    from lagda.learning.config import tiny
+    from lagda.learning.train import train
 
     data = ROOT / "data" / "example_small.nc"
     train(tiny(physics=True, epochs=2, eval_library=0), data, None, root / "run", progress=False)

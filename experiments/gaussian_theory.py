@@ -1,6 +1,6 @@
 """Section 5 (Gaussian setting): learned linear encoders vs the closed-form minimisers.
 
-Trains linear encoders ``g_u = G u``, ``g_v = H v`` with lagda.losses on fresh samples
+Trains linear encoders ``g_u = G u``, ``g_v = H v`` with lagda.learning.losses on fresh samples
 of a centred Gaussian ``(u, v)`` and compares the learned ``A = G^T H`` (and
 ``B = G^T G``) with the paper's closed forms:
 
@@ -43,7 +43,7 @@ import numpy as np
 import optax
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from lagda import gaussian, losses  # noqa: E402
+from lagda.learning import gaussian, losses  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 

@@ -109,7 +109,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- assimilate
 
-ASSIM_METHODS = ("retrieve", "embed", "linear", "var", "enkf", "hybrid")
+from lagda.assimilation.methods.config import METHODS as ASSIM_METHODS  # noqa: E402  (no jax import)
 
 
 def _add_assimilate_parser(subparsers) -> None:
@@ -154,7 +154,7 @@ def _run_assimilate(args: argparse.Namespace) -> int:
         raise ValueError(f"--n-grid must be >= 2, got {args.n_grid}")
     if args.members is not None and args.members < 1:
         raise ValueError(f"--members must be >= 1, got {args.members}")
-    from lagda.assimilate import assimilate_file
+    from lagda.assimilation.assimilate import assimilate_file
 
     if args.model is None and args.method in ("retrieve", "embed", "hybrid"):
         from lagda.demo import shipped
@@ -173,7 +173,7 @@ def _run_assimilate(args: argparse.Namespace) -> int:
 
 
 def _add_train_parser(subparsers) -> None:
-    from lagda.config import PRESETS, TrainConfig
+    from lagda.learning.config import PRESETS, TrainConfig
 
     p = subparsers.add_parser("train", help="train the trajectory encoder by contrastive learning")
     p.add_argument("--train", required=True, help="training dataset file (.nc)")
@@ -194,8 +194,8 @@ def _add_train_parser(subparsers) -> None:
 
 
 def _run_train(args) -> int:
-    from lagda.config import PRESETS, TrainConfig
-    from lagda.train import train
+    from lagda.learning.config import PRESETS, TrainConfig
+    from lagda.learning.train import train
 
     overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)
                  if getattr(args, f.name) is not None}
@@ -227,7 +227,7 @@ def _run_evaluate(args) -> int:
         return _run_evaluate_assimilation(args)
     if args.model is None or args.data is None:
         raise ValueError("--model and --data are required (or pass --assimilation --tracks FILE)")
-    from lagda.evaluate import evaluate, format_table, write_metrics
+    from lagda.learning.evaluate import evaluate, format_table, write_metrics
 
     metrics = evaluate(args.model, args.data, split=args.split, library_size=args.library_size,
                        batch_size=args.batch_size, progress=True)
@@ -240,7 +240,7 @@ def _run_evaluate(args) -> int:
 def _run_evaluate_assimilation(args) -> int:
     import os
 
-    from lagda.benchmark import evaluate_assimilation, format_table, write_scores
+    from lagda.assimilation.evaluation import evaluate_assimilation, format_table, write_scores
 
     if args.data is not None or args.tracks is None:
         raise ValueError("--assimilation takes --tracks FILE (with the truth), not --data")

@@ -42,12 +42,12 @@ def format_table(rows: dict) -> str:
 
 def _from_scratch(out_dir: pathlib.Path, progress: bool, log) -> tuple[pathlib.Path, pathlib.Path]:
     """Simulates train/test data, trains the cpu preset, evaluates it, exports tracks; returns (run, tracks)."""
-    from lagda.config import cpu
-    from lagda.evaluate import evaluate, format_table as retrieval_table
+    from lagda.learning.config import cpu
+    from lagda.learning.evaluate import evaluate, format_table as retrieval_table
     from lagda.progress import FieldProgress
-    from lagda.train import train
+    from lagda.learning.train import train
     from simulate import generate_dataset, open_dataset, small
-    from lagda.tracks import tracks_from_dataset, write_tracks
+    from lagda.io.tracks import tracks_from_dataset, write_tracks
 
     train_file, test_file = out_dir / "small_train.nc", out_dir / "small_test.nc"
     log("simulating the small training and test datasets")
@@ -81,7 +81,7 @@ def run_demo(out_dir="lagda-demo", *, model=None, tracks=None, methods=DEFAULT_M
         methods: assimilation methods to run.
         full: simulate, train and evaluate from scratch first (3.6 min measured on 2 cores).
     """
-    from lagda.assimilate import assimilate_file
+    from lagda.assimilation.assimilate import assimilate_file
 
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

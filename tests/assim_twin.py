@@ -7,7 +7,7 @@ import dataclasses
 import jax
 import numpy as np
 
-from lagda.methods import FlowModel
+from lagda.assimilation.methods import FlowModel
 from simulate import draw_coefficients, draw_frequencies, grid_fields, rectangular_modes, simulate_tracks, spectrum
 
 DT = 1e-4
@@ -31,8 +31,8 @@ class Twin:
 
 
 def write_twin_tracks(twin: Twin, path) -> None:
-    """Writes the twin's tracks, truth and modes as a CF trajectory file (lagda.tracks)."""
-    from lagda.tracks import Tracks, write_tracks
+    """Writes the twin's tracks, truth and modes as a CF trajectory file (lagda.io.tracks)."""
+    from lagda.io.tracks import Tracks, write_tracks
 
     n_field, n_drifter, n_obs, _ = twin.positions.shape
     tracks = Tracks(positions=twin.positions.reshape(-1, n_obs, 2), times=np.tile(twin.times[:1], (n_field * n_drifter, 1)),

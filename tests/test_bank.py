@@ -3,10 +3,10 @@
 import jax
 import numpy as np
 
-from lagda.methods import AssimConfig
-from lagda.methods import bank as bank_module
-from lagda.methods.bank import bank_search
-from lagda.methods.learned import Scorer
+from lagda.assimilation.methods import AssimConfig
+from lagda.assimilation.methods import bank as bank_module
+from lagda.assimilation.methods.bank import bank_search
+from lagda.assimilation.methods.learned import Scorer
 from simulate import rectangular_modes, spectrum
 
 K1, K2 = rectangular_modes((-1, 1), (-1, 1))

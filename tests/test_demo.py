@@ -6,7 +6,7 @@ import pytest
 
 from lagda.cli import main
 from lagda.demo import run_demo
-from lagda.results import read_result
+from lagda.io.results import read_result
 
 THRESHOLDS = {  # method: (max velocity-field relative L2 error, min 95% coverage)
     "linear": (0.55, 0.9),

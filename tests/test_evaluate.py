@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from lagda.cli import main
-from lagda.config import tiny
-from lagda.train import train
+from lagda.learning.config import tiny
+from lagda.learning.train import train
 from tests.test_train import make_pairs
 
 

@@ -1,4 +1,4 @@
-"""Section 5 closed forms (lagda.gaussian) and the --quick Gaussian experiment."""
+"""Section 5 closed forms (lagda.learning.gaussian) and the --quick Gaussian experiment."""
 import csv
 import importlib.util
 import math
@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lagda import gaussian, losses
+from lagda.learning import gaussian, losses
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

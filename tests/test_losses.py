@@ -1,4 +1,4 @@
-"""lagda.losses against naive double-loop evaluations of the paper's formulas."""
+"""lagda.learning.losses against naive double-loop evaluations of the paper's formulas."""
 import math
 
 import jax
@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lagda import losses
+from lagda.learning import losses
 
 N, N_E = 7, 4
 

@@ -3,7 +3,7 @@
 import jax
 import numpy as np
 
-from lagda.methods import AssimConfig, assimilate_enkf
+from lagda.assimilation.methods import AssimConfig, assimilate_enkf
 from tests.assim_twin import make_twin
 
 

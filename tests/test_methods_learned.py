@@ -6,13 +6,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lagda.assimilate import assimilate
-from lagda.losses import similarity
-from lagda.methods import AssimConfig
-from lagda.methods._common import to_real
-from lagda.methods.bank import bank_search
-from lagda.methods.learned import Scorer, closed_form
-from lagda.tracks import Tracks
+from lagda.assimilation.assimilate import assimilate
+from lagda.learning.losses import similarity
+from lagda.assimilation.methods import AssimConfig
+from lagda.assimilation.methods._common import to_real
+from lagda.assimilation.methods.bank import bank_search
+from lagda.assimilation.methods.learned import Scorer, closed_form
+from lagda.io.tracks import Tracks
 from simulate import draw_coefficients
 from tests.assim_twin import make_twin
 

@@ -4,9 +4,9 @@ import jax
 import numpy as np
 import pytest
 
-from lagda.methods import AssimConfig, assimilate_linear
-from lagda.methods._common import to_real, velocity_matrix
-from lagda.methods.linear import finite_differences, five_point_differences, linear_posterior, velocity_data
+from lagda.assimilation.methods import AssimConfig, assimilate_linear
+from lagda.assimilation.methods._common import to_real, velocity_matrix
+from lagda.assimilation.methods.linear import finite_differences, five_point_differences, linear_posterior, velocity_data
 from simulate import many_points, velocity
 from tests.assim_twin import make_twin, write_twin_tracks
 
@@ -68,8 +68,8 @@ def test_pairs_with_a_missing_end_are_skipped(twin):
 
 
 def test_assimilate_file_writes_a_result(twin, tmp_path):
-    from lagda.assimilate import assimilate_file
-    from lagda.results import read_result
+    from lagda.assimilation.assimilate import assimilate_file
+    from lagda.io.results import read_result
 
     write_twin_tracks(twin, tmp_path / "t.nc")
     summary = assimilate_file(tmp_path / "t.nc", tmp_path / "r.nc", "linear", n_grid=8, members=16)

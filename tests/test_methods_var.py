@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lagda.methods import AssimConfig, assimilate_var
-from lagda.methods._common import arrange, to_real
-from lagda.methods.variational import _problem, jacobian, misfit, residuals
+from lagda.assimilation.methods import AssimConfig, assimilate_var
+from lagda.assimilation.methods._common import arrange, to_real
+from lagda.assimilation.methods.variational import _problem, jacobian, misfit, residuals
 from tests.assim_twin import make_twin
 
 

@@ -3,7 +3,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagda.physics import batched_posterior_mean, design_matrix, prior_sd_of
+from lagda.learning.physics import batched_posterior_mean, design_matrix, prior_sd_of
 from simulate import draw_coefficients, draw_frequencies, rectangular_modes, simulate_tracks, spectrum
 from simulate.flow import many_points, velocity
 

@@ -4,9 +4,9 @@ import netCDF4
 import numpy as np
 import pytest
 
-from lagda.posterior import Posterior
-from lagda.results import grid_posterior, read_result, write_result
-from lagda.tracks import Tracks
+from lagda.assimilation.posterior import Posterior
+from lagda.io.results import grid_posterior, read_result, write_result
+from lagda.io.tracks import Tracks
 from simulate.flow import grid_fields, rectangular_modes
 
 K1, K2 = rectangular_modes((-1, 1), (-1, 1))
@@ -118,7 +118,7 @@ def test_bad_inputs(tmp_path):
 
 
 def test_wrapped_segments_break_at_wraps():
-    from lagda.assim_plot import wrapped_segments
+    from lagda.assimilation.plot import wrapped_segments
 
     x, y = wrapped_segments(np.array([[0.8, 0.5], [0.95, 0.5], [1.1, 0.5], [1.2, 0.6], [np.nan, np.nan]]))
     np.testing.assert_allclose(x, [0.8, 0.95, np.nan, 0.1, 0.2], atol=1e-12)
@@ -126,7 +126,7 @@ def test_wrapped_segments_break_at_wraps():
 
 
 def test_plot_assimilation_writes_png(tmp_path):
-    from lagda.assim_plot import plot_assimilation
+    from lagda.assimilation.plot import plot_assimilation
 
     post = _posterior()
     tracks = Tracks(np.cumsum(np.full((2, 20, 2), 0.07), axis=1), np.tile(np.arange(1, 21) * 1e-3, (2, 1)),

@@ -1,9 +1,9 @@
-"""lagda.retrieval on hand-made rankings and against unbatched references."""
+"""lagda.learning.retrieval on hand-made rankings and against unbatched references."""
 import numpy as np
 import pytest
 import jax.numpy as jnp
 
-from lagda import losses, retrieval
+from lagda.learning import losses, retrieval
 
 _RNG_W = np.random.default_rng(123).standard_normal((5, 5))
 

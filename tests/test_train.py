@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from lagda import checkpoint
-from lagda.config import tiny
-from lagda.data import PairedData, load_paired
-from lagda.retrieval import retrieval_metrics
-from lagda.train import (TRACE_COUNT, TrainingDiverged, build_model, embed_tracks, load_run, make_optimizer,
-                         make_train_step, train)
+from lagda.learning import checkpoint
+from lagda.learning.config import tiny
+from lagda.learning.data import PairedData, load_paired
+from lagda.learning.retrieval import retrieval_metrics
+from lagda.learning.model import build_model, embed_tracks, load_run
+from lagda.learning.optimizer import make_optimizer
+from lagda.learning.train import TRACE_COUNT, TrainingDiverged, make_train_step, train
 from simulate import draw_coefficients, draw_frequencies, rectangular_modes, simulate_tracks, spectrum
 
 

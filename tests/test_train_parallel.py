@@ -19,8 +19,8 @@ SCRIPT = textwrap.dedent("""
     import json, sys, jax, numpy as np
     sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
     from test_train import make_pairs
-    from lagda.config import tiny
-    from lagda.train import train
+    from lagda.learning.config import tiny
+    from lagda.learning.train import train
     assert jax.local_device_count() == {devices}
     data = make_pairs(16, seed=3)
     run = train(tiny(eval_library=0, epochs=3, batch_size=8), data, data, {run_dir!r}, progress=False)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from simulate.atomic import write_atomic
-from lagda.results import Result, read_result
-from lagda.tracks import Tracks
+from lagda.io.results import Result, read_result
+from lagda.io.tracks import Tracks
 from simulate.flow import grid_fields
 
 

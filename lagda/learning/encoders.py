@@ -14,7 +14,7 @@ g_v(v) = P o A_M o ... o A_1 o L(v) (section 6.3), with n_e = 2K outputs:
   directly; "sinusoidal" is the fixed alternative.
 - M pre-LayerNorm residual blocks (multi-head attention, MLP), a final LayerNorm,
   pooling ("last" token as in the paper, a learned "cls" token, or the "mean"), Linear to n_e.
-- physics (config.physics, an option BEYOND the paper, lagda/physics.py): the output is
+- physics (config.physics, an option BEYOND the paper, lagda/learning/physics.py): the output is
   g_v(v) = gain * theta_hat(v) + head(pooled), where theta_hat is the linear-Gaussian
   posterior mean of (Re c, Im c) from finite-difference velocities along the track (the
   dataset's modes, frequencies and prior are constants of the model), `gain` a learned
@@ -29,8 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from lagda import physics
-from lagda.config import TrainConfig
+from lagda.learning import physics
+from lagda.learning.config import TrainConfig
 
 N_HARMONICS = 3  # sin/cos harmonics of the position: the default modes have |k_i| <= 3
 _FEATURE_WIDTH = {"position": 2, "increments": 2, "sincos": 4 * N_HARMONICS,

@@ -18,8 +18,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagda.posterior import Posterior
-from lagda.tracks import Tracks, _atomic_to_netcdf, _ids, _version
+from lagda.assimilation.posterior import Posterior
+from lagda.io.netcdf import lagda_version, trajectory_ids, write_netcdf_atomic
+from lagda.io.tracks import Tracks
 from simulate.flow import grid_fields
 
 FIELD_NAMES = ("psi", "u", "v")
@@ -115,11 +116,11 @@ def write_result(path, posterior: Posterior, k1, k2, omega, times, n_grid: int =
               "time": ("time", np.asarray(times, np.float64), one("nondimensional time") | {"axis": "T"})}
     ds = xr.Dataset(data, coords=coords)
     ds.attrs = {"Conventions": "CF-1.10", "title": "lagda assimilation result", "method": posterior.method,
-                "lagda_version": _version(), "n_grid": int(n_grid),
-                "history": f"written by lagda.results.write_result (lagda {_version()})", **(attrs or {})}
+                "lagda_version": lagda_version(), "n_grid": int(n_grid),
+                "history": f"written by lagda.io.results.write_result (lagda {lagda_version()})", **(attrs or {})}
     encoding = {name: {"_FillValue": None} for name in ds.variables}
     encoding.update({name: {"_FillValue": 9.969209968386869e36} for name in ("track_x", "track_y", "track_time") if name in ds})
-    _atomic_to_netcdf(ds, path, encoding)
+    write_netcdf_atomic(ds, path, encoding)
 
 
 def _track_variables(tracks: Tracks | None) -> dict:
@@ -199,7 +200,7 @@ def read_result(path) -> Result:
     if "track_x" in ds.variables:
         release = None if get("track_x0") is None else np.stack([get("track_x0"), get("track_y0")], axis=-1)
         tracks = Tracks(np.stack([get("track_x"), get("track_y")], axis=-1), get("track_time"), get("track_field"),
-                        _ids(get("track_id")), true_coef=cplx("true_coef"), k1=get("k1"), k2=get("k2"),
+                        trajectory_ids(get("track_id")), true_coef=cplx("true_coef"), k1=get("k1"), k2=get("k2"),
                         omega=get("omega"), release=release)
     fields = {f"{n}_{s}": get(f"{n}_{s}") for n in FIELD_NAMES for s in ("mean", "std")}
     return Result(get("k1"), get("k2"), get("omega"), cplx("coef_mean"), get("coef_std_re"), get("coef_std_im"), fields,

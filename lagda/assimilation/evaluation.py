@@ -1,4 +1,4 @@
-"""`lagda evaluate --assimilation`: every lagda.scores score per method on tracks with known truth."""
+"""`lagda evaluate --assimilation`: every lagda.assimilation.scores score per method on tracks with known truth."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import jax
 import numpy as np
 
 from simulate.atomic import write_atomic
-from lagda.methods import METHODS
-from lagda.methods.config import config_from_options
+from lagda.assimilation.methods import METHODS
+from lagda.assimilation.methods.config import config_from_options
 
 COLUMNS = (("velocity_rel_l2", "field err"), ("track_velocity_rel_l2", "track-vel err"),
            ("resim_rms_true", "resim rms"), ("forecast_rms", "forecast rms"), ("coef_calibration", "coef 95%"),
@@ -20,7 +20,7 @@ COLUMNS = (("velocity_rel_l2", "field err"), ("track_velocity_rel_l2", "track-ve
 
 def evaluate_assimilation(tracks_path, methods=("linear", "embed", "hybrid"), run_dir=None, n_grid: int = 32,
                           seed: int = 0, **options) -> dict:
-    """Returns `{method: {score: float}}`: lagda.scores.score_posterior averaged over the fields.
+    """Returns `{method: {score: float}}`: lagda.assimilation.scores.score_posterior averaged over the fields.
 
     Args:
         tracks_path: a track file with the true coefficients (lagda dataset or CF file with truth).
@@ -35,9 +35,9 @@ def evaluate_assimilation(tracks_path, methods=("linear", "embed", "hybrid"), ru
 
 
 def _evaluate(tracks_path, methods, run_dir, n_grid, seed, options) -> dict:
-    from lagda.assimilate import _model_from, assimilate
-    from lagda.scores import score_posterior
-    from lagda.tracks import check_fits_model, read_tracks
+    from lagda.assimilation.assimilate import model_settings, assimilate
+    from lagda.assimilation.scores import score_posterior
+    from lagda.io.tracks import check_fits_model, read_tracks
 
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
@@ -50,7 +50,7 @@ def _evaluate(tracks_path, methods, run_dir, n_grid, seed, options) -> dict:
     tracks = read_tracks(tracks_path)
     if tracks.true_coef is None:
         raise ValueError(f"{tracks_path} has no true coefficients: cannot score the assimilation")
-    k1, k2, omega, scale, dt = _model_from(tracks, run_dir)
+    k1, k2, omega, scale, dt = model_settings(tracks, run_dir)
     check_fits_model(tracks, dt, k1, k2, omega)
     table = {}
     for method in methods:

@@ -3,7 +3,7 @@
 The embed method gives the learned conditional nu_{u|v} (eq. 28 with the bank as the prior
 sample) in moment-matched form N(m_L, C_L), C_L = diag(v_L). nu_{u|v} is the prior reweighted
 by exp(s(u, v) / tau), so if the finite-difference velocities y = G x + e, e ~ N(0, s^2 I)
-(lagda.methods.linear) are conditionally independent of the embedding given x, the posterior
+(lagda.assimilation.methods.linear) are conditionally independent of the embedding given x, the posterior
 given both is the Gaussian product
     precision = C_L^-1 + G^T G / s^2,   mean = cov (C_L^-1 m_L + G^T y / s^2),
 computed as the linear inversion of y - G m_L with prior N(0, C_L) (s^2 by empirical Bayes or
@@ -13,9 +13,9 @@ conditional broader than the prior carries no information, so an uninformative e
 widened (or replaced by the original prior) where the data's marginal likelihood says so
 (`select_prior`).
 
-The data, by regime (the lag and spacing as found by lagda.methods.linear.choose_lag):
+The data, by regime (the lag and spacing as found by lagda.assimilation.methods.linear.choose_lag):
 - dense exact tracks: finite-difference velocities, with the learned prior as above;
-- noisy tracks (lag above 1): the displacements (lagda.methods.linear.displacement_data),
+- noisy tracks (lag above 1): the displacements (lagda.assimilation.methods.linear.displacement_data),
   whose noise is the white position noise instead of the amplified difference noise; above
   hybrid_learned_noise_limit (given or estimated position noise std) under the original prior:
   the encoder was trained on noise-free (float32-rounded, ~2e-8) tracks and its conditional
@@ -24,7 +24,7 @@ The data, by regime (the lag and spacing as found by lagda.methods.linear.choose
   Gauss-Newton refinement.
 
 Refinement (AssimConfig.hybrid_refine): "gauss_newton" continues with a short 4D-Var on the
-positions (lagda.methods.variational) from the product mean under the original prior N(0, D):
+positions (lagda.assimilation.methods.variational) from the product mean under the original prior N(0, D):
 the learned conditional was computed from these same tracks, so it serves as the start and
 is not multiplied into the position likelihood a second time. "auto" (default) refines sparse
 tracks only, where finite differences are biased; "none" never refines; "var" is the old
@@ -38,10 +38,10 @@ import dataclasses
 
 import numpy as np
 
-from lagda.methods._common import FieldEstimate, FlowModel, gaussian_estimate
-from lagda.methods.config import AssimConfig
-from lagda.methods.linear import displacement_data, linear_posterior, log_evidence, observation_regime, velocity_data
-from lagda.methods.variational import assimilate_var
+from lagda.assimilation.methods._common import FieldEstimate, FlowModel, gaussian_estimate
+from lagda.assimilation.methods.config import AssimConfig
+from lagda.assimilation.methods.linear import displacement_data, linear_posterior, log_evidence, observation_regime, velocity_data
+from lagda.assimilation.methods.variational import assimilate_var
 
 
 def gaussian_product(g, y, prior_mean, prior_var, noise_var=None, n_grid: int = 41):
@@ -49,7 +49,7 @@ def gaussian_product(g, y, prior_mean, prior_var, noise_var=None, n_grid: int = 
 
     Args:
         g: `(n, p)`; y: `(n,)`; prior_mean, prior_var: `(p,)`; noise_var: s^2, or None for
-            empirical Bayes (lagda.methods.linear.linear_posterior).
+            empirical Bayes (lagda.assimilation.methods.linear.linear_posterior).
     """
     mean, cov, noise_var = linear_posterior(g, y - g @ prior_mean, prior_var, noise_var, n_grid)
     return prior_mean + mean, cov, noise_var

@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagda.methods._common import FieldEstimate, FlowModel, arrange, simulate_observed, to_complex, window_mask
-from lagda.methods.config import AssimConfig
+from lagda.assimilation.methods._common import FieldEstimate, FlowModel, arrange, simulate_observed, to_complex, window_mask
+from lagda.assimilation.methods.config import AssimConfig
 
 
 @functools.partial(jax.jit, static_argnames=("n_sim", "stride"))

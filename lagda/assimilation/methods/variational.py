@@ -27,9 +27,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from lagda.methods._common import (FieldEstimate, FlowModel, Observations, arrange, gaussian_estimate, simulate_observed,
+from lagda.assimilation.methods._common import (FieldEstimate, FlowModel, Observations, arrange, gaussian_estimate, simulate_observed,
                                    simulate_observed_tangent, window_mask)
-from lagda.methods.config import AssimConfig
+from lagda.assimilation.methods.config import AssimConfig
 
 
 @functools.partial(jax.jit, static_argnames=("n_sim", "stride"))

@@ -12,7 +12,7 @@ import dataclasses
 
 import numpy as np
 
-from simulate.atomic import write_atomic
+from lagda.io.netcdf import lagda_version, trajectory_ids, write_netcdf_atomic
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,20 +109,7 @@ def _pack(times, positions, ids, field, release=None, **truth) -> Tracks:
         out_t[i, : len(t)], out_p[i, : len(t)] = t, p
     field = np.unique(np.asarray(field, np.int64), return_inverse=True)[1].astype(np.int64).ravel()
     rel = None if release is None else np.asarray(release, np.float64).reshape(-1, 2)
-    return Tracks(out_p, out_t, field, _ids(ids), release=rel, **truth)
-
-
-def _ids(ids) -> np.ndarray:
-    """Returns trajectory ids as int64 when all are integers, else as str."""
-    arr = np.asarray(ids)
-    if arr.dtype.kind in "iu":
-        return arr.astype(np.int64)
-    strs = np.array([x.decode() if isinstance(x, bytes) else str(x) for x in arr.ravel()], dtype=str)
-    try:
-        as_int = np.array([int(s) for s in strs], dtype=np.int64)
-        return as_int if all(str(v) == s for v, s in zip(as_int, strs)) else strs
-    except ValueError:
-        return strs
+    return Tracks(out_p, out_t, field, trajectory_ids(ids), release=rel, **truth)
 
 
 def write_tracks(tracks: Tracks, path, attrs: dict | None = None) -> None:
@@ -157,13 +144,13 @@ def write_tracks(tracks: Tracks, path, attrs: dict | None = None) -> None:
     ds.attrs = {
         "Conventions": "CF-1.10", "featureType": "trajectory", "title": "lagda drifter tracks",
         "lagda_track_format_version": TRACK_FORMAT_VERSION,
-        "history": f"written by lagda.tracks.write_tracks (lagda {_version()})", **(attrs or {}),
+        "history": f"written by lagda.io.tracks.write_tracks (lagda {lagda_version()})", **(attrs or {}),
     }
     encoding = {name: {"_FillValue": FILL} for name in ("x", "y", "time")}
     encoding.update({name: {"_FillValue": None} for name in ds.variables if name not in encoding})
     for name in ("x", "y"):
         ds[name].encoding["coordinates"] = "time trajectory"
-    _atomic_to_netcdf(ds, path, encoding)
+    write_netcdf_atomic(ds, path, encoding)
 
 
 def _add_truth(ds, tracks: Tracks) -> None:
@@ -180,17 +167,6 @@ def _add_truth(ds, tracks: Tracks) -> None:
         c = np.asarray(tracks.true_coef, np.complex128)
         ds["true_coef_re"] = (("flow", "mode"), c.real, one("real part of the true coefficient c_k"))
         ds["true_coef_im"] = (("flow", "mode"), c.imag, one("imaginary part of the true coefficient c_k"))
-
-
-def _version() -> str:
-    from lagda import __version__
-
-    return __version__
-
-
-def _atomic_to_netcdf(ds, path, encoding) -> None:
-    """Writes `ds` to `path` through a temporary file in the same directory, then renames."""
-    write_atomic(path, lambda tmp: ds.to_netcdf(tmp, engine="netcdf4", encoding=encoding))
 
 
 def read_tracks(path) -> Tracks:

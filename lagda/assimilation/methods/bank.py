@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagda.losses import similarity
+from lagda.learning.losses import similarity
 from simulate.prior import draw_coefficients
 
 
@@ -87,7 +87,7 @@ def bank_search(queries, scale, config, scorer, key, bank=None):
 
     Args:
         queries: `(q, n_e)` track embeddings; scale: `(mode,)` prior std a_k.
-        config: AssimConfig (bank_size, bank_batch, bank_cache_mb, top_k); scorer: lagda.methods.learned.Scorer.
+        config: AssimConfig (bank_size, bank_batch, bank_cache_mb, top_k); scorer: lagda.assimilation.methods.learned.Scorer.
         bank: complex `(n, mode)` coefficients to rank, or None for config.bank_size prior draws.
     """
     n_e = queries.shape[1]

@@ -8,10 +8,10 @@ mean and variance over the bank, weights softmax(s); for the inner-product / L2 
 with the Gaussian prior also the closed form of section 5: eq. (41a) nu_{u|v} =
 N(D e / tau, D) (inner) and eq. (48a) N((D^-1 + I / tau)^-1 e / tau, (D^-1 + I / tau)^-1) (L2),
 e = g_v(v), D the prior covariance of x = (Re c, Im c) (the similarity mask applied to both).
-hybrid (lagda.methods.hybrid): the embed conditional N(m_L, diag v_L) as the prior of the
+hybrid (lagda.assimilation.methods.hybrid): the embed conditional N(m_L, diag v_L) as the prior of the
 linear-Gaussian velocity inversion, optionally refined by a short 4D-Var.
 
-The bank (lagda.methods.bank) is either given coefficients (a dataset) or fresh prior draws
+The bank (lagda.assimilation.methods.bank) is either given coefficients (a dataset) or fresh prior draws
 generated inside one jitted pass (g_u is the identity, so no simulation), all fields' queries
 scored together, so the bank is never stored and its embedding is shared by every track.
 """
@@ -25,9 +25,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagda.methods._common import FieldEstimate, FlowModel, gaussian_samples
-from lagda.methods.bank import bank_search
-from lagda.methods.config import AssimConfig
+from lagda.assimilation.methods._common import FieldEstimate, FlowModel, gaussian_samples
+from lagda.assimilation.methods.bank import bank_search
+from lagda.assimilation.methods.config import AssimConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,15 +35,15 @@ class Scorer:
     """How tracks are compared with coefficients: embed_fn, similarity kind, tau and mask."""
 
     embed_fn: Callable  # positions (field, drifter, obs, 2) -> (field, n_e) = g_v, mean over drifters
-    kind: str = "cosine"  # "cosine" | "inner" | "l2" (lagda.losses.similarity)
+    kind: str = "cosine"  # "cosine" | "inner" | "l2" (lagda.learning.losses.similarity)
     tau: float = 1.0  # temperature
     mask: np.ndarray | None = None  # (n_e,) weights applied to both embeddings (None: ones)
 
 
 def scorer_from_run(run_dir) -> tuple[Scorer, dict]:
-    """Returns (Scorer, dataset meta) of a trained run (lagda.train.load_run)."""
-    from lagda.encoders import similarity_mask
-    from lagda.train import embed_tracks, load_run
+    """Returns (Scorer, dataset meta) of a trained run (lagda.learning.model.load_run)."""
+    from lagda.learning.encoders import similarity_mask
+    from lagda.learning.model import embed_tracks, load_run
 
     encoder, config, meta = load_run(run_dir)
     mask = similarity_mask(meta["k1"], meta["k2"], config.mask_mean_mode)

@@ -14,9 +14,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagda.posterior import Posterior
-from lagda.results import grid_posterior
-from lagda.tracks import Tracks
+from lagda.assimilation.posterior import Posterior
+from lagda.io.results import grid_posterior
+from lagda.io.tracks import Tracks
 from simulate.flow import grid_fields, many_points, velocity
 from simulate.tracks import simulate_tracks
 

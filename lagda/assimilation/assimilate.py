@@ -1,4 +1,4 @@
-"""Assimilation of observed drifter tracks: one dispatcher over the methods of lagda.methods.
+"""Assimilation of observed drifter tracks: one dispatcher over the methods of lagda.assimilation.methods.
 
 `assimilate` runs a method on every field of a `Tracks` and returns a `Posterior`;
 `assimilate_file` is the library function behind `lagda assimilate`: read, check, assimilate,
@@ -15,12 +15,12 @@ import time
 import jax
 import numpy as np
 
-from lagda.methods import METHODS, AssimConfig, FieldEstimate, FlowModel, assimilate_enkf, assimilate_linear, assimilate_var
-from lagda.methods.hybrid import assimilate_hybrid
-from lagda.methods.learned import Scorer, learned_estimates, scorer_from_run
-from lagda.methods.config import config_from_options
-from lagda.posterior import Posterior
-from lagda.tracks import Tracks
+from lagda.assimilation.methods import METHODS, AssimConfig, FieldEstimate, FlowModel, assimilate_enkf, assimilate_linear, assimilate_var
+from lagda.assimilation.methods.hybrid import assimilate_hybrid
+from lagda.assimilation.methods.learned import Scorer, learned_estimates, scorer_from_run
+from lagda.assimilation.methods.config import config_from_options
+from lagda.assimilation.posterior import Posterior
+from lagda.io.tracks import Tracks
 
 _CLASSICAL = {"linear": assimilate_linear, "var": assimilate_var, "enkf": assimilate_enkf}
 
@@ -123,10 +123,10 @@ def _posterior(estimates, method: str, seconds) -> Posterior:
     )
 
 
-def _model_from(tracks: Tracks, run_dir):
+def model_settings(tracks: Tracks, run_dir):
     """Returns (k1, k2, omega, prior_scale, dt) from the run's dataset meta, else from the tracks."""
     if run_dir is not None:
-        from lagda.train import read_run_files
+        from lagda.learning.model import read_run_files
 
         _, meta = read_run_files(run_dir)  # the modes and prior only: no checkpoint restore
         times = np.asarray(meta["time"], np.float64)
@@ -148,8 +148,8 @@ def assimilate_file(tracks_path, out_path, method: str, run_dir=None, n_grid: in
                     overwrite: bool = False, seed: int = 0, **method_options) -> dict:
     """Returns a summary dict after assimilating a track file and writing the result netCDF.
 
-    Reads `tracks_path` (lagda.tracks.read_tracks), checks it against the model
-    (check_fits_model), runs `method` on each field, writes `out_path` (lagda.results.write_result,
+    Reads `tracks_path` (lagda.io.tracks.read_tracks), checks it against the model
+    (check_fits_model), runs `method` on each field, writes `out_path` (lagda.io.results.write_result,
     temporary file + rename) and, with `plot`, a figure of field 0.
 
     Args:
@@ -163,15 +163,15 @@ def assimilate_file(tracks_path, out_path, method: str, run_dir=None, n_grid: in
 
 
 def _assimilate_file(tracks_path, out_path, method, run_dir, n_grid, plot, overwrite, seed, method_options) -> dict:
-    from lagda.results import write_result
-    from lagda.scores import window_times
-    from lagda.tracks import check_fits_model, read_tracks
+    from lagda.io.results import write_result
+    from lagda.assimilation.scores import window_times
+    from lagda.io.tracks import check_fits_model, read_tracks
 
     if os.path.exists(out_path) and not overwrite:
         raise ValueError(f"{out_path} exists; pass overwrite=True to replace it")
     config = config_from_options(method_options)
     tracks = read_tracks(tracks_path)
-    k1, k2, omega, scale, dt = _model_from(tracks, run_dir)
+    k1, k2, omega, scale, dt = model_settings(tracks, run_dir)
     warnings = check_fits_model(tracks, dt, k1, k2, omega)
     posterior = assimilate(tracks, method, (k1, k2, omega), scale, dt, run_dir=run_dir, config=config,
                            key=jax.random.key(seed))
@@ -180,13 +180,13 @@ def _assimilate_file(tracks_path, out_path, method, run_dir, n_grid, plot, overw
     write_result(out_path, posterior, k1, k2, omega, times, n_grid, tracks, attrs)
     summary = {"method": method, "fields": tracks.n_field, "seconds": float(np.sum(posterior.seconds)),
                "warnings": len(warnings)}
-    if tracks.true_coef is not None:  # held-out tracks with known truth: every score of lagda.scores
-        from lagda.scores import score_posterior
+    if tracks.true_coef is not None:  # held-out tracks with known truth: every score of lagda.assimilation.scores
+        from lagda.assimilation.scores import score_posterior
 
         scores = score_posterior(posterior, tracks, k1, k2, omega, dt, n_grid=n_grid)
         summary.update({name: value for name, value in scores.items() if name != "per_field"})
     if plot:
-        from lagda.assim_plot import plot_assimilation
+        from lagda.assimilation.plot import plot_assimilation
 
         plot_assimilation(out_path, plot, tracks=tracks)
     return summary

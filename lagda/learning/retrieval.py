@@ -5,7 +5,7 @@ Conventions:
 * A similarity function ``sim_fn(u_emb, v_emb) -> (n_u, n_v)`` returns
   ``s(u_i, v_j)`` with the u side (Fourier-coefficient embeddings, "coef") first and
   the v side (trajectory embeddings, "traj") second, e.g.
-  :func:`lagda.losses.cosine_similarity`. It is always called in that order, so
+  :func:`lagda.learning.losses.cosine_similarity`. It is always called in that order, so
   asymmetric similarities work too. Pass the *same* function object on every call
   (e.g. one ``functools.partial`` built once): the jitted kernels are cached per
   function object.
@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagda.losses import cosine_similarity
+from lagda.learning.losses import cosine_similarity
 
 SimilarityFn = Callable[[jax.Array, jax.Array], jax.Array]
 

@@ -2,17 +2,46 @@
 
 Keys are "<split>/<direction>/R@<k>" with direction coef_to_traj (query g_u(c), library of
 trajectory embeddings) or traj_to_coef (query g_v(v), library of coefficient embeddings),
-as in Figure 14. Similarities are computed in query batches (lagda.retrieval), so memory is
+as in Figure 14. Similarities are computed in query batches (lagda.learning.retrieval), so memory is
 O(batch_size * library), not O(library^2).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 
+import jax.numpy as jnp
+
 from simulate.atomic import write_atomic
-from lagda.data import check_same_modes, load_paired
-from lagda.train import load_run, retrieval_scores
+from lagda.learning.data import check_same_modes, load_paired
+from lagda.learning import losses
+from lagda.learning.config import TrainConfig
+from lagda.learning.data import PairedData
+from lagda.learning.encoders import TrajectoryTransformer, embed_coefficients, similarity_mask
+from lagda.learning.model import embed_tracks, load_run
+from lagda.learning.retrieval import retrieval_metrics
+
+
+# One function object per kind (retrieval caches its compiled kernels by function); tau = 1
+# because a positive temperature does not change the ranking.
+_RANKING_SIMILARITY = {kind: functools.partial(losses.similarity, kind=kind, tau=1.0) for kind in ("cosine", "inner", "l2")}
+
+
+def retrieval_scores(model: TrajectoryTransformer, data: PairedData, config: TrainConfig, library: int | None,
+                     prefix: str, estimates=None, progress: bool = False) -> dict:
+    """Returns {"<prefix>/<direction>/R@<k>": fraction} over the first `library` pairs of `data`.
+
+    `estimates`: optional precomputed `track_estimates` of `data` (physics models).
+    """
+    n = data.n_samples if not library else min(library, data.n_samples)
+    mask = jnp.asarray(similarity_mask(data.k1, data.k2, config.mask_mean_mode))
+    estimates = None if estimates is None else estimates[:n]
+    v_emb = jnp.asarray(embed_tracks(model, data.positions[:n], config.eval_batch, estimates, progress)) * mask[None]
+    u_emb = embed_coefficients(jnp.asarray(data.coef[:n])) * mask[None]
+    scores = retrieval_metrics(u_emb, v_emb, _RANKING_SIMILARITY[config.similarity], ks=(1, 5), batch_size=config.eval_batch)
+    return {f"{prefix}/{key}": float(value) for key, value in scores.items()}
+
 
 
 def evaluate(run_dir, data_path, split: str = "test", library_size: int | None = None,

@@ -37,7 +37,7 @@ class TrainConfig:
     features: Features = "position"  # per-observation input features (see encoders.py)
     pooling: Pooling = "last"  # pooling operator P (paper: last token)
     positional: Positional = "learned"  # positional information added to the tokens
-    physics: bool = False  # add the posterior-mean feature theta_hat(v) (lagda/physics.py; beyond the paper)
+    physics: bool = False  # add the posterior-mean feature theta_hat(v) (lagda/learning/physics.py; beyond the paper)
     physics_noise: float = 1e-6  # sigma^2 of the finite-difference velocities, prior-whitened units
     physics_stride: int = 4  # observations per finite-difference interval of theta_hat
     # --- loss (section 3) ---
@@ -110,7 +110,7 @@ def cpu(**overrides) -> TrainConfig:
 
     BEYOND the paper: g_v = gain * theta_hat(v) + head(transformer(v)), where theta_hat is the
     linear-Gaussian posterior mean of (Re c, Im c) from finite-difference velocities along the
-    track (lagda/physics.py) and the head starts at zero, so training learns a correction to a
+    track (lagda/learning/physics.py) and the head starts at zero, so training learns a correction to a
     physics estimate (which alone gives ~97% test R@5 on `small` data; the plain transformer
     of the previous cpu preset reached 16-22% in 14 min). The transformer: 2 blocks, d = 64,
     patches of 20 observations, increments + sin/cos features, mean pooling.

@@ -92,7 +92,7 @@ def arrange(positions, times, release, dt: float) -> Observations:
 
     Args:
         positions: `(drifter, obs, 2)` unwrapped, NaN where missing.
-        times: `(drifter, obs)`, multiples of dt (checked by lagda.tracks.check_fits_model).
+        times: `(drifter, obs)`, multiples of dt (checked by lagda.io.tracks.check_fits_model).
         release: `(drifter, 2)` release points at t = 0, or None (start at the first valid
             observation of each drifter).
     Raises:

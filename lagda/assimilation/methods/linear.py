@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from lagda.methods._common import FieldEstimate, FlowModel, gaussian_estimate, log_grid, valid_mask, velocity_matrix
-from lagda.methods.config import FD_LAGS, AssimConfig
+from lagda.assimilation.methods._common import FieldEstimate, FlowModel, gaussian_estimate, log_grid, valid_mask, velocity_matrix
+from lagda.assimilation.methods.config import FD_LAGS, AssimConfig
 
 
 def _with_release(positions, times, release):

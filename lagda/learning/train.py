@@ -14,7 +14,6 @@ settings of the training data), checkpoints/ (orbax, one per epoch), metrics.jso
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import os
@@ -30,44 +29,19 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm import tqdm
 
 from simulate.atomic import write_atomic
-from lagda import checkpoint, losses
-from lagda.config import TrainConfig
-from lagda.data import PairedData, as_paired
-from lagda.encoders import FeatureStats, TrajectoryTransformer, embed_coefficients, encode_tracks, similarity_mask
+from lagda.learning import checkpoint, losses
+from lagda.learning.config import TrainConfig
+from lagda.learning.data import PairedData, as_paired
+from lagda.learning.encoders import embed_coefficients, encode_tracks
+from lagda.learning.evaluate import retrieval_scores
+from lagda.learning.model import Contrastive, build_model, track_estimates
+from lagda.learning.optimizer import make_optimizer
 
 TRACE_COUNT = {"train_step": 0}  # incremented only while tracing: a retracing detector for tests
 
 
 class TrainingDiverged(ValueError):
     """The loss became NaN or infinite; the last good checkpoint is kept."""
-
-
-class Contrastive(nnx.Module):
-    """The trained objects: the encoder g_v, log tau and the sigmoid-loss bias."""
-
-    def __init__(self, n_obs: int, k1, k2, config: TrainConfig, *, rngs: nnx.Rngs, modes: dict | None = None):
-        self.encoder = TrajectoryTransformer(n_obs, 2 * len(k1), config, rngs=rngs, modes=modes)
-        self.mask = FeatureStats(jnp.asarray(similarity_mask(k1, k2, config.mask_mean_mode)))
-        log_tau = jnp.asarray(math.log(config.tau), jnp.float32)
-        self.log_tau = nnx.Param(log_tau) if config.learn_tau else FeatureStats(log_tau)
-        self.bias = nnx.Param(jnp.asarray(config.sigmoid_bias, jnp.float32))
-
-
-def make_optimizer(config: TrainConfig, total_steps: int) -> optax.GradientTransformation:
-    """Returns the optax chain: optional global-norm clipping, then Adam(W) on a warm-up(+cosine) lr."""
-    if config.cosine_decay:
-        lr = optax.warmup_cosine_decay_schedule(0.0, config.lr, config.warmup, max(total_steps, config.warmup + 1))
-    elif config.warmup:
-        lr = optax.join_schedules([optax.linear_schedule(0.0, config.lr, config.warmup), optax.constant_schedule(config.lr)],
-                                  [config.warmup])
-    else:
-        lr = config.lr
-    parts = [optax.clip_by_global_norm(config.grad_clip)] if config.grad_clip > 0 else []
-    if config.optimiser == "adamw":
-        parts.append(optax.adamw(lr, weight_decay=config.weight_decay))
-    else:
-        parts.append(optax.adam(lr))
-    return optax.chain(*parts)
 
 
 def contrastive_loss(model: Contrastive, coef, positions, config: TrainConfig, estimate=None):
@@ -115,84 +89,6 @@ def _cached_step(config: TrainConfig, tx, total_steps: int):
     return _STEP_CACHE[key]
 
 
-def _embed_fn(graphdef, state, positions, estimate):
-    return encode_tracks(nnx.merge(graphdef, state), positions, estimate)
-
-
-def _estimate_fn(graphdef, state, positions):
-    model = nnx.merge(graphdef, state)
-    flat = model.physics_estimate(positions.reshape(-1, *positions.shape[2:]))
-    return flat.reshape(*positions.shape[:2], -1)
-
-
-_embed_jit = jax.jit(_embed_fn, static_argnums=0)
-_estimate_jit = jax.jit(_estimate_fn, static_argnums=0)
-
-
-def _batched(fn, model, arrays, batch_size: int, desc: str | None) -> np.ndarray:
-    """Returns fn(graphdef, state, *chunks) over the leading axis in padded batches, concatenated."""
-    graphdef, state = nnx.split(model)
-    n = arrays[0].shape[0]
-    size = min(batch_size, n)
-    out = []
-    for start in tqdm(range(0, n, size), desc=desc, disable=desc is None, leave=False):
-        chunks = []
-        for array in arrays:
-            chunk = None if array is None else array[start:start + size]
-            if chunk is not None and chunk.shape[0] < size:
-                chunk = np.concatenate([chunk, np.repeat(chunk[-1:], size - chunk.shape[0], axis=0)])
-            chunks.append(None if chunk is None else jnp.asarray(chunk))
-        out.append(np.asarray(fn(graphdef, state, *chunks))[: min(size, n - start)])
-    return np.concatenate(out).astype(np.float32)
-
-
-def track_estimates(model: TrajectoryTransformer, positions, batch_size: int = 256, progress: bool = False):
-    """Returns the physics estimates theta_hat `(field, drifter, n_e)` of tracks, or None (no physics).
-
-    They depend on the data only, so training computes them once per dataset.
-    """
-    if not model.physics:
-        return None
-    positions = np.asarray(positions, np.float32)
-    return _batched(_estimate_jit, model, [positions], batch_size, "physics features" if progress else None)
-
-
-def embed_tracks(model: TrajectoryTransformer, positions, batch_size: int = 256, estimates=None,
-                 progress: bool = False) -> np.ndarray:
-    """Returns float32 embeddings g_v `(field, n_e)` of tracks `(field, drifter, obs, 2)`.
-
-    Fields are embedded in batches of `batch_size` (the last padded, so one compilation per
-    batch shape); a field's drifters are averaged (`encode_tracks`). `estimates`: optional
-    precomputed `track_estimates` (physics models; computed on the fly otherwise).
-    """
-    positions = np.asarray(positions, np.float32)
-    if positions.ndim != 4:
-        raise ValueError(f"expected positions (field, drifter, obs, 2), got {positions.shape}")
-    return _batched(_embed_jit, model, [positions, estimates], batch_size, "embed" if progress else None)
-
-
-# One function object per kind (retrieval caches its compiled kernels by function); tau = 1
-# because a positive temperature does not change the ranking.
-_RANKING_SIMILARITY = {kind: functools.partial(losses.similarity, kind=kind, tau=1.0) for kind in ("cosine", "inner", "l2")}
-
-
-def retrieval_scores(model: TrajectoryTransformer, data: PairedData, config: TrainConfig, library: int | None,
-                     prefix: str, estimates=None, progress: bool = False) -> dict:
-    """Returns {"<prefix>/<direction>/R@<k>": fraction} over the first `library` pairs of `data`.
-
-    `estimates`: optional precomputed `track_estimates` of `data` (physics models).
-    """
-    from lagda.retrieval import retrieval_metrics
-
-    n = data.n_samples if not library else min(library, data.n_samples)
-    mask = jnp.asarray(similarity_mask(data.k1, data.k2, config.mask_mean_mode))
-    estimates = None if estimates is None else estimates[:n]
-    v_emb = jnp.asarray(embed_tracks(model, data.positions[:n], config.eval_batch, estimates, progress)) * mask[None]
-    u_emb = embed_coefficients(jnp.asarray(data.coef[:n])) * mask[None]
-    scores = retrieval_metrics(u_emb, v_emb, _RANKING_SIMILARITY[config.similarity], ks=(1, 5), batch_size=config.eval_batch)
-    return {f"{prefix}/{key}": float(value) for key, value in scores.items()}
-
-
 def _write_json(path: pathlib.Path, text: str) -> None:
     write_atomic(path, lambda tmp: tmp.write_text(text))
 
@@ -220,14 +116,6 @@ def _maybe_initialize_distributed() -> None:
     if "JAX_COORDINATOR_ADDRESS" in os.environ and not _DISTRIBUTED["initialized"]:
         jax.distributed.initialize()
         _DISTRIBUTED["initialized"] = True
-
-
-def build_model(config: TrainConfig, n_obs: int, k1, k2, modes: dict | None = None) -> Contrastive:
-    """Returns a freshly initialised Contrastive model (seed = config.seed), n_e = 2 * len(k1).
-
-    `modes`: the dataset meta (PairedData.meta()), needed by physics models.
-    """
-    return Contrastive(n_obs, k1, k2, config, rngs=nnx.Rngs(params=config.seed), modes=modes)
 
 
 def _epoch_batches(key, epoch: int, n: int, batch: int) -> np.ndarray:
@@ -328,51 +216,3 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
     return run_dir
 
 
-def read_run_files(run_dir):
-    """Returns (TrainConfig, dataset meta) from a run directory's json files, without the model.
-
-    Raises:
-        FileNotFoundError: if run_dir or its config/dataset json is missing.
-        ValueError: if they are corrupted.
-    """
-    run_dir = pathlib.Path(run_dir)
-    for name in ("config.json", "dataset.json"):
-        if not (run_dir / name).is_file():
-            raise FileNotFoundError(f"not a lagda run directory: {run_dir} (missing {name})")
-    try:
-        config = TrainConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
-        meta = json.loads((run_dir / "dataset.json").read_text())
-    except (json.JSONDecodeError, TypeError) as error:
-        raise ValueError(f"corrupted run directory {run_dir}: {error}") from None
-    return config, meta
-
-
-def load_run(run_dir):
-    """Returns (encoder g_v, TrainConfig, dataset meta) of the latest checkpoint of a run.
-
-    The model is built abstractly (nnx.eval_shape), restored with orbax and filled with
-    nnx.update, so no initialisation is computed.
-
-    Raises:
-        FileNotFoundError: if run_dir, its config/dataset json or checkpoints are missing.
-        ValueError: if they are corrupted or do not match.
-    """
-    run_dir = pathlib.Path(run_dir)
-    config, meta = read_run_files(run_dir)
-    abstract = nnx.eval_shape(lambda: build_model(config, len(meta["time"]), meta["k1"], meta["k2"], meta))
-    graphdef, params, buffers = nnx.split(abstract, nnx.Param, ...)
-    if not (run_dir / "checkpoints").is_dir():
-        raise FileNotFoundError(f"no checkpoints in run directory {run_dir}")
-    mngr = checkpoint.manager(run_dir / "checkpoints", config.keep_checkpoints)
-    (params, buffers), _ = _restore_model_only(mngr, params, buffers, config)
-    model = nnx.merge(graphdef, params, buffers)
-    return model.encoder, config, meta
-
-
-def _restore_model_only(mngr, params, buffers, config):
-    # The optimiser state is part of the saved tree; rebuild its abstract structure too.
-    tx = make_optimizer(config, 1)
-    opt_abstract = jax.eval_shape(tx.init, params)
-    (params, buffers, _), epoch = checkpoint.restore(mngr, (params, buffers, opt_abstract))
-    mngr.close()
-    return (params, buffers), epoch

@@ -1,0 +1,167 @@
+"""A trained run as a model: build it, load it from a run directory, embed tracks with it.
+
+Assimilation and evaluation import this module, not the training loop. A run directory holds
+config.json (TrainConfig), dataset.json (modes, frequencies, prior, times of the training
+data), checkpoints/ (orbax) and metrics.jsonl.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from tqdm import tqdm
+
+from lagda.learning import checkpoint
+from lagda.learning.config import TrainConfig
+from lagda.learning.encoders import FeatureStats, TrajectoryTransformer, encode_tracks, similarity_mask
+from lagda.learning.optimizer import make_optimizer
+
+
+class Contrastive(nnx.Module):
+    """The trained objects: the encoder g_v, log tau and the sigmoid-loss bias."""
+
+    def __init__(self, n_obs: int, k1, k2, config: TrainConfig, *, rngs: nnx.Rngs, modes: dict | None = None):
+        self.encoder = TrajectoryTransformer(n_obs, 2 * len(k1), config, rngs=rngs, modes=modes)
+        self.mask = FeatureStats(jnp.asarray(similarity_mask(k1, k2, config.mask_mean_mode)))
+        log_tau = jnp.asarray(math.log(config.tau), jnp.float32)
+        self.log_tau = nnx.Param(log_tau) if config.learn_tau else FeatureStats(log_tau)
+        self.bias = nnx.Param(jnp.asarray(config.sigmoid_bias, jnp.float32))
+
+
+def build_model(config: TrainConfig, n_obs: int, k1, k2, modes: dict | None = None) -> Contrastive:
+    """Returns a freshly initialised Contrastive model (seed = config.seed), n_e = 2 * len(k1).
+
+    `modes`: the dataset meta (PairedData.meta()), needed by physics models.
+    """
+    return Contrastive(n_obs, k1, k2, config, rngs=nnx.Rngs(params=config.seed), modes=modes)
+
+
+def _embed_fn(graphdef, state, positions, estimate):
+    return encode_tracks(nnx.merge(graphdef, state), positions, estimate)
+
+
+def _estimate_fn(graphdef, state, positions):
+    model = nnx.merge(graphdef, state)
+    flat = model.physics_estimate(positions.reshape(-1, *positions.shape[2:]))
+    return flat.reshape(*positions.shape[:2], -1)
+
+
+_embed_jit = jax.jit(_embed_fn, static_argnums=0)
+_estimate_jit = jax.jit(_estimate_fn, static_argnums=0)
+
+
+def _batched(fn, model, arrays, batch_size: int, desc: str | None) -> np.ndarray:
+    """Returns fn(graphdef, state, *chunks) over the leading axis in padded batches, concatenated."""
+    graphdef, state = nnx.split(model)
+    n = arrays[0].shape[0]
+    size = min(batch_size, n)
+    out = []
+    for start in tqdm(range(0, n, size), desc=desc, disable=desc is None, leave=False):
+        chunks = []
+        for array in arrays:
+            chunk = None if array is None else array[start:start + size]
+            if chunk is not None and chunk.shape[0] < size:
+                chunk = np.concatenate([chunk, np.repeat(chunk[-1:], size - chunk.shape[0], axis=0)])
+            chunks.append(None if chunk is None else jnp.asarray(chunk))
+        out.append(np.asarray(fn(graphdef, state, *chunks))[: min(size, n - start)])
+    return np.concatenate(out).astype(np.float32)
+
+
+def track_estimates(model: TrajectoryTransformer, positions, batch_size: int = 256, progress: bool = False):
+    """Returns the physics estimates theta_hat `(field, drifter, n_e)` of tracks, or None (no physics).
+
+    They depend on the data only, so training computes them once per dataset.
+    """
+    if not model.physics:
+        return None
+    positions = np.asarray(positions, np.float32)
+    return _batched(_estimate_jit, model, [positions], batch_size, "physics features" if progress else None)
+
+
+def embed_tracks(model: TrajectoryTransformer, positions, batch_size: int = 256, estimates=None,
+                 progress: bool = False) -> np.ndarray:
+    """Returns float32 embeddings g_v `(field, n_e)` of tracks `(field, drifter, obs, 2)`.
+
+    Fields are embedded in batches of `batch_size` (the last padded, so one compilation per
+    batch shape); a field's drifters are averaged (`encode_tracks`). `estimates`: optional
+    precomputed `track_estimates` (physics models; computed on the fly otherwise).
+    """
+    positions = np.asarray(positions, np.float32)
+    if positions.ndim != 4:
+        raise ValueError(f"expected positions (field, drifter, obs, 2), got {positions.shape}")
+    return _batched(_embed_jit, model, [positions, estimates], batch_size, "embed" if progress else None)
+
+
+def read_run_files(run_dir):
+    """Returns (TrainConfig, dataset meta) from a run directory's json files, without the model.
+
+    Raises:
+        FileNotFoundError: if run_dir or its config/dataset json is missing.
+        ValueError: if they are corrupted.
+    """
+    run_dir = pathlib.Path(run_dir)
+    for name in ("config.json", "dataset.json"):
+        if not (run_dir / name).is_file():
+            raise FileNotFoundError(f"not a lagda run directory: {run_dir} (missing {name})")
+    try:
+        config = TrainConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
+        meta = json.loads((run_dir / "dataset.json").read_text())
+    except (json.JSONDecodeError, TypeError) as error:
+        raise ValueError(f"corrupted run directory {run_dir}: {error}") from None
+    return config, meta
+
+
+def load_run(run_dir):
+    """Returns (encoder g_v, TrainConfig, dataset meta) of the latest checkpoint of a run.
+
+    The model is built abstractly (nnx.eval_shape), restored with orbax and filled with
+    nnx.update, so no initialisation is computed.
+
+    Raises:
+        FileNotFoundError: if run_dir, its config/dataset json or checkpoints are missing.
+        ValueError: if they are corrupted or do not match.
+    """
+    run_dir = pathlib.Path(run_dir)
+    config, meta = read_run_files(run_dir)
+    abstract = nnx.eval_shape(lambda: build_model(config, len(meta["time"]), meta["k1"], meta["k2"], meta))
+    graphdef, params, buffers = nnx.split(abstract, nnx.Param, ...)
+    if not (run_dir / "checkpoints").is_dir():
+        raise FileNotFoundError(f"no checkpoints in run directory {run_dir}")
+    mngr = checkpoint.manager(run_dir / "checkpoints", config.keep_checkpoints)
+    (params, buffers), _ = _restore_model_only(mngr, params, buffers, config)
+    model = nnx.merge(graphdef, params, buffers)
+    return model.encoder, config, meta
+
+
+def _restore_model_only(mngr, params, buffers, config):
+    # The optimiser state is part of the saved tree; rebuild its abstract structure too.
+    tx = make_optimizer(config, 1)
+    opt_abstract = jax.eval_shape(tx.init, params)
+    (params, buffers, _), epoch = checkpoint.restore(mngr, (params, buffers, opt_abstract))
+    mngr.close()
+    return (params, buffers), epoch
+
+
+def run_identity(run_dir) -> str:
+    """Returns a portable identity of a run: "<dir name> sha256:<first 16 hex>" of its config,
+    dataset meta and latest checkpoint files (what a result file records as model_run)."""
+    run_dir = pathlib.Path(run_dir)
+    digest = hashlib.sha256()
+    files = [run_dir / "config.json", run_dir / "dataset.json"]
+    ckpt = run_dir / "checkpoints"
+    if ckpt.is_dir():
+        steps = sorted((d for d in ckpt.iterdir() if d.name.isdigit()), key=lambda d: int(d.name))
+        if steps:
+            files += sorted(f for f in steps[-1].rglob("*") if f.is_file())
+    for f in files:
+        if f.is_file():
+            digest.update(f.relative_to(run_dir).as_posix().encode())
+            digest.update(f.read_bytes())
+    return f"{run_dir.resolve().name} sha256:{digest.hexdigest()[:16]}"
