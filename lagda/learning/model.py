@@ -121,8 +121,20 @@ def read_run_files(run_dir):
 def load_run(run_dir):
     """Returns (encoder g_v, TrainConfig, dataset meta) of the latest checkpoint of a run.
 
-    The model is built abstractly (nnx.eval_shape), restored with orbax and filled with
-    nnx.update, so no initialisation is computed.
+    Raises:
+        FileNotFoundError: if run_dir, its config/dataset json or checkpoints are missing.
+        ValueError: if they are corrupted or do not match.
+    """
+    model, config, meta = load_trained(run_dir)
+    return model.encoder, config, meta
+
+
+def load_trained(run_dir):
+    """Returns (Contrastive model, TrainConfig, dataset meta) of the latest checkpoint of a run.
+
+    The whole trained model: the encoder, the (possibly learned) temperature
+    `trained_tau(model)` and the similarity mask. It is built abstractly (nnx.eval_shape),
+    restored with orbax and filled with nnx.merge, so no initialisation is computed.
 
     Raises:
         FileNotFoundError: if run_dir, its config/dataset json or checkpoints are missing.
@@ -136,8 +148,12 @@ def load_run(run_dir):
         raise FileNotFoundError(f"no checkpoints in run directory {run_dir}")
     mngr = checkpoint.manager(run_dir / "checkpoints", config.keep_checkpoints)
     (params, buffers), _ = _restore_model_only(mngr, params, buffers, config)
-    model = nnx.merge(graphdef, params, buffers)
-    return model.encoder, config, meta
+    return nnx.merge(graphdef, params, buffers), config, meta
+
+
+def trained_tau(model: Contrastive) -> float:
+    """Returns the model's temperature tau = exp(log_tau): the trained value when learn_tau."""
+    return float(jnp.exp(model.log_tau[...]))
 
 
 def _restore_model_only(mngr, params, buffers, config):
