@@ -1,4 +1,4 @@
-"""Benchmark of `retrieve` for one track against a 10^6-draw prior bank (issue #4: under 1 s).
+"""Benchmark of `retrieve` for one track against a 10^6-draw prior bank.
 
 Times `lagda.assimilation.assimilate.assimilate(..., "retrieve")` on one field of data/example_tracks.nc with
 the shipped model (encoder included), first call (compiles) and warm (best of the repeats),

@@ -1,4 +1,4 @@
-"""The spectral flow model on the torus T^2 = [0, 1)^2 (DESIGN.md, "The forward model").
+"""The spectral flow model on the torus T^2 = [0, 1)^2 (docs/design.md, "The forward model").
 
 psi(z, t) = Re( sum_k c_k exp(i omega_k t) exp(2 pi i (k1 x + k2 y)) ),  w = J grad psi,
 J = [[0, -1], [1, 0]], so w = (-d psi/dy, d psi/dx).
@@ -54,7 +54,7 @@ def psi(position, t, coef, k1, k2, omega):
 def velocity(position, t, coef, k1, k2, omega):
     """Returns the velocity w = J grad psi = (-d psi/dy, d psi/dx) at one point, `(2,)`.
 
-    Worked example (DESIGN.md): k = (0, 1), c = 1, omega = 0 gives w = (2 pi sin 2 pi y, 0).
+    Worked example: k = (0, 1), c = 1, omega = 0 gives w = (2 pi sin 2 pi y, 0).
     Args as in `psi`.
     """
     terms = _mode_terms(position, t, coef, k1, k2, omega)

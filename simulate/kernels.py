@@ -1,4 +1,4 @@
-"""A fast batched drifter integrator for dataset generation (issue #2, Performance).
+"""A fast batched drifter integrator for dataset generation .
 
 `fast_tracks` has the inputs and outputs of the reference `simulate.tracks.simulate_tracks`
 for a rectangular mode set and computes the same RK4 tracks, restructured for speed on CPU:
@@ -7,7 +7,7 @@ for a rectangular mode set and computes the same RK4 tracks, restructured for sp
   drifter, fastest axis), and one whole RK4 step is written as explicit elementwise
   arithmetic on such vectors. XLA fuses it into one loop over the batch, vectorised by
   LLVM; nothing per-trajectory is broadcast against a mode axis, so no transcendental is
-  recomputed per mode (PERFORMANCE-NOTES, lesson 1) and no `lax.cond` trick is needed.
+  recomputed per mode and no `lax.cond` trick is needed.
 * Conjugate folding: psi = Re sum_k c_k e^{i omega_k t} e^{2 pi i k.z}, so the pair
   (k, -k) acts through the single coefficient D_k(t) = c_k e^{i omega_k t}
   + conj(c_{-k} e^{i omega_{-k} t}); the contraction runs over half the modes (24 of 49

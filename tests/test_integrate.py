@@ -35,7 +35,7 @@ def tracks_fn():
 def test_rk4_converges_at_order_four(unsteady, tracks_fn):
     """Global error at T = 0.1 against a dt = T/3200 solution; the fitted slope is the order.
 
-    float64, dt from 1e-3 to 2.5e-4: asymptotic, and far above round-off (PERFORMANCE-NOTES).
+    float64, dt from 1e-3 to 2.5e-4: asymptotic, and far above round-off.
     """
     coef, omega = unsteady
     release = jnp.full((3, 1, 2), 0.75)
