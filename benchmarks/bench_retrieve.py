@@ -33,7 +33,7 @@ BANKS = {"iid streamed": {"bank_cache_mb": 0}, "iid cached": {}}
 
 def timed(tracks, model, scorer, config, repeats: int) -> tuple[float, float, object]:
     """Returns (first-call seconds, best warm seconds, posterior) of retrieve on `tracks`."""
-    k1, k2, omega, scale, dt = model
+    k1, k2, omega, scale, dt, _ = model
     times, post = [], None
     for _ in range(repeats + 1):
         start = time.perf_counter()

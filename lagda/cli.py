@@ -3,7 +3,8 @@
 Each subcommand is a thin shell over one library function, added by a pair
 `_add_<name>_parser(subparsers)` + `_run_<name>(args) -> int`. Errors from bad input
 (ValueError, FileNotFoundError, OSError) become one stderr line "lagda <cmd>: error: ..."
-and exit code 2; Ctrl-C exits with 130.
+and exit code 2; any other exception one line "lagda <cmd>: unexpected error: ..." and exit
+code 1; `--debug` on any subcommand prints the traceback first. Ctrl-C exits with 130.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ import dataclasses
 import shlex
 import sys
 import time
+import traceback
+import typing
 
 from lagda import __version__
 
+EXIT_FAILURE = 1
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
 
@@ -137,6 +141,9 @@ def _add_assimilate_parser(subparsers) -> None:
     p.add_argument("--hybrid-refine", choices=("auto", "none", "gauss_newton"),
                    help="hybrid's 4D-Var refinement: auto (sparse tracks only, the default), none, gauss_newton (always)")
     p.add_argument("--seed", type=int, help="seed of the method's randomness")
+    p.add_argument("--dt", type=float, metavar="DT",
+                   help="RK4 step of the forward model (nondimensional time; default: the model run's, else the "
+                        "track file's dt attribute, else the smallest observation spacing in steps of at most 1e-4)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.set_defaults(run=_run_assimilate)
 
@@ -163,9 +170,15 @@ def _run_assimilate(args: argparse.Namespace) -> int:
     options = {name: getattr(args, name) for name in ("members", "noise_std", "bank_size", "top_k", "hybrid_refine", "seed")
                if getattr(args, name) is not None}
     summary = assimilate_file(args.tracks, args.out, args.method, run_dir=args.model, n_grid=args.n_grid,
-                              plot=args.plot, overwrite=args.overwrite, **options)
-    details = ", ".join(f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}" for key, value in summary.items())
+                              plot=args.plot, overwrite=args.overwrite, dt=args.dt, **options)
+    for kind in ("note", "warning"):
+        for line in summary[kind + "s"]:
+            print(f"lagda assimilate: {kind}: {line}", file=sys.stderr)
+    scalars = {key: value for key, value in summary.items() if isinstance(value, (int, float, str))}
+    scalars.pop("diagnostics", None)
+    details = ", ".join(f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}" for key, value in scalars.items())
     print(f"wrote {args.out}" + (f" and {args.plot}" if args.plot else "") + (f": {details}" if details else ""))
+    print(summary["diagnostics"])
     return 0
 
 
@@ -175,22 +188,48 @@ def _run_assimilate(args: argparse.Namespace) -> int:
 def _add_train_parser(subparsers) -> None:
     from lagda.learning.config import PRESETS, TrainConfig
 
-    p = subparsers.add_parser("train", help="train the trajectory encoder by contrastive learning")
+    p = subparsers.add_parser("train", help="train the trajectory encoder by contrastive learning",
+                              description="Train the trajectory encoder g_v by contrastive learning. A preset gives "
+                                          "every setting; the flags given override it. Times are nondimensional.")
     p.add_argument("--train", required=True, help="training dataset file (.nc)")
     p.add_argument("--test", default=None, help="test dataset file for retrieval metrics")
     p.add_argument("--run-dir", required=True, help="output run directory")
-    p.add_argument("--preset", choices=sorted(PRESETS), default="paper", help="base config (default: paper)")
+    p.add_argument("--preset", choices=sorted(PRESETS), default="cpu",
+                   help="base config: cpu (a small physics-informed encoder, 2-core CPU; the default), "
+                        "paper (section 6.3, needs a GPU) or tiny (tests)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --run-dir")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    for field in dataclasses.fields(TrainConfig):
-        flag = "--" + field.name.replace("_", "-")
-        if field.type in ("bool", bool):
-            p.add_argument(flag, type=lambda s: s.lower() in ("1", "true", "yes"), default=None,
-                           metavar="BOOL", help=f"override {field.name} (true/false)")
+    meanings = _field_comments(TrainConfig)
+    for field, kind in typing.get_type_hints(TrainConfig).items():
+        flag = "--" + field.replace("_", "-")
+        meaning = meanings.get(field, field.replace("_", " "))
+        if kind is bool:
+            p.add_argument(flag, type=_boolean, default=None, metavar="true|false", help=meaning)
+        elif typing.get_origin(kind) is typing.Literal:
+            p.add_argument(flag, choices=typing.get_args(kind), default=None, help=meaning)
         else:
-            kind = {"int": int, "float": float}.get(str(field.type), str)
-            p.add_argument(flag, type=kind, default=None, help=f"override {field.name}")
+            p.add_argument(flag, type=kind if kind in (int, float) else str, default=None, help=meaning)
     p.set_defaults(run=_run_train)
+
+
+def _boolean(text: str) -> bool:
+    """Returns True for "true", False for "false" (any case); anything else is a usage error."""
+    if text.lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return text.lower() == "true"
+
+
+def _field_comments(cls) -> dict:
+    """Returns {field: its trailing comment in the class source} (meaning and units of each setting)."""
+    import inspect
+    import re
+
+    try:
+        source = inspect.getsource(cls)
+    except (OSError, TypeError):  # no source (e.g. a zipped install): names only
+        return {}
+    pattern = re.compile(r"^\s+(\w+)\s*:[^=]+=[^#]*#\s*(.+)$", re.MULTILINE)
+    return {name: comment.strip().replace("%", "%%") for name, comment in pattern.findall(source)}
 
 
 def _run_train(args) -> int:
@@ -277,7 +316,7 @@ def _run_demo(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Returns the `lagda` parser with every subcommand."""
+    """Returns the `lagda` parser with every subcommand (each with --debug)."""
     parser = argparse.ArgumentParser(prog="lagda", description="Lagrangian data assimilation by contrastive learning.")
     parser.add_argument("--version", action="version", version=f"lagda {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -286,11 +325,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train_parser(subparsers)
     _add_evaluate_parser(subparsers)
     _add_demo_parser(subparsers)
+    for sub in subparsers.choices.values():
+        sub.add_argument("--debug", action="store_true", help="on an error, show the full traceback")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Runs `lagda` and returns its exit code (0 success, 2 bad input, 130 interrupted)."""
+    """Runs `lagda` and returns its exit code (0 success, 1 unexpected error, 2 bad input, 130 interrupted).
+
+    An error is one stderr line; with --debug its traceback follows.
+    """
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     try:
@@ -300,12 +344,22 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv
     try:
         return args.run(args)
-    except (ValueError, FileNotFoundError, OSError) as error:
-        print(f"lagda {args.command}: error: {error}", file=sys.stderr)
-        return EXIT_ERROR
     except KeyboardInterrupt:
         print(f"lagda {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except (ValueError, FileNotFoundError, OSError) as error:
+        return _report(args, f"error: {error}", EXIT_ERROR)
+    except Exception as error:  # a bug, not bad input: say so in one line, the traceback with --debug
+        hint = "" if args.debug else " (rerun with --debug for the traceback)"
+        return _report(args, f"unexpected error: {type(error).__name__}: {error}{hint}", EXIT_FAILURE)
+
+
+def _report(args, message: str, code: int) -> int:
+    """Prints the traceback of the error being handled (--debug), then one line; returns `code`."""
+    if args.debug:
+        traceback.print_exc(file=sys.stderr)
+    print(f"lagda {args.command}: {message}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

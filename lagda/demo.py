@@ -32,12 +32,9 @@ def shipped(name: str) -> pathlib.Path:
 
 def format_table(rows: dict) -> str:
     """Returns a markdown table of the demo's scores: one row per method."""
-    lines = ["| method | " + " | ".join(label for _, label in COLUMNS) + " |",
-             "|---|" + "---|" * len(COLUMNS)]
-    for method, summary in rows.items():
-        cells = [f"{summary[key]:.3g}" if key in summary else "-" for key, _ in COLUMNS]
-        lines.append(f"| {method} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    from lagda.report import format_table as table
+
+    return table(rows, COLUMNS)
 
 
 def _from_scratch(out_dir: pathlib.Path, progress: bool, log) -> tuple[pathlib.Path, pathlib.Path]:
@@ -96,5 +93,6 @@ def run_demo(out_dir="lagda-demo", *, model=None, tracks=None, methods=DEFAULT_M
                                   plot=out_dir / f"result_{method}.png", overwrite=True)
         rows[method] = summary
         log(f"{method}: {summary['fields']} fields in {time.perf_counter() - start:.1f} s -> {out_dir / f'result_{method}.nc'}")
+        log(summary["diagnostics"])
     log(format_table(rows))
     return rows

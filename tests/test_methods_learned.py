@@ -1,6 +1,8 @@
 """retrieve / embed / hybrid with a hand-made embedding: planted sample retrieved first, weights
 sum to one, the streaming prior bank equals a direct computation, eq. (41a) by importance sampling."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -75,15 +77,82 @@ def test_embed_bank_mean_matches_the_closed_form_of_eq_41a(twin):
     config = AssimConfig(bank_size=200_000, bank_batch=50_000, top_k=4)
     _, _, mean, var = bank_search(query[None].astype(np.float32), m.scale, config, scorer, jax.random.key(3))
     exact_mean, exact_var = closed_form(query, m, scorer)
-    assert np.allclose(mean[0], exact_mean, atol=0.15 * np.sqrt(m.prior_var).max())
-    assert np.allclose(var[0], exact_var, rtol=0.3)
+    std = np.sqrt(m.prior_var)
+    prior_error = np.abs(exact_mean) / std  # the prior mean's error, in prior stds: 0.5 everywhere
+    assert np.all(np.abs(mean[0] - exact_mean) / std < 0.2 * prior_error)  # beats the prior mean 5x in every coordinate
+    assert np.allclose(var[0], exact_var, rtol=0.3)  # inner tilting: the variance stays D
 
 
-def test_hybrid_refines_the_embed_estimate(twin):
-    config = AssimConfig(bank_size=4096, bank_batch=4096, members=8, hybrid_iterations=10)
+def test_l2_closed_form_of_eq_48a_matches_self_normalised_prior_draws(twin):
+    """exp(-|m u - m e|^2 / (2 tau)) N(0, D): precision D^-1 + m^2 / tau, mean cov m^2 e / tau; the mask m
+    zeroes the mean mode, whose conditional stays the prior."""
+    m = twin.model
+    mask = np.ones(2 * m.n_modes)
+    mask[[4, 4 + m.n_modes]] = 0.0  # mode (0, 0) of the 3 x 3 set, Re and Im
+    tau = float(m.prior_var[mask > 0].max())  # tilting as strong as the prior in the largest tilted coordinate
+    exact_var = 1.0 / (1.0 / m.prior_var + mask**2 / tau)
+    query = mask * 0.5 * tau / np.sqrt(exact_var)  # conditional mean half a conditional std off zero
+    scorer = Scorer(None, "l2", tau, mask)
+    mean, var = closed_form(query, m, scorer)
+    assert np.allclose(var, exact_var) and np.allclose(mean[mask > 0], 0.5 * np.sqrt(exact_var[mask > 0]))
+    config = AssimConfig(bank_size=200_000, bank_batch=50_000, top_k=4)
+    _, _, mc_mean, mc_var = bank_search(query[None].astype(np.float32), m.scale, config, scorer, jax.random.key(4))
+    std = np.sqrt(m.prior_var)
+    assert np.max(np.abs(mc_mean[0] - mean) / std) < 0.2 * np.max(np.abs(mean) / std)  # prior mean 0 is 5x worse
+    assert np.max(np.abs(mc_var[0] / var - 1.0)) < 0.2 < np.max(np.abs(m.prior_var / var - 1.0))  # the prior var fails
+
+
+def _tracks_misfit(twin, coef, f):
+    """RMS distance between the tracks of field f and those simulated in `coef` `(mode,)`."""
+    from simulate import simulate_tracks
+
+    m = twin.model
+    stride = int(round(twin.times[0, 0] / m.dt))
+    sim = np.asarray(simulate_tracks(np.asarray(coef)[None], twin.release[f : f + 1], m.k1, m.k2, m.omega, m.dt,
+                                     twin.positions.shape[2], stride))
+    return float(np.sqrt(np.mean((sim[0] - twin.positions[f]) ** 2)))
+
+
+@pytest.fixture(scope="module")
+def sparse_twin():
+    return make_twin(n_field=2, n_drifter=2, n_obs=25, stride=20)
+
+
+@pytest.fixture(scope="module")
+def hybrid_runs(sparse_twin):
+    """embed, and hybrid without and with the Gauss-Newton refinement, on sparse tracks (oracle scorer)."""
+    twin = sparse_twin
     modes = (twin.model.k1, twin.model.k2, twin.model.omega)
     scorer = _oracle_scorer(twin, noise=0.05)
-    embed = assimilate(_tracks(twin), "embed", modes, twin.model.scale, twin.model.dt, config=config, scorer=scorer)
-    hybrid = assimilate(_tracks(twin), "hybrid", modes, twin.model.scale, twin.model.dt, config=config, scorer=scorer)
+    out = {}
+    for name, method, refine in (("embed", "embed", "none"), ("none", "hybrid", "none"), ("gauss_newton", "hybrid", "gauss_newton")):
+        config = AssimConfig(bank_size=4096, bank_batch=4096, members=8, hybrid_iterations=10, hybrid_refine=refine)
+        out[name] = assimilate(_tracks(twin), method, modes, twin.model.scale, twin.model.dt, config=config, scorer=scorer)
+    return out
+
+
+def test_hybrid_refines_the_embed_estimate(sparse_twin, hybrid_runs):
+    twin, embed, plain, refined = sparse_twin, hybrid_runs["embed"], hybrid_runs["none"], hybrid_runs["gauss_newton"]
     for f in range(2):
-        assert twin.field_error(hybrid.mean[f], f) < twin.field_error(embed.mean[f], f)
+        assert refined.info[f]["refined"] is True and plain.info[f]["refined"] is False
+        assert refined.info[f]["learned_conditional"] is True
+        assert twin.field_error(refined.mean[f], f) < twin.field_error(embed.mean[f], f)
+        # finite differences over 20 RK4 steps are biased; the 4D-Var on positions removes most of that misfit
+        assert _tracks_misfit(twin, refined.mean[f], f) < 0.5 * _tracks_misfit(twin, plain.mean[f], f)
+
+
+def test_hybrid_falls_back_to_the_prior_on_tracks_the_encoder_cannot_read(twin):
+    """An encoder trained on other observation times: hybrid uses the prior, says why, and still refines;
+    embed and retrieve refuse."""
+    modes = (twin.model.k1, twin.model.k2, twin.model.omega)
+    scorer = dataclasses.replace(_oracle_scorer(twin), times=2 * twin.times[0])
+    config = AssimConfig(bank_size=1024, bank_batch=1024, members=8, hybrid_iterations=10, hybrid_refine="gauss_newton")
+    post = assimilate(_tracks(twin), "hybrid", modes, twin.model.scale, twin.model.dt, config=config, scorer=scorer)
+    for f in range(2):
+        info = post.info[f]
+        assert info["learned_conditional"] is False and "encoder reads 100 times" in info["learned_fallback"]
+        assert info["refined"] is True
+        assert twin.field_error(post.mean[f], f) < 0.5  # the prior mean's error is 1
+    for method in ("embed", "retrieve"):
+        with pytest.raises(ValueError, match="field 0: drifter 0 is observed at 100 times"):
+            assimilate(_tracks(twin), method, modes, twin.model.scale, twin.model.dt, config=config, scorer=scorer)

@@ -11,13 +11,14 @@ import dataclasses
 import json
 import os
 import time
+from typing import NamedTuple
 
 import jax
 import numpy as np
 
 from lagda.assimilation.methods import METHODS, AssimConfig, FieldEstimate, FlowModel, assimilate_enkf, assimilate_linear, assimilate_var
 from lagda.assimilation.methods.hybrid import assimilate_hybrid
-from lagda.assimilation.methods.learned import Scorer, learned_estimates, scorer_from_run
+from lagda.assimilation.methods.learned import Scorer, field_queries, learned_estimates, scorer_from_run
 from lagda.assimilation.methods.config import config_from_options
 from lagda.assimilation.posterior import Posterior
 from lagda.io.tracks import Tracks
@@ -70,25 +71,27 @@ def _assimilate(tracks, method, modes, prior_scale, dt, run_dir, config, key, sc
 
 
 def _learned(tracks, method, model, config, key, scorer, run_dir, bank):
-    """Returns (FieldEstimates, seconds per field) of retrieve / embed / hybrid."""
+    """Returns (FieldEstimates, seconds per field) of retrieve / embed / hybrid.
+
+    retrieve and embed refuse tracks the encoder cannot read (learned.encoder_problem); hybrid
+    takes the prior as the learned conditional of those fields and records why in info.
+    """
     if scorer is None:
         if run_dir is None:
-            raise ValueError(f"method {method!r} needs a trained model (run_dir)")
+            raise ValueError(f"method {method!r} needs a trained model (--model RUN, or run_dir in Python)")
         scorer, _ = scorer_from_run(run_dir)
     start = time.perf_counter()
     old_hybrid = method == "hybrid" and config.hybrid_refine == "var"
-    try:
-        queries = np.concatenate([scorer.embed_fn(np.asarray(_field_tracks(tracks, f)[0])[None]) for f in range(tracks.n_field)])
-    except ValueError:  # tracks the encoder cannot read (e.g. other observation times)
-        if method != "hybrid" or old_hybrid:
-            raise
-        queries = None  # hybrid falls back to the prior as its learned conditional (= linear, refined)
+    queries, problems = field_queries(tracks, scorer)
+    if method != "hybrid" and any(problems):
+        f = next(i for i, p in enumerate(problems) if p)
+        raise ValueError(f"{method}: field {f}: {problems[f]}")
     first = "retrieve" if method == "retrieve" or (old_hybrid and config.hybrid_start == "retrieve") else "embed"
-    if queries is None:
-        prior = {"mean": np.zeros(2 * model.n_modes), "var": model.prior_var}
-        estimates = [FieldEstimate(np.zeros((1, model.n_modes), complex), np.ones(1), info=prior)] * tracks.n_field
-    else:
-        estimates = learned_estimates(first, queries, model, config, scorer, key, bank)
+    readable = [f for f, q in enumerate(queries) if q is not None]
+    learned = learned_estimates(first, np.stack([queries[f] for f in readable]), model, config, scorer, key, bank) if readable else []
+    estimates = [_prior_estimate(model)] * tracks.n_field
+    for f, est in zip(readable, learned):
+        estimates[f] = est
     shared = (time.perf_counter() - start) / tracks.n_field
     seconds = [shared] * tracks.n_field
     if method != "hybrid":
@@ -96,22 +99,30 @@ def _learned(tracks, method, model, config, key, scorer, run_dir, bank):
     refined = []
     for f, est in enumerate(estimates):
         start = time.perf_counter()
+        fkey = jax.random.fold_in(key, 10_000 + f)
         if not old_hybrid:  # the learned conditional as the prior of the velocity inversion
-            out = assimilate_hybrid(*_field_tracks(tracks, f), model, config, jax.random.fold_in(key, 10_000 + f),
-                                    est.info["mean"], est.info["var"])
-            refined.append(dataclasses.replace(out, candidates=est.candidates, candidate_weights=est.candidate_weights))
-            seconds[f] += time.perf_counter() - start
-            continue
-        x0 = np.concatenate([np.real(est.samples.T @ est.weights), np.imag(est.samples.T @ est.weights)])
-        out = assimilate_var(*_field_tracks(tracks, f), model, config, jax.random.fold_in(key, 10_000 + f),
-                             x_init=x0, stages=(1.0,), iterations=config.hybrid_iterations)
-        refined.append(dataclasses.replace(out, candidates=est.candidates, candidate_weights=est.candidate_weights))
+            out = assimilate_hybrid(*_field_tracks(tracks, f), model, config, fkey, est.info["mean"], est.info["var"])
+        else:
+            x0 = np.concatenate([np.real(est.samples.T @ est.weights), np.imag(est.samples.T @ est.weights)])
+            out = assimilate_var(*_field_tracks(tracks, f), model, config, fkey, x_init=x0, stages=(1.0,),
+                                 iterations=config.hybrid_iterations)
+        used = {"learned_conditional": problems[f] is None}
+        if problems[f]:
+            used["learned_fallback"] = f"prior instead: {problems[f]}"
+        refined.append(dataclasses.replace(out, candidates=est.candidates, candidate_weights=est.candidate_weights,
+                                           info={**out.info, **used}))
         seconds[f] += time.perf_counter() - start
     return refined, seconds
 
 
+def _prior_estimate(model: FlowModel) -> FieldEstimate:
+    """Returns the prior N(0, D) in the form of a learned conditional (hybrid's fallback)."""
+    info = {"mean": np.zeros(2 * model.n_modes), "var": model.prior_var}
+    return FieldEstimate(np.zeros((1, model.n_modes), complex), np.ones(1), info=info)
+
+
 def _posterior(estimates, method: str, seconds) -> Posterior:
-    """Returns the Posterior stacking per-field estimates."""
+    """Returns the Posterior stacking per-field estimates (their info as Posterior.info)."""
     has_candidates = all(e.candidates is not None for e in estimates)
     return Posterior(
         samples=np.stack([e.samples for e in estimates]).astype(np.complex128),
@@ -120,66 +131,124 @@ def _posterior(estimates, method: str, seconds) -> Posterior:
         candidates=np.stack([e.candidates for e in estimates]).astype(np.complex128) if has_candidates else None,
         candidate_weights=np.stack([e.candidate_weights for e in estimates]) if has_candidates else None,
         seconds=np.asarray(seconds, np.float64),
+        info=tuple(dict(e.info) for e in estimates),
     )
 
 
-def model_settings(tracks: Tracks, run_dir):
-    """Returns (k1, k2, omega, prior_scale, dt) from the run's dataset meta, else from the tracks."""
+class ModelSettings(NamedTuple):
+    """The model tracks are assimilated into, and how each setting was found."""
+
+    k1: np.ndarray  # int (mode,)
+    k2: np.ndarray  # int (mode,)
+    omega: np.ndarray  # float64 (mode,)
+    prior_scale: np.ndarray  # float64 (mode,) prior std a_k
+    dt: float  # RK4 step
+    notes: tuple[str, ...]  # settings not given by a trained run, with where they came from
+
+
+def model_settings(tracks: Tracks | None, run_dir=None, dt: float | None = None, file_dt: float | None = None) -> ModelSettings:
+    """Returns the modes, prior and RK4 step: from the run's dataset meta, else from the tracks.
+
+    Without a run the track file must state its modes and frequencies; the prior is the
+    generator's default spectrum, and dt is, in order: `dt` (given), `file_dt` (the file's
+    `dt` attribute, e.g. a lagda dataset), else the smallest observation spacing divided into
+    steps no longer than the generator's default dt (an RK4 step as long as a sparse spacing
+    would be inaccurate and would make sparse tracks look dense). Each guess is a note.
+
+    Args:
+        tracks: the observed tracks (may be None with a run); run_dir: trained run or None.
+        dt: RK4 step given by the user (overrides the run's and the file's).
+        file_dt: the track file's `dt` attribute, if any.
+    Raises:
+        ValueError: without a run, if the track file does not state its modes and frequencies.
+    """
+    notes = []
     if run_dir is not None:
         from lagda.learning.model import read_run_files
 
         _, meta = read_run_files(run_dir)  # the modes and prior only: no checkpoint restore
         times = np.asarray(meta["time"], np.float64)
-        dt = float(meta.get("attrs", {}).get("dt", times[1] - times[0]))
-        return (np.asarray(meta["k1"]), np.asarray(meta["k2"]), np.asarray(meta["omega"], np.float64),
-                np.asarray(meta["prior_scale"], np.float64), dt)
-    if tracks.k1 is None or tracks.omega is None:
-        raise ValueError("the track file does not state the modes and frequencies: pass a trained model (run_dir)")
+        run_dt = float(meta.get("attrs", {}).get("dt", times[1] - times[0]))
+        if dt is not None and not np.isclose(dt, run_dt, rtol=1e-9):
+            notes.append(f"dt {dt:g} given (the model run's is {run_dt:g})")
+        return ModelSettings(np.asarray(meta["k1"]), np.asarray(meta["k2"]), np.asarray(meta["omega"], np.float64),
+                             np.asarray(meta["prior_scale"], np.float64), run_dt if dt is None else float(dt), tuple(notes))
+    if tracks is None or tracks.k1 is None or tracks.omega is None:
+        raise ValueError("the track file does not state the modes and frequencies: pass a trained model (--model RUN)")
     from simulate.config import SimConfig
     from simulate.prior import spectrum
 
     base = SimConfig()  # prior of the generator's defaults: the file carries modes, not the prior
     scale = spectrum(tracks.k1, tracks.k2, base.spectrum_exponent, base.rms_speed)
-    steps = np.diff(np.unique(np.round(tracks.times[np.isfinite(tracks.times)], 12)))
-    return tracks.k1, tracks.k2, tracks.omega, scale, float(np.min(steps))
+    notes.append(f"prior: the generator's default spectrum (exponent {base.spectrum_exponent:g}, rms speed "
+                 f"{base.rms_speed:g}), since the track file states no prior; pass --model RUN to use a run's")
+    if dt is None and file_dt is not None:
+        dt = float(file_dt)
+        notes.append(f"dt {dt:g} from the track file's dt attribute")
+    if dt is None:
+        dt = _guess_dt(tracks.times, GUESS_MAX_DT)
+        notes.append(f"dt {dt:g} guessed: the smallest observation spacing in steps of at most {GUESS_MAX_DT:g}; "
+                     "pass --dt to set it")
+    return ModelSettings(tracks.k1, tracks.k2, tracks.omega, scale, float(dt), tuple(notes))
+
+
+GUESS_MAX_DT = 1e-4  # longest guessed RK4 step: the small preset's, accurate to ~1e-10 on the default prior
+
+
+def _guess_dt(times, max_dt: float) -> float:
+    """Returns the smallest observation spacing of `times` divided into equal steps of at most max_dt."""
+    steps = np.diff(np.unique(np.round(times[np.isfinite(times)], 12)))
+    if not len(steps):
+        return max_dt
+    spacing = float(np.min(steps))
+    return spacing / max(1, int(np.ceil(spacing / max_dt * (1 - 1e-9))))
 
 
 def assimilate_file(tracks_path, out_path, method: str, run_dir=None, n_grid: int = 32, plot=None,
-                    overwrite: bool = False, seed: int = 0, **method_options) -> dict:
+                    overwrite: bool = False, seed: int = 0, dt: float | None = None, **method_options) -> dict:
     """Returns a summary dict after assimilating a track file and writing the result netCDF.
 
-    Reads `tracks_path` (lagda.io.tracks.read_tracks), checks it against the model
-    (check_fits_model), runs `method` on each field, writes `out_path` (lagda.io.results.write_result,
-    temporary file + rename) and, with `plot`, a figure of field 0.
+    Reads `tracks_path` (lagda.io.tracks.read_tracks), finds the model (`model_settings`), checks
+    the tracks against it (check_fits_model), runs `method` on each field, writes `out_path`
+    (lagda.io.results.write_result, temporary file + rename; the settings' notes and each
+    field's diagnostics in its attributes) and, with `plot`, a figure of field 0.
+
+    The summary holds "method", "fields", "seconds", "notes" (settings guessed, list of str),
+    "warnings" (check_fits_model, list of str), "diagnostics" (one line: what the method
+    decided per field) and, for tracks with known truth, every score of lagda.assimilation.scores.
 
     Args:
+        dt: RK4 step (default: the run's, else the file's dt attribute, else guessed; see model_settings).
         method_options: AssimConfig fields (members, top_k, ...).
     Raises:
         ValueError: bad method / option, existing output without overwrite, tracks that do not fit.
         FileNotFoundError: missing track file or run directory.
     """
     with jax.enable_x64(True):  # inversions and scores in float64 whatever the caller's JAX setting
-        return _assimilate_file(tracks_path, out_path, method, run_dir, n_grid, plot, overwrite, seed, method_options)
+        return _assimilate_file(tracks_path, out_path, method, run_dir, n_grid, plot, overwrite, seed, dt, method_options)
 
 
-def _assimilate_file(tracks_path, out_path, method, run_dir, n_grid, plot, overwrite, seed, method_options) -> dict:
-    from lagda.io.results import write_result
+def _assimilate_file(tracks_path, out_path, method, run_dir, n_grid, plot, overwrite, seed, dt, method_options) -> dict:
+    from lagda.assimilation.posterior import describe_diagnostics
     from lagda.assimilation.scores import window_times
+    from lagda.io.results import write_result
     from lagda.io.tracks import check_fits_model, read_tracks
 
     if os.path.exists(out_path) and not overwrite:
         raise ValueError(f"{out_path} exists; pass overwrite=True to replace it")
     config = config_from_options(method_options)
     tracks = read_tracks(tracks_path)
-    k1, k2, omega, scale, dt = model_settings(tracks, run_dir)
+    k1, k2, omega, scale, dt, notes = model_settings(tracks, run_dir, dt, file_dt(tracks_path) if run_dir is None else None)
     warnings = check_fits_model(tracks, dt, k1, k2, omega)
     posterior = assimilate(tracks, method, (k1, k2, omega), scale, dt, run_dir=run_dir, config=config,
                            key=jax.random.key(seed))
     times = window_times(tracks)
-    attrs = {"assim_config": json.dumps(dataclasses.asdict(config)), "model_run": str(run_dir or ""), "seed": int(seed)}
+    attrs = {"assim_config": json.dumps(dataclasses.asdict(config)), "model_run": _run_name(run_dir), "seed": int(seed),
+             "dt": float(dt), "settings_notes": json.dumps(list(notes))}
     write_result(out_path, posterior, k1, k2, omega, times, n_grid, tracks, attrs)
     summary = {"method": method, "fields": tracks.n_field, "seconds": float(np.sum(posterior.seconds)),
-               "warnings": len(warnings)}
+               "notes": list(notes), "warnings": list(warnings),
+               "diagnostics": describe_diagnostics(method, posterior.diagnostics())}
     if tracks.true_coef is not None:  # held-out tracks with known truth: every score of lagda.assimilation.scores
         from lagda.assimilation.scores import score_posterior
 
@@ -190,3 +259,24 @@ def _assimilate_file(tracks_path, out_path, method, run_dir, n_grid, plot, overw
 
         plot_assimilation(out_path, plot, tracks=tracks)
     return summary
+
+
+def _run_name(run_dir) -> str:
+    """Returns the portable identity of a run (name and hash), or "" without one."""
+    if run_dir is None:
+        return ""
+    from lagda.learning.model import run_identity
+
+    return run_identity(run_dir)
+
+
+def file_dt(path) -> float | None:
+    """Returns the `dt` global attribute of a netCDF track file (a lagda dataset has one), else None."""
+    with open(path, "rb") as handle:
+        if not handle.read(4).startswith((b"CDF", b"\x89HD")):
+            return None  # CSV
+    import xarray as xr
+
+    with xr.open_dataset(path, engine="netcdf4", decode_times=False) as ds:
+        value = ds.attrs.get("dt")
+    return float(value) if value is not None and np.isfinite(float(value)) and float(value) > 0 else None

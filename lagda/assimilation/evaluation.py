@@ -9,6 +9,7 @@ import time
 import jax
 import numpy as np
 
+from lagda import report
 from simulate.atomic import write_atomic
 from lagda.assimilation.methods import METHODS
 from lagda.assimilation.methods.config import config_from_options
@@ -35,7 +36,7 @@ def evaluate_assimilation(tracks_path, methods=("linear", "embed", "hybrid"), ru
 
 
 def _evaluate(tracks_path, methods, run_dir, n_grid, seed, options) -> dict:
-    from lagda.assimilation.assimilate import model_settings, assimilate
+    from lagda.assimilation.assimilate import assimilate, file_dt, model_settings
     from lagda.assimilation.scores import score_posterior
     from lagda.io.tracks import check_fits_model, read_tracks
 
@@ -50,7 +51,7 @@ def _evaluate(tracks_path, methods, run_dir, n_grid, seed, options) -> dict:
     tracks = read_tracks(tracks_path)
     if tracks.true_coef is None:
         raise ValueError(f"{tracks_path} has no true coefficients: cannot score the assimilation")
-    k1, k2, omega, scale, dt = model_settings(tracks, run_dir)
+    k1, k2, omega, scale, dt, _ = model_settings(tracks, run_dir, file_dt=None if run_dir else file_dt(tracks_path))
     check_fits_model(tracks, dt, k1, k2, omega)
     table = {}
     for method in methods:
@@ -65,11 +66,7 @@ def _evaluate(tracks_path, methods, run_dir, n_grid, seed, options) -> dict:
 
 def format_table(table: dict) -> str:
     """Returns a markdown table of `evaluate_assimilation`'s scores, one row per method."""
-    lines = ["| method | " + " | ".join(label for _, label in COLUMNS) + " |", "|---|" + "---|" * len(COLUMNS)]
-    for method, scores in table.items():
-        cells = [f"{scores[key]:.3g}" if key in scores else "-" for key, _ in COLUMNS]
-        lines.append(f"| {method} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return report.format_table(table, COLUMNS)
 
 
 def write_scores(table: dict, path) -> None:

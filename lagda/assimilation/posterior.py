@@ -1,4 +1,4 @@
-"""Posterior over Fourier coefficients, as weighted samples per field (BRIEF-ASSIM-CONTRACT).
+"""Posterior over Fourier coefficients, as weighted samples per field, with what the method decided.
 
 Every DA method returns a `Posterior`: particle methods their particles and weights, Gaussian
 methods (linear, var's Laplace approximation) samples drawn from the Gaussian with equal
@@ -8,8 +8,16 @@ weights, retrieval its top candidates as members (and again as `candidates`).
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 
 import numpy as np
+
+# info entries left out of the diagnostics: the learned conditional's moments (2K values each),
+# which the result file already holds as the posterior's coefficients
+LARGE_INFO = ("mean", "var")
+MAX_ARRAY = 16  # longer arrays in info are left out of the diagnostics
+_DROP = object()
 
 
 def _weighted_moments(values, weights):
@@ -30,6 +38,7 @@ class Posterior:
         candidates: retrieval only, complex `(field, rank, mode)` best candidates.
         candidate_weights: retrieval only, float `(field, rank)`.
         seconds: wall seconds spent per field `(field,)`.
+        info: per field, the method's decisions (FieldEstimate.info): a tuple of dicts.
     """
 
     samples: np.ndarray
@@ -38,6 +47,7 @@ class Posterior:
     candidates: np.ndarray | None = None
     candidate_weights: np.ndarray | None = None
     seconds: np.ndarray | None = None
+    info: tuple | None = None
 
     def __post_init__(self):
         s, w = np.asarray(self.samples), np.asarray(self.weights)
@@ -64,3 +74,94 @@ class Posterior:
     def std_im(self) -> np.ndarray:
         """Returns the weighted std of Im c, float `(field, mode)`."""
         return _weighted_moments(np.imag(self.samples).astype(np.float64), np.asarray(self.weights, np.float64))[1]
+
+    def diagnostics(self) -> list[dict]:
+        """Returns per field the JSON-ready decisions of the method (info without large arrays)."""
+        return [jsonable(dict(info)) for info in (self.info or [{}] * self.n_field)]
+
+
+def jsonable(value, key: str | None = None):
+    """Returns `value` as plain JSON types: numpy scalars as Python, short arrays as lists, inf / nan
+    as the strings "inf" / "nan"; `_DROP` for entries left out (LARGE_INFO keys, long arrays)."""
+    if key in LARGE_INFO:
+        return _DROP
+    if isinstance(value, dict):
+        out = {str(k): jsonable(v, str(k)) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v is not _DROP}
+    if isinstance(value, (list, tuple)):
+        return [v for v in (jsonable(v) for v in value) if v is not _DROP]
+    if hasattr(value, "__array__") and not np.isscalar(value):
+        array = np.asarray(value)
+        if array.ndim == 0:
+            return jsonable(array.item())
+        return _DROP if array.size > MAX_ARRAY else jsonable(array.tolist())
+    if isinstance(value, np.generic):
+        return jsonable(value.item())
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def describe_diagnostics(method: str, diagnostics: list[dict]) -> str:
+    """Returns one line of what `method` decided per field, fields with the same story grouped.
+
+    E.g. "hybrid: fields 0-7: lag 1, vel noise 3e-09, prior learned x4, refined no".
+    """
+    groups: dict[str, list[int]] = {}
+    for f, info in enumerate(diagnostics):
+        groups.setdefault(_describe_field(info) or "no diagnostics", []).append(f)
+    parts = [f"{_field_range(fields)}: {text}" for text, fields in groups.items()]
+    return f"{method}: " + "; ".join(parts) if parts else f"{method}: no fields"
+
+
+def _field_range(fields: list[int]) -> str:
+    """Returns "field 3" or "fields 0-2,5" for a sorted list of field indices."""
+    if len(fields) == 1:
+        return f"field {fields[0]}"
+    runs, start = [], fields[0]
+    for a, b in zip(fields, fields[1:] + [None]):
+        if b != a + 1:
+            runs.append(f"{start}" if start == a else f"{start}-{a}")
+            start = b
+    return "fields " + ",".join(runs)
+
+
+def _describe_field(info: dict) -> str:
+    """Returns the short story of one field's diagnostics (the known keys; the file holds them all)."""
+    words = []
+    yes = lambda flag: "yes" if flag else "no"
+    if "lag" in info:
+        words.append(f"lag {info['lag']}" + (f" (order {info['fd_order']})" if "fd_order" in info else ""))
+    if "data" in info:
+        words.append(str(info["data"]))
+    for key, label in (("noise_std_est", "pos noise"), ("position_noise_std", "pos noise"),
+                       ("velocity_noise_std", "vel noise"), ("data_noise_std", "data noise"), ("sigma", "sigma")):
+        if isinstance(info.get(key), (int, float)) and not (label == "pos noise" and "pos noise" in " ".join(words)):
+            words.append(f"{label} {info[key]:.2g}")
+    given = info.get("noise_source", {True: "given", False: "estimated"}.get(info.get("noise_std_given")))
+    if given is not None:
+        words.append("noise " + ("estimated" if given == "empirical_bayes" else str(given)))
+    if info.get("learned_conditional") is False:
+        words.append(f"learned prior unused ({info.get('learned_fallback', 'no reason given')})")
+    elif "prior_inflation" in info:
+        a = info["prior_inflation"]
+        words.append("prior original" if a in ("inf", float("inf")) else f"prior learned x{float(a):g}")
+    if "refined" in info:
+        words.append(f"refined {yes(info['refined'])}")
+    if "iterations" in info:
+        words.append(f"iterations {info['iterations']}")
+    if "passes" in info:
+        words.append(f"passes {info['passes']}")
+    if "converged" in info:
+        words.append(f"converged {yes(info['converged'])}")
+    if "top_score" in info:
+        words.append(f"top score {info['top_score']:.3g}")
+    if info.get("closed_form"):
+        words.append("closed form")
+    return ", ".join(words)

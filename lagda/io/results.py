@@ -1,18 +1,20 @@
 """Assimilation results: posterior fields on a grid, and the result netCDF file.
 
-The file (DESIGN.md "Assimilation results") has dims `field`, `mode`, `rank`, `time`, `y`,
-`x`: the model's modes `k1`, `k2`, `omega(mode)`; the posterior coefficient mean and std
+The file has dims `field`, `mode`, `rank`, `time`, `y`, `x`: the model's modes `k1`, `k2`, `omega(mode)`; the posterior coefficient mean and std
 `coef_mean_re/_im`, `coef_std_re/_im (field, mode)`; for retrieval `candidate_coef_re/_im
 (field, rank, mode)` and `candidate_weight (field, rank)`; and the posterior mean and std of
 psi, u, v on the regular grid x_i = i / n_grid `(field, time, y, x)`. When the observed tracks
 are given they are stored too (`track_x`, `track_y`, `track_time (trajectory, obs)`,
-`track_field (trajectory)`), and so is the truth when the tracks know it.
+`track_field (trajectory)`), and so is the truth when the tracks know it. The global attribute
+`diagnostics` holds, as a JSON list with one object per field, what the method decided
+(Posterior.diagnostics: chosen lag, noise estimate, prior, refinement, ...).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 
 import jax
 import jax.numpy as jnp
@@ -116,7 +118,7 @@ def write_result(path, posterior: Posterior, k1, k2, omega, times, n_grid: int =
               "time": ("time", np.asarray(times, np.float64), one("nondimensional time") | {"axis": "T"})}
     ds = xr.Dataset(data, coords=coords)
     ds.attrs = {"Conventions": "CF-1.10", "title": "lagda assimilation result", "method": posterior.method,
-                "lagda_version": lagda_version(), "n_grid": int(n_grid),
+                "lagda_version": lagda_version(), "n_grid": int(n_grid), "diagnostics": json.dumps(posterior.diagnostics()),
                 "history": f"written by lagda.io.results.write_result (lagda {lagda_version()})", **(attrs or {})}
     encoding = {name: {"_FillValue": None} for name in ds.variables}
     encoding.update({name: {"_FillValue": 9.969209968386869e36} for name in ("track_x", "track_y", "track_time") if name in ds})
@@ -172,6 +174,7 @@ class Result:
     seconds: np.ndarray | None = None
     tracks: Tracks | None = None
     true_coef: np.ndarray | None = None
+    diagnostics: list | None = None  # per field, the method's decisions (a dict each)
 
 
 def read_result(path) -> Result:
@@ -205,4 +208,5 @@ def read_result(path) -> Result:
     fields = {f"{n}_{s}": get(f"{n}_{s}") for n in FIELD_NAMES for s in ("mean", "std")}
     return Result(get("k1"), get("k2"), get("omega"), cplx("coef_mean"), get("coef_std_re"), get("coef_std_im"), fields,
                   get("x"), get("y"), get("time"), str(ds.attrs.get("method", "")), dict(ds.attrs),
-                  cplx("candidate_coef"), get("candidate_weight"), get("seconds"), tracks, cplx("true_coef"))
+                  cplx("candidate_coef"), get("candidate_weight"), get("seconds"), tracks, cplx("true_coef"),
+                  json.loads(ds.attrs["diagnostics"]) if "diagnostics" in ds.attrs else None)

@@ -359,7 +359,7 @@ def check_fits_model(tracks: Tracks, model_dt: float, k1=None, k2=None, omega=No
     problems, warnings = [], []
     if tracks.n_trajectory == 0:
         raise ValueError("the track file holds no trajectories")
-    for i, tid in enumerate(tracks.trajectory_id):
+    for i, tid in enumerate(np.asarray(tracks.trajectory_id).tolist()):  # Python ids: `0`, not `np.int64(0)`
         valid = np.all(np.isfinite(tracks.positions[i]), axis=-1) & np.isfinite(tracks.times[i])
         n_valid = int(valid.sum())
         if n_valid == 0:

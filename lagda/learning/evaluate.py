@@ -67,13 +67,15 @@ def evaluate(run_dir, data_path, split: str = "test", library_size: int | None =
 
 
 def format_table(metrics: dict) -> str:
-    """Returns a small text table of R@k per split and direction (percent)."""
-    rows = sorted({key.rsplit("/", 1)[0] for key in metrics})
+    """Returns a markdown table of R@k (percent), one row per split/direction."""
+    from lagda.report import format_table as table
+
+    rows: dict[str, dict] = {}
+    for key, value in metrics.items():
+        row, k = key.rsplit("/", 1)
+        rows.setdefault(row, {})[k] = value
     ks = sorted({key.rsplit("/", 1)[1] for key in metrics})
-    lines = [f"{'split/direction':28s}" + "".join(f"{k:>8s}" for k in ks)]
-    for row in rows:
-        lines.append(f"{row:28s}" + "".join(f"{100 * metrics[f'{row}/{k}']:7.2f}%" for k in ks))
-    return "\n".join(lines)
+    return table(dict(sorted(rows.items())), [(k, k) for k in ks], first="split/direction", number="{:.2%}")
 
 
 def write_metrics(metrics: dict, out) -> None:

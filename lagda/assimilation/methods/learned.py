@@ -11,6 +11,11 @@ e = g_v(v), D the prior covariance of x = (Re c, Im c) (the similarity mask appl
 hybrid (lagda.assimilation.methods.hybrid): the embed conditional N(m_L, diag v_L) as the prior of the
 linear-Gaussian velocity inversion, optionally refined by a short 4D-Var.
 
+The encoder reads complete tracks observed at its training data's times (its physics feature
+and learned positional embedding assume them): `encoder_problem` is the one check, so
+retrieve and embed refuse other tracks and hybrid falls back to the prior for them.
+The temperature tau of a run is its trained value (learn_tau) or the configured one.
+
 The bank (lagda.assimilation.methods.bank) is either given coefficients (a dataset) or fresh prior draws
 generated inside one jitted pass (g_u is the identity, so no simulation), all fields' queries
 scored together, so the bank is never stored and its embedding is shared by every track.
@@ -32,22 +37,70 @@ from lagda.assimilation.methods.config import AssimConfig
 
 @dataclasses.dataclass(frozen=True)
 class Scorer:
-    """How tracks are compared with coefficients: embed_fn, similarity kind, tau and mask."""
+    """How tracks are compared with coefficients: embed_fn, similarity kind, tau, mask and the times read."""
 
     embed_fn: Callable  # positions (field, drifter, obs, 2) -> (field, n_e) = g_v, mean over drifters
     kind: str = "cosine"  # "cosine" | "inner" | "l2" (lagda.learning.losses.similarity)
     tau: float = 1.0  # temperature
     mask: np.ndarray | None = None  # (n_e,) weights applied to both embeddings (None: ones)
+    times: np.ndarray | None = None  # (obs,) observation times the encoder was trained on (None: not checked)
 
 
 def scorer_from_run(run_dir) -> tuple[Scorer, dict]:
-    """Returns (Scorer, dataset meta) of a trained run (lagda.learning.model.load_run)."""
-    from lagda.learning.encoders import similarity_mask
-    from lagda.learning.model import embed_tracks, load_run
+    """Returns (Scorer, dataset meta) of a trained run: its encoder, similarity, mask, trained tau and times."""
+    from lagda.learning.model import embed_tracks, load_trained, trained_tau
 
-    encoder, config, meta = load_run(run_dir)
-    mask = similarity_mask(meta["k1"], meta["k2"], config.mask_mean_mode)
-    return Scorer(lambda positions: embed_tracks(encoder, positions), config.similarity, config.tau, mask), meta
+    model, config, meta = load_trained(run_dir)
+    encoder, mask = model.encoder, np.asarray(model.mask[...], np.float64)
+    return Scorer(lambda positions: embed_tracks(encoder, positions), config.similarity, trained_tau(model), mask,
+                  np.asarray(meta["time"], np.float64)), meta
+
+
+TIME_TOLERANCE = 1e-3  # observation times match the encoder's within this fraction of its spacing
+
+
+def encoder_problem(positions, times, model_times=None) -> str | None:
+    """Returns why the encoder cannot read one field's tracks, or None if it can.
+
+    The encoder (its physics feature and learned positional embedding) reads complete tracks
+    observed at exactly the training data's times `model_times (obs,)`.
+
+    Args:
+        positions: `(drifter, obs, 2)`, NaN where missing; times: `(drifter, obs)`, NaN padding.
+        model_times: the encoder's times, or None to check completeness only.
+    """
+    for d in range(len(times)):
+        ok = np.isfinite(times[d])
+        n_missing = int(np.sum(ok & ~np.all(np.isfinite(positions[d]), axis=-1)))
+        if n_missing:
+            return f"drifter {d} has {n_missing} missing positions (NaN gaps); the encoder reads complete tracks"
+        if model_times is None:
+            continue
+        t, n = times[d][ok], len(model_times)
+        if not len(t):
+            return f"drifter {d} has no observation"
+        tol = TIME_TOLERANCE * float(np.min(np.diff(model_times))) if n > 1 else TIME_TOLERANCE * abs(model_times[0])
+        if len(t) != n or not np.all(np.abs(t - model_times) <= tol):
+            return (f"drifter {d} is observed at {len(t)} times from {t[0]:.6g} to {t[-1]:.6g}, but the encoder reads "
+                    f"{n} times from {model_times[0]:.6g} to {model_times[-1]:.6g} (spacing {model_times[1] - model_times[0]:.6g})"
+                    if n > 1 else f"drifter {d}: observation times differ from the encoder's")
+    return None
+
+
+def field_queries(tracks, scorer: Scorer) -> tuple[list, list]:
+    """Returns per field of `tracks` (lagda.io.tracks.Tracks) its embedding `(n_e,)` or None, and the problem or None.
+
+    A field whose tracks the encoder cannot read (`encoder_problem`) gets None and the reason.
+    """
+    queries, problems = [], []
+    for f in range(tracks.n_field):
+        sub = tracks.for_field(f)
+        problem = encoder_problem(sub.positions, sub.times, scorer.times)
+        n_obs = sub.positions.shape[1] if scorer.times is None else len(scorer.times)
+        query = None if problem else np.asarray(scorer.embed_fn(np.asarray(sub.positions[:, :n_obs])[None]))[0]
+        queries.append(query)
+        problems.append(problem)
+    return queries, problems
 
 
 def closed_form(query, model: FlowModel, scorer: Scorer):
