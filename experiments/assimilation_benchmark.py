@@ -1,12 +1,28 @@
-"""Benchmark of the assimilation methods on held-out twin tracks with known truth.
+"""Benchmark of the assimilation methods on held-out twin tracks with known truth, against the truth-map oracle.
 
-Regimes: dense exact (every RK4 step recorded, the paper's 1000 observations at T = 0.1),
-sparse (one position every `--sparse-stride` RK4 steps, default 100 -> 10 positions), noisy (Gaussian position noise
-`--noise`), each with 1 and 4 drifters per field. Scores (lagda.assimilation.scores.score_posterior):
-relative L2 velocity-field error over the window, along-track velocity error, re-simulated
-track error, forecast error to 1.5 T, 95% velocity calibration, seconds per track.
-Writes results/assimilation_benchmark.csv and .md (markdown table). `var` starts from the
-prior mean (its wall time vs hybrid's is the 10x target of issue #4).
+Regimes (REGIMES; `--regimes` picks them): float64 RK4 tracks of `--fields` held-out flows each
+(default 16, K = 49, T = 0.1, dt = 1e-4), observed every `stride` RK4 steps with Gaussian
+position noise `noise` (passed as noise_std), `drifters` per flow released at (0.75, 0.75)
+(jittered by up to 0.2 with several drifters) or uniformly on the torus ("uniform").
+
+Methods (`--methods`): every name the `assimilate` dispatcher knows (`hybrid:REFINE` sets
+AssimConfig.hybrid_refine; a learned name is skipped without `--run`), plus rows computed here:
+- `truth-map`: the oracle, Gauss-Newton 4D-Var started from the TRUE coefficients with the
+  exact prior and the true noise (lagda.assimilation.methods.search.truth_map); no method can
+  use it, it bounds what a method that finds the truth's basin reaches in as many iterations
+  (`--truth-iterations`, default `--search-iterations`: on exact sparse tracks the MAP lies along
+  a narrow curved valley, and more iterations move it further from the truth, not closer);
+- `search:prior`: multi-start search (search.multistart_map) from the prior mean and
+  `--search-starts` - 1 prior draws;
+- `search:linear`: the same search from one start, the `linear` estimate.
+Every method is also reported as the ratio of its median velocity-field error to truth-map's
+(`vs_truth_map`). Scores (lagda.assimilation.scores.score_posterior, mean over flows): relative
+L2 velocity-field error over the window (and its median), along-track velocity error,
+re-simulated track error, forecast error to 1.5 T, 95% velocity calibration, seconds per track;
+for the search rows and truth-map also `basin_fraction` (mean fraction of the starts that ended
+in the chosen basin) and `map_cost` (median 4D-Var cost J at the end point: a search below
+truth-map's found a mode of higher posterior density than the truth's basin).
+Writes results/assimilation_benchmark.csv and .md (every score and the per-regime verdict).
 
     python3 experiments/assimilation_benchmark.py --quick            # K = 9, T = 0.02, 2 fields
     python3 experiments/assimilation_benchmark.py --run RUN_DIR      # + retrieve / embed / hybrid
@@ -19,6 +35,7 @@ import csv
 import dataclasses
 import os
 import pathlib
+import re
 import sys
 import time
 
@@ -31,61 +48,160 @@ import numpy as np  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 
 from lagda.assimilation.assimilate import assimilate  # noqa: E402
-from lagda.assimilation.methods import AssimConfig  # noqa: E402
+from lagda.assimilation.methods import AssimConfig, FlowModel, assimilate_linear  # noqa: E402
+from lagda.assimilation.methods._common import to_real  # noqa: E402
+from lagda.assimilation.methods.search import multistart_map, prior_starts, truth_map  # noqa: E402
+from lagda.assimilation.posterior import Posterior  # noqa: E402
 from lagda.assimilation.scores import score_posterior  # noqa: E402
 from lagda.io.tracks import Tracks  # noqa: E402
 from simulate.atomic import write_atomic  # noqa: E402
 from simulate import draw_coefficients, draw_frequencies, rectangular_modes, simulate_tracks, spectrum  # noqa: E402
 
-SCORES = ("velocity_rel_l2", "track_velocity_rel_l2", "resim_rms_true", "forecast_rms", "velocity_calibration", "seconds_per_track")
+SCORES = ("velocity_rel_l2", "velocity_rel_l2_median", "vs_truth_map", "track_velocity_rel_l2", "resim_rms_true",
+          "forecast_rms", "velocity_calibration", "seconds_per_track")
 
 
-def make_tracks(modes, scale, dt, n_obs, stride, n_field, n_drifter, noise, seed) -> Tracks:
-    """Returns held-out tracks (release (0.75, 0.75) jittered per drifter) with their truth."""
+@dataclasses.dataclass(frozen=True)
+class Regime:
+    stride: int  # RK4 steps between observed positions
+    noise: float  # Gaussian position noise std (domain lengths), 0: exact
+    drifters: int  # drifters per flow
+    release: str = "cluster"  # "cluster": (0.75, 0.75) + U(0, 0.2)^2 per drifter (exactly (0.75, 0.75) alone); "uniform": U(0, 1)^2
+
+
+REGIMES = {
+    "dense": Regime(1, 0.0, 1),
+    "dense-noisy": Regime(1, 1e-3, 1),
+    "dense-noisy-4": Regime(1, 1e-3, 4),
+    "sparse10-noisy": Regime(10, 1e-3, 1),
+    "sparse100-noisy-4": Regime(100, 1e-4, 4, "uniform"),
+    "sparse100": Regime(100, 0.0, 1),
+}
+CLASSICAL = ("linear", "var", "enkf")
+LEARNED = ("retrieve", "embed", "hybrid")
+DIRECT = ("truth-map", "search:prior", "search:linear")  # computed here, not by the dispatcher
+
+
+def family(method: str) -> str:
+    """Returns the method's family: 'hybrid' for hybrid:none or hybrid+search, 'search' for search:prior."""
+    return re.split(r"[:+]", method)[0]
+
+
+def make_tracks(modes, scale, dt, n_obs, stride, n_field, n_drifter, noise, seed, release="cluster") -> Tracks:
+    """Returns held-out float64 tracks of n_field prior draws with their truth (see Regime.release)."""
     k1, k2, omega = modes
     key = jax.random.key(10_000 + seed)
     coef = np.asarray(draw_coefficients(key, scale, n_field, np.complex128))
     rng = np.random.default_rng(seed)
-    release = 0.75 + (0.2 * rng.random((n_field, n_drifter, 2)) if n_drifter > 1 else np.zeros((n_field, 1, 2)))
-    pos = np.asarray(simulate_tracks(coef, release, k1, k2, omega, dt, n_obs, stride))
+    if release == "uniform":
+        start = rng.random((n_field, n_drifter, 2))
+    else:
+        start = 0.75 + (0.2 * rng.random((n_field, n_drifter, 2)) if n_drifter > 1 else np.zeros((n_field, 1, 2)))
+    pos = np.asarray(simulate_tracks(coef, start, k1, k2, omega, dt, n_obs, stride), np.float64)
     pos = pos + noise * rng.normal(size=pos.shape)
     times = np.tile(np.arange(1, n_obs + 1) * stride * dt, (n_field * n_drifter, 1))
     return Tracks(positions=pos.reshape(-1, n_obs, 2), times=times, field=np.repeat(np.arange(n_field), n_drifter),
                   trajectory_id=np.arange(n_field * n_drifter), true_coef=coef, k1=k1, k2=k2, omega=omega,
-                  release=release.reshape(-1, 2))
+                  release=start.reshape(-1, 2))
 
 
-CLASSICAL = ("linear", "var", "enkf")
+def direct_posterior(method: str, tracks: Tracks, model: FlowModel, config: AssimConfig, key, noise: float,
+                     settings: argparse.Namespace) -> Posterior:
+    """Returns the Posterior of a DIRECT method (truth-map, search:prior, search:linear) over every field."""
+    estimates, seconds = [], []
+    for f in range(tracks.n_field):
+        sub = tracks.for_field(f)
+        args = (sub.positions, sub.times, sub.release, model, config, jax.random.fold_in(key, f))
+        start = time.perf_counter()
+        if method == "truth-map":
+            est = truth_map(*args, to_real(tracks.true_coef[f]), noise, settings.truth_iterations)
+        else:
+            if method == "search:prior":
+                starts = prior_starts(model, settings.search_starts, jax.random.fold_in(jax.random.key(1), f))
+            else:
+                lin = assimilate_linear(*args)
+                starts = to_real(lin.samples.T @ lin.weights)[None, :]
+            est = multistart_map(*args, starts, settings.search_iterations)
+        estimates.append(est)
+        seconds.append(time.perf_counter() - start)
+    info = tuple(e.info for e in estimates)
+    return Posterior(samples=np.stack([e.samples for e in estimates]).astype(np.complex128),
+                     weights=np.stack([e.weights for e in estimates]), method=method,
+                     seconds=np.asarray(seconds), info=info)
+
+
+def run_method(method, tracks, modes, scale, dt, config, noise, settings):
+    """Returns (Posterior, wall seconds) of one method on one regime's tracks."""
+    k1, k2, omega = modes
+    start = time.perf_counter()
+    if method in DIRECT:
+        model = FlowModel(np.asarray(k1, np.int32), np.asarray(k2, np.int32), np.asarray(omega, np.float64),
+                          np.asarray(scale, np.float64), float(dt))
+        post = direct_posterior(method, tracks, model, config, jax.random.key(0), noise, settings)
+    else:
+        name, _, refine = method.partition(":")  # e.g. hybrid:none, hybrid:gauss_newton
+        cfg = dataclasses.replace(config, hybrid_refine=refine) if refine else config
+        post = assimilate(tracks, name, modes, scale, dt, run_dir=settings.run, config=cfg, key=jax.random.key(0))
+    return post, time.perf_counter() - start
+
+
+def basin_fraction(post: Posterior) -> float:
+    """Returns the mean fraction of a search's starts that ended in the chosen basin (nan for other methods)."""
+    infos = [i for i in (post.info or ()) if isinstance(i, dict) and "n_in_best_basin" in i]
+    if not infos or post.method == "truth-map":
+        return float("nan")
+    return float(np.mean([i["n_in_best_basin"] / i["n_starts"] for i in infos]))
+
+
+def map_cost(post: Posterior) -> float:
+    """Returns the median over fields of the 4D-Var cost at a search's or truth-map's end point (nan for other methods).
+
+    Below truth-map's, the search found a point of higher posterior density than the truth's basin offers.
+    """
+    costs = [i["cost_best"] for i in (post.info or ()) if isinstance(i, dict) and "cost_best" in i]
+    return float(np.median(costs)) if costs else float("nan")
+
+
+def add_truth_ratios(rows) -> None:
+    """Sets every row's vs_truth_map: its median field error over truth-map's in the same regime (nan without one)."""
+    oracle = {r["regime"]: float(r["velocity_rel_l2_median"]) for r in rows if r["method"] == "truth-map"}
+    for r in rows:
+        ref = oracle.get(r["regime"], float("nan"))
+        r["vs_truth_map"] = float(r["velocity_rel_l2_median"]) / ref if ref > 0 else float("nan")
+
+
+def _err(r) -> float:
+    """Returns a row's median velocity-field error (the mean for rows of older CSVs without it)."""
+    return float(r.get("velocity_rel_l2_median") or r["velocity_rel_l2"])
+
+
+def _best(group, families):
+    """Returns the row of least median error among the rows of `families`, or None."""
+    rows = [r for r in group if family(r["method"]) in families]
+    return min(rows, key=_err) if rows else None
 
 
 def summary(rows) -> str:
-    """Returns the markdown verdict per regime: best classical vs best lagda method, var vs hybrid time.
-
-    hybrid:none is hybrid stopped at the Gaussian product (no 4D-Var refinement).
-    """
-    lines = ["| regime | drifters | best classical | err | best lagda | err | lagda / classical err | var s/track | "
-             "hybrid s/track | var / hybrid time | var / hybrid:none time |", "|" + "---|" * 11]
+    """Returns the markdown verdict per regime: truth-map's median field error, the best classical,
+    search and learned method with their error and ratio to truth-map, and var vs hybrid time."""
+    lines = ["| regime | truth-map err | best classical | err | / truth-map | best search | err | / truth-map | "
+             "best lagda | err | / truth-map | var s/track | hybrid s/track | var / hybrid time |", "|" + "---|" * 14]
     groups = {}
     for r in rows:
-        groups.setdefault((r["regime"], int(r["drifters"])), []).append(r)
-    for (regime, drifters), group in groups.items():
-        classical = [r for r in group if r["method"] in CLASSICAL]
-        learned = [r for r in group if r["method"].split(":")[0] in ("retrieve", "embed", "hybrid")]
-        if not classical or not learned:
-            continue
-        best_c = min(classical, key=lambda r: float(r["velocity_rel_l2"]))
-        best_l = min(learned, key=lambda r: float(r["velocity_rel_l2"]))
+        groups.setdefault(r["regime"], []).append(r)
+    for regime, group in groups.items():
         by_method = {r["method"]: r for r in group}
-        var, hybrid, product = (by_method.get(m) for m in ("var", "hybrid", "hybrid:none"))
-        times = ["-", "-", "-", "-"]
+        oracle = _err(by_method["truth-map"]) if "truth-map" in by_method else float("nan")
+        cells = [regime, f"{oracle:.3g}"]
+        for families in (CLASSICAL, ("search",), LEARNED):
+            best = _best(group, families)
+            cells += [best["method"], f"{_err(best):.3g}", f"{_err(best) / oracle:.3g}"] if best else ["-", "-", "-"]
+        var, hybrid = by_method.get("var"), by_method.get("hybrid")
+        times = ["-", "-", "-"]
         if var and hybrid:
             v, h = float(var["seconds_per_track"]), float(hybrid["seconds_per_track"])
-            times[:3] = [f"{v:.3g}", f"{h:.3g}", f"{v / h:.1f}"]
-        if var and product:
-            times[3] = f"{float(var['seconds_per_track']) / float(product['seconds_per_track']):.0f}"
-        ratio = float(best_l["velocity_rel_l2"]) / float(best_c["velocity_rel_l2"])
-        lines.append(f"| {regime} | {drifters} | {best_c['method']} | {float(best_c['velocity_rel_l2']):.3g} | "
-                     f"{best_l['method']} | {float(best_l['velocity_rel_l2']):.3g} | {ratio:.3f} | " + " | ".join(times) + " |")
+            times = [f"{v:.3g}", f"{h:.3g}", f"{v / h:.1f}"]
+        lines.append("| " + " | ".join(cells + times) + " |")
     return "\n".join(lines)
 
 
@@ -96,58 +212,69 @@ def write_tables(rows, out: pathlib.Path, header: str) -> str:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    lines = ["| regime | drifters | obs | method | " + " | ".join(SCORES) + " | wall_s |", "|" + "---|" * (5 + len(SCORES))]
+    names = [n for n in (*SCORES, "basin_fraction", "map_cost", "wall_s") if n in rows[0]]
+    lines = ["| regime | drifters | obs | method | " + " | ".join(names) + " |", "|" + "---|" * (4 + len(names))]
     for r in rows:
         lines.append(f"| {r['regime']} | {r['drifters']} | {r['obs']} | {r['method']} | "
-                     + " | ".join(f"{float(r[n]):.3g}" for n in (*SCORES, "wall_s")) + " |")
+                     + " | ".join(f"{float(r[n]):.3g}" for n in names) + " |")
     text = f"{header}\n\n" + "\n".join(lines) + "\n\n" + summary(rows) + "\n"
     out.with_suffix(".md").write_text(text)
     return text
 
 
 def plot(rows, path) -> None:
-    """Draws the velocity-field error and seconds per track of every method per regime (log scales)."""
+    """Draws the median velocity-field error, its ratio to truth-map and seconds per track per regime (log scales)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cases = list(dict.fromkeys((r["regime"], int(r["drifters"])) for r in rows))
+    cases = list(dict.fromkeys(r["regime"] for r in rows))
     methods = list(dict.fromkeys(r["method"] for r in rows))
-    value = {(r["regime"], int(r["drifters"]), r["method"]): r for r in rows}
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.2))
+    value = {(r["regime"], r["method"]): r for r in rows}
+    fig, axes = plt.subplots(3, 1, figsize=(max(8, 1.6 * len(cases) + 3), 11))
     width = 0.8 / len(methods)
-    for ax, score, label in ((axes[0], "velocity_rel_l2", "velocity-field relative L2 error"),
-                             (axes[1], "seconds_per_track", "seconds per track")):
+    for ax, score, label in ((axes[0], "velocity_rel_l2_median", "median velocity-field rel. L2 error"),
+                             (axes[1], "vs_truth_map", "median error / truth-map's"),
+                             (axes[2], "seconds_per_track", "seconds per track")):
         for i, method in enumerate(methods):
-            heights = [float(value[(*c, method)][score]) if (*c, method) in value else np.nan for c in cases]
+            heights = [float(value[(c, method)].get(score) or "nan") if (c, method) in value else np.nan for c in cases]
             ax.bar(np.arange(len(cases)) + (i - (len(methods) - 1) / 2) * width, heights, width, label=method)
         ax.set_yscale("log")
-        ax.set_xticks(np.arange(len(cases)), [f"{regime}\n{d} drifter{'s' if d > 1 else ''}" for regime, d in cases])
+        ax.set_xticks(np.arange(len(cases)), cases)
         ax.set_ylabel(label)
         ax.grid(axis="y", alpha=0.3)
-    axes[0].legend(ncol=3, fontsize=8)
+    axes[0].legend(ncol=4, fontsize=8)
     fig.tight_layout()
     write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
     plt.close(fig)
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="K = 9, T = 0.02, 2 fields: minutes on 2 cores")
+    p.add_argument("--quick", action="store_true", help="K = 9, T = 0.02, 2 fields, strides capped at T / 4: a smoke test")
     p.add_argument("--run", help="trained run directory (enables retrieve, embed, hybrid; modes from the run)")
-    p.add_argument("--fields", type=int, default=4)
-    p.add_argument("--sparse-stride", type=int, default=100, help="RK4 steps between sparse positions")
-    p.add_argument("--var-iterations", type=int, default=10, help="Gauss-Newton iterations per continuation stage")
-    p.add_argument("--methods", default="linear,var,enkf,embed,hybrid:none,hybrid:gauss_newton",
-                   help="comma list; hybrid:REFINE sets AssimConfig.hybrid_refine")
-    p.add_argument("--regimes", default="dense,sparse,noisy")
-    p.add_argument("--drifters", default="1,4")
-    p.add_argument("--noise", type=float, default=1e-3)
+    p.add_argument("--fields", type=int, default=16, help="held-out flows per regime")
+    p.add_argument("--var-iterations", type=int, default=10, help="var: Gauss-Newton iterations per continuation stage")
+    p.add_argument("--truth-iterations", type=int, default=15,
+                   help="truth-map: Gauss-Newton iterations (default: as many as a search start gets)")
+    p.add_argument("--search-starts", type=int, default=8, help="search:prior: starts (the prior mean and draws)")
+    p.add_argument("--search-iterations", type=int, default=15, help="search: Gauss-Newton iterations per start")
+    p.add_argument("--methods", default="truth-map,linear,var,enkf,search:prior,search:linear,embed,hybrid:none,hybrid",
+                   help="comma list: dispatcher methods (hybrid:REFINE sets hybrid_refine), truth-map, search:prior, search:linear")
+    p.add_argument("--regimes", default=",".join(REGIMES), help=f"comma list of {', '.join(REGIMES)}")
     p.add_argument("--out", default="results/assimilation_benchmark.csv")
-    p.add_argument("--figure", default=None, help="also draw the errors and times (PNG)")
+    p.add_argument("--figure", default=None, help="also draw the errors, ratios and times (PNG)")
     p.add_argument("--from-csv", default=None, help="only redraw --out's markdown and --figure from this CSV")
     args = p.parse_args(argv)
+    unknown = sorted(set(args.regimes.split(",")) - set(REGIMES))
+    if unknown:
+        p.error(f"unknown regime(s) {', '.join(unknown)}; valid: {', '.join(REGIMES)}")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     if args.from_csv:
         with open(args.from_csv, newline="") as fh:
             rows = list(csv.DictReader(fh))
@@ -158,35 +285,35 @@ def main(argv=None) -> int:
     dt, t_final = 1e-4, (0.02 if args.quick else 0.1)
     if args.run:
         from lagda.assimilation.assimilate import model_settings
-        k1, k2, omega, scale, dt = model_settings(None, args.run)
+        k1, k2, omega, scale, dt = model_settings(None, args.run)[:5]  # a ModelSettings tuple
     else:
         k1, k2 = rectangular_modes((-1, 1), (-1, 1)) if args.quick else rectangular_modes()
         omega, scale = draw_frequencies(jax.random.key(0), len(k1), 20 * np.pi), spectrum(k1, k2, 1.5, 10.0)
     n_fields = 2 if args.quick else args.fields
     n_steps = int(round(t_final / dt))
-    regimes = {"dense": (1, 0.0), "sparse": (min(args.sparse_stride, n_steps // 4), 0.0), "noisy": (1, args.noise)}
-    methods = [m for m in args.methods.split(",") if args.run or m.split(":")[0] not in ("retrieve", "embed", "hybrid")]
+    methods = [m for m in args.methods.split(",") if args.run or family(m) not in LEARNED]
     rows = []
-    for regime in args.regimes.split(","):
-        stride, noise = regimes[regime]
-        for n_drifter in (int(d) for d in args.drifters.split(",")):
-            tracks = make_tracks((k1, k2, omega), scale, dt, n_steps // stride, stride, n_fields, n_drifter, noise, seed=1)
-            config = AssimConfig(members=64, noise_std=noise if noise > 0 else None, var_iterations=args.var_iterations)
-            for method in methods:
-                start = time.perf_counter()
-                name, _, refine = method.partition(":")  # e.g. hybrid:none, hybrid:gauss_newton
-                cfg = dataclasses.replace(config, hybrid_refine=refine) if refine else config
-                try:
-                    post = assimilate(tracks, name, (k1, k2, omega), scale, dt, run_dir=args.run, config=cfg, key=jax.random.key(0))
-                except ValueError as error:  # e.g. an encoder trained on other observation times
-                    print(f"regime={regime} drifters={n_drifter} method={method}: skipped ({error})", flush=True)
-                    continue
-                wall = time.perf_counter() - start
-                s = score_posterior(post, tracks, k1, k2, omega, dt)
-                row = {"regime": regime, "drifters": n_drifter, "obs": n_steps // stride, "method": method,
-                       **{name: s.get(name, float("nan")) for name in SCORES}, "wall_s": wall}
-                rows.append(row)
-                print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+    for name in args.regimes.split(","):
+        regime = REGIMES[name]
+        stride = min(regime.stride, n_steps // 4)
+        tracks = make_tracks((k1, k2, omega), scale, dt, n_steps // stride, stride, n_fields, regime.drifters,
+                             regime.noise, seed=1, release=regime.release)
+        config = AssimConfig(members=64, noise_std=regime.noise if regime.noise > 0 else None,
+                             var_iterations=args.var_iterations)
+        for method in methods:
+            try:
+                post, wall = run_method(method, tracks, (k1, k2, omega), scale, dt, config, regime.noise, args)
+            except ValueError as error:  # an unknown method, or an encoder trained on other observation times
+                print(f"regime={name} method={method}: skipped ({error})", flush=True)
+                continue
+            s = score_posterior(post, tracks, k1, k2, omega, dt)
+            s["velocity_rel_l2_median"] = float(np.median(s["per_field"]["velocity_rel_l2"]))
+            row = {"regime": name, "drifters": regime.drifters, "obs": n_steps // stride, "method": method,
+                   **{n: s.get(n, float("nan")) for n in SCORES}, "basin_fraction": basin_fraction(post), "map_cost": map_cost(post),
+                   "wall_s": wall}
+            rows.append(row)
+            print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+    add_truth_ratios(rows)
     command = "python3 experiments/assimilation_benchmark.py " + " ".join(argv if argv is not None else sys.argv[1:])
     header = f"`{command}` ({n_fields} fields per regime, model run: {args.run or 'none'})"
     print("\n" + write_tables(rows, pathlib.Path(args.out), header))

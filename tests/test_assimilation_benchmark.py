@@ -1,27 +1,67 @@
-"""The benchmark's per-regime verdict (experiments/assimilation_benchmark.summary) on hand-made rows."""
+"""experiments/assimilation_benchmark.py: the per-regime verdict and truth-map ratios on hand-made rows,
+and a smoke run of the script (--quick, one regime, the cheap methods)."""
 
+import csv
 import importlib.util
+import math
 import pathlib
+import sys
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def _benchmark():
+@pytest.fixture(scope="module")
+def bench():
     spec = importlib.util.spec_from_file_location("assimilation_benchmark", ROOT / "experiments" / "assimilation_benchmark.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass (Regime) looks its module up
     spec.loader.exec_module(module)
     return module
 
 
-def _row(regime, method, err, seconds):
-    return {"regime": regime, "drifters": "1", "method": method, "velocity_rel_l2": str(err), "seconds_per_track": str(seconds)}
+def _row(regime, method, median, seconds):
+    return {"regime": regime, "drifters": "1", "method": method, "velocity_rel_l2": str(2 * median),
+            "velocity_rel_l2_median": str(median), "seconds_per_track": str(seconds)}
 
 
-def test_summary_names_the_best_of_each_family_and_the_time_ratios():
-    rows = [_row("noisy", "linear", 0.9, 0.01), _row("noisy", "var", 0.8, 2.0), _row("noisy", "enkf", 1.2, 8.0),
-            _row("noisy", "embed", 1.1, 0.02), _row("noisy", "hybrid:none", 0.95, 0.1), _row("noisy", "hybrid", 0.7, 0.5),
-            _row("sparse", "linear", 0.5, 0.01), _row("sparse", "var", 0.6, 3.0)]  # no learned method: no verdict
-    lines = _benchmark().summary(rows).splitlines()
-    assert len(lines) == 3
-    cells = [c.strip() for c in lines[2].strip("|").split("|")]
-    assert cells == ["noisy", "1", "var", "0.8", "hybrid", "0.7", "0.875", "2", "0.5", "4.0", "20"]
+def test_summary_names_the_best_of_each_family_against_truth_map(bench):
+    rows = [_row("noisy", "truth-map", 0.4, 1.0), _row("noisy", "linear", 0.9, 0.01), _row("noisy", "var", 0.8, 2.0),
+            _row("noisy", "enkf", 1.2, 8.0), _row("noisy", "search:prior", 0.6, 3.0), _row("noisy", "embed", 1.1, 0.02),
+            _row("noisy", "hybrid:none", 0.95, 0.1), _row("noisy", "hybrid", 0.5, 0.5),
+            _row("sparse", "linear", 0.5, 0.01), _row("sparse", "var", 0.6, 3.0)]  # no oracle, no learned method
+    bench.add_truth_ratios(rows)
+    ratios = {(r["regime"], r["method"]): r["vs_truth_map"] for r in rows}
+    assert ratios[("noisy", "var")] == pytest.approx(2.0) and ratios[("noisy", "truth-map")] == 1.0
+    assert math.isnan(ratios[("sparse", "linear")])
+    lines = bench.summary(rows).splitlines()
+    assert len(lines) == 4
+    noisy = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert noisy == ["noisy", "0.4", "var", "0.8", "2", "search:prior", "0.6", "1.5", "hybrid", "0.5", "1.25",
+                     "2", "0.5", "4.0"]
+    sparse = [c.strip() for c in lines[3].strip("|").split("|")]
+    assert sparse[:5] == ["sparse", "nan", "linear", "0.5", "nan"] and sparse[5:] == ["-"] * 9
+
+
+def test_method_families(bench):
+    assert [bench.family(m) for m in ("hybrid:none", "hybrid+search", "search:prior", "truth-map", "var")] == \
+        ["hybrid", "hybrid", "search", "truth-map", "var"]
+
+
+def test_quick_run_writes_the_tables_with_truth_map_as_the_reference(bench, tmp_path):
+    out = tmp_path / "bench.csv"
+    assert bench.main(["--quick", "--regimes", "sparse100", "--methods", "truth-map,linear,search:linear,nonsense",
+                       "--out", str(out)]) == 0
+    with open(out, newline="") as fh:
+        rows = {r["method"]: r for r in csv.DictReader(fh)}
+    assert list(rows) == ["truth-map", "linear", "search:linear"]  # the unknown method is skipped
+    assert float(rows["truth-map"]["vs_truth_map"]) == 1.0
+    for r in rows.values():
+        assert float(r["vs_truth_map"]) == pytest.approx(float(r["velocity_rel_l2_median"])
+                                                         / float(rows["truth-map"]["velocity_rel_l2_median"]))
+    # the oracle starts in the truth's basin: no method beats it by much on these exact sparse tracks
+    assert all(float(r["vs_truth_map"]) > 0.5 for r in rows.values())
+    assert float(rows["search:linear"]["basin_fraction"]) == 1.0  # one start: alone in its basin
+    assert math.isnan(float(rows["linear"]["map_cost"])) and float(rows["truth-map"]["map_cost"]) > 0
+    assert "| sparse100 |" in out.with_suffix(".md").read_text()

@@ -1,0 +1,82 @@
+"""Multi-start 4D-Var search (lagda.assimilation.methods.search) on the K = 9 twin: a planted
+global minimum that the prior-mean start misses, the truth-map oracle, the start generators."""
+
+import jax
+import numpy as np
+import pytest
+
+from lagda.assimilation.methods import AssimConfig
+from lagda.assimilation.methods._common import to_real
+from lagda.assimilation.methods.search import (candidate_starts, gaussian_starts, multistart_map, posterior_cost,
+                                               prior_starts, truth_map)
+from tests.assim_twin import make_twin
+
+
+@pytest.fixture(scope="module")
+def sparse():
+    """One drifter, 10 positions 100 RK4 steps apart: the prior mean 0 lies in a wrong basin of field 0."""
+    return make_twin(n_field=3, n_drifter=1, n_obs=10, stride=100, seed=1)
+
+
+def _mean(est):
+    return est.samples.T @ est.weights
+
+
+def test_multistart_finds_the_planted_global_minimum_a_single_start_misses(sparse):
+    m, truth = sparse.model, to_real(sparse.coef[0])
+    config = AssimConfig(members=8, noise_std=1e-4)
+    args = (sparse.positions[0], sparse.times, sparse.release[0], m, config, jax.random.key(0))
+    near = truth + 0.05 * np.sqrt(m.prior_var) * np.random.default_rng(0).normal(size=18)
+    starts = np.stack([np.zeros(18), near])
+    single = multistart_map(*args, starts[:1], iterations=20)
+    multi = multistart_map(*args, starts, iterations=20)
+    cost_truth = posterior_cost(truth, *args[:5])
+    # the prior-mean start ends in a local minimum far above the truth's cost; the near start below it
+    assert single.info["cost_best"] > 100 * cost_truth
+    assert multi.info["chosen"] == 1 and multi.info["cost_best"] <= cost_truth
+    assert multi.info["costs"][0] == pytest.approx(single.info["cost_best"], rel=1e-9)
+    assert multi.info["n_starts"] == 2 and multi.info["n_in_best_basin"] == 1
+    assert multi.info["distances"][1] == 0.0 and multi.info["distances"][0] > 0.1
+    # the reported cost is the 4D-Var objective at the returned mean (antithetic samples: mean exact)
+    assert posterior_cost(to_real(_mean(multi)), *args[:5]) == pytest.approx(multi.info["cost_best"], rel=1e-8)
+    assert sparse.field_error(_mean(multi), 0) < 0.1 < 0.5 < sparse.field_error(_mean(single), 0)
+    # the choice follows the cost, not the order of the starts
+    flipped = multistart_map(*args, starts[::-1], iterations=20)
+    assert flipped.info["chosen"] == 0 and np.allclose(_mean(flipped), _mean(multi), atol=1e-12)
+
+
+def test_truth_map_on_exact_dense_tracks_returns_the_truth():
+    twin = make_twin(n_field=1, n_drifter=4, n_obs=200, seed=1)
+    truth = to_real(twin.coef[0])
+    est = truth_map(twin.positions[0], twin.times, twin.release[0], twin.model, AssimConfig(members=8),
+                    jax.random.key(0), truth, noise_std=0.0)
+    x = to_real(_mean(est))
+    assert twin.field_error(_mean(est), 0) < 1e-6
+    # c_(0,0) moves no drifter: the MAP puts it at its prior mean 0; every other component stays at the truth
+    still = (twin.model.k1 == 0) & (twin.model.k2 == 0)
+    still = np.concatenate([still, still])
+    assert np.max(np.abs(x[still])) < 1e-8 < np.max(np.abs(truth[still]))
+    assert np.max(np.abs(x - truth)[~still] / np.sqrt(twin.model.prior_var[~still])) < 1e-6
+    assert est.info["oracle"] == "truth-map" and est.info["n_starts"] == 1
+
+
+def test_gaussian_starts_are_seeded_draws_of_the_gaussian():
+    rng = np.random.default_rng(0)
+    mean, var = rng.normal(size=6), rng.uniform(0.1, 4.0, 6)
+    draws = gaussian_starts(mean, var, 20_000, jax.random.key(1))
+    assert draws.shape == (20_000, 6) and np.array_equal(draws[0], mean)
+    assert np.array_equal(draws, gaussian_starts(mean, var, 20_000, jax.random.key(1)))
+    assert not np.allclose(draws[1:], gaussian_starts(mean, var, 20_000, jax.random.key(2))[1:])
+    se = np.sqrt(var / 20_000)  # 5 standard errors of the sample mean; ~3% for the variance
+    assert np.all(np.abs(draws.mean(0) - mean) < 5 * se)
+    assert np.allclose(draws.var(0) / var, 1.0, atol=0.05)
+    twin_model = make_twin(n_field=1, n_drifter=1, n_obs=2).model
+    prior = prior_starts(twin_model, 3, jax.random.key(0), include_mean=False)
+    assert prior.shape == (3, 18) and np.all(prior[0] != 0.0)
+
+
+def test_candidate_starts_take_complex_or_real_candidates_in_rank_order():
+    coef = np.arange(12).reshape(4, 3) + 1j * np.arange(12, 24).reshape(4, 3)
+    x = candidate_starts(coef, k=2)
+    assert np.array_equal(x, np.concatenate([coef[:2].real, coef[:2].imag], axis=1))
+    assert np.array_equal(candidate_starts(x), x)
