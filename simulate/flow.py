@@ -63,6 +63,27 @@ def velocity(position, t, coef, k1, k2, omega):
     return jnp.stack([-dpsi_dy, dpsi_dx])
 
 
+def velocity_basis(points, t, k1, k2, omega) -> np.ndarray:
+    """Returns G with w(z, t) = G x for x = (Re c, Im c): numpy float64 `(..., 2, 2 * mode)`.
+
+    The velocity is linear in the coefficients: with c = a + i b and theta_k = omega_k t +
+    2 pi k.z, u = sum_k 2 pi k2 (a_k sin theta_k + b_k cos theta_k) and v = -sum_k 2 pi k1
+    (same), so G[..., 0, :] = 2 pi k2 (sin theta, cos theta), G[..., 1, :] = -2 pi k1 (same).
+    Computed in float64 numpy for the linear inversions (lagda's linear method, physics feature).
+
+    Args:
+        points: `(..., 2)` positions z; t: times broadcastable to `points.shape[:-1]`.
+        k1, k2, omega: `(mode,)` wavevectors and frequencies.
+    """
+    z = np.asarray(points, np.float64)
+    k1, k2, omega = (np.asarray(a, np.float64) for a in (k1, k2, omega))
+    t = np.asarray(t, np.float64)[..., None]
+    theta = omega * t + TWO_PI * (z[..., 0:1] * k1 + z[..., 1:2] * k2)  # (..., mode)
+    basis = TWO_PI * np.concatenate([np.sin(theta), np.cos(theta)], axis=-1)  # (..., 2K)
+    # (2 pi sin) * k rather than (2 pi k) * sin: the rounding of the shipped model's physics feature
+    return np.stack([basis * np.tile(k2, 2), -(basis * np.tile(k1, 2))], axis=-2)
+
+
 def many_points(fn, positions, t, coef, k1, k2, omega):
     """Evaluates `psi` or `velocity` for several fields at several points.
 

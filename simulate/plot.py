@@ -14,18 +14,26 @@ from simulate.flow import grid_fields
 
 
 def wrapped_segments(x, y) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Returns an unwrapped track reduced mod 1 as pieces that never jump across the domain.
+    """Returns a track reduced mod 1 as pieces that never jump across the domain.
 
     Args:
-        x, y: unwrapped positions `(obs,)`.
+        x, y: positions `(obs,)`, unwrapped or already reduced mod 1; points with a NaN
+            coordinate (missing observations, padding) are dropped.
     Returns:
         A list of (x, y) pairs of `(n,)` arrays in [0, 1); a new piece starts wherever the
-        periodic cell `floor(x), floor(y)` changes, i.e. where the track wraps.
+        periodic cell `floor(x), floor(y)` changes (an unwrapped track wraps) or the reduced
+        positions jump by more than half the domain (a track given already reduced mod 1).
     """
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    if not len(x):
+        return []
     cell = np.stack([np.floor(x), np.floor(y)], -1)
-    breaks = np.flatnonzero(np.any(cell[1:] != cell[:-1], axis=-1)) + 1
-    return [(np.mod(xs, 1.0), np.mod(ys, 1.0)) for xs, ys in zip(np.split(x, breaks), np.split(y, breaks))]
+    wrapped = np.stack([np.mod(x, 1.0), np.mod(y, 1.0)], -1)
+    jumps = np.any(cell[1:] != cell[:-1], axis=-1) | np.any(np.abs(np.diff(wrapped, axis=0)) > 0.5, axis=-1)
+    breaks = np.flatnonzero(jumps) + 1
+    return [(xs, ys) for xs, ys in zip(np.split(wrapped[:, 0], breaks), np.split(wrapped[:, 1], breaks))]
 
 
 def potential_at_release(ds, samples, n_grid: int = 128) -> np.ndarray:

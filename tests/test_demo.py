@@ -1,43 +1,98 @@
-"""`lagda demo` on the shipped model and held-out tracks: files written, errors below the
-thresholds stated in the README (measured: field error linear 0.479, embed 0.78, hybrid 0.487;
-coverage 0.96 / 0.98 / 0.94; the thresholds leave room for platform round-off only)."""
+"""`lagda demo` on the shipped model and held-out tracks: files written, errors judged against references.
 
+The thresholds are properties, not past outputs (8 held-out flows, one dense track each):
+
+* The prior mean (c = 0) has velocity-field error exactly 1: every method must beat it; the
+  learned `embed`, which reads the track only through the encoder, by at least 10%.
+* Each posterior predicts its own error: sqrt(sum of posterior velocity variances / sum of true
+  squared velocities) over the grid. Pooled over the 8 flows, the actual error must lie within a
+  factor 1.5 of it, either way (per flow the ratio varies 0.5-1.8; pooled, +-1.5 is about three
+  standard deviations of a calibrated posterior).
+* The 95% intervals of the velocity must hold 0.95 +- 0.05 of the true grid velocities, the
+  upper end cut at 0.99 (an 8-flow average of correlated grid points: the standard error is
+  0.01-0.03).
+* `hybrid` refines the linear inversion with the learned conditional as its prior: on these
+  dense tracks it must not be worse than `linear` by more than 15%.
+* Along the observed track the velocity is recovered to 1e-3 (measured 1e-5).
+
+Measured when written: field error linear 0.47, embed 0.78, hybrid 0.50; actual / predicted
+error 0.97 / 0.85 / 1.12; coverage 0.958 / 0.977 / 0.929.
+"""
+
+import jax
+import numpy as np
 import pytest
 
+from lagda.assimilation.scores import velocity_field_error
 from lagda.cli import main
 from lagda.demo import run_demo
 from lagda.io.results import read_result
+from simulate.flow import grid_fields
 
-THRESHOLDS = {  # method: (max velocity-field relative L2 error, min 95% coverage)
-    "linear": (0.55, 0.9),
-    "embed": (0.85, 0.9),
-    "hybrid": (0.55, 0.85),
-}
+METHODS = ("linear", "embed", "hybrid")
+COVERAGE_BAND = (0.90, 0.99)
+PREDICTED_ERROR_FACTOR = 1.5
+HYBRID_OVER_LINEAR = 1.15
 
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo")
-    return out, run_demo(out, progress=False, log=lambda *a: None)
+    return out, run_demo(out, methods=METHODS, progress=False, log=lambda *a: None)
 
 
-@pytest.mark.parametrize("method", sorted(THRESHOLDS))
-def test_demo_errors_below_stated_thresholds(demo, method):
+def _true_velocity(result):
+    """Returns the true u, v on the result's grid, each `(field, time, y, x)`."""
+    with jax.enable_x64(True):
+        _, u, v = grid_fields(result.true_coef, result.k1, result.k2, result.omega, result.time, len(result.x))
+    return np.asarray(u), np.asarray(v)
+
+
+def test_prior_mean_error_is_one(demo):
+    """The reference: the zero field (the prior mean) has relative error exactly 1."""
+    r = read_result(demo[0] / "result_linear.nc")
+    with jax.enable_x64(True):
+        err = velocity_field_error(r.true_coef, np.zeros_like(r.true_coef), r.k1, r.k2, r.omega, r.time, len(r.x))
+    np.testing.assert_allclose(err, 1.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_demo_writes_results_and_beats_the_prior_mean(demo, method):
     out, rows = demo
-    max_error, min_cover = THRESHOLDS[method]
     summary = rows[method]
     assert summary["fields"] == 8
-    assert summary["velocity_rel_l2"] < max_error
-    assert summary["velocity_calibration"] >= min_cover
+    assert summary["velocity_rel_l2"] < (0.9 if method == "embed" else 1.0)
     result = read_result(out / f"result_{method}.nc")
     assert result.coef_mean.shape == (8, 49) and result.true_coef is not None
     assert (out / f"result_{method}.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_error_is_the_one_the_posterior_predicts(demo, method):
+    r = read_result(demo[0] / f"result_{method}.nc")
+    u, v = _true_velocity(r)
+    actual = np.sum((r.fields["u_mean"] - u) ** 2 + (r.fields["v_mean"] - v) ** 2)
+    predicted = np.sum(r.fields["u_std"] ** 2 + r.fields["v_std"] ** 2)
+    ratio = np.sqrt(actual / predicted)
+    assert 1 / PREDICTED_ERROR_FACTOR < ratio < PREDICTED_ERROR_FACTOR, ratio
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_coverage_is_near_95_percent(demo, method):
+    low, high = COVERAGE_BAND
+    assert low <= demo[1][method]["velocity_calibration"] <= high
+
+
+def test_hybrid_is_not_much_worse_than_linear(demo):
+    rows = demo[1]
+    assert rows["hybrid"]["velocity_rel_l2"] <= HYBRID_OVER_LINEAR * rows["linear"]["velocity_rel_l2"]
 
 
 def test_dense_track_is_followed(demo):
     """Along the dense observed track, the posterior-mean velocity matches the true one."""
     _, rows = demo
     assert rows["linear"]["track_velocity_rel_l2"] < 1e-3
+    assert rows["hybrid"]["track_velocity_rel_l2"] < 1e-3
 
 
 def test_demo_command_prints_the_table(tmp_path, capsys):

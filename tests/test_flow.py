@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from simulate.flow import grid_fields, many_points, psi, rectangular_modes, velocity
+from simulate.flow import grid_fields, many_points, psi, rectangular_modes, velocity, velocity_basis
 from simulate.prior import draw_coefficients, draw_frequencies, spectrum
 
 K1, K2 = rectangular_modes((-2, 2), (-1, 2))
@@ -84,3 +84,22 @@ def test_many_points_equals_loop(field):
 def test_empty_mode_set_is_refused():
     with pytest.raises(ValueError, match="empty mode set"):
         rectangular_modes((2, 1), (0, 0))
+
+
+def test_velocity_basis_is_the_jacobian_of_velocity_in_re_im_c(field):
+    """G(z, t) = d w / d (Re c, Im c), and G x is the velocity, at points of any batch shape."""
+    coef, omega = field
+    points = jax.random.uniform(jax.random.key(5), (3, 4, 2), jnp.float64, -1.0, 2.0)
+    times = jnp.linspace(0.0, 0.1, 4)  # broadcast against the (3, 4) points
+    g = velocity_basis(points, times, K1, K2, omega)
+    assert g.shape == (3, 4, 2, 2 * len(K1)) and g.dtype == np.float64
+    n = len(K1)
+
+    def w_of_x(x, z, t):
+        return velocity(z, t, x[:n] + 1j * x[n:], K1, K2, omega)
+
+    x = jnp.concatenate([coef[0].real, coef[0].imag])
+    for i in range(3):
+        for j in range(4):
+            np.testing.assert_allclose(g[i, j], jax.jacfwd(w_of_x)(x, points[i, j], times[j]), rtol=1e-12, atol=1e-11)
+            np.testing.assert_allclose(g[i, j] @ x, w_of_x(x, points[i, j], times[j]), rtol=1e-12, atol=1e-11)

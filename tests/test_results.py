@@ -95,7 +95,7 @@ def test_result_file_round_trips(tmp_path):
             assert getattr(var, "long_name", ""), var.name
             if var.name != "track_id":
                 assert hasattr(var, "units"), var.name
-    assert not list(tmp_path.glob("*.tmp"))
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["r.nc"]  # no hidden .r.nc.tmp-PID left
 
 
 def test_result_without_candidates_or_tracks(tmp_path):
@@ -117,12 +117,13 @@ def test_bad_inputs(tmp_path):
         read_result(tmp_path / "none.nc")
 
 
-def test_wrapped_segments_break_at_wraps():
-    from lagda.assimilation.plot import wrapped_segments
+def test_wrapped_segments_drop_missing_points_and_break_reduced_tracks_at_wraps():
+    from simulate.plot import wrapped_segments
 
-    x, y = wrapped_segments(np.array([[0.8, 0.5], [0.95, 0.5], [1.1, 0.5], [1.2, 0.6], [np.nan, np.nan]]))
-    np.testing.assert_allclose(x, [0.8, 0.95, np.nan, 0.1, 0.2], atol=1e-12)
-    assert np.isnan(y[2]) and np.all(np.isfinite(np.delete(y, 2)))
+    x = np.array([0.8, 0.95, np.nan, 0.1, 0.2])  # already reduced mod 1, one missing point
+    pieces = wrapped_segments(x, np.array([0.5, 0.5, 0.5, 0.5, 0.6]))
+    assert [px.tolist() for px, _ in pieces] == [[0.8, 0.95], [0.1, 0.2]]
+    assert wrapped_segments(np.full(3, np.nan), np.zeros(3)) == []
 
 
 def test_plot_assimilation_writes_png(tmp_path):
@@ -137,6 +138,26 @@ def test_plot_assimilation_writes_png(tmp_path):
     with pytest.raises(ValueError, match="out of range"):
         plot_assimilation(tmp_path / "r.nc", tmp_path / "bad.png", field=5)
     assert not (tmp_path / "bad.png").exists()
+
+
+def test_figure_shows_true_and_recovered_psi_on_one_scale_with_their_error(tmp_path):
+    from lagda.assimilation.plot import assimilation_figure
+
+    post = _posterior(retrieval=False)
+    truth = _complex(np.random.default_rng(7), (2, 9))
+    write_result(tmp_path / "r.nc", post, K1, K2, OMEGA, TIMES, N)
+    res = read_result(tmp_path / "r.nc")
+    fig = assimilation_figure(res, truth=truth, field=1, time_index=1)
+    (true_im,), (mean_im,), (error_im,), (std_im,) = (ax.get_images() for ax in fig.axes[:4])
+    assert true_im.get_clim() == mean_im.get_clim() == error_im.get_clim()
+    psi_true = np.asarray(grid_fields(truth[1:], K1, K2, OMEGA, TIMES[1:2], N)[0])[0, 0]
+    psi_mean = res.fields["psi_mean"][1, 1]
+    # psi is drawn without its spatial mean (mode (0, 0), which moves no drifter)
+    np.testing.assert_allclose(true_im.get_array(), psi_true - psi_true.mean(), atol=1e-12)
+    np.testing.assert_allclose(error_im.get_array(), (psi_mean - psi_mean.mean()) - (psi_true - psi_true.mean()), atol=1e-12)
+    assert np.max(np.abs(error_im.get_array())) <= error_im.get_clim()[1]  # nothing clipped
+    titles = [ax.get_title() for ax in assimilation_figure(res, truth=None, field=1).axes if ax.get_title()]
+    assert titles == ["posterior mean psi and velocity", "posterior std of velocity"]  # no truth: no true, no error
 
 
 # ---------------------------------------------------------------- lagda assimilate: argument errors
@@ -191,9 +212,10 @@ def test_cli_assimilate_learned_method_defaults_to_the_shipped_model(tmp_path, c
 
     from lagda.cli import main
     from lagda.demo import shipped
+    from lagda.learning.model import run_identity
 
     code = main(["assimilate", "--tracks", str(shipped("example_tracks.nc")), "--method", "retrieve", "--bank-size", "2000",
                  "--top-k", "4", "--n-grid", "4", "--out", str(tmp_path / "r.nc")])
     assert code == 0 and "wrote" in capsys.readouterr().out
-    with netCDF4.Dataset(tmp_path / "r.nc") as nc:
-        assert nc.model_run == str(shipped("model")) and nc.dimensions["rank"].size == 4
+    with netCDF4.Dataset(tmp_path / "r.nc") as nc:  # the run is recorded by name and content hash
+        assert nc.model_run == run_identity(shipped("model")) and nc.dimensions["rank"].size == 4

@@ -136,6 +136,22 @@ def test_top_k_finds_the_planted_item_first_in_float32():
     assert len(set(np.asarray(indices).tolist())) == 5  # no duplicates from the overlapping last chunk
 
 
+@pytest.mark.parametrize("n", [2, 6, 40], ids=["chunk_lt_k", "chunk_eq_k", "chunk_gt_k"])
+def test_merge_top_k_equals_a_stable_sort_of_everything_seen(n):
+    """Merging chunk by chunk keeps the k best of all items seen, the earliest first among ties."""
+    rng = np.random.default_rng(5)
+    k, q = 6, 3
+    scores = rng.integers(0, 4, size=(q, 3 * n)).astype(np.float64)  # few values: many ties
+    items = np.stack([np.arange(3 * n), -np.arange(3 * n)], axis=1)  # (item, 2): vector-valued items
+    top_s, top_i = jnp.full((q, k), -jnp.inf), jnp.zeros((q, k, 2), items.dtype)
+    for start in range(0, 3 * n, n):
+        top_s, top_i = retrieval.merge_top_k(top_s, top_i, jnp.asarray(scores[:, start:start + n]),
+                                             jnp.asarray(items[start:start + n]), k)
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    np.testing.assert_array_equal(top_s, np.take_along_axis(scores, order, axis=1))
+    np.testing.assert_array_equal(top_i, items[order])
+
+
 def test_top_k_rejects_bad_k_and_shapes():
     bank = np.zeros((10, 3))
     with pytest.raises(ValueError, match="k must be"):

@@ -63,7 +63,7 @@ def test_dsg_round_trip_is_strict_cf(tmp_path):
         assert "time" in nc["x"].coordinates.split() and "time" in nc["y"].coordinates.split()
         for var in nc.variables.values():
             assert getattr(var, "long_name", ""), var.name
-    assert not list(tmp_path.glob("*.tmp"))
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["t.nc"]  # no hidden .t.nc.tmp-PID left
 
 
 def test_int_ids_and_no_release_round_trip(tmp_path):

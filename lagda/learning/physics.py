@@ -25,9 +25,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from simulate.flow import velocity_basis
+
 
 def design_matrix(positions, time, k1, k2, omega, stride: int):
     """Returns float64 (G `(..., interval, 2, 2 * mode)`, v `(..., interval, 2)`) of unwrapped tracks.
+
+    G is simulate.flow.velocity_basis at the interval midpoints, v the finite-difference velocities.
 
     Args:
         positions: `(..., obs, 2)` unwrapped positions at `time` `(obs,)`.
@@ -36,14 +40,9 @@ def design_matrix(positions, time, k1, k2, omega, stride: int):
     """
     z = np.asarray(positions, np.float64)[..., ::stride, :]
     t = np.asarray(time, np.float64)[::stride]
-    k1, k2, omega = (np.asarray(a, np.float64) for a in (k1, k2, omega))
     v = (z[..., 1:, :] - z[..., :-1, :]) / (t[1:] - t[:-1])[:, None]
     mid, t_mid = 0.5 * (z[..., 1:, :] + z[..., :-1, :]), 0.5 * (t[1:] + t[:-1])
-    phase = omega * t_mid[:, None] + 2.0 * np.pi * (mid[..., 0:1] * k1 + mid[..., 1:2] * k2)  # (..., interval, mode)
-    g_re, g_im = -2.0 * np.pi * np.sin(phase), -2.0 * np.pi * np.cos(phase)  # d w / d Re c_k, d Im c_k
-    direction = np.stack([-k2, k1])  # (2, mode): w_k is along (-k2, k1)
-    g = np.concatenate([g_re[..., None, :] * direction, g_im[..., None, :] * direction], axis=-1)
-    return g, v
+    return velocity_basis(mid, t_mid, k1, k2, omega), v
 
 
 def posterior_mean(positions, time, k1, k2, omega, prior_sd, noise: float, stride: int) -> np.ndarray:

@@ -179,6 +179,29 @@ def retrieval_metrics(
     return metrics
 
 
+def merge_top_k(top_scores: jax.Array, top_items: jax.Array, scores: jax.Array, items: jax.Array, k: int):
+    """Returns the running top-k ``(scores (q, k), items (q, k, ...))`` updated with a new chunk.
+
+    The chunk's own top ``min(k, n)`` are taken first, then merged with the running top-k, so
+    only ``2k`` items per query are ever gathered. Sorted by decreasing score; among equal
+    scores the running items come first, then chunk items in chunk order (``lax.top_k`` is
+    stable), i.e. the earliest-seen item wins a tie.
+
+    Args:
+      top_scores: ``(q, k)`` running best scores (``-inf`` where empty), sorted decreasing.
+      top_items: ``(q, k, ...)`` the items (indices, coefficient vectors, ...) of ``top_scores``.
+      scores: ``(q, n)`` scores of the chunk's items for each query.
+      items: ``(n, ...)`` the chunk's items, shared by all queries.
+      k: how many to keep (static).
+    """
+    chunk_scores, pos = jax.lax.top_k(scores, min(k, scores.shape[1]))
+    merged_scores = jnp.concatenate([top_scores, chunk_scores], axis=1)
+    merged_items = jnp.concatenate([top_items, items[pos].astype(top_items.dtype)], axis=1)
+    new_scores, best = jax.lax.top_k(merged_scores, k)
+    best = best.reshape(best.shape + (1,) * (merged_items.ndim - 2))
+    return new_scores, jnp.take_along_axis(merged_items, best, axis=1)
+
+
 @functools.lru_cache(maxsize=None)
 def _top_k_kernel(sim_fn: SimilarityFn, k: int, chunk: int, dtype: str):
     @jax.jit
@@ -190,7 +213,6 @@ def _top_k_kernel(sim_fn: SimilarityFn, k: int, chunk: int, dtype: str):
         neg_inf = jnp.array(-jnp.inf, dtype)
 
         def body(c, carry):
-            best_scores, best_index = carry
             wanted = c * chunk
             # dynamic_slice clamps the start so the last slice overlaps its
             # predecessor instead of running off the end; mask the overlap.
@@ -199,11 +221,7 @@ def _top_k_kernel(sim_fn: SimilarityFn, k: int, chunk: int, dtype: str):
             index = (start + jnp.arange(chunk)).astype(jnp.int32)
             scores = sim_fn(block, query).T  # (q, chunk): s(bank_j, query_i)
             scores = jnp.where(jnp.broadcast_to(index >= wanted, scores.shape), scores, neg_inf)
-            top_scores, top_pos = jax.lax.top_k(scores, k)
-            merged_scores = jnp.concatenate([best_scores, top_scores], axis=1)
-            merged_index = jnp.concatenate([best_index, index[top_pos]], axis=1)
-            new_scores, pos = jax.lax.top_k(merged_scores, k)
-            return new_scores, jnp.take_along_axis(merged_index, pos, axis=1)
+            return merge_top_k(*carry, scores, index, k)
 
         init = (
             jnp.full((query.shape[0], k), -jnp.inf, dtype),

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from simulate.flow import TWO_PI, velocity
+from simulate.flow import TWO_PI, velocity, velocity_basis
 from simulate.integrate import explicit_rk_step, record
 
 
@@ -191,16 +191,7 @@ def simulate_observed_tangent(x, z0, t0, index, k1, k2, omega, dt, n_sim: int, s
     return states[..., 0], states[..., 1:]
 
 
-def velocity_matrix(points, t, k1, k2, omega) -> np.ndarray:
-    """Returns G with w(z, t) = G x for x = (Re c, Im c): `(point, 2, 2K)`, numpy float64.
-
-    w = Re(sum_k c_k e^{i theta_k} 2 pi i (-k2, k1)), theta_k = omega_k t + 2 pi k.z, so
-    u = sum 2 pi k2 (a_k sin theta_k + b_k cos theta_k), v = -sum 2 pi k1 (same), c = a + i b.
-    """
-    theta = omega[None, :] * t[:, None] + TWO_PI * (points[:, 0:1] * k1[None, :] + points[:, 1:2] * k2[None, :])
-    basis = np.concatenate([np.sin(theta), np.cos(theta)], axis=-1)  # (point, 2K)
-    kk1, kk2 = np.tile(k1, 2)[None, :], np.tile(k2, 2)[None, :]
-    return np.stack([TWO_PI * kk2 * basis, -TWO_PI * kk1 * basis], axis=1)
+velocity_matrix = velocity_basis  # G `(point, 2, 2K)` with w(z, t) = G x, numpy float64
 
 
 def gaussian_samples(key, mean, cov, n: int) -> np.ndarray:

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lagda.learning.losses import similarity
+from lagda.learning.retrieval import merge_top_k
 from simulate.prior import draw_coefficients
 
 
@@ -44,9 +45,7 @@ def scan_bank(query, key, scale, bank, mask, tau, kind: str, size: int, batch: i
         valid = b * batch + jnp.arange(batch) < size
         s = similarity(x * mask[None, :], query, kind, tau).T.astype(jnp.float32)  # (q, batch)
         s = jnp.where(jnp.broadcast_to(valid[None, :], s.shape), s, -jnp.inf)
-        top_s, pos = jax.lax.top_k(jnp.concatenate([top_s, s], axis=1), k)
-        c_all = jnp.concatenate([top_c, jnp.broadcast_to(coef[None], (q, batch, n_mode))], axis=1)
-        top_c = jnp.take_along_axis(c_all, pos[:, :, None], axis=1)
+        top_s, top_c = merge_top_k(top_s, top_c, s, coef, k)
         m_new = jnp.maximum(m, jnp.max(s, axis=1))
         shrink, w = jnp.exp(m - m_new), jnp.exp(s - m_new[:, None])
         return (top_c, top_s, m_new, sum_w * shrink + jnp.sum(w, axis=1),
