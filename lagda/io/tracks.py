@@ -1,6 +1,6 @@
 """Observed drifter tracks: the `Tracks` container and track-file readers/writers.
 
-Track files (DESIGN.md "Files") are strict CF discrete-sampling-geometry trajectory files:
+Track files (docs/design.md, "Track files") are strict CF discrete-sampling-geometry trajectory files:
 `featureType = "trajectory"`, dims `trajectory`/`obs`, a `cf_role = "trajectory_id"` variable,
 per-trajectory `time(trajectory, obs)` padded with `_FillValue`. Readers also accept the
 orthogonal and contiguous-ragged CF layouts, a lagda dataset and CSV (id,time,x,y[,field]).
@@ -316,7 +316,7 @@ def tracks_from_dataset(ds, samples=None, drifters=None) -> Tracks:
     samples), sample-major; times are the dataset's `time(obs)`.
 
     Args:
-        ds: an xarray Dataset with the DESIGN "Datasets" variables.
+        ds: an xarray Dataset with the dataset variables of docs/design.md.
         samples, drifters: optional integer index arrays selecting a subset.
     Raises:
         ValueError: if a required variable is missing.

@@ -3,7 +3,7 @@ real <-> complex coefficient vectors, the differentiable observation operator an
 Gaussian posterior sampling.
 
 A coefficient vector is handled as the real vector x = (Re c, Im c) in R^{2K}, the fixed
-Eulerian embedding g_u of DESIGN.md; the prior is x ~ N(0, diag(a_k^2 / 2, a_k^2 / 2)).
+Eulerian embedding g_u (docs/design.md); the prior is x ~ N(0, diag(a_k^2 / 2, a_k^2 / 2)).
 """
 
 from __future__ import annotations
