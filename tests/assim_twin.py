@@ -42,10 +42,10 @@ def write_twin_tracks(twin: Twin, path) -> None:
     write_tracks(tracks, path)
 
 
-def make_twin(n_field=2, n_drifter=4, n_obs=200, stride=1, seed=1) -> Twin:
-    """Returns exact tracks of prior draws (rms speed 10, K = 9, dt 1e-4)."""
+def make_twin(n_field=2, n_drifter=4, n_obs=200, stride=1, seed=1, rms_speed=10.0) -> Twin:
+    """Returns exact tracks of prior draws (K = 9, dt 1e-4, rms speed 10 unless given)."""
     k1, k2 = rectangular_modes((-1, 1), (-1, 1))
-    scale = spectrum(k1, k2, 1.5, 10.0)
+    scale = spectrum(k1, k2, 1.5, rms_speed)
     omega = draw_frequencies(jax.random.key(0), len(k1), 20 * np.pi)
     coef = np.asarray(draw_coefficients(jax.random.key(seed), scale, n_field, np.complex128))
     release = 0.5 + 0.4 * np.random.default_rng(seed).random((n_field, n_drifter, 2))

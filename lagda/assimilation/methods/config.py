@@ -13,6 +13,7 @@ METHODS = ("linear", "var", "enkf", "retrieve", "embed", "hybrid")
 OPTIMIZERS = ("gauss_newton", "lbfgs", "adam")
 HYBRID_STARTS = ("embed", "retrieve")
 HYBRID_REFINES = ("none", "auto", "gauss_newton", "var")
+TRACK_DATA = ("auto", "velocities", "displacements")
 FD_LAGS = (1, 2, 4, 8, 16, 32)  # finite-difference lags tried by the automatic lag choice
 
 
@@ -22,7 +23,17 @@ class AssimConfig:
     noise_std: float | None = None  # position noise std (domain lengths); None: estimate / floor
     # linear: finite-difference velocities
     fd_lag: int | None = None  # observations between the two ends of a finite difference; None: automatic
-    fd_order: int | None = None  # 2 (pairs at midpoints) or 4 (five-point on smooth tracks); None: 4 if dense
+    fd_order: int | None = None  # 2 (pairs at midpoints), 4 or 6 (central, at observed points); None: 6 if smooth and dense
+    # linear / hybrid data: "velocities" (finite differences), "displacements" (path integrals),
+    # "auto": displacements for noisy dense tracks (automatic lag above 1), velocities otherwise
+    track_data: Literal["auto", "velocities", "displacements"] = "auto"
+    # displacements: passes of the errors-in-variables whitening (G at noisy positions), each
+    # linearised at the previous mean; 0: white displacement noise
+    eiv_iterations: int = 2
+    # velocities: posterior covariance at the residuals' correlation time times the noise variance
+    correlated_errors: bool = True
+    # velocities: covariance noise at least the posterior-predictive floor (tracks re-integrated from the mean)
+    predictive_floor: bool = True
     # observation spacing (RK4 steps) above which tracks are sparse: pairs instead of the
     # five-point difference (linear), Gauss-Newton refinement (hybrid "auto")
     sparse_steps: int = 10
@@ -60,7 +71,9 @@ class AssimConfig:
             (self.members >= 1, f"members must be >= 1, got {self.members}"),
             (self.noise_std is None or self.noise_std >= 0, f"noise_std must be >= 0, got {self.noise_std}"),
             (self.fd_lag is None or self.fd_lag >= 1, f"fd_lag must be None (automatic) or >= 1, got {self.fd_lag}"),
-            (self.fd_order in (None, 2, 4), f"fd_order must be None (automatic), 2 or 4, got {self.fd_order}"),
+            (self.fd_order in (None, 2, 4, 6), f"fd_order must be None (automatic), 2, 4 or 6, got {self.fd_order}"),
+            (self.track_data in TRACK_DATA, f"track_data must be one of {TRACK_DATA}, got {self.track_data!r}"),
+            (self.eiv_iterations >= 0, f"eiv_iterations must be >= 0, got {self.eiv_iterations}"),
             (self.noise_grid >= 2, f"noise_grid must be >= 2, got {self.noise_grid}"),
             (self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}"),
             (self.var_iterations >= 1, f"var_iterations must be >= 1, got {self.var_iterations}"),

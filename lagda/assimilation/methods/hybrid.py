@@ -40,7 +40,8 @@ import numpy as np
 
 from lagda.assimilation.methods._common import FieldEstimate, FlowModel, gaussian_estimate
 from lagda.assimilation.methods.config import AssimConfig
-from lagda.assimilation.methods.linear import displacement_data, linear_posterior, log_evidence, observation_regime, velocity_data
+from lagda.assimilation.methods.linear import (data_kind, displacement_data, displacement_posterior, linear_posterior, log_evidence,
+                                               observation_regime, track_velocity_posterior, velocity_data)
 from lagda.assimilation.methods.variational import assimilate_var
 
 
@@ -91,23 +92,29 @@ def assimilate_hybrid(positions, times, release, model: FlowModel, config: Assim
         ValueError: if no finite difference can be formed.
     """
     info = observation_regime(positions, times, model, config)
-    sparse = info["sparse"]
-    noisy = info["lag"] > 1  # choose_lag found position noise above the truncation error
-    if noisy and not sparse:  # positions through the integral model: white noise, not amplified
+    kind = data_kind(info, config)
+    noise_std = config.noise_std if config.noise_std is not None else info.get("noise_std_est", 0.0)
+    trusted = noise_std <= config.hybrid_learned_noise_limit  # else unlike the encoder's training tracks
+    if kind == "velocities":
+        g, y, noise_var, info = velocity_data(positions, times, release, model, config, info)
+    elif trusted:  # positions through the integral model (white, for the prior choice only)
         g, y = displacement_data(positions, times, release, model)
         noise_var = config.noise_std**2 if config.noise_std else None
-    else:
-        g, y, noise_var, info = velocity_data(positions, times, release, model, config, info)
-    noise_std = config.noise_std if config.noise_std is not None else info.get("noise_std_est", 0.0)
-    if noise_std > config.hybrid_learned_noise_limit:  # unlike the encoder's training tracks: not trusted
+    if not trusted:
         prior_mean, prior_var, inflation = np.zeros(2 * model.n_modes), model.prior_var, float("inf")
     else:
         prior_mean, prior_var, inflation = select_prior(g, y, learned_prior(learned_mean, learned_var, model), model,
                                                         noise_var, config.noise_grid)
-    prior = (prior_mean, prior_var)
-    mean, cov, noise_var = gaussian_product(g, y, *prior, noise_var, config.noise_grid)
-    info = {**info, "data": "displacements" if noisy and not sparse else "velocities",
-            "data_noise_std": float(np.sqrt(noise_var)), "refined": False, "prior_inflation": inflation}
+    if kind == "displacements":  # with the errors-in-variables whitening of the noisy positions
+        mean, cov, data_info = displacement_posterior(positions, times, release, model, config, prior_mean, prior_var)
+        info = {**info, **data_info, "data_noise_std": data_info["position_noise_std"]}
+    else:
+        mean, cov, data_info = track_velocity_posterior(positions, times, release, model, config, info, prior_mean,
+                                                        prior_var)
+        info = {**info, **data_info, "data_noise_std": data_info["velocity_noise_std"]}
+    info = {**info, "noise_source": "given" if config.noise_std else "empirical_bayes", "refined": False,
+            "prior_inflation": inflation}
+    sparse = info["sparse"]
     refine = config.hybrid_refine == "gauss_newton" or (config.hybrid_refine == "auto" and sparse)
     if not refine:
         return gaussian_estimate(key, mean, cov, config.members, info)

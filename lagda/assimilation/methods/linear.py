@@ -26,10 +26,18 @@ k = (0, 0) mode never moves a drifter, its G column is zero, so it keeps its pri
 
 from __future__ import annotations
 
-import numpy as np
+import dataclasses
 
-from lagda.assimilation.methods._common import FieldEstimate, FlowModel, gaussian_estimate, log_grid, valid_mask, velocity_matrix
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.linalg.blas import dsyrk
+from scipy.optimize import minimize_scalar
+
+from lagda.assimilation.methods._common import (FieldEstimate, FlowModel, arrange, gaussian_estimate, simulate_observed, valid_mask,
+                                                velocity_matrix)
 from lagda.assimilation.methods.config import FD_LAGS, AssimConfig
+from simulate.flow import TWO_PI
 
 
 def _with_release(positions, times, release):
@@ -59,79 +67,194 @@ def finite_differences(positions, times, release=None, lag: int = 1):
     return (z_a + z_b) / 2.0, (t_a + t_b) / 2.0, (z_b - z_a) / (t_b - t_a)[:, None], t_b - t_a
 
 
-def displacement_data(positions, times, release, model: FlowModel):
-    """Returns (A `(n, 2K)`, b `(n,)`) of the integral observation model b = A x + e, e white.
+@dataclasses.dataclass(frozen=True)
+class Segments:
+    """Runs of consecutive valid observations, padded to one length M: the displacement model's input.
 
-    Displacements instead of differences: z(t_j) - z(t_a) = int_{t_a}^{t_j} G(z(s), s) ds x, with
-    the integral a cumulative trapezoid of G at the observed points. G is evaluated at noisy
-    positions, but its error (grad w) eps averages out along the path (~1e-6 at sigma = 1e-3,
-    dt = 1e-4), so the noise stays the white position noise instead of being amplified by
-    1/dt_obs as in finite differences. Each run of consecutive valid observations is one
-    segment; a segment starting at a known release point is anchored there, any other is
-    centred per coordinate, which removes its unknown start exactly (a flat prior on it).
+    A segment starting at a known release point is anchored there (its point 0 is the exact
+    release); any other has an unknown start, removed by a flat prior (a nuisance shift).
+    """
 
-    Args:
-        positions: `(drifter, obs, 2)` unwrapped, NaN where missing; times: `(drifter, obs)`;
-        release: `(drifter, 2)` or None.
+    points: np.ndarray  # (segment, M, 2) observed positions, 0 where padded
+    times: np.ndarray  # (segment, M)
+    valid: np.ndarray  # bool (segment, M)
+    anchored: np.ndarray  # bool (segment,)
+    integral: np.ndarray  # (segment, M, 2, 2K) cumulative trapezoid A_j of G at the observed points
+
+
+def track_segments(positions, times, release, model: FlowModel) -> Segments:
+    """Returns the `Segments` of tracks `(drifter, obs, 2)`, times `(drifter, obs)`, release `(drifter, 2)` or None.
+
+    Raises:
+        ValueError: if no segment has two observations.
     """
     positions, times = np.asarray(positions, np.float64), np.asarray(times, np.float64)
-    rows, data = [], []
+    runs = []
     for d in range(positions.shape[0]):
         ok = valid_mask(positions[d], times[d])
         edges = np.flatnonzero(np.diff(np.concatenate([[0], ok.astype(np.int8), [0]])))
         for start, stop in zip(edges[::2], edges[1::2]):
             p, t = positions[d, start:stop], times[d, start:stop]
-            anchored = release is not None and start == 0 and np.all(np.isfinite(release[d]))
+            anchored = release is not None and start == 0 and bool(np.all(np.isfinite(release[d])))
             if anchored:
                 p, t = np.concatenate([np.asarray(release[d], np.float64)[None], p]), np.concatenate([[0.0], t])
-            if len(t) < 2:
-                continue
-            g = velocity_matrix(p, t, model.k1, model.k2, model.omega)  # (point, 2, 2K)
-            a = np.concatenate([np.zeros((1, *g.shape[1:])), np.cumsum(0.5 * np.diff(t)[:, None, None] * (g[:-1] + g[1:]), 0)])
-            b = p - p[0]
-            if anchored:
-                a, b = a[1:], b[1:]
-            else:
-                a, b = a - a.mean(0), b - b.mean(0)
-            rows.append(a.reshape(-1, a.shape[-1]))
-            data.append(b.reshape(-1))
-    if not rows:
+            if len(t) >= 2:
+                runs.append((p, t, anchored))
+    if not runs:
         raise ValueError("no segment of two valid observations: cannot form displacements")
+    n_seg, m = len(runs), max(len(t) for _, t, _ in runs)
+    points, t_pad, valid = np.zeros((n_seg, m, 2)), np.zeros((n_seg, m)), np.zeros((n_seg, m), bool)
+    for i, (p, t, _) in enumerate(runs):
+        points[i, : len(t)], t_pad[i, : len(t)], valid[i, : len(t)] = p, t, True
+        t_pad[i, len(t):] = t[-1]  # zero steps after the end: the integral stays constant
+    g = np.where(valid[..., None, None], velocity_matrix(points.reshape(-1, 2), t_pad.reshape(-1), model.k1, model.k2,
+                                                         model.omega).reshape(n_seg, m, 2, -1), 0.0)
+    steps = np.diff(t_pad, axis=1)[..., None, None]
+    integral = np.concatenate([np.zeros_like(g[:, :1]), np.cumsum(0.5 * steps * (g[:, :-1] + g[:, 1:]), axis=1)], axis=1)
+    return Segments(points, t_pad, valid, np.array([a for _, _, a in runs]), integral)
+
+
+def velocity_gradient(points, t, x, model: FlowModel) -> np.ndarray:
+    """Returns dw/dz at points `(point, 2)`, times `(point,)` for coefficients x `(2K,)`: `(point, 2, 2)`.
+
+    w = 2 pi (sum k2 p_k, -sum k1 p_k), p_k = a_k sin theta_k + b_k cos theta_k, so
+    dw/dz = (2 pi)^2 [[sum k2 k1 q, sum k2 k2 q], [-sum k1 k1 q, -sum k1 k2 q]], q_k = dp_k / dtheta_k.
+    """
+    k = model.n_modes
+    theta = model.omega[None, :] * t[:, None] + TWO_PI * (points[:, :1] * model.k1[None, :] + points[:, 1:] * model.k2[None, :])
+    q = x[None, :k] * np.cos(theta) - x[None, k:] * np.sin(theta)
+    k1, k2 = model.k1[None, :].astype(np.float64), model.k2[None, :].astype(np.float64)
+    rows = [[np.sum(k2 * k1 * q, 1), np.sum(k2 * k2 * q, 1)], [-np.sum(k1 * k1 * q, 1), -np.sum(k1 * k2 * q, 1)]]
+    return TWO_PI**2 * np.moveaxis(np.array(rows), -1, 0)
+
+
+def _solve_errors_in_variables(rhs, jac, steps):
+    """Returns eps `(segment, M, 2, col)` with eps_j - sum_i c_ji J_i eps_i = rhs_j (forward substitution).
+
+    c_ji are the cumulative-trapezoid weights of point i in the integral up to j, J_i = jac[:, i]
+    `(segment, M, 2, 2)`, steps `(segment, M)` = t_j - t_{j-1} (0 at j = 0). A loop over the
+    steps only, all segments and columns at once, each 2 x 2 system solved by its adjugate.
+    """
+    eps = np.empty_like(rhs)
+    integral = np.zeros_like(rhs[:, 0])  # trapezoid sum up to j-1: J_i eps_i weighted by c_(j-1)i
+    previous = np.zeros_like(rhs[:, 0])  # J_{j-1} eps_{j-1}
+    half = 0.5 * steps
+    for j in range(rhs.shape[1]):
+        h = half[:, j, None]
+        known = rhs[:, j] + integral + h[..., None] * previous
+        b00, b01 = 1.0 - h * jac[:, j, 0, 0, None], -h * jac[:, j, 0, 1, None]
+        b10, b11 = -h * jac[:, j, 1, 0, None], 1.0 - h * jac[:, j, 1, 1, None]
+        det = b00 * b11 - b01 * b10
+        e0 = (b11 * known[:, 0] - b01 * known[:, 1]) / det
+        e1 = (b00 * known[:, 1] - b10 * known[:, 0]) / det
+        eps[:, j, 0], eps[:, j, 1] = e0, e1
+        integral = known - rhs[:, j]
+        previous = np.stack([jac[:, j, 0, 0, None] * e0 + jac[:, j, 0, 1, None] * e1,
+                             jac[:, j, 1, 0, None] * e0 + jac[:, j, 1, 1, None] * e1], axis=1)
+        integral = integral + h[..., None] * previous
+    return eps
+
+
+def displacement_data(positions, times, release, model: FlowModel, x=None, segments: Segments | None = None,
+                      chunk: int = 64):
+    """Returns (A `(n, 2K)`, b `(n,)`) of the whitened integral observation model b = A x + e, e ~ N(0, sigma^2 I).
+
+    Displacements instead of differences: z(t_j) - z(t_a) = int_{t_a}^{t_j} G(z(s), s) ds x, the
+    integral a cumulative trapezoid of G at the observed points, so the noise is the position
+    noise rather than differences amplified by 1/dt_obs. G is evaluated at noisy positions
+    z + eps, which adds sum_i c_ji (dw/dz)(z_i) eps_i to observation j: a random walk along the
+    track of size ~ dt |dw/dz| sigma sqrt(j), comparable to sigma on long dense tracks and
+    correlated, so that many drifters make a white model overconfident. With an estimate x the
+    data error is (I - M) eps, M the lower-triangular matrix of c_ji dw/dz(z_i) at x, and both
+    sides are whitened by (I - M)^-1 (forward substitution); x None: M = 0 (white model).
+    Anchored segments (release known) start at the exact release; the unknown start of any
+    other is projected out after whitening (a flat prior on it).
+
+    Args:
+        positions: `(drifter, obs, 2)` unwrapped, NaN where missing; times: `(drifter, obs)`;
+        release: `(drifter, 2)` or None; x: `(2K,)` estimate for dw/dz or None;
+        segments: `track_segments` of these tracks (computed when None).
+    """
+    seg = track_segments(positions, times, release, model) if segments is None else segments
+    rows, data = [], []
+    for lo in range(0, len(seg.anchored), chunk):
+        part = slice(lo, lo + chunk)
+        a, b = _whitened_displacements(seg, part, model, x)
+        rows.append(a)
+        data.append(b)
     return np.concatenate(rows), np.concatenate(data)
 
 
-def five_point_differences(positions, times, release=None):
+def _whitened_displacements(seg: Segments, part: slice, model: FlowModel, x):
+    """Returns (A, b) rows of the segments `part` of `displacement_data`."""
+    points, valid, anchored = seg.points[part], seg.valid[part], seg.anchored[part]
+    n_seg, m, _ = points.shape
+    shift = np.broadcast_to(np.eye(2)[None, None], (n_seg, m, 2, 2))  # nuisance columns: the unknown start
+    rhs = np.concatenate([seg.integral[part], (points - points[:, :1])[..., None], shift], axis=-1)
+    if x is not None:
+        jac = velocity_gradient(points.reshape(-1, 2), seg.times[part].reshape(-1), np.asarray(x, np.float64), model)
+        jac = np.where(valid[..., None, None], jac.reshape(n_seg, m, 2, 2), 0.0)
+        rhs = _solve_errors_in_variables(rhs, jac, np.diff(seg.times[part], axis=1, prepend=seg.times[part][:, :1]))
+    keep = valid.copy()
+    keep[anchored, 0] = False  # the exact release is no observation
+    rhs = rhs * keep[..., None, None]
+    cols = rhs[..., :-2].reshape(n_seg, 2 * m, -1)
+    nuisance = rhs[..., -2:].reshape(n_seg, 2 * m, 2) * ~anchored[:, None, None]
+    gram = np.einsum("sni,snj->sij", nuisance, nuisance) + np.eye(2)[None] * anchored[:, None, None]
+    cols = cols - nuisance @ np.linalg.solve(gram, np.swapaxes(nuisance, 1, 2) @ cols)
+    cols = cols[np.repeat(keep, 2, axis=1)]
+    return cols[:, :-1], cols[:, -1]
+
+
+# central-difference weights c_m of w(t_j) = sum_m c_m (z_{j+m} - z_{j-m}) / h, m = 1, 2, ..., by order
+CENTRAL_WEIGHTS = {4: (2.0 / 3.0, -1.0 / 12.0), 6: (3.0 / 4.0, -3.0 / 20.0, 1.0 / 60.0)}
+
+
+def central_differences(positions, times, release=None, order: int = 6):
     """Returns positions `(point, 2)`, times `(point,)`, velocities `(point, 2)`, spacings `(point,)`.
 
-    The fourth-order central difference w(t_j) = (8 (z_{j+1} - z_{j-1}) - (z_{j+2} - z_{j-2})) / (12 h)
-    at every observation j whose four neighbours are valid and equally spaced (h). Unlike the
-    second-order difference it is taken at an observed point, not at a midpoint off the path,
-    and its truncation error is O(h^4) instead of O(h^2): on exact dense tracks the
-    second-order bias is a smooth, correlated error that the white-noise model cannot describe.
-    A known release point is used as an observation at t = 0.
+    The central difference of `order` (4: five points, 6: seven points; CENTRAL_WEIGHTS) at every
+    observation j whose neighbours are valid and equally spaced (h). Unlike the second-order
+    pairs it is taken at an observed point, not at a midpoint off the path, and its truncation
+    error is O(h^order): on exact dense tracks the second-order bias is a smooth, correlated
+    error that the white-noise model cannot describe, and at order 4 (dt 1e-4, K = 49) it is
+    still 1-5e-8, against the ~1e-9 RK4 error of the tracks that order 6 reaches. Its noise
+    variance is `noise_gain(order)` sigma^2 / h^2. A known release point is used as an
+    observation at t = 0.
     """
+    weights = CENTRAL_WEIGHTS[order]
+    r = len(weights)
     positions, times = _with_release(positions, times, release)
-    if positions.shape[1] < 5:
+    n = positions.shape[1]
+    if n < 2 * r + 1:
         return np.zeros((0, 2)), np.zeros(0), np.zeros((0, 2)), np.zeros(0)
     ok = valid_mask(positions, times)
-    z = [positions[:, i : positions.shape[1] - 4 + i] for i in range(5)]
-    t = [times[:, i : times.shape[1] - 4 + i] for i in range(5)]
-    h = t[3] - t[2]
-    regular = np.all([np.isclose(t[i + 1] - t[i], h, rtol=1e-6) for i in range(4)], axis=0) & (h > 0)
-    use = np.all([ok[:, i : ok.shape[1] - 4 + i] for i in range(5)], axis=0) & regular
-    vel = (8.0 * (z[3] - z[1]) - (z[4] - z[0])) / (12.0 * h[..., None])
-    return z[2][use], t[2][use], vel[use], h[use]
+    z = [positions[:, i : n - 2 * r + i] for i in range(2 * r + 1)]
+    t = [times[:, i : n - 2 * r + i] for i in range(2 * r + 1)]
+    h = t[r + 1] - t[r]
+    regular = np.all([np.isclose(t[i + 1] - t[i], h, rtol=1e-6) for i in range(2 * r)], axis=0) & (h > 0)
+    use = np.all([ok[:, i : n - 2 * r + i] for i in range(2 * r + 1)], axis=0) & regular
+    vel = sum(c * (z[r + m] - z[r - m]) for m, c in enumerate(weights, start=1)) / h[..., None]
+    return z[r][use], t[r][use], vel[use], h[use]
+
+
+def noise_gain(order: int) -> float:
+    """Returns the variance of a central difference of white position noise, in units sigma^2 / h^2."""
+    return 2.0 * sum(c**2 for c in CENTRAL_WEIGHTS[order])
+
+
+def five_point_differences(positions, times, release=None):
+    """Returns `central_differences` of order 4 (the five-point difference)."""
+    return central_differences(positions, times, release, order=4)
 
 
 def linear_posterior(g, y, prior_var, noise_var=None, n_grid: int = 41):
     """Returns the Gaussian posterior (mean `(p,)`, cov `(p, p)`, noise_var) of y = G x + e.
 
-    Whitened with x = D^{1/2} w and the SVD G D^{1/2} = U diag(s) V^T (an SVD rather than an
-    eigendecomposition of G^T G, so that weak directions keep their relative accuracy):
+    Whitened with x = D^{1/2} w and the SVD G D^{1/2} = U diag(s) V^T (`_whitened_svd`):
     mean_w = V diag(s / (s^2 + noise)) U^T y,  cov_w = V diag(noise / (s^2 + noise)) V^T.
-    Without noise_var, it maximises the log marginal likelihood of y ~ N(0, G D G^T + noise I),
-    -1/2 [n log noise + sum log(1 + s^2 / noise) + (|y|^2 - sum z^2 s^2 / (s^2 + noise)) / noise],
-    z = U^T y, over a log grid spanning 1e-14..1 of mean(y^2).
+    Without noise_var, it maximises the log marginal likelihood of y ~ N(0, G D G^T + noise I)
+    over noise (`_evidence_maximum`: EVIDENCE_RANGE of mean(y^2), then refined).
 
     Args:
         g: `(n, p)` design; y: `(n,)` data; prior_var: `(p,)` diagonal prior covariance D.
@@ -140,9 +263,12 @@ def linear_posterior(g, y, prior_var, noise_var=None, n_grid: int = 41):
     """
     if g.ndim != 2 or y.shape != (g.shape[0],) or prior_var.shape != (g.shape[1],) or g.shape[0] == 0:
         raise ValueError(f"expected g (n, p), y (n,), prior_var (p,) with n > 0, got {g.shape}, {y.shape}, {prior_var.shape}")
-    root, s, vt, z = _whitened_svd(g, y, prior_var)
+    root, s, vt, z, rest = _whitened_svd(g, y, prior_var, noise_var)
     if noise_var is None:
-        noise_var, _ = _evidence_maximum(s, z, float(y @ y), len(y), n_grid)
+        noise_var, _ = _evidence_maximum(s, z, rest, y, n_grid)
+        if noise_var < _gram_floor(s, y):  # below what the normal equations resolve: redo with QR
+            root, s, vt, z, rest = _whitened_svd(g, y, prior_var, 0.0)
+            noise_var, _ = _evidence_maximum(s, z, rest, y, n_grid)
     mean_w = vt.T @ (s * z / (s**2 + noise_var))
     cov_w = (vt.T * (noise_var / (s**2 + noise_var))[None, :]) @ vt
     return root * mean_w, root[:, None] * cov_w * root[None, :], noise_var
@@ -154,34 +280,78 @@ def log_evidence(g, y, prior_var, noise_var=None, n_grid: int = 41) -> float:
     The same marginal likelihood that `linear_posterior` maximises over s^2; comparing it
     between priors D (and prior means, through y - G m) selects the prior the data support.
     """
-    _, s, _, z = _whitened_svd(g, y, prior_var)
-    yy, n = float(y @ y), len(y)
+    _, s, _, z, rest = _whitened_svd(g, y, prior_var, noise_var)
     if noise_var is None:
-        return _evidence_maximum(s, z, yy, n, n_grid)[1]
-    return _log_marginal(s, z, yy, n, noise_var)
+        noise_var, best = _evidence_maximum(s, z, rest, y, n_grid)
+        if noise_var >= _gram_floor(s, y):
+            return best
+        _, s, _, z, rest = _whitened_svd(g, y, prior_var, 0.0)
+        return _evidence_maximum(s, z, rest, y, n_grid)[1]
+    return _log_marginal(s, z, rest, len(y), noise_var)
 
 
-def _whitened_svd(g, y, prior_var):
-    """Returns (D^{1/2}, s `(p,)`, V^T `(p, p)`, z = U^T y `(p,)`) of G D^{1/2} = U diag(s) V^T, zero-padded to p."""
+# the normal equations G^T G resolve noise variances down to this many float64 epsilons of
+# max(s_max^2, |y|^2) (their rounding of s^2 and of |y|^2 - |z|^2, with a margin of 1e3)
+GRAM_MARGIN = 1e3 * np.finfo(np.float64).eps
+
+
+def _gram_floor(s, y) -> float:
+    """Returns the smallest noise variance the normal-equation route of `_whitened_svd` resolves."""
+    return GRAM_MARGIN * max(float(np.max(s, initial=0.0)) ** 2, float(y @ y))
+
+
+def _whitened_svd(g, y, prior_var, noise_var=None):
+    """Returns (D^{1/2}, s `(p,)`, V^T `(p, p)`, z = U^T y `(p,)`, |y - U z|^2) of G D^{1/2} = U diag(s) V^T.
+
+    s, V and z are zero-padded to p when there are fewer data than parameters. Tall G (n > 4p)
+    goes through the normal equations (one matrix product, the cheapest route for long noisy
+    tracks) unless noise_var is given below `_gram_floor`; the caller redoes it with
+    noise_var 0 when the estimated noise falls below that floor. Then the SVD, with the part of
+    y outside the range of U summed directly, not as |y|^2 - |z|^2, which would cancel to
+    rounding (~1e-16 |y|^2) and hide noise variances below that on exact tracks.
+    """
     root = np.sqrt(prior_var)
-    u, s, vt = np.linalg.svd(g * root[None, :], full_matrices=False)
-    s = np.concatenate([s, np.zeros(len(root) - len(s))])  # fewer data than parameters
+    scaled = np.ascontiguousarray(g * root[None, :])
+    if g.shape[0] > 4 * g.shape[1] and noise_var != 0.0:
+        eigval, eigvec = np.linalg.eigh(dsyrk(1.0, scaled, trans=1), UPLO="U")  # G^T G, upper triangle
+        s, vt = np.sqrt(np.clip(eigval[::-1], 0.0, None)), eigvec[:, ::-1].T
+        if noise_var is None or noise_var >= _gram_floor(s, y):
+            resolved = s**2 > GRAM_MARGIN * s[0] ** 2  # weaker directions: no information at this precision
+            s = np.where(resolved, s, 0.0)
+            z = np.where(resolved, (vt @ (scaled.T @ y)) / np.where(resolved, s, 1.0), 0.0)
+            return root, s, vt, z, max(float(y @ y - z @ z), 0.0)
+    u, s, vt = np.linalg.svd(scaled, full_matrices=False)
+    uy = u.T @ y
+    rest = float(np.sum((y - u @ uy) ** 2))
+    s = np.concatenate([s, np.zeros(len(root) - len(s))])
     vt = np.concatenate([vt, _complement(vt, len(root))], axis=0)
-    z = np.concatenate([u.T @ y, np.zeros(len(root) - u.shape[1])])
-    return root, s, vt, z
+    z = np.concatenate([uy, np.zeros(len(root) - u.shape[1])])
+    return root, s, vt, z, rest
 
 
-def _log_marginal(s, z, yy: float, n: int, noise_var: float) -> float:
-    return -0.5 * (n * np.log(noise_var) + np.sum(np.log1p(s**2 / noise_var))
-                   + (yy - np.sum(z**2 * s**2 / (s**2 + noise_var))) / noise_var)
+def _log_marginal(s, z, rest: float, n: int, noise_var: float) -> float:
+    """Returns -1/2 [n log v + sum log(1 + s^2 / v) + rest / v + sum z^2 / (s^2 + v)], v = noise_var."""
+    return -0.5 * (n * np.log(noise_var) + np.sum(np.log1p(s**2 / noise_var)) + rest / noise_var
+                   + np.sum(z**2 / (s**2 + noise_var)))
 
 
-def _evidence_maximum(s, z, yy: float, n: int, n_grid: int) -> tuple[float, float]:
-    """Returns (noise_var, log evidence) at the maximum over a log grid spanning 1e-14..1 of mean(y^2)."""
-    grid = log_grid(1e-14, 1.0, n_grid) * max(yy / n, 1e-300)
-    log_ml = [_log_marginal(s, z, yy, n, v) for v in grid]
+# noise variances searched by empirical Bayes, relative to mean(y^2): down to float64 rounding
+# (a relative 1e-16 in positions is ~1e-30 of mean(y^2) in velocities on exact tracks)
+EVIDENCE_RANGE = (1e-30, 1.0)
+
+
+def _evidence_maximum(s, z, rest: float, y, n_grid: int) -> tuple[float, float]:
+    """Returns (noise_var, log evidence) at the maximum: a log grid over EVIDENCE_RANGE, refined between its neighbours."""
+    n, scale = len(y), max(float(np.mean(y**2)), 1e-300)
+    log_grid_v = np.linspace(np.log(EVIDENCE_RANGE[0]), np.log(EVIDENCE_RANGE[1]), n_grid) + np.log(scale)
+    log_ml = [_log_marginal(s, z, rest, n, np.exp(v)) for v in log_grid_v]
     best = int(np.argmax(log_ml))
-    return float(grid[best]), float(log_ml[best])
+    low, high = log_grid_v[max(best - 1, 0)], log_grid_v[min(best + 1, n_grid - 1)]
+    found = minimize_scalar(lambda v: -_log_marginal(s, z, rest, n, np.exp(v)), bounds=(low, high), method="bounded",
+                            options={"xatol": 1e-3})
+    if -found.fun > log_ml[best]:
+        return float(np.exp(found.x)), float(-found.fun)
+    return float(np.exp(log_grid_v[best])), float(log_ml[best])
 
 
 def _complement(vt, p: int) -> np.ndarray:
@@ -250,39 +420,176 @@ def velocity_data(positions, times, release, model: FlowModel, config: AssimConf
     """Returns (G `(n, 2K)`, y `(n,)`, noise_var or None, info) of the finite-difference velocities y = G x + e.
 
     regime: `observation_regime` of the tracks (computed when None). Smooth dense tracks (lag 1,
-    not sparse) get the fourth-order five-point difference (`five_point_differences`; measured
-    at 100-step spacing it was worse than the pairs, linear 0.93 against 0.90 with one
-    drifter), unless config.fd_order says otherwise; where no five regular valid observations
-    exist, the second-order pairs are used.
+    not sparse) get the sixth-order seven-point difference (`central_differences`), unless
+    config.fd_order says otherwise (at 100-step spacing the five-point difference was worse
+    than the pairs, linear 0.93 against 0.90 with one drifter); where no regular stencil of
+    valid observations exists, the second-order pairs are used.
     Raises:
         ValueError: if no pair of valid observations `lag` apart exists.
     """
     info = observation_regime(positions, times, model, config) if regime is None else regime
     lag = info["lag"]
-    order, noise_gain = 2, 2.0  # velocity noise = noise_gain * sigma^2 / spacing^2
-    if lag == 1 and (config.fd_order == 4 or (config.fd_order is None and not info["sparse"])):
-        points, t, vel, span = five_point_differences(positions, times, release)
-        order, noise_gain = 4, (2 * 8**2 + 2) / 12**2
-    if order == 2 or (len(t) == 0 and config.fd_order is None):  # no five regular points: pairs
+    order = config.fd_order if config.fd_order is not None else (6 if lag == 1 and not info["sparse"] else 2)
+    if order > 2 and lag == 1:
+        points, t, vel, span = central_differences(positions, times, release, order)
+        gain = noise_gain(order)  # velocity noise = gain * sigma^2 / spacing^2
+    if order == 2 or lag > 1 or (len(t) == 0 and config.fd_order is None):  # no regular stencil: pairs
         points, t, vel, span = finite_differences(positions, times, release, lag)
-        order, noise_gain = 2, 2.0
+        order, gain = 2, 2.0
     if len(t) == 0:
         raise ValueError(f"no two valid observations {lag} apart: cannot form finite differences")
     g = velocity_matrix(points, t, model.k1, model.k2, model.omega).reshape(-1, 2 * model.n_modes)
     noise_var = None
     if config.noise_std is not None and config.noise_std > 0:
-        noise_var = noise_gain * config.noise_std**2 / float(np.median(span)) ** 2
+        noise_var = gain * config.noise_std**2 / float(np.median(span)) ** 2
     return g, vel.reshape(-1), noise_var, {**info, "fd_order": order, "pairs": len(t)}
 
 
+def correlation_time(series) -> float:
+    """Returns the integrated autocorrelation time of the columns of series `(step, column)`, pooled.
+
+    tau = 1 + 2 sum_{k=1}^{M} rho_k with Sokal's window, the smallest M >= 5 tau(M): the
+    factor by which correlated errors carry less information than as many white ones.
+    """
+    x = np.asarray(series, np.float64)
+    x = x - x.mean(0)
+    n = x.shape[0]
+    if n < 4 or not np.any(x):
+        return 1.0
+    spectrum = np.fft.rfft(x, 2 * n, axis=0)
+    acov = np.fft.irfft(np.abs(spectrum) ** 2, axis=0)[:n].sum(1)
+    rho = acov / acov[0]
+    tau = 1.0 + 2.0 * np.cumsum(rho[1:])
+    window = np.flatnonzero(np.arange(1, n) >= 5.0 * tau)
+    return float(max(tau[window[0]] if len(window) else tau[-1], 1.0))
+
+
+def data_kind(regime: dict, config: AssimConfig) -> str:
+    """Returns "displacements" or "velocities": the observation model config.track_data names, or by regime.
+
+    "auto": displacements for dense tracks whose lag is above 1 (position noise above the
+    truncation error of differences), velocities otherwise (exact dense tracks, where
+    differences are accurate, and sparse ones, where the trapezoid integral is not).
+    """
+    if config.track_data != "auto":
+        return config.track_data
+    return "displacements" if regime["lag"] > 1 and not regime["sparse"] else "velocities"
+
+
+def displacement_posterior(positions, times, release, model: FlowModel, config: AssimConfig, prior_mean, prior_var):
+    """Returns (mean `(2K,)`, cov `(2K, 2K)`, info) of prior N(prior_mean, diag prior_var) x displacements.
+
+    First under the white displacement model, then config.eiv_iterations times with the
+    errors-in-variables whitening (`displacement_data`) linearised at the last mean: a
+    fixed-point iteration of the linear-Gaussian update. The position noise variance is
+    config.noise_std^2, or empirical Bayes on the whitened data at each pass.
+    """
+    segments = track_segments(positions, times, release, model)
+    given = config.noise_std**2 if config.noise_std else None
+    x, mean, cov, changes = None, prior_mean, None, []
+    for _ in range(1 + config.eiv_iterations):
+        a, b = displacement_data(positions, times, release, model, x, segments)
+        delta, cov, noise_var = linear_posterior(a, b - a @ prior_mean, prior_var, given, config.noise_grid)
+        new = prior_mean + delta
+        if x is not None:
+            changes.append(float(np.linalg.norm(new - mean) / max(np.linalg.norm(mean), 1e-300)))
+        x = mean = new
+    info = {"data": "displacements", "position_noise_std": float(np.sqrt(noise_var)),
+            "noise_source": "given" if given else "empirical_bayes", "eiv_iterations": config.eiv_iterations,
+            "eiv_relative_changes": changes, "observations": len(b)}
+    return mean, cov, info
+
+
+def resimulated_tracks(positions, times, release, model: FlowModel, x) -> np.ndarray:
+    """Returns the tracks `(drifter, obs, 2)` re-integrated by RK4 at model.dt from x `(2K,)`.
+
+    Each drifter starts where its observations start (release or first valid point); other
+    valid slots hold the simulated positions, invalid ones stay as observed (NaN).
+    """
+    obs = arrange(positions, times, release, model.dt)
+    with jax.enable_x64(True):
+        sim = np.asarray(simulate_observed(jnp.asarray(x, jnp.float64), obs.z0, obs.t0, obs.index, model.k1, model.k2,
+                                           model.omega, model.dt, obs.n_sim, obs.stride), np.float64)
+    return np.where(obs.mask[..., None] > 0, sim, np.asarray(positions, np.float64))
+
+
+def predictive_noise_floor(positions, times, release, model: FlowModel, config: AssimConfig, regime, g, y, mean, prior_var,
+                           noise_var):
+    """Returns (floor, misfit rms): the data noise variance that the absorbed data error implies.
+
+    Errors smooth along the track (RK4 and truncation errors of the differences) are partly
+    fitted by the coefficients and vanish from the residuals, so the evidence noise is too
+    small. The tracks re-integrated from the mean, turned into data y_sim as the observed ones
+    were, have the same difference errors; y_sim - y ~ G (mean - x_true) shows the absorbed
+    part. Spread over the p_eff = tr(G cov G^T) / v directions the data determine (expected
+    chi^2 of the coefficient error = p_eff), its noise variance is |y_sim - y|^2 / p_eff.
+    """
+    sim = resimulated_tracks(positions, times, release, model, mean)
+    _, y_sim, _, _ = velocity_data(sim, times, release, model, config, regime)
+    misfit = float(np.sum((y_sim - y) ** 2))
+    _, s, _, _, _ = _whitened_svd(g, y, prior_var, noise_var)
+    p_eff = max(float(np.sum(s**2 / (s**2 + noise_var))), 1.0)
+    return misfit / p_eff, float(np.sqrt(misfit / len(y)))
+
+
 def assimilate_linear(positions, times, release, model: FlowModel, config: AssimConfig, key) -> FieldEstimate:
-    """Returns the linear-Gaussian posterior of one field from finite-difference velocities.
+    """Returns the linear-Gaussian posterior of one field from the tracks' velocities or displacements.
 
     Args:
         positions: `(drifter, obs, 2)`; times: `(drifter, obs)`; release: `(drifter, 2)` or None.
     Raises:
         ValueError: if no pair of valid observations fd_lag apart exists.
     """
-    g, y, noise_var, info = velocity_data(positions, times, release, model, config)
-    mean, cov, noise_var = linear_posterior(g, y, model.prior_var, noise_var, config.noise_grid)
-    return gaussian_estimate(key, mean, cov, config.members, {**info, "velocity_noise_std": float(np.sqrt(noise_var))})
+    regime = observation_regime(positions, times, model, config)
+    if data_kind(regime, config) == "displacements":
+        mean, cov, info = displacement_posterior(positions, times, release, model, config,
+                                                 np.zeros(2 * model.n_modes), model.prior_var)
+        return gaussian_estimate(key, mean, cov, config.members, {**regime, **info})
+    mean, cov, info = track_velocity_posterior(positions, times, release, model, config, regime,
+                                               np.zeros(2 * model.n_modes), model.prior_var)
+    return gaussian_estimate(key, mean, cov, config.members, info)
+
+
+def track_velocity_posterior(positions, times, release, model: FlowModel, config: AssimConfig, regime, prior_mean,
+                             prior_var):
+    """Returns (mean `(2K,)`, cov, info) of N(prior_mean, diag prior_var) x the tracks' difference velocities.
+
+    `velocity_posterior`, then (config.predictive_floor) the covariance at no less than the
+    `predictive_noise_floor` of the tracks re-integrated from the mean.
+    """
+    g, y, noise_var, info = velocity_data(positions, times, release, model, config, regime)
+    mean, cov, post_info = velocity_posterior(g, y, prior_mean, prior_var, noise_var, config)
+    if config.predictive_floor:
+        mean, cov, post_info = floored_velocity_posterior(positions, times, release, model, config, info, g, y,
+                                                          (prior_mean, prior_var), mean, cov, post_info)
+    return mean, cov, {**info, **post_info}
+
+
+def floored_velocity_posterior(positions, times, release, model, config, regime, g, y, prior, mean, cov, info):
+    """Returns (mean, cov, info) with the covariance at noise max(tau v, `predictive_noise_floor`); the mean is kept."""
+    noise_var = info["velocity_noise_std"] ** 2
+    floor, misfit = predictive_noise_floor(positions, times, release, model, config, regime, g, y, mean, prior[1], noise_var)
+    cov_noise = max(info["residual_correlation_time"] * noise_var, floor)
+    if floor > info["residual_correlation_time"] * noise_var:
+        _, cov, _ = linear_posterior(g, y - g @ prior[0], prior[1], cov_noise)
+    return mean, cov, {**info, "predictive_noise_floor": floor, "predictive_misfit_rms": misfit,
+                       "covariance_noise_source": "predictive" if floor >= cov_noise else "residuals",
+                       "covariance_noise_std": float(np.sqrt(cov_noise))}
+
+
+def velocity_posterior(g, y, prior_mean, prior_var, noise_var, config: AssimConfig):
+    """Returns (mean `(2K,)`, cov, info) of N(prior_mean, diag prior_var) x N(y; G x, s^2 I), errors correlated.
+
+    The differences' errors are not white (overlapping pairs share their ends; truncation and
+    RK4 errors are smooth along the track), so n correlated data carry the information of
+    n / tau white ones. The mean is the white-noise posterior mean at s^2 (given or empirical
+    Bayes); the covariance is the posterior covariance at tau s^2, tau the correlation time
+    of the residuals y - G mean (`correlation_time`; config.correlated_errors False: tau = 1).
+    """
+    delta, cov, noise_var = linear_posterior(g, y - g @ prior_mean, prior_var, noise_var, config.noise_grid)
+    mean = prior_mean + delta
+    tau = correlation_time((y - g @ mean).reshape(-1, 2)) if config.correlated_errors else 1.0
+    if tau > 1.0:
+        _, cov, _ = linear_posterior(g, y - g @ prior_mean, prior_var, tau * noise_var)
+    return mean, cov, {"data": "velocities", "noise_source": "given" if config.noise_std else "empirical_bayes",
+                       "velocity_noise_std": float(np.sqrt(noise_var)), "residual_correlation_time": tau}
