@@ -24,7 +24,7 @@ jax.config.update("jax_enable_x64", True)
 from lagda.assimilation.assimilate import model_settings  # noqa: E402
 from lagda.assimilation.methods import FlowModel  # noqa: E402
 from lagda.assimilation.methods._common import arrange  # noqa: E402
-from lagda.assimilation.methods.variational import _problem, jacobian, residuals  # noqa: E402
+from lagda.assimilation.methods.variational import jacobian, observation_problem, residuals  # noqa: E402
 from simulate import draw_coefficients, simulate_tracks  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -55,7 +55,7 @@ def main(argv=None) -> int:
         release = 0.75 + 0.2 * np.random.default_rng(0).random((n_drifter, 2))
         positions = np.asarray(simulate_tracks(coef, release[None], k1, k2, omega, dt, 1000, 1))[0]
         times = np.tile(np.arange(1, 1001) * dt, (n_drifter, 1))
-        problem = _problem(arrange(positions, times, release, dt), model, 1e-3)
+        problem = observation_problem(arrange(positions, times, release, dt), model, 1e-3)
         x = 0.3 * np.random.default_rng(2).normal(size=2 * len(k1)) * np.sqrt(model.prior_var)
         slow = best_seconds(lambda: reference(x, *problem), args.repeats)
         fast = best_seconds(lambda: jacobian(x, *problem), args.repeats)

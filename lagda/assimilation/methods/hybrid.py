@@ -122,4 +122,5 @@ def assimilate_hybrid(positions, times, release, model: FlowModel, config: Assim
     var_config = dataclasses.replace(config, noise_std=sigma) if sigma else config
     out = assimilate_var(positions, times, release, model, var_config, key, x_init=mean, stages=(1.0,),
                          iterations=config.hybrid_iterations, prior=None)
-    return dataclasses.replace(out, info={**info, **out.info, "refined": True})
+    # var reports its sigma as "given" (hybrid passes its own estimate): keep hybrid's account of it
+    return dataclasses.replace(out, info={**info, **out.info, "noise_source": info.get("noise_source"), "refined": True})

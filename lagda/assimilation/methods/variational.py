@@ -4,21 +4,31 @@ MAP estimate of x = (Re c, Im c) minimising
     J(x) = sum_{d,j} |z_dj(x) - y_dj|^2 / (2 sigma^2) + sum_i x_i^2 / (2 D_i)
 where z_dj(x) is the RK4 position (simulate.integrate, the reference physics) of drifter d at
 observation j, started from its release (or its first valid observation), y the observed
-unwrapped positions, sigma = max(noise_std, var_sigma_floor) and D the prior variances.
-Positions are unwrapped, so the misfit compares them directly (no torus wrap-around).
+unwrapped positions and D the prior variances. Positions are unwrapped, so the misfit compares
+them directly (no torus wrap-around). sigma is noise_std when given, else the position noise
+estimated from the third differences of the tracks (linear.choose_lag), never below
+var_sigma_floor: with sigma far below the true noise the prior term would be negligible and
+the fit would chase the noise, far out into the prior's tails.
 
 Optimisers: Levenberg-Marquardt Gauss-Newton on the residual vector (default; the Jacobian
 of 2K columns comes from one run of the sensitivity equations, simulate_observed_tangent, and
-is needed for the Laplace covariance anyway),
-optax.lbfgs or optax.adam. From the prior mean c = 0 (no motion) a long chaotic track is a
-very non-convex target, so the window is lengthened by continuation: fit the first 5% of
-the observations, then 10%, ... 100% (AssimConfig.continuation), each stage started from
-the last. The posterior spread is the Laplace / Gauss-Newton approximation
+is needed for the Laplace covariance anyway), optax.lbfgs or optax.adam. All three are
+monotone on the whole cost, prior term included: a step that raises it is rejected (LM raises
+the damping; lbfgs and adam restart from the last accepted iterate, adam with half the
+learning rate). Convergence is judged by the Gauss-Newton decrement, the decrease a full
+Gauss-Newton step predicts, against `tol` times max(1, cost).
+
+From the prior mean c = 0 (no motion) a long chaotic track is a very non-convex target, so
+the window is lengthened by continuation: fit the first 5% of the observations, then 10%, ...
+100% (AssimConfig.continuation). Each stage starts from the better (on that stage's cost) of
+the previous stage's result and the initial point, so the final cost never exceeds the cost
+of the initial point. The posterior spread is the Laplace / Gauss-Newton approximation
 cov = (J_r^T J_r)^-1 = (H^T H / sigma^2 + D^-1)^-1 at the optimum.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 
@@ -30,6 +40,10 @@ import optax
 from lagda.assimilation.methods._common import (FieldEstimate, FlowModel, Observations, arrange, gaussian_estimate, simulate_observed,
                                    simulate_observed_tangent, window_mask)
 from lagda.assimilation.methods.config import AssimConfig
+from lagda.assimilation.methods.linear import choose_lag
+
+MAX_DAMPING = 1e8  # Levenberg-Marquardt gives up (stop "max_damping") above this damping
+CONVERGENCE_TOL = 1e-8  # converged: Gauss-Newton decrement <= tol * max(1, cost)
 
 
 @functools.partial(jax.jit, static_argnames=("n_sim", "stride"))
@@ -48,13 +62,26 @@ def jacobian(x, mask, target, z0, t0, index, k1, k2, omega, dt, sigma, prior_std
     return jnp.concatenate([misfit.reshape(-1, x.shape[0]), jnp.diag(1.0 / prior_std)])
 
 
-def misfit(x, obs: Observations, model: FlowModel, sigma: float, mask=None):
-    """Returns the 4D-Var cost J(x) = |r(x)|^2 / 2 (a scalar), differentiable in x `(2K,)`."""
-    r = residuals(x, *_problem(obs, model, sigma, mask))
+def _cost(x, arrays, static):
+    """Returns J(x) = |r(x)|^2 / 2 for a problem split into traced `arrays` and static (n_sim, stride)."""
+    r = residuals(x, *arrays, *static)
     return 0.5 * jnp.sum(r**2)
 
 
-def _problem(obs: Observations, model: FlowModel, sigma: float, mask=None, n_sim=None, prior=None):
+def misfit(x, obs: Observations, model: FlowModel, sigma: float, mask=None):
+    """Returns the 4D-Var cost J(x) = |r(x)|^2 / 2 (a scalar), differentiable in x `(2K,)`."""
+    problem = observation_problem(obs, model, sigma, mask)
+    return _cost(x, problem[:-2], problem[-2:])
+
+
+def cost(x, problem) -> float:
+    """Returns J(x) = |r(x)|^2 / 2 for x `(2K,)` and an `observation_problem` (inf where not finite)."""
+    r = np.asarray(residuals(jnp.asarray(x, jnp.float64), *problem))
+    value = 0.5 * float(r @ r)
+    return value if np.isfinite(value) else float("inf")
+
+
+def observation_problem(obs: Observations, model: FlowModel, sigma: float, mask=None, n_sim=None, prior=None):
     """Returns the argument tuple of `residuals` after x, restricted to the first n_sim states.
 
     prior: (mean `(2K,)`, var `(2K,)`) of a Gaussian prior replacing N(0, D) (hybrid), or None.
@@ -68,80 +95,201 @@ def _problem(obs: Observations, model: FlowModel, sigma: float, mask=None, n_sim
             model.dt, sigma, jnp.asarray(np.sqrt(var)), jnp.asarray(mean), n_sim, obs.stride)
 
 
-def _stage_problem(obs, model, sigma, fraction, prior=None):
-    """Returns `_problem` for the first `fraction` of the window, simulating only that far."""
+def stage_problem(obs: Observations, model: FlowModel, sigma: float, fraction: float, prior=None):
+    """Returns `observation_problem` for the first `fraction` of the window, simulating only that far."""
     mask = window_mask(obs, fraction)
     n_sim = int(np.max(np.where(mask > 0, obs.index, 0))) + 1
-    return _problem(obs, model, sigma, mask, n_sim, prior)
+    return observation_problem(obs, model, sigma, mask, n_sim, prior)
 
 
-def gauss_newton(x, problem, iterations: int, tol: float = 1e-9):
-    """Returns (x, cost, iterations used) after Levenberg-Marquardt steps on |r(x)|^2 / 2."""
-    r = np.asarray(residuals(x, *problem))
-    cost, damping, used = 0.5 * r @ r, 1e-3, 0
-    for used in range(1, iterations + 1):
-        jac = np.asarray(jacobian(x, *problem))
-        jtj, grad = jac.T @ jac, jac.T @ r
+def noise_sigma(positions, times, config: AssimConfig) -> tuple[float, str]:
+    """Returns (sigma, source) of the misfit: source "given", "estimated" or "floored".
+
+    Given noise_std wins; else the position noise std estimated from the third differences
+    (linear.choose_lag, which finds none on tracks smooth at lag 1: exact or truncation
+    dominated); "floored" when the result would be below var_sigma_floor.
+    """
+    if config.noise_std is not None:
+        sigma, source = float(config.noise_std), "given"
+    else:
+        sigma, source = choose_lag(positions, times)[1].get("noise_std_est", 0.0), "estimated"
+    if not sigma >= config.var_sigma_floor:
+        return float(config.var_sigma_floor), "floored"
+    return sigma, source
+
+
+@dataclasses.dataclass
+class StageReport:
+    """How one optimiser run went: costs of the accepted iterates and why it stopped."""
+
+    costs: list  # J at the start and after each accepted step
+    iterations: int  # optimiser iterations (steps tried, rejected ones included, for lbfgs / adam)
+    rejected: int  # steps rejected because they raised J (or made it non-finite)
+    stop: str  # "converged", "max_iterations" or "max_damping"
+    decrement: float  # Gauss-Newton decrement at the returned point
+
+    @property
+    def converged(self) -> bool:
+        return self.stop == "converged"
+
+    def summary(self) -> dict:
+        """Returns the JSON-serialisable record of the run (no per-iteration trace)."""
+        return {"cost_start": self.costs[0], "cost": self.costs[-1], "iterations": self.iterations,
+                "rejected": self.rejected, "stop": self.stop, "converged": self.converged,
+                "decrement": self.decrement}
+
+
+def _whitened_normal_equations(x, problem):
+    """Returns (H `(2K, 2K)`, g `(2K,)`, s `(2K,)`): J^T J and J^T r at x in the prior-whitened u = x / s.
+
+    H = A^T A + I (A the data rows of J times diag(s)) has every eigenvalue >= 1, so solving with
+    it loses far less than with the raw J^T J, and costs much less than a QR of the tall J.
+    """
+    prior_std = np.asarray(problem[-4])  # the argument tuple ends (..., prior_std, prior_mean, n_sim, stride)
+    jac = np.asarray(jacobian(jnp.asarray(x), *problem)) * prior_std[None, :]
+    r = np.asarray(residuals(jnp.asarray(x), *problem))
+    return jac.T @ jac, jac.T @ r, prior_std
+
+
+def _newton_decrement(hess, grad) -> float:
+    """Returns g^T H^-1 g / 2: the decrease of J a full Gauss-Newton step predicts."""
+    return 0.5 * float(grad @ np.linalg.solve(hess, grad))
+
+
+def gn_decrement(x, problem) -> float:
+    """Returns the Gauss-Newton decrement g^T (J^T J)^-1 g / 2 of J at x."""
+    return _newton_decrement(*_whitened_normal_equations(x, problem)[:2])
+
+
+def _is_converged(decrement: float, value: float, tol: float) -> bool:
+    return decrement <= tol * max(1.0, value)
+
+
+def gauss_newton(x, problem, iterations: int, tol: float = CONVERGENCE_TOL):
+    """Returns (x, StageReport) after at most `iterations` Levenberg-Marquardt steps on J = |r(x)|^2 / 2.
+
+    Steps solve (H + damping diag(H)) u = -g in the prior-whitened variables (Marquardt
+    scaling); a step is accepted only if it lowers J, else the damping grows tenfold, up to
+    MAX_DAMPING (stop "max_damping", not converged).
+    """
+    x = np.asarray(x, np.float64)
+    costs, damping, rejected, stop = [cost(x, problem)], 1e-3, 0, "max_iterations"
+    for used in range(iterations + 1):
+        hess, grad, prior_std = _whitened_normal_equations(x, problem)
+        decrement = _newton_decrement(hess, grad)
+        if _is_converged(decrement, costs[-1], tol):
+            stop = "converged"
+            break
+        if used == iterations:
+            break
         while True:
-            step = np.linalg.solve(jtj + damping * np.diag(np.diag(jtj)), -grad)
-            r_new = np.asarray(residuals(jnp.asarray(x + step), *problem))
-            cost_new = 0.5 * r_new @ r_new
-            if np.isfinite(cost_new) and cost_new < cost:
+            step = prior_std * np.linalg.solve(hess + damping * np.diag(np.diag(hess)), -grad)
+            value = cost(x + step, problem)
+            if value < costs[-1]:
                 damping = max(damping / 3.0, 1e-9)
                 break
+            rejected += 1
             damping *= 10.0
-            if damping > 1e8:
-                return x, cost, used
-        x, r, decrease, cost = x + step, r_new, cost - cost_new, cost_new
-        if decrease < tol * cost:
+            if damping > MAX_DAMPING:
+                stop = "max_damping"
+                break
+        if stop == "max_damping":
             break
-    return x, cost, used
+        x = x + step
+        costs.append(value)
+    return x, StageReport(costs, used, rejected, stop, decrement)
 
 
-def first_order(x, problem, iterations: int, optimizer: str, lr: float):
-    """Returns (x, cost, iterations) after optax lbfgs or adam steps on |r(x)|^2 / 2."""
-    def cost_fn(x):
-        r = residuals(x, *problem)
-        return 0.5 * jnp.sum(r**2)
+_LBFGS = optax.lbfgs()
+_ADAM = optax.inject_hyperparams(optax.adam)(learning_rate=1.0)  # the rate lives in the state
 
-    opt = optax.lbfgs() if optimizer == "lbfgs" else optax.adam(lr)
-    value_and_grad = optax.value_and_grad_from_state(cost_fn) if optimizer == "lbfgs" else jax.value_and_grad(cost_fn)
 
-    @jax.jit
-    def update(x, state):
-        if optimizer == "lbfgs":
-            value, grad = value_and_grad(x, state=state)
-            updates, state = opt.update(grad, state, x, value=value, grad=grad, value_fn=cost_fn)
-        else:
-            value, grad = value_and_grad(x)
-            updates, state = opt.update(grad, state, x)
-        return optax.apply_updates(x, updates), state, value
+@functools.partial(jax.jit, static_argnames=("static",))
+def _lbfgs_step(x, state, arrays, static):
+    """Returns (x, state) after one optax.lbfgs step (zoom line search) on J."""
+    value_fn = functools.partial(_cost, arrays=arrays, static=static)
+    value, grad = optax.value_and_grad_from_state(value_fn)(x, state=state)
+    updates, state = _LBFGS.update(grad, state, x, value=value, grad=grad, value_fn=value_fn)
+    return optax.apply_updates(x, updates), state
 
-    x = jnp.asarray(x)
-    state = opt.init(x)
+
+@functools.partial(jax.jit, static_argnames=("static",))
+def _adam_step(x, state, arrays, static):
+    """Returns (x, state) after one optax.adam step on J."""
+    grad = jax.grad(_cost)(x, arrays, static)
+    updates, state = _ADAM.update(grad, state, x)
+    return optax.apply_updates(x, updates), state
+
+
+def _first_order_init(optimizer: str, x, lr: float):
+    if optimizer == "lbfgs":
+        return _LBFGS.init(x)
+    state = _ADAM.init(x)
+    state.hyperparams["learning_rate"] = jnp.asarray(lr, x.dtype)
+    return state
+
+
+def first_order(x, problem, iterations: int, optimizer: str, lr: float, tol: float = CONVERGENCE_TOL):
+    """Returns (x, StageReport) after `iterations` optax lbfgs or adam iterations on J = |r(x)|^2 / 2.
+
+    A step that raises J (or makes it non-finite) is rejected: the optimiser restarts from the
+    last accepted iterate with a fresh state (lbfgs: empty memory; adam: half the learning rate).
+    """
+    arrays, static = problem[:-2], problem[-2:]
+    step_fn = _lbfgs_step if optimizer == "lbfgs" else _adam_step
+    x = jnp.asarray(x, jnp.float64)
+    state, costs, rejected = _first_order_init(optimizer, x, lr), [cost(x, problem)], 0
     for _ in range(iterations):
-        x, state, value = update(x, state)
-    return np.asarray(x), float(cost_fn(x)), iterations
-
-
-def fit(x0, obs: Observations, model: FlowModel, config: AssimConfig, stages, iterations: int, prior=None):
-    """Returns (x_map, history) minimising the 4D-Var cost through the continuation stages."""
-    sigma = max(config.noise_std or 0.0, config.var_sigma_floor)
-    x, history = np.asarray(x0, np.float64), []
-    for fraction in stages:
-        problem = _stage_problem(obs, model, sigma, fraction, prior)
-        if config.optimizer == "gauss_newton":
-            x, cost, used = gauss_newton(x, problem, iterations)
+        x_new, state_new = step_fn(x, state, arrays, static)
+        value = cost(x_new, problem)
+        if value <= costs[-1]:
+            x, state = x_new, state_new
+            costs.append(value)
         else:
-            x, cost, used = first_order(x, problem, iterations, config.optimizer, config.var_lr)
-        history.append((fraction, float(cost), used))
+            rejected += 1
+            lr = lr / 2.0
+            state = _first_order_init(optimizer, x, lr)
+    decrement = gn_decrement(x, problem)
+    stop = "converged" if _is_converged(decrement, costs[-1], tol) else "max_iterations"
+    return np.asarray(x), StageReport(costs, iterations, rejected, stop, decrement)
+
+
+def optimise(x, problem, config: AssimConfig, iterations: int):
+    """Returns (x, StageReport) of config.optimizer from x on one problem."""
+    if config.optimizer == "gauss_newton":
+        return gauss_newton(x, problem, iterations)
+    return first_order(x, problem, iterations, config.optimizer, config.var_lr)
+
+
+def fit(x0, obs: Observations, model: FlowModel, config: AssimConfig, stages, iterations: int, sigma: float, prior=None):
+    """Returns (x_map, per-stage summaries) minimising the 4D-Var cost through the continuation stages.
+
+    Each stage starts from the better, on its own cost, of the previous result and x0.
+    """
+    x0 = np.asarray(x0, np.float64)
+    x, history = x0, []
+    for fraction in stages:
+        problem = stage_problem(obs, model, sigma, fraction, prior)
+        restart = x is not x0 and cost(x0, problem) < cost(x, problem)
+        x, report = optimise(x0 if restart else x, problem, config, iterations)
+        history.append({"fraction": float(fraction), "start": "initial" if restart else "previous", **report.summary()})
     return x, history
 
 
 def laplace_covariance(x, obs: Observations, model: FlowModel, sigma: float, prior=None) -> np.ndarray:
-    """Returns the Gauss-Newton posterior covariance (J_r^T J_r)^-1 at x, `(2K, 2K)`."""
-    jac = np.asarray(jacobian(jnp.asarray(x), *_problem(obs, model, sigma, prior=prior)))
-    return np.linalg.inv(jac.T @ jac)
+    """Returns the Gauss-Newton posterior covariance (J_r^T J_r)^-1 at x, `(2K, 2K)`, symmetric positive definite.
+
+    With J_r = [A; diag(1 / s)] (s the prior stds) and the SVD A diag(s) = U diag(l) V^T,
+    cov = diag(s) V diag(1 / (1 + l^2)) V^T diag(s): no inverse of the badly conditioned J_r^T J_r.
+    """
+    prior_std = np.sqrt(model.prior_var if prior is None else np.asarray(prior[1], np.float64))
+    jac = np.asarray(jacobian(jnp.asarray(x), *observation_problem(obs, model, sigma, prior=prior)))
+    data = jac[: -len(prior_std)] * prior_std[None, :]
+    data = np.concatenate([data, np.zeros((max(0, len(prior_std) - len(data)), len(prior_std)))])  # V square
+    _, sv, vt = np.linalg.svd(data, full_matrices=False)
+    root = (vt.T / np.sqrt(1.0 + sv**2)[None, :]) * prior_std[:, None]
+    cov = root @ root.T
+    return (cov + cov.T) / 2.0  # exactly symmetric whatever the product's rounding
 
 
 def assimilate_var(positions, times, release, model: FlowModel, config: AssimConfig, key,
@@ -158,7 +306,12 @@ def assimilate_var(positions, times, release, model: FlowModel, config: AssimCon
     obs = arrange(positions, times, release, model.dt)
     x0 = np.zeros(2 * model.n_modes) if x_init is None else np.asarray(x_init, np.float64)
     stages = config.continuation if stages is None else stages
-    x, history = fit(x0, obs, model, config, stages, iterations or config.var_iterations, prior)
-    cov = laplace_covariance(x, obs, model, max(config.noise_std or 0.0, config.var_sigma_floor), prior)
-    info = {"history": history, "fit_seconds": time.perf_counter() - start}
+    sigma, source = noise_sigma(positions, times, config)
+    x, history = fit(x0, obs, model, config, stages, iterations or config.var_iterations, sigma, prior)
+    cov = laplace_covariance(x, obs, model, sigma, prior)
+    full = observation_problem(obs, model, sigma, prior=prior)
+    info = {"optimizer": config.optimizer, "sigma": sigma, "noise_source": source,
+            "cost_start": cost(x0, full), "cost": cost(x, full),
+            "iterations": int(sum(h["iterations"] for h in history)), "converged": bool(history[-1]["converged"]),
+            "stop": history[-1]["stop"], "stages": history, "fit_seconds": time.perf_counter() - start}
     return gaussian_estimate(key, x, cov, config.members, info)
