@@ -2,7 +2,9 @@
 
 Presets are functions that override the base: `paper()` (section 6.3: 12 blocks, one token
 per observation, batch 128, Adam at lr 1e-4, 20 epochs) and `cpu()` (a patched small model
-that trains to high test recall on a 2-core CPU in about 15 minutes on `small` data), plus
+that trains to high test recall on a 2-core CPU in about 15 minutes on `small` data),
+`learned()` (a pure-learned set encoder, lagda/learning/set_encoder.py: positions and times in,
+no physics solve; observation regimes drawn per batch with regime = "mixture"), plus
 `tiny()` for tests. The resolved config is written to `run_dir/config.json`.
 """
 
@@ -19,16 +21,21 @@ LossKind = Literal["cond", "joint", "sigmoid"]
 Similarity = Literal["cosine", "inner", "l2"]
 Optimiser = Literal["adam", "adamw"]
 ComputeDtype = Literal["float32", "bfloat16"]
+Encoder = Literal["transformer", "set"]
+SetHead = Literal["ridge", "mlp"]
+Regime = Literal["dense", "mixture"]
 
 _CHOICES = {
     "features": Features, "pooling": Pooling, "positional": Positional, "loss": LossKind,
     "similarity": Similarity, "optimiser": Optimiser, "compute_dtype": ComputeDtype,
+    "encoder": Encoder, "set_head": SetHead, "regime": Regime,
 }
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     # --- trajectory encoder g_v (section 6.3: g_v = P o A_M o ... o A_1 o L) ---
+    encoder: Encoder = "transformer"  # the paper's transformer, or the set encoder (set_encoder.py)
     n_blocks: int = 12  # M, residual attention blocks
     d_model: int = 128  # d', token width after the lifting layer L
     n_heads: int = 4  # attention heads per block
@@ -40,6 +47,19 @@ class TrainConfig:
     physics: bool = False  # add the posterior-mean feature theta_hat(v) (lagda/learning/physics.py; beyond the paper)
     physics_noise: float = 1e-6  # sigma^2 of the finite-difference velocities, prior-whitened units
     physics_stride: int = 4  # observations per finite-difference interval of theta_hat
+    # --- set encoder (encoder = "set", lagda/learning/set_encoder.py; beyond the paper) ---
+    set_head: SetHead = "ridge"  # learned closed-form ridge layer, or an MLP, on the pooled features
+    set_rank: int = 0  # r, width of the learned design of the ridge head (0: 2K)
+    set_ridge: float = 1e-3  # initial ridge lambda, relative to tr(S) / r (trained)
+    set_hidden: int = 512  # hidden width of the MLP head
+    set_depth: int = 2  # hidden layers of the MLP head
+    # --- observation regimes drawn per batch (lagda/learning/regimes.py; set encoder only) ---
+    regime: Regime = "dense"  # "dense": tracks as stored; "mixture": a random regime per field
+    regime_dense_prob: float = 0.25  # probability of the first drifter alone, dense and exact
+    regime_stride_max: int = 100  # strides log-uniform in [1, this]
+    regime_gap_max: float = 0.5  # at most this fraction of the strided observations dropped
+    regime_noise_max: float = 1e-2  # position-noise std uniform in [0, this] (zero half the time)
+    regime_max_drifters: int = 8  # drifters per field uniform in [1, this] (at most the data's)
     # --- loss (section 3) ---
     loss: LossKind = "cond"  # L_cond (eq. 12, Opt. Problem 3.13), joint softmax, or sigmoid
     lambda_u: float = 1.0  # weight of the u-given-v conditional in L_cond (1, 1: symmetric CLIP)
@@ -73,16 +93,25 @@ class TrainConfig:
             if getattr(self, name) not in valid:
                 raise ValueError(f"{name} must be one of {valid}, got {getattr(self, name)!r}")
         positive = ("n_blocks", "d_model", "n_heads", "mlp_ratio", "patch", "batch_size", "epochs",
-                    "eval_every", "eval_batch", "keep_checkpoints", "physics_stride")
+                    "eval_every", "eval_batch", "keep_checkpoints", "physics_stride", "set_hidden", "set_depth",
+                    "regime_stride_max", "regime_max_drifters")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model = {self.d_model} is not divisible by n_heads = {self.n_heads}")
-        for name in ("lr", "tau", "physics_noise"):
+        if self.encoder == "set" and self.physics:
+            raise ValueError("physics = True needs encoder = 'transformer' (the set encoder is pure-learned)")
+        if self.regime != "dense" and self.encoder != "set":
+            raise ValueError(f"regime = {self.regime!r} needs encoder = 'set' (the transformer reads dense tracks)")
+        for name in ("regime_dense_prob", "regime_gap_max"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        for name in ("lr", "tau", "physics_noise", "set_ridge"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        for name in ("warmup", "weight_decay", "grad_clip", "eval_library", "lambda_u", "lambda_v"):
+        for name in ("warmup", "weight_decay", "grad_clip", "eval_library", "lambda_u", "lambda_v",
+                     "set_rank", "regime_noise_max"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         return self
@@ -134,4 +163,21 @@ def tiny(**overrides) -> TrainConfig:
     return dataclasses.replace(TrainConfig(), **base).validate()
 
 
-PRESETS = {"paper": paper, "cpu": cpu, "tiny": tiny}
+def learned(**overrides) -> TrainConfig:
+    """A pure-learned set encoder (no physics solve): positions and times in, g_v out.
+
+    BEYOND the paper. Tokens are increments between consecutive observations; their basis
+    features phi = (cos, sin)(omega_k t + 2 pi k.z) are pooled over tokens and drifters into
+    the matched filter P = sum phi (x) dz / T and the second moments Phi = sum dt phi phi^T / T;
+    a learned closed-form ridge head U (W^T Phi W + lambda I)^{-1} W^T P maps them to g_v
+    (lagda/learning/set_encoder.py). Trained on dense exact tracks (regime = "dense"); set
+    regime = "mixture" to train on strided, gappy, noisy, multi-drifter regimes.
+    """
+    base = dict(encoder="set", set_head="ridge", set_ridge=1e-4, lr=1e-2, warmup=50, cosine_decay=True,
+                grad_clip=1.0, optimiser="adam", tau=0.05, mask_mean_mode=True, batch_size=128, epochs=10,
+                eval_every=1, eval_library=4096)
+    base.update(overrides)
+    return dataclasses.replace(TrainConfig(), **base).validate()
+
+
+PRESETS = {"paper": paper, "cpu": cpu, "tiny": tiny, "learned": learned}

@@ -129,6 +129,23 @@ def as_paired(data) -> PairedData:
     return data if isinstance(data, PairedData) else load_paired(data)
 
 
+def merge_drifters(datasets: list[PairedData]) -> PairedData:
+    """Returns one PairedData whose drifters are those of `datasets`, in order, per field.
+
+    For files of the same fields (same --seed and --n-samples, hence the same coefficients)
+    with other releases or drifter counts, e.g. a fixed-release and a random-release file.
+    Raises:
+        ValueError: if the coefficients, modes, frequencies or times differ.
+    """
+    first = datasets[0]
+    for other in datasets[1:]:
+        if other.coef.shape != first.coef.shape or not np.array_equal(other.coef, first.coef):
+            raise ValueError("cannot merge drifters: the datasets hold different fields (use the same --seed and --n-samples)")
+        check_same_modes(first.meta(), other, "a dataset to merge")
+    attrs = {**first.attrs, "merged_releases": [d.attrs.get("release", "unknown") for d in datasets]}
+    return dataclasses.replace(first, positions=np.concatenate([d.positions for d in datasets], axis=1), attrs=attrs)
+
+
 def check_same_modes(meta: dict, data: PairedData, what: str) -> None:
     """Checks that `data` has the modes and frequencies of a run's `meta`.
 

@@ -1,5 +1,8 @@
 """The two embeddings of section 6.3: the fixed g_u on coefficients, the learned g_v on tracks.
 
+(config.encoder = "set" selects the other g_v, lagda/learning/set_encoder.py, for any
+observation regime; `encode_tracks` below serves both.)
+
 g_u(c) = (Re c, Im c) in R^{2K} (fixed, DESIGN.md). g_v is a transformer over the track,
 g_v(v) = P o A_M o ... o A_1 o L(v) (section 6.3), with n_e = 2K outputs:
 
@@ -31,6 +34,7 @@ from flax import nnx
 
 from lagda.learning import physics
 from lagda.learning.config import TrainConfig
+from lagda.learning.set_encoder import SetEncoder
 
 N_HARMONICS = 3  # sin/cos harmonics of the position: the default modes have |k_i| <= 3
 _FEATURE_WIDTH = {"position": 2, "increments": 2, "sincos": 4 * N_HARMONICS,
@@ -203,20 +207,28 @@ class TrajectoryTransformer(nnx.Module):
         return out + estimate * self.gain[...][None]
 
 
-def encode_tracks(model: TrajectoryTransformer, positions, estimate=None):
-    """Returns one embedding per field, `(batch, n_e)`: the mean of its drifters' g_v.
+def encode_tracks(model, positions, estimate=None, times=None, mask=None):
+    """Returns one embedding per field, `(batch, n_e)`.
 
-    Averaging per-track embeddings treats a field's drifters as a set (invariant to their
-    order), the set-similarity idea of the SLIP/set-CLIP seed paper; with one drifter it is g_v.
+    A TrajectoryTransformer embeds each track and averages its drifters' g_v: averaging
+    per-track embeddings treats a field's drifters as a set (invariant to their order), the
+    set-similarity idea of the SLIP/set-CLIP seed paper; with one drifter it is g_v. A
+    SetEncoder pools all drifters' tokens itself and reads `times` and `mask`.
 
     Args:
         positions: unwrapped `(batch, drifter, obs, 2)`.
-        estimate: optional precomputed physics estimates `(batch, drifter, n_e)`.
+        estimate: optional precomputed physics estimates `(batch, drifter, n_e)` (transformer).
+        times, mask: optional, broadcastable to `(batch, drifter, obs)` (set encoder only;
+            default: the dataset's time grid, every observation valid).
     Raises:
-        ValueError: if positions are not 4-dimensional.
+        ValueError: if positions are not 4-dimensional, or times/mask are given to a transformer.
     """
     if positions.ndim != 4:
         raise ValueError(f"expected positions (batch, drifter, obs, 2), got {positions.shape}")
+    if isinstance(model, SetEncoder):
+        return model(positions, times, mask)
+    if times is not None or mask is not None:
+        raise ValueError("the transformer encoder reads dense tracks on the training grid: no times or mask")
     batch, n_drifters = positions.shape[:2]
     if estimate is not None:
         estimate = estimate.reshape(batch * n_drifters, -1)

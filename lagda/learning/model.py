@@ -22,13 +22,19 @@ from lagda.learning import checkpoint
 from lagda.learning.config import TrainConfig
 from lagda.learning.encoders import FeatureStats, TrajectoryTransformer, encode_tracks, similarity_mask
 from lagda.learning.optimizer import make_optimizer
+from lagda.learning.set_encoder import SetEncoder
 
 
 class Contrastive(nnx.Module):
     """The trained objects: the encoder g_v, log tau and the sigmoid-loss bias."""
 
     def __init__(self, n_obs: int, k1, k2, config: TrainConfig, *, rngs: nnx.Rngs, modes: dict | None = None):
-        self.encoder = TrajectoryTransformer(n_obs, 2 * len(k1), config, rngs=rngs, modes=modes)
+        if config.encoder == "set":
+            if modes is None:
+                raise ValueError("the set encoder needs the dataset's modes, frequencies and times (PairedData.meta())")
+            self.encoder = SetEncoder(2 * len(k1), config, modes, rngs=rngs)
+        else:
+            self.encoder = TrajectoryTransformer(n_obs, 2 * len(k1), config, rngs=rngs, modes=modes)
         self.mask = FeatureStats(jnp.asarray(similarity_mask(k1, k2, config.mask_mean_mode)))
         log_tau = jnp.asarray(math.log(config.tau), jnp.float32)
         self.log_tau = nnx.Param(log_tau) if config.learn_tau else FeatureStats(log_tau)
@@ -38,13 +44,13 @@ class Contrastive(nnx.Module):
 def build_model(config: TrainConfig, n_obs: int, k1, k2, modes: dict | None = None) -> Contrastive:
     """Returns a freshly initialised Contrastive model (seed = config.seed), n_e = 2 * len(k1).
 
-    `modes`: the dataset meta (PairedData.meta()), needed by physics models.
+    `modes`: the dataset meta (PairedData.meta()), needed by physics models and the set encoder.
     """
     return Contrastive(n_obs, k1, k2, config, rngs=nnx.Rngs(params=config.seed), modes=modes)
 
 
-def _embed_fn(graphdef, state, positions, estimate):
-    return encode_tracks(nnx.merge(graphdef, state), positions, estimate)
+def _embed_fn(graphdef, state, positions, estimate, times=None, mask=None):
+    return encode_tracks(nnx.merge(graphdef, state), positions, estimate, times, mask)
 
 
 def _estimate_fn(graphdef, state, positions):
@@ -85,18 +91,25 @@ def track_estimates(model: TrajectoryTransformer, positions, batch_size: int = 2
     return _batched(_estimate_jit, model, [positions], batch_size, "physics features" if progress else None)
 
 
-def embed_tracks(model: TrajectoryTransformer, positions, batch_size: int = 256, estimates=None,
-                 progress: bool = False) -> np.ndarray:
+def embed_tracks(model: TrajectoryTransformer | SetEncoder, positions, batch_size: int = 256, estimates=None,
+                 progress: bool = False, times=None, mask=None) -> np.ndarray:
     """Returns float32 embeddings g_v `(field, n_e)` of tracks `(field, drifter, obs, 2)`.
 
     Fields are embedded in batches of `batch_size` (the last padded, so one compilation per
     batch shape); a field's drifters are averaged (`encode_tracks`). `estimates`: optional
     precomputed `track_estimates` (physics models; computed on the fly otherwise).
+    `times` (float) and `mask` (bool), `(field, drifter, obs)`: set encoder only (default:
+    the training time grid, all observations valid); masked positions are never read.
     """
     positions = np.asarray(positions, np.float32)
     if positions.ndim != 4:
         raise ValueError(f"expected positions (field, drifter, obs, 2), got {positions.shape}")
-    return _batched(_embed_jit, model, [positions, estimates], batch_size, "embed" if progress else None)
+    arrays = [positions, estimates]
+    if times is not None or mask is not None:
+        shape = positions.shape[:3]
+        arrays.append(None if times is None else np.broadcast_to(np.asarray(times, np.float32), shape))
+        arrays.append(None if mask is None else np.broadcast_to(np.asarray(mask, bool), shape))
+    return _batched(_embed_jit, model, arrays, batch_size, "embed" if progress else None)
 
 
 def read_run_files(run_dir):

@@ -29,9 +29,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm import tqdm
 
 from simulate.atomic import write_atomic
-from lagda.learning import checkpoint, losses
+from lagda.learning import checkpoint, losses, regimes
 from lagda.learning.config import TrainConfig
-from lagda.learning.data import PairedData, as_paired
+from lagda.learning.data import PairedData, as_paired, merge_drifters
 from lagda.learning.encoders import embed_coefficients, encode_tracks
 from lagda.learning.evaluate import retrieval_scores
 from lagda.learning.model import Contrastive, build_model, track_estimates
@@ -44,10 +44,13 @@ class TrainingDiverged(ValueError):
     """The loss became NaN or infinite; the last good checkpoint is kept."""
 
 
-def contrastive_loss(model: Contrastive, coef, positions, config: TrainConfig, estimate=None):
-    """Returns the batch loss of config.loss on logits s(g_u(c), g_v(v)) (eq. 12 for "cond")."""
+def contrastive_loss(model: Contrastive, coef, positions, config: TrainConfig, estimate=None, mask=None):
+    """Returns the batch loss of config.loss on logits s(g_u(c), g_v(v)) (eq. 12 for "cond").
+
+    `mask`: bool `(batch, drifter, obs)` of the observations the set encoder reads (None: all).
+    """
     u_emb = embed_coefficients(coef) * model.mask[...][None]
-    v_emb = encode_tracks(model.encoder, positions, estimate) * model.mask[...][None]
+    v_emb = encode_tracks(model.encoder, positions, estimate, mask=mask) * model.mask[...][None]
     tau = jnp.exp(model.log_tau[...])
     logits = losses.similarity(u_emb, v_emb, config.similarity, tau)
     if config.loss == "cond":
@@ -58,16 +61,20 @@ def contrastive_loss(model: Contrastive, coef, positions, config: TrainConfig, e
 
 
 def make_train_step(config: TrainConfig, tx: optax.GradientTransformation):
-    """Returns step(graphdef, params, buffers, opt_state, coef, positions, estimate=None) -> (params, opt_state, loss).
+    """Returns step(graphdef, params, buffers, opt_state, coef, positions, estimate=None, key=None) -> (params, opt_state, loss).
 
-    Jitted; `estimate` is the precomputed physics feature `(batch, drifter, n_e)` or None.
+    Jitted; `estimate` is the precomputed physics feature `(batch, drifter, n_e)` or None;
+    `key` draws the batch's observation regimes when config.regime == "mixture" (regimes.py).
     """
 
-    def step(graphdef, params, buffers, opt_state, coef, positions, estimate=None):
+    def step(graphdef, params, buffers, opt_state, coef, positions, estimate=None, key=None):
         TRACE_COUNT["train_step"] += 1
+        mask = None
+        if config.regime == "mixture":
+            positions, mask = regimes.sample_regimes(key, positions, config)
 
         def loss_of(p):
-            return contrastive_loss(nnx.merge(graphdef, p, buffers), coef, positions, config, estimate)
+            return contrastive_loss(nnx.merge(graphdef, p, buffers), coef, positions, config, estimate, mask)
 
         loss, grads = jax.value_and_grad(loss_of)(params)
         updates, opt_state = tx.update(grads, opt_state, params)
@@ -133,7 +140,13 @@ def _append_metrics(path: pathlib.Path, record: dict, keep_below: int | None = N
     _write_json(path, "\n".join(lines) + "\n")
 
 
-def _run_epoch(state, epoch, train_data, estimates, batches, step_fn, graphdef, sharding, progress):
+def regime_key(config: TrainConfig, epoch: int, step: int):
+    """Returns the key of the observation regimes of one train step (a function of seed, epoch, step)."""
+    base = jax.random.fold_in(jax.random.key(config.seed), 1_000_003)  # apart from the shuffling keys
+    return jax.random.fold_in(jax.random.fold_in(base, epoch), step)
+
+
+def _run_epoch(state, epoch, train_data, estimates, batches, step_fn, graphdef, sharding, progress, config):
     params, buffers, opt_state = state
     total, start = 0.0, time.perf_counter()
     bar = tqdm(batches, desc=f"epoch {epoch + 1}", disable=not progress, leave=False)
@@ -141,7 +154,8 @@ def _run_epoch(state, epoch, train_data, estimates, batches, step_fn, graphdef, 
         coef = jax.device_put(train_data.coef[index], sharding)
         positions = jax.device_put(train_data.positions[index], sharding)
         estimate = None if estimates is None else jax.device_put(estimates[index], sharding)
-        params, opt_state, loss = step_fn(graphdef, params, buffers, opt_state, coef, positions, estimate)
+        key = regime_key(config, epoch, i) if config.regime == "mixture" else None
+        params, opt_state, loss = step_fn(graphdef, params, buffers, opt_state, coef, positions, estimate, key)
         value = float(loss)
         if not math.isfinite(value):
             raise TrainingDiverged(f"loss became {value} at epoch {epoch + 1} step {i + 1}; the last good "
@@ -163,7 +177,9 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
     retrieval R@1/R@5 (train and test libraries) to metrics.jsonl.
 
     Args:
-        train_data, test_data: PairedData or dataset paths (test_data may be None).
+        train_data, test_data: PairedData or dataset paths (test_data may be None); train_data
+            may also be a list of them with the same fields (same seed), whose drifters are
+            merged (`merge_drifters`: e.g. a fixed-release file and a random-release file).
         resume: continue from the latest checkpoint in run_dir; bit-for-bit identical to an
             uninterrupted run (shuffling uses fold_in(seed, epoch)).
     Raises:
@@ -173,7 +189,7 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
     _maybe_initialize_distributed()
     config.validate()
     run_dir = pathlib.Path(run_dir)
-    train_data = as_paired(train_data)
+    train_data = merge_drifters([as_paired(d) for d in train_data]) if isinstance(train_data, (list, tuple)) else as_paired(train_data)
     test_data = None if test_data is None else as_paired(test_data)
     mesh = Mesh(np.asarray(jax.devices()), ("data",))
     if config.batch_size % mesh.size:
@@ -201,7 +217,7 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
         test_estimates = track_estimates(model.encoder, test_data.positions[:config.eval_library], config.eval_batch, progress)
     for epoch in range(first_epoch, config.epochs):
         batches = _epoch_batches(key, epoch, train_data.n_samples, config.batch_size)
-        state, stats = _run_epoch(state, epoch, train_data, estimates, batches, step_fn, graphdef, sharded, progress)
+        state, stats = _run_epoch(state, epoch, train_data, estimates, batches, step_fn, graphdef, sharded, progress, config)
         checkpoint.save(mngr, epoch + 1, state)
         record = {"epoch": epoch + 1, "step": (epoch + 1) * steps_per_epoch, **stats}
         if config.eval_library and ((epoch + 1) % config.eval_every == 0 or epoch + 1 == config.epochs):

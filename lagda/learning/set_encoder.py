@@ -1,0 +1,180 @@
+"""A set encoder g_v for any observation regime: tracks with their times and masks, many drifters.
+
+Inputs: positions `(batch, drifter, obs, 2)` (unwrapped), times broadcastable to
+`(batch, drifter, obs)` and a boolean mask of the same shape (False = padding or a missing
+observation; masked values are never read). Each drifter's valid observations are put first
+(a stable sort of the mask) and every pair of consecutive valid observations is a token:
+the increment dz_j, its duration dt_j and its midpoint (z_j, t_j). So a gap, a stride, an
+irregular time grid and end padding all give the same tokens as the observations alone.
+
+Token featurisation, with no learned parameter: the basis features
+phi_j = (cos, sin)(omega_k t_j + 2 pi k . z_j) `(2K,)` at the dataset's modes and
+frequencies (periodic in z, the time factors exp(i omega_k t) of eq. 59). Two pooled sums
+over all tokens of all drifters of a field, divided by the total observed time T:
+
+    P = sum_j phi_j (x) dz_j / T  `(2K, 2)`   (the matched filter: for the true velocity
+                                                w = G(z, t) theta, G linear in phi, it
+                                                integrates G^T w along the tracks)
+    Phi = sum_j dt_j phi_j phi_j^T / T  `(2K, 2K)`  (second moments: the Gram of G^T G)
+
+Sums over tokens and drifters make the encoder invariant to drifter order, to padding and
+to the number of observations. The head is learned:
+
+- "ridge": a learned design G_j = phi_j W, W `(2K, 2, r)`, gives S = sum_c W_c^T Phi W_c and
+  b = sum_c W_c^T P_c, and the output is U (S + lambda I)^{-1} b, a closed-form ridge
+  (in-context least-squares) layer as in differentiable-solver meta-learning; W, U and
+  lambda (relative to tr S / r; log lambda affine in three regime features: roughness of
+  the track, mean token duration, token count, so noisy or sparse tracks get more
+  regularisation) are trained from scratch, nothing of the physics is given.
+- "mlp": an MLP on the flattened (upper-triangle Phi, P).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from lagda.learning.config import TrainConfig
+
+
+class Constant(nnx.Variable):
+    """A non-trainable model constant (modes, frequencies, observation times)."""
+
+
+def tokens(positions, times, mask):
+    """Returns (midpoints `(..., obs-1, 2)`, t `(..., obs-1)`, dz `(..., obs-1, 2)`, dt, valid).
+
+    Consecutive *valid* observations of each track form a token; invalid tokens have
+    dz = dt = 0, midpoint 0 and valid False.
+
+    Args:
+        positions: unwrapped `(..., obs, 2)`; times and mask broadcastable to `(..., obs)`.
+    """
+    mask = jnp.broadcast_to(mask, positions.shape[:-1])
+    times = jnp.broadcast_to(times, positions.shape[:-1]).astype(positions.dtype)
+    order = jnp.argsort(~mask, axis=-1, stable=True)  # valid observations first, in order
+    m = jnp.take_along_axis(mask, order, axis=-1)
+    z = jnp.where(m[..., None], jnp.take_along_axis(positions, order[..., None], axis=-2), 0.0)
+    t = jnp.where(m, jnp.take_along_axis(times, order, axis=-1), 0.0)
+    valid = m[..., 1:] & m[..., :-1]
+    dz = jnp.where(valid[..., None], z[..., 1:, :] - z[..., :-1, :], 0.0)
+    dt = jnp.where(valid, t[..., 1:] - t[..., :-1], 0.0)
+    mid = jnp.where(valid[..., None], 0.5 * (z[..., 1:, :] + z[..., :-1, :]), 0.0)
+    t_mid = jnp.where(valid, 0.5 * (t[..., 1:] + t[..., :-1]), 0.0)
+    return mid, t_mid, dz, dt, valid
+
+
+def basis(mid, t_mid, k1, k2, omega):
+    """Returns phi = (cos, sin)(omega_k t + 2 pi k . z), `(..., 2 * mode)`."""
+    shape = (1,) * t_mid.ndim + (-1,)
+    k1, k2, omega = (jnp.reshape(a, shape) for a in (k1, k2, omega))
+    phase = omega * t_mid[..., None] + 2.0 * jnp.pi * (mid[..., 0:1] * k1 + mid[..., 1:2] * k2)
+    return jnp.concatenate([jnp.cos(phase), jnp.sin(phase)], axis=-1)
+
+
+def regime_features(dz, dt, valid):
+    """Returns `(batch, 3)` summaries of the regime, pooled over drifters: log mean squared
+    second difference of positions (noise and sampling), log mean token duration, log tokens."""
+    both = valid[..., 1:] & valid[..., :-1]
+    d2 = jnp.where(both[..., None], dz[..., 1:, :] - dz[..., :-1, :], 0.0)
+    n2 = jnp.maximum(jnp.sum(both, axis=(1, 2)), 1)
+    n1 = jnp.maximum(jnp.sum(valid, axis=(1, 2)), 1)
+    rough = jnp.log(jnp.sum(d2 * d2, axis=(1, 2, 3)) / n2 + 1e-14)
+    step = jnp.log(jnp.sum(dt, axis=(1, 2)) / n1 + 1e-12)
+    return 0.1 * jnp.stack([rough, step, jnp.log(n1.astype(dt.dtype))], axis=-1)
+
+
+def pooled_statistics(positions, times, mask, k1, k2, omega):
+    """Returns (P `(batch, 2K, 2)`, Phi `(batch, 2K, 2K)`, regime features `(batch, 3)`),
+    pooled over tokens and drifters.
+
+    Args:
+        positions: unwrapped `(batch, drifter, obs, 2)`; times, mask broadcastable to
+            `(batch, drifter, obs)`; k1, k2, omega `(mode,)`.
+    """
+    mid, t_mid, dz, dt, valid = tokens(positions, times, mask)
+    phi = basis(mid, t_mid, k1, k2, omega) * valid[..., None]  # (batch, drifter, token, 2K)
+    total = jnp.maximum(jnp.sum(dt, axis=(1, 2)), 1e-12)[:, None, None]
+    p = jnp.einsum("bdjf,bdjc->bfc", phi, dz, precision="highest") / total
+    gram = jnp.einsum("bdjf,bdjg->bfg", phi * dt[..., None], phi, precision="highest") / total
+    return p, gram, regime_features(dz, dt, valid)
+
+
+class SetEncoder(nnx.Module):
+    """g_v on observation sets: positions, times, mask `(batch, drifter, obs)` -> `(batch, n_e)`."""
+
+    physics = False  # no physics estimate (lagda.learning.model.track_estimates returns None)
+
+    def __init__(self, n_embed: int, config: TrainConfig, modes: dict, *, rngs: nnx.Rngs):
+        """Builds the encoder for the dataset's modes.
+
+        Args:
+            modes: the dataset meta with "k1", "k2", "omega" `(mode,)` and "time" `(obs,)`
+                (the default observation grid; PairedData.meta()).
+        """
+        config.validate()
+        self.k1, self.k2, self.omega = (Constant(jnp.asarray(np.asarray(modes[n]), jnp.float32))
+                                        for n in ("k1", "k2", "omega"))
+        self.time = Constant(jnp.asarray(np.asarray(modes["time"]), jnp.float32))
+        self.n_obs = len(modes["time"])
+        width = 2 * len(modes["k1"])
+        self.head_kind = config.set_head
+        if config.set_head == "ridge":
+            rank = config.set_rank or width
+            key_w, key_u = rngs.params(), rngs.params()
+            self.design = nnx.Param(jax.random.normal(key_w, (width, 2, rank), jnp.float32) / np.sqrt(width))
+            self.readout = nnx.Param(jax.random.normal(key_u, (rank, n_embed), jnp.float32) / np.sqrt(rank))
+            self.log_ridge = nnx.Param(jnp.asarray(np.log(config.set_ridge), jnp.float32))
+            self.ridge_slope = nnx.Param(jnp.zeros((3,), jnp.float32))  # log lambda varies with the regime
+        else:
+            n_in = width * (width + 1) // 2 + 2 * width + 3
+            self.rows, self.cols = np.triu_indices(width)
+            self.norm = nnx.LayerNorm(n_in, rngs=rngs)
+            self.hidden = nnx.List([nnx.Linear(n_in if i == 0 else config.set_hidden, config.set_hidden, rngs=rngs)
+                                    for i in range(config.set_depth)])
+            self.out = nnx.Linear(config.set_hidden, n_embed, rngs=rngs)
+
+    def set_feature_stats(self, positions) -> None:
+        """Nothing to set: the pooled features need no standardisation (the transformer's hook)."""
+
+    def statistics(self, positions, times=None, mask=None):
+        """Returns the pooled (P, Phi, regime features) of `pooled_statistics` (times default to the dataset grid)."""
+        if positions.ndim != 4 or positions.shape[-1] != 2:
+            raise ValueError(f"expected positions (batch, drifter, obs, 2), got {positions.shape}")
+        if times is None:
+            if positions.shape[2] != self.n_obs:
+                raise ValueError(f"give the times of the {positions.shape[2]} observations (the default grid has {self.n_obs})")
+            times = self.time[...]
+        mask = jnp.ones(positions.shape[:-1], bool) if mask is None else mask
+        return pooled_statistics(positions.astype(jnp.float32), times, mask, self.k1[...], self.k2[...], self.omega[...])
+
+    def head(self, p, gram, regime):
+        """Returns g_v `(batch, n_e)` from pooled P `(batch, 2K, 2)`, Phi `(batch, 2K, 2K)` and
+        regime features `(batch, 3)` (which set the ridge lambda: noisy or sparse tracks need more)."""
+        if self.head_kind == "ridge":
+            w = self.design[...]
+            s = jnp.einsum("fcr,bfg,gcs->brs", w, gram, w, precision="highest")
+            b = jnp.einsum("fcr,bfc->br", w, p, precision="highest")
+            rank = s.shape[-1]
+            scale = jnp.trace(s, axis1=1, axis2=2)[:, None, None] / rank
+            eye = jnp.eye(rank, dtype=s.dtype)[None]
+            log_ridge = self.log_ridge[...] + regime @ self.ridge_slope[...]
+            eta = jnp.linalg.solve(s + jnp.exp(log_ridge)[:, None, None] * scale * eye, b[..., None])[..., 0]
+            return eta @ self.readout[...]
+        x = jnp.concatenate([gram[:, self.rows, self.cols], p.reshape(p.shape[0], -1), regime], axis=-1)
+        x = self.norm(x)
+        for layer in self.hidden:
+            x = jax.nn.gelu(layer(x))
+        return self.out(x)
+
+    def __call__(self, positions, times=None, mask=None):
+        """Returns g_v, float32 `(batch, n_e)`, for tracks `(batch, drifter, obs, 2)`.
+
+        Args:
+            times: broadcastable to `(batch, drifter, obs)`; None: the dataset's grid.
+            mask: bool, broadcastable likewise; None: every observation is valid.
+        """
+        stats = jax.lax.stop_gradient(self.statistics(positions, times, mask))
+        return self.head(*stats).astype(jnp.float32)
