@@ -191,11 +191,14 @@ def _add_train_parser(subparsers) -> None:
     p = subparsers.add_parser("train", help="train the trajectory encoder by contrastive learning",
                               description="Train the trajectory encoder g_v by contrastive learning. A preset gives "
                                           "every setting; the flags given override it. Times are nondimensional.")
-    p.add_argument("--train", required=True, help="training dataset file (.nc)")
+    p.add_argument("--train", required=True, nargs="+", metavar="FILE",
+                   help="training dataset file (.nc); several files of the same fields (same seed, e.g. fixed and "
+                        "random releases) are joined along the drifter axis")
     p.add_argument("--test", default=None, help="test dataset file for retrieval metrics")
     p.add_argument("--run-dir", required=True, help="output run directory")
     p.add_argument("--preset", choices=sorted(PRESETS), default="cpu",
                    help="base config: cpu (a small physics-informed encoder, 2-core CPU; the default), "
+                        "learned (a pure-learned set encoder for any observation regime, 2-core CPU), "
                         "paper (section 6.3, needs a GPU) or tiny (tests)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --run-dir")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -239,7 +242,7 @@ def _run_train(args) -> int:
     overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)
                  if getattr(args, f.name) is not None}
     config = PRESETS[args.preset](**overrides)
-    run_dir = train(config, args.train, args.test, args.run_dir, resume=args.resume, progress=not args.no_progress)
+    run_dir = train(config, args.train[0] if len(args.train) == 1 else args.train, args.test, args.run_dir, resume=args.resume, progress=not args.no_progress)
     print(f"run directory: {run_dir}")
     return 0
 
