@@ -30,6 +30,9 @@ class AssimConfig:
     # displacements: passes of the errors-in-variables whitening (G at noisy positions), each
     # linearised at the previous mean; 0: white displacement noise
     eiv_iterations: int = 2
+    # displacements: remove the O(sigma^2) bias of the whitened displacements (G and its Jacobian at noisy
+    # positions: curvature of the flow), columns times exp(-2 pi^2 sigma^2 |k|^2)
+    eiv_curvature: bool = True
     # velocities: posterior covariance at the residuals' correlation time times the noise variance
     correlated_errors: bool = True
     # velocities: covariance noise at least the posterior-predictive floor (tracks re-integrated from the mean)
@@ -45,8 +48,8 @@ class AssimConfig:
     var_sigma_floor: float = 1e-6  # smallest position noise std used in the misfit
     continuation: tuple[float, ...] = (0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 1.0)  # window fractions
     # enkf: ensemble Kalman inversion (ES-MDA)
-    enkf_members: int = 64  # ensemble size
-    enkf_iterations: int = 4  # ES-MDA assimilations per continuation stage (alpha = iterations)
+    enkf_members: int = 256  # ensemble size
+    enkf_iterations: int = 4  # ES-MDA passes per continuation stage; each observation's alpha is the number of passes that see it
     enkf_sigma_floor: float = 1e-3  # smallest position noise std used by the ensemble update
     # retrieve / embed / hybrid
     bank_size: int = 100_000  # prior draws ranked by the learned similarity
