@@ -45,7 +45,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args(argv)
-    k1, k2, omega, scale, dt = model_settings(None, ROOT / "data" / "model")
+    k1, k2, omega, scale, dt, _ = model_settings(None, ROOT / "lagda" / "shipped" / "model")
     model = FlowModel(k1.astype(np.int32), k2.astype(np.int32), omega, scale, dt)
     reference = jax.jit(jax.jacfwd(residuals), static_argnames=("n_sim", "stride"))
     print("| drifters | jacfwd s | sensitivity run s | speed-up | max rel diff |")

@@ -1,6 +1,6 @@
 """Benchmark of `retrieve` for one track against a 10^6-draw prior bank.
 
-Times `lagda.assimilation.assimilate.assimilate(..., "retrieve")` on one field of data/example_tracks.nc with
+Times `lagda.assimilation.assimilate.assimilate(..., "retrieve")` on one field of lagda/shipped/example_tracks.nc with
 the shipped model (encoder included), first call (compiles) and warm (best of the repeats),
 for the same bank two ways: streamed (drawn afresh in every call: the baseline,
 bank_cache_mb=0) and kept in memory (the default, AssimConfig.bank_cache_mb; the first call
@@ -46,8 +46,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bank-size", type=int, default=1_000_000)
     p.add_argument("--repeats", type=int, default=3, help="warm calls timed after the first (best kept)")
-    p.add_argument("--model", default=str(ROOT / "data" / "model"))
-    p.add_argument("--tracks", default=str(ROOT / "data" / "example_tracks.nc"))
+    p.add_argument("--model", default=str(ROOT / "lagda" / "shipped" / "model"))
+    p.add_argument("--tracks", default=str(ROOT / "lagda" / "shipped" / "example_tracks.nc"))
     args = p.parse_args(argv)
     tracks = read_tracks(args.tracks)
     model = model_settings(tracks, args.model)

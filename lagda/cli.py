@@ -122,7 +122,7 @@ def _add_assimilate_parser(subparsers) -> None:
         description="Assimilate drifter tracks into the flow model: writes the posterior over the Fourier "
                     "coefficients and the posterior mean/std of psi, u, v on a grid to a netCDF result file.")
     p.add_argument("--model", metavar="RUN", help="trained model run directory (used by retrieve, embed, hybrid; "
-                   "default for them: the shipped model data/model/); for linear, var, enkf it supplies the modes "
+                   "default for them: the model shipped with lagda, lagda/shipped/model/); for linear, var, enkf it supplies the modes "
                    "and prior when given, else they come from the track file")
     p.add_argument("--tracks", required=True, metavar="FILE",
                    help="track file: CF trajectory netCDF (multidimensional, orthogonal or contiguous ragged), "
@@ -302,8 +302,8 @@ def _run_evaluate_assimilation(args) -> int:
 def _add_demo_parser(subparsers) -> None:
     p = subparsers.add_parser("demo", help="recover velocity fields from the shipped example tracks (a few minutes on a CPU)")
     p.add_argument("--out-dir", default="lagda-demo", help="where result files and figures go (default: lagda-demo)")
-    p.add_argument("--model", default=None, help="run directory (default: the shipped data/model)")
-    p.add_argument("--tracks", default=None, help="track file (default: the shipped data/example_tracks.nc)")
+    p.add_argument("--model", default=None, help="run directory (default: the shipped model, lagda/shipped/model)")
+    p.add_argument("--tracks", default=None, help="track file (default: the shipped lagda/shipped/example_tracks.nc)")
     p.add_argument("--methods", nargs="+", default=["linear", "embed", "hybrid"],
                    choices=["retrieve", "embed", "linear", "var", "enkf", "hybrid"], help="assimilation methods to compare")
     p.add_argument("--full", action="store_true",

@@ -1,6 +1,6 @@
 """`lagda demo`: from shipped drifter tracks to recovered velocity fields, with errors.
 
-Default: the shipped model (data/model/) and example tracks (data/example_tracks.nc, held out
+Default: the shipped model (lagda/shipped/model/) and example tracks (lagda/shipped/example_tracks.nc, held out
 from training) are assimilated with several methods; each writes a result file and a figure,
 and a table of errors against the known truth is printed. `full=True` runs everything from
 scratch: simulate the small datasets, train the cpu preset, evaluate retrieval, export
@@ -12,21 +12,21 @@ from __future__ import annotations
 import pathlib
 import time
 
-DATA = pathlib.Path(__file__).resolve().parent.parent / "data"
+SHIPPED = pathlib.Path(__file__).resolve().parent / "shipped"  # package data: installed with lagda
 DEFAULT_METHODS = ("linear", "embed", "hybrid")
 COLUMNS = (("velocity_rel_l2", "field err"), ("track_velocity_rel_l2", "track-vel err"),
            ("forecast_rms", "forecast rms"), ("velocity_calibration", "95% cover"), ("seconds_per_track", "s/track"))
 
 
 def shipped(name: str) -> pathlib.Path:
-    """Returns the path of a shipped file in data/.
+    """Returns the path of a file shipped with the package (lagda/shipped/: the model, example tracks).
 
     Raises:
-        FileNotFoundError: outside a source checkout (data/ is not installed with the package).
+        FileNotFoundError: if the installation lacks it (a broken install).
     """
-    path = DATA / name
+    path = SHIPPED / name
     if not path.exists():
-        raise FileNotFoundError(f"{path} not found: run lagda demo from a source checkout (pip install -e .), or use --full")
+        raise FileNotFoundError(f"{path} not found: the lagda installation is incomplete; reinstall, or use --full")
     return path
 
 
@@ -73,8 +73,8 @@ def run_demo(out_dir="lagda-demo", *, model=None, tracks=None, methods=DEFAULT_M
 
     Args:
         out_dir: output folder (created).
-        model, tracks: run directory and track file; default the shipped data/model and
-            data/example_tracks.nc.
+        model, tracks: run directory and track file; default the shipped model and example
+            tracks (lagda/shipped/).
         methods: assimilation methods to run.
         full: simulate, train and evaluate from scratch first (3.6 min measured on 2 cores).
     """

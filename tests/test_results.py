@@ -192,7 +192,7 @@ def test_cli_assimilate_help_names_the_default_model(capsys):
 
     assert main(["assimilate", "--help"]) == 0
     out = capsys.readouterr().out
-    assert "data/model/" in out and "--members" in out and "--n-grid" in out and "--noise-std" in out and "--bank-size" in out and "--hybrid-refine" in out
+    assert "lagda/shipped/model/" in out and "--members" in out and "--n-grid" in out and "--noise-std" in out and "--bank-size" in out and "--hybrid-refine" in out
 
 
 def test_cli_assimilate_method_options_are_validated(tmp_path, capsys):

@@ -55,7 +55,8 @@ def test_truth_map_on_exact_dense_tracks_returns_the_truth():
     # c_(0,0) moves no drifter: the MAP puts it at its prior mean 0; every other component stays at the truth
     still = (twin.model.k1 == 0) & (twin.model.k2 == 0)
     still = np.concatenate([still, still])
-    assert np.max(np.abs(x[still])) < 1e-8 < np.max(np.abs(truth[still]))
+    # (to the Gauss-Newton convergence test's tolerance: 1e-5 of the truth's own value, which is far from 0)
+    assert np.max(np.abs(x[still])) < 1e-5 * np.max(np.abs(truth[still])) and np.max(np.abs(truth[still])) > 1e-2
     assert np.max(np.abs(x - truth)[~still] / np.sqrt(twin.model.prior_var[~still])) < 1e-6
     assert est.info["oracle"] == "truth-map" and est.info["n_starts"] == 1
 
