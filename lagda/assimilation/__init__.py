@@ -7,7 +7,7 @@ methods on one file). The public functions are re-exported here and loaded on fi
 is `lagda.assimilation.assimilate.assimilate`: the name is the module's).
 """
 
-import importlib
+from lagda._lazy import lazy_getattr
 
 _LAZY = {"assimilate_file": "assimilate", "model_settings": "assimilate",
          "AssimConfig": "methods.config", "METHODS": "methods.config", "Posterior": "posterior",
@@ -15,8 +15,4 @@ _LAZY = {"assimilate_file": "assimilate", "model_settings": "assimilate",
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+__getattr__ = lazy_getattr(__name__, _LAZY)

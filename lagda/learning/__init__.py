@@ -8,15 +8,11 @@ The public functions are re-exported here and loaded on first use (`train` and `
 are `lagda.learning.train.train` and `lagda.learning.evaluate.evaluate`: the names are the modules').
 """
 
-import importlib
+from lagda._lazy import lazy_getattr
 
 _LAZY = {"TrainConfig": "config", "PRESETS": "config", "load_run": "model", "load_trained": "model",
          "embed_tracks": "model", "load_paired": "data"}
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+__getattr__ = lazy_getattr(__name__, _LAZY)

@@ -4,7 +4,7 @@
 start-up; the method functions are loaded on first access (PEP 562 module __getattr__).
 """
 
-import importlib
+from lagda._lazy import lazy_getattr
 
 _LAZY = {
     "FieldEstimate": "_common", "FlowModel": "_common", "METHODS": "config", "AssimConfig": "config",
@@ -14,8 +14,4 @@ _LAZY = {
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+__getattr__ = lazy_getattr(__name__, _LAZY)
