@@ -9,7 +9,7 @@ import pytest
 
 from lagda.assimilation.methods import AssimConfig, assimilate_linear
 from lagda.assimilation.methods.hybrid import assimilate_hybrid, gaussian_product, select_prior
-from lagda.assimilation.methods.linear import choose_lag, displacement_data, velocity_data
+from lagda.assimilation.methods.track_data import choose_lag, displacement_data, velocity_data
 from tests.assim_twin import make_twin, write_twin_tracks
 
 

@@ -6,9 +6,10 @@ import pytest
 
 from lagda.assimilation.methods import AssimConfig, assimilate_linear
 from lagda.assimilation.methods._common import to_real, velocity_matrix
-from lagda.assimilation.methods.linear import (central_differences, correlation_time, displacement_posterior, finite_differences,
-                                               five_point_differences, linear_posterior, observation_regime,
-                                               track_velocity_posterior, velocity_data)
+from lagda.assimilation.methods.linear import displacement_posterior, track_velocity_posterior
+from lagda.assimilation.methods.linear_gaussian import linear_posterior
+from lagda.assimilation.methods.track_data import (central_differences, correlation_time, finite_differences,
+                                                   five_point_differences, observation_regime, velocity_data)
 from simulate import many_points, velocity
 from tests.assim_twin import make_twin, write_twin_tracks
 

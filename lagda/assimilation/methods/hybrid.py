@@ -13,9 +13,9 @@ conditional broader than the prior carries no information, so an uninformative e
 widened (or replaced by the original prior) where the data's marginal likelihood says so
 (`select_prior`).
 
-The data, by regime (the lag and spacing as found by lagda.assimilation.methods.linear.choose_lag):
+The data, by regime (the lag and spacing as found by lagda.assimilation.methods.track_data.choose_lag):
 - dense exact tracks: finite-difference velocities, with the learned prior as above;
-- noisy tracks (lag above 1): the displacements (lagda.assimilation.methods.linear.displacement_data),
+- noisy tracks (lag above 1): the displacements (lagda.assimilation.methods.track_data.displacement_data),
   whose noise is the white position noise instead of the amplified difference noise; above
   hybrid_learned_noise_limit (given or estimated position noise std) under the original prior:
   the encoder was trained on noise-free (float32-rounded, ~2e-8) tracks and its conditional
@@ -40,8 +40,9 @@ import numpy as np
 
 from lagda.assimilation.methods._common import FieldEstimate, FlowModel, gaussian_estimate
 from lagda.assimilation.methods.config import AssimConfig
-from lagda.assimilation.methods.linear import (data_kind, displacement_data, displacement_posterior, linear_posterior, log_evidence,
-                                               observation_regime, track_velocity_posterior, velocity_data)
+from lagda.assimilation.methods.linear import displacement_posterior, track_velocity_posterior
+from lagda.assimilation.methods.linear_gaussian import linear_posterior, log_evidence
+from lagda.assimilation.methods.track_data import data_kind, displacement_data, observation_regime, velocity_data
 from lagda.assimilation.methods.variational import assimilate_var
 
 
@@ -50,7 +51,7 @@ def gaussian_product(g, y, prior_mean, prior_var, noise_var=None, n_grid: int = 
 
     Args:
         g: `(n, p)`; y: `(n,)`; prior_mean, prior_var: `(p,)`; noise_var: s^2, or None for
-            empirical Bayes (lagda.assimilation.methods.linear.linear_posterior).
+            empirical Bayes (lagda.assimilation.methods.linear_gaussian.linear_posterior).
     """
     mean, cov, noise_var = linear_posterior(g, y - g @ prior_mean, prior_var, noise_var, n_grid)
     return prior_mean + mean, cov, noise_var

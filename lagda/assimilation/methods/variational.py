@@ -40,7 +40,7 @@ import optax
 from lagda.assimilation.methods._common import (FieldEstimate, FlowModel, Observations, arrange, gaussian_estimate, simulate_observed,
                                    simulate_observed_tangent, window_mask)
 from lagda.assimilation.methods.config import AssimConfig
-from lagda.assimilation.methods.linear import choose_lag
+from lagda.assimilation.methods.track_data import choose_lag
 
 MAX_DAMPING = 1e8  # Levenberg-Marquardt gives up (stop "max_damping") above this damping
 CONVERGENCE_TOL = 1e-8  # converged: Gauss-Newton decrement <= tol * max(1, cost)
