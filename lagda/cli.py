@@ -288,7 +288,8 @@ def _run_evaluate_assimilation(args) -> int:
         raise ValueError("--assimilation takes --tracks FILE (with the truth), not --data")
     if args.model is not None and not os.path.isdir(args.model):
         raise FileNotFoundError(f"no such model run directory: {args.model}")
-    table = evaluate_assimilation(args.tracks, args.methods, run_dir=args.model)
+    table = evaluate_assimilation(args.tracks, args.methods, run_dir=args.model,
+                                  log=lambda line: print(f"lagda evaluate: {line}", file=sys.stderr))
     print(format_table(table))
     if args.out:
         write_scores(table, args.out)

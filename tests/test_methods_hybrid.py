@@ -77,8 +77,10 @@ def test_cli_evaluate_assimilation_prints_a_table_and_writes_json(twin, tmp_path
     write_twin_tracks(twin, tmp_path / "t.nc")
     out = tmp_path / "scores.json"
     assert main(["evaluate", "--assimilation", "--tracks", str(tmp_path / "t.nc"), "--methods", "linear", "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert "| linear |" in printed and "field err" in printed
+    assert "lagda evaluate: note: prior" in captured.err  # no model: the guessed prior is said, not silent
     scores = json.loads(out.read_text())
     assert list(scores) == ["linear"] and scores["linear"]["velocity_rel_l2"] < 0.05
     assert main(["evaluate", "--assimilation", "--tracks", str(tmp_path / "t.nc"), "--methods", "embed"]) == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 
 import jax
 import numpy as np
@@ -20,22 +21,24 @@ COLUMNS = (("velocity_rel_l2", "field err"), ("track_velocity_rel_l2", "track-ve
 
 
 def evaluate_assimilation(tracks_path, methods=("linear", "embed", "hybrid"), run_dir=None, n_grid: int = 32,
-                          seed: int = 0, **options) -> dict:
+                          seed: int = 0, log=None, **options) -> dict:
     """Returns `{method: {score: float}}`: lagda.assimilation.scores.score_posterior averaged over the fields.
 
     Args:
         tracks_path: a track file with the true coefficients (lagda dataset or CF file with truth).
         methods: assimilation methods; run_dir: trained run (needed by retrieve / embed / hybrid).
+        log: called with each settings note and model-check warning ("note: ..." / "warning: ...");
+            default `warnings.warn`, so nothing guessed goes unsaid.
         options: AssimConfig fields applied to every method.
     Raises:
         ValueError: unknown method / option, tracks without truth, learned method without run_dir.
         FileNotFoundError: missing track file or run directory.
     """
     with jax.enable_x64(True):
-        return _evaluate(tracks_path, tuple(methods), run_dir, n_grid, seed, options)
+        return _evaluate(tracks_path, tuple(methods), run_dir, n_grid, seed, log or warnings.warn, options)
 
 
-def _evaluate(tracks_path, methods, run_dir, n_grid, seed, options) -> dict:
+def _evaluate(tracks_path, methods, run_dir, n_grid, seed, log, options) -> dict:
     from lagda.assimilation.assimilate import assimilate, file_dt, model_settings
     from lagda.assimilation.scores import score_posterior
     from lagda.io.tracks import check_fits_model, read_tracks
@@ -51,8 +54,10 @@ def _evaluate(tracks_path, methods, run_dir, n_grid, seed, options) -> dict:
     tracks = read_tracks(tracks_path)
     if tracks.true_coef is None:
         raise ValueError(f"{tracks_path} has no true coefficients: cannot score the assimilation")
-    k1, k2, omega, scale, dt, _ = model_settings(tracks, run_dir, file_dt=None if run_dir else file_dt(tracks_path))
-    check_fits_model(tracks, dt, k1, k2, omega)
+    k1, k2, omega, scale, dt, notes = model_settings(tracks, run_dir, file_dt=None if run_dir else file_dt(tracks_path))
+    for kind, lines in (("note", notes), ("warning", check_fits_model(tracks, dt, k1, k2, omega))):
+        for line in lines:
+            log(f"{kind}: {line}")
     table = {}
     for method in methods:
         start = time.perf_counter()
