@@ -20,8 +20,10 @@ from lagda.assimilation.methods import METHODS, AssimConfig, FieldEstimate, Flow
 from lagda.assimilation.methods.hybrid import assimilate_hybrid
 from lagda.assimilation.methods.learned import Scorer, field_queries, learned_estimates, scorer_from_run
 from lagda.assimilation.methods.config import config_from_options
-from lagda.assimilation.posterior import Posterior
+from lagda.assimilation.posterior import Posterior, describe_diagnostics
 from lagda.io.tracks import Tracks
+from simulate.config import SimConfig
+from simulate.prior import spectrum
 
 _CLASSICAL = {"linear": assimilate_linear, "var": assimilate_var, "enkf": assimilate_enkf}
 
@@ -175,8 +177,6 @@ def model_settings(tracks: Tracks | None, run_dir=None, dt: float | None = None,
                              np.asarray(meta["prior_scale"], np.float64), run_dt if dt is None else float(dt), tuple(notes))
     if tracks is None or tracks.k1 is None or tracks.omega is None:
         raise ValueError("the track file does not state the modes and frequencies: pass a trained model (--model RUN)")
-    from simulate.config import SimConfig
-    from simulate.prior import spectrum
 
     base = SimConfig()  # prior of the generator's defaults: the file carries modes, not the prior
     scale = spectrum(tracks.k1, tracks.k2, base.spectrum_exponent, base.rms_speed)
@@ -229,7 +229,6 @@ def assimilate_file(tracks_path, out_path, method: str, run_dir=None, n_grid: in
 
 
 def _assimilate_file(tracks_path, out_path, method, run_dir, n_grid, plot, overwrite, seed, dt, method_options) -> dict:
-    from lagda.assimilation.posterior import describe_diagnostics
     from lagda.assimilation.scores import window_times
     from lagda.io.results import write_result
     from lagda.io.tracks import check_fits_model, read_tracks

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
 
 import jax
 import jax.numpy as jnp
@@ -184,7 +185,6 @@ def read_result(path) -> Result:
         FileNotFoundError: if `path` does not exist.
         ValueError: one line, if the file is not a lagda assimilation result.
     """
-    import os
 
     import xarray as xr
 

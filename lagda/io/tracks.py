@@ -8,7 +8,10 @@ orthogonal and contiguous-ragged CF layouts, a lagda dataset and CSV (id,time,x,
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import os
+import warnings
 
 import numpy as np
 
@@ -182,7 +185,6 @@ def read_tracks(path) -> Tracks:
         FileNotFoundError: if `path` does not exist.
         ValueError: one line, if the file is none of these or is inconsistent.
     """
-    import os
 
     import xarray as xr
 
@@ -206,7 +208,6 @@ def read_tracks(path) -> Tracks:
 
 def _from_netcdf(ds, path) -> Tracks:
     """Returns the tracks of an open netCDF dataset, dispatching on its attributes."""
-    import warnings
 
     if "lagda_schema_version" in ds.attrs:
         from simulate.schema import validate_dataset
@@ -284,7 +285,6 @@ def _finish(ds, instance_dim, time, pos) -> Tracks:
 
 def _read_csv(path, head: bytes) -> Tracks:
     """Returns the tracks of a CSV file with header id,time,x,y[,field] (rows grouped by id)."""
-    import csv
 
     try:
         first = head.decode("utf-8").splitlines()[0] if head else ""

@@ -14,13 +14,13 @@ import json
 import jax.numpy as jnp
 
 from simulate.atomic import write_atomic
-from lagda.learning.data import check_same_modes, load_paired
 from lagda.learning import losses
 from lagda.learning.config import TrainConfig
-from lagda.learning.data import PairedData
+from lagda.learning.data import PairedData, check_same_modes, load_paired
 from lagda.learning.encoders import TrajectoryTransformer, embed_coefficients, similarity_mask
 from lagda.learning.model import embed_tracks, load_run
 from lagda.learning.retrieval import retrieval_metrics
+from lagda.report import format_table as table
 
 
 # One function object per kind (retrieval caches its compiled kernels by function); tau = 1
@@ -68,7 +68,6 @@ def evaluate(run_dir, data_path, split: str = "test", library_size: int | None =
 
 def format_table(metrics: dict) -> str:
     """Returns a markdown table of R@k (percent), one row per split/direction."""
-    from lagda.report import format_table as table
 
     rows: dict[str, dict] = {}
     for key, value in metrics.items():
