@@ -84,8 +84,9 @@ def paper(**overrides) -> SimConfig:
 def small(**overrides) -> SimConfig:
     """Fast on a laptop CPU, used by tests and the demo: same physics, 4,096 fields, dt 1e-4.
 
-    RK4 at dt = 1e-4 is accurate to about 1e-10 on this flow (PERFORMANCE-NOTES), so the
-    tracks are the paper's tracks at 10x fewer steps; stride 1 keeps 1,000 observations.
+    RK4 is fourth order (tests/test_integrate.py), so at dt = 1e-4 the tracks are the paper's
+    tracks (dt = 1e-5) to far below any observation noise, at 10x fewer steps; stride 1 keeps
+    1,000 observations.
     """
     base = dict(n_samples=4096, dt=1e-4, stride=1, chunk_size=1024)
     base.update(overrides)
