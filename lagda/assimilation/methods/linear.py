@@ -17,7 +17,7 @@ import numpy as np
 
 from lagda.assimilation.methods._common import FieldEstimate, FlowModel, arrange, gaussian_estimate, simulate_observed
 from lagda.assimilation.methods.config import AssimConfig
-from lagda.assimilation.methods.linear_gaussian import linear_posterior, whitened_svd
+from lagda.assimilation.methods.linear_gaussian import linear_posterior
 from lagda.assimilation.methods.track_data import (correlation_time, curvature_factor, data_kind, displacement_data,
                                                     observation_regime, track_segments, velocity_data)
 
@@ -63,23 +63,22 @@ def resimulated_tracks(positions, times, release, model: FlowModel, x) -> np.nda
     return np.where(obs.mask[..., None] > 0, sim, np.asarray(positions, np.float64))
 
 
-def predictive_noise_floor(positions, times, release, model: FlowModel, config: AssimConfig, regime, g, y, mean, prior_var,
-                           noise_var):
+def predictive_noise_floor(positions, times, release, model: FlowModel, config: AssimConfig, regime, y, mean,
+                           p_eff: float):
     """Returns (floor, misfit rms): the data noise variance that the absorbed data error implies.
 
     Errors smooth along the track (RK4 and truncation errors of the differences) are partly
     fitted by the coefficients and vanish from the residuals, so the evidence noise is too
     small. The tracks re-integrated from the mean, turned into data y_sim as the observed ones
     were, have the same difference errors; y_sim - y ~ G (mean - x_true) shows the absorbed
-    part. Spread over the p_eff = tr(G cov G^T) / v directions the data determine (expected
-    chi^2 of the coefficient error = p_eff), its noise variance is |y_sim - y|^2 / p_eff.
+    part. Spread over the p_eff directions the data determine (`velocity_posterior`'s
+    "data_dimensions"; expected chi^2 of the coefficient error = p_eff), its noise variance is
+    |y_sim - y|^2 / p_eff.
     """
     sim = resimulated_tracks(positions, times, release, model, mean)
     _, y_sim, _, _ = velocity_data(sim, times, release, model, config, regime)
     misfit = float(np.sum((y_sim - y) ** 2))
-    _, s, _, _, _ = whitened_svd(g, y, prior_var, noise_var)
-    p_eff = max(float(np.sum(s**2 / (s**2 + noise_var))), 1.0)
-    return misfit / p_eff, float(np.sqrt(misfit / len(y)))
+    return misfit / max(p_eff, 1.0), float(np.sqrt(misfit / len(y)))
 
 
 def assimilate_linear(positions, times, release, model: FlowModel, config: AssimConfig, key) -> FieldEstimate:
@@ -118,7 +117,7 @@ def track_velocity_posterior(positions, times, release, model: FlowModel, config
 def floored_velocity_posterior(positions, times, release, model, config, regime, g, y, prior, mean, cov, info):
     """Returns (mean, cov, info) with the covariance at noise max(tau v, `predictive_noise_floor`); the mean is kept."""
     noise_var = info["velocity_noise_std"] ** 2
-    floor, misfit = predictive_noise_floor(positions, times, release, model, config, regime, g, y, mean, prior[1], noise_var)
+    floor, misfit = predictive_noise_floor(positions, times, release, model, config, regime, y, mean, info["data_dimensions"])
     cov_noise = max(info["residual_correlation_time"] * noise_var, floor)
     if floor > info["residual_correlation_time"] * noise_var:
         _, cov, _ = linear_posterior(g, y - g @ prior[0], prior[1], cov_noise)
@@ -138,8 +137,11 @@ def velocity_posterior(g, y, prior_mean, prior_var, noise_var, config: AssimConf
     """
     delta, cov, noise_var = linear_posterior(g, y - g @ prior_mean, prior_var, noise_var, config.noise_grid)
     mean = prior_mean + delta
+    # directions the data determine, sum s^2 / (s^2 + v) = p - tr(D^-1 cov) (whitened SVD of G D^1/2)
+    p_eff = float(len(prior_var) - np.sum(np.diag(cov) / prior_var))
     tau = correlation_time((y - g @ mean).reshape(-1, 2)) if config.correlated_errors else 1.0
     if tau > 1.0:
         _, cov, _ = linear_posterior(g, y - g @ prior_mean, prior_var, tau * noise_var)
     return mean, cov, {"data": "velocities", "noise_source": "given" if config.noise_std else "empirical_bayes",
-                       "velocity_noise_std": float(np.sqrt(noise_var)), "residual_correlation_time": tau}
+                       "velocity_noise_std": float(np.sqrt(noise_var)), "residual_correlation_time": tau,
+                       "data_dimensions": p_eff}
