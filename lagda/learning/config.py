@@ -151,16 +151,14 @@ def cpu(**overrides) -> TrainConfig:
                 pooling="mean", physics=True, physics_noise=1e-6, physics_stride=8, lr=1e-3, warmup=50,
                 cosine_decay=True, grad_clip=1.0, optimiser="adamw", weight_decay=1e-4, tau=0.05,
                 mask_mean_mode=True, batch_size=128, epochs=3, eval_every=3, eval_library=4096)
-    base.update(overrides)
-    return dataclasses.replace(TrainConfig(), **base).validate()
+    return paper(**{**base, **overrides})
 
 
 def tiny(**overrides) -> TrainConfig:
     """A very small model for tests and `lagda demo`: 1 block, d = 16, patches of 10."""
     base = dict(n_blocks=1, d_model=16, n_heads=2, mlp_ratio=2, patch=10, features="increments+sincos",
                 pooling="mean", lr=3e-3, tau=0.1, batch_size=8, epochs=2, eval_library=16, eval_batch=8)
-    base.update(overrides)
-    return dataclasses.replace(TrainConfig(), **base).validate()
+    return paper(**{**base, **overrides})
 
 
 def learned(**overrides) -> TrainConfig:
@@ -176,8 +174,7 @@ def learned(**overrides) -> TrainConfig:
     base = dict(encoder="set", set_head="ridge", set_ridge=1e-4, lr=1e-2, warmup=50, cosine_decay=True,
                 grad_clip=1.0, optimiser="adam", tau=0.05, mask_mean_mode=True, batch_size=128, epochs=10,
                 eval_every=1, eval_library=4096)
-    base.update(overrides)
-    return dataclasses.replace(TrainConfig(), **base).validate()
+    return paper(**{**base, **overrides})
 
 
 PRESETS = {"paper": paper, "cpu": cpu, "tiny": tiny, "learned": learned}

@@ -60,7 +60,3 @@ def sample_regimes(key, positions, config: TrainConfig):
     keys = jax.vmap(lambda b: jax.random.fold_in(key, b))(jnp.arange(positions.shape[0]))
     return jax.vmap(lambda k, z: _one_field(k, z, config))(keys, positions)
 
-
-def dense_mask(positions):
-    """Returns the all-valid mask `(batch, drifter, obs)` of positions `(batch, drifter, obs, 2)`."""
-    return jnp.ones(positions.shape[:-1], bool)

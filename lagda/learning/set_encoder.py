@@ -130,7 +130,6 @@ class SetEncoder(nnx.Module):
             self.ridge_slope = nnx.Param(jnp.zeros((3,), jnp.float32))  # log lambda varies with the regime
         else:
             n_in = width * (width + 1) // 2 + 2 * width + 3
-            self.rows, self.cols = np.triu_indices(width)
             self.norm = nnx.LayerNorm(n_in, rngs=rngs)
             self.hidden = nnx.List([nnx.Linear(n_in if i == 0 else config.set_hidden, config.set_hidden, rngs=rngs)
                                     for i in range(config.set_depth)])
@@ -163,7 +162,8 @@ class SetEncoder(nnx.Module):
             log_ridge = self.log_ridge[...] + regime @ self.ridge_slope[...]
             eta = jnp.linalg.solve(s + jnp.exp(log_ridge)[:, None, None] * scale * eye, b[..., None])[..., 0]
             return eta @ self.readout[...]
-        x = jnp.concatenate([gram[:, self.rows, self.cols], p.reshape(p.shape[0], -1), regime], axis=-1)
+        rows, cols = np.triu_indices(gram.shape[-1])  # static: constants of the trace, not model state
+        x = jnp.concatenate([gram[:, rows, cols], p.reshape(p.shape[0], -1), regime], axis=-1)
         x = self.norm(x)
         for layer in self.hidden:
             x = jax.nn.gelu(layer(x))
