@@ -49,6 +49,8 @@ jax.config.update("jax_enable_x64", True)
 
 from lagda.assimilation.assimilate import assimilate  # noqa: E402
 from lagda.assimilation.methods import AssimConfig, FlowModel, assimilate_linear  # noqa: E402
+from lagda.assimilation.methods.config import LEARNED_METHODS  # noqa: E402
+from lagda.assimilation.methods.learned import scorer_from_run  # noqa: E402
 from lagda.assimilation.methods._common import to_real  # noqa: E402
 from lagda.assimilation.methods.search import multistart_map, prior_starts, truth_map  # noqa: E402
 from lagda.assimilation.posterior import Posterior  # noqa: E402
@@ -78,7 +80,6 @@ REGIMES = {
     "sparse100": Regime(100, 0.0, 1),
 }
 CLASSICAL = ("linear", "var", "enkf")
-LEARNED = ("retrieve", "embed", "hybrid")
 DIRECT = ("truth-map", "search:prior", "search:linear")  # computed here, not by the dispatcher
 
 
@@ -114,7 +115,7 @@ def direct_posterior(method: str, tracks: Tracks, model: FlowModel, config: Assi
         args = (sub.positions, sub.times, sub.release, model, config, jax.random.fold_in(key, f))
         start = time.perf_counter()
         if method == "truth-map":
-            est = truth_map(*args, to_real(tracks.true_coef[f]), noise, settings.truth_iterations)
+            est = truth_map(*args, to_real(tracks.true_coef[f]), noise, settings.truth_iterations or settings.search_iterations)
         else:
             if method == "search:prior":
                 starts = prior_starts(model, settings.search_starts, jax.random.fold_in(jax.random.key(1), f))
@@ -141,7 +142,7 @@ def run_method(method, tracks, modes, scale, dt, config, noise, settings):
     else:
         name, _, refine = method.partition(":")  # e.g. hybrid:none, hybrid:gauss_newton
         cfg = dataclasses.replace(config, hybrid_refine=refine) if refine else config
-        post = assimilate(tracks, name, modes, scale, dt, run_dir=settings.run, config=cfg, key=jax.random.key(0))
+        post = assimilate(tracks, name, modes, scale, dt, config=cfg, key=jax.random.key(0), scorer=settings.scorer)
     return post, time.perf_counter() - start
 
 
@@ -193,7 +194,7 @@ def summary(rows) -> str:
         by_method = {r["method"]: r for r in group}
         oracle = _err(by_method["truth-map"]) if "truth-map" in by_method else float("nan")
         cells = [regime, f"{oracle:.3g}"]
-        for families in (CLASSICAL, ("search",), LEARNED):
+        for families in (CLASSICAL, ("search",), LEARNED_METHODS):
             best = _best(group, families)
             cells += [best["method"], f"{_err(best):.3g}", f"{_err(best) / oracle:.3g}"] if best else ["-", "-", "-"]
         var, hybrid = by_method.get("var"), by_method.get("hybrid")
@@ -256,7 +257,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--run", help="trained run directory (enables retrieve, embed, hybrid; modes from the run)")
     p.add_argument("--fields", type=int, default=16, help="held-out flows per regime")
     p.add_argument("--var-iterations", type=int, default=10, help="var: Gauss-Newton iterations per continuation stage")
-    p.add_argument("--truth-iterations", type=int, default=15,
+    p.add_argument("--truth-iterations", type=int, default=None,
                    help="truth-map: Gauss-Newton iterations (default: as many as a search start gets)")
     p.add_argument("--search-starts", type=int, default=8, help="search:prior: starts (the prior mean and draws)")
     p.add_argument("--search-iterations", type=int, default=15, help="search: Gauss-Newton iterations per start")
@@ -286,12 +287,14 @@ def main(argv=None) -> int:
     if args.run:
         from lagda.assimilation.assimilate import model_settings
         k1, k2, omega, scale, dt = model_settings(None, args.run)[:5]  # a ModelSettings tuple
+        args.scorer = scorer_from_run(args.run)[0]  # the trained model, restored once for every regime and method
     else:
         k1, k2 = rectangular_modes((-1, 1), (-1, 1)) if args.quick else rectangular_modes()
         omega, scale = draw_frequencies(jax.random.key(0), len(k1), 20 * np.pi), spectrum(k1, k2, 1.5, 10.0)
+        args.scorer = None
     n_fields = 2 if args.quick else args.fields
     n_steps = int(round(t_final / dt))
-    methods = [m for m in args.methods.split(",") if args.run or family(m) not in LEARNED]
+    methods = [m for m in args.methods.split(",") if args.run or family(m) not in LEARNED_METHODS]
     rows = []
     for name in args.regimes.split(","):
         regime = REGIMES[name]

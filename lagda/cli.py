@@ -113,7 +113,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- assimilate
 
-from lagda.assimilation.methods.config import METHODS as ASSIM_METHODS  # noqa: E402  (no jax import)
+from lagda.assimilation.methods.config import LEARNED_METHODS, METHODS as ASSIM_METHODS  # noqa: E402  (no jax import)
 
 
 def _add_assimilate_parser(subparsers) -> None:
@@ -163,7 +163,7 @@ def _run_assimilate(args: argparse.Namespace) -> int:
         raise ValueError(f"--members must be >= 1, got {args.members}")
     from lagda.assimilation.assimilate import assimilate_file
 
-    if args.model is None and args.method in ("retrieve", "embed", "hybrid"):
+    if args.model is None and args.method in LEARNED_METHODS:
         from lagda.demo import shipped
 
         args.model = str(shipped("model"))  # the learned methods default to the shipped encoder
@@ -306,7 +306,7 @@ def _add_demo_parser(subparsers) -> None:
     p.add_argument("--model", default=None, help="run directory (default: the shipped model, lagda/shipped/model)")
     p.add_argument("--tracks", default=None, help="track file (default: the shipped lagda/shipped/example_tracks.nc)")
     p.add_argument("--methods", nargs="+", default=["linear", "embed", "hybrid"],
-                   choices=["retrieve", "embed", "linear", "var", "enkf", "hybrid"], help="assimilation methods to compare")
+                   choices=ASSIM_METHODS, help="assimilation methods to compare")
     p.add_argument("--full", action="store_true",
                    help="from scratch: simulate the small data, train the cpu preset, evaluate, assimilate (~4 min on 2 cores)")
     p.set_defaults(run=_run_demo)

@@ -19,6 +19,7 @@ import numpy as np
 from lagda.assimilation.methods import METHODS, AssimConfig, FieldEstimate, FlowModel, assimilate_enkf, assimilate_linear, assimilate_var
 from lagda.assimilation.methods.hybrid import assimilate_hybrid
 from lagda.assimilation.methods.learned import Scorer, field_queries, learned_estimates, scorer_from_run
+from lagda.assimilation.methods._common import to_real
 from lagda.assimilation.methods.config import config_from_options
 from lagda.assimilation.posterior import Posterior, describe_diagnostics
 from lagda.io.tracks import Tracks
@@ -105,7 +106,7 @@ def _learned(tracks, method, model, config, key, scorer, run_dir, bank):
         if not old_hybrid:  # the learned conditional as the prior of the velocity inversion
             out = assimilate_hybrid(*_field_tracks(tracks, f), model, config, fkey, est.info["mean"], est.info["var"])
         else:
-            x0 = np.concatenate([np.real(est.samples.T @ est.weights), np.imag(est.samples.T @ est.weights)])
+            x0 = to_real(est.samples.T @ est.weights)
             out = assimilate_var(*_field_tracks(tracks, f), model, config, fkey, x_init=x0, stages=(1.0,),
                                  iterations=config.hybrid_iterations)
         used = {"learned_conditional": problems[f] is None}

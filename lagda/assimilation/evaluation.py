@@ -13,7 +13,7 @@ import numpy as np
 from lagda import report
 from simulate.atomic import write_atomic
 from lagda.assimilation.methods import METHODS
-from lagda.assimilation.methods.config import config_from_options
+from lagda.assimilation.methods.config import LEARNED_METHODS, config_from_options
 
 COLUMNS = (("velocity_rel_l2", "field err"), ("track_velocity_rel_l2", "track-vel err"),
            ("resim_rms_true", "resim rms"), ("forecast_rms", "forecast rms"), ("coef_calibration", "coef 95%"),
@@ -40,13 +40,14 @@ def evaluate_assimilation(tracks_path, methods=("linear", "embed", "hybrid"), ru
 
 def _evaluate(tracks_path, methods, run_dir, n_grid, seed, log, options) -> dict:
     from lagda.assimilation.assimilate import assimilate, file_dt, model_settings
+    from lagda.assimilation.methods.learned import scorer_from_run
     from lagda.assimilation.scores import score_posterior
     from lagda.io.tracks import check_fits_model, read_tracks
 
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
         raise ValueError(f"unknown method(s) {', '.join(bad) or '(none)'}; valid methods: {', '.join(METHODS)}")
-    if run_dir is None and any(m in ("retrieve", "embed", "hybrid") for m in methods):
+    if run_dir is None and any(m in LEARNED_METHODS for m in methods):
         raise ValueError("methods retrieve / embed / hybrid need a trained model (--model RUN)")
     if not os.path.isfile(tracks_path):
         raise FileNotFoundError(f"no such track file: {tracks_path}")
@@ -58,11 +59,13 @@ def _evaluate(tracks_path, methods, run_dir, n_grid, seed, log, options) -> dict
     for kind, lines in (("note", notes), ("warning", check_fits_model(tracks, dt, k1, k2, omega))):
         for line in lines:
             log(f"{kind}: {line}")
+    # the trained model, restored once for every learned method
+    scorer = scorer_from_run(run_dir)[0] if any(m in LEARNED_METHODS for m in methods) else None
     table = {}
     for method in methods:
         start = time.perf_counter()
-        post = assimilate(tracks, method, (k1, k2, omega), scale, dt, run_dir=run_dir, config=config,
-                          key=jax.random.key(seed))
+        post = assimilate(tracks, method, (k1, k2, omega), scale, dt, config=config, key=jax.random.key(seed),
+                          scorer=scorer)
         scores = score_posterior(post, tracks, k1, k2, omega, dt, n_grid=n_grid)
         table[method] = {name: v for name, v in scores.items() if name != "per_field"}
         table[method]["wall_seconds"] = time.perf_counter() - start

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
@@ -211,8 +210,3 @@ def gaussian_estimate(key, mean, cov, members: int, info=None) -> FieldEstimate:
     """Returns a FieldEstimate of equal-weight antithetic samples from N(mean, cov)."""
     samples = gaussian_samples(key, mean, cov, members)
     return FieldEstimate(samples, np.full(members, 1.0 / members), info=dict(info or {}))
-
-
-def log_grid(low: float, high: float, n: int) -> np.ndarray:
-    """Returns n log-spaced values from low to high."""
-    return np.exp(np.linspace(math.log(low), math.log(high), n))

@@ -10,6 +10,7 @@ import dataclasses
 from typing import Literal
 
 METHODS = ("linear", "var", "enkf", "retrieve", "embed", "hybrid")
+LEARNED_METHODS = ("retrieve", "embed", "hybrid")  # the methods that need a trained model
 OPTIMIZERS = ("gauss_newton", "lbfgs", "adam")
 HYBRID_STARTS = ("embed", "retrieve")
 HYBRID_REFINES = ("none", "auto", "gauss_newton", "var")

@@ -33,6 +33,7 @@ import numpy as np
 from lagda.assimilation.methods._common import FieldEstimate, FlowModel, gaussian_samples
 from lagda.assimilation.methods.bank import bank_search
 from lagda.assimilation.methods.config import AssimConfig
+from lagda.learning.retrieval import softmax_weights
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,9 +124,10 @@ def learned_estimates(method: str, queries, model: FlowModel, config: AssimConfi
     """Returns one FieldEstimate per query `(q, n_e)` for method retrieve or embed."""
     key_bank, key_samples = jax.random.split(key)
     cands, scores, mean, var = bank_search(queries, model.scale, config, scorer, key_bank, bank)
+    all_weights = np.asarray(softmax_weights(jnp.asarray(scores, jnp.float64)))  # eq. 28, per query
     out = []
     for i in range(len(queries)):
-        weights = np.asarray(jax.nn.softmax(jnp.asarray(scores[i], jnp.float64)))
+        weights = all_weights[i]
         cand = cands[i].astype(np.complex128)
         if method == "retrieve":
             out.append(FieldEstimate(cand, weights, cand, weights, {"top_score": float(scores[i, 0])}))

@@ -18,7 +18,8 @@ import numpy as np
 from lagda.assimilation.methods._common import FieldEstimate, FlowModel, arrange, gaussian_estimate, simulate_observed
 from lagda.assimilation.methods.config import AssimConfig
 from lagda.assimilation.methods.linear_gaussian import linear_posterior
-from lagda.assimilation.methods.track_data import (correlation_time, curvature_factor, data_kind, displacement_data,
+from lagda.assimilation.methods.track_data import (correlation_time, curvature_factor, data_kind, difference_velocities,
+                                                    displacement_data,
                                                     observation_regime, track_segments, velocity_data)
 
 
@@ -76,7 +77,7 @@ def predictive_noise_floor(positions, times, release, model: FlowModel, config: 
     |y_sim - y|^2 / p_eff.
     """
     sim = resimulated_tracks(positions, times, release, model, mean)
-    _, y_sim, _, _ = velocity_data(sim, times, release, model, config, regime)
+    y_sim = difference_velocities(sim, times, release, config, regime)[2].reshape(-1)  # the data only, no G
     misfit = float(np.sum((y_sim - y) ** 2))
     return misfit / max(p_eff, 1.0), float(np.sqrt(misfit / len(y)))
 

@@ -296,30 +296,42 @@ def observation_regime(positions, times, model: FlowModel, config: AssimConfig) 
 def velocity_data(positions, times, release, model: FlowModel, config: AssimConfig, regime=None):
     """Returns (G `(n, 2K)`, y `(n,)`, noise_var or None, info) of the finite-difference velocities y = G x + e.
 
-    regime: `observation_regime` of the tracks (computed when None). Smooth dense tracks (lag 1,
-    not sparse) get the sixth-order seven-point difference (`central_differences`), unless
-    config.fd_order says otherwise (at 100-step spacing the five-point difference was worse
-    than the pairs, linear 0.93 against 0.90 with one drifter); where no regular stencil of
-    valid observations exists, the second-order pairs are used.
+    regime: `observation_regime` of the tracks (computed when None); the velocities are
+    `difference_velocities`, G the velocity basis at their points and times.
     Raises:
         ValueError: if no pair of valid observations `lag` apart exists.
     """
     info = observation_regime(positions, times, model, config) if regime is None else regime
-    lag = info["lag"]
-    order = config.fd_order if config.fd_order is not None else (6 if lag == 1 and not info["sparse"] else 2)
-    if order > 2 and lag == 1:
-        points, t, vel, span = central_differences(positions, times, release, order)
-        gain = noise_gain(order)  # velocity noise = gain * sigma^2 / spacing^2
-    if order == 2 or lag > 1 or (len(t) == 0 and config.fd_order is None):  # no regular stencil: pairs
-        points, t, vel, span = finite_differences(positions, times, release, lag)
-        order, gain = 2, 2.0
-    if len(t) == 0:
-        raise ValueError(f"no two valid observations {lag} apart: cannot form finite differences")
+    points, t, vel, span, order, gain = difference_velocities(positions, times, release, config, info)
     g = velocity_matrix(points, t, model.k1, model.k2, model.omega).reshape(-1, 2 * model.n_modes)
     noise_var = None
     if config.noise_std is not None and config.noise_std > 0:
         noise_var = gain * config.noise_std**2 / float(np.median(span)) ** 2
     return g, vel.reshape(-1), noise_var, {**info, "fd_order": order, "pairs": len(t)}
+
+
+def difference_velocities(positions, times, release, config: AssimConfig, regime: dict):
+    """Returns points `(n, 2)`, times `(n,)`, velocities `(n, 2)`, spans `(n,)`, order and noise gain.
+
+    Smooth dense tracks (lag 1, not sparse) get the sixth-order seven-point difference
+    (`central_differences`), unless config.fd_order says otherwise (at 100-step spacing the
+    five-point difference was worse than the pairs, linear 0.93 against 0.90 with one drifter);
+    where no regular stencil of valid observations exists, the second-order pairs at the
+    regime's lag. The noise gain: velocity noise = gain * sigma^2 / spacing^2.
+    Raises:
+        ValueError: if no pair of valid observations `lag` apart exists.
+    """
+    lag = regime["lag"]
+    order = config.fd_order if config.fd_order is not None else (6 if lag == 1 and not regime["sparse"] else 2)
+    if order > 2 and lag == 1:
+        points, t, vel, span = central_differences(positions, times, release, order)
+        gain = noise_gain(order)
+    if order == 2 or lag > 1 or (len(t) == 0 and config.fd_order is None):  # no regular stencil: pairs
+        points, t, vel, span = finite_differences(positions, times, release, lag)
+        order, gain = 2, 2.0
+    if len(t) == 0:
+        raise ValueError(f"no two valid observations {lag} apart: cannot form finite differences")
+    return points, t, vel, span, order, gain
 
 
 def correlation_time(series) -> float:
