@@ -125,8 +125,9 @@ def _add_assimilate_parser(subparsers) -> None:
                    "default for them: the model shipped with lagda, lagda/shipped/model/); for linear, var, enkf it supplies the modes "
                    "and prior when given, else they come from the track file")
     p.add_argument("--tracks", required=True, metavar="FILE",
-                   help="track file: CF trajectory netCDF (multidimensional, orthogonal or contiguous ragged), "
-                        "a lagda dataset, or CSV with header id,time,x,y[,field]")
+                   help="track file: CF trajectory netCDF (multidimensional, orthogonal or contiguous ragged, e.g. "
+                        "clouddrift's), Parcels output (v4 Parquet, v3 zarr), a lagda dataset, or CSV with header "
+                        "id,time,x,y[,field] (model units) or id,time,lon,lat[,field] (ISO datetimes)")
     p.add_argument("--method", choices=ASSIM_METHODS, default="hybrid",
                    help="retrieve (nearest training fields), embed (learned embedding), linear (Gaussian), "
                         "var (variational + Laplace), enkf (ensemble Kalman), hybrid (learned conditional as the prior of the "
@@ -144,8 +145,18 @@ def _add_assimilate_parser(subparsers) -> None:
     p.add_argument("--dt", type=float, metavar="DT",
                    help="RK4 step of the forward model (nondimensional time; default: the model run's, else the "
                         "track file's dt attribute, else the smallest observation spacing in steps of at most 1e-4)")
+    _add_mapping_arguments(p)
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.set_defaults(run=_run_assimilate)
+
+
+def _add_mapping_arguments(p) -> None:
+    """Adds --box and --time-scale: how physical tracks map onto the model's periodic domain."""
+    p.add_argument("--box", type=float, nargs=4, metavar=("LON0", "LON1", "LAT0", "LAT1"),
+                   help="physical tracks: the box mapped onto the periodic model domain, west east south north in degrees "
+                        "(metres for projected x/y); default: the file's, else the tracks' extent plus a margin")
+    p.add_argument("--time-scale", type=float, metavar="SECONDS",
+                   help="physical tracks: seconds per model time unit; default: the file's, else the window mapped onto 0.1")
 
 
 def _run_assimilate(args: argparse.Namespace) -> int:
@@ -164,13 +175,24 @@ def _run_assimilate(args: argparse.Namespace) -> int:
     from lagda.assimilation.assimilate import assimilate_file
 
     if args.model is None and args.method in LEARNED_METHODS:
+        import warnings
+
+        from lagda.io.tracks import read_tracks
+
+        with warnings.catch_warnings():  # read again by assimilate_file, which reports them
+            warnings.simplefilter("ignore")
+            physical = read_tracks(args.tracks, box=args.box, time_scale=args.time_scale).mapping is not None
+        if physical:
+            raise ValueError(f"{args.method}: physical tracks are assimilated with the steady model, which the shipped "
+                             "encoder was not trained on: use --method linear, var or enkf, or --model RUN trained with --steady")
         from lagda.demo import shipped
 
         args.model = str(shipped("model"))  # the learned methods default to the shipped encoder
     options = {name: getattr(args, name) for name in ("members", "noise_std", "bank_size", "top_k", "hybrid_refine", "seed")
                if getattr(args, name) is not None}
     summary = assimilate_file(args.tracks, args.out, args.method, run_dir=args.model, n_grid=args.n_grid,
-                              plot=args.plot, overwrite=args.overwrite, dt=args.dt, **options)
+                              plot=args.plot, overwrite=args.overwrite, dt=args.dt, box=args.box,
+                              time_scale=args.time_scale, **options)
     for kind in ("note", "warning"):
         for line in summary[kind + "s"]:
             print(f"lagda assimilate: {kind}: {line}", file=sys.stderr)
@@ -178,7 +200,56 @@ def _run_assimilate(args: argparse.Namespace) -> int:
     scalars.pop("diagnostics", None)
     details = ", ".join(f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}" for key, value in scalars.items())
     print(f"wrote {args.out}" + (f" and {args.plot}" if args.plot else "") + (f": {details}" if details else ""))
+    if "velocity_rms_error_m_s" in summary:
+        print(f"velocity error against the truth: RMS {summary['velocity_rms_error_m_s']:.3g} m/s over the box and window "
+              f"(true RMS speed {summary['velocity_rms_true_m_s']:.3g} m/s)")
     print(summary["diagnostics"])
+    return 0
+
+
+# ---------------------------------------------------------------- export-tracks
+
+
+def _add_export_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "export-tracks", help="write any track file (a lagda dataset included) as a CF trajectory file",
+        description="Read a track file in any format lagda reads and write it as a CF-1.11 trajectory netCDF file. "
+                    "Model-unit tracks can be placed in the world (--box, --start, --time-scale) and given gaps.")
+    p.add_argument("--tracks", required=True, metavar="FILE", help="input: any track file `lagda assimilate` reads")
+    p.add_argument("--out", required=True, metavar="FILE.nc", help="output netCDF file")
+    p.add_argument("--layout", choices=("multidimensional", "ragged"), default="multidimensional",
+                   help="multidimensional (trajectory x obs, padded; the default) or ragged (clouddrift/GDP: rowsize, obs)")
+    p.add_argument("--n-fields", type=int, metavar="N", help="keep the first N flows only")
+    p.add_argument("--box", type=float, nargs=4, metavar=("LON0", "LON1", "LAT0", "LAT1"),
+                   help="place model-unit tracks in this box (west east south north, degrees); needs --start, --time-scale")
+    p.add_argument("--start", metavar="DATETIME", help="ISO 8601 date of model time 0 (with --box)")
+    p.add_argument("--time-scale", type=float, metavar="SECONDS", help="seconds per model time unit (with --box)")
+    p.add_argument("--gaps", type=int, nargs=2, metavar=("COUNT", "LONGEST"),
+                   help="cut COUNT gaps of 1..LONGEST consecutive fixes out of each track")
+    p.add_argument("--seed", type=int, default=0, help="seed of the gaps (default 0)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.set_defaults(run=_run_export)
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    import warnings
+
+    import numpy as np
+
+    from lagda.io.export import export_tracks
+
+    with warnings.catch_warnings(record=True) as caught:  # the reader's assumptions, one line each
+        warnings.simplefilter("always")
+        tracks = export_tracks(args.tracks, args.out, n_fields=args.n_fields, box=args.box, start=args.start,
+                               time_scale=args.time_scale, gaps=args.gaps, layout=args.layout, seed=args.seed,
+                               overwrite=args.overwrite, history="lagda " + shlex.join(args.argv))
+    for line in [str(w.message) for w in caught]:
+        print(f"lagda export-tracks: warning: {line}", file=sys.stderr)
+    for line in tracks.notes:
+        print(f"lagda export-tracks: note: {line}", file=sys.stderr)
+    n_fix = int(np.isfinite(tracks.times).sum())
+    units = "model units" if tracks.mapping is None else tracks.mapping.describe()
+    print(f"wrote {args.out}: {tracks.n_trajectory} trajectories, {n_fix} fixes, {args.layout} layout, {units}")
     return 0
 
 
@@ -326,6 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_simulate_parser(subparsers)
     _add_assimilate_parser(subparsers)
+    _add_export_parser(subparsers)
     _add_train_parser(subparsers)
     _add_evaluate_parser(subparsers)
     _add_demo_parser(subparsers)

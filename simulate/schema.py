@@ -23,7 +23,7 @@ import xarray as xr
 from simulate.config import SimConfig
 
 SCHEMA_VERSION = "1"
-CONVENTIONS = "CF-1.10"
+CONVENTIONS = "CF-1.11"
 TITLE = "lagda dataset: Fourier coefficients of a streamfunction paired with drifter tracks"
 DIMS = ("sample", "drifter", "obs", "mode")
 PRECISION = "precision"  # dtype placeholder: float32 or float64, the config's `precision`

@@ -82,14 +82,14 @@ def test_result_file_round_trips(tmp_path):
     fields = grid_posterior(post, K1, K2, OMEGA, TIMES, N)
     for name, value in fields.items():
         np.testing.assert_allclose(res.fields[name], value, atol=1e-14)
-    assert res.method == "retrieve" and res.attrs["model_run"] == "runs/x" and res.attrs["Conventions"] == "CF-1.10"
+    assert res.method == "retrieve" and res.attrs["model_run"] == "runs/x" and res.attrs["Conventions"] == "CF-1.11"
     np.testing.assert_array_equal(res.tracks.positions, tracks.positions)
     np.testing.assert_array_equal(res.tracks.times, tracks.times)
     assert res.tracks.trajectory_id.tolist() == ["a", "b"]
     np.testing.assert_array_equal(res.true_coef, tracks.true_coef)
     with netCDF4.Dataset(path) as nc:
         assert nc["candidate_coef_re"].dimensions == ("field", "rank", "mode")
-        assert nc["psi_std"].dimensions == ("field", "time", "y", "x")
+        assert nc["psi_std"].dimensions == ("field", "model_time", "y", "x")
         assert "lagda_version" in nc.ncattrs() and "history" in nc.ncattrs()
         for var in nc.variables.values():
             assert getattr(var, "long_name", ""), var.name

@@ -31,7 +31,7 @@ def dataset():
 
 
 def test_dataset_follows_the_declared_schema(dataset):
-    assert dataset.attrs["Conventions"] == "CF-1.10"
+    assert dataset.attrs["Conventions"] == "CF-1.11"
     assert dataset.attrs["lagda_schema_version"] == "1"
     assert "featureType" not in dataset.attrs
     assert set(schema.VARIABLES) <= set(dataset.variables)

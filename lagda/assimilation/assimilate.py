@@ -152,37 +152,57 @@ class ModelSettings(NamedTuple):
 def model_settings(tracks: Tracks | None, run_dir=None, dt: float | None = None, file_dt: float | None = None) -> ModelSettings:
     """Returns the modes, prior and RK4 step: from the run's dataset meta, else from the tracks.
 
-    Without a run the track file must state its modes and frequencies; the prior is the
-    generator's default spectrum, and dt is, in order: `dt` (given), `file_dt` (the file's
-    `dt` attribute, e.g. a lagda dataset), else the smallest observation spacing divided into
-    steps no longer than the generator's default dt (an RK4 step as long as a sparse spacing
-    would be inaccurate and would make sparse tracks look dense). Each guess is a note.
+    Without a run the modes and frequencies are the track file's; for physical tracks (with a
+    mapping) that state none, the steady model: the generator's default mode set with all
+    omega_k = 0 (a time origin of real tracks is arbitrary, so known frequencies would have no
+    phase). The prior is the generator's default spectrum, and dt is, in order: `dt` (given),
+    `file_dt` (the file's `dt` attribute, e.g. a lagda dataset), else the smallest observation
+    spacing divided into steps no longer than the generator's default dt (an RK4 step as long as
+    a sparse spacing would be inaccurate and would make sparse tracks look dense). Each guess is
+    a note.
 
     Args:
         tracks: the observed tracks (may be None with a run); run_dir: trained run or None.
         dt: RK4 step given by the user (overrides the run's and the file's).
         file_dt: the track file's `dt` attribute, if any.
     Raises:
-        ValueError: without a run, if the track file does not state its modes and frequencies.
+        ValueError: without a run, if model-unit tracks do not state their modes and frequencies;
+            with a run that has frequencies, for physical tracks.
     """
     notes = []
+    physical = tracks is not None and tracks.mapping is not None
     if run_dir is not None:
         from lagda.learning.model import read_run_files
 
         _, meta = read_run_files(run_dir)  # the modes and prior only: no checkpoint restore
+        if physical and np.any(np.asarray(meta["omega"], np.float64) != 0):
+            raise ValueError(f"physical tracks are assimilated with the steady model, but the run {os.fspath(run_dir)} was "
+                             "trained on flows with frequencies: use --method linear, var or enkf, or a run trained with --steady")
         times = np.asarray(meta["time"], np.float64)
         run_dt = float(meta.get("attrs", {}).get("dt", times[1] - times[0]))
         if dt is not None and not np.isclose(dt, run_dt, rtol=1e-9):
             notes.append(f"dt {dt:g} given (the model run's is {run_dt:g})")
         return ModelSettings(np.asarray(meta["k1"]), np.asarray(meta["k2"]), np.asarray(meta["omega"], np.float64),
                              np.asarray(meta["prior_scale"], np.float64), run_dt if dt is None else float(dt), tuple(notes))
+    base = SimConfig()  # prior of the generator's defaults: the file carries modes, not the prior
+    if physical and (tracks.k1 is None or tracks.omega is None):
+        from simulate.flow import rectangular_modes
+
+        k1, k2 = rectangular_modes((base.k1_min, base.k1_max), (base.k2_min, base.k2_max))
+        tracks = dataclasses.replace(tracks, k1=np.asarray(k1), k2=np.asarray(k2), omega=np.zeros(len(k1)))
+        notes.append(f"flow basis: the steady model, modes k1 in {base.k1_min}..{base.k1_max}, k2 in {base.k2_min}..{base.k2_max} "
+                     f"({len(k1)} modes) with omega = 0, since the track file states none")
     if tracks is None or tracks.k1 is None or tracks.omega is None:
         raise ValueError("the track file does not state the modes and frequencies: pass a trained model (--model RUN)")
-
-    base = SimConfig()  # prior of the generator's defaults: the file carries modes, not the prior
+    if physical and np.any(np.asarray(tracks.omega) != 0):
+        raise ValueError("the track file states frequencies omega_k != 0, but physical tracks are assimilated with the steady model")
     scale = spectrum(tracks.k1, tracks.k2, base.spectrum_exponent, base.rms_speed)
     notes.append(f"prior: the generator's default spectrum (exponent {base.spectrum_exponent:g}, rms speed "
                  f"{base.rms_speed:g}), since the track file states no prior; pass --model RUN to use a run's")
+    if physical:
+        lx, ly = tracks.mapping.lengths_m
+        notes.append(f"prior RMS speed {base.rms_speed:g} domain lengths per model time unit = "
+                     f"{base.rms_speed * np.sqrt(lx * ly) / tracks.mapping.time_scale_s:.3g} m/s in this mapping")
     if dt is None and file_dt is not None:
         dt = float(file_dt)
         notes.append(f"dt {dt:g} from the track file's dt attribute")
@@ -206,7 +226,8 @@ def _guess_dt(times, max_dt: float) -> float:
 
 
 def assimilate_file(tracks_path, out_path, method: str, run_dir=None, n_grid: int = 32, plot=None,
-                    overwrite: bool = False, seed: int = 0, dt: float | None = None, **method_options) -> dict:
+                    overwrite: bool = False, seed: int = 0, dt: float | None = None, box=None,
+                    time_scale: float | None = None, **method_options) -> dict:
     """Returns a summary dict after assimilating a track file and writing the result netCDF.
 
     Reads `tracks_path` (lagda.io.tracks.read_tracks), finds the model (`model_settings`), checks
@@ -217,19 +238,29 @@ def assimilate_file(tracks_path, out_path, method: str, run_dir=None, n_grid: in
     The summary holds "method", "fields", "seconds", "notes" (settings guessed, list of str),
     "warnings" (check_fits_model, list of str), "diagnostics" (one line: what the method
     decided per field) and, for tracks with known truth, every score of lagda.assimilation.scores.
+    Physical tracks (lon/lat or metres, CF times) are mapped onto the model (lagda.io.physical;
+    the mapping's inferences are notes), the result is in physical units, and with a known truth
+    the summary adds "velocity_rms_error_m_s" and "velocity_rms_true_m_s": the RMS over the grid,
+    grid times and fields of the error of the posterior-mean velocity, and of the true velocity.
 
     Args:
         dt: RK4 step (default: the run's, else the file's dt attribute, else guessed; see model_settings).
+        box: (west, east, south, north) of physical tracks (default: the file's, else inferred).
+        time_scale: seconds per model time unit for physical tracks (default: the file's, else inferred).
         method_options: AssimConfig fields (members, top_k, ...).
     Raises:
         ValueError: bad method / option, existing output without overwrite, tracks that do not fit.
         FileNotFoundError: missing track file or run directory.
     """
     with jax.enable_x64(True):  # inversions and scores in float64 whatever the caller's JAX setting
-        return _assimilate_file(tracks_path, out_path, method, run_dir, n_grid, plot, overwrite, seed, dt, method_options)
+        return _assimilate_file(tracks_path, out_path, method, run_dir, n_grid, plot, overwrite, seed, dt, box, time_scale,
+                                method_options)
 
 
-def _assimilate_file(tracks_path, out_path, method, run_dir, n_grid, plot, overwrite, seed, dt, method_options) -> dict:
+def _assimilate_file(tracks_path, out_path, method, run_dir, n_grid, plot, overwrite, seed, dt, box, time_scale,
+                     method_options) -> dict:
+    import warnings as python_warnings
+
     from lagda.assimilation.scores import window_times
     from lagda.io.results import write_result
     from lagda.io.tracks import check_fits_model, read_tracks
@@ -237,14 +268,18 @@ def _assimilate_file(tracks_path, out_path, method, run_dir, n_grid, plot, overw
     if os.path.exists(out_path) and not overwrite:
         raise ValueError(f"{out_path} exists; pass overwrite=True to replace it")
     config = config_from_options(method_options)
-    tracks = read_tracks(tracks_path)
+    with python_warnings.catch_warnings(record=True) as caught:  # the reader's assumptions become summary warnings
+        python_warnings.simplefilter("always")
+        tracks = read_tracks(tracks_path, box=box, time_scale=time_scale)
     k1, k2, omega, scale, dt, notes = model_settings(tracks, run_dir, dt, file_dt(tracks_path) if run_dir is None else None)
-    warnings = check_fits_model(tracks, dt, k1, k2, omega)
+    notes = tuple(tracks.notes) + tuple(notes)
+    read_warnings = [str(w.message) for w in caught]  # e.g. a layout assumed from the dimensions
+    warnings = read_warnings + check_fits_model(tracks, dt, k1, k2, omega)
     posterior = assimilate(tracks, method, (k1, k2, omega), scale, dt, run_dir=run_dir, config=config,
                            key=jax.random.key(seed))
     times = window_times(tracks)
     attrs = {"assim_config": json.dumps(dataclasses.asdict(config)), "model_run": _run_name(run_dir), "seed": int(seed),
-             "dt": float(dt), "settings_notes": json.dumps(list(notes))}
+             "dt": float(dt), "settings_notes": json.dumps(list(notes)), "read_warnings": json.dumps(read_warnings)}
     write_result(out_path, posterior, k1, k2, omega, times, n_grid, tracks, attrs)
     summary = {"method": method, "fields": tracks.n_field, "seconds": float(np.sum(posterior.seconds)),
                "notes": list(notes), "warnings": list(warnings),
@@ -254,11 +289,32 @@ def _assimilate_file(tracks_path, out_path, method, run_dir, n_grid, plot, overw
 
         scores = score_posterior(posterior, tracks, k1, k2, omega, dt, n_grid=n_grid)
         summary.update({name: value for name, value in scores.items() if name != "per_field"})
+        if tracks.mapping is not None:
+            summary.update(_physical_velocity_error(posterior.mean, tracks, k1, k2, omega, times, n_grid))
     if plot:
         from lagda.assimilation.plot import plot_assimilation
 
         plot_assimilation(out_path, plot, tracks=tracks)
     return summary
+
+
+def _physical_velocity_error(coef, tracks: Tracks, k1, k2, omega, times, n_grid: int) -> dict:
+    """Returns the RMS velocity error of `coef` against the tracks' truth and the RMS true speed, in m/s.
+
+    Both fields are gridded on the result's grid and times and converted with the tracks' mapping
+    (lagda.io.results.physical_fields); the RMS runs over grid points, times and fields.
+    """
+    from lagda.io.results import physical_fields
+    from simulate.flow import grid_fields
+
+    grid = np.arange(n_grid) / n_grid
+    est, true = ({f"{name}_mean": np.asarray(f) for name, f in zip(("psi", "u", "v"), grid_fields(np.asarray(c), np.asarray(k1), np.asarray(k2),
+                                                                                    np.asarray(omega, np.float64), times, n_grid))}
+                 for c in (coef, tracks.true_coef))
+    est, true = physical_fields(est, tracks.mapping, grid), physical_fields(true, tracks.mapping, grid)
+    err = (est["u_mean"] - true["u_mean"]) ** 2 + (est["v_mean"] - true["v_mean"]) ** 2
+    return {"velocity_rms_error_m_s": float(np.sqrt(np.mean(err))),
+            "velocity_rms_true_m_s": float(np.sqrt(np.mean(true["u_mean"] ** 2 + true["v_mean"] ** 2)))}
 
 
 def _run_name(run_dir) -> str:
@@ -272,6 +328,8 @@ def _run_name(run_dir) -> str:
 
 def file_dt(path) -> float | None:
     """Returns the `dt` global attribute of a netCDF track file (a lagda dataset has one), else None."""
+    if not os.path.isfile(path):
+        return None  # a zarr store
     with open(path, "rb") as handle:
         if not handle.read(4).startswith((b"CDF", b"\x89HD")):
             return None  # CSV

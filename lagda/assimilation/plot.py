@@ -1,5 +1,5 @@
 """Figure of an assimilation result: true and recovered psi on one colour scale, their error, the
-velocity's uncertainty, the tracks."""
+velocity's uncertainty, the tracks; for physical results in degrees, m/s and dates."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from simulate.atomic import write_atomic
+from lagda.io.physical import iso_time
 from lagda.io.results import Result, read_result
 from lagda.io.tracks import Tracks
 from simulate.flow import grid_fields
@@ -37,7 +38,10 @@ def assimilation_figure(res: Result, tracks: Tracks | None = None, truth=None, f
     (posterior mean - true psi), all three on one colour scale, then the posterior std of the
     velocity. Without a known truth only the last two panels are drawn. psi is shown without
     its spatial mean: the constant mode k = (0, 0) moves no drifter, so no track can recover
-    it. The field's tracks are overlaid on each panel, wrapped onto the torus.
+    it. The field's tracks are overlaid on each panel, wrapped onto the torus. For a result in
+    physical units (`res.mapping`) the maps are in longitude/latitude (degrees; or km for
+    projected tracks), psi in m^2/s and the spread in m/s, the title gives the date, and a last
+    panel shows each drifter's fixes against the date (its gaps).
 
     Args:
         res: a `Result` from `read_result`.
@@ -52,38 +56,76 @@ def assimilation_figure(res: Result, tracks: Tracks | None = None, truth=None, f
         raise ValueError(f"field {field} / time index {time_index} out of range: the result has {n_field} fields, {n_time} times")
     tracks = res.tracks if tracks is None else tracks
     truth = res.true_coef if truth is None else truth
+    mapping = res.mapping
     t = float(res.time[time_index])
     psi_mean = _without_mean(res.fields["psi_mean"][field, time_index])
     psi_panels = [("posterior mean psi and velocity", psi_mean)]
     if truth is not None:
         psi_true = grid_fields(np.asarray(truth)[field : field + 1], res.k1, res.k2, res.omega, res.time[[time_index]], len(res.x))[0]
-        psi_true = _without_mean(np.asarray(psi_true)[0, 0])
+        psi_true = _without_mean(np.asarray(psi_true)[0, 0]) * (1.0 if mapping is None else mapping.psi_factor)
         psi_panels = [("true psi", psi_true), psi_panels[0], ("error: posterior mean - true psi", psi_mean - psi_true)]
     limit = max(float(np.max(np.abs(image))) for _, image in psi_panels) or 1.0  # error unclipped
     # The std of psi is dominated by the constant c_(0,0), which no track can see; the
     # velocity's spread is the uncertainty a user can act on.
     speed_std = np.hypot(res.fields["u_std"][field, time_index], res.fields["v_std"][field, time_index])
-    n_panel = len(psi_panels) + 1
+    n_panel = len(psi_panels) + 1 + (mapping is not None and tracks is not None)
     fig = Figure(figsize=(3.9 * n_panel + 0.8, 4.0), layout="constrained")
-    axes = fig.subplots(1, n_panel)
-    extent = dict(origin="lower", extent=(0.0, 1.0, 0.0, 1.0), interpolation="bilinear")
-    for ax, (title, image) in zip(axes, psi_panels):
+    axes = list(fig.subplots(1, n_panel))
+    maps = axes[: len(psi_panels) + 1]
+    # map coordinates: model x, y in [0, 1), or lon/lat degrees (km for projected tracks)
+    to_map = (lambda x, y: (x, y)) if mapping is None else _map_coordinates(mapping)
+    (west, east), (south, north) = to_map(np.array([0.0, 1.0]), np.array([0.0, 1.0]))
+    extent = dict(origin="lower", extent=(west, east, south, north), interpolation="bilinear")
+    units = ("", "") if mapping is None else (r" (m$^2$/s)", " (m/s)")
+    for ax, (title, image) in zip(maps, psi_panels):
         im = ax.imshow(image, cmap="RdBu_r", vmin=-limit, vmax=limit, **extent)
         if title.startswith("posterior mean"):
             step = max(1, len(res.x) // 16)
-            xx, yy = np.meshgrid(res.x[::step], res.y[::step])
+            xx, yy = to_map(*np.meshgrid(res.x[::step], res.y[::step]))
             ax.quiver(xx, yy, res.fields["u_mean"][field, time_index][::step, ::step],
                       res.fields["v_mean"][field, time_index][::step, ::step], color="k", alpha=0.6)
         ax.set_title(title)
-    fig.colorbar(im, ax=list(axes[: len(psi_panels)]), shrink=0.8, label=r"$\psi$ - spatial mean")
-    im = axes[-1].imshow(speed_std, cmap="viridis", **extent)
-    fig.colorbar(im, ax=axes[-1], shrink=0.8, label="std of velocity")
-    axes[-1].set_title("posterior std of velocity")
-    for ax in axes:
-        _draw_tracks(ax, tracks, field)
-        ax.set(xlabel="x", ylabel="y", xlim=(0, 1), ylim=(0, 1), aspect="equal")
-    fig.suptitle(f"lagda assimilation ({res.method}), field {field}, t = {t:.4g}")
+    fig.colorbar(im, ax=maps[: len(psi_panels)], shrink=0.8, label=r"$\psi$ - spatial mean" + units[0])
+    im = maps[-1].imshow(speed_std, cmap="viridis", **extent)
+    fig.colorbar(im, ax=maps[-1], shrink=0.8, label="std of velocity" + units[1])
+    maps[-1].set_title("posterior std of velocity")
+    labels = ("x", "y") if mapping is None else (("longitude (degrees east)", "latitude (degrees north)")
+                                                 if mapping.coordinates == "lonlat" else ("x (km)", "y (km)"))
+    aspect = "equal" if mapping is None or mapping.coordinates != "lonlat" else 1 / np.cos(np.deg2rad(mapping.centre[1]))
+    for ax in maps:
+        _draw_tracks(ax, tracks, field, to_map)
+        ax.set(xlabel=labels[0], ylabel=labels[1], xlim=(west, east), ylim=(south, north), aspect=aspect)
+    when = f"t = {t:.4g}"
+    if mapping is not None:
+        when = iso_time(mapping.time_from_model(t)).replace("T", " ").replace(":00Z", " UTC")
+        if tracks is not None:
+            _draw_timeline(axes[-1], tracks, field, mapping, t)
+    fig.suptitle(f"lagda assimilation ({res.method}), field {field}, {when}")
     return fig
+
+
+def _map_coordinates(mapping):
+    """Returns (x, y) -> map coordinates: lon/lat degrees, or km for projected tracks."""
+    if mapping.coordinates == "lonlat":
+        return mapping.from_model
+    return lambda x, y: tuple(v / 1e3 for v in mapping.from_model(x, y))
+
+
+def _draw_timeline(ax, tracks: Tracks, field: int, mapping, t: float) -> None:
+    """Draws each drifter's fixes of the field against the date (gaps show as breaks), a line at time t."""
+    import matplotlib.dates as mdates
+
+    rows = np.flatnonzero(np.asarray(tracks.field) == field)
+    to_date = lambda model_t: (mapping.time_from_model(model_t) * 1e3).astype("datetime64[ms]")
+    for row, i in enumerate(rows):
+        ok = np.isfinite(tracks.times[i]) & np.all(np.isfinite(tracks.positions[i]), axis=-1)
+        ax.plot(to_date(tracks.times[i][ok]), np.full(int(ok.sum()), row), "|", color="orange", ms=6)
+    ax.axvline(to_date(np.array(t)), color="k", lw=0.8)
+    ax.set_yticks(range(len(rows)), [str(v) for v in np.asarray(tracks.trajectory_id)[rows]])
+    locator = mdates.AutoDateLocator(maxticks=5)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    ax.set(xlabel="date (UTC)", ylabel="drifter", title="fixes per drifter (gaps)")
 
 
 def _without_mean(image) -> np.ndarray:
@@ -92,12 +134,12 @@ def _without_mean(image) -> np.ndarray:
     return image - image.mean()
 
 
-def _draw_tracks(ax, tracks: Tracks | None, field: int) -> None:
+def _draw_tracks(ax, tracks: Tracks | None, field: int, to_map=lambda x, y: (x, y)) -> None:
     """Draws the field's tracks, wrapped onto the torus, with their first observation marked."""
     if tracks is None:
         return
     for i in np.flatnonzero(np.asarray(tracks.field) == field):
-        pieces = wrapped_segments(tracks.positions[i, :, 0], tracks.positions[i, :, 1])
+        pieces = [to_map(x, y) for x, y in wrapped_segments(tracks.positions[i, :, 0], tracks.positions[i, :, 1])]
         for x, y in pieces:
             ax.plot(x, y, "-", color="orange", lw=1.2)
         if pieces:

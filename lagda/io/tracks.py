@@ -1,26 +1,27 @@
-"""Observed drifter tracks: the `Tracks` container and track-file readers/writers.
+"""Observed drifter tracks: the `Tracks` container, the track-file writer and the model check.
 
 Track files (docs/design.md, "Track files") are strict CF discrete-sampling-geometry trajectory files:
-`featureType = "trajectory"`, dims `trajectory`/`obs`, a `cf_role = "trajectory_id"` variable,
-per-trajectory `time(trajectory, obs)` padded with `_FillValue`. Readers also accept the
-orthogonal and contiguous-ragged CF layouts, a lagda dataset and CSV (id,time,x,y[,field]).
+`featureType = "trajectory"`, a `cf_role = "trajectory_id"` variable, either the incomplete
+multidimensional layout (dims `trajectory`/`obs`, ids `trajectory_id(trajectory)`,
+`time(trajectory, obs)` padded with `_FillValue`) or the contiguous ragged one of clouddrift and the GDP (dims `traj`/`obs`, a count
+`rowsize(traj)` with `sample_dimension = "obs"`). Tracks with a `Mapping` are written in physical
+units (lon/lat in degrees or x/y in metres, CF time), the others in model units. Readers of
+every format the ecosystem writes live in `lagda.io.formats`; `read_tracks` is their entry.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import os
-import warnings
 
 import numpy as np
 
 from lagda.io.netcdf import lagda_version, trajectory_ids, write_netcdf_atomic
+from lagda.io.physical import TIME_UNITS
 
 
 @dataclasses.dataclass(frozen=True)
 class Tracks:
-    """Observed drifter tracks, nondimensional torus units.
+    """Observed drifter tracks, in the model's units (the torus and nondimensional time).
 
     Attributes:
         positions: float64 `(trajectory, obs, 2)` unwrapped x, y; NaN where missing.
@@ -31,6 +32,8 @@ class Tracks:
         k1, k2: int `(mode,)` wavevectors when the file says (lagda dataset).
         omega: float `(mode,)` frequencies when the file says.
         release: float64 `(trajectory, 2)` release point at t = 0 if known.
+        mapping: the `lagda.io.physical.Mapping` that took physical tracks to the model, else None.
+        notes: what the reader assumed or inferred (layout, box, time scale), one line each.
     """
 
     positions: np.ndarray
@@ -42,6 +45,8 @@ class Tracks:
     k2: np.ndarray | None = None
     omega: np.ndarray | None = None
     release: np.ndarray | None = None
+    mapping: object | None = None  # lagda.io.physical.Mapping
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self):
         p, t = np.shape(self.positions), np.shape(self.times)
@@ -76,11 +81,9 @@ class Tracks:
 
 
 FILL = 9.969209968386869e36  # netCDF's default double fill value (NC_FILL_DOUBLE)
-TRACK_FORMAT_VERSION = "1"
-_NOT_TRACKS = (
-    "is not a track file: expected a CF trajectory file (featureType = \"trajectory\"), "
-    "a lagda dataset (lagda_schema_version attribute) or a CSV with header id,time,x,y[,field]"
-)
+TRACK_FORMAT_VERSION = "2"  # 2: physical units and the contiguous ragged layout (1: model units only)
+CONVENTIONS = "CF-1.11"
+LAYOUTS = ("multidimensional", "ragged")
 
 
 def _pack(times, positions, ids, field, release=None, **truth) -> Tracks:
@@ -115,45 +118,93 @@ def _pack(times, positions, ids, field, release=None, **truth) -> Tracks:
     return Tracks(out_p, out_t, field, trajectory_ids(ids), release=rel, **truth)
 
 
-def write_tracks(tracks: Tracks, path, attrs: dict | None = None) -> None:
-    """Writes `tracks` as a strict CF DSG trajectory file (incomplete multidimensional array).
+def write_tracks(tracks: Tracks, path, attrs: dict | None = None, layout: str = "multidimensional") -> None:
+    """Writes `tracks` as a strict CF DSG trajectory file (module docstring), via a temporary name.
 
-    Dims `trajectory`/`obs`; `trajectory(trajectory)` carries `cf_role = "trajectory_id"`;
-    `time`, `x`, `y` `(trajectory, obs)` are padded with `_FillValue`; `field(trajectory)`
-    groups drifters of one flow; release points and, when known, the true coefficients and the
-    mode set are stored too. Written to a temporary name and renamed.
+    With `tracks.mapping` the positions are written in physical units (`lon`, `lat` in degrees,
+    or `x`, `y` in metres) and times as CF times (seconds since 1970-01-01T00:00:00Z), with the
+    mapping in the global attributes; without it, `x`, `y` and `time` are in model units ("1"):
+    nondimensional time is not a CF time coordinate, so it carries no `axis` or `standard_name`.
+    `field(trajectory)` groups drifters of one flow; release points and, when known, the true
+    coefficients and the mode set are stored too (in model units).
+
+    Args:
+        tracks: the tracks; path: output file; attrs: extra global attributes.
+        layout: "multidimensional" (dims trajectory/obs, padded) or "ragged" (dims traj/obs, `rowsize`).
+    Raises:
+        ValueError: for an unknown layout.
     """
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown track layout {layout!r}; valid layouts: {', '.join(LAYOUTS)}")
+    ds = _track_dataset(tracks, layout)
+    ds.attrs = {
+        "Conventions": CONVENTIONS, "featureType": "trajectory", "title": "lagda drifter tracks",
+        "source": f"lagda {lagda_version()}", "lagda_track_format_version": TRACK_FORMAT_VERSION,
+        "history": f"written by lagda.io.tracks.write_tracks (lagda {lagda_version()})",
+        **({} if tracks.mapping is None else tracks.mapping.attrs()), **(attrs or {}),
+    }
+    filled = [name for name in ("x", "y", "lon", "lat") if name in ds.variables] + (["time"] if layout != "ragged" else [])
+    encoding = {name: {"_FillValue": FILL} for name in filled}
+    encoding.update({name: {"_FillValue": None} for name in ds.variables if name not in encoding})
+    write_netcdf_atomic(ds, path, encoding)
+
+
+def _track_dataset(tracks: Tracks, layout: str):
+    """Returns the xarray Dataset of `write_tracks` without global attributes."""
     import xarray as xr
 
     ids = np.asarray(tracks.trajectory_id)
     ids = ids.astype(np.int64) if ids.dtype.kind in "iu" else ids.astype(str).astype(object)
     one = lambda name, extra=None: {"units": "1", "long_name": name, **(extra or {})}
-    dims2 = ("trajectory", "obs")
-    ds = xr.Dataset(
-        {
-            "x": (dims2, tracks.positions[..., 0], one("drifter position x, unwrapped (domain lengths)", {"axis": "X"})),
-            "y": (dims2, tracks.positions[..., 1], one("drifter position y, unwrapped (domain lengths)", {"axis": "Y"})),
-            "field": ("trajectory", np.asarray(tracks.field, np.int64), one("index of the flow field sampled by the drifter")),
-        },
-        coords={
-            "trajectory": ("trajectory", ids, {"cf_role": "trajectory_id", "long_name": "drifter identifier"}),
-            "time": (dims2, tracks.times, one("nondimensional time", {"axis": "T"})),
-        },
-    )
+    a, b = tracks.positions[..., 0], tracks.positions[..., 1]
+    time = tracks.times
+    mapping = tracks.mapping
+    if mapping is None:
+        names = ("x", "y")
+        attrs_a = one("drifter position x, unwrapped (model domain lengths)")
+        attrs_b = one("drifter position y, unwrapped (model domain lengths)")
+        time_attrs = one("nondimensional model time")
+    else:
+        a, b = mapping.from_model(a, b)
+        time = mapping.time_from_model(time)
+        time_attrs = {"units": TIME_UNITS, "standard_name": "time", "calendar": "standard",
+                      "units_metadata": "leap_seconds: none", "long_name": "time of the fix"}
+        if mapping.coordinates == "lonlat":
+            names = ("lon", "lat")
+            attrs_a = {"units": "degrees_east", "standard_name": "longitude", "long_name": "drifter longitude (continuous across 180)"}
+            attrs_b = {"units": "degrees_north", "standard_name": "latitude", "long_name": "drifter latitude"}
+        else:
+            names = ("x", "y")
+            attrs_a = {"units": "m", "standard_name": "projection_x_coordinate", "long_name": "drifter position x"}
+            attrs_b = {"units": "m", "standard_name": "projection_y_coordinate", "long_name": "drifter position y"}
+    coordinates = f"time {names[1]} {names[0]}"
+    if layout == "ragged":
+        instance, sample = "traj", "obs"
+        keep = np.isfinite(tracks.times)
+        a, b, time = a[keep], b[keep], time[keep]
+        data = {"rowsize": (instance, keep.sum(axis=1).astype(np.int64),
+                            {"long_name": "number of observations per trajectory", "sample_dimension": sample})}
+        coords = {"id": (instance, ids, {"cf_role": "trajectory_id", "long_name": "drifter identifier"}),
+                  "time": (sample, time, time_attrs)}
+        obs_dims = (sample,)
+    else:
+        instance = "trajectory"
+        data = {}
+        # not a coordinate variable `trajectory(trajectory)`: CF wants those numeric and monotonic, ids are neither
+        coords = {"trajectory_id": (instance, ids, {"cf_role": "trajectory_id", "long_name": "drifter identifier"}),
+                  "time": ((instance, "obs"), time, time_attrs)}
+        obs_dims = (instance, "obs")
+    data[names[0]] = (obs_dims, a, attrs_a)
+    data[names[1]] = (obs_dims, b, attrs_b)
+    data["field"] = (instance, np.asarray(tracks.field, np.int64), one("index of the flow field sampled by the drifter"))
+    ds = xr.Dataset(data, coords=coords)
+    for name in names:
+        ds[name].encoding["coordinates"] = coordinates
     if tracks.release is not None:
         for j, name in enumerate("xy"):
-            ds[f"{name}0"] = ("trajectory", tracks.release[:, j], one(f"drifter release position {name} at t = 0"))
+            ds[f"{name}0"] = (instance, tracks.release[:, j], one(f"drifter release position {name} at t = 0 (model domain lengths)"))
     _add_truth(ds, tracks)
-    ds.attrs = {
-        "Conventions": "CF-1.10", "featureType": "trajectory", "title": "lagda drifter tracks",
-        "lagda_track_format_version": TRACK_FORMAT_VERSION,
-        "history": f"written by lagda.io.tracks.write_tracks (lagda {lagda_version()})", **(attrs or {}),
-    }
-    encoding = {name: {"_FillValue": FILL} for name in ("x", "y", "time")}
-    encoding.update({name: {"_FillValue": None} for name in ds.variables if name not in encoding})
-    for name in ("x", "y"):
-        ds[name].encoding["coordinates"] = "time trajectory"
-    write_netcdf_atomic(ds, path, encoding)
+    return ds
 
 
 def _add_truth(ds, tracks: Tracks) -> None:
@@ -172,141 +223,26 @@ def _add_truth(ds, tracks: Tracks) -> None:
         ds["true_coef_im"] = (("flow", "mode"), c.imag, one("imaginary part of the true coefficient c_k"))
 
 
-def read_tracks(path) -> Tracks:
-    """Returns the tracks of a file, detecting its layout from its attributes.
+def read_tracks(path, box=None, time_scale: float | None = None) -> Tracks:
+    """Returns the tracks of a file in model units, detecting its format and layout.
 
-    Layouts: a lagda dataset (global attribute `lagda_schema_version`), a CF DSG trajectory
-    file (`featureType = "trajectory"`; Parcels' `feature_type` is accepted with a warning)
-    as incomplete multidimensional array (time(trajectory, obs)), orthogonal array (time(obs))
-    or contiguous ragged array (a count variable with `sample_dimension`, e.g. clouddrift's
-    `rowsize`), or a CSV file with header id,time,x,y[,field].
+    Formats (lagda.io.formats): CF trajectory netCDF (incomplete multidimensional, orthogonal or
+    contiguous ragged, e.g. clouddrift's), a lagda dataset, Parcels output (v4 Parquet, v3 zarr)
+    and CSV. Physical tracks (lon/lat or x/y metres, CF times) are mapped onto the torus
+    (lagda.io.physical): through `box` and `time_scale` when given, else the file's stored
+    mapping, else an inferred one; `Tracks.mapping` and `Tracks.notes` say which.
 
+    Args:
+        path: the track file (a directory for zarr).
+        box: (west, east, south, north) in degrees (or metres for projected x/y), optional.
+        time_scale: seconds per model time unit, optional.
     Raises:
         FileNotFoundError: if `path` does not exist.
         ValueError: one line, if the file is none of these or is inconsistent.
     """
+    from lagda.io.formats import read_track_file
 
-    import xarray as xr
-
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no such track file: {path}")
-    with open(path, "rb") as handle:
-        head = handle.read(4096)
-    if not head.startswith((b"CDF", b"\x89HDF")):
-        return _read_csv(path, head)
-    try:
-        ds = xr.open_dataset(path, engine="netcdf4", decode_times=False)
-    except Exception:  # netCDF4 raises OSError/RuntimeError on corrupted files
-        raise ValueError(f"{path} {_NOT_TRACKS} (it cannot be read as netCDF)") from None
-    with ds:
-        ds.load()
-        try:
-            return _from_netcdf(ds, path)
-        except (KeyError, IndexError, TypeError) as error:
-            raise ValueError(f"{path}: inconsistent track file ({type(error).__name__}: {error})") from None
-
-
-def _from_netcdf(ds, path) -> Tracks:
-    """Returns the tracks of an open netCDF dataset, dispatching on its attributes."""
-
-    if "lagda_schema_version" in ds.attrs:
-        from simulate.schema import validate_dataset
-
-        try:
-            validate_dataset(ds)
-        except ValueError as error:
-            raise ValueError(f"{path}: not a valid lagda dataset: {error}") from None
-        return tracks_from_dataset(ds)
-    feature = ds.attrs.get("featureType")
-    if feature is None and "feature_type" in ds.attrs:
-        feature = ds.attrs["feature_type"]
-        warnings.warn(f"{path}: reading Parcels-style attribute feature_type; CF spells it featureType", stacklevel=3)
-    if feature is None:
-        raise ValueError(f"{path} {_NOT_TRACKS} (no featureType attribute)")
-    if str(feature).lower() != "trajectory":
-        raise ValueError(f"{path}: featureType is {feature!r}; lagda reads only featureType = \"trajectory\"")
-    ragged = [name for name, var in ds.variables.items() if "sample_dimension" in var.attrs]
-    names = {axis: _find_axis(ds, axis, path) for axis in ("x", "y", "time")}
-    units = str(ds[names["time"]].attrs.get("units", "1")).strip()
-    if units not in ("", "1"):
-        raise ValueError(f"{path}: time has units {units!r}; lagda needs nondimensional time (units \"1\")")
-    if ragged:
-        return _from_ragged(ds, names, ragged[0])
-    x = ds[names["x"]]
-    if x.ndim != 2:
-        raise ValueError(f"{path}: position {names['x']!r} has dims {x.dims}, expected (trajectory, obs)")
-    time = ds[names["time"]].transpose(*[d for d in x.dims if d in ds[names["time"]].dims]).values
-    time = np.broadcast_to(time, x.shape) if time.ndim == 1 else time  # orthogonal: time(obs) shared
-    pos = np.stack([ds[names["x"]].values, ds[names["y"]].transpose(*x.dims).values], axis=-1)
-    return _finish(ds, x.dims[0], list(time), list(pos))
-
-
-def _from_ragged(ds, names, count_name) -> Tracks:
-    """Returns the tracks of a contiguous ragged array (counts `count_name` over instances)."""
-    count = ds[count_name]
-    sample_dim = count.attrs["sample_dimension"]
-    for axis in ("x", "y", "time"):
-        if ds[names[axis]].dims != (sample_dim,):
-            raise ValueError(f"ragged layout: {names[axis]!r} has dims {ds[names[axis]].dims}, expected ({sample_dim!r},)")
-    sizes = count.values.astype(np.int64)
-    if sizes.sum() != ds.sizes[sample_dim]:
-        raise ValueError(f"ragged layout: {count_name} sums to {sizes.sum()} but {sample_dim!r} has {ds.sizes[sample_dim]}")
-    splits = np.cumsum(sizes)[:-1]
-    time = np.split(ds[names["time"]].values, splits)
-    pos = np.split(np.stack([ds[names["x"]].values, ds[names["y"]].values], axis=-1), splits)
-    return _finish(ds, count.dims[0], time, pos)
-
-
-def _find_axis(ds, axis: str, path) -> str:
-    """Returns the name of the variable for `axis` ('x', 'y' or 'time'): by name, else `axis` attribute."""
-    if axis in ds.variables:
-        return axis
-    cf_axis = {"x": "X", "y": "Y", "time": "T"}[axis]
-    found = [name for name, var in ds.variables.items() if var.attrs.get("axis") == cf_axis]
-    if not found:
-        raise ValueError(f"{path}: no {axis!r} variable (by name or axis = {cf_axis!r}); lagda needs torus coordinates x, y")
-    return found[0]
-
-
-def _finish(ds, instance_dim, time, pos) -> Tracks:
-    """Returns `Tracks` from per-trajectory lists plus the instance variables of `ds`."""
-    n = ds.sizes[instance_dim]
-    id_vars = [name for name, var in ds.variables.items() if var.attrs.get("cf_role") == "trajectory_id"]
-    ids = ds[id_vars[0]].values if id_vars else np.arange(n)
-    field = ds["field"].values if "field" in ds.variables and ds["field"].dims == (instance_dim,) else np.arange(n)
-    release = None
-    if "x0" in ds.variables and "y0" in ds.variables and ds["x0"].dims == (instance_dim,):
-        release = np.stack([ds["x0"].values, ds["y0"].values], axis=-1)
-    truth = {name: ds[name].values for name in ("k1", "k2", "omega") if name in ds.variables}
-    if "true_coef_re" in ds.variables:
-        truth["true_coef"] = ds["true_coef_re"].values + 1j * ds["true_coef_im"].values
-    return _pack(time, pos, ids, field, release, **truth)
-
-
-def _read_csv(path, head: bytes) -> Tracks:
-    """Returns the tracks of a CSV file with header id,time,x,y[,field] (rows grouped by id)."""
-
-    try:
-        first = head.decode("utf-8").splitlines()[0] if head else ""
-    except UnicodeDecodeError:
-        first = ""
-    header = [h.strip().lower() for h in first.split(",")]
-    if not {"id", "time", "x", "y"} <= set(header):
-        raise ValueError(f"{path} {_NOT_TRACKS}")
-    with open(path, newline="", encoding="utf-8") as handle:
-        rows = [{k.strip().lower(): v.strip() for k, v in row.items() if k} for row in csv.DictReader(handle)]
-    number = lambda s: float(s) if s not in ("", "nan", "NaN", "NA") else np.nan
-    groups: dict[str, list] = {}
-    try:
-        for row in rows:
-            groups.setdefault(row["id"], []).append((number(row["time"]), number(row["x"]), number(row["y"]), row.get("field")))
-    except (ValueError, TypeError) as error:
-        raise ValueError(f"{path}: bad CSV value ({error})") from None
-    ids = list(groups)
-    time = [np.array([r[0] for r in groups[i]]) for i in ids]
-    pos = [np.array([(r[1], r[2]) for r in groups[i]]).reshape(-1, 2) for i in ids]
-    field = [int(groups[i][0][3]) if groups[i][0][3] not in (None, "") else j for j, i in enumerate(ids)]
-    return _pack(time, pos, ids, field)
+    return read_track_file(path, box=box, time_scale=time_scale)
 
 
 def tracks_from_dataset(ds, samples=None, drifters=None) -> Tracks:

@@ -1,0 +1,459 @@
+"""Readers of drifter track files as the ecosystem writes them, into `Tracks` in model units.
+
+Formats, detected from the content (not the name):
+
+- netCDF (or zarr, Parcels v3): a lagda dataset (global attribute `lagda_schema_version`) or a CF
+  trajectory file (`featureType = "trajectory"`; Parcels' `feature_type` is read with a
+  warning) in the incomplete multidimensional (`time(trajectory, obs)`), orthogonal
+  (`time(obs)`) or contiguous ragged layout (a count variable with `sample_dimension`, e.g.
+  clouddrift's `rowsize`). A file without these attributes is read when its dimensions show the
+  layout: a 1-D integer count (`rowsize`) over one dimension that sums to the size of the
+  dimension of `time` and the positions (clouddrift without attributes), or positions over two
+  dimensions (trajectory, obs); a warning says what was assumed.
+- Parquet, Parcels v4 output: one row per particle and observation, columns `particle_id`,
+  `t` (CF units in the column's metadata), `x` = longitude, `y` = latitude (metres on a flat mesh).
+- CSV with a header: `id,time,x,y[,field]` in model units, or `id,time,lon,lat[,field]` with
+  ISO 8601 datetimes (longitude/latitude also accepted as column names).
+
+Without a `field` variable (or column), each model-unit trajectory is its own flow, while
+physical tracks all sample one flow (field 0): real drifters of one file share one ocean.
+
+Positions are model units (x, y, units "1"), longitude/latitude in degrees, or projected x/y in
+metres; times are model units ("1") or CF times ("UNIT since DATE"). Physical tracks are mapped
+onto the model's torus by a `lagda.io.physical.Mapping`: the `box` and `time_scale` given, else
+the mapping the file stores (`lagda_mapping_*` attributes), else one inferred from the tracks.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+import warnings
+
+import numpy as np
+
+from lagda.io.physical import EPOCH, Mapping, infer_mapping, unwrap_longitudes
+from lagda.io.tracks import Tracks, _pack
+
+_NOT_TRACKS = (
+    "is not a track file: expected a CF trajectory file (featureType = \"trajectory\", or a clouddrift ragged "
+    "array), a lagda dataset, Parcels output (Parquet or zarr) or a CSV with header id,time,x,y or id,time,lon,lat"
+)
+_LON_UNITS = {"degrees_east", "degree_east", "degree_e", "degrees_e", "degreee", "degreese"}
+_LAT_UNITS = {"degrees_north", "degree_north", "degree_n", "degrees_n", "degreen", "degreesn"}
+_STANDARD_CALENDARS = ("standard", "gregorian", "proleptic_gregorian")
+
+
+@dataclasses.dataclass
+class RawTracks:
+    """Tracks as read, before the mapping: per-trajectory lists in the file's units.
+
+    Attributes:
+        times: per trajectory `(n,)`: model time, or seconds since 1970-01-01T00:00:00Z when `physical_time`.
+        positions: per trajectory `(n, 2)`: model x, y, lon/lat degrees or x/y metres (`coordinates`).
+        ids: `(trajectory,)`; field: `(trajectory,)` or None when the file does not say (then each
+            model-unit trajectory is its own flow, and physical tracks all sample one ocean: flow 0).
+        coordinates: "model", "lonlat" or "projected".
+        attrs: the file's global attributes; release, truth: as in `Tracks`; notes: what was assumed.
+    """
+
+    times: list
+    positions: list
+    ids: np.ndarray
+    field: np.ndarray | None
+    coordinates: str
+    physical_time: bool
+    attrs: dict = dataclasses.field(default_factory=dict)
+    release: np.ndarray | None = None
+    truth: dict = dataclasses.field(default_factory=dict)
+
+
+def read_track_file(path, box=None, time_scale: float | None = None) -> Tracks:
+    """Returns the tracks of a file in model units (module docstring); `lagda.io.tracks.read_tracks` calls it.
+
+    Raises:
+        FileNotFoundError: if `path` does not exist.
+        ValueError: one line naming the file, if it is no track file or is inconsistent.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raw = _read_zarr(path)
+    elif not os.path.isfile(path):
+        raise FileNotFoundError(f"no such track file: {path}")
+    else:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+        if head.startswith((b"CDF", b"\x89HDF")):
+            raw = _read_netcdf(path)
+        elif head.startswith(b"PAR1"):
+            raw = _read_parquet(path)
+        else:
+            raw = _read_csv(path, head)
+    if isinstance(raw, Tracks):  # a lagda dataset
+        if box is not None or time_scale is not None:
+            raise ValueError(f"{path}: --box and --time-scale apply to physical tracks; this lagda dataset is in model units")
+        return raw
+    return to_tracks(raw, path, box, time_scale)
+
+
+def to_tracks(raw: RawTracks, path, box=None, time_scale: float | None = None) -> Tracks:
+    """Returns `Tracks` in model units of `raw`, mapping physical tracks (module docstring).
+
+    Raises:
+        ValueError: for model positions with CF times or the reverse, a box or time scale given for
+            tracks in model units, or a stored mapping that is inconsistent.
+    """
+    if raw.coordinates == "model":
+        if raw.physical_time:
+            raise ValueError(f"{path}: positions are in model units (units \"1\") but times are CF datetimes; "
+                             "give physical positions (lon/lat, or x/y in metres) or model times")
+        if box is not None or time_scale is not None:
+            raise ValueError(f"{path}: --box and --time-scale apply to physical tracks; this file is in model units")
+        field = np.arange(len(raw.ids)) if raw.field is None else raw.field
+        return _pack(raw.times, raw.positions, raw.ids, field, raw.release, **raw.truth)
+    if not raw.physical_time:
+        raise ValueError(f"{path}: positions are {'lon/lat' if raw.coordinates == 'lonlat' else 'in metres'} but time "
+                         "has no CF units (\"seconds since ...\", or ISO datetimes in CSV)")
+    positions = [np.asarray(p, np.float64).reshape(-1, 2).copy() for p in raw.positions]
+    try:
+        stored = Mapping.from_attrs(raw.attrs)
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
+    if stored is not None and stored.coordinates != raw.coordinates:
+        stored = None
+    if raw.coordinates == "lonlat":
+        reference = None
+        if box is not None:
+            reference = 0.5 * (box[0] + box[1])
+        elif stored is not None:
+            reference = stored.centre[0]
+        for p, lon in zip(positions, unwrap_longitudes([p[:, 0] for p in positions], reference)):
+            p[:, 0] = lon
+    notes, truth = [], dict(raw.truth)
+    if stored is not None:
+        notes.append("mapping from the file's lagda_mapping_* attributes"
+                     + (", with the --box / --time-scale given" if box is not None or time_scale is not None else ""))
+        same = (box is None or np.allclose(box, stored.box)) and (time_scale is None or np.isclose(time_scale, stored.time_scale_s))
+        if truth.get("true_coef") is not None and not same:
+            truth.pop("true_coef")
+            notes.append("the file's true coefficients belong to its own mapping: not used with another --box / --time-scale")
+    try:
+        mapping = infer_mapping(
+            positions, raw.times, raw.coordinates,
+            box=box if box is not None else (stored.box if stored else None),
+            time_scale_s=time_scale if time_scale is not None else (stored.time_scale_s if stored else None),
+            time_origin=stored.time_origin if stored else None)
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
+    mapping = dataclasses.replace(mapping, notes=tuple(notes) + mapping.notes)
+    model_pos = [np.stack(mapping.to_model(p[:, 0], p[:, 1]), axis=-1) for p in positions]
+    model_t = [mapping.time_to_model(t) for t in raw.times]
+    field = np.zeros(len(raw.ids), np.int64) if raw.field is None else raw.field
+    return _pack(model_t, model_pos, raw.ids, field, raw.release, mapping=mapping, notes=mapping.notes, **truth)
+
+
+# ---------------------------------------------------------------- netCDF and zarr
+
+
+def _read_netcdf(path):
+    import xarray as xr
+
+    try:
+        ds = xr.open_dataset(path, engine="netcdf4", decode_times=False)
+    except Exception:  # netCDF4 raises OSError/RuntimeError on corrupted files
+        raise ValueError(f"{path} {_NOT_TRACKS} (it cannot be read as netCDF)") from None
+    with ds:
+        ds.load()
+        return _checked(_from_dataset, ds, path)
+
+
+def _read_zarr(path):
+    import xarray as xr
+
+    if not any(os.path.exists(os.path.join(path, name)) for name in (".zgroup", "zarr.json", ".zmetadata")):
+        raise ValueError(f"{path} is a directory, not a zarr store (no .zgroup or zarr.json)")
+    try:
+        ds = xr.open_zarr(path, decode_times=False, consolidated=None)
+    except ImportError:
+        raise ValueError(f"{path}: reading zarr needs the zarr package (pip install zarr)") from None
+    except Exception as error:
+        raise ValueError(f"{path}: cannot be read as zarr ({type(error).__name__})") from None
+    with ds:
+        ds.load()
+        return _checked(_from_dataset, ds, path)
+
+
+def _checked(read, ds, path):
+    """Returns read(ds, path), turning a lookup error on a malformed file into one ValueError line."""
+    try:
+        return read(ds, path)
+    except (KeyError, IndexError, TypeError) as error:
+        raise ValueError(f"{path}: inconsistent track file ({type(error).__name__}: {error})") from None
+
+
+def _from_dataset(ds, path):
+    """Returns `Tracks` of a lagda dataset or `RawTracks` of a trajectory file, dispatching on its attributes."""
+    if "lagda_schema_version" in ds.attrs:
+        from lagda.io.tracks import tracks_from_dataset
+        from simulate.schema import validate_dataset
+
+        try:
+            validate_dataset(ds)
+        except ValueError as error:
+            raise ValueError(f"{path}: not a valid lagda dataset: {error}") from None
+        return tracks_from_dataset(ds)
+    feature = ds.attrs.get("featureType")
+    if feature is None and "feature_type" in ds.attrs:
+        feature = ds.attrs["feature_type"]
+        warnings.warn(f"{path}: reading Parcels-style attribute feature_type; CF spells it featureType", stacklevel=4)
+    counts = [(name, var.attrs["sample_dimension"]) for name, var in ds.variables.items() if "sample_dimension" in var.attrs]
+    if feature is None:
+        counts = _guess_layout(ds, path)
+    elif str(feature).lower() != "trajectory":
+        raise ValueError(f"{path}: featureType is {feature!r}; lagda reads only featureType = \"trajectory\"")
+    a, b, coordinates = _position_names(ds, path)
+    t_name = _time_name(ds, path)
+    time, physical_time = _time_values(ds[t_name], path)
+    scale = _length_factor(ds[a], coordinates)
+    if counts:
+        count_name, sample_dim = counts[0]
+        for name in (a, b, t_name):
+            if ds[name].dims != (sample_dim,):
+                raise ValueError(f"{path}: ragged layout: {name!r} has dims {ds[name].dims}, expected ({sample_dim!r},)")
+        sizes = ds[count_name].values.astype(np.int64)
+        if sizes.sum() != ds.sizes[sample_dim]:
+            raise ValueError(f"{path}: ragged layout: {count_name} sums to {sizes.sum()} but {sample_dim!r} has {ds.sizes[sample_dim]}")
+        splits = np.cumsum(sizes)[:-1]
+        times = np.split(time, splits)
+        positions = np.split(scale * np.stack([ds[a].values, ds[b].values], axis=-1).astype(np.float64), splits)
+        instance = ds[count_name].dims[0]
+    else:
+        x = ds[a]
+        if x.ndim != 2:
+            raise ValueError(f"{path}: position {a!r} has dims {x.dims}, expected (trajectory, obs)")
+        order = [d for d in x.dims if d in ds[t_name].dims]
+        time = ds[t_name].copy(data=time).transpose(*order).values
+        time = np.broadcast_to(time, x.shape) if time.ndim == 1 else time  # orthogonal: time(obs) shared
+        positions = list(scale * np.stack([x.values, ds[b].transpose(*x.dims).values], axis=-1).astype(np.float64))
+        times, instance = list(time), x.dims[0]
+    return _raw(ds, instance, times, positions, coordinates, physical_time)
+
+
+def _guess_layout(ds, path) -> list:
+    """Returns [(count, sample_dim)] for an attribute-less ragged array, [] for (trajectory, obs) arrays; warns which.
+
+    Raises:
+        ValueError: if neither layout shows in the dimensions.
+    """
+    named_first = sorted(ds.variables.items(), key=lambda item: "size" not in item[0].lower() and "count" not in item[0].lower())
+    for name, var in named_first:
+        if var.ndim != 1 or var.dtype.kind not in "iu" or name in ds.dims:
+            continue
+        for sample_dim, size in ds.sizes.items():
+            if sample_dim != var.dims[0] and int(var.values.sum()) == size and size > 0:
+                warnings.warn(f"{path}: no featureType attribute; assumed a contiguous ragged array (clouddrift layout): "
+                              f"{name}({var.dims[0]}) counts the observations along {sample_dim!r}", stacklevel=5)
+                return [(name, sample_dim)]
+    two_d = [name for name in ("lon", "longitude", "x") if name in ds.variables and ds[name].ndim == 2]
+    if two_d:
+        warnings.warn(f"{path}: no featureType attribute; assumed a trajectory array {two_d[0]}{ds[two_d[0]].dims} "
+                      "(incomplete multidimensional layout)", stacklevel=5)
+        return []
+    raise ValueError(f"{path} {_NOT_TRACKS} (no featureType attribute)")
+
+
+def _position_names(ds, path) -> tuple[str, str, str]:
+    """Returns (x-like name, y-like name, coordinates): longitude/latitude, else x/y in metres or model units."""
+    def find(standard_name, units, names):
+        hits = [n for n, v in ds.variables.items()
+                if v.attrs.get("standard_name") == standard_name or str(v.attrs.get("units", "")).lower() in units]
+        return hits or [n for n in names if n in ds.variables]
+
+    lon, lat = find("longitude", _LON_UNITS, ("lon", "longitude")), find("latitude", _LAT_UNITS, ("lat", "latitude"))
+    if lon and lat:
+        return lon[0], lat[0], "lonlat"
+    a, b = _find_axis(ds, "x", path), _find_axis(ds, "y", path)
+    units = str(ds[a].attrs.get("units", "1")).strip()
+    if units in ("m", "km", "meter", "metre", "meters", "metres"):
+        return a, b, "projected"
+    if units not in ("", "1"):
+        raise ValueError(f"{path}: position {a!r} has units {units!r}; lagda reads degrees, metres or model units (\"1\")")
+    return a, b, "model"
+
+
+def _length_factor(var, coordinates: str) -> float:
+    """Returns the factor to metres of projected positions (km -> 1000), else 1."""
+    return 1000.0 if coordinates == "projected" and str(var.attrs.get("units")).strip() == "km" else 1.0
+
+
+def _find_axis(ds, axis: str, path) -> str:
+    """Returns the name of the variable for `axis` ('x', 'y' or 'time'): by name, else `axis` or `standard_name`."""
+    if axis in ds.variables:
+        return axis
+    cf_axis = {"x": "X", "y": "Y", "time": "T"}[axis]
+    found = [name for name, var in ds.variables.items()
+             if var.attrs.get("axis") == cf_axis or (axis == "time" and var.attrs.get("standard_name") == "time")]
+    if not found:
+        raise ValueError(f"{path}: no {axis!r} variable (by name, axis = {cf_axis!r} or standard_name); "
+                         "lagda needs positions (lon/lat, or x/y) and time")
+    return found[0]
+
+
+def _time_name(ds, path) -> str:
+    return _find_axis(ds, "time", path)
+
+
+def _time_values(var, path) -> tuple[np.ndarray, bool]:
+    """Returns (times as float64, physical): seconds since 1970 for CF times, else model time (units "1")."""
+    values = np.asarray(var.values)
+    if values.dtype.kind == "M":
+        return _seconds(values), True
+    units = str(var.attrs.get("units", "1")).strip()
+    if " since " in units:
+        return cf_seconds(values, units, var.attrs.get("calendar"), path), True
+    if units not in ("", "1"):
+        raise ValueError(f"{path}: time has units {units!r}; lagda reads CF times (\"seconds since ...\") or "
+                         "nondimensional model time (units \"1\")")
+    return values.astype(np.float64), False
+
+
+def cf_seconds(values, units: str, calendar, path="") -> np.ndarray:
+    """Returns seconds since 1970-01-01T00:00:00Z of CF time `values` ("UNIT since DATE"); NaN stays NaN.
+
+    Raises:
+        ValueError: for a calendar other than the standard (Gregorian) one, or unreadable units.
+    """
+    import xarray as xr
+
+    calendar = str(calendar or "standard").lower()
+    if calendar not in _STANDARD_CALENDARS:
+        raise ValueError(f"{path}: time calendar {calendar!r} is not supported (only the standard Gregorian calendar)")
+    values = np.asarray(values, np.float64)
+    try:
+        dates = xr.coding.times.decode_cf_datetime(values, units, calendar)
+    except Exception as error:
+        raise ValueError(f"{path}: cannot decode time units {units!r} ({type(error).__name__})") from None
+    return _seconds(np.asarray(dates))
+
+
+def _seconds(dates: np.ndarray) -> np.ndarray:
+    """Returns float64 seconds since 1970 of datetime64 `dates`; NaT -> NaN."""
+    out = (dates.astype("datetime64[ns]") - EPOCH.astype("datetime64[ns]")).astype(np.int64) / 1e9
+    return np.where(np.isnat(dates), np.nan, out)
+
+
+def _raw(ds, instance_dim, times, positions, coordinates, physical_time) -> RawTracks:
+    """Returns `RawTracks` from per-trajectory lists plus the instance variables of `ds`."""
+    n = ds.sizes[instance_dim]
+    id_vars = [name for name, var in ds.variables.items() if var.attrs.get("cf_role") == "trajectory_id"]
+    if not id_vars and "id" in ds.variables and ds["id"].dims == (instance_dim,):
+        id_vars = ["id"]
+    ids = ds[id_vars[0]].values if id_vars else np.arange(n)
+    field = ds["field"].values if "field" in ds.variables and ds["field"].dims == (instance_dim,) else None
+    release = None
+    if "x0" in ds.variables and "y0" in ds.variables and ds["x0"].dims == (instance_dim,):
+        release = np.stack([ds["x0"].values, ds["y0"].values], axis=-1)
+    truth = {name: ds[name].values for name in ("k1", "k2", "omega") if name in ds.variables}
+    if "true_coef_re" in ds.variables:
+        truth["true_coef"] = ds["true_coef_re"].values + 1j * ds["true_coef_im"].values
+    return RawTracks(list(times), list(positions), ids, field, coordinates, physical_time, dict(ds.attrs), release, truth)
+
+
+# ---------------------------------------------------------------- rows: Parquet and CSV
+
+
+def _group_rows(ids, times, a, b, fields=None):
+    """Returns (ids, times list, positions list, field or None) of rows grouped by id, in order of first appearance."""
+    ids = np.asarray(ids)
+    unique, first = np.unique(ids, return_index=True)
+    unique = unique[np.argsort(first)]
+    times_out, positions_out, field = [], [], []
+    for j, tid in enumerate(unique):
+        rows = np.flatnonzero(ids == tid)
+        rows = rows[np.argsort(np.asarray(times)[rows], kind="stable")]
+        times_out.append(np.asarray(times, np.float64)[rows])
+        positions_out.append(np.stack([np.asarray(a, np.float64)[rows], np.asarray(b, np.float64)[rows]], axis=-1))
+        field.append(j if fields is None or fields[rows[0]] in (None, "") else int(fields[rows[0]]))
+    has_field = fields is not None and any(f not in (None, "") for f in fields)
+    return unique, times_out, positions_out, np.asarray(field, np.int64) if has_field else None
+
+
+def _read_parquet(path) -> RawTracks:
+    """Returns the tracks of a Parcels v4 particle file (Parquet, one row per particle and observation)."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ValueError(f"{path}: reading Parquet (Parcels v4 output) needs the pyarrow package (pip install pyarrow)") from None
+    try:
+        table = pq.read_table(path)
+    except Exception as error:
+        raise ValueError(f"{path}: cannot be read as Parquet ({type(error).__name__})") from None
+    columns = set(table.column_names)
+    pick = lambda *names: next((n for n in names if n in columns), None)
+    id_col, t_col, a_col, b_col = pick("particle_id", "trajectory", "id"), pick("t", "time"), pick("x", "lon"), pick("y", "lat")
+    if None in (id_col, t_col, a_col, b_col):
+        raise ValueError(f"{path}: a Parquet track file needs columns particle_id (or trajectory), t (or time), x/lon, y/lat; "
+                         f"found {sorted(columns)}")
+    meta = lambda col: {k.decode(): v.decode() for k, v in (table.field(col).metadata or {}).items()}
+    file_meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+    flat = "flat" in file_meta.get("parcels_grid_mesh", "").lower()
+    coordinates = "projected" if flat else ("lonlat" if meta(a_col).get("units", "degrees_east") in _LON_UNITS else "model")
+    t_meta = meta(t_col)
+    t = table.column(t_col).to_numpy(zero_copy_only=False)
+    if t.dtype.kind == "M":
+        seconds, physical = _seconds(t), True
+    elif " since " in t_meta.get("units", ""):
+        seconds, physical = cf_seconds(t, t_meta["units"], t_meta.get("calendar"), path), True
+    else:
+        raise ValueError(f"{path}: column {t_col!r} has units {t_meta.get('units')!r}, not a CF time (\"seconds since ...\"): "
+                         "run Parcels on a fieldset with datetime times")
+    ids, times, positions, field = _group_rows(table.column(id_col).to_numpy(zero_copy_only=False), seconds,
+                                               table.column(a_col).to_numpy(zero_copy_only=False),
+                                               table.column(b_col).to_numpy(zero_copy_only=False))
+    return RawTracks(times, positions, ids, field, coordinates, physical, file_meta)
+
+
+def _read_csv(path, head: bytes) -> RawTracks:
+    """Returns the tracks of a CSV file with header id,time,x,y[,field] or id,time,lon,lat[,field] (module docstring)."""
+    try:
+        first = head.decode("utf-8").splitlines()[0] if head else ""
+    except UnicodeDecodeError:
+        first = ""
+    header = {h.strip().lower() for h in first.split(",")}
+    lonlat = [pair for pair in (("lon", "lat"), ("longitude", "latitude")) if set(pair) <= header]
+    names = lonlat[0] if lonlat else ("x", "y")
+    if not {"id", "time", *names} <= header:
+        raise ValueError(f"{path} {_NOT_TRACKS}")
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = [{k.strip().lower(): (v or "").strip() for k, v in row.items() if k} for row in csv.DictReader(handle)]
+    number = lambda s: float(s) if s not in ("", "nan", "NaN", "NA") else np.nan
+    try:
+        a = [number(row[names[0]]) for row in rows]
+        b = [number(row[names[1]]) for row in rows]
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"{path}: bad CSV value ({error})") from None
+    times, physical = _csv_times([row["time"] for row in rows], path)
+    if physical != bool(lonlat):
+        raise ValueError(f"{path}: columns {names[0]},{names[1]} need " + (
+            "ISO 8601 datetimes in the time column" if lonlat else
+            "model times (numbers); for physical tracks use lon,lat columns with ISO 8601 datetimes"))
+    ids, t, pos, field = _group_rows([row["id"] for row in rows], times, a, b, [row.get("field") for row in rows])
+    return RawTracks(t, pos, ids, field, "lonlat" if lonlat else "model", physical)
+
+
+def _csv_times(texts: list, path) -> tuple[np.ndarray, bool]:
+    """Returns (times, physical): numbers as model time, else ISO 8601 datetimes as seconds since 1970."""
+    try:
+        return np.array([float(s) if s not in ("", "nan", "NaN", "NA") else np.nan for s in texts]), False
+    except ValueError:
+        pass
+    import pandas as pd
+
+    try:
+        stamps = pd.to_datetime(pd.Series(texts).replace({"": None, "NA": None, "nan": None}), utc=True, format="ISO8601")
+    except (ValueError, TypeError) as error:
+        first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(f"{path}: the time column holds neither numbers nor ISO 8601 datetimes ({first_line})") from None
+    values = stamps.dt.tz_localize(None).to_numpy(dtype="datetime64[ns]")
+    return _seconds(values), True

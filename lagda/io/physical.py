@@ -1,0 +1,275 @@
+"""Physical units: the mapping between real drifter coordinates and the model's periodic domain.
+
+The model lives on the torus [0, 1)^2 with nondimensional time (docs/design.md, "The forward
+model"). Real tracks carry longitude/latitude in degrees (or projected x/y in metres) and CF
+times. `Mapping` takes them there and back:
+
+- **Box and projection.** A box [west, east] x [south, north] is mapped onto the unit square
+  through the local tangent plane at the box centre (lon_c, lat_c), in its equirectangular
+  form: X = R cos(lat_c) (lon - lon_c), Y = R (lat - lat_c) (angles in radians, R the mean
+  Earth radius), so that x = (lon - west) / (east - west), y = (lat - south) / (north - south).
+  The box's sides measure L_x = R cos(lat_c) (east - west) and L_y = R (north - south) metres.
+  For projected x/y in metres the box is given in metres and the map is the same affine one.
+- **Time.** t = (seconds since the time origin) / T, with T (`time_scale_s`) the seconds per
+  model time unit.
+- **Fields.** A model velocity (u, v) in domain lengths per model time is (u L_x / T, v L_y / T)
+  m/s on the plane; the eastward velocity on the sphere is the plane's times cos(lat) / cos(lat_c)
+  (a drifter's longitude changes by u_X / (R cos(lat_c)) per second, whatever its latitude),
+  the northward one is exact. psi is the plane's streamfunction, psi_model L_x L_y / T in m^2/s.
+
+When a file does not say which box and time scale were used, `infer_mapping` infers them:
+the box is the tracks' extent on the tangent plane widened by `BOX_MARGIN` of its larger side
+on every side and made square (the model's prior is isotropic), the time origin is the first
+observation, and T maps the observation window onto the presets' window (t_final = 0.1),
+over which the prior's RMS speed of 10 moves a drifter about one box length. Each inference is
+one line in `Mapping.notes`, which the result file keeps and the command prints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Literal
+
+import numpy as np
+
+EARTH_RADIUS_M = 6_371_008.8  # mean Earth radius (IUGG), metres
+BOX_MARGIN = 0.25  # inferred box: the tracks' extent plus this fraction of its larger side on every side
+MODEL_WINDOW = 0.1  # inferred time scale: the observation window maps onto the presets' t_final
+EPOCH = np.datetime64("1970-01-01T00:00:00", "s")
+TIME_UNITS = "seconds since 1970-01-01T00:00:00Z"  # how lagda writes physical times
+ATTR_PREFIX = "lagda_mapping_"
+
+
+@dataclasses.dataclass(frozen=True)
+class Mapping:
+    """The map between physical track coordinates and the model's torus (module docstring).
+
+    Attributes:
+        box: (west, east, south, north): degrees for "lonlat", metres for "projected".
+        coordinates: "lonlat" (longitude/latitude, degrees) or "projected" (x/y, metres).
+        time_origin: seconds since 1970-01-01T00:00:00Z of model time t = 0.
+        time_scale_s: seconds per model time unit (T).
+        notes: what was inferred and how, one line each (empty when all was given).
+    """
+
+    box: tuple[float, float, float, float]
+    coordinates: Literal["lonlat", "projected"]
+    time_origin: float
+    time_scale_s: float
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        west, east, south, north = self.box
+        if self.coordinates not in ("lonlat", "projected"):
+            raise ValueError(f"mapping coordinates {self.coordinates!r} is not 'lonlat' or 'projected'")
+        if not (np.all(np.isfinite(self.box)) and east > west and north > south):
+            raise ValueError(f"box {tuple(float(b) for b in self.box)} must have west < east and south < north")
+        if self.coordinates == "lonlat" and not (-90 < south and north < 90 and east - west <= 360):
+            raise ValueError(f"box {tuple(float(b) for b in self.box)}: latitudes must lie in (-90, 90), width <= 360")
+        if not (np.isfinite(self.time_scale_s) and self.time_scale_s > 0):
+            raise ValueError(f"time scale {self.time_scale_s!r} s must be positive")
+
+    @property
+    def centre(self) -> tuple[float, float]:
+        """Returns the box centre (lon_c, lat_c), or (x_c, y_c) in metres."""
+        west, east, south, north = self.box
+        return 0.5 * (west + east), 0.5 * (south + north)
+
+    @property
+    def lengths_m(self) -> tuple[float, float]:
+        """Returns the box's side lengths (L_x, L_y) in metres on the tangent plane."""
+        west, east, south, north = self.box
+        if self.coordinates == "projected":
+            return east - west, north - south
+        scale = EARTH_RADIUS_M * np.pi / 180
+        return float(scale * np.cos(np.deg2rad(self.centre[1])) * (east - west)), float(scale * (north - south))
+
+    def to_model(self, a, b) -> tuple[np.ndarray, np.ndarray]:
+        """Returns model positions (x, y) in domain lengths of lon/lat (or projected x/y) `a`, `b`."""
+        west, east, south, north = self.box
+        return (np.asarray(a, np.float64) - west) / (east - west), (np.asarray(b, np.float64) - south) / (north - south)
+
+    def from_model(self, x, y) -> tuple[np.ndarray, np.ndarray]:
+        """Returns lon/lat (or projected x/y) of model positions `x`, `y` (the inverse of `to_model`)."""
+        west, east, south, north = self.box
+        return west + np.asarray(x, np.float64) * (east - west), south + np.asarray(y, np.float64) * (north - south)
+
+    def time_to_model(self, seconds) -> np.ndarray:
+        """Returns model time t of `seconds` since 1970-01-01T00:00:00Z."""
+        return (np.asarray(seconds, np.float64) - self.time_origin) / self.time_scale_s
+
+    def time_from_model(self, t) -> np.ndarray:
+        """Returns seconds since 1970-01-01T00:00:00Z of model time `t`."""
+        return self.time_origin + np.asarray(t, np.float64) * self.time_scale_s
+
+    def velocity_factors(self, b) -> tuple[np.ndarray, np.ndarray]:
+        """Returns the m/s per model velocity unit of (u, v) at latitudes (or projected y) `b`, broadcast.
+
+        u: L_x / T cos(lat) / cos(lat_c) (eastward on the sphere); v: L_y / T (northward).
+        """
+        lx, ly = self.lengths_m
+        b = np.asarray(b, np.float64)
+        east = np.ones_like(b)
+        if self.coordinates == "lonlat":
+            east = np.cos(np.deg2rad(b)) / np.cos(np.deg2rad(self.centre[1]))
+        return lx / self.time_scale_s * east, np.full_like(b, ly / self.time_scale_s)
+
+    @property
+    def psi_factor(self) -> float:
+        """Returns the m^2/s per model streamfunction unit, L_x L_y / T."""
+        lx, ly = self.lengths_m
+        return lx * ly / self.time_scale_s
+
+    @property
+    def max_scale_error(self) -> float:
+        """Returns max |cos(lat) / cos(lat_c) - 1| over the box: how far plane and sphere distances differ."""
+        if self.coordinates == "projected":
+            return 0.0
+        lat = np.array(self.box[2:])
+        return float(np.max(np.abs(np.cos(np.deg2rad(lat)) / np.cos(np.deg2rad(self.centre[1])) - 1)))
+
+    def describe(self) -> str:
+        """Returns one line: the box, its size in km, the time origin and scale."""
+        west, east, south, north = self.box
+        lx, ly = self.lengths_m
+        unit = "deg" if self.coordinates == "lonlat" else "m"
+        return (f"box lon {west:.4g}..{east:.4g}, lat {south:.4g}..{north:.4g} {unit} ({lx / 1e3:.0f} x {ly / 1e3:.0f} km), "
+                f"t = 0 at {iso_time(self.time_origin)}, 1 model time unit = {self.time_scale_s:.6g} s "
+                f"({self.time_scale_s / 86400:.4g} days)")
+
+    def attrs(self) -> dict:
+        """Returns the mapping as netCDF global attributes (`from_attrs` reads them back)."""
+        return {
+            ATTR_PREFIX + "coordinates": self.coordinates,
+            ATTR_PREFIX + "box": np.asarray(self.box, np.float64),
+            ATTR_PREFIX + "box_units": "degrees" if self.coordinates == "lonlat" else "m",
+            ATTR_PREFIX + "time_origin": iso_time(self.time_origin),
+            ATTR_PREFIX + "time_scale_s": float(self.time_scale_s),
+            ATTR_PREFIX + "projection": (
+                "x = (lon - west) / (east - west), y = (lat - south) / (north - south): the equirectangular local "
+                f"tangent plane at the box centre, Earth radius {EARTH_RADIUS_M} m; t = (time - time_origin) / time_scale_s"
+                if self.coordinates == "lonlat" else
+                "x = (x_m - west) / (east - west), y = (y_m - south) / (north - south); t = (time - time_origin) / time_scale_s"),
+            ATTR_PREFIX + "notes": json.dumps(list(self.notes)),
+        }
+
+    @classmethod
+    def from_attrs(cls, attrs) -> "Mapping | None":
+        """Returns the mapping stored in netCDF attributes by `attrs()`, or None when there is none.
+
+        Raises:
+            ValueError: if the attributes are present but inconsistent.
+        """
+        if ATTR_PREFIX + "box" not in attrs:
+            return None
+        try:
+            box = tuple(float(b) for b in np.ravel(attrs[ATTR_PREFIX + "box"]))
+            origin = parse_time(str(attrs[ATTR_PREFIX + "time_origin"]))
+            mapping = cls(box, str(attrs[ATTR_PREFIX + "coordinates"]), origin, float(attrs[ATTR_PREFIX + "time_scale_s"]))
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"inconsistent {ATTR_PREFIX}* attributes ({error})") from None
+        return mapping
+
+
+def iso_time(seconds: float) -> str:
+    """Returns ISO 8601 UTC text ("...Z") of `seconds` since 1970-01-01T00:00:00Z, to the second."""
+    return str(EPOCH + np.timedelta64(int(round(float(seconds))), "s")) + "Z"
+
+
+def parse_time(text: str) -> float:
+    """Returns seconds since 1970-01-01T00:00:00Z of an ISO 8601 datetime (a trailing Z or offset allowed).
+
+    Raises:
+        ValueError: if `text` is not an ISO 8601 date or datetime.
+    """
+    import pandas as pd
+
+    try:
+        stamp = pd.Timestamp(text.strip())
+    except (ValueError, TypeError):
+        raise ValueError(f"{text!r} is not an ISO 8601 datetime") from None
+    if stamp is pd.NaT:
+        raise ValueError(f"{text!r} is not an ISO 8601 datetime")
+    stamp = stamp.tz_convert("UTC").tz_localize(None) if stamp.tzinfo is not None else stamp
+    return float((stamp - pd.Timestamp(0)).total_seconds())
+
+
+def unwrap_longitudes(lons: list, reference: float | None = None) -> list:
+    """Returns each track's longitudes continuous (no jump at +-180), all near one reference.
+
+    Every longitude is first brought within 180 degrees of `reference` (default: the first finite
+    longitude), then each track is unwrapped along its valid fixes, so tracks across the date line
+    stay continuous.
+    """
+    finite = [lon[np.isfinite(lon)] for lon in map(np.asarray, lons)]
+    if reference is None:
+        reference = next((float(f[0]) for f in finite if len(f)), 0.0)
+    out = []
+    for lon in lons:
+        lon = np.array(lon, np.float64)
+        ok = np.isfinite(lon)
+        near = reference + (lon[ok] - reference + 180.0) % 360.0 - 180.0
+        lon[ok] = np.unwrap(near, period=360.0) if len(near) else near
+        out.append(lon)
+    return out
+
+
+def infer_mapping(positions: list, seconds: list, coordinates: Literal["lonlat", "projected"],
+                  box=None, time_scale_s: float | None = None, time_origin: float | None = None) -> Mapping:
+    """Returns the mapping of tracks, inferring what is not given (module docstring); notes say what.
+
+    Args:
+        positions: per track `(obs, 2)` lon/lat degrees (longitudes unwrapped) or x/y metres; NaN = missing.
+        seconds: per track `(obs,)` seconds since 1970-01-01T00:00:00Z; NaN = missing.
+        coordinates: "lonlat" or "projected".
+        box: (west, east, south, north) or None to infer; time_scale_s: T or None to infer;
+        time_origin: t = 0 in seconds since 1970, or None for the first observation.
+    Raises:
+        ValueError: if there is no valid observation to infer from, or one time only.
+    """
+    xy = np.concatenate([np.asarray(p, np.float64).reshape(-1, 2) for p in positions] or [np.zeros((0, 2))])
+    xy = xy[np.all(np.isfinite(xy), axis=1)]
+    t = np.concatenate([np.asarray(s, np.float64).ravel() for s in seconds] or [np.zeros(0)])
+    t = t[np.isfinite(t)]
+    if not len(xy) or not len(t):
+        raise ValueError("the tracks hold no valid position and time")
+    notes = []
+    if box is None:
+        box = _infer_box(xy, coordinates)
+        lo, hi = xy.min(axis=0), xy.max(axis=0)
+        what = "lon {:.4g}..{:.4g}, lat {:.4g}..{:.4g} deg" if coordinates == "lonlat" else "x {:.4g}..{:.4g}, y {:.4g}..{:.4g} m"
+        notes.append(f"box inferred from the tracks' extent ({what.format(lo[0], hi[0], lo[1], hi[1])}), widened by "
+                     f"{BOX_MARGIN:g} of its larger side on each side and made square; pass --box to set it")
+    if time_origin is None:
+        time_origin = float(t.min())
+        notes.append(f"time origin t = 0 at the first observation, {iso_time(time_origin)}")
+    if time_scale_s is None:
+        window = float(t.max() - time_origin)
+        if window <= 0:
+            raise ValueError("the tracks have a single observation time: pass --time-scale SECONDS")
+        time_scale_s = window / MODEL_WINDOW
+        notes.append(f"time scale inferred: the {window / 86400:.4g}-day window maps onto model time {MODEL_WINDOW:g}, "
+                     f"1 model time unit = {time_scale_s:.6g} s; pass --time-scale to set it")
+    mapping = Mapping(tuple(float(b) for b in box), coordinates, float(time_origin), float(time_scale_s))
+    notes.append(f"mapping: {mapping.describe()}")
+    if mapping.max_scale_error > 0.01:
+        notes.append(f"the tangent plane's scale differs from the sphere's by up to {100 * mapping.max_scale_error:.1f}% "
+                     "at the box's north/south edges")
+    return dataclasses.replace(mapping, notes=tuple(notes))
+
+
+def _infer_box(xy: np.ndarray, coordinates: str) -> tuple[float, float, float, float]:
+    """Returns the square box (west, east, south, north) around `xy` `(n, 2)` with the margin."""
+    lo, hi = xy.min(axis=0), xy.max(axis=0)
+    centre = 0.5 * (lo + hi)
+    # metres per unit of each coordinate on the tangent plane at the centre
+    per = np.ones(2)
+    if coordinates == "lonlat":
+        per = EARTH_RADIUS_M * np.pi / 180 * np.array([np.cos(np.deg2rad(centre[1])), 1.0])
+    extent = (hi - lo) * per
+    side = max(float(extent.max()), 1e3 if coordinates == "lonlat" else 1.0) * (1 + 2 * BOX_MARGIN)
+    half = 0.5 * side / per
+    if coordinates == "lonlat" and (centre[1] + half[1] >= 90 or centre[1] - half[1] <= -90):
+        raise ValueError("the inferred box would reach a pole: pass --box")
+    return float(centre[0] - half[0]), float(centre[0] + half[0]), float(centre[1] - half[1]), float(centre[1] + half[1])

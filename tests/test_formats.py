@@ -1,0 +1,200 @@
+"""lagda.io.formats: physical track files as the ecosystem writes them, read into model units."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from lagda import cli
+from lagda.io.export import cut_gaps
+from lagda.io.physical import Mapping, iso_time, parse_time
+from lagda.io.tracks import Tracks, read_tracks, write_tracks
+
+BOX = (-45.0, -35.0, 30.0, 38.0)
+ORIGIN = parse_time("2025-03-01T00:00:00Z")
+HOUR = 3600.0
+
+
+def _physical(n_traj=3, n_obs=30, spacing_h=(1.0, 6.0, 1.0)) -> Tracks:
+    """Returns tracks with a mapping: hourly or 6-hourly fixes (times multiples of one hour)."""
+    mapping = Mapping(BOX, "lonlat", ORIGIN, 3.6e7)
+    rng = np.random.default_rng(3)
+    times = np.full((n_traj, n_obs), np.nan)
+    pos = np.full((n_traj, n_obs, 2), np.nan)
+    for i in range(n_traj):
+        times[i] = mapping.time_to_model(ORIGIN + HOUR * spacing_h[i] * np.arange(1, n_obs + 1))
+        pos[i] = rng.uniform(0.2, 0.8, 2) + np.cumsum(rng.normal(scale=0.01, size=(n_obs, 2)), axis=0)
+    return Tracks(pos, times, np.zeros(n_traj, np.int64), np.array([f"drifter{i}" for i in range(n_traj)]), mapping=mapping)
+
+
+def assert_close(a: Tracks, b: Tracks):
+    np.testing.assert_allclose(a.positions, b.positions, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(a.times, b.times, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(a.field, b.field)
+    assert list(a.trajectory_id) == list(b.trajectory_id)
+
+
+@pytest.mark.parametrize("layout", ["multidimensional", "ragged"])
+def test_physical_export_round_trips_with_its_mapping(tmp_path, layout):
+    tracks = cut_gaps(_physical(), 2, 4, seed=1)
+    write_tracks(tracks, tmp_path / "t.nc", layout=layout)
+    back = read_tracks(tmp_path / "t.nc")
+    assert_close(back, tracks)
+    assert dataclasses.replace(back.mapping, notes=()) == tracks.mapping
+    assert any("lagda_mapping_" in note for note in back.notes)
+    with xr.open_dataset(tmp_path / "t.nc") as ds:  # decoded by xarray as a user would
+        assert ds["lon"].attrs["units"] == "degrees_east" and ds["lat"].attrs["standard_name"] == "latitude"
+        assert ds["time"].dtype.kind == "M" and ds.attrs["featureType"] == "trajectory"
+        first = ds["time"].values.ravel()[0]
+        assert str(first)[:19] == iso_time(tracks.mapping.time_from_model(tracks.times[0, 0]))[:19]
+
+
+def test_gaps_remove_fixes_of_the_asked_lengths():
+    tracks = _physical(n_traj=1, n_obs=60, spacing_h=(1.0,))
+    cut = cut_gaps(tracks, 3, 5, seed=0)
+    hours = np.diff(cut.mapping.time_from_model(cut.times[0][np.isfinite(cut.times[0])])) / HOUR
+    steps = np.round(hours).astype(int)
+    assert np.all(np.isclose(hours, steps)) and np.sum(steps > 1) <= 3 and 2 <= steps.max() <= 6
+    assert np.sum(steps - 1) == 60 - np.isfinite(cut.times[0]).sum()  # every removed fix is in a gap
+    with pytest.raises(ValueError, match="too few"):
+        cut_gaps(tracks, 10, 12)
+
+
+def _ragged_dataset(tracks: Tracks, with_attributes: bool) -> xr.Dataset:
+    """Returns a clouddrift-style ragged array (rowsize, id, time(obs), lon/lat(obs)) of `tracks`."""
+    keep = np.isfinite(tracks.times)
+    lon, lat = tracks.mapping.from_model(tracks.positions[..., 0][keep], tracks.positions[..., 1][keep])
+    seconds = tracks.mapping.time_from_model(tracks.times[keep])
+    time = (seconds * 1e9).astype("datetime64[ns]")
+    attrs = lambda **a: a if with_attributes else {}
+    ds = xr.Dataset(
+        {"rowsize": ("traj", keep.sum(axis=1), attrs(sample_dimension="obs")),
+         "lon": ("obs", lon, attrs(units="degrees_east")), "lat": ("obs", lat, attrs(units="degrees_north"))},
+        coords={"id": ("traj", tracks.trajectory_id.astype(object), attrs(cf_role="trajectory_id")), "time": ("obs", time)},
+        attrs={"featureType": "trajectory"} if with_attributes else {})
+    return ds
+
+
+def test_ragged_array_without_attributes_is_read_from_its_dimensions_with_a_warning(tmp_path):
+    tracks = _physical()
+    _ragged_dataset(tracks, with_attributes=False).to_netcdf(tmp_path / "r.nc")
+    with pytest.warns(UserWarning, match=r"assumed a contiguous ragged array .*rowsize\(traj\)"):
+        back = read_tracks(tmp_path / "r.nc", box=BOX, time_scale=3.6e7)
+    # the time origin is inferred (the first fix) so model times shift by it; positions are exact
+    np.testing.assert_allclose(back.positions, tracks.positions, atol=1e-12)
+    shift = tracks.times[0, 0]
+    np.testing.assert_allclose(back.times, tracks.times - shift, atol=1e-12)
+    assert back.n_field == 1 and any("time origin" in note for note in back.notes)
+    assert not any("box inferred" in note for note in back.notes)  # given
+
+
+def test_inferred_mapping_contains_every_fix_and_is_noted(tmp_path):
+    tracks = _physical()
+    _ragged_dataset(tracks, with_attributes=True).to_netcdf(tmp_path / "r.nc")
+    back = read_tracks(tmp_path / "r.nc")
+    # the extent's larger side spans the middle 1 / (1 + 2 * 0.25) of the box, the other side less
+    lo, hi = np.nanmin(back.positions, axis=(0, 1)), np.nanmax(back.positions, axis=(0, 1))
+    assert np.all(lo >= 1 / 6 - 1e-12) and np.all(hi <= 5 / 6 + 1e-12)
+    assert np.isclose(lo, 1 / 6).any() and np.isclose(hi, 5 / 6).any()
+    assert back.times[0, 0] == 0.0 and np.nanmax(back.times) == pytest.approx(0.1)  # the window maps onto 0.1
+    assert any("box inferred" in note for note in back.notes) and any("time scale inferred" in note for note in back.notes)
+
+
+def test_csv_with_iso_datetimes_irregular_times_and_gaps(tmp_path):
+    lines = ["id,time,lon,lat"]
+    stamps = ["2025-03-01T00:00:00Z", "2025-03-01T01:00:00Z", "2025-03-01T07:00:00Z", "2025-03-01T13:00:00Z",
+              "2025-03-02T01:00:00Z"]
+    for k, stamp in enumerate(stamps):
+        lines.append(f"a,{stamp},{-40 + 0.1 * k},{34 + 0.05 * k}")
+        lines.append(f"b,{stamp},{-38 - 0.1 * k},{33},")  # a trailing empty column is ignored
+    (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
+    tracks = read_tracks(tmp_path / "t.csv", box=BOX, time_scale=3.6e7)
+    np.testing.assert_allclose(tracks.times[0] * 3.6e7 / HOUR, [0, 1, 7, 13, 25], atol=1e-9)
+    np.testing.assert_allclose(tracks.positions[0, :, 0], (np.array([-40 + 0.1 * k for k in range(5)]) + 45) / 10)
+    assert tracks.n_field == 1 and tracks.trajectory_id.tolist() == ["a", "b"]
+
+
+@pytest.mark.parametrize("content,message", [
+    ("id,time,lon,lat\na,0.5,-40,34\na,0.6,-40,34\n", "ISO 8601"),
+    ("id,time,x,y\na,2025-03-01T00:00:00,0.1,0.2\n", "model times"),
+    ("id,time,lon,lat\na,not-a-date,-40,34\n", "neither numbers nor ISO 8601"),
+])
+def test_csv_refusals_are_one_line(tmp_path, content, message):
+    (tmp_path / "t.csv").write_text(content)
+    with pytest.raises(ValueError, match=message) as info:
+        read_tracks(tmp_path / "t.csv")
+    assert "\n" not in str(info.value)
+
+
+def test_netcdf_refusals_are_one_line(tmp_path):
+    tracks = _physical()
+    ds = _ragged_dataset(tracks, with_attributes=True)
+    ds["time"] = ("obs", np.arange(ds.sizes["obs"], dtype=float), {"units": "1"})
+    ds.to_netcdf(tmp_path / "lonlat_model_time.nc")
+    with pytest.raises(ValueError, match="no CF units"):
+        read_tracks(tmp_path / "lonlat_model_time.nc")
+    ds["time"] = ("obs", np.arange(ds.sizes["obs"], dtype=float), {"units": "days since 2000-01-01", "calendar": "360_day"})
+    ds.to_netcdf(tmp_path / "calendar.nc")
+    with pytest.raises(ValueError, match="calendar '360_day'"):
+        read_tracks(tmp_path / "calendar.nc")
+    with pytest.raises(ValueError, match="apply to physical tracks"):
+        read_tracks("lagda/shipped/example_tracks.nc", box=BOX)
+
+
+def test_old_files_are_still_read():
+    old = read_tracks("lagda/shipped/example_tracks.nc")  # format 1: model units, time with axis T
+    assert old.mapping is None and old.n_field == 8 and old.true_coef.shape[0] == 8
+    data = read_tracks("data/example_small.nc")
+    assert data.mapping is None and data.n_field == 16
+
+
+def test_cli_learned_method_on_physical_tracks_is_one_line(tmp_path, capsys):
+    write_tracks(_physical(), tmp_path / "t.nc")
+    code = cli.main(["assimilate", "--tracks", str(tmp_path / "t.nc"), "--out", str(tmp_path / "r.nc")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "steady model" in err and "--method linear" in err
+    assert not (tmp_path / "r.nc").exists()
+
+
+def test_cli_export_places_a_dataset_in_the_world_and_refuses_half_a_mapping(tmp_path, capsys):
+    out = tmp_path / "e.nc"
+    code = cli.main(["export-tracks", "--tracks", "data/example_small.nc", "--out", str(out), "--n-fields", "2",
+                     "--box", *map(str, BOX), "--start", "2025-03-01", "--time-scale", "3.6e7", "--layout", "ragged"])
+    assert code == 0 and "2 trajectories, 2000 fixes, ragged layout" in capsys.readouterr().out
+    back = read_tracks(out)
+    assert back.mapping.box == BOX and back.true_coef.shape[0] == 2 and back.n_field == 2
+    code = cli.main(["export-tracks", "--tracks", "data/example_small.nc", "--out", str(tmp_path / "f.nc"), "--box", *map(str, BOX)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "--box, --start and --time-scale together" in err and not (tmp_path / "f.nc").exists()
+
+
+def test_shipped_gdp_like_example_is_what_data_readme_says():
+    import netCDF4
+
+    tracks = read_tracks("lagda/shipped/gdp_like.nc")
+    mapping = tracks.mapping
+    assert mapping.box == (-45.0, -35.0, 30.0, 38.0) and tracks.n_trajectory == 8 and tracks.n_field == 1
+    for i in range(8):
+        hours = np.diff(mapping.time_from_model(tracks.times[i][np.isfinite(tracks.times[i])])) / HOUR
+        steps = np.round(hours)
+        assert np.allclose(hours, steps, atol=1e-6) and steps.min() == 1  # hourly fixes ...
+        gaps = steps[steps > 1] - 1
+        assert len(gaps) == 6 and 1 <= gaps.min() and gaps.max() <= 12  # ... with 6 gaps of 1-12 missing fixes
+    window = (np.nanmax(tracks.times) - np.nanmin(tracks.times)) * mapping.time_scale_s / 86400
+    assert 29 < window <= 30 and iso_time(mapping.time_origin) == "2025-03-01T00:00:00Z"
+    assert tracks.true_coef.shape == (1, 49) and np.all(tracks.omega == 0)  # the steady model's truth
+    with netCDF4.Dataset("lagda/shipped/gdp_like.nc") as nc:  # clouddrift's layout
+        assert nc["rowsize"].dimensions == ("traj",) and nc["lon"].dimensions == ("obs",) and nc["id"].cf_role == "trajectory_id"
+
+
+def test_projected_metres_round_trip(tmp_path):
+    tracks = _physical()
+    projected = dataclasses.replace(tracks, mapping=Mapping((-2e5, 3e5, 1e5, 6e5), "projected", ORIGIN, 3.6e7))
+    write_tracks(projected, tmp_path / "m.nc")
+    with xr.open_dataset(tmp_path / "m.nc") as ds:
+        assert ds["x"].attrs["units"] == "m" and ds["x"].attrs["standard_name"] == "projection_x_coordinate"
+        np.testing.assert_allclose(ds["x"].values[0, 0], -2e5 + 5e5 * tracks.positions[0, 0, 0])
+    back = read_tracks(tmp_path / "m.nc")
+    assert_close(back, projected)
+    assert back.mapping.coordinates == "projected" and back.mapping.lengths_m == (5e5, 5e5)

@@ -1,0 +1,120 @@
+"""lagda.io.physical: the map between real coordinates and the model's torus, checked against geometry."""
+
+import numpy as np
+import pytest
+
+from lagda.assimilation import assimilate_file
+from lagda.io.physical import EARTH_RADIUS_M, Mapping, infer_mapping, iso_time, parse_time, unwrap_longitudes
+from lagda.io.results import read_result
+from lagda.io.tracks import read_tracks
+from simulate.flow import velocity
+
+BOX = (-45.0, -35.0, 30.0, 38.0)
+ORIGIN = parse_time("2025-03-01T00:00:00Z")
+
+
+def test_time_text_round_trips_and_means_utc():
+    assert parse_time("1970-01-02") == 86400.0
+    assert parse_time("2025-03-01T02:00:00+02:00") == ORIGIN  # an offset is converted to UTC
+    assert iso_time(ORIGIN + 3600) == "2025-03-01T01:00:00Z"
+    with pytest.raises(ValueError, match="not an ISO 8601"):
+        parse_time("yesterday")
+
+
+def test_mapping_round_trips_and_sends_the_box_to_the_unit_square():
+    m = Mapping(BOX, "lonlat", ORIGIN, 3.6e7)
+    x, y = m.to_model([-45.0, -35.0, -40.0], [30.0, 38.0, 34.0])
+    np.testing.assert_allclose(x, [0, 1, 0.5], atol=1e-15)
+    np.testing.assert_allclose(y, [0, 1, 0.5], atol=1e-15)
+    rng = np.random.default_rng(0)
+    lon, lat = rng.uniform(-60, -20, 100), rng.uniform(20, 50, 100)
+    back = m.from_model(*m.to_model(lon, lat))
+    np.testing.assert_allclose(back, (lon, lat), rtol=0, atol=1e-12)
+    seconds = ORIGIN + rng.uniform(0, 1e7, 50)
+    np.testing.assert_allclose(m.time_from_model(m.time_to_model(seconds)), seconds, rtol=1e-15)
+    assert Mapping.from_attrs(m.attrs()) == m
+
+
+def test_box_lengths_are_arcs_of_the_sphere():
+    m = Mapping(BOX, "lonlat", ORIGIN, 1.0)
+    lx, ly = m.lengths_m
+    # a meridian arc is R dphi; a short piece of the central parallel is the great circle's length
+    assert ly == pytest.approx(EARTH_RADIUS_M * np.deg2rad(8.0), rel=1e-14)
+    small = Mapping((-40.005, -39.995, 33.995, 34.005), "lonlat", ORIGIN, 1.0)
+    phi = np.deg2rad(34.0)
+    d_lambda = np.deg2rad(0.01)
+    haversine = 2 * EARTH_RADIUS_M * np.arcsin(np.cos(phi) * np.sin(d_lambda / 2))
+    assert small.lengths_m[0] == pytest.approx(haversine, rel=1e-8)
+    assert lx == pytest.approx(EARTH_RADIUS_M * np.cos(phi) * np.deg2rad(10.0), rel=1e-14)
+
+
+def test_velocity_factors_are_the_drifters_speed_on_the_sphere():
+    """A drifter moving with model velocity w: its eastward speed R cos(lat) dlon/dt equals w times the factors."""
+    m = Mapping(BOX, "lonlat", ORIGIN, 3.6e7)
+    w = np.array([1.7, -0.6])  # model units: domain lengths per model time unit
+    start = np.array([0.2, 0.9])
+    t = np.array([0.0, 1e-6])
+    lon, lat = m.from_model(start[0] + w[0] * t, start[1] + w[1] * t)
+    seconds = m.time_from_model(t)
+    east = EARTH_RADIUS_M * np.cos(np.deg2rad(lat[0])) * np.deg2rad(np.diff(lon)[0]) / np.diff(seconds)[0]
+    north = EARTH_RADIUS_M * np.deg2rad(np.diff(lat)[0]) / np.diff(seconds)[0]
+    fu, fv = m.velocity_factors(lat[0])
+    assert east == pytest.approx(w[0] * fu, rel=1e-6) and north == pytest.approx(w[1] * fv, rel=1e-6)
+    # psi's factor is the product of the two length scales over T: u = -dpsi/dY on the plane
+    assert m.psi_factor == pytest.approx(m.lengths_m[0] * m.lengths_m[1] / 3.6e7)
+
+
+def test_longitudes_stay_continuous_across_the_date_line():
+    lons = [np.array([179.5, 179.9, -179.8, -179.5]), np.array([-179.0, np.nan, -178.0])]
+    out = unwrap_longitudes(lons)
+    np.testing.assert_allclose(out[0], [179.5, 179.9, 180.2, 180.5])
+    np.testing.assert_allclose(out[1], [181.0, np.nan, 182.0])
+
+
+def test_inferred_box_is_square_with_the_margin_and_every_inference_is_a_note():
+    positions = [np.array([[-40.0, 33.0], [-38.0, 34.0]]), np.array([[-39.0, 35.0]])]
+    seconds = [ORIGIN + np.array([0.0, 86400.0]), ORIGIN + np.array([3 * 86400.0])]
+    m = infer_mapping(positions, seconds, "lonlat")
+    lx, ly = m.lengths_m
+    assert lx == pytest.approx(ly, rel=1e-12)  # square on the tangent plane
+    extent_m = EARTH_RADIUS_M * np.deg2rad(2.0)  # the larger side: 2 degrees of latitude
+    assert ly == pytest.approx(1.5 * extent_m, rel=1e-12)
+    assert m.centre == pytest.approx((-39.0, 34.0))
+    assert m.time_origin == ORIGIN and m.time_scale_s == pytest.approx(3 * 86400 / 0.1)
+    text = " ".join(m.notes)
+    assert "box inferred" in text and "time scale inferred" in text and "time origin" in text
+    given = infer_mapping(positions, seconds, "lonlat", box=BOX, time_scale_s=1e6, time_origin=ORIGIN)
+    assert not any("inferred" in note for note in given.notes)
+
+
+def test_a_known_shear_current_in_m_per_s_is_recovered_in_m_per_s(tmp_path):
+    """psi = cos(2 pi y): u = 2 pi sin(2 pi y), v = 0 (docs/design.md), drifters on grid rows, lon/lat in a CSV.
+
+    In m/s: u_east = 2 pi sin(2 pi y) L_x / T cos(lat) / cos(lat_c); each row's drifter crosses
+    the whole box in the window, so the result's u on that row is known everywhere.
+    """
+    n_grid, rows = 8, (1, 3, 5)
+    mapping = Mapping(BOX, "lonlat", ORIGIN, 2.16e6)
+    hours = np.arange(0, 241, 1.0)
+    t = hours * 3600 / mapping.time_scale_s
+    lines = ["id,time,lon,lat"]
+    for j in rows:
+        y0 = j / n_grid
+        x = 0.1 + 2 * np.pi * np.sin(2 * np.pi * y0) * t
+        lon, lat = mapping.from_model(x, np.full_like(x, y0))
+        stamps = [iso_time(s) for s in mapping.time_from_model(t)]
+        lines += [f"d{j},{s},{float(a)!r},{float(b)!r}" for s, a, b in zip(stamps, lon, lat)]
+    (tmp_path / "shear.csv").write_text("\n".join(lines) + "\n")
+    tracks = read_tracks(tmp_path / "shear.csv", box=BOX, time_scale=2.16e6)
+    assert tracks.mapping.box == BOX and np.nanmax(tracks.times) == pytest.approx(t[-1])
+    summary = assimilate_file(tmp_path / "shear.csv", tmp_path / "r.nc", "linear", n_grid=n_grid, box=BOX, time_scale=2.16e6)
+    assert any("steady model" in note for note in summary["notes"])
+    res = read_result(tmp_path / "r.nc")
+    fu, fv = mapping.velocity_factors(mapping.from_model(0.0, res.y)[1])
+    for j in rows:
+        truth = 2 * np.pi * np.sin(2 * np.pi * j / n_grid) * fu[j]
+        np.testing.assert_allclose(res.fields["u_mean"][0, :, j, :], truth, rtol=2e-3)
+        np.testing.assert_allclose(res.fields["v_mean"][0, :, j, :], 0.0, atol=2e-3 * abs(truth))
+    # the coefficients stay in model units: the same field evaluated there gives the same m/s
+    w = velocity(np.array([0.3, rows[0] / n_grid]), 0.0, res.coef_mean[0], res.k1, res.k2, res.omega)
+    assert float(w[0]) * fu[rows[0]] == pytest.approx(2 * np.pi * np.sin(2 * np.pi * rows[0] / n_grid) * fu[rows[0]], rel=2e-3)
