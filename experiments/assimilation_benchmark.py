@@ -12,9 +12,15 @@ AssimConfig.hybrid_refine; a learned name is skipped without `--run`), plus rows
   use it, it bounds what a method that finds the truth's basin reaches in as many iterations
   (`--truth-iterations`, default `--search-iterations`: on exact sparse tracks the MAP lies along
   a narrow curved valley, and more iterations move it further from the truth, not closer);
-- `search:prior`: multi-start search (search.multistart_map) from the prior mean and
+- `search:prior`: multi-start search (search.multistart_map) from the `linear` estimate and
   `--search-starts` - 1 prior draws;
-- `search:linear`: the same search from one start, the `linear` estimate.
+- `search:linear`: the same search from one start, the `linear` estimate;
+- `hybrid+search`: hybrid with the learned global search (AssimConfig.hybrid_starts =
+  `--search-starts`: the product mean, the learned conditional's mean and draws from it).
+The three searches and hybrid's refinement run the same continuation (AssimConfig.continuation)
+with `--search-iterations` Gauss-Newton iterations per stage and start, so `hybrid+search`
+against `search:prior` (as many starts, from the prior) and `search:linear` (one start) is the
+ablation of the learned starts at equal compute.
 Every method is also reported as the ratio of its median velocity-field error to truth-map's
 (`vs_truth_map`). Scores (lagda.assimilation.scores.score_posterior, mean over flows): relative
 L2 velocity-field error over the window (and its median), along-track velocity error,
@@ -22,10 +28,15 @@ re-simulated track error, forecast error to 1.5 T, 95% velocity calibration, sec
 for the search rows and truth-map also `basin_fraction` (mean fraction of the starts that ended
 in the chosen basin) and `map_cost` (median 4D-Var cost J at the end point: a search below
 truth-map's found a mode of higher posterior density than the truth's basin).
-Writes results/assimilation_benchmark.csv and .md (every score and the per-regime verdict).
+Writes results/assimilation_benchmark.csv and .md (every score and the per-regime verdict), and
+the per-field scores beside them (`.fields.csv`). `--shard I/N` assimilates only the fields
+f = I mod N and writes only the per-field file; `--merge` summarises shards' per-field files
+(the same tables as one run over every field: means, medians and costs are per field).
 
     python3 experiments/assimilation_benchmark.py --quick            # K = 9, T = 0.02, 2 fields
     python3 experiments/assimilation_benchmark.py --run RUN_DIR      # + retrieve / embed / hybrid
+    for i in 0 1 2 3; do python3 experiments/assimilation_benchmark.py --shard $i/4 --out s$i.csv & done; wait
+    python3 experiments/assimilation_benchmark.py --merge s0.fields.csv s1.fields.csv s2.fields.csv s3.fields.csv
 """
 
 from __future__ import annotations
@@ -117,12 +128,12 @@ def direct_posterior(method: str, tracks: Tracks, model: FlowModel, config: Assi
         if method == "truth-map":
             est = truth_map(*args, to_real(tracks.true_coef[f]), noise, settings.truth_iterations or settings.search_iterations)
         else:
+            lin = assimilate_linear(*args)
+            starts = to_real(lin.samples.T @ lin.weights)[None, :]
             if method == "search:prior":
-                starts = prior_starts(model, settings.search_starts, jax.random.fold_in(jax.random.key(1), f))
-            else:
-                lin = assimilate_linear(*args)
-                starts = to_real(lin.samples.T @ lin.weights)[None, :]
-            est = multistart_map(*args, starts, settings.search_iterations)
+                draws = prior_starts(model, settings.search_starts - 1, jax.random.fold_in(jax.random.key(1), f), False)
+                starts = np.concatenate([starts, draws])
+            est = multistart_map(*args, starts, config.hybrid_iterations, config.continuation)
         estimates.append(est)
         seconds.append(time.perf_counter() - start)
     info = tuple(e.info for e in estimates)
@@ -140,27 +151,80 @@ def run_method(method, tracks, modes, scale, dt, config, noise, settings):
                           np.asarray(scale, np.float64), float(dt))
         post = direct_posterior(method, tracks, model, config, jax.random.key(0), noise, settings)
     else:
-        name, _, refine = method.partition(":")  # e.g. hybrid:none, hybrid:gauss_newton
+        name, _, refine = method.partition(":")  # e.g. hybrid:none, hybrid:gauss_newton, hybrid+search
         cfg = dataclasses.replace(config, hybrid_refine=refine) if refine else config
+        if name == "hybrid+search":
+            name, cfg = "hybrid", dataclasses.replace(cfg, hybrid_starts=settings.search_starts)
         post = assimilate(tracks, name, modes, scale, dt, config=cfg, key=jax.random.key(0), scorer=settings.scorer)
     return post, time.perf_counter() - start
 
 
-def basin_fraction(post: Posterior) -> float:
-    """Returns the mean fraction of a search's starts that ended in the chosen basin (nan for other methods)."""
-    infos = [i for i in (post.info or ()) if isinstance(i, dict) and "n_in_best_basin" in i]
-    if not infos or post.method == "truth-map":
-        return float("nan")
-    return float(np.mean([i["n_in_best_basin"] / i["n_starts"] for i in infos]))
+PER_FIELD = ("velocity_rel_l2", "track_velocity_rel_l2", "resim_rms_true", "forecast_rms", "velocity_calibration")
 
 
-def map_cost(post: Posterior) -> float:
-    """Returns the median over fields of the 4D-Var cost at a search's or truth-map's end point (nan for other methods).
+def subset(tracks: Tracks, fields) -> Tracks:
+    """Returns the tracks of `fields` (in that order), renumbered 0..len(fields)-1."""
+    fields = list(fields)
+    rows = np.concatenate([np.flatnonzero(tracks.field == f) for f in fields])
+    new_index = {f: i for i, f in enumerate(fields)}
+    return dataclasses.replace(tracks, positions=tracks.positions[rows], times=tracks.times[rows],
+                               field=np.array([new_index[f] for f in tracks.field[rows]]),
+                               trajectory_id=tracks.trajectory_id[rows], true_coef=tracks.true_coef[fields],
+                               release=None if tracks.release is None else tracks.release[rows])
 
-    Below truth-map's, the search found a point of higher posterior density than the truth's basin offers.
+
+def field_records(post: Posterior, scores: dict, fields, base: dict, drifters: int, wall: float) -> list[dict]:
+    """Returns one record per field: its scores, seconds per track, and for searches its end cost and basin fraction.
+
+    map_cost: the 4D-Var cost J at a search's or truth-map's end point (below truth-map's, the
+    search found a point of higher posterior density than the truth's basin offers);
+    basin_fraction: the fraction of a search's starts that ended in the chosen basin.
     """
-    costs = [i["cost_best"] for i in (post.info or ()) if isinstance(i, dict) and "cost_best" in i]
-    return float(np.median(costs)) if costs else float("nan")
+    out = []
+    for i, f in enumerate(fields):
+        info = post.info[i] if post.info else {}
+        info = info if isinstance(info, dict) else {}
+        out.append({**base, "field": f, **{n: float(scores["per_field"][n][i]) for n in PER_FIELD},
+                    "seconds_per_track": float(post.seconds[i]) / drifters if post.seconds is not None else float("nan"),
+                    "map_cost": float(info.get("cost_best", float("nan"))),
+                    "basin_fraction": (info["n_in_best_basin"] / info["n_starts"]
+                                       if "n_in_best_basin" in info and post.method != "truth-map" else float("nan")),
+                    "wall_s": wall / len(fields)})
+    return out
+
+
+def summarise(records) -> list[dict]:
+    """Returns one row per (regime, method) from per-field records: means over fields, the median
+    field error, the median search cost, and the summed wall time (ratios to truth-map added)."""
+    groups = {}
+    for r in records:
+        groups.setdefault((r["regime"], r["method"]), []).append(r)
+    rows = []
+    for (regime, method), group in groups.items():
+        value = lambda name: np.array([float(r[name]) for r in group])  # noqa: E731
+        costs = value("map_cost")
+        rows.append({"regime": regime, "drifters": group[0]["drifters"], "obs": group[0]["obs"], "method": method,
+                     "fields": len(group), **{n: float(np.mean(value(n))) for n in PER_FIELD},
+                     "velocity_rel_l2_median": float(np.median(value("velocity_rel_l2"))),
+                     "seconds_per_track": float(np.mean(value("seconds_per_track"))),
+                     "basin_fraction": float(np.mean(value("basin_fraction"))),
+                     "map_cost": float(np.median(costs)) if np.any(np.isfinite(costs)) else float("nan"),
+                     "wall_s": float(np.sum(value("wall_s")))})
+    add_truth_ratios(rows)
+    return rows
+
+
+def write_csv(rows, path: pathlib.Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def read_csv(path) -> list[dict]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
 
 
 def add_truth_ratios(rows) -> None:
@@ -208,11 +272,7 @@ def summary(rows) -> str:
 
 def write_tables(rows, out: pathlib.Path, header: str) -> str:
     """Writes out (CSV) and out.md (the full table and the summary); returns the markdown."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(rows, out)
     names = [n for n in (*SCORES, "basin_fraction", "map_cost", "wall_s") if n in rows[0]]
     lines = ["| regime | drifters | obs | method | " + " | ".join(names) + " |", "|" + "---|" * (4 + len(names))]
     for r in rows:
@@ -259,15 +319,28 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--var-iterations", type=int, default=10, help="var: Gauss-Newton iterations per continuation stage")
     p.add_argument("--truth-iterations", type=int, default=None,
                    help="truth-map: Gauss-Newton iterations (default: as many as a search start gets)")
-    p.add_argument("--search-starts", type=int, default=8, help="search:prior: starts (the prior mean and draws)")
-    p.add_argument("--search-iterations", type=int, default=15, help="search: Gauss-Newton iterations per start")
-    p.add_argument("--methods", default="truth-map,linear,var,enkf,search:prior,search:linear,embed,hybrid:none,hybrid",
-                   help="comma list: dispatcher methods (hybrid:REFINE sets hybrid_refine), truth-map, search:prior, search:linear")
+    p.add_argument("--search-starts", type=int, default=8,
+                   help="search:prior and hybrid+search: starts (the linear estimate or product mean and 7 others)")
+    p.add_argument("--search-iterations", type=int, default=AssimConfig.hybrid_iterations,
+                   help="searches and hybrid's refinement: Gauss-Newton iterations per start and stage")
+    p.add_argument("--methods", default="truth-map,linear,var,enkf,search:prior,search:linear,embed,hybrid:none,hybrid,"
+                                        "hybrid+search",
+                   help="comma list: dispatcher methods (hybrid:REFINE sets hybrid_refine), truth-map, search:prior, "
+                        "search:linear, hybrid+search")
     p.add_argument("--regimes", default=",".join(REGIMES), help=f"comma list of {', '.join(REGIMES)}")
     p.add_argument("--out", default="results/assimilation_benchmark.csv")
     p.add_argument("--figure", default=None, help="also draw the errors, ratios and times (PNG)")
     p.add_argument("--from-csv", default=None, help="only redraw --out's markdown and --figure from this CSV")
+    p.add_argument("--shard", default="0/1", metavar="I/N", help="assimilate only the fields f = I mod N; "
+                   "writes only the per-field file (OUT with suffix .fields.csv)")
+    p.add_argument("--merge", nargs="+", metavar="FIELDS_CSV", help="summarise shards' per-field files into --out")
     args = p.parse_args(argv)
+    try:
+        args.shard_index, args.shard_count = (int(v) for v in args.shard.split("/"))
+        if not 0 <= args.shard_index < args.shard_count:
+            raise ValueError
+    except ValueError:
+        p.error(f"--shard must be I/N with 0 <= I < N, got {args.shard!r}")
     unknown = sorted(set(args.regimes.split(",")) - set(REGIMES))
     if unknown:
         p.error(f"unknown regime(s) {', '.join(unknown)}; valid: {', '.join(REGIMES)}")
@@ -276,10 +349,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.from_csv:
-        with open(args.from_csv, newline="") as fh:
-            rows = list(csv.DictReader(fh))
-        print(write_tables(rows, pathlib.Path(args.out), f"(redrawn from {args.from_csv})"))
+    if args.from_csv or args.merge:
+        rows = read_csv(args.from_csv) if args.from_csv else summarise([r for f in args.merge for r in read_csv(f)])
+        source = args.from_csv or ", ".join(args.merge)
+        print(write_tables(rows, pathlib.Path(args.out), f"(redrawn from {source})"))
         if args.figure:
             plot(rows, args.figure)
         return 0
@@ -295,14 +368,16 @@ def main(argv=None) -> int:
     n_fields = 2 if args.quick else args.fields
     n_steps = int(round(t_final / dt))
     methods = [m for m in args.methods.split(",") if args.run or family(m) not in LEARNED_METHODS]
-    rows = []
+    fields = [f for f in range(n_fields) if f % args.shard_count == args.shard_index]
+    out = pathlib.Path(args.out)
+    records = []
     for name in args.regimes.split(","):
         regime = REGIMES[name]
         stride = min(regime.stride, n_steps // 4)
-        tracks = make_tracks((k1, k2, omega), scale, dt, n_steps // stride, stride, n_fields, regime.drifters,
-                             regime.noise, seed=1, release=regime.release)
+        tracks = subset(make_tracks((k1, k2, omega), scale, dt, n_steps // stride, stride, n_fields, regime.drifters,
+                                    regime.noise, seed=1, release=regime.release), fields)
         config = AssimConfig(members=64, noise_std=regime.noise if regime.noise > 0 else None,
-                             var_iterations=args.var_iterations)
+                             var_iterations=args.var_iterations, hybrid_iterations=args.search_iterations)
         for method in methods:
             try:
                 post, wall = run_method(method, tracks, (k1, k2, omega), scale, dt, config, regime.noise, args)
@@ -310,16 +385,18 @@ def main(argv=None) -> int:
                 print(f"regime={name} method={method}: skipped ({error})", flush=True)
                 continue
             s = score_posterior(post, tracks, k1, k2, omega, dt)
-            s["velocity_rel_l2_median"] = float(np.median(s["per_field"]["velocity_rel_l2"]))
-            row = {"regime": name, "drifters": regime.drifters, "obs": n_steps // stride, "method": method,
-                   **{n: s.get(n, float("nan")) for n in SCORES}, "basin_fraction": basin_fraction(post), "map_cost": map_cost(post),
-                   "wall_s": wall}
-            rows.append(row)
+            base = {"regime": name, "drifters": regime.drifters, "obs": n_steps // stride, "method": method}
+            records += field_records(post, s, fields, base, regime.drifters, wall)
+            write_csv(records, out.with_suffix(".fields.csv"))  # after every method: an interrupted run keeps its rows
+            row = summarise(records[-len(fields):])[0]
             print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
-    add_truth_ratios(rows)
+    if args.shard_count > 1:
+        print(f"shard {args.shard}: per-field scores in {out.with_suffix('.fields.csv')}; summarise with --merge")
+        return 0
+    rows = summarise(records)
     command = "python3 experiments/assimilation_benchmark.py " + " ".join(argv if argv is not None else sys.argv[1:])
     header = f"`{command}` ({n_fields} fields per regime, model run: {args.run or 'none'})"
-    print("\n" + write_tables(rows, pathlib.Path(args.out), header))
+    print("\n" + write_tables(rows, out, header))
     if args.figure:
         plot(rows, args.figure)
     if not args.run:

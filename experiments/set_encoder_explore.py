@@ -68,6 +68,7 @@ def main() -> None:
     parser.add_argument("--n-test", type=int, default=4096)
     parser.add_argument("--random-drifters", type=int, default=8)
     parser.add_argument("--variant", action="append", required=True, help="head:regime:epochs[:key=value,...]")
+    parser.add_argument("--resume", action="store_true", help="continue each variant from its latest checkpoint")
     args = parser.parse_args()
     start = time.time()
     fixed = simulate(args.n_train, 1)
@@ -82,13 +83,14 @@ def main() -> None:
         config = learned(**{"set_head": head, "regime": regime, "epochs": int(epochs), **overrides})
         run = pathlib.Path(args.out) / variant.replace(":", "_").replace(",", "_").replace("=", "")
         t0 = time.time()
-        train(config, mixed if regime == "mixture" else fixed, test, run, progress=False)
+        train(config, mixed if regime == "mixture" else fixed, test, run, resume=args.resume and run.exists(), progress=False)
         seconds = time.time() - t0
         for line in (run / "metrics.jsonl").read_text().splitlines():
             r = json.loads(line)
-            print(f"{variant} epoch {r['epoch']} loss {r['train_loss']:.3f} {r['samples_per_s']:.0f}/s "
-                  f"test R@5 {100 * r['test/coef_to_traj/R@5']:.1f} / {100 * r['test/traj_to_coef/R@5']:.1f} "
-                  f"train R@5 {100 * r['train/coef_to_traj/R@5']:.1f}", flush=True)
+            if "test/coef_to_traj/R@5" in r:  # evaluated epochs only (eval_every)
+                print(f"{variant} epoch {r['epoch']} loss {r['train_loss']:.3f} {r['samples_per_s']:.0f}/s "
+                      f"test R@5 {100 * r['test/coef_to_traj/R@5']:.1f} / {100 * r['test/traj_to_coef/R@5']:.1f} "
+                      f"train R@5 {100 * r['train/coef_to_traj/R@5']:.1f}", flush=True)
         encoder, _, _ = load_run(run)
         cells = []
         for stride, noise, drifters in REGIMES:

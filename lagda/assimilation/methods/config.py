@@ -59,14 +59,18 @@ class AssimConfig:
     top_k: int = 16  # retrieved candidates kept (Algorithm 1)
     closed_form: bool = False  # embed: Gaussian conditional of section 5 (eqs 41a / 48a)
     hybrid_start: Literal["embed", "retrieve"] = "embed"  # hybrid: var started from this estimate
-    hybrid_iterations: int = 15  # var iterations of hybrid (no continuation)
+    hybrid_iterations: int = 15  # Gauss-Newton iterations per continuation stage of hybrid's refinement ("var": in all)
+    # starts of the refinement: the product mean, plus hybrid_starts - 1 draws from the learned
+    # conditional (the first its mean); the end point of least 4D-Var cost is kept (search.multistart_map)
+    hybrid_starts: int = 1
     # hybrid: after the Gaussian product of the learned conditional and the velocity likelihood,
     # "none" stop, "gauss_newton" refine by a short 4D-Var on positions (original prior),
     # "auto" refine only sparse tracks (spacing > sparse_steps RK4 steps),
     # "var" the old hybrid: 4D-Var started from the embed / retrieve estimate, no product
     hybrid_refine: Literal["none", "auto", "gauss_newton", "var"] = "auto"
     # position noise std (domain lengths) above which hybrid does not use the learned conditional:
-    # the shipped encoder was trained on exact tracks stored in float32 (rounding noise ~2e-8)
+    # the shipped encoder was trained on exact tracks stored in float32 (rounding noise ~2e-8); a
+    # mixture-trained set encoder too was measured not to help there (README, assimilation benchmark)
     hybrid_learned_noise_limit: float = 1e-6
 
     def validate(self) -> "AssimConfig":
@@ -95,6 +99,7 @@ class AssimConfig:
             (1 <= self.top_k <= self.bank_size, f"top_k must be in [1, bank_size], got {self.top_k}"),
             (self.hybrid_start in HYBRID_STARTS, f"hybrid_start must be one of {HYBRID_STARTS}, got {self.hybrid_start!r}"),
             (self.hybrid_iterations >= 1, f"hybrid_iterations must be >= 1, got {self.hybrid_iterations}"),
+            (self.hybrid_starts >= 1, f"hybrid_starts must be >= 1, got {self.hybrid_starts}"),
             (self.hybrid_refine in HYBRID_REFINES, f"hybrid_refine must be one of {HYBRID_REFINES}, got {self.hybrid_refine!r}"),
             (self.hybrid_learned_noise_limit >= 0,
              f"hybrid_learned_noise_limit must be >= 0, got {self.hybrid_learned_noise_limit}"),

@@ -4,7 +4,7 @@ On sparse or long chaotic tracks the 4D-Var cost
     J(x) = sum_{d,j} |z_dj(x) - y_dj|^2 / (2 sigma^2) + (x - m)^T diag(v)^-1 (x - m) / 2
 (lagda.assimilation.methods.variational; prior N(m, diag v), by default the original N(0, D))
 has many local minima, and one Gauss-Newton run finds the basin its start lies in.
-`multistart_map` runs `assimilate_var` (no continuation by default) from every start, scores
+`multistart_map` runs the 4D-Var fit (no continuation by default) from every start, scores
 every end point by J on the full window (the negative log posterior density up to a
 constant) and keeps the lowest; its Laplace spread is the returned posterior. The spread of
 the end points is reported in `info`: every cost, every end point's prior-whitened distance
@@ -26,7 +26,7 @@ import numpy as np
 
 from lagda.assimilation.methods._common import FieldEstimate, FlowModel, arrange, gaussian_estimate, to_real
 from lagda.assimilation.methods.config import AssimConfig
-from lagda.assimilation.methods.variational import assimilate_var, laplace_covariance, misfit
+from lagda.assimilation.methods.variational import cost, fit, laplace_covariance, noise_sigma, observation_problem
 
 
 def gaussian_starts(mean, var, n: int, key, include_mean: bool = True) -> np.ndarray:
@@ -66,39 +66,34 @@ def whitened_distance(x, y, var) -> np.ndarray:
 def posterior_cost(x, positions, times, release, model: FlowModel, config: AssimConfig, prior=None) -> float:
     """Returns the full-window 4D-Var cost J(x) (misfit + prior, as assimilate_var minimises) of x `(2K,)`.
 
-    prior: (mean `(2K,)`, var `(2K,)`) replacing N(0, D), or None.
+    sigma as `var` takes it (variational.noise_sigma); prior: (mean `(2K,)`, var `(2K,)`) replacing N(0, D), or None.
     """
     obs = arrange(positions, times, release, model.dt)
-    sigma = max(config.noise_std or 0.0, config.var_sigma_floor)
-    if prior is None:
-        return float(misfit(jnp.asarray(x, jnp.float64), obs, model, sigma))
-    mean, var = (np.asarray(a, np.float64) for a in prior)
-    data = float(misfit(jnp.asarray(x, jnp.float64), obs, model, sigma))  # includes the N(0, D) term: swap it
-    return data - 0.5 * float(np.sum(np.asarray(x) ** 2 / model.prior_var)) + 0.5 * float(np.sum((x - mean) ** 2 / var))
+    sigma, _ = noise_sigma(positions, times, config)
+    return cost(x, observation_problem(obs, model, sigma, prior=prior))
 
 
-def run_starts(positions, times, release, model: FlowModel, config: AssimConfig, starts, iterations: int,
-               stages=(1.0,), prior=None) -> tuple[np.ndarray, np.ndarray]:
+def run_starts(obs, model: FlowModel, config: AssimConfig, starts, iterations: int, sigma: float, stages=(1.0,),
+               prior=None) -> tuple[np.ndarray, np.ndarray]:
     """Returns (end points `(start, 2K)`, full-window costs `(start,)`) of a short 4D-Var from each start.
 
-    Non-finite end points get cost inf.
+    Each start runs the continuation `stages` (variational.fit) with `iterations` per stage;
+    non-finite end points get cost inf.
     """
-    one = dataclasses.replace(config, members=1)  # one member = the MAP itself, no sampling
+    full = observation_problem(obs, model, sigma, prior=prior)
     ends, costs = [], []
     for x0 in np.asarray(starts, np.float64):
-        est = assimilate_var(positions, times, release, model, one, jax.random.key(0), x_init=x0, stages=stages,
-                             iterations=iterations, prior=prior)
-        x = to_real(est.samples[0])
+        x, _ = fit(x0, obs, model, config, stages, iterations, sigma, prior)
         ends.append(x)
-        costs.append(posterior_cost(x, positions, times, release, model, config, prior) if np.all(np.isfinite(x))
-                     else np.inf)
-    costs = np.asarray(costs, np.float64)
-    return np.stack(ends), np.where(np.isfinite(costs), costs, np.inf)
+        costs.append(cost(x, full) if np.all(np.isfinite(x)) else np.inf)
+    return np.stack(ends), np.asarray(costs, np.float64)
 
 
 def multistart_map(positions, times, release, model: FlowModel, config: AssimConfig, key, starts,
                    iterations: int | None = None, stages=(1.0,), prior=None, basin_tol: float = 1e-2) -> FieldEstimate:
     """Returns the lowest-cost 4D-Var end point over `starts`, with its Laplace spread.
+
+    sigma of the misfit as `var` takes it (variational.noise_sigma: given, estimated or floored).
 
     Args:
         positions: `(drifter, obs, 2)` unwrapped; times: `(drifter, obs)`; release: `(drifter, 2)` or None.
@@ -109,24 +104,26 @@ def multistart_map(positions, times, release, model: FlowModel, config: AssimCon
     Returns:
         FieldEstimate of config.members samples of N(x_best, Laplace covariance); info (JSON types):
         costs (per start), distances (whitened, to the best), chosen, n_starts, n_in_best_basin,
-        cost_best, basin_tol, seconds.
+        cost_best, basin_tol, sigma, noise_source, seconds.
     """
     start_time = time.perf_counter()
     starts = np.atleast_2d(np.asarray(starts, np.float64))
     if starts.shape[1] != 2 * model.n_modes:
         raise ValueError(f"starts must be (start, {2 * model.n_modes}), got {starts.shape}")
     iterations = iterations or config.hybrid_iterations
-    ends, costs = run_starts(positions, times, release, model, config, starts, iterations, stages, prior)
+    obs = arrange(positions, times, release, model.dt)
+    sigma, source = noise_sigma(positions, times, config)
+    ends, costs = run_starts(obs, model, config, starts, iterations, sigma, stages, prior)
     if not np.any(np.isfinite(costs)):
         raise ValueError("no start reached a finite 4D-Var cost")
     best = int(np.argmin(costs))
     var = model.prior_var if prior is None else np.asarray(prior[1], np.float64)
     dist = whitened_distance(ends, ends[best][None, :], var)
-    sigma = max(config.noise_std or 0.0, config.var_sigma_floor)
-    cov = laplace_covariance(ends[best], arrange(positions, times, release, model.dt), model, sigma, prior)
+    cov = laplace_covariance(ends[best], obs, model, sigma, prior)
     info = {"costs": [float(c) for c in costs], "distances": [float(d) for d in dist], "chosen": best,
             "n_starts": int(len(starts)), "n_in_best_basin": int(np.sum(dist < basin_tol)),
             "cost_best": float(costs[best]), "basin_tol": float(basin_tol), "iterations": int(iterations),
+            "stages": [float(f) for f in stages], "sigma": float(sigma), "noise_source": source,
             "seconds": time.perf_counter() - start_time}
     return gaussian_estimate(key, ends[best], cov, config.members, info)
 
