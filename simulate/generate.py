@@ -8,7 +8,10 @@ whatever the precision (so a float32 and a float64 file share c and release poin
 stored as float64 (exact). Positions are stored in the integrator's precision.
 
 Work is done in chunks of `chunk_size` fields; the last chunk is padded to the same shape so
-one compilation serves the run. Each finished chunk is saved in `OUT.partial/` (a directory
+one compilation serves the run. A shard (`shard=(i, n)`, `lagda simulate --shard I/N`) computes
+the contiguous block of samples `schema.shard_block(n_samples, i, n)` with the same per-sample keys, so
+its file holds exactly those rows of the unsharded file; `schema.open_dataset` over all n shard
+files returns the unsharded dataset (the union is bit-identical to a single run). Each finished chunk is saved in `OUT.partial/` (a directory
 next to the output, with a manifest holding the config hash); the final file is written to a
 temporary name and renamed, then the partial directory is removed.
 """
@@ -212,15 +215,20 @@ def _chunk_path(partial: Path, index: int) -> Path:
     return partial / f"chunk_{index:06d}.npz"
 
 
-def _run_chunks(config: SimConfig, modes, partial: Path, progress: Callable | None) -> None:
-    """Computes and saves every chunk not yet in `partial`; calls progress(done, total) after each."""
+def _run_chunks(config: SimConfig, modes, partial: Path, progress: Callable | None, block: tuple[int, int]) -> int:
+    """Computes and saves every chunk of the samples [start, stop) not yet in `partial`; returns the chunk count.
+
+    Calls progress(done, total) after each chunk.
+    """
     k1, k2, omega, scale = modes
-    size = min(config.chunk_size, config.n_samples)
-    n_chunks = -(-config.n_samples // size)
-    counts = [min(size, config.n_samples - i * size) for i in range(n_chunks)]
+    first, stop = block
+    total = stop - first
+    size = min(config.chunk_size, total)
+    n_chunks = -(-total // size)
+    counts = [min(size, total - i * size) for i in range(n_chunks)]
     done = sum(c for i, c in enumerate(counts) if _chunk_path(partial, i).exists())
     if progress is not None:
-        progress(done, config.n_samples)
+        progress(done, total)
     x64 = jax.enable_x64(True) if config.precision == "float64" else contextlib.nullcontext()
     with x64:
         key = jax.random.key(config.seed)
@@ -228,12 +236,13 @@ def _run_chunks(config: SimConfig, modes, partial: Path, progress: Callable | No
             path = _chunk_path(partial, index)
             if path.exists():
                 continue
-            samples = jnp.arange(index * size, (index + 1) * size, dtype=jnp.int32)  # padded: extra rows dropped
+            samples = jnp.arange(first + index * size, first + (index + 1) * size, dtype=jnp.int32)  # padded: extra rows dropped
             coef, release, positions = (np.asarray(a)[:count] for a in _run_chunk(key, samples, scale, k1, k2, omega, config))
             _write_atomic(path, lambda f: np.savez(f, coef=coef, release=release, positions=positions))
             done += count
             if progress is not None:
-                progress(done, config.n_samples)
+                progress(done, total)
+    return n_chunks
 
 
 def _assemble(partial: Path, n_chunks: int):
@@ -243,8 +252,8 @@ def _assemble(partial: Path, n_chunks: int):
 
 def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | os.PathLike | None = None,
                      resume: bool = False, overwrite: bool = False, progress: Callable | None = None,
-                     history: str | None = None) -> Path:
-    """Returns the path of a new dataset file of `config.n_samples` (c, tracks) pairs.
+                     history: str | None = None, shard: tuple[int, int] = (0, 1)) -> Path:
+    """Returns the path of a new dataset file of `config.n_samples` (c, tracks) pairs (or one shard of them).
 
     Tracks are RK4 (with Brownian forcing when diffusivity > 0) of the field (58)-(59) of the
     paper from the release points, recorded every `stride` steps, plus observation noise.
@@ -257,25 +266,31 @@ def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | o
         overwrite: replace an existing output and discard an unfinished run.
         progress: called as progress(fields_done, fields_total) after every chunk.
         history: the CF `history` line (default: this function and a UTC time stamp).
+        shard: (i, n): only the samples `schema.shard_block(config.n_samples, i, n)`, the file marked as
+            shard i of n (schema.open_dataset joins the n files into the unsharded dataset).
     Raises:
         ValueError: bad settings, a --like conflict, an existing output or unfinished run,
             or an unwritable output path; all checked before any computing.
         KeyboardInterrupt: passed on; finished chunks stay in `OUT.partial` for `resume`.
     """
     config = _normalized(config)
+    index, count = shard
+    if not 0 <= index < count or config.n_samples < count:
+        raise ValueError(f"shard {index}/{count} is not a shard of {config.n_samples} samples (need 0 <= I < N <= n_samples)")
     out = Path(out)
     modes = dataset_modes(config, like)
     _check_output(out, overwrite)
     partial = partial_dir(out)
-    _prepare_partial(partial, _manifest(config, modes), resume, overwrite)
-    _run_chunks(config, modes, partial, progress)
-    n_chunks = -(-config.n_samples // min(config.chunk_size, config.n_samples))
+    _prepare_partial(partial, {**_manifest(config, modes), "shard": [index, count]} if count > 1 else _manifest(config, modes),
+                     resume, overwrite)
+    block = schema.shard_block(config.n_samples, index, count)
+    n_chunks = _run_chunks(config, modes, partial, progress, block)
     coef, release, positions = _assemble(partial, n_chunks)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     history = f"{stamp} {history or 'simulate.generate.generate_dataset'}"
     k1, k2, omega, scale = modes
     ds = schema.to_dataset(config, k1=k1, k2=k2, omega=omega, prior_scale=scale, coef=coef,
-                           release=release, positions=positions, history=history)
+                           release=release, positions=positions, history=history, shard=(index, count, *block))
     _write_netcdf(ds, out)
     shutil.rmtree(partial)
     return out

@@ -13,7 +13,6 @@ the single reader (generation, training and assimilation all open files through 
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 from typing import NamedTuple
 
@@ -88,7 +87,16 @@ def _real_dtype(precision: str) -> np.dtype:
     return np.dtype(precision)
 
 
-def to_dataset(config: SimConfig, *, k1, k2, omega, prior_scale, coef, release, positions, history: str) -> xr.Dataset:
+SHARD_ATTRS = ("lagda_shard_index", "lagda_shard_count", "lagda_sample_start", "lagda_sample_stop")
+
+
+def shard_block(n_samples: int, index: int, count: int) -> tuple[int, int]:
+    """Returns the samples [start, stop) of shard `index` of `count`: contiguous, sizes differing by at most one."""
+    return index * n_samples // count, (index + 1) * n_samples // count
+
+
+def to_dataset(config: SimConfig, *, k1, k2, omega, prior_scale, coef, release, positions, history: str,
+               shard: tuple[int, int, int, int] | None = None) -> xr.Dataset:
     """Returns the dataset of a generation run, following `VARIABLES` exactly.
 
     Args:
@@ -98,6 +106,8 @@ def to_dataset(config: SimConfig, *, k1, k2, omega, prior_scale, coef, release, 
         release: `(sample, drifter, 2)` release points, stored as float64.
         positions: `(sample, drifter, obs, 2)` unwrapped, stored in the config's precision.
         history: one line saying how the file was made (CF `history`).
+        shard: (index, count, start, stop) of a shard file holding the samples [start, stop) of
+            the run (SHARD_ATTRS), or None (or count 1) for a whole run.
     Raises:
         ValueError: if the result does not satisfy the schema (shapes inconsistent with config).
     """
@@ -121,6 +131,8 @@ def to_dataset(config: SimConfig, *, k1, k2, omega, prior_scale, coef, release, 
         "source": "simulate.generate: RK4 drifters in a random-Fourier streamfunction on the torus",
         **config_attrs(config),
     }
+    if shard is not None and shard[1] > 1:
+        attrs.update(dict(zip(SHARD_ATTRS, (int(v) for v in shard))))
     ds = xr.Dataset(variables, coords=coords, attrs=attrs)
     validate_dataset(ds)
     return ds
@@ -168,20 +180,31 @@ def validate_dataset(ds: xr.Dataset) -> SimConfig:
         raise ValueError(f"global attribute precision = {config.precision!r} is not float32 or float64")
     _check_variables(ds, config.precision)
     n_modes = (config.k1_max - config.k1_min + 1) * (config.k2_max - config.k2_min + 1)
-    expected = {"sample": config.n_samples, "drifter": config.n_drifters, "obs": config.n_obs, "mode": n_modes}
+    n_samples = config.n_samples
+    if "lagda_shard_count" in ds.attrs:  # one shard: the block of samples it says, as shard_block gives it
+        index, count, start, stop = (int(ds.attrs[name]) for name in SHARD_ATTRS)
+        if not 0 <= index < count or (start, stop) != shard_block(config.n_samples, index, count):
+            raise ValueError(f"shard attributes {index}/{count} [{start}, {stop}) do not fit n_samples = {config.n_samples}")
+        n_samples = stop - start
+    expected = {"sample": n_samples, "drifter": config.n_drifters, "obs": config.n_obs, "mode": n_modes}
     for dim, size in expected.items():
         if ds.sizes[dim] != size:
             raise ValueError(f"dimension {dim!r} has size {ds.sizes[dim]}, but the stored settings give {size}")
     return config
 
 
-def open_dataset(path: str | os.PathLike, *, load: bool = False) -> xr.Dataset:
+def open_dataset(path, *, load: bool = False) -> xr.Dataset:
     """Returns a validated lagda dataset read from a netCDF file (lazily unless `load`).
+
+    `path` may also be a list of the shard files of one run (`lagda simulate --shard I/N`, in any
+    order): they are joined along `sample` into the dataset a single run writes (`join_shards`).
 
     Raises:
         FileNotFoundError: if the file does not exist.
         ValueError: "not a lagda dataset: ..." for a file that is not netCDF or breaks the schema.
     """
+    if isinstance(path, (list, tuple)):
+        return join_shards([open_dataset(p, load=load) for p in path], [str(p) for p in path])
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such dataset file: {path}")
@@ -197,6 +220,36 @@ def open_dataset(path: str | os.PathLike, *, load: bool = False) -> xr.Dataset:
         ds.close()
         raise ValueError(f"not a lagda dataset: {path}: {error}") from None
     return ds
+
+
+def join_shards(shards: list[xr.Dataset], names: list[str]) -> xr.Dataset:
+    """Returns the dataset of a whole run from all its shard datasets (validated), ordered by sample.
+
+    Raises:
+        ValueError: one line if a file is not a shard, the shards come from different runs, or
+            a shard is missing or repeated.
+    """
+    for ds, name in zip(shards, names):
+        if "lagda_shard_count" not in ds.attrs:
+            raise ValueError(f"cannot join {name}: not a shard file (made without lagda simulate --shard)")
+    same = [key for key in CONFIG_FIELDS + ("lagda_shard_count",) if key != "chunk_size"]
+    for ds, name in zip(shards[1:], names[1:]):
+        differ = [key for key in same if ds.attrs[key] != shards[0].attrs[key]]
+        if differ:
+            raise ValueError(f"cannot join {names[0]} and {name}: shards of different runs ({', '.join(differ)} differ)")
+    count = int(shards[0].attrs["lagda_shard_count"])
+    indices = sorted(int(ds.attrs["lagda_shard_index"]) for ds in shards)
+    if indices != list(range(count)):
+        missing = sorted(set(range(count)) - set(indices))
+        raise ValueError(f"cannot join the shards: {count} expected, got indices {indices}"
+                         + (f" (missing {missing})" if missing else " (repeated)"))
+    ordered = sorted(shards, key=lambda ds: int(ds.attrs["lagda_shard_index"]))
+    joined = xr.concat(ordered, dim="sample", data_vars="minimal", coords="minimal", compat="override",
+                       combine_attrs="override")
+    joined.attrs = {k: v for k, v in ordered[0].attrs.items() if k not in SHARD_ATTRS}
+    joined.attrs["history"] = "; ".join(dict.fromkeys(str(ds.attrs["history"]) for ds in ordered))
+    validate_dataset(joined)
+    return joined
 
 
 def markdown_table() -> str:

@@ -212,3 +212,39 @@ def test_fig13_script_draws_the_samples(reference, tmp_path):
     image = imread(out)
     assert image.shape[1] > 1.8 * image.shape[0]  # two panels side by side
     assert image[..., :3].std() > 0.1  # not blank
+
+
+def test_shards_join_into_the_single_run_bit_for_bit(reference, tmp_path):
+    """Three shards (4, 3, 3 fields; another chunk size) opened as one equal the whole run."""
+    config = dataclasses.replace(CONFIG, chunk_size=2)
+    paths = [generate.generate_dataset(config, tmp_path / f"s{i}.nc", shard=(i, 3)) for i in (2, 0, 1)]
+    alone = read(paths[1])
+    assert alone.sizes["sample"] == 3 and int(alone.attrs["lagda_sample_start"]) == 0
+    np.testing.assert_array_equal(alone["x"].values, reference["x"].values[:3])
+    with schema.open_dataset(paths, load=True) as joined:
+        assert_same_data(joined, reference)
+        assert schema.config_from_attrs(joined) == config and "lagda_shard_count" not in joined.attrs
+    with pytest.raises(ValueError, match=r"missing \[1\]"):
+        schema.open_dataset(paths[:2])
+    other = generate.generate_dataset(dataclasses.replace(config, seed=6), tmp_path / "other.nc", shard=(1, 3))
+    with pytest.raises(ValueError, match="different runs .*seed"):
+        schema.open_dataset([paths[0], paths[1], other])
+    with pytest.raises(ValueError, match="not a shard"):
+        schema.open_dataset([paths[0], tmp_path / "s0.nc", generate.generate_dataset(CONFIG, tmp_path / "whole.nc")])
+    with pytest.raises(ValueError, match="shard 3/3"):
+        generate.generate_dataset(config, tmp_path / "bad.nc", shard=(3, 3))
+
+
+def test_training_files_join_shards_and_merge_releases(reference, tmp_path):
+    """join_files: the shards of one run (a glob) joined along samples, a random-release file's drifters merged."""
+    from lagda.learning.data import join_files, load_paired
+
+    for i in range(2):
+        generate.generate_dataset(CONFIG, tmp_path / f"fixed-{i}.nc", shard=(i, 2))
+    random = generate.generate_dataset(dataclasses.replace(CONFIG, release="random", n_drifters=2), tmp_path / "random.nc")
+    data = join_files([str(tmp_path / "fixed-*.nc"), random])
+    whole = load_paired(generate.generate_dataset(CONFIG, tmp_path / "whole.nc"))
+    assert data.positions.shape == (10, 3, 200, 2)
+    np.testing.assert_array_equal(data.coef, whole.coef)
+    np.testing.assert_array_equal(data.positions[:, :1], whole.positions)
+    np.testing.assert_array_equal(data.positions[:, 1:], load_paired(random).positions)

@@ -9,6 +9,7 @@ the arrays (`PairedData.meta`), so a trained run directory can describe its data
 from __future__ import annotations
 
 import dataclasses
+import glob
 import json
 import os
 import pathlib
@@ -101,19 +102,25 @@ def _from_npz(path: pathlib.Path) -> PairedData:
                       attrs=attrs)
 
 
-def load_paired(path: str | os.PathLike) -> PairedData:
+def load_paired(path) -> PairedData:
     """Returns the pairs of a lagda dataset file (.nc, validated) or an .npz with the same names.
+
+    `path` may also be a list of the shard files of one run (joined: simulate.schema.open_dataset).
 
     Raises:
         FileNotFoundError: if the file does not exist.
         ValueError: if it is not a readable, valid paired dataset (one line naming the problem).
     """
+    from simulate.schema import open_dataset
+
+    if isinstance(path, (list, tuple)):
+        ds = open_dataset(path, load=True)
+        return _from_xarray(ds)
     path = pathlib.Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such dataset file: {path}")
     if path.suffix == ".npz":
         return _from_npz(path)
-    from simulate.schema import open_dataset
 
     ds = open_dataset(path, load=True)  # validates the schema; one-line ValueError otherwise
     try:
@@ -125,8 +132,66 @@ def load_paired(path: str | os.PathLike) -> PairedData:
 
 
 def as_paired(data) -> PairedData:
-    """Returns `data` itself if it is PairedData, else `load_paired(data)` for a path."""
-    return data if isinstance(data, PairedData) else load_paired(data)
+    """Returns `data` itself if it is PairedData, else the pairs of a path or a list (`join_files`)."""
+    if isinstance(data, PairedData):
+        return data
+    return join_files(data) if isinstance(data, (list, tuple)) else load_paired(data)
+
+
+def expand_paths(paths) -> list[pathlib.Path]:
+    """Returns the paths with each glob pattern that names no file (e.g. 'train-*.nc', quoted) expanded, sorted.
+
+    Raises:
+        FileNotFoundError: for a pattern that matches nothing.
+    """
+    out = []
+    for item in paths:
+        text = os.fspath(item)
+        if any(c in text for c in "*?[") and not os.path.exists(text):
+            matches = sorted(glob.glob(text))
+            if not matches:
+                raise FileNotFoundError(f"no dataset file matches {text}")
+            out += [pathlib.Path(m) for m in matches]
+        else:
+            out.append(pathlib.Path(text))
+    return out
+
+
+def _run_identity(path: pathlib.Path):
+    """Returns the generator settings of a shard file (its run), or the path itself for any other file."""
+    if path.suffix == ".npz" or not path.is_file():
+        return path
+    import xarray as xr
+
+    from simulate.schema import CONFIG_FIELDS
+
+    try:
+        with xr.open_dataset(path, engine="netcdf4", decode_times=False) as ds:
+            if "lagda_shard_count" not in ds.attrs:
+                return path
+            return tuple(str(ds.attrs.get(k)) for k in CONFIG_FIELDS if k != "chunk_size")
+    except Exception:  # not netCDF: load_paired says why
+        return path
+
+
+def join_files(items) -> PairedData:
+    """Returns the pairs of several files (or PairedData): shards of one run joined along samples, then merged.
+
+    Shard files (`lagda simulate --shard I/N`) of the same run are joined into that run's
+    dataset (simulate.schema.open_dataset of the list); the datasets that result, e.g. a
+    fixed-release and a random-release file of the same fields, are merged along the drifter
+    axis (`merge_drifters`). Glob patterns are expanded (`expand_paths`).
+    """
+    parts, groups = [], {}
+    for item in items:
+        if isinstance(item, PairedData):
+            parts.append(item)
+            continue
+        for path in expand_paths([item]):
+            groups.setdefault(_run_identity(path), []).append(path)
+    for paths in groups.values():
+        parts.append(load_paired(paths) if len(paths) > 1 else load_paired(paths[0]))
+    return parts[0] if len(parts) == 1 else merge_drifters(parts)
 
 
 def merge_drifters(datasets: list[PairedData]) -> PairedData:
