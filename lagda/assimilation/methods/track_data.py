@@ -239,13 +239,21 @@ def five_point_differences(positions, times, release=None):
     return central_differences(positions, times, release, order=4)
 
 
-def _third_difference_power(positions, lag: int) -> float:
-    """Returns the mean square of the lag-`lag` third differences of the positions `(drifter, obs, 2)` (NaN skipped)."""
-    z = positions
+def _third_difference_power(positions, times, lag: int, h: float) -> float:
+    """Returns the mean square of the lag-`lag` third differences of the positions `(drifter, obs, 2)`.
+
+    Only stencils of four observations equally spaced by lag * h in time `(drifter, obs)` count
+    (NaN skipped): across a gap of irregular times the third difference measures the gap, not
+    the noise.
+    """
+    z, t = positions, np.asarray(times, np.float64)
     if z.shape[1] <= 3 * lag:
         return float("nan")
     d3 = z[:, 3 * lag:] - 3 * z[:, 2 * lag:-lag] + 3 * z[:, lag:-2 * lag] - z[:, :-3 * lag]
-    return float(np.nanmean(d3**2))
+    steps = [t[:, (i + 1) * lag:t.shape[1] - (2 - i) * lag] - t[:, i * lag:t.shape[1] - (3 - i) * lag] for i in range(3)]
+    regular = np.all([np.abs(step - lag * h) <= 1e-6 * lag * h for step in steps], axis=0)
+    d3 = np.where(regular[..., None], d3, np.nan)
+    return float(np.nanmean(d3**2)) if np.any(regular) else float("nan")
 
 
 def choose_lag(positions, times, noise_std=None, lags=FD_LAGS) -> tuple[int, dict]:
@@ -260,14 +268,16 @@ def choose_lag(positions, times, noise_std=None, lags=FD_LAGS) -> tuple[int, dic
     the lag of `lags` nearest Delta* / h (in log) with >= 6 lags per track is returned.
 
     Args:
-        positions: `(drifter, obs, 2)`; times: `(drifter, obs)` (regular per drifter).
+        positions: `(drifter, obs, 2)`; times: `(drifter, obs)` (the powers use the stencils at the
+            median spacing h only: gaps and irregular times are left out).
         noise_std: known position noise std (else estimated).
     """
     positions = np.asarray(positions, np.float64)
     n_obs = positions.shape[1]
     h = float(np.nanmedian(np.diff(np.asarray(times, np.float64), axis=1))) if n_obs > 1 else 0.0
-    powers = {m: _third_difference_power(positions, m) for m in 2 ** np.arange(12) if 6 * m <= n_obs}
-    if len(powers) < 2 or not h > 0 or not powers[1] > 0:
+    powers = {m: _third_difference_power(positions, times, m, h) for m in 2 ** np.arange(12) if 6 * m <= n_obs}
+    powers = {m: p for m, p in powers.items() if np.isfinite(p)}
+    if len(powers) < 2 or 1 not in powers or 2 not in powers or not h > 0 or not powers[1] > 0:
         return 1, {"lag_reason": "too few observations or exact repeats"}
     if powers[2] > 16.0 * powers[1]:
         return 1, {"lag_reason": "smooth at lag 1"}
