@@ -17,7 +17,10 @@ from typing import Literal, get_args
 Features = Literal["position", "increments", "sincos", "increments+sincos"]
 Pooling = Literal["last", "cls", "mean"]
 Positional = Literal["learned", "sinusoidal"]
-LossKind = Literal["cond", "joint", "sigmoid"]
+LossKind = Literal["cond", "joint", "sigmoid", "kernel_set", "sogclr", "nuclr"]
+Kernel = Literal["gaussian", "imq"]
+CoefSet = Literal["singleton", "time"]
+NuclrRule = Literal["paper", "code"]
 Similarity = Literal["cosine", "inner", "l2"]
 Optimiser = Literal["adam", "adamw"]
 ComputeDtype = Literal["float32", "bfloat16"]
@@ -28,8 +31,10 @@ Regime = Literal["dense", "mixture"]
 _CHOICES = {
     "features": Features, "pooling": Pooling, "positional": Positional, "loss": LossKind,
     "similarity": Similarity, "optimiser": Optimiser, "compute_dtype": ComputeDtype,
-    "encoder": Encoder, "set_head": SetHead, "regime": Regime,
+    "encoder": Encoder, "set_head": SetHead, "regime": Regime, "kernel": Kernel, "kernel_coef_set": CoefSet,
+    "nuclr_xi_rule": NuclrRule, "nuclr_zeta_step": NuclrRule,
 }
+STATEFUL_LOSSES = ("sogclr", "nuclr")  # losses with per-sample state (lagda/learning/nuclr.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +66,7 @@ class TrainConfig:
     regime_noise_max: float = 1e-2  # position-noise std uniform in [0, this] (zero half the time)
     regime_max_drifters: int = 8  # drifters per field uniform in [1, this] (at most the data's)
     # --- loss (section 3) ---
-    loss: LossKind = "cond"  # L_cond (eq. 12, Opt. Problem 3.13), joint softmax, or sigmoid
+    loss: LossKind = "cond"  # L_cond (eq. 12), joint, sigmoid, kernel_set (L_cond on set kernels), sogclr, nuclr
     lambda_u: float = 1.0  # weight of the u-given-v conditional in L_cond (1, 1: symmetric CLIP)
     lambda_v: float = 1.0  # weight of the v-given-u conditional in L_cond
     similarity: Similarity = "cosine"  # similarity of embeddings (paper: cosine)
@@ -69,6 +74,24 @@ class TrainConfig:
     learn_tau: bool = False  # train log(tau) jointly with the encoder
     mask_mean_mode: bool = False  # drop c_(0,0) (no effect on velocity) from the similarity
     sigmoid_bias: float = -10.0  # initial bias of the sigmoid loss (trained with it)
+    # --- kernel set similarity (loss = "kernel_set", lagda/learning/kernel_set.py) ---
+    kernel: Kernel = "gaussian"  # k~ of k = alpha1 u.v + alpha2 k~: gaussian or imq (inverse multiquadric)
+    kernel_alpha1: float = 0.5  # alpha1, weight of the linear kernel u.v
+    kernel_alpha2: float = 0.5  # alpha2, weight of k~
+    kernel_scale: float = 0.3  # sigma of the gaussian k~ (paper 0.3), c of the imq k~ (paper 0.5)
+    kernel_features: int = 512  # D, random Fourier features (a new draw every step; fixed for evaluation)
+    kernel_coef_set: CoefSet = "singleton"  # coefficient side: {g_u(c)}, or {c_k e^(i omega_k t_m)} over kernel_coef_times
+    kernel_coef_times: int = 10  # M, times t_m of the time-indexed coefficient set
+    # --- NUCLR / SogCLR (loss = "nuclr" / "sogclr", lagda/learning/nuclr.py; tau is fixed) ---
+    nuclr_gamma: float = 0.8  # gamma, weight of the new batch estimate in the moving average u
+    nuclr_zeta_init: float = -0.05  # zeta_0, initial weight of every candidate (paper: -0.05 CC3M, 0 CC12M)
+    nuclr_xi_init: float = 0.0  # xi_0 >= zeta_0, initial xi
+    nuclr_zeta_lr: float = 1.0  # learning rate of zeta (paper: SGD with momentum; public code: 5e-6 on n G, nuclr_zeta_step code)
+    nuclr_zeta_momentum: float = 0.9  # momentum of the zeta SGD (paper rule)
+    nuclr_freeze: float = 1 / 6  # fraction of training with zeta frozen (paper: 5 of 30 epochs)
+    nuclr_xi_rule: NuclrRule = "paper"  # paper: xi = max(xi, |zeta|_inf) each step; code: max(xi_0, max zeta) per epoch
+    nuclr_zeta_step: NuclrRule = "paper"  # paper: momentum SGD, cosine lr; code: m = 0.1 m + 0.9 n G, lr /10, /100
+    nuclr_offdiag_c: bool = True  # factor c = (n-1)/(B-1) on the off-diagonal terms of eq. 14 (public code: no)
     # --- optimiser ---
     optimiser: Optimiser = "adam"  # paper: Adam
     lr: float = 1e-4  # peak learning rate
@@ -94,10 +117,18 @@ class TrainConfig:
                 raise ValueError(f"{name} must be one of {valid}, got {getattr(self, name)!r}")
         positive = ("n_blocks", "d_model", "n_heads", "mlp_ratio", "patch", "batch_size", "epochs",
                     "eval_every", "eval_batch", "keep_checkpoints", "physics_stride", "set_hidden", "set_depth",
-                    "regime_stride_max", "regime_max_drifters")
+                    "regime_stride_max", "regime_max_drifters", "kernel_features", "kernel_coef_times")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.loss in STATEFUL_LOSSES and self.learn_tau:
+            raise ValueError(f"loss = {self.loss!r} keeps tau fixed: set learn_tau = False")
+        if self.loss in STATEFUL_LOSSES and self.batch_size < 2:
+            raise ValueError(f"loss = {self.loss!r} needs batch_size >= 2")
+        if not 0 < self.nuclr_gamma <= 1 or not 0 <= self.nuclr_freeze <= 1:
+            raise ValueError(f"nuclr_gamma must be in (0, 1] and nuclr_freeze in [0, 1], got {self.nuclr_gamma}, {self.nuclr_freeze}")
+        if self.nuclr_xi_init < self.nuclr_zeta_init:
+            raise ValueError(f"nuclr_xi_init = {self.nuclr_xi_init} must be >= nuclr_zeta_init = {self.nuclr_zeta_init}")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model = {self.d_model} is not divisible by n_heads = {self.n_heads}")
         if self.encoder == "set" and self.physics:
@@ -107,11 +138,12 @@ class TrainConfig:
         for name in ("regime_dense_prob", "regime_gap_max"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        for name in ("lr", "tau", "physics_noise", "set_ridge"):
+        for name in ("lr", "tau", "physics_noise", "set_ridge", "kernel_scale"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         for name in ("warmup", "weight_decay", "grad_clip", "eval_library", "lambda_u", "lambda_v",
-                     "set_rank", "regime_noise_max"):
+                     "set_rank", "regime_noise_max", "kernel_alpha1", "kernel_alpha2", "nuclr_zeta_lr",
+                     "nuclr_zeta_momentum"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         return self

@@ -186,6 +186,33 @@ class TrajectoryTransformer(nnx.Module):
         Raises:
             ValueError: if positions are not `(batch, n_obs, 2)`.
         """
+        x = self._tokens(positions)
+        pooled = {"last": lambda: x[:, -1], "cls": lambda: x[:, 0], "mean": lambda: jnp.mean(x, axis=1)}[self.pooling]()
+        return self._output(self.head(pooled).astype(jnp.float32), positions, estimate)
+
+    def points(self, positions, estimate=None):
+        """Returns a set of points per track, float32 `(batch, token, n_e)`: every token projected.
+
+        The same head and physics term as `__call__`, applied to each token instead of the pooled
+        one (the kernel-set similarity, lagda/learning/kernel_set.py); a "cls" token is left out.
+        With mean pooling the mean of the points is `__call__`'s output.
+        """
+        x = self._tokens(positions)
+        x = x[:, 1:] if self.pooling == "cls" else x
+        out = self.head(x).astype(jnp.float32)
+        return self._output(out, positions, None if estimate is None else estimate[:, None, :], token_axis=True)
+
+    def _output(self, out, positions, estimate, token_axis: bool = False):
+        if not self.physics:
+            return out
+        if estimate is None:
+            estimate = self.physics_estimate(positions)
+            estimate = estimate[:, None, :] if token_axis else estimate
+        gain = self.gain[...][None, None] if token_axis else self.gain[...][None]
+        return out + jax.lax.stop_gradient(estimate) * gain
+
+    def _tokens(self, positions):
+        """Returns the token states after the last block and LayerNorm, `(batch, token, d_model)`."""
         if positions.ndim != 3 or positions.shape[1:] != (self.n_obs, 2):
             raise ValueError(f"expected positions (batch, {self.n_obs}, 2), got {positions.shape}")
         feats = track_features(positions.astype(jnp.float32), self.features)
@@ -198,13 +225,30 @@ class TrajectoryTransformer(nnx.Module):
         x = x + self.position[...][None].astype(x.dtype)
         for block in self.blocks:
             x = block(x)
-        x = self.norm(x)
-        pooled = {"last": lambda: x[:, -1], "cls": lambda: x[:, 0], "mean": lambda: jnp.mean(x, axis=1)}[self.pooling]()
-        out = self.head(pooled).astype(jnp.float32)
-        if not self.physics:
-            return out
-        estimate = self.physics_estimate(positions) if estimate is None else jax.lax.stop_gradient(estimate)
-        return out + estimate * self.gain[...][None]
+        return self.norm(x)
+
+
+def encode_track_points(model, positions, estimate=None, times=None, mask=None):
+    """Returns one set of points per field, `(batch, drifter * token, n_e)` (unnormalised).
+
+    The union of the field's tracks' token points (TrajectoryTransformer.points); a SetEncoder,
+    which pools its tokens into sufficient statistics first, gives the singleton {g_v}.
+
+    Args:
+        positions: unwrapped `(batch, drifter, obs, 2)`; estimate: optional `(batch, drifter, n_e)`.
+        times, mask: as in `encode_tracks` (set encoder only).
+    """
+    if positions.ndim != 4:
+        raise ValueError(f"expected positions (batch, drifter, obs, 2), got {positions.shape}")
+    if isinstance(model, SetEncoder):
+        return model(positions, times, mask)[:, None, :]
+    if times is not None or mask is not None:
+        raise ValueError("the transformer encoder reads dense tracks on the training grid: no times or mask")
+    batch, n_drifters = positions.shape[:2]
+    if estimate is not None:
+        estimate = estimate.reshape(batch * n_drifters, -1)
+    points = model.points(positions.reshape(batch * n_drifters, *positions.shape[2:]), estimate)
+    return points.reshape(batch, n_drifters * points.shape[1], points.shape[2])
 
 
 def encode_tracks(model, positions, estimate=None, times=None, mask=None):

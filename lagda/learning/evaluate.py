@@ -17,8 +17,8 @@ from simulate.atomic import write_atomic
 from lagda.learning import losses
 from lagda.learning.config import TrainConfig
 from lagda.learning.data import PairedData, check_same_modes, load_paired
-from lagda.learning.encoders import TrajectoryTransformer, embed_coefficients, similarity_mask
-from lagda.learning.model import embed_tracks, load_run
+from lagda.learning.encoders import embed_coefficients, similarity_mask
+from lagda.learning.model import Contrastive, embed_track_sets, embed_tracks, kernel_set_similarity, load_trained
 from lagda.learning.retrieval import retrieval_metrics
 from lagda.report import format_table as table
 
@@ -28,20 +28,31 @@ from lagda.report import format_table as table
 _RANKING_SIMILARITY = {kind: functools.partial(losses.similarity, kind=kind, tau=1.0) for kind in ("cosine", "inner", "l2")}
 
 
-def retrieval_scores(model: TrajectoryTransformer, data: PairedData, config: TrainConfig, library: int | None,
+def retrieval_scores(model, data: PairedData, config: TrainConfig, library: int | None,
                      prefix: str, estimates=None, progress: bool = False) -> dict:
     """Returns {"<prefix>/<direction>/R@<k>": fraction} over the first `library` pairs of `data`.
 
-    `estimates`: optional precomputed `track_estimates` of `data` (physics models).
+    `model`: the trained Contrastive model, or its encoder alone (not for kernel_set runs, whose
+    similarity also needs the stored random-feature draw). `estimates`: optional precomputed
+    `track_estimates` of `data` (physics models).
     """
     n = data.n_samples if not library else min(library, data.n_samples)
-    mask = jnp.asarray(similarity_mask(data.k1, data.k2, config.mask_mean_mode))
     estimates = None if estimates is None else estimates[:n]
-    v_emb = jnp.asarray(embed_tracks(model, data.positions[:n], config.eval_batch, estimates, progress)) * mask[None]
-    u_emb = embed_coefficients(jnp.asarray(data.coef[:n])) * mask[None]
-    scores = retrieval_metrics(u_emb, v_emb, _RANKING_SIMILARITY[config.similarity], ks=(1, 5), batch_size=config.eval_batch)
+    coef = jnp.asarray(data.coef[:n])
+    if config.loss == "kernel_set":
+        if not isinstance(model, Contrastive):
+            raise ValueError("kernel_set retrieval needs the whole trained model (load_trained), not the encoder")
+        v_emb = jnp.asarray(embed_track_sets(model, config, data.positions[:n], config.eval_batch, estimates, progress))
+        u_emb = kernel_set_similarity(model, config).coefficient_embedding(embed_coefficients(coef).astype(jnp.float32))
+        similarity = _RANKING_SIMILARITY["inner"]
+    else:
+        encoder = model.encoder if isinstance(model, Contrastive) else model
+        mask = jnp.asarray(similarity_mask(data.k1, data.k2, config.mask_mean_mode))
+        v_emb = jnp.asarray(embed_tracks(encoder, data.positions[:n], config.eval_batch, estimates, progress)) * mask[None]
+        u_emb = embed_coefficients(coef) * mask[None]
+        similarity = _RANKING_SIMILARITY[config.similarity]
+    scores = retrieval_metrics(u_emb, v_emb, similarity, ks=(1, 5), batch_size=config.eval_batch)
     return {f"{prefix}/{key}": float(value) for key, value in scores.items()}
-
 
 
 def evaluate(run_dir, data_path, split: str = "test", library_size: int | None = None,
@@ -59,7 +70,7 @@ def evaluate(run_dir, data_path, split: str = "test", library_size: int | None =
         FileNotFoundError: missing run dir or dataset.
         ValueError: corrupted files, or a dataset whose modes/frequencies differ from the run's.
     """
-    model, config, meta = load_run(run_dir)
+    model, config, meta = load_trained(run_dir)
     data = load_paired(data_path)
     check_same_modes(meta, data, f"dataset {data_path}")
     config = type(config)(**{**vars(config), "eval_batch": batch_size}).validate()

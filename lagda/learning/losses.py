@@ -136,12 +136,15 @@ def similarity(
 ) -> jax.Array:
     """Returns the ``(n_u, n_v)`` logit matrix of the tilting named by ``kind``.
 
-    ``"cosine"``: eq. (14a); ``"inner"``: eq. (25b); ``"l2"``: eq. (26b).
+    ``"cosine"``: eq. (14a); ``"inner"``: eq. (25b); ``"l2"``: eq. (26b). ``kind`` may also be
+    a :class:`lagda.learning.kernel_set.KernelSetSimilarity` (a trained kernel_set run's
+    similarity with its fixed draw): then ``u_emb`` is g_u(c) ``(n_u, 2K)`` and ``v_emb`` the
+    tracks' set embeddings ``(n_v, 2K + D)``.
 
     Args:
       u_emb: ``(n_u, n_e)`` u-side embeddings.
       v_emb: ``(n_v, n_e)`` v-side embeddings.
-      kind: one of ``"cosine"``, ``"inner"``, ``"l2"``.
+      kind: one of ``"cosine"``, ``"inner"``, ``"l2"``, or a KernelSetSimilarity.
       tau: temperature ``> 0``.
 
     Returns:
@@ -150,6 +153,8 @@ def similarity(
     Raises:
       ValueError: for an unknown ``kind``, bad shapes, or ``tau <= 0``.
     """
+    if not isinstance(kind, str):  # a kernel_set.KernelSetSimilarity with its fixed random-feature draw
+        return kind.logits(u_emb, v_emb, tau)
     if kind == "cosine":
         return cosine_similarity(u_emb, v_emb, tau)
     if kind == "inner":

@@ -18,9 +18,9 @@ import numpy as np
 from flax import nnx
 from tqdm import tqdm
 
-from lagda.learning import checkpoint
-from lagda.learning.config import TrainConfig
-from lagda.learning.encoders import FeatureStats, TrajectoryTransformer, encode_tracks, similarity_mask
+from lagda.learning import checkpoint, kernel_set, nuclr
+from lagda.learning.config import STATEFUL_LOSSES, TrainConfig
+from lagda.learning.encoders import FeatureStats, TrajectoryTransformer, encode_track_points, encode_tracks, similarity_mask
 from lagda.learning.optimizer import make_optimizer
 from lagda.learning.set_encoder import SetEncoder
 
@@ -39,6 +39,31 @@ class Contrastive(nnx.Module):
         log_tau = jnp.asarray(math.log(config.tau), jnp.float32)
         self.log_tau = nnx.Param(log_tau) if config.learn_tau else FeatureStats(log_tau)
         self.bias = nnx.Param(jnp.asarray(config.sigmoid_bias, jnp.float32))
+        if config.loss == "kernel_set":
+            self._init_kernel_set(2 * len(k1), config, modes)
+
+    def _init_kernel_set(self, n_embed: int, config: TrainConfig, modes: dict | None) -> None:
+        # The evaluation draw of the random features: fixed, saved in every checkpoint (training
+        # draws a new one each step, train.rff_key).
+        key = jax.random.fold_in(jax.random.key(config.seed), EVAL_DRAW)
+        omega, beta = kernel_set.draw_frequencies(key, config.kernel, n_embed, config.kernel_features, config.kernel_scale)
+        self.rff_omega = FeatureStats(omega.astype(jnp.float32))
+        self.rff_beta = FeatureStats(beta.astype(jnp.float32))
+        if config.kernel_coef_set == "time":
+            if modes is None:
+                raise ValueError("the time-indexed coefficient set needs the dataset's times and frequencies")
+            times = kernel_set.coefficient_times(modes["time"], config.kernel_coef_times)
+            self.coef_times = FeatureStats(jnp.asarray(times, jnp.float32))
+            self.mode_omega = FeatureStats(jnp.asarray(np.asarray(modes["omega"]), jnp.float32))
+
+    def coefficient_points(self, u_emb):
+        """Returns the coefficient side's point sets `(batch, M, 2K)` of masked g_u(c) `(batch, 2K)` (kernel_set)."""
+        if not hasattr(self, "coef_times"):
+            return kernel_set.coefficient_points(u_emb, None, None)
+        return kernel_set.coefficient_points(u_emb, self.mode_omega[...], self.coef_times[...])
+
+
+EVAL_DRAW = 2_000_003  # fold_in tag of the fixed evaluation draw of the random features
 
 
 def build_model(config: TrainConfig, n_obs: int, k1, k2, modes: dict | None = None) -> Contrastive:
@@ -78,6 +103,45 @@ def _batched(fn, model, arrays, batch_size: int, desc: str | None) -> np.ndarray
             chunks.append(None if chunk is None else jnp.asarray(chunk))
         out.append(np.asarray(fn(graphdef, state, *chunks))[: min(size, n - start)])
     return np.concatenate(out).astype(np.float32)
+
+
+def _set_embed_fn(graphdef, state, positions, estimate, times, mask, alphas):
+    model = nnx.merge(graphdef, state)
+    points = encode_track_points(model.encoder, positions, estimate, times, mask) * model.mask[...][None, None]
+    return kernel_set.set_embedding(points, model.rff_omega[...], model.rff_beta[...], *alphas)
+
+
+_set_embed_jit = jax.jit(_set_embed_fn, static_argnums=(0, 6))
+
+
+def embed_track_sets(model: Contrastive, config: TrainConfig, positions, batch_size: int = 256, estimates=None,
+                     progress: bool = False, times=None, mask=None) -> np.ndarray:
+    """Returns the kernel-set embeddings [sqrt(alpha1) mean v_i, sqrt(alpha2) mean z(v_i)] `(field, 2K + D)`.
+
+    Each field's set is every token of every drifter (encode_track_points), masked and normalised;
+    z uses the run's fixed evaluation draw (model.rff_omega, model.rff_beta). Inner products with
+    `kernel_set_similarity(model, config).coefficient_embedding(g_u(c))` are the similarities s.
+    `times`, `mask` `(field, drifter, obs)`: set encoder only, as in `embed_tracks`.
+    """
+    positions = np.asarray(positions, np.float32)
+    if positions.ndim != 4:
+        raise ValueError(f"expected positions (field, drifter, obs, 2), got {positions.shape}")
+    shape = positions.shape[:3]
+    arrays = [positions, estimates, None if times is None else np.broadcast_to(np.asarray(times, np.float32), shape),
+              None if mask is None else np.broadcast_to(np.asarray(mask, bool), shape)]
+    alphas = (config.kernel_alpha1, config.kernel_alpha2)
+    fn = lambda graphdef, state, *chunks: _set_embed_jit(graphdef, state, *chunks, alphas)  # noqa: E731
+    return _batched(fn, model, arrays, batch_size, "embed" if progress else None)
+
+
+def kernel_set_similarity(model: Contrastive, config: TrainConfig) -> kernel_set.KernelSetSimilarity:
+    """Returns the run's kernel-set similarity with its stored draw (the `kind` for losses.similarity)."""
+    timed = hasattr(model, "coef_times")
+    return kernel_set.KernelSetSimilarity(
+        omega=np.asarray(model.rff_omega[...]), beta=np.asarray(model.rff_beta[...]), alpha1=config.kernel_alpha1,
+        alpha2=config.kernel_alpha2, mask=np.asarray(model.mask[...]),
+        mode_omega=np.asarray(model.mode_omega[...]) if timed else np.zeros(0, np.float32),
+        times=np.asarray(model.coef_times[...]) if timed else None)
 
 
 def track_estimates(model: TrajectoryTransformer, positions, batch_size: int = 256, progress: bool = False):
@@ -160,7 +224,7 @@ def load_trained(run_dir):
     if not (run_dir / "checkpoints").is_dir():
         raise FileNotFoundError(f"no checkpoints in run directory {run_dir}")
     mngr = checkpoint.manager(run_dir / "checkpoints", config.keep_checkpoints)
-    (params, buffers), _ = _restore_model_only(mngr, params, buffers, config)
+    (params, buffers), _ = _restore_model_only(mngr, params, buffers, config, meta)
     return nnx.merge(graphdef, params, buffers), config, meta
 
 
@@ -169,11 +233,14 @@ def trained_tau(model: Contrastive) -> float:
     return float(jnp.exp(model.log_tau[...]))
 
 
-def _restore_model_only(mngr, params, buffers, config):
+def _restore_model_only(mngr, params, buffers, config, meta):
     # The optimiser state is part of the saved tree; rebuild its abstract structure too.
     tx = make_optimizer(config, 1)
-    opt_abstract = jax.eval_shape(tx.init, params)
-    (params, buffers, _), epoch = checkpoint.restore(mngr, (params, buffers, opt_abstract))
+    like = (params, buffers, jax.eval_shape(tx.init, params))
+    if config.loss in STATEFUL_LOSSES:  # the per-sample state is saved too (one entry per training pair)
+        like = like + (jax.eval_shape(lambda: nuclr.init_state(int(meta["n_pairs"]), config)),)
+    restored, epoch = checkpoint.restore(mngr, like)
+    params, buffers = restored[:2]
     mngr.close()
     return (params, buffers), epoch
 

@@ -29,10 +29,10 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm import tqdm
 
 from simulate.atomic import write_atomic
-from lagda.learning import checkpoint, losses, regimes
-from lagda.learning.config import TrainConfig
-from lagda.learning.data import PairedData, as_paired, merge_drifters
-from lagda.learning.encoders import embed_coefficients, encode_tracks
+from lagda.learning import checkpoint, kernel_set, losses, nuclr, regimes
+from lagda.learning.config import STATEFUL_LOSSES, TrainConfig
+from lagda.learning.data import PairedData, as_paired
+from lagda.learning.encoders import embed_coefficients, encode_track_points, encode_tracks
 from lagda.learning.evaluate import retrieval_scores
 from lagda.learning.model import Contrastive, build_model, track_estimates
 from lagda.learning.optimizer import make_optimizer
@@ -44,14 +44,29 @@ class TrainingDiverged(ValueError):
     """The loss became NaN or infinite; the last good checkpoint is kept."""
 
 
-def contrastive_loss(model: Contrastive, coef, positions, config: TrainConfig, estimate=None, mask=None):
+def embeddings(model: Contrastive, coef, positions, config: TrainConfig, estimate=None, mask=None):
+    """Returns the masked (g_u(c) `(batch, n_e)`, g_v(v) `(batch, n_e)`) of a batch."""
+    u_emb = embed_coefficients(coef) * model.mask[...][None]
+    v_emb = encode_tracks(model.encoder, positions, estimate, mask=mask) * model.mask[...][None]
+    return u_emb, v_emb
+
+
+def contrastive_loss(model: Contrastive, coef, positions, config: TrainConfig, estimate=None, mask=None, rff=None):
     """Returns the batch loss of config.loss on logits s(g_u(c), g_v(v)) (eq. 12 for "cond").
 
     `mask`: bool `(batch, drifter, obs)` of the observations the set encoder reads (None: all).
+    `rff`: (omega, beta), the step's random-feature draw (kernel_set; None: the model's fixed draw).
+    Stateless losses only; sogclr and nuclr go through `stateful_loss`.
     """
-    u_emb = embed_coefficients(coef) * model.mask[...][None]
-    v_emb = encode_tracks(model.encoder, positions, estimate, mask=mask) * model.mask[...][None]
     tau = jnp.exp(model.log_tau[...])
+    if config.loss == "kernel_set":
+        u_emb = embed_coefficients(coef) * model.mask[...][None]
+        v_points = encode_track_points(model.encoder, positions, estimate, mask=mask) * model.mask[...][None, None]
+        omega, beta = (model.rff_omega[...], model.rff_beta[...]) if rff is None else rff
+        logits = kernel_set.kernel_set_logits(model.coefficient_points(u_emb), v_points, omega, beta,
+                                              config.kernel_alpha1, config.kernel_alpha2, tau)
+        return losses.conditional_loss(logits, config.lambda_u, config.lambda_v)
+    u_emb, v_emb = embeddings(model, coef, positions, config, estimate, mask)
     logits = losses.similarity(u_emb, v_emb, config.similarity, tau)
     if config.loss == "cond":
         return losses.conditional_loss(logits, config.lambda_u, config.lambda_v)
@@ -60,39 +75,71 @@ def contrastive_loss(model: Contrastive, coef, positions, config: TrainConfig, e
     return losses.sigmoid_loss(logits, model.bias[...])
 
 
-def make_train_step(config: TrainConfig, tx: optax.GradientTransformation):
-    """Returns step(graphdef, params, buffers, opt_state, coef, positions, estimate=None, key=None) -> (params, opt_state, loss).
+def stateful_loss(model: Contrastive, coef, positions, config: TrainConfig, loss_state, index, run_length,
+                  estimate=None, mask=None):
+    """Returns (eq. 15 surrogate, (Psi estimate, new per-sample state)) of sogclr / nuclr (nuclr.py).
 
-    Jitted; `estimate` is the precomputed physics feature `(batch, drifter, n_e)` or None;
-    `key` draws the batch's observation regimes when config.regime == "mixture" (regimes.py).
+    `index`: `(batch,)` training-sample indices; `run_length`: (n pairs, total steps, steps per epoch).
+    """
+    u_emb, v_emb = embeddings(model, coef, positions, config, estimate, mask)
+    sim = losses.similarity(u_emb, v_emb, config.similarity, 1.0)
+    n, total_steps, steps_per_epoch = run_length
+    return nuclr.nuclr_objective(sim, loss_state, index, config.tau, n, config, total_steps, steps_per_epoch)
+
+
+def rff_key(key):
+    """Returns the key of a step's random-feature draw from the step's key (shared by both sides and all devices)."""
+    return jax.random.fold_in(key, 7)
+
+
+def make_train_step(config: TrainConfig, tx: optax.GradientTransformation, run_length: tuple | None = None):
+    """Returns the jitted step(graphdef, params, buffers, opt_state, coef, positions, estimate=None, key=None,
+    loss_state=None, index=None).
+
+    It returns (params, opt_state, loss), and for sogclr / nuclr (params, opt_state, loss, loss_state).
+    `estimate` is the precomputed physics feature `(batch, drifter, n_e)` or None; `key` is the
+    step's key: it draws the observation regimes (config.regime == "mixture") and the random
+    features (kernel_set). `run_length` = (n pairs, total steps, steps per epoch) of a stateful
+    loss, whose `loss_state` (nuclr.init_state) and `index` `(batch,)` the step then takes.
     """
 
-    def step(graphdef, params, buffers, opt_state, coef, positions, estimate=None, key=None):
+    def step(graphdef, params, buffers, opt_state, coef, positions, estimate=None, key=None, loss_state=None, index=None):
         TRACE_COUNT["train_step"] += 1
         mask = None
         if config.regime == "mixture":
             positions, mask = regimes.sample_regimes(key, positions, config)
+        rff = None
+        if config.loss == "kernel_set":
+            rff = kernel_set.draw_frequencies(rff_key(key), config.kernel, 2 * coef.shape[-1], config.kernel_features,
+                                              config.kernel_scale)
+        if config.loss in STATEFUL_LOSSES:
+            def objective(p):
+                model = nnx.merge(graphdef, p, buffers)
+                return stateful_loss(model, coef, positions, config, loss_state, index, run_length, estimate, mask)
 
-        def loss_of(p):
-            return contrastive_loss(nnx.merge(graphdef, p, buffers), coef, positions, config, estimate, mask)
+            (_, (loss, loss_state)), grads = jax.value_and_grad(objective, has_aux=True)(params)
+        else:
+            def objective(p):
+                return contrastive_loss(nnx.merge(graphdef, p, buffers), coef, positions, config, estimate, mask, rff)
 
-        loss, grads = jax.value_and_grad(loss_of)(params)
+            loss, grads = jax.value_and_grad(objective)(params)
         updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+        params = optax.apply_updates(params, updates)
+        return (params, opt_state, loss) if loss_state is None else (params, opt_state, loss, loss_state)
 
-    return jax.jit(step, static_argnums=0, donate_argnums=(1, 3))
+    return jax.jit(step, static_argnums=0, donate_argnums=(1, 3, 8))
 
 
 _STEP_CACHE: dict = {}
 
 
-def _cached_step(config: TrainConfig, tx, total_steps: int):
+def _cached_step(config: TrainConfig, tx, total_steps: int, run_length: tuple | None):
     """Returns a jitted train step shared by runs whose step is identical (resume, tests): one compile."""
     ignored = dict(epochs=1, eval_every=1, eval_library=0, keep_checkpoints=1)
-    key = (dataclasses.replace(config, **ignored), total_steps if config.cosine_decay else None)
+    key = (dataclasses.replace(config, **ignored), total_steps if config.cosine_decay else None, run_length)
     if key not in _STEP_CACHE:
         _STEP_CACHE.clear()  # keep at most one compiled step alive
-        _STEP_CACHE[key] = make_train_step(config, tx)
+        _STEP_CACHE[key] = make_train_step(config, tx, run_length)
     return _STEP_CACHE[key]
 
 
@@ -112,7 +159,7 @@ def _prepare_run_dir(run_dir: pathlib.Path, config: TrainConfig, train_data: Pai
         raise ValueError(f"{run_dir} already holds checkpoints: pass resume=True (--resume) or use a new run dir")
     run_dir.mkdir(parents=True, exist_ok=True)
     _write_json(run_dir / "config.json", config.to_json())
-    _write_json(run_dir / "dataset.json", json.dumps(train_data.meta(), indent=1))
+    _write_json(run_dir / "dataset.json", json.dumps({**train_data.meta(), "n_pairs": train_data.n_samples}, indent=1))
 
 
 _DISTRIBUTED = {"initialized": False}
@@ -147,15 +194,21 @@ def regime_key(config: TrainConfig, epoch: int, step: int):
 
 
 def _run_epoch(state, epoch, train_data, estimates, batches, step_fn, graphdef, sharding, progress, config):
-    params, buffers, opt_state = state
+    params, buffers, opt_state = state[:3]
+    loss_state = state[3] if len(state) > 3 else None
     total, start = 0.0, time.perf_counter()
     bar = tqdm(batches, desc=f"epoch {epoch + 1}", disable=not progress, leave=False)
     for i, index in enumerate(bar):
         coef = jax.device_put(train_data.coef[index], sharding)
         positions = jax.device_put(train_data.positions[index], sharding)
         estimate = None if estimates is None else jax.device_put(estimates[index], sharding)
-        key = regime_key(config, epoch, i) if config.regime == "mixture" else None
-        params, opt_state, loss = step_fn(graphdef, params, buffers, opt_state, coef, positions, estimate, key)
+        key = regime_key(config, epoch, i) if config.regime == "mixture" or config.loss == "kernel_set" else None
+        if loss_state is None:
+            params, opt_state, loss = step_fn(graphdef, params, buffers, opt_state, coef, positions, estimate, key)
+        else:  # the batch's sample indices address the per-sample state (replicated on every device)
+            index = jax.device_put(np.asarray(index, np.int32), sharding)
+            params, opt_state, loss, loss_state = step_fn(graphdef, params, buffers, opt_state, coef, positions,
+                                                          estimate, key, loss_state, index)
         value = float(loss)
         if not math.isfinite(value):
             raise TrainingDiverged(f"loss became {value} at epoch {epoch + 1} step {i + 1}; the last good "
@@ -166,7 +219,7 @@ def _run_epoch(state, epoch, train_data, estimates, batches, step_fn, graphdef, 
     seconds = time.perf_counter() - start
     stats = {"train_loss": total / len(batches), "samples_per_s": len(batches) * batches.shape[1] / seconds,
              "epoch_seconds": seconds}
-    return (params, buffers, opt_state), stats
+    return (params, buffers, opt_state) + (() if loss_state is None else (loss_state,)), stats
 
 
 def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = False, progress: bool = True) -> pathlib.Path:
@@ -177,8 +230,9 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
     retrieval R@1/R@5 (train and test libraries) to metrics.jsonl.
 
     Args:
-        train_data, test_data: PairedData or dataset paths (test_data may be None); train_data
-            may also be a list of them with the same fields (same seed), whose drifters are
+        train_data, test_data: PairedData or dataset paths (test_data may be None), or lists of
+            them (`data.join_files`): the shard files of one run (`lagda simulate --shard`) are
+            joined along samples, and datasets of the same fields (same seed) have their drifters
             merged (`merge_drifters`: e.g. a fixed-release file and a random-release file).
         resume: continue from the latest checkpoint in run_dir; bit-for-bit identical to an
             uninterrupted run (shuffling uses fold_in(seed, epoch)).
@@ -189,7 +243,7 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
     _maybe_initialize_distributed()
     config.validate()
     run_dir = pathlib.Path(run_dir)
-    train_data = merge_drifters([as_paired(d) for d in train_data]) if isinstance(train_data, (list, tuple)) else as_paired(train_data)
+    train_data = as_paired(train_data)  # a list: shards joined, releases merged (data.join_files)
     test_data = None if test_data is None else as_paired(test_data)
     mesh = Mesh(np.asarray(jax.devices()), ("data",))
     if config.batch_size % mesh.size:
@@ -201,15 +255,20 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
     model = build_model(config, train_data.positions.shape[2], train_data.k1, train_data.k2, train_data.meta())
     model.encoder.set_feature_stats(train_data.positions[:1024, 0])
     graphdef, params, buffers = nnx.split(model, nnx.Param, ...)
-    tx = make_optimizer(config, steps_per_epoch * config.epochs)
-    opt_state = tx.init(params)
+    total_steps = steps_per_epoch * config.epochs
+    tx = make_optimizer(config, total_steps)
+    state = (params, buffers, tx.init(params))
+    run_length = None
+    if config.loss in STATEFUL_LOSSES:  # per-sample state of sogclr / nuclr, indexed by training pair
+        run_length = (train_data.n_samples, total_steps, steps_per_epoch)
+        state = state + (nuclr.init_state(train_data.n_samples, config),)
     mngr = checkpoint.manager(run_dir / "checkpoints", config.keep_checkpoints)
     first_epoch = 0
     if resume and mngr.latest_step() is not None:
-        (params, buffers, opt_state), first_epoch = checkpoint.restore(mngr, (params, buffers, opt_state))
+        state, first_epoch = checkpoint.restore(mngr, state)
     replicated, sharded = NamedSharding(mesh, PartitionSpec()), NamedSharding(mesh, PartitionSpec("data"))
-    state = jax.device_put((params, buffers, opt_state), replicated)
-    step_fn = _cached_step(config, tx, steps_per_epoch * config.epochs)
+    state = jax.device_put(state, replicated)
+    step_fn = _cached_step(config, tx, total_steps, run_length)
     key = jax.random.key(config.seed)
     estimates = track_estimates(model.encoder, train_data.positions, config.eval_batch, progress)
     test_estimates = None
@@ -221,10 +280,10 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
         checkpoint.save(mngr, epoch + 1, state)
         record = {"epoch": epoch + 1, "step": (epoch + 1) * steps_per_epoch, **stats}
         if config.eval_library and ((epoch + 1) % config.eval_every == 0 or epoch + 1 == config.epochs):
-            encoder = nnx.merge(graphdef, *state[:2]).encoder
-            record.update(retrieval_scores(encoder, train_data, config, config.eval_library, "train", estimates))
+            trained = nnx.merge(graphdef, *state[:2])
+            record.update(retrieval_scores(trained, train_data, config, config.eval_library, "train", estimates))
             if test_data is not None:
-                record.update(retrieval_scores(encoder, test_data, config, config.eval_library, "test", test_estimates))
+                record.update(retrieval_scores(trained, test_data, config, config.eval_library, "test", test_estimates))
         _append_metrics(run_dir / "metrics.jsonl", record, keep_below=epoch + 1 if epoch == first_epoch else None)
         if progress:
             print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()))

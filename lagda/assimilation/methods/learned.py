@@ -11,9 +11,11 @@ e = g_v(v), D the prior covariance of x = (Re c, Im c) (the similarity mask appl
 hybrid (lagda.assimilation.methods.hybrid): the embed conditional N(m_L, diag v_L) as the prior of the
 linear-Gaussian velocity inversion, optionally refined by a short 4D-Var.
 
-The encoder reads complete tracks observed at its training data's times (its physics feature
-and learned positional embedding assume them): `encoder_problem` is the one check, so
-retrieve and embed refuse other tracks and hybrid falls back to the prior for them.
+A transformer encoder reads complete tracks observed at its training data's times (its physics
+feature and learned positional embedding assume them): `encoder_problem` is the one check, so
+retrieve and embed refuse other tracks and hybrid falls back to the prior for them. A set
+encoder (the `learned` preset) reads any tracks: its tokens carry their times, and NaN gaps
+and padding are masked out (Scorer.any_regime).
 The temperature tau of a run is its trained value (learn_tau) or the configured one.
 
 The bank (lagda.assimilation.methods.bank) is either given coefficients (a dataset) or fresh prior draws
@@ -41,20 +43,34 @@ class Scorer:
     """How tracks are compared with coefficients: embed_fn, similarity kind, tau, mask and the times read."""
 
     embed_fn: Callable  # positions (field, drifter, obs, 2) -> (field, n_e) = g_v, mean over drifters
-    kind: str = "cosine"  # "cosine" | "inner" | "l2" (lagda.learning.losses.similarity)
+    kind: object = "cosine"  # "cosine" | "inner" | "l2", or a KernelSetSimilarity (lagda.learning.losses.similarity)
     tau: float = 1.0  # temperature
-    mask: np.ndarray | None = None  # (n_e,) weights applied to both embeddings (None: ones)
+    mask: np.ndarray | None = None  # (n_e,) weights applied to both embeddings (None: ones; (1,) for kernel sets)
     times: np.ndarray | None = None  # (obs,) observation times the encoder was trained on (None: not checked)
+    any_regime: bool = False  # embed_fn(positions, times, mask) reads any times, gaps and drifters (set encoder)
 
 
 def scorer_from_run(run_dir) -> tuple[Scorer, dict]:
     """Returns (Scorer, dataset meta) of a trained run: its encoder, similarity, mask, trained tau and times."""
-    from lagda.learning.model import embed_tracks, load_trained, trained_tau
+    from lagda.learning.model import embed_track_sets, embed_tracks, kernel_set_similarity, load_trained, trained_tau
 
     model, config, meta = load_trained(run_dir)
+    times = np.asarray(meta["time"], np.float64)
+    if config.loss == "kernel_set":
+        # Queries are the tracks' set embeddings (field, 2K + D); the kind scores raw g_u(c) of the bank
+        # against them with the run's stored draw and applies the similarity mask itself, so the bank's
+        # mask is a broadcast one.
+        kind, tau = kernel_set_similarity(model, config), trained_tau(model)
+        if config.encoder == "set":
+            return Scorer(lambda positions, times, valid: embed_track_sets(model, config, positions, times=times, mask=valid),
+                          kind, tau, np.ones(1), any_regime=True), meta
+        return Scorer(lambda positions: embed_track_sets(model, config, positions), kind, tau, np.ones(1), times), meta
     encoder, mask = model.encoder, np.asarray(model.mask[...], np.float64)
+    if config.encoder == "set":  # tokens carry their times: any regime
+        return Scorer(lambda positions, times, valid: embed_tracks(encoder, positions, times=times, mask=valid),
+                      config.similarity, trained_tau(model), mask, None, True), meta
     return Scorer(lambda positions: embed_tracks(encoder, positions), config.similarity, trained_tau(model), mask,
-                  np.asarray(meta["time"], np.float64)), meta
+                  times), meta
 
 
 TIME_TOLERANCE = 1e-3  # observation times match the encoder's within this fraction of its spacing
@@ -96,6 +112,14 @@ def field_queries(tracks, scorer: Scorer) -> tuple[list, list]:
     queries, problems = [], []
     for f in range(tracks.n_field):
         sub = tracks.for_field(f)
+        if scorer.any_regime:  # every finite observation is a token; NaN gaps and padding are masked out
+            valid = np.isfinite(sub.times) & np.all(np.isfinite(sub.positions), axis=-1)
+            problem = None if np.any(np.sum(valid, axis=1) >= 2) else "no drifter has two valid observations"
+            query = None if problem else np.asarray(scorer.embed_fn(
+                np.where(valid[..., None], sub.positions, 0.0)[None], np.where(valid, sub.times, 0.0)[None], valid[None]))[0]
+            queries.append(query)
+            problems.append(problem)
+            continue
         problem = encoder_problem(sub.positions, sub.times, scorer.times)
         n_obs = sub.positions.shape[1] if scorer.times is None else len(scorer.times)
         query = None if problem else np.asarray(scorer.embed_fn(np.asarray(sub.positions[:, :n_obs])[None]))[0]
