@@ -1,0 +1,222 @@
+"""QG truth datasets (simulate.qg): spectral interpolation, the drifter scheme's order, Rossby waves, the file.
+
+Every check is against a named truth: the gridded field at grid points and a single Fourier mode
+off the grid (trigonometric interpolation), RK4's order 4 in a Fourier field evolving in closed
+form (the drifter scheme), the linear Rossby dispersion relation (the `rossby` regime), the DFT
+as the least-squares fit (the projection), lagda's own forward model (the Rossby file's
+coefficients and frequencies), the CF checker and `read_tracks` (the file).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lagda import cli
+from lagda.io.tracks import read_tracks
+from simulate import qg
+from simulate.flow import rectangular_modes
+from simulate.tracks import simulate_tracks
+
+L, NX = 1e6, 16
+GRID = qg.spectral_grid(NX, L)
+CELL = (np.arange(NX) + 0.5) * L / NX  # pyqg-jax's cell centres
+
+
+def random_real_field(key, n=NX):
+    return np.asarray(jax.random.normal(key, (n, n)))
+
+
+def test_interpolation_equals_the_gridded_field_at_grid_points():
+    # a random real field has every rfft2 coefficient, the Nyquist row and column included
+    field = random_real_field(jax.random.key(1))
+    fh = jnp.fft.rfftn(field)
+    ij = np.stack(np.meshgrid(np.arange(NX), np.arange(NX), indexing="ij"), -1).reshape(-1, 2)  # (i, j) = (x, y) index
+    points = jnp.asarray(CELL[ij])
+    values = jax.vmap(lambda z: qg.spectral_value(fh, z, GRID))(points)
+    np.testing.assert_allclose(values, field[ij[:, 1], ij[:, 0]], rtol=0, atol=1e-12 * np.abs(field).max())
+
+
+def test_interpolation_is_exact_for_one_mode_off_the_grid():
+    # psi = A cos(k x + l y + phi), k = 3 (2 pi / L), l = -2 (2 pi / L): u = A l sin(.), v = -A k sin(.)
+    k, l, amp, phi = 3 * 2 * np.pi / L, -2 * 2 * np.pi / L, 7.0, 0.4
+    x, y = np.meshgrid(CELL, CELL, indexing="xy")
+    ph = jnp.fft.rfftn(amp * np.cos(k * x + l * y + phi))
+    points = jnp.asarray(np.random.default_rng(0).uniform(-0.3 * L, 1.7 * L, (50, 2)))  # off-grid, beyond one period
+    psi = jax.vmap(lambda z: qg.spectral_value(ph, z, GRID))(points)
+    uv = jax.vmap(lambda z: qg.spectral_value(qg.spectral_velocity(ph, GRID), z, GRID))(points)
+    phase = k * points[:, 0] + l * points[:, 1] + phi
+    np.testing.assert_allclose(psi, amp * np.cos(phase), rtol=0, atol=1e-12 * amp)
+    exact_uv = np.stack([amp * l * np.sin(phase), -amp * k * np.sin(phase)], -1)
+    np.testing.assert_allclose(uv, exact_uv, rtol=0, atol=1e-12 * amp * abs(k))
+
+
+def evolving_field(key):
+    """Returns psi-hat(t) = psi-hat(0) exp(i w t) of a few low modes (a closed-form Fourier evolution), ~0.1 m/s."""
+    n_k = NX // 2 + 1
+    low = (np.abs(np.fft.fftfreq(NX, 1 / NX))[:, None] <= 3) & (np.arange(n_k)[None, :] <= 3)
+    a, b, c = jax.random.normal(key, (3, NX, n_k))
+    ph0 = jnp.where(jnp.asarray(low), (a + 1j * b) * 4e5, 0.0)
+    omega = 2e-5 * c  # rad/s: periods of days, so the time interpolation matters
+    return lambda t: ph0 * jnp.exp(1j * omega * t), lambda t: 1j * omega * ph0 * jnp.exp(1j * omega * t)
+
+
+def drift(ph, dph, release, t_final, n_steps):
+    """Returns positions after n_steps drifter steps, the spectral state known only at the step times."""
+    h = t_final / n_steps
+    states = lambda n: (qg.spectral_velocity(ph(n * h), GRID), qg.spectral_velocity(dph(n * h), GRID))
+    body = lambda n, z: qg.step_drifters(z, n * h, h, (*states(n), *states(n + 1)), GRID)
+    return jax.lax.fori_loop(0, n_steps, body, release)
+
+
+def test_drifter_scheme_has_the_order_of_rk4():
+    ph, dph = evolving_field(jax.random.key(2))
+    release = jnp.asarray(np.random.default_rng(3).uniform(0, L, (6, 2)))
+    t_final = 4 * 86400.0
+    run = jax.jit(lambda n: drift(ph, dph, release, t_final, n))  # one compilation: the step count is traced
+    reference = run(1024)
+    steps = np.array([8, 16, 32, 64])
+    errors = np.array([float(jnp.max(jnp.abs(run(n) - reference))) for n in steps])
+    assert errors[-1] > 1e-9 * L, errors  # still above round-off
+    slope = -np.polyfit(np.log(steps), np.log(errors), 1)[0]
+    assert abs(slope - qg.DRIFTER_STEP.order) < 0.3, (slope, errors)
+
+
+@pytest.mark.parametrize("rms_speed, tolerance", [
+    (0.002, 0.01),  # the preset's 2 mm/s: measured 0.70% of the largest frequency
+    (0.0002, 0.001),  # ten times weaker waves: measured 0.07%, so the deviation is the nonlinear term, not AB3
+], ids=["preset-amplitude", "tenth-amplitude"])
+def test_rossby_modes_rotate_at_the_dispersion_relation_frequencies(rms_speed, tolerance):
+    # linear Rossby waves: psi_k(t) = psi_k(0) exp(-i w t), w = -beta k_x / |k|^2 (lagda's omega = -w)
+    config = qg.tiny("rossby", window_days=30.0, obs_interval=86400.0, truth_interval=86400.0, n_drifters=4,
+                     rms_speed=rms_speed)
+    flows = qg.simulate_qg(config)
+    k1, k2 = rectangular_modes((-3, 3), (-3, 3))
+    coef = qg.project(flows.psi[0], k1, k2)  # (truth, mode)
+    omega = qg.rossby_frequencies(config, k1, k2)
+    live = np.abs(coef[0]) > 0.05 * np.abs(coef[0]).max()
+    times = config.truth_interval * np.arange(config.n_truth + 1)
+    phases = np.unwrap(np.angle(coef[:, live] / coef[0, live]), axis=0)
+    fitted = np.array([np.polyfit(times, p, 1)[0] for p in phases.T])
+    assert live.sum() >= 20 and np.abs(omega[live]).max() > 2e-6
+    assert np.max(np.abs(fitted - omega[live])) < tolerance * np.abs(omega).max()
+
+
+def test_rossby_file_is_lagdas_own_model(rossby_file):
+    # the file's t = 0 coefficients and Rossby frequencies, run through lagda's forward model, give the QG tracks
+    tracks = read_tracks(rossby_file)
+    config = qg.tiny("rossby")
+    dt = config.obs_interval / config.time_scale_s
+    model = simulate_tracks(jnp.asarray(tracks.true_coef), jnp.asarray(tracks.release.reshape(2, -1, 2)),
+                            jnp.asarray(tracks.k1), jnp.asarray(tracks.k2), jnp.asarray(tracks.omega),
+                            dt / 4, config.n_obs, 4)
+    observed = tracks.positions.reshape(2, -1, config.n_obs, 2)
+    moved = np.abs(observed[..., -1, :] - tracks.release.reshape(2, -1, 2)).max()
+    # the displacements agree to a few per cent (the flow is weakly nonlinear), far below their size
+    assert np.abs(np.asarray(model) - observed).max() < 0.05 * moved
+
+
+def test_projection_is_the_least_squares_fit_and_exact_in_the_basis():
+    k1, k2 = rectangular_modes((-2, 2), (-2, 2))
+    x, y = np.meshgrid(CELL / L, CELL / L, indexing="xy")
+    basis = np.exp(2j * np.pi * (k1[:, None, None] * x + k2[:, None, None] * y))  # (mode, ny, nx)
+    rng = np.random.default_rng(4)
+    coef = rng.normal(size=k1.size) + 1j * rng.normal(size=k1.size)
+    coef = 0.5 * (coef + np.conj(coef[::-1]))  # the minimum-norm split: c_-k = conj(c_k) (modes are symmetric in order)
+    psi = np.real(np.einsum("m,myx->yx", coef, basis))
+    np.testing.assert_allclose(qg.project(psi, k1, k2), coef, atol=1e-12)
+    # a field outside the basis: the projection is the minimum-norm least-squares fit over (Re c, Im c)
+    field = random_real_field(jax.random.key(5))
+    design = np.concatenate([np.real(basis), -np.imag(basis)]).reshape(2 * k1.size, -1).T
+    solution = np.linalg.lstsq(design, field.ravel(), rcond=None)[0]
+    np.testing.assert_allclose(qg.project(field, k1, k2), solution[: k1.size] + 1j * solution[k1.size :], atol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def turbulence_file(tmp_path_factory):
+    """A tiny two-layer turbulence file made by the CLI (2 flows, fixed lattice release)."""
+    out = tmp_path_factory.mktemp("qg") / "turbulence.nc"
+    assert cli.main(["simulate", "--flow", "qg", "--qg-preset", "tiny", "--n-samples", "2", "--n-drifters", "9",
+                     "--release", "fixed", "--seed", "7", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def rossby_file(tmp_path_factory):
+    out = tmp_path_factory.mktemp("qg") / "rossby.nc"
+    return qg.write_qg_dataset(qg.tiny("rossby", n_flows=2), out)
+
+
+def test_file_round_trips_through_read_tracks(turbulence_file):
+    import xarray as xr
+
+    config = qg.tiny("turbulence", n_flows=2, n_drifters=9, release="fixed", seed=7)
+    tracks = read_tracks(turbulence_file)
+    assert tracks.positions.shape == (18, config.n_obs, 2) and tracks.n_field == 2
+    assert tracks.mapping.coordinates == "projected" and tracks.mapping.time_scale_s == config.time_scale_s
+    np.testing.assert_allclose(tracks.times[0], np.arange(1, config.n_obs + 1) * config.obs_interval / config.time_scale_s)
+    np.testing.assert_allclose(tracks.release[:9], np.asarray(qg.release_points(config, None)) / L)  # the same lattice
+    np.testing.assert_allclose(tracks.release[9:], tracks.release[:9])
+    assert tracks.omega is None and tracks.true_coef is None  # turbulence has no frequencies
+    with xr.open_dataset(turbulence_file) as ds:
+        assert ds["u"].dims == ("flow", "truth_time", "grid_y", "grid_x") and ds.sizes["truth_time"] == config.n_truth + 1
+        assert ds["u"].attrs["units"] == "m s-1" and ds["psi"].attrs["units"] == "m2 s-1"
+        assert ds.attrs["qg_regime"] == "turbulence" and ds.attrs["qg_nx"] == NX
+        psi, u, v = (ds[name].values.astype(np.float64) for name in ("psi", "u", "v"))
+        coef = ds["proj_coef_re"].values + 1j * ds["proj_coef_im"].values
+        k1, k2 = ds["k1"].values, ds["k2"].values
+    # u = -dpsi/dy, v = dpsi/dx, spectrally (to float32 storage)
+    uv = np.fft.irfftn(np.asarray(qg.spectral_velocity(jnp.fft.rfftn(psi, axes=(-2, -1)), GRID)), s=(NX, NX), axes=(-2, -1))
+    scale = np.abs(u).max()
+    np.testing.assert_allclose(uv[0], u, atol=1e-5 * scale)
+    np.testing.assert_allclose(uv[1], v, atol=1e-5 * scale)
+    np.testing.assert_allclose(coef, qg.project(psi, k1, k2) * config.time_scale_s / L**2, rtol=1e-6, atol=1e-6 * np.abs(coef).max())
+    # the drifters' first displacement agrees with the truth's velocity at the release (3 hours, ~0.5% of L)
+    first = (tracks.positions[:9, 0] - tracks.release[:9]) * L / config.obs_interval
+    at_release = np.stack([jax.vmap(lambda z: qg.spectral_value(jnp.fft.rfftn(f), z, GRID))(jnp.asarray(tracks.release[:9] * L))
+                           for f in (u[0, 0], v[0, 0])], -1)
+    np.testing.assert_allclose(first, at_release, atol=0.1 * np.abs(at_release).max())
+
+
+@pytest.mark.parametrize("kind", ["turbulence", "rossby"])
+def test_files_pass_the_cf_checker(turbulence_file, rossby_file, kind):
+    from compliance_checker.runner import CheckSuite
+
+    path = str(turbulence_file if kind == "turbulence" else rossby_file)
+    suite = CheckSuite()
+    suite.load_all_available_checkers()
+    groups, exceptions = suite.run_all(suite.load_dataset(path), ["cf:1.11"])["cf:1.11"]
+    report = suite.build_structure("cf:1.11", groups, path)
+    errors = [f"{r.name}: {m}" for r in report["high_priorities"] for m in r.msgs]
+    assert report["high_count"] == 0 and not errors and not exceptions, (errors, exceptions)
+    assert report["scored_points"] > 0
+
+
+def test_cli_writes_history_and_refuses_an_existing_file(turbulence_file, capsys):
+    import netCDF4
+
+    with netCDF4.Dataset(turbulence_file) as nc:
+        assert nc.getncattr("history").startswith("lagda simulate --flow qg --qg-preset tiny")
+        assert nc.getncattr("featureType") == "trajectory"
+    capsys.readouterr()
+    assert cli.main(["simulate", "--flow", "qg", "--qg-preset", "tiny", "--out", str(turbulence_file)]) == 2
+    assert "already exists" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--stride", "2"], "--stride does not apply to --flow qg"),
+    (["--preset", "small"], "--preset does not apply to --flow qg"),
+    (["--obs-interval", "5000"], "obs_interval = 5000.0 s is not a multiple of dt = 3600.0 s"),
+    (["--k-max", "8"], "k_max must be in [0, 7] for nx = 16"),
+    (["--n-drifters", "0"], "n_flows and n_drifters must be >= 1"),
+], ids=["fourier-flag", "fourier-preset", "obs-interval", "k-max", "drifters"])
+def test_bad_qg_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
+    code = cli.main(["simulate", "--flow", "qg", "--qg-preset", "tiny", *argv, "--out", str(tmp_path / "x.nc")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("lagda simulate: error: ") and message in err[0], err
+    assert not list(tmp_path.iterdir())
+
+
+def test_qg_flags_need_flow_qg(tmp_path, capsys):
+    assert cli.main(["simulate", "--window-days", "3", "--out", str(tmp_path / "x.nc")]) == 2
+    assert "--window-days applies only to --flow qg" in capsys.readouterr().err
