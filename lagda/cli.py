@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import shlex
 import sys
 import time
@@ -62,8 +63,23 @@ def _add_simulate_parser(subparsers) -> None:
     p.add_argument("--precision", choices=("float32", "float64"), help="arithmetic of the integrator")
     p.add_argument("--chunk-size", type=int, help="fields per compiled chunk (results do not depend on it)")
     p.add_argument("--like", metavar="FILE", help="copy modes, frequencies and prior from this dataset")
+    p.add_argument("--shard", metavar="I/N", default=None,
+                   help="generate only shard I of N: the contiguous block of samples I*n/N .. (I+1)*n/N - 1 with the "
+                        "same per-sample keys (the N shard files together equal one run; lagda train reads them as one)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run of the same settings")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output / unfinished run")
+    p.add_argument("--flow", choices=("fourier", "qg"), default="fourier",
+                   help="fourier: lagda's Fourier model (default); qg: flows of the pyqg-jax ocean model with their "
+                        "gridded truth (needs lagda[qg]); with qg, --n-samples counts flows")
+    p.add_argument("--regime", choices=("rossby", "turbulence"),
+                   help="qg: linear Rossby waves on a barotropic beta plane, or two-layer turbulence (default)")
+    p.add_argument("--qg-preset", choices=("qg", "tiny"),
+                   help="qg base settings: qg (default; 64^2 turbulence, 5-year spin-up) or tiny (16^2, for tests)")
+    p.add_argument("--window-days", type=float, help="qg: observation window after the release, days")
+    p.add_argument("--obs-interval", type=float, metavar="SECONDS", help="qg: seconds between recorded positions")
+    p.add_argument("--truth-interval", type=float, metavar="SECONDS", help="qg: seconds between stored gridded truth fields")
+    p.add_argument("--spin-up-days", type=float, help="qg: spin-up before the release, days")
+    p.add_argument("--k-max", type=int, help="qg: projection basis, k1 and k2 in [-K_MAX, K_MAX]")
     p.set_defaults(run=_run_simulate)
 
 
@@ -86,17 +102,32 @@ def simulate_config(args: argparse.Namespace):
     return dataclasses.replace(config, **overrides).validate()
 
 
+def _shard(text: str | None) -> tuple[int, int]:
+    """Returns (I, N) of --shard I/N (default (0, 1): the whole run)."""
+    if text is None:
+        return 0, 1
+    try:
+        index, count = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard must be I/N with integers 0 <= I < N, got {text!r}") from None
+    return index, count
+
+
 def _run_simulate(args: argparse.Namespace) -> int:
     from lagda.progress import FieldProgress
     from simulate import schema
     from simulate.generate import generate_dataset, partial_dir, wander_statistics
 
+    if args.flow == "qg":
+        return _run_simulate_qg(args)
+    _refuse_flags(args, _QG_ONLY, "applies only to --flow qg")
     config = simulate_config(args)
+    shard = _shard(args.shard)
     progress = FieldProgress("simulate")
     start = time.perf_counter()
     try:
         out = generate_dataset(config, args.out, like=args.like, resume=args.resume, overwrite=args.overwrite,
-                               progress=progress, history="lagda " + shlex.join(args.argv))
+                               progress=progress, history="lagda " + shlex.join(args.argv), shard=shard)
     except KeyboardInterrupt:
         progress.close()
         print(f"lagda simulate: interrupted; finished chunks are kept in {partial_dir(args.out)}: "
@@ -104,10 +135,59 @@ def _run_simulate(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     progress.close()
     with schema.open_dataset(out) as ds:
-        stats, n_modes = wander_statistics(ds), ds.sizes["mode"]
-    print(f"wrote {out}: {config.n_samples} fields x {config.n_drifters} drifter(s) x {config.n_obs} obs, "
+        stats, n_modes, n_fields = wander_statistics(ds), ds.sizes["mode"], ds.sizes["sample"]
+    what = f"shard {args.shard} ({n_fields} of {config.n_samples} fields)" if args.shard else f"{n_fields} fields"
+    print(f"wrote {out}: {what} x {config.n_drifters} drifter(s) x {config.n_obs} obs, "
           f"{n_modes} modes, {time.perf_counter() - start:.1f} s; median displacement at T = {config.t_final:g}: "
           f"{stats['median_displacement']:.3f}, tracks leaving the unit square: {100 * stats['fraction_leaving']:.1f}%")
+    return 0
+
+
+# qg: flag dest -> QGConfig field; flags only one of the two flows accepts
+_QG_FIELDS = {"n_samples": "n_flows", "n_drifters": "n_drifters", "release": "release", "seed": "seed",
+              "rms_speed": "rms_speed", "window_days": "window_days", "obs_interval": "obs_interval",
+              "truth_interval": "truth_interval", "spin_up_days": "spin_up_days", "k_max": "k_max"}
+_QG_ONLY = ("regime", "qg_preset", "window_days", "obs_interval", "truth_interval", "spin_up_days", "k_max")
+_FOURIER_ONLY = ("frequency_seed", "release_point", "obs_noise", "diffusivity", "steady", "dt", "t_final", "stride",
+                 "k1_range", "k2_range", "spectrum_exponent", "omega_max", "precision", "chunk_size", "like", "resume",
+                 "shard")
+
+
+def _refuse_flags(args: argparse.Namespace, dests, why: str) -> None:
+    """Raises ValueError naming the first flag of `dests` given on the command line."""
+    given = [dest for dest in dests if getattr(args, dest, None) not in (None, False)]
+    given += ["preset"] if why.endswith("fourier") and any(a.split("=")[0] == "--preset" for a in args.argv) else []
+    if given:
+        raise ValueError(f"--{given[0].replace('_', '-')} {why}")
+
+
+def qg_config(args: argparse.Namespace):
+    """Returns the QGConfig of `lagda simulate --flow qg`: the preset of --qg-preset and --regime, then flags."""
+    from simulate import qg
+
+    _refuse_flags(args, _FOURIER_ONLY, "does not apply to --flow qg; it applies only to --flow fourier")
+    config = qg.PRESETS[args.qg_preset or "qg"][args.regime or "turbulence"]()
+    overrides = {field: getattr(args, dest) for dest, field in _QG_FIELDS.items() if getattr(args, dest) is not None}
+    return dataclasses.replace(config, **overrides).validate()
+
+
+def _run_simulate_qg(args: argparse.Namespace) -> int:
+    from lagda.progress import FieldProgress
+    from simulate.qg import write_qg_dataset
+
+    config = qg_config(args)
+    progress = FieldProgress("simulate qg")
+    start = time.perf_counter()
+    try:
+        out = write_qg_dataset(config, args.out, overwrite=args.overwrite, progress=progress,
+                               history="lagda " + shlex.join(args.argv))
+    except ImportError as error:  # the optional extra is missing: bad environment, one line
+        raise ValueError(str(error)) from None
+    finally:
+        progress.close()
+    print(f"wrote {out}: {config.regime} QG, {config.n_flows} flow(s) x {config.n_drifters} drifter(s) x {config.n_obs} obs "
+          f"every {config.obs_interval:g} s over {config.window_days:g} days, truth on {config.nx}^2 every "
+          f"{config.truth_interval:g} s, projection k_max = {config.k_max}, {time.perf_counter() - start:.1f} s")
     return 0
 
 
@@ -263,9 +343,11 @@ def _add_train_parser(subparsers) -> None:
                               description="Train the trajectory encoder g_v by contrastive learning. A preset gives "
                                           "every setting; the flags given override it. Times are nondimensional.")
     p.add_argument("--train", required=True, nargs="+", metavar="FILE",
-                   help="training dataset file (.nc); several files of the same fields (same seed, e.g. fixed and "
-                        "random releases) are joined along the drifter axis")
-    p.add_argument("--test", default=None, help="test dataset file for retrieval metrics")
+                   help="training dataset file (.nc), or several: the shard files of one run (lagda simulate --shard; "
+                        "a quoted glob works too) are joined along samples, and files of the same fields (same seed, "
+                        "e.g. fixed and random releases) along the drifter axis")
+    p.add_argument("--test", default=None, nargs="+", metavar="FILE",
+                   help="test dataset file for retrieval metrics (or the shard files of one run)")
     p.add_argument("--run-dir", required=True, help="output run directory")
     p.add_argument("--preset", choices=sorted(PRESETS), default="cpu",
                    help="base config: cpu (a small physics-informed encoder, 2-core CPU; the default), "
@@ -273,6 +355,10 @@ def _add_train_parser(subparsers) -> None:
                         "paper (section 6.3, needs a GPU) or tiny (tests)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --run-dir")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--coordinator", metavar="HOST:PORT", help="several processes (jax.distributed): process 0's address, "
+                   "the same in every process (default: $JAX_COORDINATOR_ADDRESS; unset: one process)")
+    p.add_argument("--num-processes", type=int, help="several processes: how many (default: $JAX_NUM_PROCESSES)")
+    p.add_argument("--process-id", type=int, help="several processes: this one's index, 0 logs (default: $JAX_PROCESS_ID)")
     meanings = _field_comments(TrainConfig)
     for field, kind in typing.get_type_hints(TrainConfig).items():
         flag = "--" + field.replace("_", "-")
@@ -310,10 +396,16 @@ def _run_train(args) -> int:
     from lagda.learning.config import PRESETS, TrainConfig
     from lagda.learning.train import train
 
+    for flag, name in (("coordinator", "JAX_COORDINATOR_ADDRESS"), ("num_processes", "JAX_NUM_PROCESSES"),
+                       ("process_id", "JAX_PROCESS_ID")):
+        if getattr(args, flag) is not None:  # train() starts jax.distributed from these
+            os.environ[name] = str(getattr(args, flag))
     overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)
                  if getattr(args, f.name) is not None}
     config = PRESETS[args.preset](**overrides)
-    run_dir = train(config, args.train[0] if len(args.train) == 1 else args.train, args.test, args.run_dir, resume=args.resume, progress=not args.no_progress)
+    test = args.test[0] if args.test and len(args.test) == 1 else args.test
+    run_dir = train(config, args.train[0] if len(args.train) == 1 else args.train, test, args.run_dir, resume=args.resume,
+                    progress=not args.no_progress)
     print(f"run directory: {run_dir}")
     return 0
 

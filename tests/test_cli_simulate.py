@@ -126,3 +126,13 @@ def test_like_copies_frequencies_and_refuses_conflicts(capsys, made, tmp_path):
 def test_version(capsys):
     assert cli.main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"lagda {__version__}"
+
+
+def test_shard_flag_writes_one_block_and_bad_shards_are_one_line(capsys, tmp_path, made):
+    code, out, _ = run(capsys, *FLAGS, "--shard", "1/3", "--out", str(tmp_path / "s1.nc"))
+    assert code == 0 and "shard 1/3 (3 of 10 fields)" in out
+    with schema.open_dataset(tmp_path / "s1.nc", load=True) as shard, schema.open_dataset(made, load=True) as whole:
+        np.testing.assert_array_equal(shard["x"].values, whole["x"].values[3:6])
+    for bad in ("3/3", "x/2"):
+        code, _, err = run(capsys, *FLAGS, "--shard", bad, "--out", str(tmp_path / "bad.nc"))
+        assert code == 2 and "shard" in error_line(err) and not (tmp_path / "bad.nc").exists()

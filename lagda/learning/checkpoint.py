@@ -23,8 +23,9 @@ def manager(directory: pathlib.Path, keep: int) -> ocp.CheckpointManager:
 
 def save(mngr: ocp.CheckpointManager, epoch: int, tree) -> None:
     """Saves the pytree `tree` as the checkpoint of `epoch` (completed epochs) and waits."""
-    leaves = jax.tree.leaves(tree)
-    payload = {"leaves": {f"{i:05d}": np.asarray(leaf) for i, leaf in enumerate(leaves)},
+    leaves = jax.tree.leaves(tree)  # replicated arrays: this process's replica (all processes call save)
+    payload = {"leaves": {f"{i:05d}": np.asarray(leaf.addressable_data(0) if isinstance(leaf, jax.Array) else leaf)
+                          for i, leaf in enumerate(leaves)},
                "epoch": np.asarray(epoch, np.int64)}
     mngr.save(epoch, args=ocp.args.StandardSave(payload))
     mngr.wait_until_finished()

@@ -1,11 +1,15 @@
 """Contrastive training of the trajectory encoder g_v against the fixed g_u(c) = (Re c, Im c).
 
 One jitted, pure train step over (graphdef, params, buffers, opt_state, batch) with the old
-state donated; data parallel over all local devices (a 1-D mesh 'data': the batch is
-sharded, parameters replicated, XLA inserts the gradient all-reduce). For several hosts,
-set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID: `train` then calls
-`jax.distributed.initialize()` first (each host must then feed its own slice of the data;
-this single-host loop does not, so multi-host is untested).
+state donated; data parallel over all devices of all processes (a 1-D mesh 'data': the batch
+is sharded, parameters replicated, XLA inserts the gradient all-reduce). Several processes
+(hosts, or CPU processes on one machine): set JAX_COORDINATOR_ADDRESS (host:port of process
+0), JAX_NUM_PROCESSES and JAX_PROCESS_ID (or `lagda train --coordinator --num-processes
+--process-id`) and start the same command in every process: `train` calls
+`jax.distributed.initialize` first (gloo collectives on CPU). Every process draws the same
+global batches; each assembles its own rows of them into the global batch
+(`jax.make_array_from_process_local_data`), all processes save the orbax checkpoint together,
+and process 0 alone writes config.json, dataset.json and metrics.jsonl and prints.
 
 Run directory: config.json, dataset.json (modes, frequencies, prior, times, generator
 settings of the training data), checkpoints/ (orbax, one per epoch), metrics.jsonl.
@@ -147,7 +151,9 @@ def _write_json(path: pathlib.Path, text: str) -> None:
     write_atomic(path, lambda tmp: tmp.write_text(text))
 
 
-def _prepare_run_dir(run_dir: pathlib.Path, config: TrainConfig, train_data: PairedData, resume: bool) -> None:
+def _prepare_run_dir(run_dir: pathlib.Path, config: TrainConfig, train_data: PairedData, resume: bool,
+                     write: bool = True) -> None:
+    """Checks the run dir for a new or resumed run and (if `write`: process 0) writes config.json, dataset.json."""
     if resume:
         if not (run_dir / "config.json").is_file():
             raise FileNotFoundError(f"cannot resume: {run_dir} has no config.json")
@@ -158,18 +164,51 @@ def _prepare_run_dir(run_dir: pathlib.Path, config: TrainConfig, train_data: Pai
     elif (run_dir / "checkpoints").exists() and any((run_dir / "checkpoints").iterdir()):
         raise ValueError(f"{run_dir} already holds checkpoints: pass resume=True (--resume) or use a new run dir")
     run_dir.mkdir(parents=True, exist_ok=True)
-    _write_json(run_dir / "config.json", config.to_json())
-    _write_json(run_dir / "dataset.json", json.dumps({**train_data.meta(), "n_pairs": train_data.n_samples}, indent=1))
+    if write:
+        _write_json(run_dir / "config.json", config.to_json())
+        _write_json(run_dir / "dataset.json", json.dumps({**train_data.meta(), "n_pairs": train_data.n_samples}, indent=1))
 
 
 _DISTRIBUTED = {"initialized": False}
 
 
-def _maybe_initialize_distributed() -> None:
-    # Must run before the first device query, hence before building the mesh.
+def initialize_distributed() -> None:
+    """Starts jax.distributed from JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID (once, if set).
+
+    Must run before any JAX computation or device query of the process (`train` calls it first;
+    a script that makes its data with JAX beforehand calls it itself).
+    """
     if "JAX_COORDINATOR_ADDRESS" in os.environ and not _DISTRIBUTED["initialized"]:
-        jax.distributed.initialize()
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")  # collectives across CPU processes
+        count, index = os.environ.get("JAX_NUM_PROCESSES"), os.environ.get("JAX_PROCESS_ID")
+        jax.distributed.initialize(os.environ["JAX_COORDINATOR_ADDRESS"], None if count is None else int(count),
+                                   None if index is None else int(index))
         _DISTRIBUTED["initialized"] = True
+
+
+def _global_batch(rows: np.ndarray, sharding: NamedSharding) -> jax.Array:
+    """Returns the global batch `rows (batch, ...)` (the same on every process) sharded on `sharding`.
+
+    Each process gathers only the rows its own devices hold and contributes them
+    (`jax.make_array_from_process_local_data`); with one process this is a plain placement.
+    """
+    shape = rows.shape
+    slices = [index[0] for index in sharding.addressable_devices_indices_map(shape).values()]
+    start, stop = min(s.start or 0 for s in slices), max(shape[0] if s.stop is None else s.stop for s in slices)
+    return jax.make_array_from_process_local_data(sharding, np.ascontiguousarray(rows[start:stop]), shape)
+
+
+def _replicated(tree, sharding: NamedSharding):
+    """Returns the pytree of host or device arrays (the same on every process) replicated over `sharding`."""
+    def place(leaf):
+        host = np.asarray(leaf)
+        return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+    return jax.tree.map(place, tree)
+
+
+def local_copy(tree):
+    """Returns the pytree of replicated (possibly multi-process) arrays as host numpy arrays (this process's replica)."""
+    return jax.tree.map(lambda leaf: np.asarray(leaf.addressable_data(0)) if isinstance(leaf, jax.Array) else leaf, tree)
 
 
 def _epoch_batches(key, epoch: int, n: int, batch: int) -> np.ndarray:
@@ -199,17 +238,17 @@ def _run_epoch(state, epoch, train_data, estimates, batches, step_fn, graphdef, 
     total, start = 0.0, time.perf_counter()
     bar = tqdm(batches, desc=f"epoch {epoch + 1}", disable=not progress, leave=False)
     for i, index in enumerate(bar):
-        coef = jax.device_put(train_data.coef[index], sharding)
-        positions = jax.device_put(train_data.positions[index], sharding)
-        estimate = None if estimates is None else jax.device_put(estimates[index], sharding)
+        coef = _global_batch(train_data.coef[index], sharding)
+        positions = _global_batch(train_data.positions[index], sharding)
+        estimate = None if estimates is None else _global_batch(estimates[index], sharding)
         key = regime_key(config, epoch, i) if config.regime == "mixture" or config.loss == "kernel_set" else None
         if loss_state is None:
             params, opt_state, loss = step_fn(graphdef, params, buffers, opt_state, coef, positions, estimate, key)
         else:  # the batch's sample indices address the per-sample state (replicated on every device)
-            index = jax.device_put(np.asarray(index, np.int32), sharding)
+            index = _global_batch(np.asarray(index, np.int32), sharding)
             params, opt_state, loss, loss_state = step_fn(graphdef, params, buffers, opt_state, coef, positions,
                                                           estimate, key, loss_state, index)
-        value = float(loss)
+        value = float(local_copy(loss))
         if not math.isfinite(value):
             raise TrainingDiverged(f"loss became {value} at epoch {epoch + 1} step {i + 1}; the last good "
                                    f"checkpoint (epoch {epoch}) is kept; lower lr or set grad_clip")
@@ -240,7 +279,7 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
         ValueError / FileNotFoundError: bad config, data or run dir (one line).
         TrainingDiverged: NaN/inf loss (a ValueError), last good checkpoint kept.
     """
-    _maybe_initialize_distributed()
+    initialize_distributed()
     config.validate()
     run_dir = pathlib.Path(run_dir)
     train_data = as_paired(train_data)  # a list: shards joined, releases merged (data.join_files)
@@ -251,7 +290,8 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
     steps_per_epoch = train_data.n_samples // config.batch_size
     if steps_per_epoch < 1:
         raise ValueError(f"batch_size = {config.batch_size} exceeds the {train_data.n_samples} training pairs")
-    _prepare_run_dir(run_dir, config, train_data, resume)
+    _prepare_run_dir(run_dir, config, train_data, resume, write=jax.process_index() == 0)
+    progress = progress and jax.process_index() == 0  # one process logs
     model = build_model(config, train_data.positions.shape[2], train_data.k1, train_data.k2, train_data.meta())
     model.encoder.set_feature_stats(train_data.positions[:1024, 0])
     graphdef, params, buffers = nnx.split(model, nnx.Param, ...)
@@ -267,7 +307,7 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
     if resume and mngr.latest_step() is not None:
         state, first_epoch = checkpoint.restore(mngr, state)
     replicated, sharded = NamedSharding(mesh, PartitionSpec()), NamedSharding(mesh, PartitionSpec("data"))
-    state = jax.device_put(state, replicated)
+    state = _replicated(state, replicated)
     step_fn = _cached_step(config, tx, total_steps, run_length)
     key = jax.random.key(config.seed)
     estimates = track_estimates(model.encoder, train_data.positions, config.eval_batch, progress)
@@ -280,11 +320,12 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
         checkpoint.save(mngr, epoch + 1, state)
         record = {"epoch": epoch + 1, "step": (epoch + 1) * steps_per_epoch, **stats}
         if config.eval_library and ((epoch + 1) % config.eval_every == 0 or epoch + 1 == config.epochs):
-            trained = nnx.merge(graphdef, *state[:2])
+            trained = nnx.merge(graphdef, *local_copy(state[:2]))  # every process evaluates its replica
             record.update(retrieval_scores(trained, train_data, config, config.eval_library, "train", estimates))
             if test_data is not None:
                 record.update(retrieval_scores(trained, test_data, config, config.eval_library, "test", test_estimates))
-        _append_metrics(run_dir / "metrics.jsonl", record, keep_below=epoch + 1 if epoch == first_epoch else None)
+        if jax.process_index() == 0:
+            _append_metrics(run_dir / "metrics.jsonl", record, keep_below=epoch + 1 if epoch == first_epoch else None)
         if progress:
             print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()))
     mngr.close()

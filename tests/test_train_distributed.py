@@ -1,0 +1,73 @@
+"""Training under jax.distributed: 2 CPU processes on localhost (gloo collectives, the coordinator
+on a free loopback port) follow the single-process loss path, log once, and resume after a
+restart of both processes.
+
+The processes run 2 epochs, stop, and are started again with --resume for a third; the losses
+of all 3 epochs must equal one uninterrupted single-process run's on the same global batches
+(to the tolerance of the 1-vs-2-device test, tests/test_train_parallel.py).
+"""
+
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+SCRIPT = textwrap.dedent("""
+    import sys, jax
+    sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
+    from test_train import make_pairs
+    from lagda.learning.config import tiny
+    from lagda.learning.train import initialize_distributed, train
+    initialize_distributed()  # before make_pairs' first JAX call
+    data = make_pairs(16, seed=3)
+    train(tiny(eval_library=0, epochs={epochs}, batch_size=8), data, None, {run_dir!r}, resume={resume}, progress=False)
+    assert jax.process_count() == {n}, jax.process_count()
+""")
+
+
+def _free_address() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def _start(n: int, run_dir: pathlib.Path, epochs: int, resume: bool) -> list:
+    """Starts the training script in n processes (n > 1: under jax.distributed); returns them."""
+    address, procs = _free_address(), []
+    for pid in range(n):
+        env = dict(os.environ, JAX_PLATFORMS="cpu")
+        env.pop("XLA_FLAGS", None)  # one device per process
+        if n > 1:
+            env.update(JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES=str(n), JAX_PROCESS_ID=str(pid))
+        script = SCRIPT.format(root=str(ROOT), tests=str(ROOT / "tests"), epochs=epochs, run_dir=str(run_dir),
+                               resume=resume, n=n)
+        procs.append(subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    return procs
+
+
+def _wait(procs: list) -> None:
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+
+
+def _losses(run_dir: pathlib.Path) -> np.ndarray:
+    return np.asarray([json.loads(line)["train_loss"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()])
+
+
+def test_two_processes_train_like_one_and_resume_after_a_restart(tmp_path):
+    _wait(_start(1, tmp_path / "single", epochs=3, resume=False) + _start(2, tmp_path / "multi", epochs=2, resume=False))
+    assert _losses(tmp_path / "multi").shape == (2,)  # one line per epoch: process 0 alone logs
+    _wait(_start(2, tmp_path / "multi", epochs=3, resume=True))  # all processes restarted
+    single, multi = _losses(tmp_path / "single"), _losses(tmp_path / "multi")
+    assert single.shape == multi.shape == (3,) and single[-1] < single[0]
+    np.testing.assert_allclose(multi, single, rtol=1e-5)
+    assert sorted(p.name for p in (tmp_path / "multi" / "checkpoints").iterdir() if p.name.isdigit()) == ["2", "3"]
