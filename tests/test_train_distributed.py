@@ -4,9 +4,11 @@ restart of both processes.
 
 The processes run 2 epochs, stop, and are started again with --resume for a third; the losses
 of all 3 epochs must equal one uninterrupted single-process run's on the same global batches
-(to the tolerance of the 1-vs-2-device test, tests/test_train_parallel.py).
+(to the tolerance of the 1-vs-2-device test, tests/test_train_parallel.py). Also: training
+streamed from the dataset file equals training in memory.
 """
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -71,3 +73,31 @@ def test_two_processes_train_like_one_and_resume_after_a_restart(tmp_path):
     assert single.shape == multi.shape == (3,) and single[-1] < single[0]
     np.testing.assert_allclose(multi, single, rtol=1e-5)
     assert sorted(p.name for p in (tmp_path / "multi" / "checkpoints").iterdir() if p.name.isdigit()) == ["2", "3"]
+
+
+def test_streamed_training_equals_in_memory_training(tmp_path):
+    """config.stream reads the tracks from the dataset file batch by batch: the same losses, bit for bit."""
+    from lagda.learning.config import learned
+    from lagda.learning.data import DiskPositions, load_paired
+    from lagda.learning.train import train
+    from simulate import generate
+    from simulate.config import small
+
+    data_file = generate.generate_dataset(small(n_samples=48, k1_min=-1, k1_max=1, k2_min=-1, k2_max=1, t_final=0.02,
+                                                seed=4), tmp_path / "data.nc")
+    streamed = load_paired(data_file, stream=True)
+    in_memory = load_paired(data_file)
+    assert isinstance(streamed.positions, DiskPositions) and streamed.positions.shape == in_memory.positions.shape
+    index = np.array([7, 3, 3, 40])
+    np.testing.assert_array_equal(streamed.positions[index], in_memory.positions[index])
+    np.testing.assert_array_equal(streamed.positions[2:5, 0], in_memory.positions[2:5, 0])
+    config = learned(epochs=2, batch_size=16, eval_library=16)
+    for name, stream in (("memory", False), ("stream", True)):
+        train(dataclasses.replace(config, stream=stream), data_file, None, tmp_path / name, progress=False)
+    memory, stream = (_metrics(tmp_path / name) for name in ("memory", "stream"))
+    assert [r["train_loss"] for r in stream] == [r["train_loss"] for r in memory]
+    assert [r["train/coef_to_traj/R@5"] for r in stream] == [r["train/coef_to_traj/R@5"] for r in memory]
+
+
+def _metrics(run_dir: pathlib.Path) -> list:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]

@@ -108,6 +108,7 @@ class TrainConfig:
     eval_library: int = 4096  # fields in each retrieval library (train and test), 0 = skip
     eval_batch: int = 512  # fields per embedding / similarity batch during evaluation
     keep_checkpoints: int = 2  # checkpoints kept in run_dir/checkpoints (one per epoch)
+    stream: bool = False  # read the training tracks from their file(s) batch by batch (datasets larger than memory)
 
     def validate(self) -> "TrainConfig":
         """Returns self, or raises ValueError with one line naming the bad setting."""

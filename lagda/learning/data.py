@@ -102,10 +102,53 @@ def _from_npz(path: pathlib.Path) -> PairedData:
                       attrs=attrs)
 
 
-def load_paired(path) -> PairedData:
+class DiskPositions:
+    """Tracks `(sample, drifter, obs, 2)` float32 of dataset files, read from disk when indexed (streaming).
+
+    Behaves as the in-memory array where training reads it: `shape`, `ndim`, `dtype`,
+    `[index]` for a slice or integer array of samples (optionally followed by more indices),
+    `np.asarray` (reads everything). The files are one run's (a file, or its shards in sample
+    order); each read takes the requested rows only, sorted, from each file.
+    """
+
+    def __init__(self, paths):
+        import netCDF4
+
+        self.files = [netCDF4.Dataset(p) for p in paths]
+        sizes = [f.dimensions["sample"].size for f in self.files]
+        self.starts = np.concatenate([[0], np.cumsum(sizes)])
+        first = self.files[0]["x"]
+        self.shape = (int(self.starts[-1]), *first.shape[1:], 2)
+        self.ndim, self.dtype = 4, np.dtype(np.float32)
+
+    def _rows(self, samples: np.ndarray) -> np.ndarray:
+        unique, inverse = np.unique(samples, return_inverse=True)
+        parts = []
+        for f, (lo, hi) in zip(self.files, zip(self.starts[:-1], self.starts[1:])):
+            local = unique[(unique >= lo) & (unique < hi)] - lo
+            if len(local):
+                parts.append(np.stack([f["x"][local], f["y"][local]], axis=-1).astype(np.float32))
+        return np.concatenate(parts)[inverse]
+
+    def __getitem__(self, index):
+        first, rest = (index[0], index[1:]) if isinstance(index, tuple) else (index, ())
+        samples = np.arange(self.shape[0])[first]
+        rows = self._rows(np.atleast_1d(samples))
+        rows = rows[0] if np.ndim(samples) == 0 else rows
+        return rows[(slice(None),) * (np.ndim(samples) > 0) + rest] if rest else rows
+
+    def __array__(self, dtype=None, copy=None):
+        return self[:].astype(dtype or self.dtype)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+
+def load_paired(path, stream: bool = False) -> PairedData:
     """Returns the pairs of a lagda dataset file (.nc, validated) or an .npz with the same names.
 
     `path` may also be a list of the shard files of one run (joined: simulate.schema.open_dataset).
+    stream: keep the tracks on disk (`DiskPositions`, netCDF only), read batch by batch.
 
     Raises:
         FileNotFoundError: if the file does not exist.
@@ -113,6 +156,13 @@ def load_paired(path) -> PairedData:
     """
     from simulate.schema import open_dataset
 
+    if stream:
+        paths = list(path) if isinstance(path, (list, tuple)) else [path]
+        ds = open_dataset(paths if len(paths) > 1 else paths[0])  # validated, lazily
+        order = sorted(paths, key=lambda p: int(open_dataset(p).attrs.get("lagda_sample_start", 0)))
+        meta = _from_xarray(ds.isel(sample=slice(0, 1)))  # modes, prior, times, settings
+        coef = ds["coef_re"].values + 1j * ds["coef_im"].values
+        return dataclasses.replace(meta, coef=coef.astype(np.complex64), positions=DiskPositions(order))
     if isinstance(path, (list, tuple)):
         ds = open_dataset(path, load=True)
         return _from_xarray(ds)
@@ -131,11 +181,14 @@ def load_paired(path) -> PairedData:
         ds.close()
 
 
-def as_paired(data) -> PairedData:
-    """Returns `data` itself if it is PairedData, else the pairs of a path or a list (`join_files`)."""
+def as_paired(data, stream: bool = False) -> PairedData:
+    """Returns `data` itself if it is PairedData, else the pairs of a path or a list (`join_files`).
+
+    stream: tracks stay on disk (`load_paired`); a list must then be one run's shard files.
+    """
     if isinstance(data, PairedData):
         return data
-    return join_files(data) if isinstance(data, (list, tuple)) else load_paired(data)
+    return join_files(data, stream) if isinstance(data, (list, tuple)) else load_paired(data, stream)
 
 
 def expand_paths(paths) -> list[pathlib.Path]:
@@ -174,7 +227,7 @@ def _run_identity(path: pathlib.Path):
         return path
 
 
-def join_files(items) -> PairedData:
+def join_files(items, stream: bool = False) -> PairedData:
     """Returns the pairs of several files (or PairedData): shards of one run joined along samples, then merged.
 
     Shard files (`lagda simulate --shard I/N`) of the same run are joined into that run's
@@ -189,8 +242,11 @@ def join_files(items) -> PairedData:
             continue
         for path in expand_paths([item]):
             groups.setdefault(_run_identity(path), []).append(path)
+    if stream and len(parts) + len(groups) > 1:
+        raise ValueError("streamed training data must be one file or one run's shard files (merging drifters of "
+                         "several files needs them in memory)")
     for paths in groups.values():
-        parts.append(load_paired(paths) if len(paths) > 1 else load_paired(paths[0]))
+        parts.append(load_paired(paths if len(paths) > 1 else paths[0], stream))
     return parts[0] if len(parts) == 1 else merge_drifters(parts)
 
 

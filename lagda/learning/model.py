@@ -151,7 +151,8 @@ def track_estimates(model: TrajectoryTransformer, positions, batch_size: int = 2
     """
     if not model.physics:
         return None
-    positions = np.asarray(positions, np.float32)
+    if isinstance(positions, np.ndarray) or not hasattr(positions, "shape"):  # a DiskPositions is read batch by batch
+        positions = np.asarray(positions, np.float32)
     return _batched(_estimate_jit, model, [positions], batch_size, "physics features" if progress else None)
 
 

@@ -17,6 +17,7 @@ settings of the training data), checkpoints/ (orbax, one per epoch), metrics.jso
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import math
@@ -237,9 +238,14 @@ def _run_epoch(state, epoch, train_data, estimates, batches, step_fn, graphdef, 
     loss_state = state[3] if len(state) > 3 else None
     total, start = 0.0, time.perf_counter()
     bar = tqdm(batches, desc=f"epoch {epoch + 1}", disable=not progress, leave=False)
+    reader = concurrent.futures.ThreadPoolExecutor(1)  # reads batch i + 1 (from memory or disk) during step i
+    pending = reader.submit(train_data.positions.__getitem__, batches[0])
     for i, index in enumerate(bar):
+        rows = pending.result()
+        if i + 1 < len(batches):
+            pending = reader.submit(train_data.positions.__getitem__, batches[i + 1])
         coef = _global_batch(train_data.coef[index], sharding)
-        positions = _global_batch(train_data.positions[index], sharding)
+        positions = _global_batch(rows, sharding)
         estimate = None if estimates is None else _global_batch(estimates[index], sharding)
         key = regime_key(config, epoch, i) if config.regime == "mixture" or config.loss == "kernel_set" else None
         if loss_state is None:
@@ -255,6 +261,7 @@ def _run_epoch(state, epoch, train_data, estimates, batches, step_fn, graphdef, 
         total += value
         rate = (i + 1) * len(index) / (time.perf_counter() - start)
         bar.set_postfix(loss=f"{value:.4f}", samples_per_s=f"{rate:.0f}")
+    reader.shutdown()
     seconds = time.perf_counter() - start
     stats = {"train_loss": total / len(batches), "samples_per_s": len(batches) * batches.shape[1] / seconds,
              "epoch_seconds": seconds}
@@ -282,7 +289,7 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
     initialize_distributed()
     config.validate()
     run_dir = pathlib.Path(run_dir)
-    train_data = as_paired(train_data)  # a list: shards joined, releases merged (data.join_files)
+    train_data = as_paired(train_data, config.stream)  # a list: shards joined, releases merged (data.join_files)
     test_data = None if test_data is None else as_paired(test_data)
     mesh = Mesh(np.asarray(jax.devices()), ("data",))
     if config.batch_size % mesh.size:
