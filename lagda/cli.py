@@ -240,9 +240,7 @@ def _add_mapping_arguments(p) -> None:
 
 
 def _run_assimilate(args: argparse.Namespace) -> int:
-    import os
-
-    if not os.path.isfile(args.tracks):
+    if not os.path.exists(args.tracks):  # a file, or a Parcels v3 zarr store (a directory)
         raise FileNotFoundError(f"no such track file: {args.tracks}")
     if args.model is not None and not os.path.isdir(args.model):
         raise FileNotFoundError(f"no such model run directory: {args.model}")
@@ -443,8 +441,6 @@ def _run_evaluate(args) -> int:
 
 
 def _run_evaluate_assimilation(args) -> int:
-    import os
-
     from lagda.assimilation.evaluation import evaluate_assimilation, format_table, write_scores
 
     if args.data is not None or args.tracks is None:

@@ -281,8 +281,8 @@ def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | o
     modes = dataset_modes(config, like)
     _check_output(out, overwrite)
     partial = partial_dir(out)
-    _prepare_partial(partial, {**_manifest(config, modes), "shard": [index, count]} if count > 1 else _manifest(config, modes),
-                     resume, overwrite)
+    manifest = _manifest(config, modes)
+    _prepare_partial(partial, {**manifest, "shard": [index, count]} if count > 1 else manifest, resume, overwrite)
     block = schema.shard_block(config.n_samples, index, count)
     n_chunks = _run_chunks(config, modes, partial, progress, block)
     coef, release, positions = _assemble(partial, n_chunks)
@@ -290,7 +290,7 @@ def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | o
     history = f"{stamp} {history or 'simulate.generate.generate_dataset'}"
     k1, k2, omega, scale = modes
     ds = schema.to_dataset(config, k1=k1, k2=k2, omega=omega, prior_scale=scale, coef=coef,
-                           release=release, positions=positions, history=history, shard=(index, count, *block))
+                           release=release, positions=positions, history=history, shard=(index, count))
     _write_netcdf(ds, out)
     shutil.rmtree(partial)
     return out

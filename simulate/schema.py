@@ -96,7 +96,7 @@ def shard_block(n_samples: int, index: int, count: int) -> tuple[int, int]:
 
 
 def to_dataset(config: SimConfig, *, k1, k2, omega, prior_scale, coef, release, positions, history: str,
-               shard: tuple[int, int, int, int] | None = None) -> xr.Dataset:
+               shard: tuple[int, int] | None = None) -> xr.Dataset:
     """Returns the dataset of a generation run, following `VARIABLES` exactly.
 
     Args:
@@ -106,8 +106,8 @@ def to_dataset(config: SimConfig, *, k1, k2, omega, prior_scale, coef, release, 
         release: `(sample, drifter, 2)` release points, stored as float64.
         positions: `(sample, drifter, obs, 2)` unwrapped, stored in the config's precision.
         history: one line saying how the file was made (CF `history`).
-        shard: (index, count, start, stop) of a shard file holding the samples [start, stop) of
-            the run (SHARD_ATTRS), or None (or count 1) for a whole run.
+        shard: (index, count) of a shard file holding the samples shard_block(n_samples, index,
+            count) of the run (SHARD_ATTRS), or None (or count 1) for a whole run.
     Raises:
         ValueError: if the result does not satisfy the schema (shapes inconsistent with config).
     """
@@ -132,7 +132,8 @@ def to_dataset(config: SimConfig, *, k1, k2, omega, prior_scale, coef, release, 
         **config_attrs(config),
     }
     if shard is not None and shard[1] > 1:
-        attrs.update(dict(zip(SHARD_ATTRS, (int(v) for v in shard))))
+        index, count = (int(v) for v in shard)
+        attrs.update(zip(SHARD_ATTRS, (index, count, *shard_block(config.n_samples, index, count))))
     ds = xr.Dataset(variables, coords=coords, attrs=attrs)
     validate_dataset(ds)
     return ds

@@ -49,7 +49,7 @@ def _evaluate(tracks_path, methods, run_dir, n_grid, seed, log, options) -> dict
         raise ValueError(f"unknown method(s) {', '.join(bad) or '(none)'}; valid methods: {', '.join(METHODS)}")
     if run_dir is None and any(m in LEARNED_METHODS for m in methods):
         raise ValueError("methods retrieve / embed / hybrid need a trained model (--model RUN)")
-    if not os.path.isfile(tracks_path):
+    if not os.path.exists(tracks_path):  # a file, or a zarr store (a directory)
         raise FileNotFoundError(f"no such track file: {tracks_path}")
     config = config_from_options(options)
     tracks = read_tracks(tracks_path)

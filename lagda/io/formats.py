@@ -365,15 +365,16 @@ def _raw(ds, instance_dim, times, positions, coordinates, physical_time) -> RawT
 
 def _group_rows(ids, times, a, b, fields=None):
     """Returns (ids, times list, positions list, field or None) of rows grouped by id, in order of first appearance."""
-    ids = np.asarray(ids)
+    ids, times = np.asarray(ids), np.asarray(times, np.float64)  # converted once, not per trajectory
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     unique, first = np.unique(ids, return_index=True)
     unique = unique[np.argsort(first)]
     times_out, positions_out, field = [], [], []
     for j, tid in enumerate(unique):
         rows = np.flatnonzero(ids == tid)
-        rows = rows[np.argsort(np.asarray(times)[rows], kind="stable")]
-        times_out.append(np.asarray(times, np.float64)[rows])
-        positions_out.append(np.stack([np.asarray(a, np.float64)[rows], np.asarray(b, np.float64)[rows]], axis=-1))
+        rows = rows[np.argsort(times[rows], kind="stable")]
+        times_out.append(times[rows])
+        positions_out.append(np.stack([a[rows], b[rows]], axis=-1))
         field.append(j if fields is None or fields[rows[0]] in (None, "") else int(fields[rows[0]]))
     has_field = fields is not None and any(f not in (None, "") for f in fields)
     return unique, times_out, positions_out, np.asarray(field, np.int64) if has_field else None

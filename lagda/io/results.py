@@ -32,7 +32,8 @@ import numpy as np
 from lagda.assimilation.posterior import Posterior
 from lagda.io.netcdf import lagda_version, trajectory_ids, write_netcdf_atomic
 from lagda.io.physical import TIME_UNITS, Mapping
-from lagda.io.tracks import CONVENTIONS, Tracks
+from lagda.io.tracks import FILL, Tracks
+from simulate.schema import CONVENTIONS
 from simulate.flow import grid_fields
 
 FIELD_NAMES = ("psi", "u", "v")
@@ -170,7 +171,7 @@ def write_result(path, posterior: Posterior, k1, k2, omega, times, n_grid: int =
                 "history": f"written by lagda.io.results.write_result (lagda {lagda_version()})",
                 **({} if mapping is None else mapping.attrs()), **(attrs or {})}
     encoding = {name: {"_FillValue": None} for name in ds.variables}
-    encoding.update({name: {"_FillValue": 9.969209968386869e36} for name in ("track_x", "track_y", "track_time", "track_lon",
+    encoding.update({name: {"_FillValue": FILL} for name in ("track_x", "track_y", "track_time", "track_lon",
                                                                               "track_lat") if name in ds})
     write_netcdf_atomic(ds, path, encoding)
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from lagda.io.netcdf import lagda_version, trajectory_ids, write_netcdf_atomic
 from lagda.io.physical import TIME_UNITS
+from simulate.schema import CONVENTIONS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +83,6 @@ class Tracks:
 
 FILL = 9.969209968386869e36  # netCDF's default double fill value (NC_FILL_DOUBLE)
 TRACK_FORMAT_VERSION = "2"  # 2: physical units and the contiguous ragged layout (1: model units only)
-CONVENTIONS = "CF-1.11"
 LAYOUTS = ("multidimensional", "ragged")
 
 

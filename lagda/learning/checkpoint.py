@@ -21,11 +21,19 @@ def manager(directory: pathlib.Path, keep: int) -> ocp.CheckpointManager:
     return ocp.CheckpointManager(pathlib.Path(directory).absolute(), options=options)
 
 
+def local_copy(tree):
+    """Returns the pytree of replicated (possibly multi-process) arrays as host numpy arrays (this process's replica)."""
+    return jax.tree.map(lambda leaf: np.asarray(leaf.addressable_data(0)) if isinstance(leaf, jax.Array) else leaf, tree)
+
+
 def save(mngr: ocp.CheckpointManager, epoch: int, tree) -> None:
-    """Saves the pytree `tree` as the checkpoint of `epoch` (completed epochs) and waits."""
-    leaves = jax.tree.leaves(tree)  # replicated arrays: this process's replica (all processes call save)
-    payload = {"leaves": {f"{i:05d}": np.asarray(leaf.addressable_data(0) if isinstance(leaf, jax.Array) else leaf)
-                          for i, leaf in enumerate(leaves)},
+    """Saves the pytree `tree` as the checkpoint of `epoch` (completed epochs) and waits.
+
+    Replicated arrays are saved from this process's replica; under jax.distributed every
+    process calls save.
+    """
+    leaves = jax.tree.leaves(local_copy(tree))
+    payload = {"leaves": {f"{i:05d}": np.asarray(leaf) for i, leaf in enumerate(leaves)},
                "epoch": np.asarray(epoch, np.int64)}
     mngr.save(epoch, args=ocp.args.StandardSave(payload))
     mngr.wait_until_finished()

@@ -107,14 +107,15 @@ class DiskPositions:
 
     Behaves as the in-memory array where training reads it: `shape`, `ndim`, `dtype`,
     `[index]` for a slice or integer array of samples (optionally followed by more indices),
-    `np.asarray` (reads everything). The files are one run's (a file, or its shards in sample
+    `np.asarray` (reads everything). The files are one run's (a file, or its shards, in any
     order); each read takes the requested rows only, sorted, from each file.
     """
 
     def __init__(self, paths):
         import netCDF4
 
-        self.files = [netCDF4.Dataset(p) for p in paths]
+        files = [netCDF4.Dataset(p) for p in paths]
+        self.files = sorted(files, key=lambda f: int(getattr(f, "lagda_shard_index", 0)))  # as join_shards orders them
         sizes = [f.dimensions["sample"].size for f in self.files]
         self.starts = np.concatenate([[0], np.cumsum(sizes)])
         first = self.files[0]["x"]
@@ -159,10 +160,10 @@ def load_paired(path, stream: bool = False) -> PairedData:
     if stream:
         paths = list(path) if isinstance(path, (list, tuple)) else [path]
         ds = open_dataset(paths if len(paths) > 1 else paths[0])  # validated, lazily
-        order = sorted(paths, key=lambda p: int(open_dataset(p).attrs.get("lagda_sample_start", 0)))
-        meta = _from_xarray(ds.isel(sample=slice(0, 1)))  # modes, prior, times, settings
-        coef = ds["coef_re"].values + 1j * ds["coef_im"].values
-        return dataclasses.replace(meta, coef=coef.astype(np.complex64), positions=DiskPositions(order))
+        with ds:
+            meta = _from_xarray(ds.isel(sample=slice(0, 1)))  # modes, prior, times, settings
+            coef = ds["coef_re"].values + 1j * ds["coef_im"].values
+        return dataclasses.replace(meta, coef=coef.astype(np.complex64), positions=DiskPositions(paths))
     if isinstance(path, (list, tuple)):
         ds = open_dataset(path, load=True)
         return _from_xarray(ds)

@@ -27,17 +27,16 @@ the trajectory side is every token of the encoder, projected and normalised
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import math
-from typing import Literal
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lagda.learning.config import Kernel
 from lagda.learning.losses import _check_tau, _normalise
-
-Kernel = Literal["gaussian", "imq"]
 
 
 def draw_frequencies(key, kernel: Kernel, dim: int, n_features: int, scale: float, dtype=jnp.float32):
@@ -157,6 +156,7 @@ class KernelSetSimilarity:
     mode_omega: np.ndarray  # (K,) mode frequencies (time-indexed coefficient sets)
     times: np.ndarray | None  # (M,) times of the coefficient set, None: the singleton
 
+    @functools.cached_property  # a static jit argument: hashed on every call
     def _digest(self) -> bytes:
         arrays = (self.omega, self.beta, self.mask, self.mode_omega, np.zeros(0) if self.times is None else self.times)
         digest = hashlib.sha256(repr((self.alpha1, self.alpha2, self.times is None)).encode())
@@ -170,10 +170,10 @@ class KernelSetSimilarity:
                 f"{self.alpha2}), coefficient set: {coef_set})")
 
     def __hash__(self) -> int:
-        return hash(self._digest())
+        return hash(self._digest)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, KernelSetSimilarity) and self._digest() == other._digest()
+        return isinstance(other, KernelSetSimilarity) and self._digest == other._digest
 
     def coefficient_embedding(self, u_emb):
         """Returns the set embeddings `(n, 2K + D)` of raw coefficient embeddings g_u(c) `(n, 2K)`."""

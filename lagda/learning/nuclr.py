@@ -72,7 +72,7 @@ def relative_logits(sim, zeta, tau):
 
 def zeta_objective(sim, zeta, tau):
     """Returns Phi(zeta) of eq. 8/10 over a full similarity matrix E `(n, n)` (anchors in rows)."""
-    return jnp.mean(tau * jax.nn.logsumexp(relative_logits(sim, zeta, tau), axis=1)) + jnp.mean(zeta)
+    return weight_objective(sim, zeta, tau) + jnp.mean(zeta)
 
 
 def weight_objective(sim, zeta, tau):

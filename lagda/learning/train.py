@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -49,11 +50,15 @@ class TrainingDiverged(ValueError):
     """The loss became NaN or infinite; the last good checkpoint is kept."""
 
 
-def embeddings(model: Contrastive, coef, positions, config: TrainConfig, estimate=None, mask=None):
+def masked_coefficients(model: Contrastive, coef):
+    """Returns the masked g_u(c) `(batch, n_e)` of a batch."""
+    return embed_coefficients(coef) * model.mask[...][None]
+
+
+def embeddings(model: Contrastive, coef, positions, estimate=None, mask=None):
     """Returns the masked (g_u(c) `(batch, n_e)`, g_v(v) `(batch, n_e)`) of a batch."""
-    u_emb = embed_coefficients(coef) * model.mask[...][None]
     v_emb = encode_tracks(model.encoder, positions, estimate, mask=mask) * model.mask[...][None]
-    return u_emb, v_emb
+    return masked_coefficients(model, coef), v_emb
 
 
 def contrastive_loss(model: Contrastive, coef, positions, config: TrainConfig, estimate=None, mask=None, rff=None):
@@ -65,13 +70,13 @@ def contrastive_loss(model: Contrastive, coef, positions, config: TrainConfig, e
     """
     tau = jnp.exp(model.log_tau[...])
     if config.loss == "kernel_set":
-        u_emb = embed_coefficients(coef) * model.mask[...][None]
+        u_emb = masked_coefficients(model, coef)
         v_points = encode_track_points(model.encoder, positions, estimate, mask=mask) * model.mask[...][None, None]
         omega, beta = (model.rff_omega[...], model.rff_beta[...]) if rff is None else rff
         logits = kernel_set.kernel_set_logits(model.coefficient_points(u_emb), v_points, omega, beta,
                                               config.kernel_alpha1, config.kernel_alpha2, tau)
         return losses.conditional_loss(logits, config.lambda_u, config.lambda_v)
-    u_emb, v_emb = embeddings(model, coef, positions, config, estimate, mask)
+    u_emb, v_emb = embeddings(model, coef, positions, estimate, mask)
     logits = losses.similarity(u_emb, v_emb, config.similarity, tau)
     if config.loss == "cond":
         return losses.conditional_loss(logits, config.lambda_u, config.lambda_v)
@@ -86,7 +91,7 @@ def stateful_loss(model: Contrastive, coef, positions, config: TrainConfig, loss
 
     `index`: `(batch,)` training-sample indices; `run_length`: (n pairs, total steps, steps per epoch).
     """
-    u_emb, v_emb = embeddings(model, coef, positions, config, estimate, mask)
+    u_emb, v_emb = embeddings(model, coef, positions, estimate, mask)
     sim = losses.similarity(u_emb, v_emb, config.similarity, 1.0)
     n, total_steps, steps_per_epoch = run_length
     return nuclr.nuclr_objective(sim, loss_state, index, config.tau, n, config, total_steps, steps_per_epoch)
@@ -140,7 +145,7 @@ _STEP_CACHE: dict = {}
 
 def _cached_step(config: TrainConfig, tx, total_steps: int, run_length: tuple | None):
     """Returns a jitted train step shared by runs whose step is identical (resume, tests): one compile."""
-    ignored = dict(epochs=1, eval_every=1, eval_library=0, keep_checkpoints=1)
+    ignored = dict(epochs=1, eval_every=1, eval_library=0, keep_checkpoints=1, stream=False)
     key = (dataclasses.replace(config, **ignored), total_steps if config.cosine_decay else None, run_length)
     if key not in _STEP_CACHE:
         _STEP_CACHE.clear()  # keep at most one compiled step alive
@@ -193,10 +198,15 @@ def _global_batch(rows: np.ndarray, sharding: NamedSharding) -> jax.Array:
     Each process gathers only the rows its own devices hold and contributes them
     (`jax.make_array_from_process_local_data`); with one process this is a plain placement.
     """
-    shape = rows.shape
+    start, stop = _local_rows(sharding, rows.shape)
+    return jax.make_array_from_process_local_data(sharding, np.ascontiguousarray(rows[start:stop]), rows.shape)
+
+
+@functools.lru_cache(maxsize=16)
+def _local_rows(sharding: NamedSharding, shape: tuple) -> tuple[int, int]:
+    """Returns [start, stop) of the leading-axis rows this process's devices hold (fixed per run: computed once)."""
     slices = [index[0] for index in sharding.addressable_devices_indices_map(shape).values()]
-    start, stop = min(s.start or 0 for s in slices), max(shape[0] if s.stop is None else s.stop for s in slices)
-    return jax.make_array_from_process_local_data(sharding, np.ascontiguousarray(rows[start:stop]), shape)
+    return min(s.start or 0 for s in slices), max(shape[0] if s.stop is None else s.stop for s in slices)
 
 
 def _replicated(tree, sharding: NamedSharding):
@@ -205,11 +215,6 @@ def _replicated(tree, sharding: NamedSharding):
         host = np.asarray(leaf)
         return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
     return jax.tree.map(place, tree)
-
-
-def local_copy(tree):
-    """Returns the pytree of replicated (possibly multi-process) arrays as host numpy arrays (this process's replica)."""
-    return jax.tree.map(lambda leaf: np.asarray(leaf.addressable_data(0)) if isinstance(leaf, jax.Array) else leaf, tree)
 
 
 def _epoch_batches(key, epoch: int, n: int, batch: int) -> np.ndarray:
@@ -238,30 +243,29 @@ def _run_epoch(state, epoch, train_data, estimates, batches, step_fn, graphdef, 
     loss_state = state[3] if len(state) > 3 else None
     total, start = 0.0, time.perf_counter()
     bar = tqdm(batches, desc=f"epoch {epoch + 1}", disable=not progress, leave=False)
-    reader = concurrent.futures.ThreadPoolExecutor(1)  # reads batch i + 1 (from memory or disk) during step i
-    pending = reader.submit(train_data.positions.__getitem__, batches[0])
-    for i, index in enumerate(bar):
-        rows = pending.result()
-        if i + 1 < len(batches):
-            pending = reader.submit(train_data.positions.__getitem__, batches[i + 1])
-        coef = _global_batch(train_data.coef[index], sharding)
-        positions = _global_batch(rows, sharding)
-        estimate = None if estimates is None else _global_batch(estimates[index], sharding)
-        key = regime_key(config, epoch, i) if config.regime == "mixture" or config.loss == "kernel_set" else None
-        if loss_state is None:
-            params, opt_state, loss = step_fn(graphdef, params, buffers, opt_state, coef, positions, estimate, key)
-        else:  # the batch's sample indices address the per-sample state (replicated on every device)
-            index = _global_batch(np.asarray(index, np.int32), sharding)
-            params, opt_state, loss, loss_state = step_fn(graphdef, params, buffers, opt_state, coef, positions,
-                                                          estimate, key, loss_state, index)
-        value = float(local_copy(loss))
-        if not math.isfinite(value):
-            raise TrainingDiverged(f"loss became {value} at epoch {epoch + 1} step {i + 1}; the last good "
-                                   f"checkpoint (epoch {epoch}) is kept; lower lr or set grad_clip")
-        total += value
-        rate = (i + 1) * len(index) / (time.perf_counter() - start)
-        bar.set_postfix(loss=f"{value:.4f}", samples_per_s=f"{rate:.0f}")
-    reader.shutdown()
+    with concurrent.futures.ThreadPoolExecutor(1) as reader:  # reads batch i + 1 (from memory or disk) during step i
+        pending = reader.submit(train_data.positions.__getitem__, batches[0])
+        for i, index in enumerate(bar):
+            rows = pending.result()
+            if i + 1 < len(batches):
+                pending = reader.submit(train_data.positions.__getitem__, batches[i + 1])
+            coef = _global_batch(train_data.coef[index], sharding)
+            positions = _global_batch(rows, sharding)
+            estimate = None if estimates is None else _global_batch(estimates[index], sharding)
+            key = regime_key(config, epoch, i) if config.regime == "mixture" or config.loss == "kernel_set" else None
+            if loss_state is None:
+                params, opt_state, loss = step_fn(graphdef, params, buffers, opt_state, coef, positions, estimate, key)
+            else:  # the batch's sample indices address the per-sample state (replicated on every device)
+                index = _global_batch(np.asarray(index, np.int32), sharding)
+                params, opt_state, loss, loss_state = step_fn(graphdef, params, buffers, opt_state, coef, positions,
+                                                              estimate, key, loss_state, index)
+            value = float(checkpoint.local_copy(loss))
+            if not math.isfinite(value):
+                raise TrainingDiverged(f"loss became {value} at epoch {epoch + 1} step {i + 1}; the last good "
+                                       f"checkpoint (epoch {epoch}) is kept; lower lr or set grad_clip")
+            total += value
+            rate = (i + 1) * len(index) / (time.perf_counter() - start)
+            bar.set_postfix(loss=f"{value:.4f}", samples_per_s=f"{rate:.0f}")
     seconds = time.perf_counter() - start
     stats = {"train_loss": total / len(batches), "samples_per_s": len(batches) * batches.shape[1] / seconds,
              "epoch_seconds": seconds}
@@ -327,7 +331,7 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
         checkpoint.save(mngr, epoch + 1, state)
         record = {"epoch": epoch + 1, "step": (epoch + 1) * steps_per_epoch, **stats}
         if config.eval_library and ((epoch + 1) % config.eval_every == 0 or epoch + 1 == config.epochs):
-            trained = nnx.merge(graphdef, *local_copy(state[:2]))  # every process evaluates its replica
+            trained = nnx.merge(graphdef, *checkpoint.local_copy(state[:2]))  # every process evaluates its replica
             record.update(retrieval_scores(trained, train_data, config, config.eval_library, "train", estimates))
             if test_data is not None:
                 record.update(retrieval_scores(trained, test_data, config, config.eval_library, "test", test_estimates))

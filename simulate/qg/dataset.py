@@ -8,6 +8,7 @@ import json
 import numpy as np
 
 from simulate.qg.config import TIME_ORIGIN, QGConfig
+from simulate.schema import CONVENTIONS
 from simulate.qg.model import QGFlows, rossby_frequencies, simulate_qg
 
 
@@ -97,7 +98,7 @@ def to_xarray(config: QGConfig, flows: QGFlows, history: str = ""):
         ds[name].encoding["coordinates"] = "time y x"
     model = "BTModel (barotropic)" if config.regime == "rossby" else "QGModel (two-layer, upper layer observed)"
     ds.attrs = {
-        "Conventions": "CF-1.11", "featureType": "trajectory",
+        "Conventions": CONVENTIONS, "featureType": "trajectory",
         "title": f"lagda QG truth ({config.regime}): drifter tracks in a pyqg-jax flow with its gridded truth",
         "source": f"pyqg-jax {pyqg_jax.__version__} {model}; drifters by simulate.qg (RK4, spectral interpolation)",
         "history": history or "written by simulate.qg.write_qg_dataset",
@@ -116,14 +117,10 @@ def write_qg_dataset(config: QGConfig, out, *, overwrite: bool = False, progress
     """
     from pathlib import Path
 
-    from simulate.atomic import write_atomic
+    from simulate.generate import _check_output, _write_netcdf
 
     config.validate()
     out = Path(out)
-    if out.is_dir() or not out.parent.is_dir():
-        raise ValueError(f"cannot write {out}: " + ("it is a directory" if out.is_dir() else f"directory {out.parent} does not exist"))
-    if out.exists() and not overwrite:
-        raise ValueError(f"output {out} already exists: pass --overwrite to replace it")
-    ds = to_xarray(config, simulate_qg(config, progress), history)
-    encoding = {name: {"_FillValue": None} for name in ds.variables}
-    return write_atomic(out, lambda tmp: ds.to_netcdf(tmp, engine="netcdf4", encoding=encoding))
+    _check_output(out, overwrite)
+    _write_netcdf(to_xarray(config, simulate_qg(config, progress), history), out)
+    return out

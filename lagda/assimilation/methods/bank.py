@@ -60,6 +60,11 @@ def _scan_batches(query, key, scale, bank, mask, tau, first, n_local: int, kind:
     return jax.lax.fori_loop(0, n_local, body, init)
 
 
+def batches_per_device(size: int, batch: int, n_devices: int) -> int:
+    """Returns how many bank batches each device scans: ceil(ceil(size / batch) / n_devices)."""
+    return -(-(-(-size // batch)) // n_devices)
+
+
 def _moments(sum_w, sum_x, sum_x2):
     mean = sum_x / sum_w[:, None]
     return mean, sum_x2 / sum_w[:, None] - mean**2
@@ -92,8 +97,7 @@ def scan_bank_sharded(query, key, scale, bank, mask, tau, kind: str, size: int, 
     """
     from jax.sharding import PartitionSpec as P
 
-    n_dev = mesh.size
-    per = -(-(-(-size // batch)) // n_dev)
+    per = batches_per_device(size, batch, mesh.size)
 
     def part(query, key, scale, bank, mask, tau):
         d = jax.lax.axis_index("bank")
@@ -151,7 +155,7 @@ def bank_search(queries, scale, config, scorer, key, bank=None):
     k = min(config.top_k, size)
     batch = min(config.bank_batch, size)
     mesh = bank_mesh()
-    rows = -(-(-(-size // batch)) // mesh.size) * mesh.size * batch  # whole batches, a whole number per device
+    rows = batches_per_device(size, batch, mesh.size) * mesh.size * batch  # whole batches, as many per device
     from_prior = False
     if bank is not None:
         bank_arr = jnp.asarray(np.concatenate([bank, np.zeros((rows - size, bank.shape[1]))]), jnp.complex64)

@@ -99,6 +99,7 @@ def assimilate_hybrid(positions, times, release, model: FlowModel, config: Assim
     Raises:
         ValueError: if no finite difference can be formed.
     """
+    learned = learned_prior(learned_mean, learned_var, model)  # (mean, var), var capped at the prior
     info = observation_regime(positions, times, model, config)
     kind = data_kind(info, config)
     noise_std = config.noise_std if config.noise_std is not None else info.get("noise_std_est", 0.0)
@@ -111,7 +112,7 @@ def assimilate_hybrid(positions, times, release, model: FlowModel, config: Assim
     if not trusted:
         prior_mean, prior_var, inflation = np.zeros(2 * model.n_modes), model.prior_var, float("inf")
     else:
-        prior_mean, prior_var, inflation = select_prior(g, y, learned_prior(learned_mean, learned_var, model), model,
+        prior_mean, prior_var, inflation = select_prior(g, y, learned, model,
                                                         noise_var, config.noise_grid)
     if kind == "displacements":  # with the errors-in-variables whitening of the noisy positions
         mean, cov, data_info = displacement_posterior(positions, times, release, model, config, prior_mean, prior_var)
@@ -131,8 +132,7 @@ def assimilate_hybrid(positions, times, release, model: FlowModel, config: Assim
     key_search, key_starts = jax.random.split(key)
     starts = [mean]
     if config.hybrid_starts > 1:  # the learned conditional's mean and draws (search.gaussian_starts)
-        learned_mean, learned_var = learned_prior(learned_mean, learned_var, model)
-        starts += list(gaussian_starts(learned_mean, learned_var, config.hybrid_starts - 1, key_starts))
+        starts += list(gaussian_starts(*learned, config.hybrid_starts - 1, key_starts))
     out = multistart_map(positions, times, release, model, var_config, key_search, np.stack(starts),
                          config.hybrid_iterations, config.continuation)
     # the search reports its sigma as "given" (hybrid passes its own estimate): keep hybrid's account of it
