@@ -1,7 +1,12 @@
 """The spectral flow model on the torus T^2 = [0, 1)^2 (docs/design.md, "The forward model").
 
-psi(z, t) = Re( sum_k c_k exp(i omega_k t) exp(2 pi i (k1 x + k2 y)) ),  w = J grad psi,
+psi(z, t) = Re( sum_k c_k f_k(t) exp(i omega_k t) exp(2 pi i (k1 x + k2 y)) ),  w = J grad psi,
 J = [[0, -1], [1, 0]], so w = (-d psi/dy, d psi/dx).
+
+The temporal factor f_k is 1 (the paper's model: one frequency per mode), or with a `TimeBasis`
+the Legendre polynomial L_{p_k}(s) of the mode's degree p_k in s = 2 (t - start) / length - 1,
+so that a spatial mode repeated with p = 0..P holds any degree-P polynomial in time over the
+window (`in_time`). The velocity stays linear in the coefficients either way.
 
 Functions here are written for one point and batched with `jax.vmap`; `many_points`
 evaluates a field on many positions of many fields.
@@ -9,11 +14,82 @@ evaluates a field on many positions of many fields.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 TWO_PI = 2.0 * np.pi
+
+
+class TimeBasis(NamedTuple):
+    """Legendre polynomials in time, one per mode: f_k(t) = L_{p_k}(2 (t - start) / length - 1).
+
+    A pytree, so jitted functions take it as an argument (None: f_k = 1).
+    """
+
+    select: np.ndarray  # float (mode, P + 1): row k is one-hot at the mode's degree p_k
+    start: float  # window start (model time)
+    length: float  # window length (model time)
+
+    @property
+    def degree(self) -> np.ndarray:
+        """Returns each mode's degree p_k, int `(mode,)`."""
+        return np.argmax(np.asarray(self.select), axis=-1).astype(np.int32)
+
+
+def time_basis(degree, start: float, length: float) -> TimeBasis:
+    """Returns the `TimeBasis` of degrees `(mode,)` over the window [start, start + length].
+
+    Raises:
+        ValueError: for a negative degree or a window of length <= 0.
+    """
+    degree = np.asarray(degree, np.int64)
+    if np.any(degree < 0) or not length > 0:
+        raise ValueError(f"time basis needs degrees >= 0 and a window length > 0, got degrees {sorted(set(degree.tolist()))}, "
+                         f"length {length}")
+    return TimeBasis(np.eye(int(degree.max()) + 1)[degree], float(start), float(length))
+
+
+def temporal_factor(t, time: TimeBasis | None, xp=jnp):
+    """Returns f_k(t) `(..., mode)` for times `(...)`, or 1.0 without a time basis.
+
+    Bonnet's recurrence (n + 1) L_{n+1} = (2n + 1) s L_n - n L_{n-1}; xp is jnp or np.
+    """
+    if time is None:
+        return 1.0
+    s = 2.0 * (xp.asarray(t) - time.start) / time.length - 1.0
+    values = [xp.ones_like(s), s]
+    for n in range(1, time.select.shape[-1] - 1):
+        values.append(((2 * n + 1) * s * values[n] - n * values[n - 1]) / (n + 1))
+    return xp.stack(values[: time.select.shape[-1]], axis=-1) @ xp.asarray(time.select).T
+
+
+def in_time(k1, k2, omega, degree: int, start: float, length: float):
+    """Returns (k1, k2, omega, TimeBasis) of every mode repeated with p = 0..degree, spatial-major.
+
+    Mode index m = i * (degree + 1) + p for spatial mode i.
+    """
+    reps = degree + 1
+    repeat = lambda a: np.repeat(np.asarray(a), reps)  # noqa: E731
+    return (repeat(k1), repeat(k2), repeat(omega),
+            time_basis(np.tile(np.arange(reps), len(np.asarray(k1))), start, length))
+
+
+def circular_modes(k_max: float, half_plane: bool = True):
+    """Returns integer wavevectors `(k1, k2)` with 0 < |k| <= k_max, ordered k1-major then k2.
+
+    half_plane: only one of each pair +-k (k1 > 0, or k1 = 0 and k2 > 0). A real field needs no
+    more: Re(c_k e^{ik.z}) + Re(c_-k e^{-ik.z}) = Re((c_k + conj c_-k) e^{ik.z}), so the full set's
+    pairs are redundant. k = 0 is left out (it moves nothing).
+    """
+    m = int(np.floor(k_max))
+    k1, k2 = (a.ravel() for a in np.meshgrid(np.arange(-m, m + 1), np.arange(-m, m + 1), indexing="ij"))
+    keep = (k1**2 + k2**2 <= k_max**2) & ((k1 != 0) | (k2 != 0))
+    if half_plane:
+        keep &= (k1 > 0) | ((k1 == 0) & (k2 > 0))
+    return k1[keep].astype(np.int32), k2[keep].astype(np.int32)
 
 
 def rectangular_modes(k1_range=(-3, 3), k2_range=(-3, 3)):
@@ -32,13 +108,13 @@ def rectangular_modes(k1_range=(-3, 3), k2_range=(-3, 3)):
     return k1.ravel().astype(np.int32), k2.ravel().astype(np.int32)
 
 
-def _mode_terms(position, t, coef, k1, k2, omega):
-    """Returns c_k exp(i omega_k t) exp(2 pi i k.z), complex `(mode,)`."""
+def _mode_terms(position, t, coef, k1, k2, omega, time=None):
+    """Returns c_k f_k(t) exp(i omega_k t) exp(2 pi i k.z), complex `(mode,)`."""
     phase = omega * t + TWO_PI * (k1 * position[0] + k2 * position[1])
-    return coef * jnp.exp(1j * phase)
+    return coef * temporal_factor(t, time) * jnp.exp(1j * phase)
 
 
-def psi(position, t, coef, k1, k2, omega):
+def psi(position, t, coef, k1, k2, omega, time=None):
     """Returns the streamfunction psi(z, t), a scalar.
 
     Args:
@@ -47,23 +123,24 @@ def psi(position, t, coef, k1, k2, omega):
         coef: complex `(mode,)` coefficients c_k.
         k1, k2: integer `(mode,)` wavevectors.
         omega: real `(mode,)` frequencies.
+        time: `TimeBasis` or None (f_k = 1).
     """
-    return jnp.real(jnp.sum(_mode_terms(position, t, coef, k1, k2, omega)))
+    return jnp.real(jnp.sum(_mode_terms(position, t, coef, k1, k2, omega, time)))
 
 
-def velocity(position, t, coef, k1, k2, omega):
+def velocity(position, t, coef, k1, k2, omega, time=None):
     """Returns the velocity w = J grad psi = (-d psi/dy, d psi/dx) at one point, `(2,)`.
 
     Worked example: k = (0, 1), c = 1, omega = 0 gives w = (2 pi sin 2 pi y, 0).
     Args as in `psi`.
     """
-    terms = _mode_terms(position, t, coef, k1, k2, omega)
+    terms = _mode_terms(position, t, coef, k1, k2, omega, time)
     dpsi_dx = jnp.real(jnp.sum(1j * TWO_PI * k1 * terms))
     dpsi_dy = jnp.real(jnp.sum(1j * TWO_PI * k2 * terms))
     return jnp.stack([-dpsi_dy, dpsi_dx])
 
 
-def velocity_basis(points, t, k1, k2, omega) -> np.ndarray:
+def velocity_basis(points, t, k1, k2, omega, time=None) -> np.ndarray:
     """Returns G with w(z, t) = G x for x = (Re c, Im c): numpy float64 `(..., 2, 2 * mode)`.
 
     The velocity is linear in the coefficients: with c = a + i b and theta_k = omega_k t +
@@ -73,13 +150,15 @@ def velocity_basis(points, t, k1, k2, omega) -> np.ndarray:
 
     Args:
         points: `(..., 2)` positions z; t: times broadcastable to `points.shape[:-1]`.
-        k1, k2, omega: `(mode,)` wavevectors and frequencies.
+        k1, k2, omega: `(mode,)` wavevectors and frequencies; time: `TimeBasis` or None.
     """
     z = np.asarray(points, np.float64)
     k1, k2, omega = (np.asarray(a, np.float64) for a in (k1, k2, omega))
     t = np.asarray(t, np.float64)[..., None]
     theta = omega * t + TWO_PI * (z[..., 0:1] * k1 + z[..., 1:2] * k2)  # (..., mode)
     basis = TWO_PI * np.concatenate([np.sin(theta), np.cos(theta)], axis=-1)  # (..., 2K)
+    if time is not None:
+        basis = basis * np.tile(temporal_factor(t[..., 0], time, np), 2)
     # (2 pi sin) * k rather than (2 pi k) * sin: the rounding of the shipped model's physics feature
     return np.stack([basis * np.tile(k2, 2), -(basis * np.tile(k1, 2))], axis=-2)
 
@@ -100,7 +179,7 @@ def many_points(fn, positions, t, coef, k1, k2, omega):
     return jax.vmap(per_point, in_axes=(0, 0, 0, None, None, None))(positions, t, coef, k1, k2, omega)
 
 
-def grid_fields(coef, k1, k2, omega, times, n_grid):
+def grid_fields(coef, k1, k2, omega, times, n_grid, time=None):
     """Returns psi, u, v on a regular grid: each `(sample, time, y, x)`.
 
     Grid points are x_i = i / n_grid (i = 0..n_grid-1), likewise y. Computed as a
@@ -108,12 +187,13 @@ def grid_fields(coef, k1, k2, omega, times, n_grid):
     Python loop.
 
     Args:
-        coef: complex `(sample, mode)`; k1, k2, omega: `(mode,)`; times: `(time,)`.
+        coef: complex `(sample, mode)`; k1, k2, omega: `(mode,)`; times: `(time,)`;
+        time: `TimeBasis` or None.
     """
     grid = jnp.arange(n_grid) / n_grid
     ex = jnp.exp(1j * TWO_PI * k1[:, None] * grid[None, :])  # (mode, x)
     ey = jnp.exp(1j * TWO_PI * k2[:, None] * grid[None, :])  # (mode, y)
-    et = jnp.exp(1j * omega[None, :] * times[:, None])  # (time, mode)
+    et = jnp.exp(1j * omega[None, :] * times[:, None]) * temporal_factor(times, time)  # (time, mode)
     amp = coef[:, None, :] * et[None, :, :]  # (sample, time, mode)
     psi_hat = jnp.einsum("stm,my,mx->styx", amp, ey, ex)
     u = -jnp.real(jnp.einsum("stm,my,mx->styx", amp * (1j * TWO_PI * k2)[None, None, :], ey, ex))

@@ -15,19 +15,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from simulate.flow import TWO_PI, velocity, velocity_basis
+from simulate.flow import TWO_PI, TimeBasis, temporal_factor, velocity, velocity_basis
 from simulate.integrate import explicit_rk_step, record
 
 
 @dataclasses.dataclass(frozen=True)
 class FlowModel:
-    """The model the tracks are assimilated into: modes, frequencies, prior scale, RK4 step."""
+    """The model the tracks are assimilated into: modes, frequencies, prior scale, RK4 step, time basis."""
 
     k1: np.ndarray  # int (mode,)
     k2: np.ndarray  # int (mode,)
     omega: np.ndarray  # float64 (mode,)
     scale: np.ndarray  # float64 (mode,) prior std a_k = sqrt(E|c_k|^2)
     dt: float  # RK4 step of the model
+    time: TimeBasis | None = None  # Legendre degree per mode over a window (simulate.flow), or None: f_k = 1
+
+    @property
+    def modes(self) -> tuple:
+        """Returns (k1, k2, omega, time): the arguments of simulate.flow's functions after the coefficients."""
+        return self.k1, self.k2, self.omega, self.time
 
     @property
     def n_modes(self) -> int:
@@ -128,12 +134,12 @@ def window_mask(obs: Observations, fraction: float) -> np.ndarray:
 
 
 def _field(z, t, args):
-    coef, k1, k2, omega = args
-    return velocity(z, t, coef, k1, k2, omega)
+    coef, k1, k2, omega, time = args
+    return velocity(z, t, coef, k1, k2, omega, time)
 
 
 @functools.partial(jax.jit, static_argnames=("n_sim", "stride"))
-def simulate_observed(x, z0, t0, index, k1, k2, omega, dt, n_sim: int, stride: int):
+def simulate_observed(x, z0, t0, index, k1, k2, omega, dt, n_sim: int, stride: int, time=None):
     """Returns the simulated positions at the observation slots, `(drifter, obs, 2)`.
 
     The observation operator of var / enkf: RK4 (simulate.integrate) from z0 at t0 for each
@@ -143,7 +149,7 @@ def simulate_observed(x, z0, t0, index, k1, k2, omega, dt, n_sim: int, stride: i
     step = explicit_rk_step(_field)
 
     def one(z, t):
-        return record(step, z, t, dt, n_sim, stride, (coef, k1, k2, omega))
+        return record(step, z, t, dt, n_sim, stride, (coef, k1, k2, omega, time))
 
     states = jax.vmap(one)(z0, t0)
     return jnp.take_along_axis(states, index[:, :, None], axis=1)
@@ -153,14 +159,15 @@ def _tangent_field(state, t, args):
     """Returns d/dt of (z, S = dz/dx), `(2, 1 + 2K)`: the flow and its forward sensitivity.
 
     The velocity is linear in x = (a, b) = (Re c, Im c): w = 2 pi (sum k2 p, -sum k1 p) with
-    p_k = a_k sin theta_k + b_k cos theta_k, theta_k = omega_k t + 2 pi k.z (velocity_matrix), so
+    p_k = f_k(t) (a_k sin theta_k + b_k cos theta_k), theta_k = omega_k t + 2 pi k.z (velocity_matrix), so
     dS/dt = (dw/dz) S + dw/dx with dw/dx = G(z, t) and dw/dz from q_k = dp_k/dtheta_k.
     """
-    x, k1, k2, omega = args
+    x, k1, k2, omega, time = args
     n_mode = k1.shape[0]
     z, sens = state[:, 0], state[:, 1:]
     theta = omega * t + TWO_PI * (k1 * z[0] + k2 * z[1])
-    sin, cos = jnp.sin(theta), jnp.cos(theta)
+    factor = temporal_factor(t, time)
+    sin, cos = factor * jnp.sin(theta), factor * jnp.cos(theta)
     p = x[:n_mode] * sin + x[n_mode:] * cos
     q = x[:n_mode] * cos - x[n_mode:] * sin
     w = TWO_PI * jnp.stack([jnp.sum(k2 * p), -jnp.sum(k1 * p)])
@@ -172,14 +179,14 @@ def _tangent_field(state, t, args):
 
 
 @functools.partial(jax.jit, static_argnames=("n_sim", "stride"))
-def simulate_observed_tangent(x, z0, t0, index, k1, k2, omega, dt, n_sim: int, stride: int):
+def simulate_observed_tangent(x, z0, t0, index, k1, k2, omega, dt, n_sim: int, stride: int, time=None):
     """Returns (positions `(drifter, obs, 2)`, dpositions/dx `(drifter, obs, 2, 2K)`) at the observation slots.
 
     RK4 on the state augmented with its sensitivity: for an explicit Runge-Kutta scheme this is
     exactly the derivative of the discrete RK4 map of `simulate_observed` (forward-mode
     differentiation commutes with the scheme), at the cost of one run instead of 2K tangents.
     """
-    args = (x, jnp.asarray(k1, x.dtype), jnp.asarray(k2, x.dtype), omega)
+    args = (x, jnp.asarray(k1, x.dtype), jnp.asarray(k2, x.dtype), omega, time)
     step = explicit_rk_step(_tangent_field)
 
     def one(z, t):
@@ -190,7 +197,7 @@ def simulate_observed_tangent(x, z0, t0, index, k1, k2, omega, dt, n_sim: int, s
     return states[..., 0], states[..., 1:]
 
 
-velocity_matrix = velocity_basis  # G `(point, 2, 2K)` with w(z, t) = G x, numpy float64
+velocity_matrix = velocity_basis  # G `(point, 2, 2K)` with w(z, t) = G x, numpy float64 (args: model.modes)
 
 
 def gaussian_samples(key, mean, cov, n: int) -> np.ndarray:

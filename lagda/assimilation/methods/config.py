@@ -41,6 +41,13 @@ class AssimConfig:
     # observation spacing (RK4 steps) above which tracks are sparse: pairs instead of the
     # five-point difference (linear), Gauss-Newton refinement (hybrid "auto")
     sparse_steps: int = 10
+    # linear: the error of the velocities beyond the noise, the velocity of scales the basis does not hold,
+    # "white" (the noise model above) or "ou": an Ornstein-Uhlenbeck process along each track (variance
+    # representation_var per component, time scale representation_time, model units; None: estimated from
+    # the residuals of a first fit), whitened exactly (methods.representation)
+    representation: Literal["white", "ou"] = "white"
+    representation_var: float | None = None
+    representation_time: float | None = None
     noise_grid: int = 41  # log-spaced velocity-noise variances tried by empirical Bayes
     # var: 4D-Var
     optimizer: Literal["gauss_newton", "lbfgs", "adam"] = "gauss_newton"
@@ -104,6 +111,11 @@ class AssimConfig:
             (self.hybrid_learned_noise_limit >= 0,
              f"hybrid_learned_noise_limit must be >= 0, got {self.hybrid_learned_noise_limit}"),
             (self.sparse_steps >= 1, f"sparse_steps must be >= 1, got {self.sparse_steps}"),
+            (self.representation in ("white", "ou"), f"representation must be 'white' or 'ou', got {self.representation!r}"),
+            (self.representation_var is None or self.representation_var > 0,
+             f"representation_var must be None (estimated) or > 0, got {self.representation_var}"),
+            (self.representation_time is None or self.representation_time > 0,
+             f"representation_time must be None (estimated) or > 0, got {self.representation_time}"),
         ]
         for ok, message in checks:
             if not ok:

@@ -31,9 +31,9 @@ from lagda.assimilation.methods.config import AssimConfig
 
 
 @functools.partial(jax.jit, static_argnames=("n_sim", "stride"))
-def ensemble_positions(xs, z0, t0, index, k1, k2, omega, dt, n_sim: int, stride: int):
+def ensemble_positions(xs, z0, t0, index, k1, k2, omega, time, dt, n_sim: int, stride: int):
     """Returns simulated positions at the observation slots `(member, drifter, obs, 2)` for xs `(member, 2K)`."""
-    one = lambda x: simulate_observed(x, z0, t0, index, k1, k2, omega, dt, n_sim, stride)  # noqa: E731
+    one = lambda x: simulate_observed(x, z0, t0, index, k1, k2, omega, dt, n_sim, stride, time)  # noqa: E731
     return jax.lax.map(one, xs, batch_size=16)
 
 
@@ -102,7 +102,7 @@ def assimilate_enkf(positions, times, release, model: FlowModel, config: AssimCo
     key_prior, key_noise = jax.random.split(key)
     n = config.enkf_members
     xs = np.asarray(jax.random.normal(key_prior, (n, 2 * model.n_modes)), np.float64) * np.sqrt(model.prior_var)[None, :]
-    modes = (jnp.asarray(model.k1), jnp.asarray(model.k2), jnp.asarray(model.omega))
+    modes = (jnp.asarray(model.k1), jnp.asarray(model.k2), jnp.asarray(model.omega), model.time)
     windows = [window_mask(obs, fraction) for fraction in config.continuation]
     masks = np.stack([np.repeat(w.reshape(-1), 2) for w in windows])  # both coordinates of each position
     stages = []

@@ -2,7 +2,9 @@
 
 The data (lagda.assimilation.methods.track_data): differenced velocities on dense smooth tracks,
 displacements (the path integral of the velocity, whitened against the errors of evaluating the
-flow at noisy positions) on noisy dense tracks. The posterior (linear_gaussian) is Gaussian in
+flow at noisy positions) on noisy dense tracks; with config.representation "ou", differenced
+velocities whose error along each track is the velocity of the scales the basis leaves out, an
+Ornstein-Uhlenbeck process in time, plus the white noise (`representation_posterior`). The posterior (linear_gaussian) is Gaussian in
 closed form with empirical-Bayes noise unless noise_std is given. Its covariance also takes a
 posterior-predictive floor: the tracks re-integrated by RK4 from the posterior mean measure the
 data error that the residuals cannot show because the coefficients absorbed it (on exact tracks,
@@ -15,9 +17,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagda.assimilation.methods._common import FieldEstimate, FlowModel, arrange, gaussian_estimate, simulate_observed
+from scipy.linalg import cho_factor, cho_solve
+
+from lagda.assimilation.methods._common import (FieldEstimate, FlowModel, arrange, gaussian_estimate, simulate_observed,
+                                                velocity_matrix)
 from lagda.assimilation.methods.config import AssimConfig
 from lagda.assimilation.methods.linear_gaussian import linear_posterior
+from lagda.assimilation.methods.representation import ou_time_scale, whiten_tracks
 from lagda.assimilation.methods.track_data import (correlation_time, curvature_factor, data_kind, difference_velocities,
                                                     displacement_data,
                                                     observation_regime, track_segments, velocity_data)
@@ -60,7 +66,7 @@ def resimulated_tracks(positions, times, release, model: FlowModel, x) -> np.nda
     obs = arrange(positions, times, release, model.dt)
     with jax.enable_x64(True):
         sim = np.asarray(simulate_observed(jnp.asarray(x, jnp.float64), obs.z0, obs.t0, obs.index, model.k1, model.k2,
-                                           model.omega, model.dt, obs.n_sim, obs.stride), np.float64)
+                                           model.omega, model.dt, obs.n_sim, obs.stride, model.time), np.float64)
     return np.where(obs.mask[..., None] > 0, sim, np.asarray(positions, np.float64))
 
 
@@ -91,6 +97,10 @@ def assimilate_linear(positions, times, release, model: FlowModel, config: Assim
         ValueError: if no pair of valid observations fd_lag apart exists.
     """
     regime = observation_regime(positions, times, model, config)
+    if config.representation == "ou":
+        mean, cov, info = representation_posterior(positions, times, release, model, config, regime,
+                                                   np.zeros(2 * model.n_modes), model.prior_var)
+        return gaussian_estimate(key, mean, cov, config.members, info)
     if data_kind(regime, config) == "displacements":
         mean, cov, info = displacement_posterior(positions, times, release, model, config,
                                                  np.zeros(2 * model.n_modes), model.prior_var)
@@ -146,3 +156,102 @@ def velocity_posterior(g, y, prior_mean, prior_var, noise_var, config: AssimConf
     return mean, cov, {"data": "velocities", "noise_source": "given" if config.noise_std else "empirical_bayes",
                        "velocity_noise_std": float(np.sqrt(noise_var)), "residual_correlation_time": tau,
                        "data_dimensions": p_eff}
+
+
+def track_differences(positions, times, release, config: AssimConfig, regime: dict):
+    """Returns `difference_velocities` of every drifter, with the drifter of each point: (points, t, vel, span,
+    order, gain, track `(n,)`). Drifters without a usable difference are left out.
+
+    Raises:
+        ValueError: if no drifter has one.
+    """
+    parts = []
+    for d in range(np.shape(positions)[0]):
+        try:
+            out = difference_velocities(positions[d : d + 1], times[d : d + 1],
+                                        None if release is None else release[d : d + 1], config, regime)
+        except ValueError:
+            continue
+        parts.append((*out, np.full(len(out[1]), d)))
+    if not parts:
+        raise ValueError(f"no two valid observations {regime['lag']} apart: cannot form finite differences")
+    order, gain = max(p[4] for p in parts), max(p[5] for p in parts)
+    return (*(np.concatenate([p[i] for p in parts]) for i in range(4)), order, gain, np.concatenate([p[6] for p in parts]))
+
+
+def _track_chunks(model: FlowModel, points, t, track, chunk: int = 4):
+    """Yields (rows, G `(rows, 2, 2K)`) for `chunk` drifters at a time: memory O(chunk points x 2K)."""
+    drifters = np.unique(track)
+    for lo in range(0, len(drifters), chunk):
+        rows = np.flatnonzero(np.isin(track, drifters[lo : lo + chunk]))
+        yield rows, velocity_matrix(points[rows], t[rows], *model.modes)
+
+
+def _whitened_normal_equations(model: FlowModel, points, t, vel, track, rep_var, tau, noise_var):
+    """Returns (G^T C^-1 G `(2K, 2K)`, G^T C^-1 y `(2K,)`), C the OU + white error covariance
+    (representation.whiten_tracks), G built and whitened a few drifters at a time."""
+    gram, rhs = np.zeros((2 * model.n_modes, 2 * model.n_modes)), np.zeros(2 * model.n_modes)
+    for rows, g in _track_chunks(model, points, t, track):
+        gw, yw, _ = whiten_tracks(g, vel[rows], track[rows], t[rows], rep_var, tau, noise_var)
+        gram += gw.T @ gw
+        rhs += gw.T @ yw
+    return gram, rhs
+
+
+def white_evidence_fit(gram, rhs, yy: float, n: int, prior_var) -> np.ndarray:
+    """Returns the posterior mean `(p,)` of y = G x + e, x ~ N(0, D), e ~ N(0, s^2 I) at the s^2 of most evidence,
+    from the normal equations only: gram = G^T G, rhs = G^T y, yy = y^T y, n = len(y).
+
+    With D^1/2 G^T G D^1/2 = V diag(l) V^T and z = V^T D^1/2 G^T y: log p(y | s^2) = -(n log s^2
+    + sum log(1 + l / s^2) + (yy - sum z^2 / (l + s^2)) / s^2) / 2, maximised over a log grid of s^2.
+    """
+    root = np.sqrt(prior_var)
+    lam, vec = np.linalg.eigh(root[:, None] * gram * root[None, :])
+    lam = np.clip(lam, 0.0, None)
+    z = vec.T @ (root * rhs)
+    grid = float(yy) / n * np.logspace(-12, 0, 97)
+    evidence = [-(n * np.log(s2) + np.sum(np.log1p(lam / s2)) + (yy - np.sum(z**2 / (lam + s2))) / s2) for s2 in grid]
+    s2 = grid[int(np.argmax(evidence))]
+    return root * (vec @ (z / (lam + s2)))
+
+
+def representation_posterior(positions, times, release, model: FlowModel, config: AssimConfig, regime, prior_mean,
+                             prior_var):
+    """Returns (mean `(2K,)`, cov, info) of N(prior_mean, diag prior_var) x the tracks' difference velocities,
+    their error an OU process along each track (the representation error) plus white difference noise.
+
+    The scales the basis leaves out move with each drifter: their velocity is an error correlated
+    along the track over a Lagrangian time scale, which a white model counts as independent data
+    (overconfident, and a mean fitted to the error). Modelled as an OU process of variance
+    representation_var and time scale representation_time per component and drifter, plus the
+    white noise of the differences (gain sigma^2 / h^2, sigma given or estimated from the tracks),
+    the GLS posterior is exact (representation.whiten_tracks). A variance or time scale not given
+    is estimated (representation.ou_time_scale) from the residuals of a first fit with white
+    errors of empirical-Bayes variance (`white_evidence_fit`), then OU at the estimate.
+    """
+    points, t, vel, span, order, gain, track = track_differences(positions, times, release, config, regime)
+    sigma = config.noise_std if config.noise_std is not None else regime.get("noise_std_est", 0.0)
+    noise_var = gain * sigma**2 / float(np.median(span)) ** 2
+    rep_var, tau = config.representation_var, config.representation_time
+    prior_prec = 1.0 / prior_var
+    sources = {"representation_var_source": "given" if rep_var is not None else "residuals of a first fit",
+               "representation_time_source": "given" if tau is not None else "residuals of a first fit"}
+    if rep_var is None or tau is None:
+        gram, rhs = _whitened_normal_equations(model, points, t, vel, track, 1.0, 0.0, 0.0)  # unwhitened G^T G, G^T y
+        first = prior_mean + white_evidence_fit(gram, rhs - gram @ prior_mean,
+                                                float(np.sum((vel.reshape(-1) - 0.0) ** 2)) - 2 * rhs @ prior_mean
+                                                + prior_mean @ gram @ prior_mean, vel.size, prior_var)
+        residuals = np.empty_like(vel)
+        for rows, g in _track_chunks(model, points, t, track):
+            residuals[rows] = vel[rows] - g @ first
+        est_var, est_tau = ou_time_scale(residuals, t, track)
+        rep_var = rep_var if rep_var is not None else max(est_var - noise_var, 1e-3 * est_var)
+        tau = tau if tau is not None else est_tau
+    gram, rhs = _whitened_normal_equations(model, points, t, vel, track, rep_var, tau, noise_var)
+    factor = cho_factor(gram + np.diag(prior_prec))
+    mean = prior_mean + cho_solve(factor, rhs - gram @ prior_mean)
+    cov = cho_solve(factor, np.eye(len(prior_var)))
+    info = {"data": "velocities", "error_model": "ou", "fd_order": order, "pairs": len(t), **regime,
+            "representation_std": float(np.sqrt(rep_var)), "representation_time": float(tau),
+            "velocity_noise_std": float(np.sqrt(noise_var)), **sources}
+    return mean, cov, info

@@ -29,7 +29,7 @@ import numpy as np
 
 from lagda.assimilation.methods._common import FlowModel, valid_mask, velocity_matrix
 from lagda.assimilation.methods.config import FD_LAGS, AssimConfig
-from simulate.flow import TWO_PI
+from simulate.flow import TWO_PI, temporal_factor
 
 # central-difference weights c_m of w(t_j) = sum_m c_m (z_{j+m} - z_{j-m}) / h, m = 1, 2, ..., by order
 CENTRAL_WEIGHTS = {4: (2.0 / 3.0, -1.0 / 12.0), 6: (3.0 / 4.0, -3.0 / 20.0, 1.0 / 60.0)}
@@ -102,8 +102,8 @@ def track_segments(positions, times, release, model: FlowModel) -> Segments:
     for i, (p, t, _) in enumerate(runs):
         points[i, : len(t)], t_pad[i, : len(t)], valid[i, : len(t)] = p, t, True
         t_pad[i, len(t):] = t[-1]  # zero steps after the end: the integral stays constant
-    g = np.where(valid[..., None, None], velocity_matrix(points.reshape(-1, 2), t_pad.reshape(-1), model.k1, model.k2,
-                                                         model.omega).reshape(n_seg, m, 2, -1), 0.0)
+    g = np.where(valid[..., None, None], velocity_matrix(points.reshape(-1, 2), t_pad.reshape(-1), *model.modes)
+                 .reshape(n_seg, m, 2, -1), 0.0)
     steps = np.diff(t_pad, axis=1)[..., None, None]
     integral = np.concatenate([np.zeros_like(g[:, :1]), np.cumsum(0.5 * steps * (g[:, :-1] + g[:, 1:]), axis=1)], axis=1)
     return Segments(points, t_pad, valid, np.array([a for _, _, a in runs]), integral)
@@ -113,11 +113,12 @@ def velocity_gradient(points, t, x, model: FlowModel) -> np.ndarray:
     """Returns dw/dz at points `(point, 2)`, times `(point,)` for coefficients x `(2K,)`: `(point, 2, 2)`.
 
     w = 2 pi (sum k2 p_k, -sum k1 p_k), p_k = a_k sin theta_k + b_k cos theta_k, so
-    dw/dz = (2 pi)^2 [[sum k2 k1 q, sum k2 k2 q], [-sum k1 k1 q, -sum k1 k2 q]], q_k = dp_k / dtheta_k.
+    dw/dz = (2 pi)^2 [[sum k2 k1 q, sum k2 k2 q], [-sum k1 k1 q, -sum k1 k2 q]], q_k = dp_k / dtheta_k
+    (times the temporal factor f_k(t) with a time basis).
     """
     k = model.n_modes
     theta = model.omega[None, :] * t[:, None] + TWO_PI * (points[:, :1] * model.k1[None, :] + points[:, 1:] * model.k2[None, :])
-    q = x[None, :k] * np.cos(theta) - x[None, k:] * np.sin(theta)
+    q = (x[None, :k] * np.cos(theta) - x[None, k:] * np.sin(theta)) * temporal_factor(t, model.time, np)
     k1, k2 = model.k1[None, :].astype(np.float64), model.k2[None, :].astype(np.float64)
     rows = [[np.sum(k2 * k1 * q, 1), np.sum(k2 * k2 * q, 1)], [-np.sum(k1 * k1 * q, 1), -np.sum(k1 * k2 * q, 1)]]
     return TWO_PI**2 * np.moveaxis(np.array(rows), -1, 0)
@@ -313,7 +314,7 @@ def velocity_data(positions, times, release, model: FlowModel, config: AssimConf
     """
     info = observation_regime(positions, times, model, config) if regime is None else regime
     points, t, vel, span, order, gain = difference_velocities(positions, times, release, config, info)
-    g = velocity_matrix(points, t, model.k1, model.k2, model.omega).reshape(-1, 2 * model.n_modes)
+    g = velocity_matrix(points, t, *model.modes).reshape(-1, 2 * model.n_modes)
     noise_var = None
     if config.noise_std is not None and config.noise_std > 0:
         noise_var = gain * config.noise_std**2 / float(np.median(span)) ** 2

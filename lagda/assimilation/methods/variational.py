@@ -47,17 +47,19 @@ CONVERGENCE_TOL = 1e-8  # converged: Gauss-Newton decrement <= tol * max(1, cost
 
 
 @functools.partial(jax.jit, static_argnames=("n_sim", "stride"))
-def residuals(x, mask, target, z0, t0, index, k1, k2, omega, dt, sigma, prior_std, prior_mean, n_sim: int, stride: int):
+def residuals(x, mask, target, z0, t0, index, k1, k2, omega, time, dt, sigma, prior_std, prior_mean, n_sim: int,
+              stride: int):
     """Returns the whitened residual vector r(x) with J(x) = |r|^2 / 2: `(drifter*obs*2 + 2K,)`."""
-    sim = simulate_observed(x, z0, t0, index, k1, k2, omega, dt, n_sim, stride)
+    sim = simulate_observed(x, z0, t0, index, k1, k2, omega, dt, n_sim, stride, time)
     misfit = (sim - target) * (jnp.sqrt(mask)[:, :, None] / sigma)
     return jnp.concatenate([misfit.reshape(-1), (x - prior_mean) / prior_std])
 
 
 @functools.partial(jax.jit, static_argnames=("n_sim", "stride"))
-def jacobian(x, mask, target, z0, t0, index, k1, k2, omega, dt, sigma, prior_std, prior_mean, n_sim: int, stride: int):
+def jacobian(x, mask, target, z0, t0, index, k1, k2, omega, time, dt, sigma, prior_std, prior_mean, n_sim: int,
+             stride: int):
     """Returns dr/dx `(drifter*obs*2 + 2K, 2K)` of `residuals`, from one sensitivity run (simulate_observed_tangent)."""
-    _, sens = simulate_observed_tangent(x, z0, t0, index, k1, k2, omega, dt, n_sim, stride)
+    _, sens = simulate_observed_tangent(x, z0, t0, index, k1, k2, omega, dt, n_sim, stride, time)
     misfit = sens * (jnp.sqrt(mask)[:, :, None, None] / sigma)
     return jnp.concatenate([misfit.reshape(-1, x.shape[0]), jnp.diag(1.0 / prior_std)])
 
@@ -91,7 +93,7 @@ def observation_problem(obs: Observations, model: FlowModel, sigma: float, mask=
     n_sim = obs.n_sim if n_sim is None else n_sim
     index = np.minimum(obs.index, n_sim - 1)
     return (jnp.asarray(mask), jnp.asarray(obs.target), jnp.asarray(obs.z0), jnp.asarray(obs.t0),
-            jnp.asarray(index), jnp.asarray(model.k1), jnp.asarray(model.k2), jnp.asarray(model.omega),
+            jnp.asarray(index), jnp.asarray(model.k1), jnp.asarray(model.k2), jnp.asarray(model.omega), model.time,
             model.dt, sigma, jnp.asarray(np.sqrt(var)), jnp.asarray(mean), n_sim, obs.stride)
 
 
