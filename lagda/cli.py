@@ -226,6 +226,16 @@ def _add_assimilate_parser(subparsers) -> None:
                    help="RK4 step of the forward model (nondimensional time; default: the model run's, else the "
                         "track file's dt attribute, else the smallest observation spacing in steps of at most 1e-4)")
     _add_mapping_arguments(p)
+    p.add_argument("--basis", choices=("circular", "rectangular"),
+                   help="classical methods: assimilate into this flow basis instead of the file's or run's modes: Fourier modes "
+                        "0 < |k| <= k-max (circular) or max(|k1|, |k2|) <= k-max (rectangular) times Legendre polynomials of "
+                        "degree 0..--degree in time over the tracks' window (for flows with no known frequencies, e.g. QG)")
+    p.add_argument("--k-max", type=float, default=8, help="with --basis: the largest wavenumber (default 8)")
+    p.add_argument("--degree", type=int, default=3, help="with --basis: the largest Legendre degree in time (default 3)")
+    p.add_argument("--climatology", metavar="QG.nc",
+                   help="with --basis: a QG truth file of other flows (lagda simulate --flow qg) whose truth gives the prior "
+                        "spectrum and the variance of the velocity the basis leaves out (default: the default spectrum, and "
+                        "that variance estimated from the tracks)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     p.set_defaults(run=_run_assimilate)
 
@@ -250,9 +260,16 @@ def _run_assimilate(args: argparse.Namespace) -> int:
         raise ValueError(f"--n-grid must be >= 2, got {args.n_grid}")
     if args.members is not None and args.members < 1:
         raise ValueError(f"--members must be >= 1, got {args.members}")
+    if args.basis is not None and args.method in LEARNED_METHODS:
+        raise ValueError(f"--basis: {args.method} compares tracks with a trained model's flows, which have no time basis: "
+                         "use --method linear, var or enkf")
+    if args.climatology is not None and not os.path.isfile(args.climatology):
+        raise FileNotFoundError(f"no such climatology file: {args.climatology}")
+    if args.climatology is not None and args.basis is None:
+        raise ValueError("--climatology needs --basis")
     from lagda.assimilation.assimilate import assimilate_file
 
-    if args.model is None and args.method in LEARNED_METHODS:
+    if args.model is None and args.method in LEARNED_METHODS and args.basis is None:
         import warnings
 
         from lagda.io.tracks import read_tracks
@@ -270,7 +287,8 @@ def _run_assimilate(args: argparse.Namespace) -> int:
                if getattr(args, name) is not None}
     summary = assimilate_file(args.tracks, args.out, args.method, run_dir=args.model, n_grid=args.n_grid,
                               plot=args.plot, overwrite=args.overwrite, dt=args.dt, box=args.box,
-                              time_scale=args.time_scale, **options)
+                              time_scale=args.time_scale, basis=args.basis, k_max=args.k_max, degree=args.degree,
+                              climatology=args.climatology, **options)
     for kind in ("note", "warning"):
         for line in summary[kind + "s"]:
             print(f"lagda assimilate: {kind}: {line}", file=sys.stderr)
@@ -281,6 +299,10 @@ def _run_assimilate(args: argparse.Namespace) -> int:
     if "velocity_rms_error_m_s" in summary:
         print(f"velocity error against the truth: RMS {summary['velocity_rms_error_m_s']:.3g} m/s over the box and window "
               f"(true RMS speed {summary['velocity_rms_true_m_s']:.3g} m/s)")
+    if "velocity_error_vs_truth" in summary:
+        print(f"velocity error against the QG truth (relative L2 over its grid, times and flows): "
+              f"{summary['velocity_error_vs_truth']:.3f}; against the truth's fit in the basis "
+              f"{summary['velocity_error_vs_projection']:.3f}; the basis's projection limit {summary['projection_limit']:.3f}")
     print(summary["diagnostics"])
     return 0
 

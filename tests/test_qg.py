@@ -220,3 +220,59 @@ def test_bad_qg_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
 def test_qg_flags_need_flow_qg(tmp_path, capsys):
     assert cli.main(["simulate", "--window-days", "3", "--out", str(tmp_path / "x.nc")]) == 2
     assert "--window-days applies only to --flow qg" in capsys.readouterr().err
+
+
+def _flows(path, flows, out):
+    """Writes the flows `flows` of a QG truth file (their tracks and truth) as a file of their own."""
+    import xarray as xr
+
+    with xr.open_dataset(path) as ds:
+        keep = np.isin(ds["field"].values, flows)
+        sub = ds.isel(flow=flows, trajectory=np.flatnonzero(keep)).load()
+    sub["field"].values[:] = np.searchsorted(flows, sub["field"].values)
+    sub.to_netcdf(out)
+    return out
+
+
+def test_qg_tracks_assimilate_in_a_chosen_basis(turbulence_file, tmp_path, capsys):
+    climatology, test = _flows(turbulence_file, [0], tmp_path / "clim.nc"), _flows(turbulence_file, [1], tmp_path / "test.nc")
+    out = tmp_path / "result.nc"
+    argv = ["assimilate", "--tracks", str(test), "--method", "linear", "--basis", "circular", "--k-max", "3", "--degree", "2",
+            "--climatology", str(climatology), "--members", "8", "--out", str(out)]
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    assert "velocity error against the QG truth" in captured.out and "OU error along each track" in captured.err
+    assert "prior: the climatology of" in captured.err
+    import xarray as xr
+
+    from lagda.assimilation.assimilate import assimilate_file
+
+    with xr.open_dataset(out) as ds:
+        assert ds["degree"].values.max() == 2 and ds["degree"].attrs["window_length"] == pytest.approx(0.1)
+        assert ds["u_mean"].attrs["units"] == "m s-1"
+    summary = assimilate_file(test, tmp_path / "again.nc", "linear", basis="circular", k_max=3, degree=2,
+                              climatology=climatology, members=8)
+    # the truth's fit is the least-squares optimum in the basis on the truth grid and times, so for any
+    # estimate in the basis: error^2 = limit^2 + (its distance to the fit)^2 (relative to |truth|^2 and |fit|^2)
+    error, to_fit, limit = (summary[k] for k in ("velocity_error_vs_truth", "velocity_error_vs_projection", "projection_limit"))
+    assert limit < error < 1.0
+    assert error**2 == pytest.approx(limit**2 + to_fit**2 * (1 - limit**2), rel=1e-6)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--method", "hybrid", "--basis", "circular"], "no time basis"),
+    (["--method", "linear", "--climatology", "{file}"], "--climatology needs --basis"),
+])
+def test_basis_refusals_are_one_line(turbulence_file, tmp_path, capsys, argv, message):
+    argv = [a.replace("{file}", str(turbulence_file)) for a in argv]
+    assert cli.main(["assimilate", "--tracks", str(turbulence_file), "--out", str(tmp_path / "r.nc"), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err
+    assert not (tmp_path / "r.nc").exists()
+
+
+def test_rossby_file_assimilates_with_its_frequencies(rossby_file, tmp_path, capsys):
+    assert cli.main(["assimilate", "--tracks", str(rossby_file), "--method", "linear", "--members", "8",
+                     "--out", str(tmp_path / "r.nc")]) == 0
+    captured = capsys.readouterr()
+    assert "frequencies omega_k from the track file" in captured.err and "velocity_rel_l2" in captured.out

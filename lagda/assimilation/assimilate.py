@@ -42,7 +42,8 @@ def assimilate(tracks: Tracks, method: str, modes, prior_scale, dt: float, *, ru
     Args:
         tracks: observed tracks; field f of the posterior is field f of the tracks.
         method: one of "linear", "var", "enkf", "retrieve", "embed", "hybrid".
-        modes: (k1, k2, omega), each `(mode,)`; prior_scale: `(mode,)` prior std a_k; dt: RK4 step.
+        modes: (k1, k2, omega), each `(mode,)`, or (k1, k2, omega, time) with a simulate.flow.TimeBasis
+            (classical methods only); prior_scale: `(mode,)` prior std a_k; dt: RK4 step.
         run_dir: trained run (retrieve / embed / hybrid), unless `scorer` is given.
         config: AssimConfig (default AssimConfig()); key: PRNG key (default key(0)).
         scorer: the learned comparison (embed_fn, similarity); bank: complex `(n, mode)` or None (prior).
@@ -51,6 +52,9 @@ def assimilate(tracks: Tracks, method: str, modes, prior_scale, dt: float, *, ru
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; valid methods: {', '.join(METHODS)}")
+    if len(modes) == 4 and modes[3] is not None and method not in _CLASSICAL:
+        raise ValueError(f"{method} compares tracks with a trained model's flows, which have no time basis: "
+                         f"use {', '.join(_CLASSICAL)} with a chosen basis")
     with jax.enable_x64(True):  # the inversions need float64 whatever the caller's JAX setting
         return _assimilate(tracks, method, modes, prior_scale, dt, run_dir, config, key, scorer, bank)
 
@@ -58,9 +62,9 @@ def assimilate(tracks: Tracks, method: str, modes, prior_scale, dt: float, *, ru
 def _assimilate(tracks, method, modes, prior_scale, dt, run_dir, config, key, scorer, bank) -> Posterior:
     config = (config or AssimConfig()).validate()
     key = jax.random.key(0) if key is None else key
-    k1, k2, omega = (np.asarray(m) for m in modes)
+    k1, k2, omega = (np.asarray(m) for m in modes[:3])
     model = FlowModel(k1.astype(np.int32), k2.astype(np.int32), np.asarray(omega, np.float64),
-                      np.asarray(prior_scale, np.float64), float(dt))
+                      np.asarray(prior_scale, np.float64), float(dt), modes[3] if len(modes) == 4 else None)
     n_field = tracks.n_field
     if method in _CLASSICAL:
         estimates, seconds = [], []
@@ -152,8 +156,8 @@ class ModelSettings(NamedTuple):
 def model_settings(tracks: Tracks | None, run_dir=None, dt: float | None = None, file_dt: float | None = None) -> ModelSettings:
     """Returns the modes, prior and RK4 step: from the run's dataset meta, else from the tracks.
 
-    Without a run the modes and frequencies are the track file's; for physical tracks (with a
-    mapping) that state none, the steady model: the generator's default mode set with all
+    Without a run the modes and frequencies are the track file's (for physical tracks their
+    phases count from the file's time origin, a note); for physical tracks (with a mapping) that state none, the steady model: the generator's default mode set with all
     omega_k = 0 (a time origin of real tracks is arbitrary, so known frequencies would have no
     phase). The prior is the generator's default spectrum, and dt is, in order: `dt` (given),
     `file_dt` (the file's `dt` attribute, e.g. a lagda dataset), else the smallest observation
@@ -195,7 +199,9 @@ def model_settings(tracks: Tracks | None, run_dir=None, dt: float | None = None,
     if tracks is None or tracks.k1 is None or tracks.omega is None:
         raise ValueError("the track file does not state the modes and frequencies: pass a trained model (--model RUN)")
     if physical and np.any(np.asarray(tracks.omega) != 0):
-        raise ValueError("the track file states frequencies omega_k != 0, but physical tracks are assimilated with the steady model")
+        from lagda.io.physical import iso_time
+
+        notes.append(f"frequencies omega_k from the track file: their phases count from its time origin {iso_time(tracks.mapping.time_origin)}")
     scale = spectrum(tracks.k1, tracks.k2, base.spectrum_exponent, base.rms_speed)
     notes.append(f"prior: the generator's default spectrum (exponent {base.spectrum_exponent:g}, rms speed "
                  f"{base.rms_speed:g}), since the track file states no prior; pass --model RUN to use a run's")
@@ -203,14 +209,19 @@ def model_settings(tracks: Tracks | None, run_dir=None, dt: float | None = None,
         lx, ly = tracks.mapping.lengths_m
         notes.append(f"prior RMS speed {base.rms_speed:g} domain lengths per model time unit = "
                      f"{base.rms_speed * np.sqrt(lx * ly) / tracks.mapping.time_scale_s:.3g} m/s in this mapping")
-    if dt is None and file_dt is not None:
-        dt = float(file_dt)
-        notes.append(f"dt {dt:g} from the track file's dt attribute")
-    if dt is None:
-        dt = _guess_dt(tracks.times, GUESS_MAX_DT)
-        notes.append(f"dt {dt:g} guessed: the smallest observation spacing in steps of at most {GUESS_MAX_DT:g}; "
-                     "pass --dt to set it")
-    return ModelSettings(tracks.k1, tracks.k2, tracks.omega, scale, float(dt), tuple(notes))
+    dt, dt_note = resolve_dt(tracks, dt, file_dt)
+    return ModelSettings(tracks.k1, tracks.k2, tracks.omega, scale, dt, tuple(notes + dt_note))
+
+
+def resolve_dt(tracks: Tracks, dt: float | None, file_dt: float | None) -> tuple[float, list]:
+    """Returns (dt, notes): `dt` given, else the file's dt attribute, else guessed from the observation times."""
+    if dt is not None:
+        return float(dt), []
+    if file_dt is not None:
+        return float(file_dt), [f"dt {float(file_dt):g} from the track file's dt attribute"]
+    guess = _guess_dt(tracks.times, GUESS_MAX_DT)
+    return guess, [f"dt {guess:g} guessed: the smallest observation spacing in steps of at most {GUESS_MAX_DT:g}; "
+                   "pass --dt to set it"]
 
 
 GUESS_MAX_DT = 1e-4  # longest guessed RK4 step: the small preset's, accurate to ~1e-10 on the default prior
@@ -227,7 +238,8 @@ def _guess_dt(times, max_dt: float) -> float:
 
 def assimilate_file(tracks_path, out_path, method: str, run_dir=None, n_grid: int = 32, plot=None,
                     overwrite: bool = False, seed: int = 0, dt: float | None = None, box=None,
-                    time_scale: float | None = None, **method_options) -> dict:
+                    time_scale: float | None = None, basis: str | None = None, k_max: float = 8, degree: int = 3,
+                    climatology=None, **method_options) -> dict:
     """Returns a summary dict after assimilating a track file and writing the result netCDF.
 
     Reads `tracks_path` (lagda.io.tracks.read_tracks), finds the model (`model_settings`), checks
@@ -243,6 +255,13 @@ def assimilate_file(tracks_path, out_path, method: str, run_dir=None, n_grid: in
     the summary adds "velocity_rms_error_m_s" and "velocity_rms_true_m_s": the RMS over the grid,
     grid times and fields of the error of the posterior-mean velocity, and of the true velocity.
 
+    With `basis` ("circular" or "rectangular", lagda.assimilation.basis) the model is that basis to
+    k_max times Legendre polynomials of `degree` in time over the tracks' window, its prior from the
+    QG truth file `climatology` (else the default spectrum); `linear` then models the velocity the basis
+    leaves out as an OU error along each track (config.representation "ou", unless given). For a
+    QG truth file (lagda simulate --flow qg) the summary adds "velocity_error_vs_truth" (relative L2
+    of the posterior-mean velocity against the gridded truth, over its grid, times and flows),
+    "velocity_error_vs_projection" and "projection_limit" (lagda.assimilation.basis.qg_scores).
     Args:
         dt: RK4 step (default: the run's, else the file's dt attribute, else guessed; see model_settings).
         box: (west, east, south, north) of physical tracks (default: the file's, else inferred).
@@ -254,11 +273,11 @@ def assimilate_file(tracks_path, out_path, method: str, run_dir=None, n_grid: in
     """
     with jax.enable_x64(True):  # inversions and scores in float64 whatever the caller's JAX setting
         return _assimilate_file(tracks_path, out_path, method, run_dir, n_grid, plot, overwrite, seed, dt, box, time_scale,
-                                method_options)
+                                (basis, k_max, degree, climatology), method_options)
 
 
 def _assimilate_file(tracks_path, out_path, method, run_dir, n_grid, plot, overwrite, seed, dt, box, time_scale,
-                     method_options) -> dict:
+                     chosen_basis, method_options) -> dict:
     import warnings as python_warnings
 
     from lagda.assimilation.scores import window_times
@@ -271,20 +290,42 @@ def _assimilate_file(tracks_path, out_path, method, run_dir, n_grid, plot, overw
     with python_warnings.catch_warnings(record=True) as caught:  # the reader's assumptions become summary warnings
         python_warnings.simplefilter("always")
         tracks = read_tracks(tracks_path, box=box, time_scale=time_scale)
-    k1, k2, omega, scale, dt, notes = model_settings(tracks, run_dir, dt, file_dt(tracks_path) if run_dir is None else None)
+    basis, k_max, degree, climatology = chosen_basis
+    time_basis = None
+    if basis is None:
+        k1, k2, omega, scale, dt, notes = model_settings(tracks, run_dir, dt, file_dt(tracks_path) if run_dir is None else None)
+    else:
+        from lagda.assimilation.basis import basis_settings
+
+        chosen = basis_settings(tracks, basis, k_max, degree, climatology)
+        k1, k2, omega, time_basis, scale = chosen[:5]
+        dt, dt_notes = resolve_dt(tracks, dt, file_dt(tracks_path))
+        notes = list(chosen.notes) + dt_notes
+        if method == "linear" and "representation" not in method_options:
+            config = dataclasses.replace(config, representation="ou",
+                                         representation_var=config.representation_var or chosen.representation_var,
+                                         representation_time=config.representation_time or chosen.representation_time)
+            notes.append("linear: the velocity the basis leaves out is an OU error along each track (representation 'ou'), "
+                         + ("its variance and time scale the climatology's" if chosen.representation_var
+                            else "its variance and time scale estimated from the tracks"))
     notes = tuple(tracks.notes) + tuple(notes)
     read_warnings = [str(w.message) for w in caught]  # e.g. a layout assumed from the dimensions
-    warnings = read_warnings + check_fits_model(tracks, dt, k1, k2, omega)
-    posterior = assimilate(tracks, method, (k1, k2, omega), scale, dt, run_dir=run_dir, config=config,
+    # a chosen basis is not the file's modes: only the times are checked against it
+    warnings = read_warnings + check_fits_model(tracks, dt, *((k1, k2, omega) if basis is None else ()))
+    posterior = assimilate(tracks, method, (k1, k2, omega, time_basis), scale, dt, run_dir=run_dir, config=config,
                            key=jax.random.key(seed))
     times = window_times(tracks)
     attrs = {"assim_config": json.dumps(dataclasses.asdict(config)), "model_run": _run_name(run_dir), "seed": int(seed),
              "dt": float(dt), "settings_notes": json.dumps(list(notes)), "read_warnings": json.dumps(read_warnings)}
-    write_result(out_path, posterior, k1, k2, omega, times, n_grid, tracks, attrs)
+    write_result(out_path, posterior, k1, k2, omega, times, n_grid, tracks, attrs, time=time_basis)
     summary = {"method": method, "fields": tracks.n_field, "seconds": float(np.sum(posterior.seconds)),
                "notes": list(notes), "warnings": list(warnings),
                "diagnostics": describe_diagnostics(method, posterior.diagnostics())}
-    if tracks.true_coef is not None:  # held-out tracks with known truth: every score of lagda.assimilation.scores
+    if basis is not None:
+        from lagda.assimilation.basis import qg_scores
+
+        summary.update(qg_scores(tracks_path, posterior.mean, k1, k2, time_basis))
+    elif tracks.true_coef is not None:  # held-out tracks with known truth: every score of lagda.assimilation.scores
         from lagda.assimilation.scores import score_posterior
 
         scores = score_posterior(posterior, tracks, k1, k2, omega, dt, n_grid=n_grid)

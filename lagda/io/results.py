@@ -49,12 +49,12 @@ _grid = jax.jit(grid_fields, static_argnames="n_grid")
 
 
 @functools.partial(jax.jit, static_argnames="n_grid")
-def _moments_batch(dcoef, weights, k1, k2, omega, times, n_grid):
+def _moments_batch(dcoef, weights, k1, k2, omega, times, n_grid, time=None):
     """Returns sum_m w_m f(dcoef_m)^2 for f = psi, u, v: each `(time, y, x)`."""
-    return tuple(jnp.einsum("m,mtyx->tyx", weights, f**2) for f in grid_fields(dcoef, k1, k2, omega, times, n_grid))
+    return tuple(jnp.einsum("m,mtyx->tyx", weights, f**2) for f in grid_fields(dcoef, k1, k2, omega, times, n_grid, time))
 
 
-def grid_posterior(posterior: Posterior, k1, k2, omega, times, n_grid: int = 32, batch: int = 64) -> dict:
+def grid_posterior(posterior: Posterior, k1, k2, omega, times, n_grid: int = 32, batch: int = 64, time=None) -> dict:
     """Returns posterior mean and std of psi, u, v on the grid: `{psi_mean, psi_std, ...}`, each `(field, time, y, x)`.
 
     psi, u, v are linear in c, so the mean field is the field of the mean coefficient and the
@@ -63,12 +63,13 @@ def grid_posterior(posterior: Posterior, k1, k2, omega, times, n_grid: int = 32,
 
     Args:
         posterior: weighted samples `(field, member, mode)`.
-        k1, k2: integer `(mode,)`; omega `(mode,)`; times `(time,)`; n_grid: points per side.
+        k1, k2: integer `(mode,)`; omega `(mode,)`; times `(time,)`; n_grid: points per side;
+        time: the model's `simulate.flow.TimeBasis`, or None.
     """
     k1, k2 = jnp.asarray(k1), jnp.asarray(k2)
     omega, times = jnp.asarray(omega, jnp.float64), jnp.asarray(times, jnp.float64)
     mean = posterior.mean
-    means = [np.asarray(f) for f in _grid(jnp.asarray(mean), k1, k2, omega, times, n_grid=n_grid)]
+    means = [np.asarray(f) for f in _grid(jnp.asarray(mean), k1, k2, omega, times, n_grid=n_grid, time=time)]
     out = {f"{name}_mean": m for name, m in zip(FIELD_NAMES, means)}
     samples, weights = np.asarray(posterior.samples, np.complex128), np.asarray(posterior.weights, np.float64)
     n_member = samples.shape[1]
@@ -80,7 +81,7 @@ def grid_posterior(posterior: Posterior, k1, k2, omega, times, n_grid: int = 32,
     for f in range(samples.shape[0]):
         for start in range(0, n_member + n_pad, size):
             parts = _moments_batch(jnp.asarray(dev[f, start : start + size]), jnp.asarray(w[f, start : start + size]),
-                                   k1, k2, omega, times, n_grid)
+                                   k1, k2, omega, times, n_grid, time)
             for v, part in zip(var, parts):
                 v[f] += np.asarray(part)
     out.update({f"{name}_std": np.sqrt(np.maximum(v, 0.0)) for name, v in zip(FIELD_NAMES, var)})
@@ -104,7 +105,7 @@ def physical_fields(fields: dict, mapping: Mapping, y) -> dict:
 
 
 def write_result(path, posterior: Posterior, k1, k2, omega, times, n_grid: int = 32, tracks: Tracks | None = None,
-                 attrs: dict | None = None) -> None:
+                 attrs: dict | None = None, time=None) -> None:
     """Writes the assimilation result netCDF (module docstring) via a temporary file + rename.
 
     Args:
@@ -115,6 +116,7 @@ def write_result(path, posterior: Posterior, k1, k2, omega, times, n_grid: int =
         tracks: the observed tracks (stored for plots and scores), optional; with a mapping, the
             fields are written in physical units.
         attrs: extra global attributes (e.g. the resolved AssimConfig, the model run).
+        time: the model's `simulate.flow.TimeBasis` (stored as `degree` and the window's attributes), or None.
     Raises:
         ValueError: if the posterior's mode count differs from `k1`'s.
     """
@@ -125,7 +127,7 @@ def write_result(path, posterior: Posterior, k1, k2, omega, times, n_grid: int =
     mapping = None if tracks is None else tracks.mapping
     one = lambda name: {"units": "1", "long_name": name}
     grid = np.arange(n_grid) / n_grid
-    mean, fields = posterior.mean, grid_posterior(posterior, k1, k2, omega, times, n_grid)
+    mean, fields = posterior.mean, grid_posterior(posterior, k1, k2, omega, times, n_grid, time=time)
     data = {
         "k1": ("mode", np.asarray(k1, np.int32), one("wavenumber k1 (x direction) of the Fourier mode")),
         "k2": ("mode", np.asarray(k2, np.int32), one("wavenumber k2 (y direction) of the Fourier mode")),
@@ -135,6 +137,10 @@ def write_result(path, posterior: Posterior, k1, k2, omega, times, n_grid: int =
         "coef_std_re": (("field", "mode"), posterior.std_re, one("posterior standard deviation of Re c_k")),
         "coef_std_im": (("field", "mode"), posterior.std_im, one("posterior standard deviation of Im c_k")),
     }
+    if time is not None:
+        data["degree"] = ("mode", time.degree, {**one("Legendre degree p_k of the mode's temporal factor L_p(s)"),
+                                                "window_start": float(time.start), "window_length": float(time.length),
+                                                "comment": "s = 2 (t - window_start) / window_length - 1, model time"})
     if mapping is not None:
         fields = physical_fields(fields, mapping, grid)
     grid_dims = ("field", "model_time", "y", "x")

@@ -33,11 +33,14 @@ plus the gridded truth psi, u, v and its projection onto the Fourier modes
 max(|k1|, |k2|) <= `k_max` (lagda's model units) at t = 0 and every `truth_interval` seconds.
 
 Modules: `config` (settings and presets), `spectral` (interpolation and the drifter step), `model`
-(the pyqg-jax model and one flow), `dataset` (projection and the file).
+(the pyqg-jax model and one flow), `dataset` (projection and the file), `projection` (the truth's
+least-squares fit in lagda's flow basis with a time basis, its projection limit, a climatology prior).
 """
 
 from simulate.qg.config import DAY, PRESETS, REGIMES, RELEASE_RULES, QGConfig, rossby, tiny, turbulence
 from simulate.qg.dataset import mapping_attrs, project, to_xarray, write_qg_dataset
+from simulate.qg.projection import (basis_fields, climatology_prior, projection_limit, truth_in_basis, unresolved_variance,
+                                   window_projection)
 from simulate.qg.model import QGFlows, build_model, make_flow_runner, release_points, rossby_frequencies, simulate_qg
 from simulate.qg.spectral import (DRIFTER_STEP, SpectralGrid, drifter_field, hermite, spectral_grid, spectral_value,
                                   spectral_velocity, step_drifters)
@@ -45,6 +48,7 @@ from simulate.qg.spectral import (DRIFTER_STEP, SpectralGrid, drifter_field, her
 __all__ = [
     "DAY", "PRESETS", "REGIMES", "RELEASE_RULES", "QGConfig", "rossby", "tiny", "turbulence",
     "mapping_attrs", "project", "to_xarray", "write_qg_dataset",
+    "basis_fields", "climatology_prior", "projection_limit", "truth_in_basis", "unresolved_variance", "window_projection",
     "QGFlows", "build_model", "make_flow_runner", "release_points", "rossby_frequencies", "simulate_qg",
     "DRIFTER_STEP", "SpectralGrid", "drifter_field", "hermite", "spectral_grid", "spectral_value",
     "spectral_velocity", "step_drifters",

@@ -1,0 +1,170 @@
+"""A flow basis chosen for the tracks: spatial Fourier modes (circular or rectangular) times Legendre
+polynomials in time over the tracks' window, with its prior from a truth climatology.
+
+For flows that are not lagda's own (no known frequencies, more scales): psi(z, t) = Re sum_{k, p}
+c_kp L_p(s) exp(2 pi i k.z), s = 2 t / t_end - 1 over the window [0, t_end] of the tracks
+(simulate.flow.in_time). The velocity stays linear in the coefficients, so every classical method
+applies. The prior std of c_kp and the variance of the velocity the basis leaves out (the linear
+method's representation error) come from a climatology: a QG truth file of other flows of the same
+model (simulate.qg.projection: the truth's least-squares fit in the basis, pooled over wavenumber
+shells and degrees). Without one the prior is the generator's default spectrum for every degree and
+the representation error is estimated from the tracks; both are notes.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from simulate.flow import TimeBasis, circular_modes, in_time, rectangular_modes
+
+BASES = ("circular", "rectangular")
+
+
+class BasisSettings(NamedTuple):
+    """The model of a chosen basis and how it was set."""
+
+    k1: np.ndarray  # int (mode,), every spatial mode repeated for p = 0..degree
+    k2: np.ndarray  # int (mode,)
+    omega: np.ndarray  # float64 (mode,), zeros
+    time: TimeBasis
+    prior_scale: np.ndarray  # float64 (mode,) prior std a_k
+    representation_var: float | None  # velocity variance per component the basis leaves out (model units), or None
+    representation_time: float | None  # its Lagrangian time scale along a track (model time), or None
+    notes: tuple[str, ...]
+
+
+def spatial_modes(basis: str, k_max: float):
+    """Returns the spatial modes `(k1, k2)`: "circular" 0 < |k| <= k_max (one of each +-k), or
+    "rectangular" max(|k1|, |k2|) <= k_max (both signs, k = 0 included, lagda's default layout).
+
+    Raises:
+        ValueError: for an unknown basis or k_max < 1.
+    """
+    if basis not in BASES:
+        raise ValueError(f"unknown basis {basis!r}; valid: {', '.join(BASES)}")
+    if not k_max >= 1:
+        raise ValueError(f"k_max must be >= 1, got {k_max}")
+    if basis == "circular":
+        return circular_modes(k_max)
+    m = int(k_max)
+    return rectangular_modes((-m, m), (-m, m))
+
+
+def basis_settings(tracks, basis: str, k_max: float, degree: int, climatology=None) -> BasisSettings:
+    """Returns the `BasisSettings` of `basis` with k_max and Legendre degree over the tracks' window.
+
+    Args:
+        tracks: lagda.io.tracks.Tracks (model units; the mapping of physical tracks applied).
+        climatology: path of a QG truth file (lagda simulate --flow qg) of other flows, or None.
+    Raises:
+        ValueError: for a bad basis, k_max or degree, tracks without a time after 0, or a
+            climatology in another mapping (box or time scale) than the tracks.
+    """
+    if degree < 0:
+        raise ValueError(f"degree must be >= 0, got {degree}")
+    k1, k2 = spatial_modes(basis, k_max)
+    t_end = float(np.nanmax(tracks.times))
+    if not t_end > 0:
+        raise ValueError("the tracks have no time after 0: no window for the time basis")
+    e1, e2, omega, time = in_time(k1, k2, np.zeros(len(k1)), degree, 0.0, t_end)
+    notes = [f"flow basis: {basis} modes k_max {k_max:g} ({len(k1)} spatial modes) x Legendre degrees 0..{degree} "
+             f"in time over the window [0, {t_end:.6g}] model time: {len(e1)} modes"]
+    if climatology is None:
+        from simulate.config import SimConfig
+        from simulate.prior import spectrum
+
+        base = SimConfig()
+        scale = spectrum(e1, e2, base.spectrum_exponent, base.rms_speed)
+        notes.append(f"prior: the generator's default spectrum (exponent {base.spectrum_exponent:g}, rms speed "
+                     f"{base.rms_speed:g}) for every degree, since no --climatology is given")
+        return BasisSettings(e1, e2, omega, time, scale, None, None, tuple(notes))
+    scale, rep_var, rep_time, clim_notes = _climatology(climatology, tracks, k1, k2, degree, t_end)
+    return BasisSettings(e1, e2, omega, time, scale, rep_var, rep_time, tuple(notes + clim_notes))
+
+
+def _climatology(path, tracks, k1, k2, degree: int, t_end: float):
+    """Returns (prior scale `(mode,)`, unresolved variance, its time scale, notes) from a QG truth file.
+
+    The variance and time scale are those of the velocity the basis leaves out along the file's own
+    drifters: their lag-1 difference velocities less the truth's fit in the basis there, an OU
+    process fitted by methods.representation.ou_time_scale (the drifters see the unresolved scales
+    in their own, Lagrangian, frame: neither the Eulerian variance nor its decorrelation time).
+    """
+    import xarray as xr
+
+    from simulate.qg.projection import climatology_prior, truth_in_basis
+
+    with xr.open_dataset(path) as ds:
+        if "psi" not in ds.variables or "qg_L" not in ds.attrs:
+            raise ValueError(f"{path} is not a QG truth file (lagda simulate --flow qg): it has no gridded truth psi")
+        scale_s = float(ds.attrs["lagda_mapping_time_scale_s"])
+        length = float(ds.attrs["qg_L"])
+        if tracks.mapping is not None:
+            lx, ly = tracks.mapping.lengths_m
+            if not (np.isclose(lx, length) and np.isclose(ly, length) and np.isclose(tracks.mapping.time_scale_s, scale_s)):
+                raise ValueError(f"the climatology {path} maps a {length:g} m box with {scale_s:g} s per model time unit, "
+                                 f"the tracks {lx:g} x {ly:g} m with {tracks.mapping.time_scale_s:g} s")
+        truth = truth_in_basis(ds, k1, k2, degree)
+    scale = climatology_prior(truth["coef"], truth["k1"], truth["k2"], degree)
+    rep_var, rep_time = _along_track_residual(path, truth)
+    notes = [f"prior: the climatology of {path} ({truth['coef'].shape[0]} flow(s)): mean power of its truth's "
+             f"coefficients per wavenumber shell and degree; the basis leaves out {np.mean(truth['limit']):.3f} of its "
+             f"velocity (relative L2); along its drifters that velocity has std {np.sqrt(rep_var):.4g} per component "
+             f"and time scale {rep_time:.4g} (model units): the representation error's"]
+    window = float(truth["times"][-1])
+    if not np.isclose(window, t_end, rtol=0.01):
+        notes.append(f"the climatology's window ({window:.6g} model time) differs from the tracks' ({t_end:.6g}): "
+                     "its power per degree is for its own window")
+    return scale, rep_var, rep_time, notes
+
+
+def _along_track_residual(path, truth: dict) -> tuple[float, float]:
+    """Returns (variance, time scale) of the climatology drifters' velocity less the truth's fit in the basis."""
+    from lagda.assimilation.methods.representation import ou_time_scale
+    from lagda.assimilation.methods.track_data import finite_differences
+    from lagda.io.tracks import read_tracks
+    from simulate.flow import velocity_basis
+
+    clim = read_tracks(path)
+    residuals, times, track = [], [], []
+    for f in range(truth["coef"].shape[0]):  # the truth's flows, the file's first ones
+        sub = clim.for_field(f)
+        for d in range(sub.positions.shape[0]):
+            points, t, vel, _ = finite_differences(sub.positions[d : d + 1], sub.times[d : d + 1], None, 1)
+            g = velocity_basis(points, t, truth["k1"], truth["k2"], np.zeros(len(truth["k1"])), truth["time_basis"])
+            coef = truth["coef"][f]
+            residuals.append(vel - g @ np.concatenate([coef.real, coef.imag]))
+            times.append(t)
+            track.append(np.full(len(t), f * 100_000 + d))
+    return ou_time_scale(np.concatenate(residuals), np.concatenate(times), np.concatenate(track))
+
+
+def qg_scores(path, coef, k1, k2, time: TimeBasis) -> dict:
+    """Returns the velocity errors of posterior means `coef` `(field, mode)` against a QG truth file's truth, or {}.
+
+    Field f is the file's flow f. Over the truth grid, truth times and fields (relative L2):
+    "velocity_error_vs_truth" against the full gridded truth, "velocity_error_vs_projection" against
+    the truth's least-squares fit in the basis, and "projection_limit", that fit's own error (no
+    estimate in the basis can do better); {} for a file without gridded truth.
+
+    Args:
+        k1, k2: the expanded modes `(mode,)` (spatial mode repeated for p = 0..degree); time: their TimeBasis.
+    """
+    import xarray as xr
+
+    from simulate.qg.projection import basis_fields, truth_in_basis
+
+    degree = int(np.max(time.degree))
+    spatial = slice(None, None, degree + 1)
+    with xr.open_dataset(path) as ds:
+        if "u" not in ds.variables or "qg_nx" not in ds.attrs:
+            return {}
+        truth = truth_in_basis(ds, k1[spatial], k2[spatial], degree, flows=list(range(len(coef))))
+        n = int(ds.attrs["qg_nx"])
+    _, u, v = basis_fields(coef, k1[spatial], k2[spatial], degree, time.start, time.length, truth["times"], n)
+    relative = lambda a, b, c, d: float(np.sqrt(np.sum((a - c) ** 2 + (b - d) ** 2) / np.sum(a**2 + b**2)))  # noqa: E731
+    return {"velocity_error_vs_truth": relative(truth["u"], truth["v"], u, v),
+            "velocity_error_vs_projection": relative(truth["u_fit"], truth["v_fit"], u, v),
+            "projection_limit": relative(truth["u"], truth["v"], truth["u_fit"], truth["v_fit"])}
