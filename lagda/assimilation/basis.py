@@ -72,16 +72,33 @@ def basis_settings(tracks, basis: str, k_max: float, degree: int, climatology=No
     notes = [f"flow basis: {basis} modes k_max {k_max:g} ({len(k1)} spatial modes) x Legendre degrees 0..{degree} "
              f"in time over the window [0, {t_end:.6g}] model time: {len(e1)} modes"]
     if climatology is None:
-        from simulate.config import SimConfig
-        from simulate.prior import spectrum
-
-        base = SimConfig()
-        scale = spectrum(e1, e2, base.spectrum_exponent, base.rms_speed)
-        notes.append(f"prior: the generator's default spectrum (exponent {base.spectrum_exponent:g}, rms speed "
-                     f"{base.rms_speed:g}) for every degree, since no --climatology is given")
-        return BasisSettings(e1, e2, omega, time, scale, None, None, tuple(notes))
+        scale, note = _track_prior(tracks, k1, k2, degree)
+        return BasisSettings(e1, e2, omega, time, scale, None, None, tuple(notes + [note]))
     scale, rep_var, rep_time, clim_notes = _climatology(climatology, tracks, k1, k2, degree, t_end)
     return BasisSettings(e1, e2, omega, time, scale, rep_var, rep_time, tuple(notes + clim_notes))
+
+
+def _track_prior(tracks, k1, k2, degree: int):
+    """Returns (prior std `(mode,)`, note): the generator's spectrum shape at the tracks' RMS speed.
+
+    The RMS of the tracks' lag-1 difference velocities sets the amplitude (lagda's default of 10
+    model units is for its own flows, and a physical mapping's unit can be anything); each degree p
+    gets the share (2p + 1) / (P + 1) of a spatial mode's power, so that, as mean L_p^2 = 1 / (2p + 1)
+    over the window, every degree carries the same expected kinetic energy and the total is the
+    tracks' mean square speed.
+    """
+    from simulate.config import SimConfig
+    from simulate.prior import spectrum
+
+    from lagda.assimilation.methods.track_data import finite_differences
+
+    vel = finite_differences(tracks.positions, tracks.times, None, 1)[2]
+    rms = float(np.sqrt(np.mean(np.sum(vel**2, axis=-1)))) if len(vel) else SimConfig().rms_speed
+    exponent = SimConfig().spectrum_exponent
+    share = np.sqrt((2 * np.arange(degree + 1) + 1) / (degree + 1))
+    scale = (spectrum(k1, k2, exponent, rms)[:, None] * share[None, :]).ravel()
+    return scale, (f"prior: the generator's spectrum shape (exponent {exponent:g}) at the tracks' RMS speed {rms:.4g} "
+                   "(model units), the same energy in every degree, since no --climatology is given")
 
 
 def _climatology(path, tracks, k1, k2, degree: int, t_end: float):
