@@ -157,9 +157,9 @@ def model_settings(tracks: Tracks | None, run_dir=None, dt: float | None = None,
     """Returns the modes, prior and RK4 step: from the run's dataset meta, else from the tracks.
 
     Without a run the modes and frequencies are the track file's (for physical tracks their
-    phases count from the file's time origin, a note); for physical tracks (with a mapping) that state none, the steady model: the generator's default mode set with all
-    omega_k = 0 (a time origin of real tracks is arbitrary, so known frequencies would have no
-    phase). The prior is the generator's default spectrum, and dt is, in order: `dt` (given),
+    phases count from the file's time origin, a note); for physical tracks (with a mapping) that
+    state none, the steady model: the generator's default mode set with all omega_k = 0 (a time
+    origin of real tracks is arbitrary, so frequencies not stated by the file would have no phase). The prior is the generator's default spectrum, and dt is, in order: `dt` (given),
     `file_dt` (the file's `dt` attribute, e.g. a lagda dataset), else the smallest observation
     spacing divided into steps no longer than the generator's default dt (an RK4 step as long as
     a sparse spacing would be inaccurate and would make sparse tracks look dense). Each guess is
@@ -257,11 +257,13 @@ def assimilate_file(tracks_path, out_path, method: str, run_dir=None, n_grid: in
 
     With `basis` ("circular" or "rectangular", lagda.assimilation.basis) the model is that basis to
     k_max times Legendre polynomials of `degree` in time over the tracks' window, its prior from the
-    QG truth file `climatology` (else the default spectrum); `linear` then models the velocity the basis
-    leaves out as an OU error along each track (config.representation "ou", unless given). For a
-    QG truth file (lagda simulate --flow qg) the summary adds "velocity_error_vs_truth" (relative L2
-    of the posterior-mean velocity against the gridded truth, over its grid, times and flows),
-    "velocity_error_vs_projection" and "projection_limit" (lagda.assimilation.basis.qg_scores).
+    QG truth file `climatology` (else the default spectrum shape at the tracks' RMS speed); `linear`
+    then models the velocity the basis leaves out as an OU error along each track
+    (config.representation "ou", unless given). For a QG truth file (lagda simulate --flow qg) the
+    summary adds "velocity_error_vs_truth" (relative L2 of the posterior-mean velocity against the
+    gridded truth, over its grid, times and flows), "velocity_error_vs_projection" and
+    "projection_limit" (lagda.assimilation.basis.qg_scores).
+
     Args:
         dt: RK4 step (default: the run's, else the file's dt attribute, else guessed; see model_settings).
         box: (west, east, south, north) of physical tracks (default: the file's, else inferred).

@@ -13,6 +13,8 @@ the integrator's own error).
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -229,6 +231,10 @@ def representation_posterior(positions, times, release, model: FlowModel, config
     is estimated (representation.ou_time_scale) from the residuals of a first fit with white
     errors of empirical-Bayes variance (`white_evidence_fit`), then OU at the estimate.
     """
+    # lag-1 pairs unless set: the correlated error dominates the noise, and pairs keep every fix (their noise,
+    # shared by neighbouring pairs, is taken as white)
+    regime = {**regime, "lag": config.fd_lag or 1}
+    config = dataclasses.replace(config, fd_order=config.fd_order or 2)
     points, t, vel, span, order, gain, track = track_differences(positions, times, release, config, regime)
     sigma = config.noise_std if config.noise_std is not None else regime.get("noise_std_est", 0.0)
     noise_var = gain * sigma**2 / float(np.median(span)) ** 2
