@@ -238,7 +238,7 @@ def _guess_dt(times, max_dt: float) -> float:
 
 def assimilate_file(tracks_path, out_path, method: str, run_dir=None, n_grid: int = 32, plot=None,
                     overwrite: bool = False, seed: int = 0, dt: float | None = None, box=None,
-                    time_scale: float | None = None, basis: str | None = None, k_max: float = 8, degree: int = 3,
+                    time_scale: float | None = None, basis: str | None = None, k_max: float = 12, degree: int = 3,
                     climatology=None, **method_options) -> dict:
     """Returns a summary dict after assimilating a track file and writing the result netCDF.
 
