@@ -318,6 +318,10 @@ def error_figure(rows, path) -> None:
         color = f"C{i}"
         axes[0].plot([r["drifters"] for r in rs], [r["error"] for r in rs], "o-", color=color, label=f"{basis}: error")
         axes[0].axhline(rs[0]["limit"], color=color, ls=":", label=f"{basis}: projection limit")
+        oracle = sorted((r for r in rows if r["method"] == "oracle" and r["basis"] == basis), key=lambda r: r["drifters"])
+        if oracle:
+            axes[0].plot([r["drifters"] for r in oracle], [r["error"] for r in oracle], "x--", color=color, alpha=0.6,
+                         label=f"{basis}: oracle (resolved velocity given)")
     axes[0].axhline(0.6, color="k", lw=0.8, ls="--", label="0.60")
     axes[0].set(xscale="log", xlabel="drifters L", ylabel="relative velocity error vs full truth",
                 title="QG turbulence (hourly, 10 m noise, flow 0)")

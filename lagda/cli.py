@@ -230,7 +230,7 @@ def _add_assimilate_parser(subparsers) -> None:
                    help="classical methods: assimilate into this flow basis instead of the file's or run's modes: Fourier modes "
                         "0 < |k| <= k-max (circular) or max(|k1|, |k2|) <= k-max (rectangular) times Legendre polynomials of "
                         "degree 0..--degree in time over the tracks' window (for flows with no known frequencies, e.g. QG)")
-    p.add_argument("--k-max", type=float, default=12, help="with --basis: the largest wavenumber (default 12: the best of 5, 8, 12, 16 for 64 QG drifters)")
+    p.add_argument("--k-max", type=float, default=12, help="with --basis: the largest wavenumber (default 12: with 64 QG drifters as good as 16, and cheaper)")
     p.add_argument("--degree", type=int, default=3, help="with --basis: the largest Legendre degree in time (default 3)")
     p.add_argument("--climatology", metavar="QG.nc",
                    help="with --basis: a QG truth file of other flows (lagda simulate --flow qg) whose truth gives the prior "
