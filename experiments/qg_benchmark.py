@@ -86,8 +86,10 @@ def observe(sub, n_drifter: int, interval: int, noise_m: float, length_m: float,
 
 
 def relative(u, v, u_ref, v_ref) -> float:
-    """Returns the relative L2 error of (u, v) against (u_ref, v_ref)."""
-    return float(np.sqrt(np.sum((u - u_ref) ** 2 + (v - v_ref) ** 2) / np.sum(u_ref**2 + v_ref**2)))
+    """Returns the relative L2 error of (u, v) against (u_ref, v_ref) (simulate.qg.projection.projection_limit)."""
+    from simulate.qg.projection import projection_limit
+
+    return projection_limit(u_ref, v_ref, u, v)
 
 
 class TurbulenceCase:

@@ -7,8 +7,9 @@ c_kp L_p(s) exp(2 pi i k.z), s = 2 t / t_end - 1 over the window [0, t_end] of t
 applies. The prior std of c_kp and the variance of the velocity the basis leaves out (the linear
 method's representation error) come from a climatology: a QG truth file of other flows of the same
 model (simulate.qg.projection: the truth's least-squares fit in the basis, pooled over wavenumber
-shells and degrees). Without one the prior is the generator's default spectrum for every degree and
-the representation error is estimated from the tracks; both are notes.
+shells and degrees). Without one the prior is the generator's spectrum shape at the tracks' RMS speed
+(the same energy in every degree) and the representation error is estimated from the tracks; both
+are notes.
 """
 
 from __future__ import annotations
@@ -139,22 +140,23 @@ def _climatology(path, tracks, k1, k2, degree: int, t_end: float):
 
 def _along_track_residual(path, truth: dict) -> tuple[float, float]:
     """Returns (variance, time scale) of the climatology drifters' velocity less the truth's fit in the basis."""
+    from lagda.assimilation.methods import AssimConfig, FlowModel
+    from lagda.assimilation.methods._common import to_real
+    from lagda.assimilation.methods.linear import track_differences, track_residuals
     from lagda.assimilation.methods.representation import ou_time_scale
-    from lagda.assimilation.methods.track_data import finite_differences
     from lagda.io.tracks import read_tracks
-    from simulate.flow import velocity_basis
 
     clim = read_tracks(path)
+    k1, k2 = truth["k1"], truth["k2"]
+    model = FlowModel(k1, k2, np.zeros(len(k1)), np.ones(len(k1)), 1.0, truth["time_basis"])  # only G is used
     residuals, times, track = [], [], []
     for f in range(truth["coef"].shape[0]):  # the truth's flows, the file's first ones
         sub = clim.for_field(f)
-        for d in range(sub.positions.shape[0]):
-            points, t, vel, _ = finite_differences(sub.positions[d : d + 1], sub.times[d : d + 1], None, 1)
-            g = velocity_basis(points, t, truth["k1"], truth["k2"], np.zeros(len(truth["k1"])), truth["time_basis"])
-            coef = truth["coef"][f]
-            residuals.append(vel - g @ np.concatenate([coef.real, coef.imag]))
-            times.append(t)
-            track.append(np.full(len(t), f * 100_000 + d))
+        points, t, vel, _, _, _, ids = track_differences(sub.positions, sub.times, None, AssimConfig(fd_order=2),
+                                                         {"lag": 1, "sparse": False})
+        residuals.append(track_residuals(model, points, t, vel, ids, to_real(truth["coef"][f])))
+        times.append(t)
+        track.append(f * 100_000 + ids)
     return ou_time_scale(np.concatenate(residuals), np.concatenate(times), np.concatenate(track))
 
 
@@ -171,7 +173,7 @@ def qg_scores(path, coef, k1, k2, time: TimeBasis) -> dict:
     """
     import xarray as xr
 
-    from simulate.qg.projection import basis_fields, truth_in_basis
+    from simulate.qg.projection import basis_fields, projection_limit, truth_in_basis
 
     degree = int(np.max(time.degree))
     spatial = slice(None, None, degree + 1)
@@ -181,7 +183,6 @@ def qg_scores(path, coef, k1, k2, time: TimeBasis) -> dict:
         truth = truth_in_basis(ds, k1[spatial], k2[spatial], degree, flows=list(range(len(coef))))
         n = int(ds.attrs["qg_nx"])
     _, u, v = basis_fields(coef, k1[spatial], k2[spatial], degree, time.start, time.length, truth["times"], n)
-    relative = lambda a, b, c, d: float(np.sqrt(np.sum((a - c) ** 2 + (b - d) ** 2) / np.sum(a**2 + b**2)))  # noqa: E731
-    return {"velocity_error_vs_truth": relative(truth["u"], truth["v"], u, v),
-            "velocity_error_vs_projection": relative(truth["u_fit"], truth["v_fit"], u, v),
-            "projection_limit": relative(truth["u"], truth["v"], truth["u_fit"], truth["v_fit"])}
+    return {"velocity_error_vs_truth": projection_limit(truth["u"], truth["v"], u, v),  # relative L2 against the first pair
+            "velocity_error_vs_projection": projection_limit(truth["u_fit"], truth["v_fit"], u, v),
+            "projection_limit": projection_limit(truth["u"], truth["v"], truth["u_fit"], truth["v_fit"])}

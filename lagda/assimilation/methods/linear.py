@@ -4,8 +4,8 @@ The data (lagda.assimilation.methods.track_data): differenced velocities on dens
 displacements (the path integral of the velocity, whitened against the errors of evaluating the
 flow at noisy positions) on noisy dense tracks; with config.representation "ou", differenced
 velocities whose error along each track is the velocity of the scales the basis leaves out, an
-Ornstein-Uhlenbeck process in time, plus the white noise (`representation_posterior`). The posterior (linear_gaussian) is Gaussian in
-closed form with empirical-Bayes noise unless noise_std is given. Its covariance also takes a
+Ornstein-Uhlenbeck process in time, plus the white noise (`representation_posterior`). The
+posterior (linear_gaussian) is Gaussian in closed form with empirical-Bayes noise unless noise_std is given. Its covariance also takes a
 posterior-predictive floor: the tracks re-integrated by RK4 from the posterior mean measure the
 data error that the residuals cannot show because the coefficients absorbed it (on exact tracks,
 the integrator's own error).
@@ -189,15 +189,29 @@ def _track_chunks(model: FlowModel, points, t, track, chunk: int = 4):
         yield rows, velocity_matrix(points[rows], t[rows], *model.modes)
 
 
-def _whitened_normal_equations(model: FlowModel, points, t, vel, track, rep_var, tau, noise_var):
-    """Returns (G^T C^-1 G `(2K, 2K)`, G^T C^-1 y `(2K,)`), C the OU + white error covariance
-    (representation.whiten_tracks), G built and whitened a few drifters at a time."""
+def normal_equations(model: FlowModel, points, t, vel, track, error=None):
+    """Returns (G^T C^-1 G `(2K, 2K)`, G^T C^-1 y `(2K,)`), G built a few drifters at a time (`_track_chunks`).
+
+    error: (rep_var, tau, noise_var) of the OU + white error covariance C, whitened by
+    representation.whiten_tracks; None: C = I (the plain normal equations).
+    """
     gram, rhs = np.zeros((2 * model.n_modes, 2 * model.n_modes)), np.zeros(2 * model.n_modes)
     for rows, g in _track_chunks(model, points, t, track):
-        gw, yw, _ = whiten_tracks(g, vel[rows], track[rows], t[rows], rep_var, tau, noise_var)
+        if error is None:
+            gw, yw = g.reshape(-1, g.shape[-1]), vel[rows].reshape(-1)
+        else:
+            gw, yw, _ = whiten_tracks(g, vel[rows], track[rows], t[rows], *error)
         gram += gw.T @ gw
         rhs += gw.T @ yw
     return gram, rhs
+
+
+def track_residuals(model: FlowModel, points, t, vel, track, x) -> np.ndarray:
+    """Returns the residual velocities y - G x `(n, 2)` of coefficients x `(2K,)`, G built a few drifters at a time."""
+    residuals = np.empty_like(vel)
+    for rows, g in _track_chunks(model, points, t, track):
+        residuals[rows] = vel[rows] - g @ x
+    return residuals
 
 
 def white_evidence_fit(gram, rhs, yy: float, n: int, prior_var) -> np.ndarray:
@@ -243,17 +257,13 @@ def representation_posterior(positions, times, release, model: FlowModel, config
     sources = {"representation_var_source": "given" if rep_var is not None else "residuals of a first fit",
                "representation_time_source": "given" if tau is not None else "residuals of a first fit"}
     if rep_var is None or tau is None:
-        gram, rhs = _whitened_normal_equations(model, points, t, vel, track, 1.0, 0.0, 0.0)  # unwhitened G^T G, G^T y
-        first = prior_mean + white_evidence_fit(gram, rhs - gram @ prior_mean,
-                                                float(np.sum((vel.reshape(-1) - 0.0) ** 2)) - 2 * rhs @ prior_mean
-                                                + prior_mean @ gram @ prior_mean, vel.size, prior_var)
-        residuals = np.empty_like(vel)
-        for rows, g in _track_chunks(model, points, t, track):
-            residuals[rows] = vel[rows] - g @ first
-        est_var, est_tau = ou_time_scale(residuals, t, track)
+        gram, rhs = normal_equations(model, points, t, vel, track)
+        yy = float(np.sum(vel**2)) - 2 * rhs @ prior_mean + prior_mean @ gram @ prior_mean  # |y - G prior_mean|^2
+        first = prior_mean + white_evidence_fit(gram, rhs - gram @ prior_mean, yy, vel.size, prior_var)
+        est_var, est_tau = ou_time_scale(track_residuals(model, points, t, vel, track, first), t, track)
         rep_var = rep_var if rep_var is not None else max(est_var - noise_var, 1e-3 * est_var)
         tau = tau if tau is not None else est_tau
-    gram, rhs = _whitened_normal_equations(model, points, t, vel, track, rep_var, tau, noise_var)
+    gram, rhs = normal_equations(model, points, t, vel, track, (rep_var, tau, noise_var))
     factor = cho_factor(gram + np.diag(prior_prec))
     mean = prior_mean + cho_solve(factor, rhs - gram @ prior_mean)
     cov = cho_solve(factor, np.eye(len(prior_var)))
