@@ -21,9 +21,8 @@ import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-from lagda.assimilation.assimilate import model_settings  # noqa: E402
-from lagda.assimilation.methods import FlowModel  # noqa: E402
-from lagda.assimilation.methods._common import arrange  # noqa: E402
+from lagda.assimilation.model import model_settings  # noqa: E402
+from lagda.assimilation.methods.observations import arrange  # noqa: E402
 from lagda.assimilation.methods.variational import jacobian, observation_problem, residuals  # noqa: E402
 from simulate import draw_coefficients, simulate_tracks  # noqa: E402
 
@@ -45,8 +44,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args(argv)
-    k1, k2, omega, scale, dt, _ = model_settings(None, ROOT / "lagda" / "shipped" / "model")
-    model = FlowModel(k1.astype(np.int32), k2.astype(np.int32), omega, scale, dt)
+    model = model_settings(None, ROOT / "lagda" / "shipped" / "model")
+    k1, k2, omega, scale, dt = model.k1, model.k2, model.omega, model.scale, model.dt
     reference = jax.jit(jax.jacfwd(residuals), static_argnames=("n_sim", "stride"))
     print("| drifters | jacfwd s | sensitivity run s | speed-up | max rel diff |")
     print("|---|---|---|---|---|")

@@ -1,9 +1,9 @@
 """Benchmark of `retrieve` for one track against a 10^6-draw prior bank.
 
-Times `lagda.assimilation.assimilate.assimilate(..., "retrieve")` on one field of lagda/shipped/example_tracks.nc with
+Times the `retrieve` method object (lagda.assimilation.methods.registry.Retrieve) on one field of lagda/shipped/example_tracks.nc with
 the shipped model (encoder included), first call (compiles) and warm (best of the repeats),
 for the same bank two ways: streamed (drawn afresh in every call: the baseline,
-bank_cache_mb=0) and kept in memory (the default, AssimConfig.bank_cache_mb; the first call
+bank_cache_mb=0) and kept in memory by the method object (the default, bank_cache_mb; the first call
 draws it); the speed-up over the baseline is printed, and whether both give identical
 candidates. Also reports the 8 example fields sharing one pass.
 
@@ -22,22 +22,21 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from lagda.assimilation.assimilate import model_settings, assimilate  # noqa: E402
-from lagda.assimilation.methods import AssimConfig  # noqa: E402
 from lagda.assimilation.methods.learned import scorer_from_run  # noqa: E402
-from lagda.io.tracks import read_tracks  # noqa: E402
+from lagda.assimilation.methods.registry import Retrieve  # noqa: E402
+from lagda.assimilation.model import model_settings  # noqa: E402
+from lagda.io.formats import read_tracks  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BANKS = {"iid streamed": {"bank_cache_mb": 0}, "iid cached": {}}
 
 
-def timed(tracks, model, scorer, config, repeats: int) -> tuple[float, float, object]:
-    """Returns (first-call seconds, best warm seconds, posterior) of retrieve on `tracks`."""
-    k1, k2, omega, scale, dt, _ = model
+def timed(tracks, model, retrieve: Retrieve, repeats: int) -> tuple[float, float, object]:
+    """Returns (first-call seconds, best warm seconds, posterior) of one retrieve object on `tracks`."""
     times, post = [], None
     for _ in range(repeats + 1):
         start = time.perf_counter()
-        post = assimilate(tracks, "retrieve", (k1, k2, omega), scale, dt, config=config, scorer=scorer, key=jax.random.key(0))
+        post = retrieve(tracks, model, jax.random.key(0))
         times.append(time.perf_counter() - start)
     return times[0], min(times[1:]), post
 
@@ -59,8 +58,7 @@ def main(argv=None) -> int:
     for subset, label in ((one, "1"), (tracks, str(tracks.n_field))):
         rows = {}
         for name, options in BANKS.items():
-            config = AssimConfig(bank_size=args.bank_size, **options)
-            rows[name] = timed(subset, model, scorer, config, args.repeats)
+            rows[name] = timed(subset, model, Retrieve(scorer, bank_size=args.bank_size, **options), args.repeats)
         for name, (first, warm, post) in rows.items():
             ratio = rows["iid streamed"][1] / warm
             print(f"| {name} | {label} | {first:.2f} | {warm:.3f} | {warm / subset.n_field:.3f} | {ratio:.1f} |")

@@ -6,7 +6,7 @@ position noise `noise` (passed as noise_std), `drifters` per flow released at (0
 (jittered by up to 0.2 with several drifters) or uniformly on the torus ("uniform").
 
 Methods (`--methods`): every name the `assimilate` dispatcher knows (`hybrid:REFINE` sets
-AssimConfig.hybrid_refine; a learned name is skipped without `--run`), plus rows computed here:
+the hybrid setting `refine`; a learned name is skipped without `--run`), plus rows computed here:
 - `truth-map`: the oracle, Gauss-Newton 4D-Var started from the TRUE coefficients with the
   exact prior and the true noise (lagda.assimilation.methods.search.truth_map); no method can
   use it, it bounds what a method that finds the truth's basin reaches in as many iterations
@@ -15,9 +15,9 @@ AssimConfig.hybrid_refine; a learned name is skipped without `--run`), plus rows
 - `search:prior`: multi-start search (search.multistart_map) from the `linear` estimate and
   `--search-starts` - 1 prior draws;
 - `search:linear`: the same search from one start, the `linear` estimate;
-- `hybrid+search`: hybrid with the learned global search (AssimConfig.hybrid_starts =
+- `hybrid+search`: hybrid with the learned global search (hybrid's `starts` =
   `--search-starts`: the product mean, the learned conditional's mean and draws from it).
-The three searches and hybrid's refinement run the same continuation (AssimConfig.continuation)
+The three searches and hybrid's refinement run the same continuation (the configs' `continuation`)
 with `--search-iterations` Gauss-Newton iterations per stage and start, so `hybrid+search`
 against `search:prior` (as many starts, from the prior) and `search:linear` (one start) is the
 ablation of the learned starts at equal compute.
@@ -58,11 +58,11 @@ import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-from lagda.assimilation.assimilate import assimilate  # noqa: E402
-from lagda.assimilation.methods import AssimConfig, FlowModel, assimilate_linear  # noqa: E402
-from lagda.assimilation.methods.config import LEARNED_METHODS  # noqa: E402
+from lagda.assimilation.methods.config import HybridConfig  # noqa: E402
 from lagda.assimilation.methods.learned import scorer_from_run  # noqa: E402
-from lagda.assimilation.methods._common import to_real  # noqa: E402
+from lagda.assimilation.methods.linear import assimilate_linear  # noqa: E402
+from lagda.assimilation.methods.registry import METHODS  # noqa: E402
+from lagda.assimilation.model import FlowModel, flow_model, model_settings, to_real  # noqa: E402
 from lagda.assimilation.methods.search import multistart_map, prior_starts, truth_map  # noqa: E402
 from lagda.assimilation.posterior import Posterior  # noqa: E402
 from lagda.assimilation.scores import score_posterior  # noqa: E402
@@ -91,6 +91,7 @@ REGIMES = {
     "sparse100": Regime(100, 0.0, 1),
 }
 CLASSICAL = ("linear", "var", "enkf")
+LEARNED = tuple(name for name, cls in METHODS.items() if cls.learned)
 DIRECT = ("truth-map", "search:prior", "search:linear")  # computed here, not by the dispatcher
 
 
@@ -117,7 +118,7 @@ def make_tracks(modes, scale, dt, n_obs, stride, n_field, n_drifter, noise, seed
                   release=start.reshape(-1, 2))
 
 
-def direct_posterior(method: str, tracks: Tracks, model: FlowModel, config: AssimConfig, key, noise: float,
+def direct_posterior(method: str, tracks: Tracks, model: FlowModel, config: HybridConfig, key, noise: float,
                      settings: argparse.Namespace) -> Posterior:
     """Returns the Posterior of a DIRECT method (truth-map, search:prior, search:linear) over every field."""
     estimates, seconds = [], []
@@ -133,7 +134,7 @@ def direct_posterior(method: str, tracks: Tracks, model: FlowModel, config: Assi
             if method == "search:prior":
                 draws = prior_starts(model, settings.search_starts - 1, jax.random.fold_in(jax.random.key(1), f), False)
                 starts = np.concatenate([starts, draws])
-            est = multistart_map(*args, starts, config.hybrid_iterations, config.continuation)
+            est = multistart_map(*args, starts, config.iterations, config.continuation)
         estimates.append(est)
         seconds.append(time.perf_counter() - start)
     info = tuple(e.info for e in estimates)
@@ -142,20 +143,28 @@ def direct_posterior(method: str, tracks: Tracks, model: FlowModel, config: Assi
                      seconds=np.asarray(seconds), info=info)
 
 
-def run_method(method, tracks, modes, scale, dt, config, noise, settings):
-    """Returns (Posterior, wall seconds) of one method on one regime's tracks."""
-    k1, k2, omega = modes
+def run_method(method, tracks, model: FlowModel, regime: Regime, settings):
+    """Returns (Posterior, wall seconds) of one method on one regime's tracks.
+
+    Every method gets 64 members and the regime's noise (None when exact); var its `--var-iterations`,
+    hybrid and the searches `--search-iterations` per stage and start.
+    """
+    common = {"members": 64, "noise_std": regime.noise if regime.noise > 0 else None}
     start = time.perf_counter()
     if method in DIRECT:
-        model = FlowModel(np.asarray(k1, np.int32), np.asarray(k2, np.int32), np.asarray(omega, np.float64),
-                          np.asarray(scale, np.float64), float(dt))
-        post = direct_posterior(method, tracks, model, config, jax.random.key(0), noise, settings)
+        config = HybridConfig(**common, iterations=settings.search_iterations)
+        post = direct_posterior(method, tracks, model, config, jax.random.key(0), regime.noise, settings)
     else:
         name, _, refine = method.partition(":")  # e.g. hybrid:none, hybrid:gauss_newton, hybrid+search
-        cfg = dataclasses.replace(config, hybrid_refine=refine) if refine else config
+        options = dict(common, **({"refine": refine} if refine else {}))
         if name == "hybrid+search":
-            name, cfg = "hybrid", dataclasses.replace(cfg, hybrid_starts=settings.search_starts)
-        post = assimilate(tracks, name, modes, scale, dt, config=cfg, key=jax.random.key(0), scorer=settings.scorer)
+            name, options["starts"] = "hybrid", settings.search_starts
+        options.update({"var": {"iterations": settings.var_iterations},
+                        "hybrid": {"iterations": settings.search_iterations}}.get(name, {}))
+        if name not in METHODS:
+            raise ValueError(f"unknown method {name!r}")
+        cls = METHODS[name]
+        post = (cls(settings.scorer, **options) if cls.learned else cls(**options))(tracks, model, jax.random.key(0))
     return post, time.perf_counter() - start
 
 
@@ -258,7 +267,7 @@ def summary(rows) -> str:
         by_method = {r["method"]: r for r in group}
         oracle = _err(by_method["truth-map"]) if "truth-map" in by_method else float("nan")
         cells = [regime, f"{oracle:.3g}"]
-        for families in (CLASSICAL, ("search",), LEARNED_METHODS):
+        for families in (CLASSICAL, ("search",), LEARNED):
             best = _best(group, families)
             cells += [best["method"], f"{_err(best):.3g}", f"{_err(best) / oracle:.3g}"] if best else ["-", "-", "-"]
         var, hybrid = by_method.get("var"), by_method.get("hybrid")
@@ -321,11 +330,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="truth-map: Gauss-Newton iterations (default: as many as a search start gets)")
     p.add_argument("--search-starts", type=int, default=8,
                    help="search:prior and hybrid+search: starts (the linear estimate or product mean and 7 others)")
-    p.add_argument("--search-iterations", type=int, default=AssimConfig.hybrid_iterations,
+    p.add_argument("--search-iterations", type=int, default=HybridConfig.iterations,
                    help="searches and hybrid's refinement: Gauss-Newton iterations per start and stage")
     p.add_argument("--methods", default="truth-map,linear,var,enkf,search:prior,search:linear,embed,hybrid:none,hybrid,"
                                         "hybrid+search",
-                   help="comma list: dispatcher methods (hybrid:REFINE sets hybrid_refine), truth-map, search:prior, "
+                   help="comma list: registered methods (hybrid:REFINE sets hybrid's refine), truth-map, search:prior, "
                         "search:linear, hybrid+search")
     p.add_argument("--regimes", default=",".join(REGIMES), help=f"comma list of {', '.join(REGIMES)}")
     p.add_argument("--out", default="results/assimilation_benchmark.csv")
@@ -358,16 +367,17 @@ def main(argv=None) -> int:
         return 0
     dt, t_final = 1e-4, (0.02 if args.quick else 0.1)
     if args.run:
-        from lagda.assimilation.assimilate import model_settings
-        k1, k2, omega, scale, dt = model_settings(None, args.run)[:5]  # a ModelSettings tuple
+        model = model_settings(None, args.run)
         args.scorer = scorer_from_run(args.run)[0]  # the trained model, restored once for every regime and method
     else:
         k1, k2 = rectangular_modes((-1, 1), (-1, 1)) if args.quick else rectangular_modes()
-        omega, scale = draw_frequencies(jax.random.key(0), len(k1), 20 * np.pi), spectrum(k1, k2, 1.5, 10.0)
+        model = flow_model(k1, k2, draw_frequencies(jax.random.key(0), len(k1), 20 * np.pi), spectrum(k1, k2, 1.5, 10.0),
+                           dt)
         args.scorer = None
+    k1, k2, omega, scale, dt = model.k1, model.k2, model.omega, model.scale, model.dt
     n_fields = 2 if args.quick else args.fields
     n_steps = int(round(t_final / dt))
-    methods = [m for m in args.methods.split(",") if args.run or family(m) not in LEARNED_METHODS]
+    methods = [m for m in args.methods.split(",") if args.run or family(m) not in LEARNED]
     fields = [f for f in range(n_fields) if f % args.shard_count == args.shard_index]
     out = pathlib.Path(args.out)
     records = []
@@ -376,11 +386,9 @@ def main(argv=None) -> int:
         stride = min(regime.stride, n_steps // 4)
         tracks = subset(make_tracks((k1, k2, omega), scale, dt, n_steps // stride, stride, n_fields, regime.drifters,
                                     regime.noise, seed=1, release=regime.release), fields)
-        config = AssimConfig(members=64, noise_std=regime.noise if regime.noise > 0 else None,
-                             var_iterations=args.var_iterations, hybrid_iterations=args.search_iterations)
         for method in methods:
             try:
-                post, wall = run_method(method, tracks, (k1, k2, omega), scale, dt, config, regime.noise, args)
+                post, wall = run_method(method, tracks, model, regime, args)
             except ValueError as error:  # an unknown method, or an encoder trained on other observation times
                 print(f"regime={name} method={method}: skipped ({error})", flush=True)
                 continue

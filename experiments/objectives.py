@@ -172,20 +172,19 @@ def regime_tracks(test, n_fields: int, stride: int, noise: float, seed: int = 0)
 
 def downstream(run_dir, test, tracks_by_regime: dict, bank_size: int) -> dict:
     """Returns {"<method>/<regime>": mean relative L2 velocity-field error} of embed and hybrid."""
-    from lagda.assimilation.assimilate import assimilate
-    from lagda.assimilation.methods import AssimConfig
     from lagda.assimilation.methods.learned import scorer_from_run
+    from lagda.assimilation.methods.registry import Embed, Hybrid
+    from lagda.assimilation.model import flow_model
     from lagda.assimilation.scores import velocity_field_error, window_times
 
     scorer = scorer_from_run(run_dir)[0]
-    config = AssimConfig(bank_size=bank_size)
-    dt = float(test.attrs.get("dt", 1e-4))
+    methods = {"embed": Embed(scorer, bank_size=bank_size), "hybrid": Hybrid(scorer, bank_size=bank_size)}
+    model = flow_model(test.k1, test.k2, test.omega, test.prior_scale, float(test.attrs.get("dt", 1e-4)))
     out = {}
     for regime, tracks in tracks_by_regime.items():
         for method in ("embed", "hybrid"):
             try:
-                post = assimilate(tracks, method, (test.k1, test.k2, test.omega), test.prior_scale, dt, config=config,
-                                  key=jax.random.key(0), scorer=scorer)
+                post = methods[method](tracks, model, jax.random.key(0))
             except ValueError:  # a dense-only encoder cannot read sparse tracks: embed is not available
                 out[f"{method}/{regime}"] = float("nan")
                 continue

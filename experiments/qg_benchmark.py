@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import os
 import pathlib
 import sys
@@ -54,9 +55,12 @@ import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-from lagda.assimilation.basis import basis_settings  # noqa: E402
-from lagda.assimilation.methods import AssimConfig, FlowModel, assimilate_linear, assimilate_var  # noqa: E402
-from lagda.io.tracks import read_tracks  # noqa: E402
+from lagda.assimilation.basis import basis_model  # noqa: E402
+from lagda.assimilation.methods.config import LinearConfig, VarConfig  # noqa: E402
+from lagda.assimilation.methods.linear import assimilate_linear  # noqa: E402
+from lagda.assimilation.methods.variational import assimilate_var  # noqa: E402
+from lagda.assimilation.model import flow_model  # noqa: E402
+from lagda.io.formats import read_tracks  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GPS_M = 10.0  # GPS-like position noise, m
@@ -101,7 +105,7 @@ class TurbulenceCase:
         from simulate.qg.projection import truth_in_basis
 
         self.tracks = read_tracks(test)
-        self.settings = basis_settings(self.tracks, "circular", k_max, degree, climatology)
+        self.settings = basis_model(self.tracks, "circular", k_max, degree, climatology)
         s = self.settings
         self.spatial = (s.k1[:: degree + 1], s.k2[:: degree + 1])
         self.degree, self.k_max = degree, k_max
@@ -113,14 +117,11 @@ class TurbulenceCase:
         s = self.settings
         sub = self.tracks.for_field(f)
         pos, times, release = observe(sub, n_drifter, interval, noise_m, self.length_m, seed=1000 * f + n_drifter)
-        dt = float(np.nanmin(np.diff(sub.times[0])))
-        model = FlowModel(s.k1, s.k2, s.omega, s.prior_scale, dt, s.time)
+        model = dataclasses.replace(s, dt=float(np.nanmin(np.diff(sub.times[0]))))
         ou = method == "linear:ou"
-        config = AssimConfig(members=2, noise_std=noise_m / self.length_m if noise_m else None,
-                             representation="ou" if ou else "white",
-                             representation_var=s.representation_var if ou else None,
-                             representation_time=s.representation_time if ou else None,
-                             fd_lag=1 if ou else None, fd_order=2 if ou else None)
+        config = LinearConfig(members=2, noise_std=noise_m / self.length_m if noise_m else None,
+                              representation="ou" if ou else "white", fd_lag=1 if ou else None,
+                              fd_order=2 if ou else None)  # ou: the climatology's variance and time scale (the model's)
         start = time.perf_counter()
         est = assimilate_linear(pos, times, release, model, config, jax.random.key(f))
         seconds = time.perf_counter() - start
@@ -144,7 +145,7 @@ class TurbulenceCase:
         g = velocity_basis(points, t, s.k1, s.k2, s.omega, s.time).reshape(-1, 2 * len(s.k1))
         fit = self.truth["coef"][f]
         y = g @ np.concatenate([fit.real, fit.imag])
-        prior_var = np.tile(s.prior_scale**2 / 2, 2)
+        prior_var = s.prior_var
         noise = 1e-4 * float(np.mean(y**2))
         x = np.linalg.solve(g.T @ g / noise + np.diag(1 / prior_var), g.T @ y / noise)
         u, v = self.fields(x[: len(s.k1)] + 1j * x[len(s.k1) :])
@@ -195,9 +196,9 @@ class RossbyCase:
     def run(self, f: int, method: str, n_drifter: int, interval: int, noise_m: float) -> dict:
         sub = self.tracks.for_field(f)
         pos, times, release = observe(sub, n_drifter, interval, noise_m, self.length_m, seed=1000 * f + n_drifter)
-        model = FlowModel(self.k1.astype(np.int32), self.k2.astype(np.int32), self.omega, self.scale,
-                          float(np.nanmin(np.diff(sub.times[0]))))
-        config = AssimConfig(members=2, noise_std=noise_m / self.length_m if noise_m else None)
+        model = flow_model(self.k1, self.k2, self.omega, self.scale, float(np.nanmin(np.diff(sub.times[0]))))
+        config = (VarConfig if method == "var" else LinearConfig)(members=2,
+                                                                 noise_std=noise_m / self.length_m if noise_m else None)
         fn = assimilate_var if method == "var" else assimilate_linear
         start = time.perf_counter()
         est = fn(pos, times, release, model, config, jax.random.key(f))

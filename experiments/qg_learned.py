@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-from lagda.io.tracks import read_tracks  # noqa: E402
+from lagda.io.formats import read_tracks  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -87,9 +87,9 @@ def main(argv=None) -> int:
     parser.add_argument("--every", type=int, default=6, help="keep every N-th hourly fix (training and test)")
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "results" / "qg_learned.csv")
     args = parser.parse_args(argv)
-    from lagda.assimilation.assimilate import assimilate
-    from lagda.assimilation.methods import AssimConfig
     from lagda.assimilation.methods.learned import scorer_from_run
+    from lagda.assimilation.methods.registry import METHODS
+    from lagda.assimilation.model import flow_model
     from lagda.learning.config import learned
     from lagda.learning.train import train
     from qg_benchmark import GPS_M, RossbyCase, observe, relative
@@ -113,7 +113,7 @@ def main(argv=None) -> int:
     with xr.open_dataset(train_nc) as ds:
         scale = ds.prior_scale.values  # the dataset's prior: every method uses it
     tracks = case.tracks
-    dt = float(tracks.times[0, args.every - 1])
+    model = flow_model(case.k1, case.k2, case.omega, scale, float(tracks.times[0, args.every - 1]))
     rows = []
     for f in range(tracks.n_field):
         sub = tracks.for_field(f)
@@ -123,10 +123,11 @@ def main(argv=None) -> int:
                 part = dataclasses.replace(sub, positions=pos, times=times, release=release, field=np.zeros(n_drifter, int),
                                            trajectory_id=sub.trajectory_id[:n_drifter], true_coef=None)
                 for method in ("linear", "embed", "hybrid"):
-                    cfg = AssimConfig(members=2, noise_std=noise_m / case.length_m if noise_m else None, bank_size=20_000)
+                    options = {"members": 2, "noise_std": noise_m / case.length_m if noise_m else None}
+                    cls = METHODS[method]
                     t0 = time.perf_counter()
-                    post = assimilate(part, method, (case.k1, case.k2, case.omega), scale, dt, config=cfg, scorer=scorer,
-                                      key=jax.random.key(f))
+                    method_obj = cls(scorer, **options, bank_size=20_000) if cls.learned else cls(**options)
+                    post = method_obj(part, model, jax.random.key(f))
                     u, v = case.fields(post.mean[0])
                     row = {"flow": f, "drifters": n_drifter, "noise_m": noise_m, "method": method,
                            "error": relative(u, v, case.u[f], case.v[f]),

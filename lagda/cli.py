@@ -16,6 +16,7 @@ import shlex
 import sys
 import time
 import traceback
+import types
 import typing
 
 from lagda import __version__
@@ -191,9 +192,53 @@ def _run_simulate_qg(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- options declared by config dataclasses
+
+
+def _option_kind(kind) -> dict:
+    """Returns the argparse keywords of a config field's annotation: type, choices, nargs, metavar."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):  # X | None: the option sets X
+        kind = next(a for a in args if a is not type(None))
+        origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if kind is bool:
+        return {"type": _boolean, "metavar": "true|false"}
+    if origin is typing.Literal:
+        return {"choices": args}
+    if origin is tuple:
+        return {"type": args[0], "nargs": "+"}
+    return {"type": kind if kind in (int, float) else str}
+
+
+def add_config_options(parser, fields: dict) -> None:
+    """Adds one option --NAME per config field to `parser`: `fields` maps a field name to (annotation, help)."""
+    for name, (kind, help_text) in fields.items():
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, default=None, help=help_text.replace("%", "%%"),
+                            **_option_kind(kind))
+
+
+def _method_options() -> dict:
+    """Returns {field: (annotation, help)} over every method's config, the help naming each method and default."""
+    from lagda.assimilation.methods.registry import METHODS
+    from lagda.settings import setting_help
+
+    uses: dict = {}
+    for name, cls in METHODS.items():
+        for field in dataclasses.fields(cls.Config):
+            kind = typing.get_type_hints(cls.Config)[field.name]
+            uses.setdefault(field.name, (kind, {}))[1].setdefault(
+                (setting_help(cls.Config, field.name), repr(field.default)), []).append(name)
+    out = {}
+    for field, (kind, by_help) in uses.items():
+        parts = [f"{', '.join(methods)}: {text} (default {default})" for (text, default), methods in by_help.items()]
+        out[field] = (kind, "; ".join(parts))
+    return out
+
+
 # ---------------------------------------------------------------- assimilate
 
-from lagda.assimilation.methods.config import LEARNED_METHODS, METHODS as ASSIM_METHODS  # noqa: E402  (no jax import)
+from lagda.assimilation.methods.config import RENAMED  # noqa: E402  (no jax import)
+from lagda.assimilation.methods.registry import METHODS as ASSIM_METHODS  # noqa: E402  (no jax import)
 
 
 def _add_assimilate_parser(subparsers) -> None:
@@ -208,20 +253,12 @@ def _add_assimilate_parser(subparsers) -> None:
                    help="track file: CF trajectory netCDF (multidimensional, orthogonal or contiguous ragged, e.g. "
                         "clouddrift's), Parcels output (v4 Parquet, v3 zarr), a lagda dataset, or CSV with header "
                         "id,time,x,y[,field] (model units) or id,time,lon,lat[,field] (ISO datetimes)")
-    p.add_argument("--method", choices=ASSIM_METHODS, default="hybrid",
-                   help="retrieve (nearest training fields), embed (learned embedding), linear (Gaussian), "
-                        "var (variational + Laplace), enkf (ensemble Kalman), hybrid (learned conditional as the prior of the "
-                        "velocity inversion; displacements for noisy tracks, Gauss-Newton refinement for sparse ones); default hybrid")
+    p.add_argument("--method", choices=list(ASSIM_METHODS), default="hybrid",
+                   help="; ".join(f"{name}: {cls.summary}" for name, cls in ASSIM_METHODS.items()) + "; default hybrid")
     p.add_argument("--out", required=True, metavar="RESULT.nc", help="output netCDF result file")
     p.add_argument("--plot", metavar="FIG.png", help="also draw the result (true psi if known, posterior mean, std, tracks)")
     p.add_argument("--n-grid", type=int, default=32, help="grid points per side for psi, u, v (default 32)")
-    p.add_argument("--members", type=int, help="posterior members / ensemble size")
-    p.add_argument("--noise-std", type=float, help="position noise std in domain lengths, if known (default: estimated)")
-    p.add_argument("--bank-size", type=int, help="prior draws ranked by retrieve / embed / hybrid (default 100000)")
-    p.add_argument("--top-k", type=int, help="retrieval candidates kept (default 16)")
-    p.add_argument("--hybrid-refine", choices=("auto", "none", "gauss_newton"),
-                   help="hybrid's 4D-Var refinement: auto (sparse tracks only, the default), none, gauss_newton (always)")
-    p.add_argument("--seed", type=int, help="seed of the method's randomness")
+    p.add_argument("--seed", type=int, default=0, help="seed of the method's randomness (default 0)")
     p.add_argument("--dt", type=float, metavar="DT",
                    help="RK4 step of the forward model (nondimensional time; default: the model run's, else the "
                         "track file's dt attribute, else the smallest observation spacing in steps of at most 1e-4)")
@@ -237,6 +274,10 @@ def _add_assimilate_parser(subparsers) -> None:
                         "spectrum and the variance of the velocity the basis leaves out (default: the default spectrum, and "
                         "that variance estimated from the tracks)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    add_config_options(p.add_argument_group("method settings (each applies to the methods it names)"), _method_options())
+    for old in RENAMED:  # the previous release's names, accepted with a deprecation note
+        p.add_argument("--" + old.replace("_", "-"), dest=old, default=None, help=argparse.SUPPRESS,
+                       **_option_kind(typing.get_type_hints(ASSIM_METHODS[RENAMED[old][0][0]].Config)[RENAMED[old][1]]))
     p.set_defaults(run=_run_assimilate)
 
 
@@ -249,6 +290,21 @@ def _add_mapping_arguments(p) -> None:
                    help="physical tracks: seconds per model time unit; default: the file's, else the window mapped onto 0.1")
 
 
+def _given_method_options(args) -> dict:
+    """Returns the method settings given on the command line, refusing one the chosen method does not take."""
+    options = {name: getattr(args, name) for name in list(_method_options()) + list(RENAMED)
+               if getattr(args, name, None) is not None}
+    fields = {f.name for f in dataclasses.fields(ASSIM_METHODS[args.method].Config)}
+    for name, value in list(options.items()):
+        if isinstance(value, list):
+            options[name] = tuple(value)
+        if name not in fields and name not in RENAMED:
+            takers = [m for m, cls in ASSIM_METHODS.items() if name in {f.name for f in dataclasses.fields(cls.Config)}]
+            raise ValueError(f"--{name.replace('_', '-')} does not apply to --method {args.method} "
+                             f"(it applies to {', '.join(takers)})")
+    return options
+
+
 def _run_assimilate(args: argparse.Namespace) -> int:
     if not os.path.exists(args.tracks):  # a file, or a Parcels v3 zarr store (a directory)
         raise FileNotFoundError(f"no such track file: {args.tracks}")
@@ -258,35 +314,17 @@ def _run_assimilate(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.out} exists; pass --overwrite to replace it")
     if args.n_grid < 2:
         raise ValueError(f"--n-grid must be >= 2, got {args.n_grid}")
-    if args.members is not None and args.members < 1:
-        raise ValueError(f"--members must be >= 1, got {args.members}")
-    if args.basis is not None and args.method in LEARNED_METHODS:
-        raise ValueError(f"--basis: {args.method} compares tracks with a trained model's flows, which have no time basis: "
-                         "use --method linear, var or enkf")
     if args.climatology is not None and not os.path.isfile(args.climatology):
         raise FileNotFoundError(f"no such climatology file: {args.climatology}")
-    if args.climatology is not None and args.basis is None:
-        raise ValueError("--climatology needs --basis")
+    options = _given_method_options(args)
     from lagda.assimilation.assimilate import assimilate_file
 
-    if args.model is None and args.method in LEARNED_METHODS and args.basis is None:
-        import warnings
-
-        from lagda.io.tracks import read_tracks
-
-        with warnings.catch_warnings():  # read again by assimilate_file, which reports them
-            warnings.simplefilter("ignore")
-            physical = read_tracks(args.tracks, box=args.box, time_scale=args.time_scale).mapping is not None
-        if physical:
-            raise ValueError(f"{args.method}: physical tracks are assimilated with the steady model, which the shipped "
-                             "encoder was not trained on: use --method linear, var or enkf, or --model RUN trained with --steady")
+    if args.model is None and ASSIM_METHODS[args.method].learned and args.basis is None:
         from lagda.demo import shipped
 
         args.model = str(shipped("model"))  # the learned methods default to the shipped encoder
-    options = {name: getattr(args, name) for name in ("members", "noise_std", "bank_size", "top_k", "hybrid_refine", "seed")
-               if getattr(args, name) is not None}
     summary = assimilate_file(args.tracks, args.out, args.method, run_dir=args.model, n_grid=args.n_grid,
-                              plot=args.plot, overwrite=args.overwrite, dt=args.dt, box=args.box,
+                              plot=args.plot, overwrite=args.overwrite, seed=args.seed, dt=args.dt, box=args.box,
                               time_scale=args.time_scale, basis=args.basis, k_max=args.k_max, degree=args.degree,
                               climatology=args.climatology, **options)
     for kind in ("note", "warning"):
@@ -379,16 +417,10 @@ def _add_train_parser(subparsers) -> None:
                    "the same in every process (default: $JAX_COORDINATOR_ADDRESS; unset: one process)")
     p.add_argument("--num-processes", type=int, help="several processes: how many (default: $JAX_NUM_PROCESSES)")
     p.add_argument("--process-id", type=int, help="several processes: this one's index, 0 logs (default: $JAX_PROCESS_ID)")
-    meanings = _field_comments(TrainConfig)
-    for field, kind in typing.get_type_hints(TrainConfig).items():
-        flag = "--" + field.replace("_", "-")
-        meaning = meanings.get(field, field.replace("_", " "))
-        if kind is bool:
-            p.add_argument(flag, type=_boolean, default=None, metavar="true|false", help=meaning)
-        elif typing.get_origin(kind) is typing.Literal:
-            p.add_argument(flag, choices=typing.get_args(kind), default=None, help=meaning)
-        else:
-            p.add_argument(flag, type=kind if kind in (int, float) else str, default=None, help=meaning)
+    from lagda.settings import setting_help
+
+    add_config_options(p, {field: (kind, setting_help(TrainConfig, field))
+                           for field, kind in typing.get_type_hints(TrainConfig).items()})
     p.set_defaults(run=_run_train)
 
 
@@ -397,19 +429,6 @@ def _boolean(text: str) -> bool:
     if text.lower() not in ("true", "false"):
         raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
     return text.lower() == "true"
-
-
-def _field_comments(cls) -> dict:
-    """Returns {field: its trailing comment in the class source} (meaning and units of each setting)."""
-    import inspect
-    import re
-
-    try:
-        source = inspect.getsource(cls)
-    except (OSError, TypeError):  # no source (e.g. a zipped install): names only
-        return {}
-    pattern = re.compile(r"^\s+(\w+)\s*:[^=]+=[^#]*#\s*(.+)$", re.MULTILINE)
-    return {name: comment.strip().replace("%", "%%") for name, comment in pattern.findall(source)}
 
 
 def _run_train(args) -> int:
@@ -487,7 +506,7 @@ def _add_demo_parser(subparsers) -> None:
     p.add_argument("--model", default=None, help="run directory (default: the shipped model, lagda/shipped/model)")
     p.add_argument("--tracks", default=None, help="track file (default: the shipped lagda/shipped/example_tracks.nc)")
     p.add_argument("--methods", nargs="+", default=["linear", "embed", "hybrid"],
-                   choices=ASSIM_METHODS, help="assimilation methods to compare")
+                   choices=list(ASSIM_METHODS), help="assimilation methods to compare")
     p.add_argument("--full", action="store_true",
                    help="from scratch: simulate the small data, train the cpu preset, evaluate, assimilate (~4 min on 2 cores)")
     p.set_defaults(run=_run_demo)

@@ -7,7 +7,7 @@ import dataclasses
 import jax
 import numpy as np
 
-from lagda.assimilation.methods import FlowModel
+from lagda.assimilation.model import FlowModel
 from simulate import draw_coefficients, draw_frequencies, grid_fields, rectangular_modes, simulate_tracks, spectrum
 
 DT = 1e-4

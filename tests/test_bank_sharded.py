@@ -19,7 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 COMMON = """
     import sys, jax, jax.numpy as jnp, numpy as np
     sys.path.insert(0, {root!r})
-    from lagda.assimilation.methods import AssimConfig
+    from lagda.assimilation.methods.config import EmbedConfig
     from lagda.assimilation.methods.bank import bank_search
     from lagda.assimilation.methods.learned import Scorer
     from simulate import spectrum, rectangular_modes
@@ -27,7 +27,7 @@ COMMON = """
     scale = np.asarray(spectrum(k1, k2, 1.5, 10.0), np.float32)
     queries = np.random.default_rng(0).normal(size=(3, 18)).astype(np.float32)
     given = (np.random.default_rng(1).normal(size=(1003, 9)) + 1j * np.random.default_rng(2).normal(size=(1003, 9)))
-    config = AssimConfig(bank_size=1000, bank_batch=96, top_k=5, bank_cache_mb=0)  # drawn inside the scan
+    config = EmbedConfig(bank_size=1000, bank_batch=96, top_k=5, bank_cache_mb=0)  # drawn inside the scan
     out = {{}}
     for name, bank in (("prior", None), ("given", given)):
         res = bank_search(queries, scale, config, Scorer(None, "cosine", 0.1), jax.random.key(7), bank)

@@ -8,9 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from lagda.assimilation.assimilate import assimilate, assimilate_file, model_settings
-from lagda.assimilation.methods import AssimConfig
+from lagda.assimilation.assimilate import assimilate_file
 from lagda.assimilation.methods.learned import scorer_from_run
+from lagda.assimilation.methods.registry import METHODS
+from lagda.assimilation.model import flow_model, model_settings
 from lagda.cli import build_parser, main
 from lagda.io.results import read_result
 from lagda.io.tracks import Tracks, write_tracks
@@ -20,7 +21,7 @@ from lagda.learning.train import train
 from tests.assim_twin import make_twin, write_twin_tracks
 from tests.test_train import make_pairs
 
-FAST = AssimConfig(bank_size=256, bank_batch=256, top_k=4, members=8, hybrid_refine="none")
+FAST = dict(bank_size=256, bank_batch=256, top_k=4, members=8)  # the bank of every learned method
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +50,10 @@ def _tracks(pairs, times=None):
     return Tracks(positions, np.tile(times, (n, 1)), np.arange(n), np.arange(n))
 
 
-def _assimilate(pairs, tracks, method, scorer, config=FAST):
-    return assimilate(tracks, method, (pairs.k1, pairs.k2, pairs.omega), pairs.prior_scale, 1e-3, config=config,
-                      scorer=scorer)
+def _assimilate(pairs, tracks, method, scorer):
+    options = {**FAST, "refine": "none"} if method == "hybrid" else FAST
+    model = flow_model(pairs.k1, pairs.k2, pairs.omega, pairs.prior_scale, 1e-3)
+    return METHODS[method](scorer, **options)(tracks, model)
 
 
 def test_learned_methods_use_the_trained_temperature(run, scorer):
@@ -95,13 +97,14 @@ def test_model_settings_without_a_run_say_what_they_guessed():
     twin = make_twin(n_field=1, n_drifter=1, n_obs=400)
     tracks = Tracks(twin.positions[0], twin.times, np.zeros(1, np.int64), np.arange(1), k1=twin.model.k1,
                     k2=twin.model.k2, omega=twin.model.omega)
-    k1, k2, omega, scale, dt, notes = model_settings(_with_stride(tracks, 100), None)  # spacing 0.01
-    assert dt == pytest.approx(1e-4) and np.array_equal(k1, twin.model.k1)
-    assert np.allclose(scale, twin.model.scale)  # the generator's default spectrum
-    assert any(n.startswith("prior: the generator's default spectrum") for n in notes)
-    assert any(n.startswith("dt 0.0001 guessed") for n in notes)
-    assert model_settings(_with_stride(tracks, 100), None, file_dt=1e-3).dt == 1e-3
-    assert "dt 0.001 from the track file's dt attribute" in model_settings(tracks, None, file_dt=1e-3).notes
+    model = model_settings(_with_stride(tracks, 100), None)  # spacing 0.01
+    assert model.dt == pytest.approx(1e-4) and np.array_equal(model.k1, twin.model.k1)
+    assert np.allclose(model.scale, twin.model.scale)  # the generator's default spectrum
+    assert any(n.startswith("prior: the generator's default spectrum") for n in model.notes)
+    assert any(n.startswith("dt 0.0001 guessed") for n in model.notes)
+    stated = dataclasses.replace(tracks, dt=1e-3)  # the file's dt attribute
+    assert model_settings(_with_stride(stated, 100), None).dt == 1e-3
+    assert "dt 0.001 from the track file's dt attribute" in model_settings(stated, None).notes
     assert model_settings(tracks, None, dt=5e-5).dt == 5e-5
     assert model_settings(_with_stride(tracks, 3), None).dt == pytest.approx(1e-4)  # spacing 3e-4 in 3 steps
     with pytest.raises(ValueError, match=r"pass a trained model \(--model RUN\)"):
@@ -129,7 +132,7 @@ def test_result_file_holds_each_fields_decisions_and_the_cli_one_line(twin_file,
 
 
 def test_check_fits_model_warnings_are_printed(twin_file, tmp_path, capsys):
-    from lagda.io.tracks import read_tracks
+    from lagda.io.formats import read_tracks
 
     tracks = read_tracks(twin_file)
     tracks.positions[0, 50] = np.nan

@@ -5,7 +5,6 @@ kernels' spectral laws (Bochner), the double sum of eq. 12, the exact identities
 CLIP, permutations, shared draws), Prop. C.1's rank bound; and a trained kernel_set run
 (through the CLI) whose retrieval and bank scores use its stored draw deterministically.
 """
-import dataclasses
 import functools
 import json
 
@@ -16,7 +15,7 @@ import pytest
 from flax import nnx
 
 from lagda.assimilation.methods.bank import bank_search
-from lagda.assimilation.methods.config import AssimConfig
+from lagda.assimilation.methods.config import EmbedConfig
 from lagda.assimilation.methods.learned import scorer_from_run
 from lagda.cli import main
 from lagda.learning import kernel_set, losses
@@ -200,7 +199,7 @@ def test_kernel_set_run_scores_with_its_stored_draw_deterministically(kernel_run
     np.testing.assert_allclose(losses.conditional_loss(logits * 0.1 / tau), loss, rtol=1e-5)
     scorer, _ = scorer_from_run(run)
     assert scorer.kind == kind and hash(scorer.kind) == hash(kind)
-    config = dataclasses.replace(AssimConfig(), top_k=4)
+    config = EmbedConfig(top_k=4)
     queries = scorer.embed_fn(pairs.positions)[:3]  # embed_track_sets, on evaluate's batch shape
     np.testing.assert_array_equal(queries, sets[:3])
     runs = [bank_search(queries, pairs.prior_scale, config, scorer, jax.random.key(0), bank=pairs.coef) for _ in range(2)]

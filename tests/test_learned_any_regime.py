@@ -7,11 +7,11 @@ import jax
 import numpy as np
 import pytest
 
-from lagda.assimilation.assimilate import assimilate
-from lagda.assimilation.methods import AssimConfig
 from lagda.assimilation.methods.learned import field_queries, scorer_from_run
+from lagda.assimilation.methods.registry import Hybrid
+from lagda.assimilation.model import flow_model
 from lagda.demo import shipped
-from lagda.io.tracks import read_tracks
+from lagda.io.formats import read_tracks
 
 STRIDE = 100  # RK4 steps between kept positions: the sparse regime of the benchmark
 
@@ -56,8 +56,7 @@ def test_gaps_and_padding_are_masked_not_read(learned, sparse):
 
 def test_hybrid_uses_the_learned_conditional_on_sparse_tracks(learned, sparse):
     scorer, meta = learned
-    modes = tuple(np.asarray(meta[k]) for k in ("k1", "k2", "omega"))
-    config = AssimConfig(members=8, bank_size=4096, bank_batch=4096, hybrid_refine="none")
-    post = assimilate(sparse, "hybrid", modes, np.asarray(meta["prior_scale"]), float(meta["time"][0]),
-                      config=config, key=jax.random.key(0), scorer=scorer)
+    model = flow_model(meta["k1"], meta["k2"], meta["omega"], meta["prior_scale"], float(meta["time"][0]))
+    hybrid = Hybrid(scorer, members=8, bank_size=4096, bank_batch=4096, refine="none")
+    post = hybrid(sparse, model, jax.random.key(0))
     assert all(info["learned_conditional"] and "learned_fallback" not in info for info in post.info)

@@ -4,8 +4,9 @@ reduces the error and the spread of its prior ensemble on drifter tracks."""
 import jax
 import numpy as np
 
-from lagda.assimilation.methods import AssimConfig, assimilate_enkf
-from lagda.assimilation.methods._common import arrange, window_mask
+from lagda.assimilation.methods.config import EnkfConfig
+from lagda.assimilation.methods.ensemble import assimilate_enkf
+from lagda.assimilation.methods.observations import arrange, window_mask
 from lagda.assimilation.methods.ensemble import esmda, esmda_update, observation_alphas
 from tests.assim_twin import make_twin
 
@@ -51,7 +52,7 @@ def whitened_errors(xs, mean, cov):
 def test_schedule_weights_every_observation_once():
     twin = make_twin(n_field=1, n_drifter=4, n_obs=100)
     obs = arrange(twin.positions[0], twin.times, twin.release[0], twin.model.dt)
-    masks = np.stack([window_mask(obs, f).reshape(-1) for f in AssimConfig().continuation])
+    masks = np.stack([window_mask(obs, f).reshape(-1) for f in EnkfConfig().continuation])
     iterations = 3
     alpha = observation_alphas(masks, iterations)
     total_weight = iterations * np.sum(masks / alpha[None, :], axis=0)  # sum of 1 / alpha over the passes that see j
@@ -98,7 +99,7 @@ def test_constant_alpha_over_growing_windows_is_detected():
 def _enkf_twin(noise_std):
     """Returns (twin, config, estimate) of enkf on a 4-drifter twin (shapes shared, so compiled once)."""
     twin = make_twin(n_field=1, n_drifter=4, n_obs=100)
-    config = AssimConfig(enkf_members=32, enkf_iterations=2, continuation=(0.3, 1.0), noise_std=noise_std)
+    config = EnkfConfig(members=32, iterations=2, continuation=(0.3, 1.0), noise_std=noise_std)
     return twin, config, assimilate_enkf(twin.positions[0], twin.times, twin.release[0], twin.model, config, jax.random.key(0))
 
 
@@ -108,7 +109,7 @@ def test_enkf_reduces_the_error_of_its_prior_ensemble():
     prior_error = twin.field_error(np.zeros(9), 0)  # the prior ensemble's mean is the prior mean 0
     assert posterior_error < 0.3 * prior_error
     assert est.info["spread_per_stage"][-1] < 0.5 * np.sqrt(np.mean(twin.model.prior_var))
-    assert est.info["sigma"] == config.enkf_sigma_floor and est.info["sigma_floored"]
+    assert est.info["sigma"] == config.sigma_floor and est.info["sigma_floored"]
     assert not est.info["noise_std_given"]
     assert est.info["passes"] == 4 and est.info["alpha_min"] == 2.0 and est.info["alpha_max"] == 4.0
 

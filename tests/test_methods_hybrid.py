@@ -7,7 +7,8 @@ import jax
 import numpy as np
 import pytest
 
-from lagda.assimilation.methods import AssimConfig, assimilate_linear
+from lagda.assimilation.methods.config import HybridConfig
+from lagda.assimilation.methods.linear import assimilate_linear
 from lagda.assimilation.methods.hybrid import assimilate_hybrid, gaussian_product, select_prior
 from lagda.assimilation.methods.track_data import choose_lag, displacement_data, velocity_data
 from tests.assim_twin import make_twin, write_twin_tracks
@@ -30,7 +31,7 @@ def test_gaussian_product_equals_the_direct_product_of_two_gaussians():
 
 
 def test_hybrid_with_a_broad_learned_covariance_equals_linear(twin):
-    m, key, config = twin.model, jax.random.key(3), AssimConfig(members=16, hybrid_refine="none")
+    m, key, config = twin.model, jax.random.key(3), HybridConfig(members=16, refine="none")
     args = (twin.positions[0], twin.times, twin.release[0], m, config, key)
     lin = assimilate_linear(*args)
     hyb = assimilate_hybrid(*args, np.zeros(2 * m.n_modes), 1e6 * m.prior_var)
@@ -47,7 +48,7 @@ def test_hybrid_with_a_broad_learned_covariance_equals_linear(twin):
 
 
 def test_marginal_likelihood_keeps_a_right_learned_prior_and_overrules_a_wrong_one(twin):
-    m, config = twin.model, AssimConfig()
+    m, config = twin.model, HybridConfig()
     g, y, noise_var, _ = velocity_data(twin.positions[0][:1], twin.times[:1], twin.release[0][:1], m, config)
     x_true = np.concatenate([twin.coef[0].real, twin.coef[0].imag])
     x_other = np.concatenate([twin.coef[1].real, twin.coef[1].imag])  # another field's coefficients
@@ -66,7 +67,7 @@ def test_lag_grows_with_the_noise_and_improves_noisy_linear(twin):
     m = twin.model
     noisy = pos + 1e-3 * rng.normal(size=pos.shape)
     errors = [twin.field_error(assimilate_linear(noisy, twin.times, twin.release[0], m,
-                                                 AssimConfig(members=2, fd_lag=lag), jax.random.key(0)).samples.mean(0), 0)
+                                                 HybridConfig(members=2, fd_lag=lag), jax.random.key(0)).samples.mean(0), 0)
               for lag in (None, 1)]
     assert errors[0] < errors[1]
 
@@ -103,11 +104,11 @@ def test_hybrid_reads_noisy_tracks_as_displacements_and_beats_finite_differences
     """With position noise hybrid inverts the displacements (integral model, white noise) under
     the original prior, and ends nearer the truth than the finite-difference inversion."""
     m, rng = twin.model, np.random.default_rng(4)
-    config = AssimConfig(members=4)  # noise std not given: estimated by empirical Bayes
+    config = HybridConfig(members=4)  # noise std not given: estimated by empirical Bayes
     for f in range(2):
         noisy = twin.positions[f] + 1e-3 * rng.normal(size=twin.positions[f].shape)
         args = (noisy, twin.times, twin.release[f], m, config, jax.random.key(f))
-        lin = assimilate_linear(noisy, twin.times, twin.release[f], m, AssimConfig(members=4, track_data="velocities"),
+        lin = assimilate_linear(noisy, twin.times, twin.release[f], m, HybridConfig(members=4, track_data="velocities"),
                                 jax.random.key(f))
         x_other = np.concatenate([twin.coef[1 - f].real, twin.coef[1 - f].imag])  # a wrong learned conditional
         hyb = assimilate_hybrid(*args, x_other, 1e-3 * m.prior_var)
@@ -133,15 +134,15 @@ def test_displacement_model_is_second_order_in_the_observation_step(anchored):
 def test_gauss_newton_refinement_lowers_the_position_misfit_of_sparse_tracks():
     """On sparse tracks (every 20 steps) the product is biased by the differences; the refinement
     (a short 4D-Var on the positions from the product mean) must fit the positions better."""
-    from lagda.assimilation.methods._common import arrange
+    from lagda.assimilation.methods.observations import arrange
     from lagda.assimilation.methods.variational import misfit
 
     tw = make_twin(n_field=1, n_drifter=2, n_obs=10, stride=20, seed=2)
     m, key = tw.model, jax.random.key(0)
     args = (tw.positions[0], tw.times, tw.release[0], m)
     broad = (np.zeros(2 * m.n_modes), 1e6 * m.prior_var)
-    plain = assimilate_hybrid(*args, AssimConfig(members=2, hybrid_refine="none"), key, *broad)
-    refined = assimilate_hybrid(*args, AssimConfig(members=2, hybrid_refine="auto", hybrid_iterations=5), key, *broad)
+    plain = assimilate_hybrid(*args, HybridConfig(members=2, refine="none"), key, *broad)
+    refined = assimilate_hybrid(*args, HybridConfig(members=2, refine="auto", iterations=5), key, *broad)
     assert plain.info["sparse"] and not plain.info["refined"] and refined.info["refined"]
     obs = arrange(*args[:3], m.dt)
     cost = [float(misfit(np.concatenate([e.samples.mean(0).real, e.samples.mean(0).imag]), obs, m, 1e-6)) for e in (plain, refined)]

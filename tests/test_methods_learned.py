@@ -8,12 +8,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lagda.assimilation.assimilate import assimilate
-from lagda.learning.losses import similarity
-from lagda.assimilation.methods import AssimConfig
-from lagda.assimilation.methods._common import to_real
 from lagda.assimilation.methods.bank import bank_search
+from lagda.assimilation.methods.config import EmbedConfig
 from lagda.assimilation.methods.learned import Scorer, closed_form
+from lagda.assimilation.methods.registry import METHODS, Embed, Hybrid, Retrieve
+from lagda.assimilation.model import to_real
+from lagda.learning.losses import similarity
 from lagda.io.tracks import Tracks
 from simulate import draw_coefficients
 from tests.assim_twin import make_twin
@@ -43,9 +43,8 @@ def _oracle_scorer(twin, noise=0.01):
 def test_retrieve_returns_the_planted_sample_first(twin):
     bank = np.array(draw_coefficients(jax.random.key(5), twin.model.scale, 5000, np.complex128))
     bank[1234], bank[4321] = twin.coef[0], twin.coef[1]
-    config = AssimConfig(top_k=8, bank_batch=1024)
-    post = assimilate(_tracks(twin), "retrieve", (twin.model.k1, twin.model.k2, twin.model.omega), twin.model.scale,
-                      twin.model.dt, config=config, scorer=_oracle_scorer(twin), bank=bank)
+    retrieve = Retrieve(_oracle_scorer(twin), bank=bank, top_k=8, bank_batch=1024)
+    post = retrieve(_tracks(twin), twin.model)
     assert np.allclose(post.candidates[:, 0], twin.coef, atol=1e-6)  # complex64 bank
     assert np.allclose(post.candidate_weights.sum(1), 1.0) and np.allclose(post.weights.sum(1), 1.0)
     assert np.all(np.diff(post.candidate_weights, axis=1) <= 1e-12)  # best first
@@ -54,7 +53,7 @@ def test_retrieve_returns_the_planted_sample_first(twin):
 @pytest.mark.parametrize("cache_mb", [0, 1024], ids=["streamed", "cached"])
 def test_streaming_prior_bank_equals_a_direct_computation(twin, cache_mb):
     key, scale, query = jax.random.key(7), twin.model.scale, to_real(twin.coef).astype(np.float32)
-    config = AssimConfig(bank_size=2500, bank_batch=1000, top_k=5, bank_cache_mb=cache_mb)
+    config = EmbedConfig(bank_size=2500, bank_batch=1000, top_k=5, bank_cache_mb=cache_mb)
     scorer = Scorer(None, "cosine", 0.1)
     cands, scores, mean, var = bank_search(query, scale, config, scorer, key)
     draws = np.concatenate([np.asarray(draw_coefficients(jax.random.fold_in(key, b), jnp.asarray(scale, jnp.float32), 1000))
@@ -74,7 +73,7 @@ def test_embed_bank_mean_matches_the_closed_form_of_eq_41a(twin):
     tau = 0.5
     query = 0.5 * tau / np.sqrt(m.prior_var)  # tilted mean D e / tau: half a prior std per coordinate
     scorer = Scorer(None, "inner", tau)
-    config = AssimConfig(bank_size=200_000, bank_batch=50_000, top_k=4)
+    config = EmbedConfig(bank_size=200_000, bank_batch=50_000, top_k=4)
     _, _, mean, var = bank_search(query[None].astype(np.float32), m.scale, config, scorer, jax.random.key(3))
     exact_mean, exact_var = closed_form(query, m, scorer)
     std = np.sqrt(m.prior_var)
@@ -95,7 +94,7 @@ def test_l2_closed_form_of_eq_48a_matches_self_normalised_prior_draws(twin):
     scorer = Scorer(None, "l2", tau, mask)
     mean, var = closed_form(query, m, scorer)
     assert np.allclose(var, exact_var) and np.allclose(mean[mask > 0], 0.5 * np.sqrt(exact_var[mask > 0]))
-    config = AssimConfig(bank_size=200_000, bank_batch=50_000, top_k=4)
+    config = EmbedConfig(bank_size=200_000, bank_batch=50_000, top_k=4)
     _, _, mc_mean, mc_var = bank_search(query[None].astype(np.float32), m.scale, config, scorer, jax.random.key(4))
     std = np.sqrt(m.prior_var)
     assert np.max(np.abs(mc_mean[0] - mean) / std) < 0.2 * np.max(np.abs(mean) / std)  # prior mean 0 is 5x worse
@@ -122,12 +121,10 @@ def sparse_twin():
 def hybrid_runs(sparse_twin):
     """embed, and hybrid without and with the Gauss-Newton refinement, on sparse tracks (oracle scorer)."""
     twin = sparse_twin
-    modes = (twin.model.k1, twin.model.k2, twin.model.omega)
-    scorer = _oracle_scorer(twin, noise=0.05)
-    out = {}
-    for name, method, refine in (("embed", "embed", "none"), ("none", "hybrid", "none"), ("gauss_newton", "hybrid", "gauss_newton")):
-        config = AssimConfig(bank_size=4096, bank_batch=4096, members=8, hybrid_iterations=10, hybrid_refine=refine)
-        out[name] = assimilate(_tracks(twin), method, modes, twin.model.scale, twin.model.dt, config=config, scorer=scorer)
+    scorer, bank = _oracle_scorer(twin, noise=0.05), dict(bank_size=4096, bank_batch=4096, members=8)
+    out = {"embed": Embed(scorer, **bank)(_tracks(twin), twin.model)}
+    for refine in ("none", "gauss_newton"):
+        out[refine] = Hybrid(scorer, **bank, iterations=10, refine=refine)(_tracks(twin), twin.model)
     return out
 
 
@@ -144,10 +141,9 @@ def test_hybrid_refines_the_embed_estimate(sparse_twin, hybrid_runs):
 def test_hybrid_falls_back_to_the_prior_on_tracks_the_encoder_cannot_read(twin):
     """An encoder trained on other observation times: hybrid uses the prior, says why, and still refines;
     embed and retrieve refuse."""
-    modes = (twin.model.k1, twin.model.k2, twin.model.omega)
     scorer = dataclasses.replace(_oracle_scorer(twin), times=2 * twin.times[0])
-    config = AssimConfig(bank_size=1024, bank_batch=1024, members=8, hybrid_iterations=10, hybrid_refine="gauss_newton")
-    post = assimilate(_tracks(twin), "hybrid", modes, twin.model.scale, twin.model.dt, config=config, scorer=scorer)
+    bank = dict(bank_size=1024, bank_batch=1024, members=8)
+    post = Hybrid(scorer, **bank, iterations=10, refine="gauss_newton")(_tracks(twin), twin.model)
     for f in range(2):
         info = post.info[f]
         assert info["learned_conditional"] is False and "encoder reads 100 times" in info["learned_fallback"]
@@ -155,4 +151,4 @@ def test_hybrid_falls_back_to_the_prior_on_tracks_the_encoder_cannot_read(twin):
         assert twin.field_error(post.mean[f], f) < 0.5  # the prior mean's error is 1
     for method in ("embed", "retrieve"):
         with pytest.raises(ValueError, match="field 0: drifter 0 is observed at 100 times"):
-            assimilate(_tracks(twin), method, modes, twin.model.scale, twin.model.dt, config=config, scorer=scorer)
+            METHODS[method](scorer, **bank)(_tracks(twin), twin.model)

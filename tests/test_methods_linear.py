@@ -4,8 +4,10 @@ import jax
 import numpy as np
 import pytest
 
-from lagda.assimilation.methods import AssimConfig, assimilate_linear
-from lagda.assimilation.methods._common import to_real, velocity_matrix
+from lagda.assimilation.methods.config import LinearConfig
+from lagda.assimilation.methods.linear import assimilate_linear
+from lagda.assimilation.model import to_real
+from simulate.flow import velocity_basis
 from lagda.assimilation.methods.linear import displacement_posterior, track_velocity_posterior
 from lagda.assimilation.methods.linear_gaussian import linear_posterior
 from lagda.assimilation.methods.track_data import (central_differences, correlation_time, finite_differences,
@@ -19,23 +21,23 @@ def twin():
     return make_twin()
 
 
-def test_velocity_matrix_matches_flow_velocity(twin):
+def test_velocity_basis_matches_flow_velocity(twin):
     m = twin.model
     points = np.random.default_rng(0).random((7, 2)) * 3
     t = np.linspace(0.0, 0.1, 7)
     expected = np.asarray(many_points(velocity, points[None], t[None], twin.coef[:1], m.k1, m.k2, m.omega))[0]
-    assert np.allclose(velocity_matrix(points, t, m.k1, m.k2, m.omega) @ to_real(twin.coef[0]), expected, atol=1e-10)
+    assert np.allclose(velocity_basis(points, t, m.k1, m.k2, m.omega) @ to_real(twin.coef[0]), expected, atol=1e-10)
 
 
 def test_dense_exact_tracks_recover_the_field(twin):
     for f in range(2):
-        est = assimilate_linear(twin.positions[f], twin.times, twin.release[f], twin.model, AssimConfig(members=8),
+        est = assimilate_linear(twin.positions[f], twin.times, twin.release[f], twin.model, LinearConfig(members=8),
                                 jax.random.key(0))
         assert twin.field_error(est.samples.T @ est.weights, f) < 1e-3
 
 
 def test_mean_mode_keeps_its_prior(twin):
-    est = assimilate_linear(twin.positions[0], twin.times, twin.release[0], twin.model, AssimConfig(members=4000),
+    est = assimilate_linear(twin.positions[0], twin.times, twin.release[0], twin.model, LinearConfig(members=4000),
                             jax.random.key(0))
     zero = int(np.flatnonzero((twin.model.k1 == 0) & (twin.model.k2 == 0))[0])
     assert abs(np.std(est.samples[:, zero].real) / (twin.model.scale[zero] / np.sqrt(2)) - 1) < 0.1
@@ -91,7 +93,7 @@ def test_five_point_difference_is_fourth_order_and_skips_gaps():
         points, t, vel, h = five_point_differences(positions, tw.times, tw.release[0])
         assert len(t) == positions.shape[1] + 1 - 4 - 5 and np.allclose(h, stride * tw.model.dt)
         x = np.concatenate([tw.coef[0].real, tw.coef[0].imag])
-        exact = velocity_matrix(points, t, tw.model.k1, tw.model.k2, tw.model.omega) @ x
+        exact = velocity_basis(points, t, tw.model.k1, tw.model.k2, tw.model.omega) @ x
         errors.append(np.sqrt(np.mean((vel - exact) ** 2)))
     assert 12.0 < errors[0] / errors[1] < 20.0  # 2^4 = 16
 
@@ -106,7 +108,7 @@ def test_predictive_noise_floor_calibrates_the_dense_exact_posterior(twin):
     z_rms, means = {}, {}
     for floor in (False, True):
         for f in range(2):
-            config = AssimConfig(predictive_floor=floor)
+            config = LinearConfig(predictive_floor=floor)
             regime = observation_regime(twin.positions[f], twin.times, twin.model, config)
             mean, cov, info = track_velocity_posterior(twin.positions[f], twin.times, twin.release[f], twin.model, config,
                                                        regime, np.zeros(18), twin.model.prior_var)
@@ -122,8 +124,8 @@ def test_empirical_bayes_reaches_the_rounding_level_of_exact_tracks(twin):
     """One dense exact track determines the field; the evidence grid must reach noise variances far
     below 1e-14 mean(y^2) (the old floor) and not lose |y - U U^T y|^2 to cancellation."""
     one = (twin.positions[0][:1], twin.times[:1], twin.release[0][:1], twin.model)
-    est = assimilate_linear(*one, AssimConfig(members=2), jax.random.key(0))
-    g, y, _, info = velocity_data(*one, AssimConfig())
+    est = assimilate_linear(*one, LinearConfig(members=2), jax.random.key(0))
+    g, y, _, info = velocity_data(*one, LinearConfig())
     assert info["fd_order"] == 6 and est.info["velocity_noise_std"] ** 2 < 1e-16 * np.mean(y**2)
     assert twin.field_error(est.samples.mean(0), 0) < 1e-5
 
@@ -133,7 +135,7 @@ def test_seven_point_difference_is_sixth_order():
     for stride in (16, 8):
         tw = make_twin(n_field=1, n_drifter=1, n_obs=1600 // stride, stride=stride)
         points, t, vel, _ = central_differences(tw.positions[0], tw.times, tw.release[0], order=6)
-        exact = velocity_matrix(points, t, tw.model.k1, tw.model.k2, tw.model.omega) @ to_real(tw.coef[0])
+        exact = velocity_basis(points, t, tw.model.k1, tw.model.k2, tw.model.omega) @ to_real(tw.coef[0])
         errors.append(np.sqrt(np.mean((vel - exact) ** 2)))
     assert 40.0 < errors[0] / errors[1] < 90.0  # 2^6 = 64
 
@@ -165,7 +167,7 @@ def test_errors_in_variables_whitening_calibrates_many_noisy_drifters(fast_twin)
         z_rms = {}
         for iterations in (0, 2):
             mean, cov, info = displacement_posterior(noisy, tw.times, tw.release[0], tw.model,
-                                                     AssimConfig(eiv_iterations=iterations), np.zeros(18), tw.model.prior_var)
+                                                     LinearConfig(eiv_iterations=iterations), np.zeros(18), tw.model.prior_var)
             z = (to_real(tw.coef[0]) - mean) / np.sqrt(np.diag(cov))
             z_rms[iterations] = np.sqrt(np.mean(z[keep] ** 2))
         assert 0.8e-3 < info["position_noise_std"] < 1.2e-3
@@ -186,7 +188,7 @@ def test_curvature_factor_removes_the_second_order_noise_bias(fast_twin):
     x = to_real(tw.coef[0])
     z_rms, shrink, errors = {}, {}, {}
     for curvature in (False, True):
-        mean, cov, _ = displacement_posterior(noisy, tw.times, tw.release[0], tw.model, AssimConfig(eiv_curvature=curvature),
+        mean, cov, _ = displacement_posterior(noisy, tw.times, tw.release[0], tw.model, LinearConfig(eiv_curvature=curvature),
                                               np.zeros(18), tw.model.prior_var)
         z = (x - mean) / np.sqrt(np.diag(cov))
         z_rms[curvature] = np.sqrt(np.mean(z[k_sq > 0] ** 2))
@@ -199,6 +201,6 @@ def test_curvature_factor_removes_the_second_order_noise_bias(fast_twin):
 
 def test_linear_reads_noisy_dense_tracks_as_displacements(twin):
     noisy = twin.positions[0] + 1e-3 * np.random.default_rng(2).normal(size=twin.positions[0].shape)
-    est = assimilate_linear(noisy, twin.times, twin.release[0], twin.model, AssimConfig(members=2), jax.random.key(0))
+    est = assimilate_linear(noisy, twin.times, twin.release[0], twin.model, LinearConfig(members=2), jax.random.key(0))
     assert est.info["data"] == "displacements" and est.info["noise_source"] == "empirical_bayes"
     assert est.info["lag"] > 1 and len(est.info["eiv_relative_changes"]) == 2

@@ -9,8 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lagda.assimilation.methods import AssimConfig, assimilate_var
-from lagda.assimilation.methods._common import arrange, to_real
+from lagda.assimilation.methods.config import VarConfig
+from lagda.assimilation.methods.variational import assimilate_var
+from lagda.assimilation.methods.observations import arrange
+from lagda.assimilation.model import to_real
 from lagda.assimilation.methods.variational import (cost, first_order, gauss_newton, jacobian, laplace_covariance, misfit,
                                                     noise_sigma, observation_problem, residuals)
 from tests.assim_twin import make_twin
@@ -60,7 +62,7 @@ def test_var_from_a_nearby_start_converges_to_the_truth(twin):
     rng = np.random.default_rng(1)
     truth = to_real(twin.coef[0])
     start = truth + 0.1 * rng.normal(size=18) * np.sqrt(twin.model.prior_var)
-    config = AssimConfig(members=16, var_iterations=15)
+    config = VarConfig(members=16, iterations=15)
     est = assimilate_var(twin.positions[0], twin.times, twin.release[0], twin.model, config, jax.random.key(0),
                          x_init=start, stages=(1.0,))
     mean = est.samples.T @ est.weights
@@ -107,7 +109,7 @@ def test_first_order_optimisers_approach_the_gauss_newton_map(noisy, runs, optim
 def test_adam_steps_that_raise_the_cost_are_rejected(twin, noisy):
     """A learning rate far above the prior std makes every adam step overshoot: none may be accepted."""
     positions, obs, problem, start = noisy
-    config = AssimConfig(members=16, noise_std=NOISE, optimizer="adam", var_lr=2.0)
+    config = VarConfig(members=16, noise_std=NOISE, optimizer="adam", lr=2.0)
     est = assimilate_var(positions, twin.times, twin.release[0], twin.model, config, jax.random.key(0),
                          x_init=start, stages=(1.0,), iterations=3)
     x = to_real(est.samples.T @ est.weights)
@@ -126,7 +128,7 @@ def test_levenberg_marquardt_at_the_minimum_reports_max_damping(noisy, runs):
 
 def test_one_iteration_from_the_prior_mean_is_not_converged_and_noise_is_estimated(twin, noisy):
     positions, _, _, _ = noisy
-    config = AssimConfig(members=4, var_iterations=1)
+    config = VarConfig(members=4, iterations=1)
     est = assimilate_var(positions, twin.times, twin.release[0], twin.model, config, jax.random.key(0), stages=(1.0,))
     info = est.info
     assert not info["converged"] and info["stop"] == "max_iterations" and info["iterations"] == 1
@@ -136,10 +138,10 @@ def test_one_iteration_from_the_prior_mean_is_not_converged_and_noise_is_estimat
 
 def test_noise_sigma_sources(twin, noisy):
     positions = noisy[0]
-    exact = AssimConfig()
-    assert noise_sigma(twin.positions[0], twin.times, exact) == (exact.var_sigma_floor, "floored")
-    assert noise_sigma(positions, twin.times, AssimConfig(noise_std=2e-3)) == (2e-3, "given")
-    assert noise_sigma(positions, twin.times, AssimConfig(noise_std=0.0)) == (exact.var_sigma_floor, "floored")
+    exact = VarConfig()
+    assert noise_sigma(twin.positions[0], twin.times, exact) == (exact.sigma_floor, "floored")
+    assert noise_sigma(positions, twin.times, VarConfig(noise_std=2e-3)) == (2e-3, "given")
+    assert noise_sigma(positions, twin.times, VarConfig(noise_std=0.0)) == (exact.sigma_floor, "floored")
 
 
 @pytest.mark.parametrize("sigma", [1e-3, 1e-8])

@@ -6,7 +6,7 @@ import pytest
 from lagda.assimilation import assimilate_file
 from lagda.io.physical import EARTH_RADIUS_M, Mapping, infer_mapping, iso_time, parse_time, unwrap_longitudes
 from lagda.io.results import read_result
-from lagda.io.tracks import read_tracks
+from lagda.io.formats import read_tracks
 from simulate.flow import velocity
 
 BOX = (-45.0, -35.0, 30.0, 38.0)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from lagda import cli
-from lagda.io.tracks import read_tracks
+from lagda.io.formats import read_tracks
 from simulate import qg
 from simulate.flow import rectangular_modes
 from simulate.tracks import simulate_tracks
@@ -241,7 +241,7 @@ def test_qg_tracks_assimilate_in_a_chosen_basis(turbulence_file, tmp_path, capsy
             "--climatology", str(climatology), "--members", "8", "--out", str(out)]
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
-    assert "velocity error against the QG truth" in captured.out and "OU error along each track" in captured.err
+    assert "velocity error against the QG truth" in captured.out and "representation error ou" in captured.out
     assert "prior: the climatology of" in captured.err
     import xarray as xr
 
@@ -250,7 +250,7 @@ def test_qg_tracks_assimilate_in_a_chosen_basis(turbulence_file, tmp_path, capsy
     with xr.open_dataset(out) as ds:
         assert ds["degree"].values.max() == 2 and ds["degree"].attrs["window_length"] == pytest.approx(0.1)
         assert ds["u_mean"].attrs["units"] == "m s-1"
-    for method, options in (("linear", {}), ("var", {"var_iterations": 4, "continuation": (0.5, 1.0)})):
+    for method, options in (("linear", {}), ("var", {"iterations": 4, "continuation": (0.5, 1.0)})):
         summary = assimilate_file(test, tmp_path / f"{method}.nc", method, basis="circular", k_max=3, degree=2,
                                   climatology=climatology, members=8, **options)
         # the truth's fit is the least-squares optimum in the basis on the truth grid and times, so for any
@@ -263,7 +263,7 @@ def test_qg_tracks_assimilate_in_a_chosen_basis(turbulence_file, tmp_path, capsy
 
 @pytest.mark.parametrize("argv, message", [
     (["--method", "hybrid", "--basis", "circular"], "no time basis"),
-    (["--method", "linear", "--climatology", "{file}"], "--climatology needs --basis"),
+    (["--method", "linear", "--climatology", "{file}"], "needs a chosen basis (--basis)"),
 ])
 def test_basis_refusals_are_one_line(turbulence_file, tmp_path, capsys, argv, message):
     argv = [a.replace("{file}", str(turbulence_file)) for a in argv]

@@ -4,8 +4,10 @@ import netCDF4
 import numpy as np
 import pytest
 
+from lagda.assimilation.fields import grid_posterior, posterior_result
+from lagda.assimilation.model import flow_model
 from lagda.assimilation.posterior import Posterior
-from lagda.io.results import grid_posterior, read_result, write_result
+from lagda.io.results import read_result, write_result
 from lagda.io.tracks import Tracks
 from simulate.flow import grid_fields, rectangular_modes
 
@@ -53,6 +55,12 @@ def test_weighted_std_matches_monte_carlo_formula():
     np.testing.assert_allclose(out["u_std"][0], std, atol=1e-10)
 
 
+def _write(path, post, tracks=None, attrs=None, n_modes=9):
+    """Writes the result file of `post` in the 3 x 3 model (the first `n_modes` modes) at TIMES on the N grid."""
+    model = flow_model(K1[:n_modes], K2[:n_modes], OMEGA[:n_modes], np.ones(n_modes), 1e-4)
+    write_result(path, posterior_result(post, model, TIMES, N, tracks, attrs))
+
+
 def _posterior(retrieval=True):
     rng = np.random.default_rng(3)
     samples = _complex(rng, (2, 4, 9))
@@ -67,7 +75,7 @@ def test_result_file_round_trips(tmp_path):
     tracks = Tracks(np.arange(12.0).reshape(2, 3, 2) / 10, time, np.array([0, 1]), np.array(["a", "b"]),
                     true_coef=np.ones((2, 9), complex), release=np.full((2, 2), 0.75))
     path = tmp_path / "r.nc"
-    write_result(path, post, K1, K2, OMEGA, TIMES, N, tracks=tracks, attrs={"model_run": "runs/x"})
+    _write(path, post, tracks, {"model_run": "runs/x"})
     res = read_result(path)
     np.testing.assert_allclose(res.coef_mean, post.mean, atol=1e-15)
     np.testing.assert_allclose(res.coef_std_re, post.std_re, atol=1e-15)
@@ -99,7 +107,7 @@ def test_result_file_round_trips(tmp_path):
 
 
 def test_result_without_candidates_or_tracks(tmp_path):
-    write_result(tmp_path / "r.nc", _posterior(retrieval=False), K1, K2, OMEGA, TIMES, N)
+    _write(tmp_path / "r.nc", _posterior(retrieval=False))
     res = read_result(tmp_path / "r.nc")
     assert res.candidates is None and res.tracks is None and res.true_coef is None
     with netCDF4.Dataset(tmp_path / "r.nc") as nc:
@@ -108,7 +116,7 @@ def test_result_without_candidates_or_tracks(tmp_path):
 
 def test_bad_inputs(tmp_path):
     with pytest.raises(ValueError, match="modes"):
-        write_result(tmp_path / "r.nc", _posterior(), K1[:4], K2[:4], OMEGA[:4], TIMES, N)
+        _write(tmp_path / "r.nc", _posterior(), n_modes=4)
     assert not list(tmp_path.iterdir())
     (tmp_path / "x.nc").write_bytes(b"junk")
     with pytest.raises(ValueError, match="not a netCDF"):
@@ -132,7 +140,7 @@ def test_plot_assimilation_writes_png(tmp_path):
     post = _posterior()
     tracks = Tracks(np.cumsum(np.full((2, 20, 2), 0.07), axis=1), np.tile(np.arange(1, 21) * 1e-3, (2, 1)),
                     np.array([0, 1]), np.array([1, 2]), true_coef=post.mean)
-    write_result(tmp_path / "r.nc", post, K1, K2, OMEGA, TIMES, N, tracks=tracks)
+    _write(tmp_path / "r.nc", post, tracks)
     out = plot_assimilation(tmp_path / "r.nc", tmp_path / "fig.png", field=1)
     assert (tmp_path / "fig.png").stat().st_size > 10_000 and out.endswith("fig.png")
     with pytest.raises(ValueError, match="out of range"):
@@ -145,7 +153,7 @@ def test_figure_shows_true_and_recovered_psi_on_one_scale_with_their_error(tmp_p
 
     post = _posterior(retrieval=False)
     truth = _complex(np.random.default_rng(7), (2, 9))
-    write_result(tmp_path / "r.nc", post, K1, K2, OMEGA, TIMES, N)
+    _write(tmp_path / "r.nc", post)
     res = read_result(tmp_path / "r.nc")
     fig = assimilation_figure(res, truth=truth, field=1, time_index=1)
     (true_im,), (mean_im,), (error_im,), (std_im,) = (ax.get_images() for ax in fig.axes[:4])
@@ -192,7 +200,29 @@ def test_cli_assimilate_help_names_the_default_model(capsys):
 
     assert main(["assimilate", "--help"]) == 0
     out = capsys.readouterr().out
-    assert "lagda/shipped/model/" in out and "--members" in out and "--n-grid" in out and "--noise-std" in out and "--bank-size" in out and "--hybrid-refine" in out
+    assert "lagda/shipped/model/" in out and "--members" in out and "--n-grid" in out and "--noise-std" in out
+    assert "--bank-size" in out and "--refine" in out and "--hybrid-refine" not in out  # old names: accepted, not shown
+
+
+def test_previous_option_names_are_accepted_with_a_deprecation_note():
+    from lagda.assimilation.methods.registry import make_method
+    from lagda.cli import _given_method_options, build_parser
+
+    args = build_parser().parse_args(["assimilate", "--tracks", "t.nc", "--out", "r.nc", "--method", "hybrid",
+                                      "--hybrid-refine", "none", "--members", "8"])
+    options = _given_method_options(args)
+    assert options == {"hybrid_refine": "none", "members": 8}
+    hybrid = make_method("hybrid", options, encoder=object())
+    assert hybrid.config.refine == "none" and hybrid.config.members == 8
+    assert hybrid.notes == ("option hybrid_refine is deprecated (removed in the next release): use refine",)
+    var = make_method("var", {"var_iterations": 3, "var_sigma_floor": 1e-5})
+    assert var.config.iterations == 3 and var.config.sigma_floor == 1e-5 and len(var.notes) == 2
+    with pytest.raises(ValueError, match="option fd_lag does not apply to method var"):
+        make_method("var", {"fd_lag": 2})
+    args = build_parser().parse_args(["assimilate", "--tracks", "t.nc", "--out", "r.nc", "--method", "var",
+                                      "--top-k", "3"])
+    with pytest.raises(ValueError, match="--top-k does not apply to --method var"):
+        _given_method_options(args)
 
 
 def test_cli_assimilate_method_options_are_validated(tmp_path, capsys):

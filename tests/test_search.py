@@ -7,8 +7,8 @@ import jax
 import numpy as np
 import pytest
 
-from lagda.assimilation.methods import AssimConfig
-from lagda.assimilation.methods._common import to_real
+from lagda.assimilation.methods.config import HybridConfig, VarConfig
+from lagda.assimilation.model import to_real
 from lagda.assimilation.methods.search import (candidate_starts, gaussian_starts, multistart_map, posterior_cost,
                                                prior_starts, truth_map)
 from tests.assim_twin import make_twin
@@ -26,7 +26,7 @@ def _mean(est):
 
 def test_multistart_finds_the_planted_global_minimum_a_single_start_misses(sparse):
     m, truth = sparse.model, to_real(sparse.coef[0])
-    config = AssimConfig(members=8, noise_std=1e-4)
+    config = VarConfig(members=8, noise_std=1e-4)
     args = (sparse.positions[0], sparse.times, sparse.release[0], m, config, jax.random.key(0))
     near = truth + 0.05 * np.sqrt(m.prior_var) * np.random.default_rng(0).normal(size=18)
     starts = np.stack([np.zeros(18), near])
@@ -50,7 +50,7 @@ def test_multistart_finds_the_planted_global_minimum_a_single_start_misses(spars
 def test_truth_map_on_exact_dense_tracks_returns_the_truth():
     twin = make_twin(n_field=1, n_drifter=4, n_obs=200, seed=1)
     truth = to_real(twin.coef[0])
-    est = truth_map(twin.positions[0], twin.times, twin.release[0], twin.model, AssimConfig(members=8),
+    est = truth_map(twin.positions[0], twin.times, twin.release[0], twin.model, VarConfig(members=8),
                     jax.random.key(0), truth, noise_std=0.0)
     x = to_real(_mean(est))
     assert twin.field_error(_mean(est), 0) < 1e-6
@@ -86,17 +86,17 @@ def test_candidate_starts_take_complex_or_real_candidates_in_rank_order():
 
 
 def test_hybrid_learned_starts_are_searched_and_the_least_cost_end_point_kept(sparse):
-    """hybrid_starts > 1 adds the learned conditional's mean and draws as refinement starts: with a
+    """starts > 1 adds the learned conditional's mean and draws as refinement starts: with a
     conditional at the truth the search ends lower than the product-mean start alone, and nearer the truth."""
     from lagda.assimilation.methods.hybrid import assimilate_hybrid
 
     m, truth = sparse.model, to_real(sparse.coef[0])
     args = (sparse.positions[0], sparse.times, sparse.release[0], m)
     near = (truth, 1e-4 * m.prior_var)  # a sharp learned conditional at the truth
-    config = AssimConfig(members=8, noise_std=1e-4, hybrid_refine="gauss_newton", hybrid_iterations=5,
-                         hybrid_learned_noise_limit=0.0, continuation=(1.0,))  # untrusted: the product ignores it
+    config = HybridConfig(members=8, noise_std=1e-4, refine="gauss_newton", iterations=5, learned_noise_limit=0.0,
+                          continuation=(1.0,))  # untrusted: the product ignores it
     one = assimilate_hybrid(*args, config, jax.random.key(0), *near)
-    three = assimilate_hybrid(*args, dataclasses.replace(config, hybrid_starts=3), jax.random.key(0), *near)
+    three = assimilate_hybrid(*args, dataclasses.replace(config, starts=3), jax.random.key(0), *near)
     assert one.info["n_starts"] == 1 and three.info["n_starts"] == 3 and three.info["refined"]
     assert three.info["costs"][0] == pytest.approx(one.info["cost_best"], rel=1e-9)  # the product-mean start alone
     assert three.info["chosen"] != 0 and three.info["cost_best"] == min(three.info["costs"]) < one.info["cost_best"]

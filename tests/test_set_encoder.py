@@ -117,7 +117,7 @@ def test_few_steps_on_a_sparse_problem_beat_chance(pairs):
     graphdef, params, buffers = nnx.split(model, nnx.Param, ...)
     tx = make_optimizer(config, 80)
     opt_state = tx.init(params)
-    step = make_train_step(config, tx)
+    step = make_train_step(config, 80)
     coef, positions = jnp.asarray(pairs.coef), jnp.asarray(pairs.positions)
     for i in range(80):
         params, opt_state, loss = step(graphdef, params, buffers, opt_state, coef, positions, None, regime_key(config, 0, i))

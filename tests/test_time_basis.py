@@ -6,8 +6,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lagda.assimilation.methods import AssimConfig, FlowModel, assimilate_linear
-from lagda.assimilation.methods._common import simulate_observed, simulate_observed_tangent, to_complex, to_real, velocity_matrix
+from lagda.assimilation.methods.config import LinearConfig
+from lagda.assimilation.methods.linear import assimilate_linear
+from lagda.assimilation.model import FlowModel
+from lagda.assimilation.methods.observations import simulate_observed, simulate_observed_tangent
+from lagda.assimilation.model import to_complex, to_real
+from simulate.flow import velocity_basis
 from lagda.assimilation.methods.track_data import velocity_gradient
 from simulate.flow import circular_modes, grid_fields, in_time, psi, rectangular_modes, temporal_factor, time_basis, velocity
 
@@ -43,7 +47,7 @@ def test_degree_zero_is_the_steady_model():
     omega = np.linspace(-3, 3, len(k1))
     e1, e2, eo, time = in_time(k1, k2, omega, 0, 0.0, 0.1)
     points, t = np.random.default_rng(0).random((5, 2)), np.linspace(0, 0.1, 5)
-    assert np.array_equal(velocity_basis_pair := velocity_matrix(points, t, e1, e2, eo, time), velocity_matrix(points, t, k1, k2, omega))
+    assert np.array_equal(velocity_basis_pair := velocity_basis(points, t, e1, e2, eo, time), velocity_basis(points, t, k1, k2, omega))
     assert velocity_basis_pair.shape == (5, 2, 2 * len(k1))
 
 
@@ -54,7 +58,7 @@ def test_every_evaluation_path_agrees():
         coef = (rng.normal(size=model.n_modes) + 1j * rng.normal(size=model.n_modes)) * model.scale
         points, t = rng.random((6, 2)), rng.uniform(0, 0.1, 6)
         pointwise = np.stack([np.asarray(velocity(jnp.asarray(p), s, coef, *model.modes)) for p, s in zip(points, t)])
-        assert np.allclose(velocity_matrix(points, t, *model.modes) @ to_real(coef), pointwise, atol=1e-10)
+        assert np.allclose(velocity_basis(points, t, *model.modes) @ to_real(coef), pointwise, atol=1e-10)
         # grid_fields at grid points and times equals the pointwise psi and velocity
         times = jnp.asarray([0.03, 0.08])
         field_psi, u, v = (np.asarray(a)[0] for a in grid_fields(jnp.asarray(coef)[None], *model.modes[:3], times, 4, model.time))
@@ -92,7 +96,7 @@ def test_linear_recovers_a_field_drawn_from_the_basis(representation):
         positions = np.asarray(simulate_observed(jnp.asarray(to_real(coef)), z0, jnp.zeros(n_drifter), index, model.k1,
                                                  model.k2, model.omega, model.dt, n_obs * stride, stride, model.time))
         times = np.tile(model.dt * stride * np.arange(1, n_obs + 1), (n_drifter, 1))
-        est = assimilate_linear(positions, times, np.asarray(z0), model, AssimConfig(members=4, representation=representation),
+        est = assimilate_linear(positions, times, np.asarray(z0), model, LinearConfig(members=4, representation=representation),
                                 jax.random.key(0))
         mean = est.samples.T @ est.weights
         ts = jnp.linspace(0.0, 0.1, 5)

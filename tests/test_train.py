@@ -14,7 +14,7 @@ from lagda.learning.data import PairedData, load_paired
 from lagda.learning.retrieval import retrieval_metrics
 from lagda.learning.model import build_model, embed_tracks, load_run
 from lagda.learning.optimizer import make_optimizer
-from lagda.learning.train import TRACE_COUNT, TrainingDiverged, make_train_step, train
+from lagda.learning.train import TrainingDiverged, make_train_step, train, train_step
 from simulate import draw_coefficients, draw_frequencies, rectangular_modes, simulate_tracks, spectrum
 
 
@@ -46,14 +46,14 @@ def test_steps_lower_loss_beat_chance_and_trace_once(pairs):
     graphdef, params, buffers = nnx.split(model, nnx.Param, ...)
     tx = make_optimizer(CONFIG, 60)
     opt_state = tx.init(params)
-    step = make_train_step(CONFIG, tx)
-    before = TRACE_COUNT["train_step"]
+    step = make_train_step(CONFIG, 60)
+    before = train_step._cache_size()
     coef, positions = jnp.asarray(batch.coef), jnp.asarray(batch.positions)
     losses = []
     for _ in range(40):
         params, opt_state, loss = step(graphdef, params, buffers, opt_state, coef, positions)
         losses.append(float(loss))
-    assert TRACE_COUNT["train_step"] - before == 1
+    assert train_step._cache_size() - before <= 1  # compiled once (or already, by an earlier identical step)
     assert losses[-1] < losses[0] - 0.5
     model = nnx.merge(graphdef, params, buffers)
     u = jnp.concatenate([coef.real, coef.imag], axis=1)

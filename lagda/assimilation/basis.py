@@ -14,26 +14,14 @@ are notes.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
-from simulate.flow import TimeBasis, circular_modes, in_time, rectangular_modes
+from lagda.assimilation.model import FlowModel, flow_model, resolve_dt, to_real
+from lagda.io.formats import read_tracks
+from lagda.io.tracks import Tracks
+from simulate.flow import circular_modes, in_time, rectangular_modes
 
 BASES = ("circular", "rectangular")
-
-
-class BasisSettings(NamedTuple):
-    """The model of a chosen basis and how it was set."""
-
-    k1: np.ndarray  # int (mode,), every spatial mode repeated for p = 0..degree
-    k2: np.ndarray  # int (mode,)
-    omega: np.ndarray  # float64 (mode,), zeros
-    time: TimeBasis
-    prior_scale: np.ndarray  # float64 (mode,) prior std a_k
-    representation_var: float | None  # velocity variance per component the basis leaves out (model units), or None
-    representation_time: float | None  # its Lagrangian time scale along a track (model time), or None
-    notes: tuple[str, ...]
 
 
 def spatial_modes(basis: str, k_max: float):
@@ -53,12 +41,14 @@ def spatial_modes(basis: str, k_max: float):
     return rectangular_modes((-m, m), (-m, m))
 
 
-def basis_settings(tracks, basis: str, k_max: float, degree: int, climatology=None) -> BasisSettings:
-    """Returns the `BasisSettings` of `basis` with k_max and Legendre degree over the tracks' window.
+def basis_model(tracks: Tracks, basis: str, k_max: float, degree: int, climatology=None,
+                dt: float | None = None) -> FlowModel:
+    """Returns the `FlowModel` of `basis` with k_max and Legendre degree over the tracks' window.
 
     Args:
         tracks: lagda.io.tracks.Tracks (model units; the mapping of physical tracks applied).
         climatology: path of a QG truth file (lagda simulate --flow qg) of other flows, or None.
+        dt: RK4 step (var, enkf), default the file's dt attribute, else guessed from the times (a note).
     Raises:
         ValueError: for a bad basis, k_max or degree, tracks without a time after 0, or a
             climatology in another mapping (box or time scale) than the tracks.
@@ -72,11 +62,15 @@ def basis_settings(tracks, basis: str, k_max: float, degree: int, climatology=No
     e1, e2, omega, time = in_time(k1, k2, np.zeros(len(k1)), degree, 0.0, t_end)
     notes = [f"flow basis: {basis} modes k_max {k_max:g} ({len(k1)} spatial modes) x Legendre degrees 0..{degree} "
              f"in time over the window [0, {t_end:.6g}] model time: {len(e1)} modes"]
+    unresolved = None
     if climatology is None:
         scale, note = _track_prior(tracks, k1, k2, degree)
-        return BasisSettings(e1, e2, omega, time, scale, None, None, tuple(notes + [note]))
-    scale, rep_var, rep_time, clim_notes = _climatology(climatology, tracks, k1, k2, degree, t_end)
-    return BasisSettings(e1, e2, omega, time, scale, rep_var, rep_time, tuple(notes + clim_notes))
+        notes.append(note)
+    else:
+        scale, rep_var, rep_time, clim_notes = _climatology(climatology, tracks, k1, k2, degree, t_end)
+        unresolved, notes = (rep_var, rep_time), notes + clim_notes
+    dt, dt_notes = resolve_dt(tracks, dt)
+    return flow_model(e1, e2, omega, scale, dt, time, unresolved, notes + dt_notes)
 
 
 def _track_prior(tracks, k1, k2, degree: int):
@@ -102,7 +96,7 @@ def _track_prior(tracks, k1, k2, degree: int):
                    "(model units), the same energy in every degree, since no --climatology is given")
 
 
-def _climatology(path, tracks, k1, k2, degree: int, t_end: float):
+def _climatology(path, tracks: Tracks, k1, k2, degree: int, t_end: float):
     """Returns (prior scale `(mode,)`, unresolved variance, its time scale, notes) from a QG truth file.
 
     The variance and time scale are those of the velocity the basis leaves out along the file's own
@@ -110,23 +104,21 @@ def _climatology(path, tracks, k1, k2, degree: int, t_end: float):
     process fitted by methods.representation.ou_time_scale (the drifters see the unresolved scales
     in their own, Lagrangian, frame: neither the Eulerian variance nor its decorrelation time).
     """
-    import xarray as xr
-
     from simulate.qg.projection import climatology_prior, truth_in_basis
 
-    with xr.open_dataset(path) as ds:
-        if "psi" not in ds.variables or "qg_L" not in ds.attrs:
-            raise ValueError(f"{path} is not a QG truth file (lagda simulate --flow qg): it has no gridded truth psi")
-        scale_s = float(ds.attrs["lagda_mapping_time_scale_s"])
-        length = float(ds.attrs["qg_L"])
-        if tracks.mapping is not None:
-            lx, ly = tracks.mapping.lengths_m
-            if not (np.isclose(lx, length) and np.isclose(ly, length) and np.isclose(tracks.mapping.time_scale_s, scale_s)):
-                raise ValueError(f"the climatology {path} maps a {length:g} m box with {scale_s:g} s per model time unit, "
-                                 f"the tracks {lx:g} x {ly:g} m with {tracks.mapping.time_scale_s:g} s")
-        truth = truth_in_basis(ds, k1, k2, degree)
+    clim = read_tracks(path)
+    ds = clim.gridded_truth
+    if ds is None:
+        raise ValueError(f"{path} is not a QG truth file (lagda simulate --flow qg): it has no gridded truth psi")
+    scale_s, length = float(ds.attrs["lagda_mapping_time_scale_s"]), float(ds.attrs["qg_L"])
+    if tracks.mapping is not None:
+        lx, ly = tracks.mapping.lengths_m
+        if not (np.isclose(lx, length) and np.isclose(ly, length) and np.isclose(tracks.mapping.time_scale_s, scale_s)):
+            raise ValueError(f"the climatology {path} maps a {length:g} m box with {scale_s:g} s per model time unit, "
+                             f"the tracks {lx:g} x {ly:g} m with {tracks.mapping.time_scale_s:g} s")
+    truth = truth_in_basis(ds, k1, k2, degree)
     scale = climatology_prior(truth["coef"], truth["k1"], truth["k2"], degree)
-    rep_var, rep_time = _along_track_residual(path, truth)
+    rep_var, rep_time = _along_track_residual(clim, truth)
     notes = [f"prior: the climatology of {path} ({truth['coef'].shape[0]} flow(s)): mean power of its truth's "
              f"coefficients per wavenumber shell and degree; the basis leaves out {np.mean(truth['limit']):.3f} of its "
              f"velocity (relative L2); along its drifters that velocity has std {np.sqrt(rep_var):.4g} per component "
@@ -138,21 +130,18 @@ def _climatology(path, tracks, k1, k2, degree: int, t_end: float):
     return scale, rep_var, rep_time, notes
 
 
-def _along_track_residual(path, truth: dict) -> tuple[float, float]:
+def _along_track_residual(clim: Tracks, truth: dict) -> tuple[float, float]:
     """Returns (variance, time scale) of the climatology drifters' velocity less the truth's fit in the basis."""
-    from lagda.assimilation.methods import AssimConfig, FlowModel
-    from lagda.assimilation.methods._common import to_real
+    from lagda.assimilation.methods.config import LinearConfig
     from lagda.assimilation.methods.linear import track_differences, track_residuals
     from lagda.assimilation.methods.representation import ou_time_scale
-    from lagda.io.tracks import read_tracks
 
-    clim = read_tracks(path)
     k1, k2 = truth["k1"], truth["k2"]
-    model = FlowModel(k1, k2, np.zeros(len(k1)), np.ones(len(k1)), 1.0, truth["time_basis"])  # only G is used
+    model = flow_model(k1, k2, np.zeros(len(k1)), np.ones(len(k1)), 1.0, truth["time_basis"])  # only G is used
     residuals, times, track = [], [], []
     for f in range(truth["coef"].shape[0]):  # the truth's flows, the file's first ones
         sub = clim.for_field(f)
-        points, t, vel, _, _, _, ids = track_differences(sub.positions, sub.times, None, AssimConfig(fd_order=2),
+        points, t, vel, _, _, _, ids = track_differences(sub.positions, sub.times, None, LinearConfig(fd_order=2),
                                                          {"lag": 1, "sparse": False})
         residuals.append(track_residuals(model, points, t, vel, ids, to_real(truth["coef"][f])))
         times.append(t)
@@ -160,29 +149,27 @@ def _along_track_residual(path, truth: dict) -> tuple[float, float]:
     return ou_time_scale(np.concatenate(residuals), np.concatenate(times), np.concatenate(track))
 
 
-def qg_scores(path, coef, k1, k2, time: TimeBasis) -> dict:
-    """Returns the velocity errors of posterior means `coef` `(field, mode)` against a QG truth file's truth, or {}.
+def qg_scores(tracks: Tracks, coef, model: FlowModel) -> dict:
+    """Returns the velocity errors of posterior means `coef` `(field, mode)` against the QG truth the tracks carry, or {}.
 
     Field f is the file's flow f. Over the truth grid, truth times and fields (relative L2):
     "velocity_error_vs_truth" against the full gridded truth, "velocity_error_vs_projection" against
     the truth's least-squares fit in the basis, and "projection_limit", that fit's own error (no
-    estimate in the basis can do better); {} for a file without gridded truth.
+    estimate in the basis can do better); {} for tracks without a gridded truth (`Tracks.gridded_truth`).
 
     Args:
-        k1, k2: the expanded modes `(mode,)` (spatial mode repeated for p = 0..degree); time: their TimeBasis.
+        model: the chosen basis (its modes: each spatial mode repeated for p = 0..degree, and the TimeBasis).
     """
-    import xarray as xr
-
     from simulate.qg.projection import basis_fields, projection_limit, truth_in_basis
 
+    ds, time = tracks.gridded_truth, model.time
+    if ds is None or time is None:
+        return {}
     degree = int(np.max(time.degree))
     spatial = slice(None, None, degree + 1)
-    with xr.open_dataset(path) as ds:
-        if "u" not in ds.variables or "qg_nx" not in ds.attrs:
-            return {}
-        truth = truth_in_basis(ds, k1[spatial], k2[spatial], degree, flows=list(range(len(coef))))
-        n = int(ds.attrs["qg_nx"])
-    _, u, v = basis_fields(coef, k1[spatial], k2[spatial], degree, time.start, time.length, truth["times"], n)
+    truth = truth_in_basis(ds, model.k1[spatial], model.k2[spatial], degree, flows=list(range(len(coef))))
+    n = int(ds.attrs["qg_nx"])
+    _, u, v = basis_fields(coef, model.k1[spatial], model.k2[spatial], degree, time.start, time.length, truth["times"], n)
     return {"velocity_error_vs_truth": projection_limit(truth["u"], truth["v"], u, v),  # relative L2 against the first pair
             "velocity_error_vs_projection": projection_limit(truth["u_fit"], truth["v_fit"], u, v),
             "projection_limit": projection_limit(truth["u"], truth["v"], truth["u_fit"], truth["v_fit"])}

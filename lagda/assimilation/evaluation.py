@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -11,9 +12,10 @@ import jax
 import numpy as np
 
 from lagda import report
+from lagda.assimilation.methods.config import RENAMED
+from lagda.assimilation.methods.learned import scorer_from_run
+from lagda.assimilation.methods.registry import METHODS
 from simulate.atomic import write_atomic
-from lagda.assimilation.methods import METHODS
-from lagda.assimilation.methods.config import LEARNED_METHODS, config_from_options
 
 COLUMNS = (("velocity_rel_l2", "field err"), ("track_velocity_rel_l2", "track-vel err"),
            ("resim_rms_true", "resim rms"), ("forecast_rms", "forecast rms"), ("coef_calibration", "coef 95%"),
@@ -29,46 +31,54 @@ def evaluate_assimilation(tracks_path, methods=("linear", "embed", "hybrid"), ru
         methods: assimilation methods; run_dir: trained run (needed by retrieve / embed / hybrid).
         log: called with each settings note and model-check warning ("note: ..." / "warning: ...");
             default `warnings.warn`, so nothing guessed goes unsaid.
-        options: AssimConfig fields applied to every method.
+        options: config fields, each applied to every method that has it (an option no method has is refused).
     Raises:
         ValueError: unknown method / option, tracks without truth, learned method without run_dir.
         FileNotFoundError: missing track file or run directory.
     """
-    with jax.enable_x64(True):
-        return _evaluate(tracks_path, tuple(methods), run_dir, n_grid, seed, log or warnings.warn, options)
-
-
-def _evaluate(tracks_path, methods, run_dir, n_grid, seed, log, options) -> dict:
-    from lagda.assimilation.assimilate import assimilate, file_dt, model_settings
-    from lagda.assimilation.methods.learned import scorer_from_run
+    from lagda.assimilation.methods.config import configure
+    from lagda.assimilation.model import model_settings
     from lagda.assimilation.scores import score_posterior
-    from lagda.io.tracks import check_fits_model, read_tracks
+    from lagda.io.formats import read_tracks
+    from lagda.io.tracks import check_fits_model
 
+    log = log or warnings.warn
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
         raise ValueError(f"unknown method(s) {', '.join(bad) or '(none)'}; valid methods: {', '.join(METHODS)}")
-    if run_dir is None and any(m in LEARNED_METHODS for m in methods):
+    if run_dir is None and any(METHODS[m].learned for m in methods):
         raise ValueError("methods retrieve / embed / hybrid need a trained model (--model RUN)")
+    used = set()
+    configs = {}
+    for m in methods:  # every option must apply to some method
+        configs[m], notes = configure(m, METHODS[m].Config, options, strict=False)
+        used |= {name for name in options if name in {f.name for f in dataclasses.fields(METHODS[m].Config)}}
+        for line in notes:
+            log(f"note: {m}: {line}")
+    unused = sorted(set(options) - used - set(RENAMED))
+    if unused:
+        raise ValueError(f"option(s) {', '.join(unused)} apply to none of the methods {', '.join(methods)}")
     if not os.path.exists(tracks_path):  # a file, or a zarr store (a directory)
         raise FileNotFoundError(f"no such track file: {tracks_path}")
-    config = config_from_options(options)
     tracks = read_tracks(tracks_path)
     if tracks.true_coef is None:
         raise ValueError(f"{tracks_path} has no true coefficients: cannot score the assimilation")
-    k1, k2, omega, scale, dt, notes = model_settings(tracks, run_dir, file_dt=None if run_dir else file_dt(tracks_path))
-    for kind, lines in (("note", notes), ("warning", check_fits_model(tracks, dt, k1, k2, omega))):
-        for line in lines:
-            log(f"{kind}: {line}")
-    # the trained model, restored once for every learned method
-    scorer = scorer_from_run(run_dir)[0] if any(m in LEARNED_METHODS for m in methods) else None
-    table = {}
-    for method in methods:
-        start = time.perf_counter()
-        post = assimilate(tracks, method, (k1, k2, omega), scale, dt, config=config, key=jax.random.key(seed),
-                          scorer=scorer)
-        scores = score_posterior(post, tracks, k1, k2, omega, dt, n_grid=n_grid)
-        table[method] = {name: v for name, v in scores.items() if name != "per_field"}
-        table[method]["wall_seconds"] = time.perf_counter() - start
+    with jax.enable_x64(True):
+        model = model_settings(tracks, run_dir)
+        for kind, lines in (("note", model.notes), ("warning", check_fits_model(tracks, model.dt, model.k1, model.k2,
+                                                                                     model.omega))):
+            for line in lines:
+                log(f"{kind}: {line}")
+        # the trained model, restored once for every learned method
+        encoder = scorer_from_run(run_dir)[0] if any(METHODS[m].learned for m in methods) else None
+        table = {}
+        for m in methods:
+            start = time.perf_counter()
+            method = METHODS[m](encoder, configs[m]) if METHODS[m].learned else METHODS[m](configs[m])
+            post = method(tracks, model, jax.random.key(seed))
+            scores = score_posterior(post, tracks, model.k1, model.k2, model.omega, model.dt, n_grid=n_grid)
+            table[m] = {name: v for name, v in scores.items() if name != "per_field"}
+            table[m]["wall_seconds"] = time.perf_counter() - start
     return table
 
 

@@ -1,8 +1,9 @@
 """Posterior over Fourier coefficients, as weighted samples per field, with what the method decided.
 
-Every DA method returns a `Posterior`: particle methods their particles and weights, Gaussian
-methods (linear, var's Laplace approximation) samples drawn from the Gaussian with equal
-weights, retrieval its top candidates as members (and again as `candidates`).
+A method's estimate of one field is a `FieldEstimate`; the `Posterior` of a track file stacks them
+(`stack_estimates`). Particle methods give their particles and weights, Gaussian methods (linear,
+var's Laplace approximation) samples drawn from the Gaussian with equal weights, retrieval its top
+candidates as members (and again as `candidates`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,17 @@ def _weighted_moments(values, weights):
     mean = np.einsum("fm,fmk->fk", weights, values)
     var = np.einsum("fm,fmk->fk", weights, (values - mean[:, None, :]) ** 2)
     return mean, np.sqrt(np.maximum(var, 0.0))
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldEstimate:
+    """One field's posterior: weighted samples, plus retrieval candidates when there are any."""
+
+    samples: np.ndarray  # complex (member, mode)
+    weights: np.ndarray  # float64 (member,), sums to 1
+    candidates: np.ndarray | None = None  # complex (rank, mode)
+    candidate_weights: np.ndarray | None = None  # (rank,)
+    info: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +90,20 @@ class Posterior:
     def diagnostics(self) -> list[dict]:
         """Returns per field the JSON-ready decisions of the method (info without large arrays)."""
         return [jsonable(dict(info)) for info in (self.info or [{}] * self.n_field)]
+
+
+def stack_estimates(estimates, method: str, seconds) -> "Posterior":
+    """Returns the `Posterior` of per-field `FieldEstimate`s (their info as `Posterior.info`), `seconds` `(field,)`."""
+    has_candidates = all(e.candidates is not None for e in estimates)
+    return Posterior(
+        samples=np.stack([e.samples for e in estimates]).astype(np.complex128),
+        weights=np.stack([e.weights for e in estimates]).astype(np.float64),
+        method=method,
+        candidates=np.stack([e.candidates for e in estimates]).astype(np.complex128) if has_candidates else None,
+        candidate_weights=np.stack([e.candidate_weights for e in estimates]) if has_candidates else None,
+        seconds=np.asarray(seconds, np.float64),
+        info=tuple(dict(e.info) for e in estimates),
+    )
 
 
 def jsonable(value, key: str | None = None):
@@ -140,6 +166,9 @@ def _describe_field(info: dict) -> str:
         words.append(f"lag {info['lag']}" + (f" (order {info['fd_order']})" if "fd_order" in info else ""))
     if "data" in info:
         words.append(str(info["data"]))
+    if info.get("error_model") == "ou":
+        words.append(f"representation error ou (variance: {info.get('representation_var_source', '?')}; time scale: "
+                     f"{info.get('representation_time_source', '?')})")
     for key, label in (("noise_std_est", "pos noise"), ("position_noise_std", "pos noise"),
                        ("velocity_noise_std", "vel noise"), ("data_noise_std", "data noise"), ("sigma", "sigma")):
         if isinstance(info.get(key), (int, float)) and not (label == "pos noise" and "pos noise" in " ".join(words)):

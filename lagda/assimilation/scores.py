@@ -15,7 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from lagda.assimilation.posterior import Posterior
-from lagda.io.results import grid_posterior
+from lagda.assimilation.fields import grid_posterior
+from lagda.io.physical import physical_fields
 from lagda.io.tracks import Tracks
 from simulate.flow import grid_fields, many_points, velocity
 from simulate.tracks import simulate_tracks
@@ -180,3 +181,22 @@ def resimulated_positions(coef, tracks: Tracks, k1, k2, omega, dt: float) -> np.
     sim = simulate_at(coef, tracks, k1, k2, omega, dt, obs_times)
     index = np.searchsorted(obs_times, np.where(np.isfinite(tracks.times), tracks.times, obs_times[0]))
     return np.where(np.isfinite(tracks.times)[..., None], np.take_along_axis(sim, index[..., None], axis=1), np.nan)
+
+
+def physical_velocity_error(result, tracks: Tracks) -> dict:
+    """Returns the RMS velocity error of a physical result against the tracks' truth, and the RMS true speed, in m/s.
+
+    The truth is gridded on the result's grid and times and converted with the tracks' mapping
+    (lagda.io.physical.physical_fields), as the result's fields were; the RMS runs over grid points, times
+    and fields.
+
+    Args:
+        result: lagda.io.results.Result in physical units; tracks: with `true_coef` and `mapping`.
+    """
+    n_grid = len(result.x)
+    _, u, v = _grid(jnp.asarray(tracks.true_coef), jnp.asarray(result.k1), jnp.asarray(result.k2),
+                    jnp.asarray(result.omega, jnp.float64), jnp.asarray(result.time), n_grid=n_grid)
+    true = physical_fields({"u_mean": np.asarray(u), "v_mean": np.asarray(v)}, tracks.mapping, result.y)
+    err = (result.fields["u_mean"] - true["u_mean"]) ** 2 + (result.fields["v_mean"] - true["v_mean"]) ** 2
+    return {"velocity_rms_error_m_s": float(np.sqrt(np.mean(err))),
+            "velocity_rms_true_m_s": float(np.sqrt(np.mean(true["u_mean"] ** 2 + true["v_mean"] ** 2)))}

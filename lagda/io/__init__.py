@@ -1,3 +1,13 @@
-"""Files: track files (`tracks`: the `Tracks` container and the CF writer; `formats`: readers of every
-layout the ecosystem writes), the physical-units mapping (`physical`), `export` (`lagda export-tracks`),
-assimilation results (`results`) and the shared netCDF helpers (`netcdf`)."""
+"""Files: track files (`tracks`: the `Tracks` container, the CF writer and the model check; `formats`: the
+readers of every layout the ecosystem writes, `read_tracks` their entry), the physical-units mapping
+(`physical`), `export` (`lagda export-tracks`), the assimilation result file (`results`) and the shared
+netCDF helpers (`netcdf`). The public functions are re-exported here and loaded on first use."""
+
+from lagda._lazy import lazy_getattr
+
+_LAZY = {"Tracks": "tracks", "write_tracks": "tracks", "read_tracks": "formats", "Mapping": "physical",
+         "Result": "results", "read_result": "results", "write_result": "results", "export_tracks": "export"}
+
+__all__ = sorted(_LAZY)
+
+__getattr__ = lazy_getattr(__name__, _LAZY)

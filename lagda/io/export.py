@@ -13,7 +13,8 @@ import os
 import numpy as np
 
 from lagda.io.physical import Mapping, parse_time
-from lagda.io.tracks import Tracks, _pack, read_tracks, write_tracks
+from lagda.io.tracks import Tracks, pack_tracks, write_tracks
+from lagda.io.formats import read_tracks
 
 
 def export_tracks(source, out, *, n_fields: int | None = None, box=None, start: str | None = None,
@@ -93,4 +94,4 @@ def cut_gaps(tracks: Tracks, count: int, longest: int, seed: int = 0) -> Tracks:
         times.append(tracks.times[i][valid][~drop])
         positions.append(tracks.positions[i][valid][~drop])
     truth = {name: getattr(tracks, name) for name in ("true_coef", "k1", "k2", "omega", "mapping", "notes")}
-    return _pack(times, positions, tracks.trajectory_id, tracks.field, tracks.release, **truth)
+    return pack_tracks(times, positions, tracks.trajectory_id, tracks.field, tracks.release, **truth)

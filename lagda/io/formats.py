@@ -34,7 +34,7 @@ import warnings
 import numpy as np
 
 from lagda.io.physical import EPOCH, Mapping, infer_mapping, unwrap_longitudes
-from lagda.io.tracks import Tracks, _pack
+from lagda.io.tracks import Tracks, pack_tracks
 
 _NOT_TRACKS = (
     "is not a track file: expected a CF trajectory file (featureType = \"trajectory\", or a clouddrift ragged "
@@ -43,6 +43,7 @@ _NOT_TRACKS = (
 _LON_UNITS = {"degrees_east", "degree_east", "degree_e", "degrees_e", "degreee", "degreese"}
 _LAT_UNITS = {"degrees_north", "degree_north", "degree_n", "degrees_n", "degreen", "degreesn"}
 _STANDARD_CALENDARS = ("standard", "gregorian", "proleptic_gregorian")
+QG_TRUTH = {"psi", "u", "v", "truth_time"}  # the gridded truth of a QG truth file (lagda simulate --flow qg)
 
 
 @dataclasses.dataclass
@@ -69,12 +70,22 @@ class RawTracks:
     truth: dict = dataclasses.field(default_factory=dict)
 
 
-def read_track_file(path, box=None, time_scale: float | None = None) -> Tracks:
-    """Returns the tracks of a file in model units (module docstring); `lagda.io.tracks.read_tracks` calls it.
+def read_tracks(path, box=None, time_scale: float | None = None) -> Tracks:
+    """Returns the tracks of a file in model units, detecting its format and layout.
 
+    Formats (lagda.io.formats): CF trajectory netCDF (incomplete multidimensional, orthogonal or
+    contiguous ragged, e.g. clouddrift's), a lagda dataset, Parcels output (v4 Parquet, v3 zarr)
+    and CSV. Physical tracks (lon/lat or x/y metres, CF times) are mapped onto the torus
+    (lagda.io.physical): through `box` and `time_scale` when given, else the file's stored
+    mapping, else an inferred one; `Tracks.mapping` and `Tracks.notes` say which.
+
+    Args:
+        path: the track file (a directory for zarr).
+        box: (west, east, south, north) in degrees (or metres for projected x/y), optional.
+        time_scale: seconds per model time unit, optional.
     Raises:
         FileNotFoundError: if `path` does not exist.
-        ValueError: one line naming the file, if it is no track file or is inconsistent.
+        ValueError: one line, if the file is none of these or is inconsistent.
     """
     path = os.fspath(path)
     if os.path.isdir(path):
@@ -111,7 +122,7 @@ def to_tracks(raw: RawTracks, path, box=None, time_scale: float | None = None) -
         if box is not None or time_scale is not None:
             raise ValueError(f"{path}: --box and --time-scale apply to physical tracks; this file is in model units")
         field = np.arange(len(raw.ids)) if raw.field is None else raw.field
-        return _pack(raw.times, raw.positions, raw.ids, field, raw.release, **raw.truth)
+        return pack_tracks(raw.times, raw.positions, raw.ids, field, raw.release, dt=file_dt(raw.attrs), **raw.truth)
     if not raw.physical_time:
         raise ValueError(f"{path}: positions are {'lon/lat' if raw.coordinates == 'lonlat' else 'in metres'} but time "
                          "has no CF units (\"seconds since ...\", or ISO datetimes in CSV)")
@@ -150,7 +161,8 @@ def to_tracks(raw: RawTracks, path, box=None, time_scale: float | None = None) -
     model_pos = [np.stack(mapping.to_model(p[:, 0], p[:, 1]), axis=-1) for p in positions]
     model_t = [mapping.time_to_model(t) for t in raw.times]
     field = np.zeros(len(raw.ids), np.int64) if raw.field is None else raw.field
-    return _pack(model_t, model_pos, raw.ids, field, raw.release, mapping=mapping, notes=mapping.notes, **truth)
+    return pack_tracks(model_t, model_pos, raw.ids, field, raw.release, mapping=mapping, notes=mapping.notes,
+                       dt=file_dt(raw.attrs), **truth)
 
 
 # ---------------------------------------------------------------- netCDF and zarr
@@ -202,7 +214,7 @@ def _from_dataset(ds, path):
             validate_dataset(ds)
         except ValueError as error:
             raise ValueError(f"{path}: not a valid lagda dataset: {error}") from None
-        return tracks_from_dataset(ds)
+        return dataclasses.replace(tracks_from_dataset(ds), dt=file_dt(ds.attrs))
     feature = ds.attrs.get("featureType")
     if feature is None and "feature_type" in ds.attrs:
         feature = ds.attrs["feature_type"]
@@ -357,7 +369,19 @@ def _raw(ds, instance_dim, times, positions, coordinates, physical_time) -> RawT
     truth = {name: ds[name].values for name in ("k1", "k2", "omega") if name in ds.variables}
     if "true_coef_re" in ds.variables:
         truth["true_coef"] = ds["true_coef_re"].values + 1j * ds["true_coef_im"].values
+    if QG_TRUTH <= set(ds.variables) and "qg_L" in ds.attrs:  # a QG truth file: its gridded truth, in memory
+        truth["gridded_truth"] = ds[sorted(QG_TRUTH)].copy()
     return RawTracks(list(times), list(positions), ids, field, coordinates, physical_time, dict(ds.attrs), release, truth)
+
+
+def file_dt(attrs) -> float | None:
+    """Returns the positive finite global attribute `dt` of a file (the RK4 step it states), else None."""
+    value = attrs.get("dt")
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if np.isfinite(value) and value > 0 else None
 
 
 # ---------------------------------------------------------------- rows: Parquet and CSV

@@ -273,3 +273,19 @@ def _infer_box(xy: np.ndarray, coordinates: str) -> tuple[float, float, float, f
     if coordinates == "lonlat" and (centre[1] + half[1] >= 90 or centre[1] - half[1] <= -90):
         raise ValueError("the inferred box would reach a pole: pass --box")
     return float(centre[0] - half[0]), float(centre[0] + half[0]), float(centre[1] - half[1]), float(centre[1] + half[1])
+
+
+def physical_fields(fields: dict, mapping: Mapping, y) -> dict:
+    """Returns gridded model fields `{psi_mean, u_std, ...}` `(..., y, x)` in physical units (lagda.io.physical).
+
+    psi times L_x L_y / T (m^2/s); u times L_x / T cos(lat) / cos(lat_c) (eastward, m/s); v times
+    L_y / T (northward, m/s); a std scales like its mean.
+
+    Args:
+        fields: arrays whose last two axes are (y, x) of the model grid; mapping: the track mapping;
+        y: model grid y `(y,)` in domain lengths.
+    """
+    lat = mapping.from_model(np.zeros_like(np.asarray(y, np.float64)), y)[1]
+    fu, fv = mapping.velocity_factors(lat)
+    factor = {"psi": mapping.psi_factor, "u": fu[:, None], "v": fv[:, None]}
+    return {key: np.asarray(value) * factor[key.split("_")[0]] for key, value in fields.items()}

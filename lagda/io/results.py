@@ -1,4 +1,5 @@
-"""Assimilation results: posterior fields on a grid, and the result netCDF file.
+"""The assimilation result file: `write_result` writes a `Result` (lagda.assimilation.fields makes one from a
+posterior), `read_result` reads it back.
 
 The file has dims `field`, `mode`, `rank`, `model_time`, `y`, `x`: the model's modes `k1`, `k2`,
 `omega(mode)`; the posterior coefficient mean and std `coef_mean_re/_im`, `coef_std_re/_im
@@ -21,20 +22,15 @@ coefficients stay in model units.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from lagda.assimilation.posterior import Posterior
 from lagda.io.netcdf import lagda_version, trajectory_ids, write_netcdf_atomic
 from lagda.io.physical import TIME_UNITS, Mapping
 from lagda.io.tracks import FILL, Tracks
 from simulate.schema import CONVENTIONS
-from simulate.flow import grid_fields
 
 FIELD_NAMES = ("psi", "u", "v")
 LONG_NAMES = {"psi": "streamfunction psi", "u": "velocity component u = -d psi/dy", "v": "velocity component v = d psi/dx"}
@@ -45,104 +41,32 @@ PHYSICAL = {  # name -> (units, long name, standard name of the mean) in physica
 }
 
 
-_grid = jax.jit(grid_fields, static_argnames="n_grid")
-
-
-@functools.partial(jax.jit, static_argnames="n_grid")
-def _moments_batch(dcoef, weights, k1, k2, omega, times, n_grid, time=None):
-    """Returns sum_m w_m f(dcoef_m)^2 for f = psi, u, v: each `(time, y, x)`."""
-    return tuple(jnp.einsum("m,mtyx->tyx", weights, f**2) for f in grid_fields(dcoef, k1, k2, omega, times, n_grid, time))
-
-
-def grid_posterior(posterior: Posterior, k1, k2, omega, times, n_grid: int = 32, batch: int = 64, time=None) -> dict:
-    """Returns posterior mean and std of psi, u, v on the grid: `{psi_mean, psi_std, ...}`, each `(field, time, y, x)`.
-
-    psi, u, v are linear in c, so the mean field is the field of the mean coefficient and the
-    variance is sum_m w_m f(c_m - mean)^2; members are processed `batch` at a time (padded with
-    zero weight, so one compilation serves all batches) to bound memory.
-
-    Args:
-        posterior: weighted samples `(field, member, mode)`.
-        k1, k2: integer `(mode,)`; omega `(mode,)`; times `(time,)`; n_grid: points per side;
-        time: the model's `simulate.flow.TimeBasis`, or None.
-    """
-    k1, k2 = jnp.asarray(k1), jnp.asarray(k2)
-    omega, times = jnp.asarray(omega, jnp.float64), jnp.asarray(times, jnp.float64)
-    mean = posterior.mean
-    means = [np.asarray(f) for f in _grid(jnp.asarray(mean), k1, k2, omega, times, n_grid=n_grid, time=time)]
-    out = {f"{name}_mean": m for name, m in zip(FIELD_NAMES, means)}
-    samples, weights = np.asarray(posterior.samples, np.complex128), np.asarray(posterior.weights, np.float64)
-    n_member = samples.shape[1]
-    size = min(batch, n_member)
-    n_pad = -n_member % size
-    dev = np.concatenate([samples - mean[:, None, :], np.zeros((samples.shape[0], n_pad, samples.shape[2]))], axis=1)
-    w = np.concatenate([weights, np.zeros((weights.shape[0], n_pad))], axis=1)
-    var = [np.zeros_like(m) for m in means]
-    for f in range(samples.shape[0]):
-        for start in range(0, n_member + n_pad, size):
-            parts = _moments_batch(jnp.asarray(dev[f, start : start + size]), jnp.asarray(w[f, start : start + size]),
-                                   k1, k2, omega, times, n_grid, time)
-            for v, part in zip(var, parts):
-                v[f] += np.asarray(part)
-    out.update({f"{name}_std": np.sqrt(np.maximum(v, 0.0)) for name, v in zip(FIELD_NAMES, var)})
-    return out
-
-
-def physical_fields(fields: dict, mapping: Mapping, y) -> dict:
-    """Returns gridded model fields `{psi_mean, u_std, ...}` `(..., y, x)` in physical units (lagda.io.physical).
-
-    psi times L_x L_y / T (m^2/s); u times L_x / T cos(lat) / cos(lat_c) (eastward, m/s); v times
-    L_y / T (northward, m/s); a std scales like its mean.
-
-    Args:
-        fields: arrays whose last two axes are (y, x) of the model grid; mapping: the track mapping;
-        y: model grid y `(y,)` in domain lengths.
-    """
-    lat = mapping.from_model(np.zeros_like(np.asarray(y, np.float64)), y)[1]
-    fu, fv = mapping.velocity_factors(lat)
-    factor = {"psi": mapping.psi_factor, "u": fu[:, None], "v": fv[:, None]}
-    return {key: np.asarray(value) * factor[key.split("_")[0]] for key, value in fields.items()}
-
-
-def write_result(path, posterior: Posterior, k1, k2, omega, times, n_grid: int = 32, tracks: Tracks | None = None,
-                 attrs: dict | None = None, time=None) -> None:
+def write_result(path, result: "Result") -> None:
     """Writes the assimilation result netCDF (module docstring) via a temporary file + rename.
 
     Args:
         path: output file.
-        posterior: the DA method's posterior.
-        k1, k2, omega: the model's modes `(mode,)`; times `(time,)` model times at which fields are gridded.
-        n_grid: grid points per side.
-        tracks: the observed tracks (stored for plots and scores), optional; with a mapping, the
-            fields are written in physical units.
-        attrs: extra global attributes (e.g. the resolved AssimConfig, the model run).
-        time: the model's `simulate.flow.TimeBasis` (stored as `degree` and the window's attributes), or None.
-    Raises:
-        ValueError: if the posterior's mode count differs from `k1`'s.
+        result: what to write (lagda.assimilation.fields.posterior_result makes it from a posterior); its
+            fields in physical units when `result.mapping` is set.
     """
     import xarray as xr
 
-    if np.shape(posterior.samples)[2] != np.size(k1):
-        raise ValueError(f"posterior has {np.shape(posterior.samples)[2]} modes but the model has {np.size(k1)}")
-    mapping = None if tracks is None else tracks.mapping
+    mapping, n_grid = result.mapping, len(result.x)
     one = lambda name: {"units": "1", "long_name": name}
-    grid = np.arange(n_grid) / n_grid
-    mean, fields = posterior.mean, grid_posterior(posterior, k1, k2, omega, times, n_grid, time=time)
     data = {
-        "k1": ("mode", np.asarray(k1, np.int32), one("wavenumber k1 (x direction) of the Fourier mode")),
-        "k2": ("mode", np.asarray(k2, np.int32), one("wavenumber k2 (y direction) of the Fourier mode")),
-        "omega": ("mode", np.asarray(omega, np.float64), one("frequency omega_k of the Fourier mode")),
-        "coef_mean_re": (("field", "mode"), mean.real, one("posterior mean of Re c_k")),
-        "coef_mean_im": (("field", "mode"), mean.imag, one("posterior mean of Im c_k")),
-        "coef_std_re": (("field", "mode"), posterior.std_re, one("posterior standard deviation of Re c_k")),
-        "coef_std_im": (("field", "mode"), posterior.std_im, one("posterior standard deviation of Im c_k")),
+        "k1": ("mode", np.asarray(result.k1, np.int32), one("wavenumber k1 (x direction) of the Fourier mode")),
+        "k2": ("mode", np.asarray(result.k2, np.int32), one("wavenumber k2 (y direction) of the Fourier mode")),
+        "omega": ("mode", np.asarray(result.omega, np.float64), one("frequency omega_k of the Fourier mode")),
+        "coef_mean_re": (("field", "mode"), result.coef_mean.real, one("posterior mean of Re c_k")),
+        "coef_mean_im": (("field", "mode"), result.coef_mean.imag, one("posterior mean of Im c_k")),
+        "coef_std_re": (("field", "mode"), result.coef_std_re, one("posterior standard deviation of Re c_k")),
+        "coef_std_im": (("field", "mode"), result.coef_std_im, one("posterior standard deviation of Im c_k")),
     }
+    time = result.time_basis
     if time is not None:
         data["degree"] = ("mode", time.degree, {**one("Legendre degree p_k of the mode's temporal factor L_p(s)"),
                                                 "window_start": float(time.start), "window_length": float(time.length),
                                                 "comment": "s = 2 (t - window_start) / window_length - 1, model time"})
-    if mapping is not None:
-        fields = physical_fields(fields, mapping, grid)
     grid_dims = ("field", "model_time", "y", "x")
     for name in FIELD_NAMES:
         for stat, word in (("mean", "posterior mean"), ("std", "posterior standard deviation")):
@@ -152,30 +76,30 @@ def write_result(path, posterior: Posterior, k1, k2, omega, times, n_grid: int =
                 var_attrs = {"units": units, "long_name": f"{word} of {long_name}"}
                 if stat == "mean" and standard_name:
                     var_attrs["standard_name"] = standard_name
-            data[f"{name}_{stat}"] = (grid_dims, fields[f"{name}_{stat}"], var_attrs)
-    if posterior.candidates is not None:
-        cand = np.asarray(posterior.candidates, np.complex128)
+            data[f"{name}_{stat}"] = (grid_dims, result.fields[f"{name}_{stat}"], var_attrs)
+    if result.candidates is not None:
+        cand = np.asarray(result.candidates, np.complex128)
         data["candidate_coef_re"] = (("field", "rank", "mode"), cand.real, one("Re c_k of the retrieved candidates, best first"))
         data["candidate_coef_im"] = (("field", "rank", "mode"), cand.imag, one("Im c_k of the retrieved candidates, best first"))
-        data["candidate_weight"] = (("field", "rank"), np.asarray(posterior.candidate_weights, np.float64),
+        data["candidate_weight"] = (("field", "rank"), np.asarray(result.candidate_weights, np.float64),
                                     one("weight of the retrieved candidate"))
-    if posterior.seconds is not None:
-        data["seconds"] = ("field", np.asarray(posterior.seconds, np.float64), {"units": "s", "long_name": "wall seconds spent on the field"})
-    data.update(_track_variables(tracks))
-    coords = {"x": ("x", grid, one("model grid x (domain lengths)")),
-              "y": ("y", grid, one("model grid y (domain lengths)")),
-              "model_time": ("model_time", np.asarray(times, np.float64), one("nondimensional model time"))}
+    if result.seconds is not None:
+        data["seconds"] = ("field", np.asarray(result.seconds, np.float64), {"units": "s", "long_name": "wall seconds spent on the field"})
+    data.update(_track_variables(result.tracks))
+    coords = {"x": ("x", result.x, one("model grid x (domain lengths)")),
+              "y": ("y", result.y, one("model grid y (domain lengths)")),
+              "model_time": ("model_time", np.asarray(result.time, np.float64), one("nondimensional model time"))}
     if mapping is not None:
-        coords.update(_physical_coordinates(mapping, grid, np.asarray(times, np.float64)))
+        coords.update(_physical_coordinates(mapping, result.x, np.asarray(result.time, np.float64)))
     ds = xr.Dataset(data, coords=coords)
     if "track_lon" in ds:  # CF 5.6: the observed positions point at their true longitude/latitude
         for name in ("track_x", "track_y", "track_time"):
             ds[name].encoding["coordinates"] = "track_lat track_lon"
-    ds.attrs = {"Conventions": CONVENTIONS, "title": "lagda assimilation result", "method": posterior.method,
+    ds.attrs = {"Conventions": CONVENTIONS, "title": "lagda assimilation result", "method": result.method,
                 "source": f"lagda {lagda_version()}", "lagda_version": lagda_version(), "n_grid": int(n_grid),
-                "diagnostics": json.dumps(posterior.diagnostics()),
+                "diagnostics": json.dumps(result.diagnostics or []),
                 "history": f"written by lagda.io.results.write_result (lagda {lagda_version()})",
-                **({} if mapping is None else mapping.attrs()), **(attrs or {})}
+                **({} if mapping is None else mapping.attrs()), **result.attrs}
     encoding = {name: {"_FillValue": None} for name in ds.variables}
     encoding.update({name: {"_FillValue": FILL} for name in ("track_x", "track_y", "track_time", "track_lon",
                                                                               "track_lat") if name in ds})
@@ -257,6 +181,7 @@ class Result:
     true_coef: np.ndarray | None = None
     diagnostics: list | None = None  # per field, the method's decisions (a dict each)
     mapping: Mapping | None = None  # physical units (lagda.io.physical), else None
+    time_basis: object | None = None  # simulate.flow.TimeBasis of the modes (file: `degree` and the window), or None
 
 
 def read_result(path) -> Result:
@@ -292,7 +217,13 @@ def read_result(path) -> Result:
                         omega=get("omega"), release=release, mapping=mapping)
     fields = {f"{n}_{s}": get(f"{n}_{s}") for n in FIELD_NAMES for s in ("mean", "std")}
     times = get("model_time") if "model_time" in ds.variables else get("time")  # before format 2: time(time), units "1"
+    time_basis = None
+    if "degree" in ds.variables:
+        from simulate.flow import time_basis as make_time_basis
+
+        attrs = ds["degree"].attrs
+        time_basis = make_time_basis(get("degree"), float(attrs["window_start"]), float(attrs["window_length"]))
     return Result(get("k1"), get("k2"), get("omega"), cplx("coef_mean"), get("coef_std_re"), get("coef_std_im"), fields,
                   get("x"), get("y"), times, str(ds.attrs.get("method", "")), dict(ds.attrs),
                   cplx("candidate_coef"), get("candidate_weight"), get("seconds"), tracks, cplx("true_coef"),
-                  json.loads(ds.attrs["diagnostics"]) if "diagnostics" in ds.attrs else None, mapping)
+                  json.loads(ds.attrs["diagnostics"]) if "diagnostics" in ds.attrs else None, mapping, time_basis)

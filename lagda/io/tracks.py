@@ -6,7 +6,7 @@ multidimensional layout (dims `trajectory`/`obs`, ids `trajectory_id(trajectory)
 `time(trajectory, obs)` padded with `_FillValue`) or the contiguous ragged one of clouddrift and the GDP (dims `traj`/`obs`, a count
 `rowsize(traj)` with `sample_dimension = "obs"`). Tracks with a `Mapping` are written in physical
 units (lon/lat in degrees or x/y in metres, CF time), the others in model units. Readers of
-every format the ecosystem writes live in `lagda.io.formats`; `read_tracks` is their entry.
+every format the ecosystem writes live in `lagda.io.formats` (`read_tracks` is their entry).
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ class Tracks:
         release: float64 `(trajectory, 2)` release point at t = 0 if known.
         mapping: the `lagda.io.physical.Mapping` that took physical tracks to the model, else None.
         notes: what the reader assumed or inferred (layout, box, time scale), one line each.
+        dt: the RK4 step stated by the file (its global `dt` attribute), else None.
+        gridded_truth: for a QG truth file (lagda simulate --flow qg), its truth psi, u, v on the model grid
+            with the file's attributes (an xarray Dataset held in memory), else None.
     """
 
     positions: np.ndarray
@@ -48,6 +51,8 @@ class Tracks:
     release: np.ndarray | None = None
     mapping: object | None = None  # lagda.io.physical.Mapping
     notes: tuple[str, ...] = ()
+    dt: float | None = None  # the RK4 step the file states (its `dt` attribute, e.g. a lagda dataset's)
+    gridded_truth: object | None = None  # a QG truth file's gridded truth (xarray Dataset, in memory), or None
 
     def __post_init__(self):
         p, t = np.shape(self.positions), np.shape(self.times)
@@ -86,7 +91,7 @@ TRACK_FORMAT_VERSION = "2"  # 2: physical units and the contiguous ragged layout
 LAYOUTS = ("multidimensional", "ragged")
 
 
-def _pack(times, positions, ids, field, release=None, **truth) -> Tracks:
+def pack_tracks(times, positions, ids, field, release=None, **truth) -> Tracks:
     """Returns canonical `Tracks` from per-trajectory lists of times `(n,)` and positions `(n, 2)`.
 
     Canonical form: observations with a non-finite time are dropped, leading and trailing
@@ -223,28 +228,6 @@ def _add_truth(ds, tracks: Tracks) -> None:
         ds["true_coef_im"] = (("flow", "mode"), c.imag, one("imaginary part of the true coefficient c_k"))
 
 
-def read_tracks(path, box=None, time_scale: float | None = None) -> Tracks:
-    """Returns the tracks of a file in model units, detecting its format and layout.
-
-    Formats (lagda.io.formats): CF trajectory netCDF (incomplete multidimensional, orthogonal or
-    contiguous ragged, e.g. clouddrift's), a lagda dataset, Parcels output (v4 Parquet, v3 zarr)
-    and CSV. Physical tracks (lon/lat or x/y metres, CF times) are mapped onto the torus
-    (lagda.io.physical): through `box` and `time_scale` when given, else the file's stored
-    mapping, else an inferred one; `Tracks.mapping` and `Tracks.notes` say which.
-
-    Args:
-        path: the track file (a directory for zarr).
-        box: (west, east, south, north) in degrees (or metres for projected x/y), optional.
-        time_scale: seconds per model time unit, optional.
-    Raises:
-        FileNotFoundError: if `path` does not exist.
-        ValueError: one line, if the file is none of these or is inconsistent.
-    """
-    from lagda.io.formats import read_track_file
-
-    return read_track_file(path, box=box, time_scale=time_scale)
-
-
 def tracks_from_dataset(ds, samples=None, drifters=None) -> Tracks:
     """Returns the tracks of a lagda dataset, with the truth (coefficients, modes, release).
 
@@ -268,7 +251,7 @@ def tracks_from_dataset(ds, samples=None, drifters=None) -> Tracks:
     n_s, n_d, n_obs = pos.shape[:3]
     time = np.broadcast_to(np.asarray(ds["time"].values, np.float64), (n_s * n_d, n_obs))
     coef = np.asarray(ds["coef_re"].values)[s_idx] + 1j * np.asarray(ds["coef_im"].values)[s_idx]
-    return _pack(
+    return pack_tracks(
         list(time), list(pos.reshape(n_s * n_d, n_obs, 2)),
         np.array([f"s{s}d{d}" for s in s_idx for d in d_idx]),
         np.repeat(np.arange(n_s), n_d),

@@ -14,6 +14,8 @@ import dataclasses
 import json
 from typing import Literal, get_args
 
+from lagda.settings import setting
+
 Features = Literal["position", "increments", "sincos", "increments+sincos"]
 Pooling = Literal["last", "cls", "mean"]
 Positional = Literal["learned", "sinusoidal"]
@@ -40,75 +42,83 @@ STATEFUL_LOSSES = ("sogclr", "nuclr")  # losses with per-sample state (lagda/lea
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     # --- trajectory encoder g_v (section 6.3: g_v = P o A_M o ... o A_1 o L) ---
-    encoder: Encoder = "transformer"  # the paper's transformer, or the set encoder (set_encoder.py)
-    n_blocks: int = 12  # M, residual attention blocks
-    d_model: int = 128  # d', token width after the lifting layer L
-    n_heads: int = 4  # attention heads per block
-    mlp_ratio: int = 4  # MLP hidden width / d_model
-    patch: int = 1  # P, consecutive observations per token (1 = the paper: one token per obs)
-    features: Features = "position"  # per-observation input features (see encoders.py)
-    pooling: Pooling = "last"  # pooling operator P (paper: last token)
-    positional: Positional = "learned"  # positional information added to the tokens
-    physics: bool = False  # add the posterior-mean feature theta_hat(v) (lagda/learning/physics.py; beyond the paper)
-    physics_noise: float = 1e-6  # sigma^2 of the finite-difference velocities, prior-whitened units
-    physics_stride: int = 4  # observations per finite-difference interval of theta_hat
+    encoder: Encoder = setting("transformer", "the paper's transformer, or the set encoder (set_encoder.py)")
+    n_blocks: int = setting(12, "M, residual attention blocks")
+    d_model: int = setting(128, "d', token width after the lifting layer L")
+    n_heads: int = setting(4, "attention heads per block")
+    mlp_ratio: int = setting(4, "MLP hidden width / d_model")
+    patch: int = setting(1, "P, consecutive observations per token (1 = the paper: one token per obs)")
+    features: Features = setting("position", "per-observation input features (see encoders.py)")
+    pooling: Pooling = setting("last", "pooling operator P (paper: last token)")
+    positional: Positional = setting("learned", "positional information added to the tokens")
+    physics: bool = setting(False, "add the posterior-mean feature theta_hat(v) (lagda/learning/physics.py; beyond "
+                            "the paper)")
+    physics_noise: float = setting(1e-6, "sigma^2 of the finite-difference velocities, prior-whitened units")
+    physics_stride: int = setting(4, "observations per finite-difference interval of theta_hat")
     # --- set encoder (encoder = "set", lagda/learning/set_encoder.py; beyond the paper) ---
-    set_head: SetHead = "ridge"  # learned closed-form ridge layer, or an MLP, on the pooled features
-    set_rank: int = 0  # r, width of the learned design of the ridge head (0: 2K)
-    set_ridge: float = 1e-3  # initial ridge lambda, relative to tr(S) / r (trained)
-    set_hidden: int = 512  # hidden width of the MLP head
-    set_depth: int = 2  # hidden layers of the MLP head
+    set_head: SetHead = setting("ridge", "learned closed-form ridge layer, or an MLP, on the pooled features")
+    set_rank: int = setting(0, "r, width of the learned design of the ridge head (0: 2K)")
+    set_ridge: float = setting(1e-3, "initial ridge lambda, relative to tr(S) / r (trained)")
+    set_hidden: int = setting(512, "hidden width of the MLP head")
+    set_depth: int = setting(2, "hidden layers of the MLP head")
     # --- observation regimes drawn per batch (lagda/learning/regimes.py; set encoder only) ---
-    regime: Regime = "dense"  # "dense": tracks as stored; "mixture": a random regime per field
-    regime_dense_prob: float = 0.25  # probability of the first drifter alone, dense and exact
-    regime_stride_max: int = 100  # strides log-uniform in [1, this]
-    regime_gap_max: float = 0.5  # at most this fraction of the strided observations dropped
-    regime_noise_max: float = 1e-2  # position-noise std uniform in [0, this] (zero half the time)
-    regime_max_drifters: int = 8  # drifters per field uniform in [1, this] (at most the data's)
+    regime: Regime = setting("dense", "\"dense\": tracks as stored; \"mixture\": a random regime per field")
+    regime_dense_prob: float = setting(0.25, "probability of the first drifter alone, dense and exact")
+    regime_stride_max: int = setting(100, "strides log-uniform in [1, this]")
+    regime_gap_max: float = setting(0.5, "at most this fraction of the strided observations dropped")
+    regime_noise_max: float = setting(1e-2, "position-noise std uniform in [0, this] (zero half the time)")
+    regime_max_drifters: int = setting(8, "drifters per field uniform in [1, this] (at most the data's)")
     # --- loss (section 3) ---
-    loss: LossKind = "cond"  # L_cond (eq. 12), joint, sigmoid, kernel_set (L_cond on set kernels), sogclr, nuclr
-    lambda_u: float = 1.0  # weight of the u-given-v conditional in L_cond (1, 1: symmetric CLIP)
-    lambda_v: float = 1.0  # weight of the v-given-u conditional in L_cond
-    similarity: Similarity = "cosine"  # similarity of embeddings (paper: cosine)
-    tau: float = 0.07  # temperature (dimensionless); initial value if learn_tau
-    learn_tau: bool = False  # train log(tau) jointly with the encoder
-    mask_mean_mode: bool = False  # drop c_(0,0) (no effect on velocity) from the similarity
-    sigmoid_bias: float = -10.0  # initial bias of the sigmoid loss (trained with it)
+    loss: LossKind = setting("cond", "L_cond (eq. 12), joint, sigmoid, kernel_set (L_cond on set kernels), sogclr, "
+                             "nuclr")
+    lambda_u: float = setting(1.0, "weight of the u-given-v conditional in L_cond (1, 1: symmetric CLIP)")
+    lambda_v: float = setting(1.0, "weight of the v-given-u conditional in L_cond")
+    similarity: Similarity = setting("cosine", "similarity of embeddings (paper: cosine)")
+    tau: float = setting(0.07, "temperature (dimensionless); initial value if learn_tau")
+    learn_tau: bool = setting(False, "train log(tau) jointly with the encoder")
+    mask_mean_mode: bool = setting(False, "drop c_(0,0) (no effect on velocity) from the similarity")
+    sigmoid_bias: float = setting(-10.0, "initial bias of the sigmoid loss (trained with it)")
     # --- kernel set similarity (loss = "kernel_set", lagda/learning/kernel_set.py) ---
-    kernel: Kernel = "gaussian"  # k~ of k = alpha1 u.v + alpha2 k~: gaussian or imq (inverse multiquadric)
-    kernel_alpha1: float = 0.5  # alpha1, weight of the linear kernel u.v
-    kernel_alpha2: float = 0.5  # alpha2, weight of k~
-    kernel_scale: float = 0.3  # sigma of the gaussian k~ (paper 0.3), c of the imq k~ (paper 0.5)
-    kernel_features: int = 512  # D, random Fourier features (a new draw every step; fixed for evaluation)
-    kernel_coef_set: CoefSet = "singleton"  # coefficient side: {g_u(c)}, or {c_k e^(i omega_k t_m)} over kernel_coef_times
-    kernel_coef_times: int = 10  # M, times t_m of the time-indexed coefficient set
+    kernel: Kernel = setting("gaussian", "k~ of k = alpha1 u.v + alpha2 k~: gaussian or imq (inverse multiquadric)")
+    kernel_alpha1: float = setting(0.5, "alpha1, weight of the linear kernel u.v")
+    kernel_alpha2: float = setting(0.5, "alpha2, weight of k~")
+    kernel_scale: float = setting(0.3, "sigma of the gaussian k~ (paper 0.3), c of the imq k~ (paper 0.5)")
+    kernel_features: int = setting(512, "D, random Fourier features (a new draw every step; fixed for evaluation)")
+    kernel_coef_set: CoefSet = setting("singleton", "coefficient side: {g_u(c)}, or {c_k e^(i omega_k t_m)} over "
+                                       "kernel_coef_times")
+    kernel_coef_times: int = setting(10, "M, times t_m of the time-indexed coefficient set")
     # --- NUCLR / SogCLR (loss = "nuclr" / "sogclr", lagda/learning/nuclr.py; tau is fixed) ---
-    nuclr_gamma: float = 0.8  # gamma, weight of the new batch estimate in the moving average u
-    nuclr_zeta_init: float = -0.05  # zeta_0, initial weight of every candidate (paper: -0.05 CC3M, 0 CC12M)
-    nuclr_xi_init: float = 0.0  # xi_0 >= zeta_0, initial xi
-    nuclr_zeta_lr: float = 1.0  # learning rate of zeta (paper: SGD with momentum; public code: 5e-6 on n G, nuclr_zeta_step code)
-    nuclr_zeta_momentum: float = 0.9  # momentum of the zeta SGD (paper rule)
-    nuclr_freeze: float = 1 / 6  # fraction of training with zeta frozen (paper: 5 of 30 epochs)
-    nuclr_xi_rule: NuclrRule = "paper"  # paper: xi = max(xi, |zeta|_inf) each step; code: max(xi_0, max zeta) per epoch
-    nuclr_zeta_step: NuclrRule = "paper"  # paper: momentum SGD, cosine lr; code: m = 0.1 m + 0.9 n G, lr /10, /100
-    nuclr_offdiag_c: bool = True  # factor c = (n-1)/(B-1) on the off-diagonal terms of eq. 14 (public code: no)
+    nuclr_gamma: float = setting(0.8, "gamma, weight of the new batch estimate in the moving average u")
+    nuclr_zeta_init: float = setting(-0.05, "zeta_0, initial weight of every candidate (paper: -0.05 CC3M, 0 CC12M)")
+    nuclr_xi_init: float = setting(0.0, "xi_0 >= zeta_0, initial xi")
+    nuclr_zeta_lr: float = setting(1.0, "learning rate of zeta (paper: SGD with momentum; public code: 5e-6 on n G, "
+                                   "nuclr_zeta_step code)")
+    nuclr_zeta_momentum: float = setting(0.9, "momentum of the zeta SGD (paper rule)")
+    nuclr_freeze: float = setting(1 / 6, "fraction of training with zeta frozen (paper: 5 of 30 epochs)")
+    nuclr_xi_rule: NuclrRule = setting("paper", "paper: xi = max(xi, |zeta|_inf) each step; code: max(xi_0, max zeta) "
+                                       "per epoch")
+    nuclr_zeta_step: NuclrRule = setting("paper", "paper: momentum SGD, cosine lr; code: m = 0.1 m + 0.9 n G, lr /10, "
+                                         "/100")
+    nuclr_offdiag_c: bool = setting(True, "factor c = (n-1)/(B-1) on the off-diagonal terms of eq. 14 (public code: "
+                                    "no)")
     # --- optimiser ---
-    optimiser: Optimiser = "adam"  # paper: Adam
-    lr: float = 1e-4  # peak learning rate
-    warmup: int = 0  # linear warm-up steps (0: none)
-    cosine_decay: bool = False  # decay the lr to 0 over training with a cosine after warm-up
-    weight_decay: float = 0.0  # decoupled weight decay (adamw only)
-    grad_clip: float = 0.0  # clip the global gradient norm to this (0: no clipping)
+    optimiser: Optimiser = setting("adam", "paper: Adam")
+    lr: float = setting(1e-4, "peak learning rate")
+    warmup: int = setting(0, "linear warm-up steps (0: none)")
+    cosine_decay: bool = setting(False, "decay the lr to 0 over training with a cosine after warm-up")
+    weight_decay: float = setting(0.0, "decoupled weight decay (adamw only)")
+    grad_clip: float = setting(0.0, "clip the global gradient norm to this (0: no clipping)")
     # --- loop ---
-    batch_size: int = 128  # fields per step (global, split over devices)
-    epochs: int = 20  # passes over the training set
-    seed: int = 0  # parameter init and per-epoch shuffling (fold_in(seed, epoch))
-    compute_dtype: ComputeDtype = "float32"  # activations; parameters stay float32
-    eval_every: int = 1  # epochs between retrieval evaluations (metrics.jsonl)
-    eval_library: int = 4096  # fields in each retrieval library (train and test), 0 = skip
-    eval_batch: int = 512  # fields per embedding / similarity batch during evaluation
-    keep_checkpoints: int = 2  # checkpoints kept in run_dir/checkpoints (one per epoch)
-    stream: bool = False  # read the training tracks from their file(s) batch by batch (datasets larger than memory)
+    batch_size: int = setting(128, "fields per step (global, split over devices)")
+    epochs: int = setting(20, "passes over the training set")
+    seed: int = setting(0, "parameter init and per-epoch shuffling (fold_in(seed, epoch))")
+    compute_dtype: ComputeDtype = setting("float32", "activations; parameters stay float32")
+    eval_every: int = setting(1, "epochs between retrieval evaluations (metrics.jsonl)")
+    eval_library: int = setting(4096, "fields in each retrieval library (train and test), 0 = skip")
+    eval_batch: int = setting(512, "fields per embedding / similarity batch during evaluation")
+    keep_checkpoints: int = setting(2, "checkpoints kept in run_dir/checkpoints (one per epoch)")
+    stream: bool = setting(False, "read the training tracks from their file(s) batch by batch (datasets larger than "
+                           "memory)")
 
     def validate(self) -> "TrainConfig":
         """Returns self, or raises ValueError with one line naming the bad setting."""

@@ -43,7 +43,6 @@ from lagda.learning.evaluate import retrieval_scores
 from lagda.learning.model import Contrastive, build_model, track_estimates
 from lagda.learning.optimizer import make_optimizer
 
-TRACE_COUNT = {"train_step": 0}  # incremented only while tracing: a retracing detector for tests
 
 
 class TrainingDiverged(ValueError):
@@ -102,55 +101,53 @@ def rff_key(key):
     return jax.random.fold_in(key, 7)
 
 
-def make_train_step(config: TrainConfig, tx: optax.GradientTransformation, run_length: tuple | None = None):
-    """Returns the jitted step(graphdef, params, buffers, opt_state, coef, positions, estimate=None, key=None,
-    loss_state=None, index=None).
+@functools.partial(jax.jit, static_argnums=0, static_argnames=("config", "total_steps", "run_length"),
+                   donate_argnums=(1, 3, 8))
+def train_step(graphdef, params, buffers, opt_state, coef, positions, estimate=None, key=None, loss_state=None,
+               index=None, *, config: TrainConfig, total_steps: int, run_length: tuple | None = None):
+    """Returns (params, opt_state, loss), and for sogclr / nuclr (params, opt_state, loss, loss_state): one step.
 
-    It returns (params, opt_state, loss), and for sogclr / nuclr (params, opt_state, loss, loss_state).
-    `estimate` is the precomputed physics feature `(batch, drifter, n_e)` or None; `key` is the
-    step's key: it draws the observation regimes (config.regime == "mixture") and the random
-    features (kernel_set). `run_length` = (n pairs, total steps, steps per epoch) of a stateful
-    loss, whose `loss_state` (nuclr.init_state) and `index` `(batch,)` the step then takes.
+    The optimiser is `make_optimizer(config, total_steps)`; `estimate` is the precomputed physics feature
+    `(batch, drifter, n_e)` or None; `key` is the step's key: it draws the observation regimes
+    (config.regime == "mixture") and the random features (kernel_set). `run_length` = (n pairs, total
+    steps, steps per epoch) of a stateful loss, whose `loss_state` (nuclr.init_state) and `index` `(batch,)`
+    the step then takes. The old params, opt_state and loss_state are donated. `make_train_step` binds the
+    static settings: JAX's own jit cache then compiles each distinct step once per process.
     """
+    tx = make_optimizer(config, total_steps)
+    mask = None
+    if config.regime == "mixture":
+        positions, mask = regimes.sample_regimes(key, positions, config)
+    rff = None
+    if config.loss == "kernel_set":
+        rff = kernel_set.draw_frequencies(rff_key(key), config.kernel, 2 * coef.shape[-1], config.kernel_features,
+                                          config.kernel_scale)
+    if config.loss in STATEFUL_LOSSES:
+        def objective(p):
+            model = nnx.merge(graphdef, p, buffers)
+            return stateful_loss(model, coef, positions, config, loss_state, index, run_length, estimate, mask)
 
-    def step(graphdef, params, buffers, opt_state, coef, positions, estimate=None, key=None, loss_state=None, index=None):
-        TRACE_COUNT["train_step"] += 1
-        mask = None
-        if config.regime == "mixture":
-            positions, mask = regimes.sample_regimes(key, positions, config)
-        rff = None
-        if config.loss == "kernel_set":
-            rff = kernel_set.draw_frequencies(rff_key(key), config.kernel, 2 * coef.shape[-1], config.kernel_features,
-                                              config.kernel_scale)
-        if config.loss in STATEFUL_LOSSES:
-            def objective(p):
-                model = nnx.merge(graphdef, p, buffers)
-                return stateful_loss(model, coef, positions, config, loss_state, index, run_length, estimate, mask)
+        (_, (loss, loss_state)), grads = jax.value_and_grad(objective, has_aux=True)(params)
+    else:
+        def objective(p):
+            return contrastive_loss(nnx.merge(graphdef, p, buffers), coef, positions, config, estimate, mask, rff)
 
-            (_, (loss, loss_state)), grads = jax.value_and_grad(objective, has_aux=True)(params)
-        else:
-            def objective(p):
-                return contrastive_loss(nnx.merge(graphdef, p, buffers), coef, positions, config, estimate, mask, rff)
-
-            loss, grads = jax.value_and_grad(objective)(params)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        params = optax.apply_updates(params, updates)
-        return (params, opt_state, loss) if loss_state is None else (params, opt_state, loss, loss_state)
-
-    return jax.jit(step, static_argnums=0, donate_argnums=(1, 3, 8))
+        loss, grads = jax.value_and_grad(objective)(params)
+    updates, opt_state = tx.update(grads, opt_state, params)
+    params = optax.apply_updates(params, updates)
+    return (params, opt_state, loss) if loss_state is None else (params, opt_state, loss, loss_state)
 
 
-_STEP_CACHE: dict = {}
+def make_train_step(config: TrainConfig, total_steps: int, run_length: tuple | None = None):
+    """Returns `train_step` with its static settings bound, called as step(graphdef, params, buffers, opt_state, coef,
+    positions, estimate=None, key=None, loss_state=None, index=None).
 
-
-def _cached_step(config: TrainConfig, tx, total_steps: int, run_length: tuple | None):
-    """Returns a jitted train step shared by runs whose step is identical (resume, tests): one compile."""
-    ignored = dict(epochs=1, eval_every=1, eval_library=0, keep_checkpoints=1, stream=False)
-    key = (dataclasses.replace(config, **ignored), total_steps if config.cosine_decay else None, run_length)
-    if key not in _STEP_CACHE:
-        _STEP_CACHE.clear()  # keep at most one compiled step alive
-        _STEP_CACHE[key] = make_train_step(config, tx, run_length)
-    return _STEP_CACHE[key]
+    Settings that do not change the step (epochs, evaluation, checkpoints, streaming; total_steps without a
+    cosine decay) are normalised, so a resumed run or another run of the same step reuses its compilation.
+    """
+    same_step = dataclasses.replace(config, epochs=1, eval_every=1, eval_library=0, keep_checkpoints=1, stream=False)
+    return functools.partial(train_step, config=same_step, total_steps=total_steps if config.cosine_decay else 0,
+                             run_length=run_length)
 
 
 def _write_json(path: pathlib.Path, text: str) -> None:
@@ -319,7 +316,7 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
         state, first_epoch = checkpoint.restore(mngr, state)
     replicated, sharded = NamedSharding(mesh, PartitionSpec()), NamedSharding(mesh, PartitionSpec("data"))
     state = _replicated(state, replicated)
-    step_fn = _cached_step(config, tx, total_steps, run_length)
+    step_fn = make_train_step(config, total_steps, run_length)
     key = jax.random.key(config.seed)
     estimates = track_estimates(model.encoder, train_data.positions, config.eval_batch, progress)
     test_estimates = None

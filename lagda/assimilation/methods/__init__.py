@@ -1,15 +1,18 @@
-"""Assimilation methods: tracks of one field in, weighted coefficient samples out.
+"""Assimilation methods: the tracks of each field in, weighted coefficient samples out.
 
-`config` (AssimConfig, METHODS) imports no JAX, so the CLI can read the method list at
-start-up; the method functions are loaded on first access (PEP 562 module __getattr__).
+`registry` holds the method objects (`METHODS`: linear, var, enkf, retrieve, embed, hybrid) and `config`
+their settings; neither imports JAX, so the command line reads them at start-up. The implementations
+(linear, variational, ensemble, learned, hybrid, search) are loaded on first use.
 """
 
 from lagda._lazy import lazy_getattr
 
 _LAZY = {
-    "FieldEstimate": "_common", "FlowModel": "_common", "METHODS": "config", "AssimConfig": "config",
-    "assimilate_enkf": "ensemble", "assimilate_linear": "linear", "assimilate_var": "variational",
-    "assimilate_hybrid": "hybrid",
+    "METHODS": "registry", "Method": "registry", "make_method": "registry", "Linear": "registry", "Var": "registry",
+    "Enkf": "registry", "Retrieve": "registry", "Embed": "registry", "Hybrid": "registry",
+    "MethodConfig": "config", "LinearConfig": "config", "VarConfig": "config", "EnkfConfig": "config",
+    "RetrieveConfig": "config", "EmbedConfig": "config", "HybridConfig": "config",
+    "assimilate_linear": "linear", "assimilate_var": "variational", "assimilate_enkf": "ensemble",
 }
 
 __all__ = sorted(_LAZY)

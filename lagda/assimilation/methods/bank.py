@@ -125,28 +125,32 @@ def _draw_bank(key, scale, n_batches: int, batch: int):
     return jax.lax.map(draw, jnp.arange(n_batches)).reshape(n_batches * batch, -1)
 
 
-_cached_bank: dict = {}  # {(key data, scale, size, batch): bank}: the last i.i.d. bank drawn
+def prior_bank(key, scale, size: int, batch: int, cache_mb: int, cache: dict | None = None):
+    """Returns the i.i.d. bank for (key, scale, size, batch), kept in `cache` for later calls; None above cache_mb.
 
-
-def prior_bank(key, scale, size: int, batch: int, cache_mb: int):
-    """Returns the stored i.i.d. bank for (key, scale, size, batch), or None if above cache_mb."""
+    cache: a dict owned by the caller (a learned method object), holding one bank at a time so that
+    memory stays bounded by cache_mb; None draws the bank without keeping it.
+    """
     n_batches = -(-size // batch)
     if n_batches * batch * len(scale) * 8 > cache_mb * 2**20:
         return None
+    if cache is None:
+        return _draw_bank(key, scale, n_batches, batch)
     tag = (np.asarray(jax.random.key_data(key)).tobytes(), np.asarray(scale).tobytes(), size, batch)
-    if tag not in _cached_bank:
-        _cached_bank.clear()  # one bank at a time: memory stays bounded by cache_mb
-        _cached_bank[tag] = _draw_bank(key, scale, n_batches, batch)
-    return _cached_bank[tag]
+    if tag not in cache:
+        cache.clear()
+        cache[tag] = _draw_bank(key, scale, n_batches, batch)
+    return cache[tag]
 
 
-def bank_search(queries, scale, config, scorer, key, bank=None):
+def bank_search(queries, scale, config, scorer, key, bank=None, cache=None):
     """Returns (candidates `(q, k, mode)`, scores `(q, k)`, mean `(q, 2K)`, var `(q, 2K)`) over the bank.
 
     Args:
         queries: `(q, n_e)` track embeddings; scale: `(mode,)` prior std a_k.
-        config: AssimConfig (bank_size, bank_batch, bank_cache_mb, top_k); scorer: lagda.assimilation.methods.learned.Scorer.
+        config: a BankConfig (bank_size, bank_batch, bank_cache_mb, top_k); scorer: lagda.assimilation.methods.learned.Scorer.
         bank: complex `(n, mode)` coefficients to rank, or None for config.bank_size prior draws.
+        cache: the caller's dict keeping the i.i.d. prior bank between calls (`prior_bank`), or None.
     """
     n_e = queries.shape[1]
     mask = jnp.ones(n_e, jnp.float32) if scorer.mask is None else jnp.asarray(scorer.mask, jnp.float32)
@@ -160,7 +164,7 @@ def bank_search(queries, scale, config, scorer, key, bank=None):
     if bank is not None:
         bank_arr = jnp.asarray(np.concatenate([bank, np.zeros((rows - size, bank.shape[1]))]), jnp.complex64)
     else:
-        bank_arr = prior_bank(key, scale, size, batch, config.bank_cache_mb)
+        bank_arr = prior_bank(key, scale, size, batch, config.bank_cache_mb, cache)
         if bank_arr is None:  # too large to keep: drawn batch by batch inside the scan
             bank_arr, from_prior = jnp.zeros((mesh.size, len(scale)), jnp.complex64), True
         elif len(bank_arr) < rows:

@@ -4,11 +4,11 @@ Following Kuznetsov, Ide & Jones (2003) the unknowns are augmented with the drif
 positions; here in the smoother / inversion form: the state x = (Re c, Im c) is the only
 unknown and the positions are the (nonlinear) observation operator z(x), RK4 from the
 release as in 4D-Var. Ensemble smoother with multiple data assimilation (Emerick & Reynolds
-2013). The window grows as in 4D-Var (AssimConfig.continuation), so that the ensemble
-linearisation holds while the tracks are short; each stage makes enkf_iterations passes
+2013). The window grows as in 4D-Var (EnkfConfig.continuation), so that the ensemble
+linearisation holds while the tracks are short; each stage makes `iterations` passes
     x_i <- x_i + C_xz (C_zz + R_a)^-1 (y + R_a^{1/2} eps_i - z(x_i)),
 R_a = sigma^2 diag(alpha_j) over the observations j in the stage's window,
-sigma = max(noise_std, enkf_sigma_floor), eps_i ~ N(0, I) (perturbed observations).
+sigma = max(noise_std, sigma_floor), eps_i ~ N(0, I) (perturbed observations).
 Observation j is seen by every pass of every stage whose window holds it; its inflation
 alpha_j is the number of those passes, so sum 1 / alpha_j = 1 over them: each observation
 enters with total weight one. For a linear observation operator and a Gaussian prior the
@@ -26,8 +26,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagda.assimilation.methods._common import FieldEstimate, FlowModel, arrange, simulate_observed, to_complex, window_mask
-from lagda.assimilation.methods.config import AssimConfig
+from lagda.assimilation.posterior import FieldEstimate
+from lagda.assimilation.model import FlowModel, to_complex
+from lagda.assimilation.methods.observations import arrange, simulate_observed, window_mask
+from lagda.assimilation.methods.config import EnkfConfig
 
 
 @functools.partial(jax.jit, static_argnames=("n_sim", "stride"))
@@ -90,17 +92,17 @@ def esmda(xs, forward, observed, masks, sigma: float, iterations: int, key):
     return xs, spread, skipped
 
 
-def assimilate_enkf(positions, times, release, model: FlowModel, config: AssimConfig, key) -> FieldEstimate:
-    """Returns the ES-MDA ensemble (enkf_members equal-weight samples) for one field.
+def assimilate_enkf(positions, times, release, model: FlowModel, config: EnkfConfig, key) -> FieldEstimate:
+    """Returns the ES-MDA ensemble (config.members equal-weight samples) for one field.
 
     Args:
         positions: `(drifter, obs, 2)` unwrapped; times: `(drifter, obs)`; release: `(drifter, 2)` or None.
     """
     obs = arrange(positions, times, release, model.dt)
     noise_std = config.noise_std or 0.0
-    sigma = max(noise_std, config.enkf_sigma_floor)
+    sigma = max(noise_std, config.sigma_floor)
     key_prior, key_noise = jax.random.split(key)
-    n = config.enkf_members
+    n = config.members
     xs = np.asarray(jax.random.normal(key_prior, (n, 2 * model.n_modes)), np.float64) * np.sqrt(model.prior_var)[None, :]
     modes = (jnp.asarray(model.k1), jnp.asarray(model.k2), jnp.asarray(model.omega), model.time)
     windows = [window_mask(obs, fraction) for fraction in config.continuation]
@@ -115,11 +117,11 @@ def assimilate_enkf(positions, times, release, model: FlowModel, config: AssimCo
         return np.asarray(ensemble_positions(jnp.asarray(xs), jnp.asarray(obs.z0), jnp.asarray(obs.t0), index,
                                              *modes, model.dt, n_sim, obs.stride)).reshape(len(xs), -1)
 
-    xs, spread, skipped = esmda(xs, forward, obs.target.reshape(-1), masks, sigma, config.enkf_iterations, key_noise)
-    alpha = observation_alphas(masks, config.enkf_iterations)[np.max(masks, axis=0) > 0]
+    xs, spread, skipped = esmda(xs, forward, obs.target.reshape(-1), masks, sigma, config.iterations, key_noise)
+    alpha = observation_alphas(masks, config.iterations)[np.max(masks, axis=0) > 0]
     info = {"sigma": sigma, "noise_std_given": config.noise_std is not None,
-            "sigma_floored": noise_std < config.enkf_sigma_floor, "passes": len(masks) * config.enkf_iterations,
-            "iterations_per_stage": config.enkf_iterations, "stages": [float(f) for f in config.continuation],
+            "sigma_floored": noise_std < config.sigma_floor, "passes": len(masks) * config.iterations,
+            "iterations_per_stage": config.iterations, "stages": [float(f) for f in config.continuation],
             "alpha_min": float(alpha.min()), "alpha_max": float(alpha.max()),
             "spread_per_stage": spread, "nonfinite_member_passes": skipped}
     return FieldEstimate(to_complex(xs), np.full(n, 1.0 / n), info=info)

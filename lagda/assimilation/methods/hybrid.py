@@ -17,7 +17,7 @@ The data, by regime (the lag and spacing as found by lagda.assimilation.methods.
 - dense exact tracks: finite-difference velocities, with the learned prior as above;
 - noisy tracks (lag above 1): the displacements (lagda.assimilation.methods.track_data.displacement_data),
   whose noise is the white position noise instead of the amplified difference noise; above
-  hybrid_learned_noise_limit (given or estimated position noise std) under the original prior:
+  learned_noise_limit (given or estimated position noise std) under the original prior:
   the shipped encoder was trained on noise-free (float32-rounded, ~2e-8) tracks and its
   conditional for noisy ones is not trusted (measured at sigma = 1e-3: it made the estimate
   worse); a set encoder trained on the noisy regime mixture, trusted there, changed the median
@@ -25,12 +25,12 @@ The data, by regime (the lag and spacing as found by lagda.assimilation.methods.
 - sparse tracks (spacing above sparse_steps RK4 steps): finite differences, then a
   Gauss-Newton refinement.
 
-Refinement (AssimConfig.hybrid_refine): "gauss_newton" continues with a short 4D-Var on the
+Refinement (HybridConfig.refine): "gauss_newton" continues with a short 4D-Var on the
 positions (lagda.assimilation.methods.search.multistart_map) under the original prior N(0, D),
-lengthening the window as `var` does (AssimConfig.continuation: on sparse tracks one
+lengthening the window as `var` does (HybridConfig.continuation: on sparse tracks one
 full-window Gauss-Newton run from the product mean often stays in a wrong basin) with
-hybrid_iterations per stage. The learned conditional was computed from these same tracks, so it serves as the
-start and is not multiplied into the position likelihood a second time. With hybrid_starts > 1
+`iterations` per stage. The learned conditional was computed from these same tracks, so it serves as the
+start and is not multiplied into the position likelihood a second time. With `starts` > 1
 the learned conditional's mean and draws from it are further starts (a learned global search),
 and the end point of least 4D-Var cost is kept. "auto" (default) refines sparse tracks only,
 where finite differences are biased; "none" never refines; "var" is the old hybrid (4D-Var from
@@ -41,16 +41,20 @@ the embed / retrieve estimate, no product). Measured in experiments/assimilation
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import jax
 import numpy as np
 
-from lagda.assimilation.methods._common import FieldEstimate, FlowModel, gaussian_estimate
-from lagda.assimilation.methods.config import AssimConfig
+from lagda.assimilation.methods.config import HybridConfig
+from lagda.assimilation.methods.learned import Scorer, learned_conditionals
 from lagda.assimilation.methods.linear import displacement_posterior, track_velocity_posterior
-from lagda.assimilation.methods.linear_gaussian import linear_posterior, log_evidence
-from lagda.assimilation.methods.track_data import data_kind, displacement_data, observation_regime, velocity_data
+from lagda.assimilation.methods.linear_gaussian import gaussian_estimate, linear_posterior, log_evidence
 from lagda.assimilation.methods.search import gaussian_starts, multistart_map
+from lagda.assimilation.methods.track_data import data_kind, displacement_data, observation_regime, velocity_data
+from lagda.assimilation.methods.variational import assimilate_var
+from lagda.assimilation.model import FlowModel, to_real
+from lagda.assimilation.posterior import FieldEstimate
 
 
 def gaussian_product(g, y, prior_mean, prior_var, noise_var=None, n_grid: int = 41):
@@ -89,7 +93,7 @@ def select_prior(g, y, learned, model: FlowModel, noise_var=None, n_grid: int = 
     return candidates[int(np.argmax(scores))]
 
 
-def assimilate_hybrid(positions, times, release, model: FlowModel, config: AssimConfig, key,
+def assimilate_hybrid(positions, times, release, model: FlowModel, config: HybridConfig, key,
                       learned_mean, learned_var) -> FieldEstimate:
     """Returns the posterior of one field: learned conditional x velocity likelihood, optionally refined.
 
@@ -103,7 +107,7 @@ def assimilate_hybrid(positions, times, release, model: FlowModel, config: Assim
     info = observation_regime(positions, times, model, config)
     kind = data_kind(info, config)
     noise_std = config.noise_std if config.noise_std is not None else info.get("noise_std_est", 0.0)
-    trusted = noise_std <= config.hybrid_learned_noise_limit  # else unlike the encoder's training tracks
+    trusted = noise_std <= config.learned_noise_limit  # else unlike the encoder's training tracks
     if kind == "velocities":
         g, y, noise_var, info = velocity_data(positions, times, release, model, config, info)
     elif trusted:  # positions through the integral model (white, for the prior choice only)
@@ -124,18 +128,57 @@ def assimilate_hybrid(positions, times, release, model: FlowModel, config: Assim
     info = {**info, "noise_source": "given" if config.noise_std else "empirical_bayes", "refined": False,
             "prior_inflation": inflation}
     sparse = info["sparse"]
-    refine = config.hybrid_refine == "gauss_newton" or (config.hybrid_refine == "auto" and sparse)
+    refine = config.refine == "gauss_newton" or (config.refine == "auto" and sparse)
     if not refine:
         return gaussian_estimate(key, mean, cov, config.members, info)
     sigma = config.noise_std or info.get("noise_std_est")
     var_config = dataclasses.replace(config, noise_std=sigma) if sigma else config
     key_search, key_starts = jax.random.split(key)
     starts = [mean]
-    if config.hybrid_starts > 1:  # the learned conditional's mean and draws (search.gaussian_starts)
-        starts += list(gaussian_starts(*learned, config.hybrid_starts - 1, key_starts))
+    if config.starts > 1:  # the learned conditional's mean and draws (search.gaussian_starts)
+        starts += list(gaussian_starts(*learned, config.starts - 1, key_starts))
     out = multistart_map(positions, times, release, model, var_config, key_search, np.stack(starts),
-                         config.hybrid_iterations, config.continuation)
+                         config.iterations, config.continuation)
     # the search reports its sigma as "given" (hybrid passes its own estimate): keep hybrid's account of it
     return dataclasses.replace(out, info={**info, **out.info, "noise_source": info.get("noise_source"), "refined": True,
                                           "starts": "product mean" + (f" + learned conditional mean and {len(starts) - 2} "
                                                                       "draws" if len(starts) > 1 else "")})
+
+
+def hybrid_estimates(tracks, model: FlowModel, config: HybridConfig, scorer: Scorer, key, bank=None,
+                     cache=None) -> tuple[list[FieldEstimate], list[float]]:
+    """Returns (FieldEstimates, seconds per field) of hybrid on every field of `tracks`.
+
+    The learned conditional of every field comes from one bank pass (learned.learned_conditionals); a
+    field the encoder cannot read takes the prior N(0, D) as its learned conditional, and its info says
+    why. Each field is then `assimilate_hybrid` (refine "var": the old hybrid, 4D-Var from the learned
+    estimate).
+    """
+    old_hybrid = config.refine == "var"
+    first = "retrieve" if old_hybrid and config.start == "retrieve" else "embed"
+    learned, problems, shared = learned_conditionals(first, tracks, model, config, scorer, key, bank, cache)
+    out, seconds = [], []
+    for f in range(tracks.n_field):
+        start = time.perf_counter()
+        est = learned[f] if learned[f] is not None else _prior_estimate(model)
+        sub, fkey = tracks.for_field(f), jax.random.fold_in(key, 10_000 + f)
+        if not old_hybrid:  # the learned conditional as the prior of the velocity inversion
+            field = assimilate_hybrid(sub.positions, sub.times, sub.release, model, config, fkey, est.info["mean"],
+                                      est.info["var"])
+        else:
+            x0 = to_real(est.samples.T @ est.weights)
+            field = assimilate_var(sub.positions, sub.times, sub.release, model, config, fkey, x_init=x0, stages=(1.0,),
+                                   iterations=config.iterations)
+        used = {"learned_conditional": problems[f] is None}
+        if problems[f]:
+            used["learned_fallback"] = f"prior instead: {problems[f]}"
+        out.append(dataclasses.replace(field, candidates=est.candidates, candidate_weights=est.candidate_weights,
+                                       info={**field.info, **used}))
+        seconds.append(shared / tracks.n_field + time.perf_counter() - start)
+    return out, seconds
+
+
+def _prior_estimate(model: FlowModel) -> FieldEstimate:
+    """Returns the prior N(0, D) in the form of a learned conditional (hybrid's fallback)."""
+    info = {"mean": np.zeros(2 * model.n_modes), "var": model.prior_var}
+    return FieldEstimate(np.zeros((1, model.n_modes), complex), np.ones(1), info=info)

@@ -11,6 +11,9 @@ e = g_v(v), D the prior covariance of x = (Re c, Im c) (the similarity mask appl
 hybrid (lagda.assimilation.methods.hybrid): the embed conditional N(m_L, diag v_L) as the prior of the
 linear-Gaussian velocity inversion, optionally refined by a short 4D-Var.
 
+`bank_estimates` runs retrieve or embed on every field of a track file at once (one bank pass for
+all of them); hybrid's `hybrid_estimates` starts from its `learned_conditionals`.
+
 A transformer encoder reads complete tracks observed at its training data's times (its physics
 feature and learned positional embedding assume them): `encoder_problem` is the one check, so
 retrieve and embed refuse other tracks and hybrid falls back to the prior for them. A set
@@ -26,15 +29,17 @@ scored together, so the bank is never stored and its embedding is shared by ever
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagda.assimilation.methods._common import FieldEstimate, FlowModel, gaussian_samples
+from lagda.assimilation.posterior import FieldEstimate
+from lagda.assimilation.model import FlowModel
+from lagda.assimilation.methods.linear_gaussian import gaussian_samples
 from lagda.assimilation.methods.bank import bank_search
-from lagda.assimilation.methods.config import AssimConfig
 from lagda.learning.retrieval import softmax_weights
 
 
@@ -144,10 +149,46 @@ def closed_form(query, model: FlowModel, scorer: Scorer):
     return var * m2 * np.asarray(query, np.float64) / scorer.tau, var
 
 
-def learned_estimates(method: str, queries, model: FlowModel, config: AssimConfig, scorer: Scorer, key, bank=None):
-    """Returns one FieldEstimate per query `(q, n_e)` for method retrieve or embed."""
+def learned_conditionals(method: str, tracks, model: FlowModel, config, scorer: Scorer, key, bank=None,
+                         cache=None) -> tuple[list[FieldEstimate | None], list[str | None], float]:
+    """Returns (per field the learned estimate or None, per field why the encoder cannot read it or None, seconds).
+
+    The fields the encoder reads (`field_queries`) are embedded and scored against the bank in one pass
+    (`learned_estimates`, retrieve's candidates or embed's moments).
+    """
+    start = time.perf_counter()
+    queries, problems = field_queries(tracks, scorer)
+    readable = [f for f, q in enumerate(queries) if q is not None]
+    estimates: list[FieldEstimate | None] = [None] * tracks.n_field
+    if readable:
+        found = learned_estimates(method, np.stack([queries[f] for f in readable]), model, config, scorer, key, bank,
+                                  cache)
+        for f, est in zip(readable, found):
+            estimates[f] = est
+    return estimates, problems, time.perf_counter() - start
+
+
+def bank_estimates(method: str, tracks, model: FlowModel, config, scorer: Scorer, key, bank=None,
+                   cache=None) -> tuple[list[FieldEstimate], list[float]]:
+    """Returns (FieldEstimates, seconds per field) of retrieve or embed on every field of `tracks`.
+
+    Raises:
+        ValueError: naming the first field whose tracks the encoder cannot read (`encoder_problem`).
+    """
+    estimates, problems, seconds = learned_conditionals(method, tracks, model, config, scorer, key, bank, cache)
+    if any(problems):
+        f = next(i for i, p in enumerate(problems) if p)
+        raise ValueError(f"{method}: field {f}: {problems[f]}")
+    return estimates, [seconds / tracks.n_field] * tracks.n_field
+
+
+def learned_estimates(method: str, queries, model: FlowModel, config, scorer: Scorer, key, bank=None, cache=None):
+    """Returns one FieldEstimate per query `(q, n_e)` for method retrieve or embed.
+
+    cache: a dict kept by the caller for the i.i.d. prior bank (methods.bank.prior_bank), or None.
+    """
     key_bank, key_samples = jax.random.split(key)
-    cands, scores, mean, var = bank_search(queries, model.scale, config, scorer, key_bank, bank)
+    cands, scores, mean, var = bank_search(queries, model.scale, config, scorer, key_bank, bank, cache)
     all_weights = np.asarray(softmax_weights(jnp.asarray(scores, jnp.float64)))  # eq. 28, per query
     out = []
     for i in range(len(queries)):

@@ -5,7 +5,8 @@ displacements (the path integral of the velocity, whitened against the errors of
 flow at noisy positions) on noisy dense tracks; with config.representation "ou", differenced
 velocities whose error along each track is the velocity of the scales the basis leaves out, an
 Ornstein-Uhlenbeck process in time, plus the white noise (`representation_posterior`). The
-posterior (linear_gaussian) is Gaussian in closed form with empirical-Bayes noise unless noise_std is given. Its covariance also takes a
+posterior (linear_gaussian) is Gaussian in closed form with empirical-Bayes noise unless noise_std is given (config.representation
+"auto": "ou" in a chosen basis, "white" in lagda's own model). Its covariance also takes a
 posterior-predictive floor: the tracks re-integrated by RK4 from the posterior mean measure the
 data error that the residuals cannot show because the coefficients absorbed it (on exact tracks,
 the integrator's own error).
@@ -21,9 +22,12 @@ import numpy as np
 
 from scipy.linalg import cho_factor, cho_solve
 
-from lagda.assimilation.methods._common import (FieldEstimate, FlowModel, arrange, gaussian_estimate, simulate_observed,
-                                                velocity_matrix)
-from lagda.assimilation.methods.config import AssimConfig
+from lagda.assimilation.posterior import FieldEstimate
+from lagda.assimilation.model import FlowModel
+from lagda.assimilation.methods.observations import arrange, simulate_observed
+from lagda.assimilation.methods.linear_gaussian import gaussian_estimate
+from simulate.flow import velocity_basis
+from lagda.assimilation.methods.config import LinearConfig
 from lagda.assimilation.methods.linear_gaussian import linear_posterior
 from lagda.assimilation.methods.representation import ou_time_scale, whiten_tracks
 from lagda.assimilation.methods.track_data import (correlation_time, curvature_factor, data_kind, difference_velocities,
@@ -31,7 +35,7 @@ from lagda.assimilation.methods.track_data import (correlation_time, curvature_f
                                                     observation_regime, track_segments, velocity_data)
 
 
-def displacement_posterior(positions, times, release, model: FlowModel, config: AssimConfig, prior_mean, prior_var):
+def displacement_posterior(positions, times, release, model: FlowModel, config: LinearConfig, prior_mean, prior_var):
     """Returns (mean `(2K,)`, cov `(2K, 2K)`, info) of prior N(prior_mean, diag prior_var) x displacements.
 
     First under the white displacement model, then config.eiv_iterations times with the
@@ -72,7 +76,7 @@ def resimulated_tracks(positions, times, release, model: FlowModel, x) -> np.nda
     return np.where(obs.mask[..., None] > 0, sim, np.asarray(positions, np.float64))
 
 
-def predictive_noise_floor(positions, times, release, model: FlowModel, config: AssimConfig, regime, y, mean,
+def predictive_noise_floor(positions, times, release, model: FlowModel, config: LinearConfig, regime, y, mean,
                            p_eff: float):
     """Returns (floor, misfit rms): the data noise variance that the absorbed data error implies.
 
@@ -90,7 +94,7 @@ def predictive_noise_floor(positions, times, release, model: FlowModel, config: 
     return misfit / max(p_eff, 1.0), float(np.sqrt(misfit / len(y)))
 
 
-def assimilate_linear(positions, times, release, model: FlowModel, config: AssimConfig, key) -> FieldEstimate:
+def assimilate_linear(positions, times, release, model: FlowModel, config: LinearConfig, key) -> FieldEstimate:
     """Returns the linear-Gaussian posterior of one field from the tracks' velocities or displacements.
 
     Args:
@@ -99,7 +103,7 @@ def assimilate_linear(positions, times, release, model: FlowModel, config: Assim
         ValueError: if no pair of valid observations fd_lag apart exists.
     """
     regime = observation_regime(positions, times, model, config)
-    if config.representation == "ou":
+    if error_model(model, config) == "ou":
         mean, cov, info = representation_posterior(positions, times, release, model, config, regime,
                                                    np.zeros(2 * model.n_modes), model.prior_var)
         return gaussian_estimate(key, mean, cov, config.members, info)
@@ -112,7 +116,15 @@ def assimilate_linear(positions, times, release, model: FlowModel, config: Assim
     return gaussian_estimate(key, mean, cov, config.members, info)
 
 
-def track_velocity_posterior(positions, times, release, model: FlowModel, config: AssimConfig, regime, prior_mean,
+def error_model(model: FlowModel, config: LinearConfig) -> str:
+    """Returns "ou" or "white": config.representation, or for "auto" "ou" in a chosen basis (a time basis: the flow
+    has scales the basis leaves out) and "white" in lagda's own model."""
+    if config.representation != "auto":
+        return config.representation
+    return "ou" if model.time is not None else "white"
+
+
+def track_velocity_posterior(positions, times, release, model: FlowModel, config: LinearConfig, regime, prior_mean,
                              prior_var):
     """Returns (mean `(2K,)`, cov, info) of N(prior_mean, diag prior_var) x the tracks' difference velocities.
 
@@ -139,7 +151,7 @@ def floored_velocity_posterior(positions, times, release, model, config, regime,
                        "covariance_noise_std": float(np.sqrt(cov_noise))}
 
 
-def velocity_posterior(g, y, prior_mean, prior_var, noise_var, config: AssimConfig):
+def velocity_posterior(g, y, prior_mean, prior_var, noise_var, config: LinearConfig):
     """Returns (mean `(2K,)`, cov, info) of N(prior_mean, diag prior_var) x N(y; G x, s^2 I), errors correlated.
 
     The differences' errors are not white (overlapping pairs share their ends; truncation and
@@ -160,7 +172,7 @@ def velocity_posterior(g, y, prior_mean, prior_var, noise_var, config: AssimConf
                        "data_dimensions": p_eff}
 
 
-def track_differences(positions, times, release, config: AssimConfig, regime: dict):
+def track_differences(positions, times, release, config: LinearConfig, regime: dict):
     """Returns `difference_velocities` of every drifter, with the drifter of each point: (points, t, vel, span,
     order, gain, track `(n,)`). Drifters without a usable difference are left out.
 
@@ -186,7 +198,7 @@ def _track_chunks(model: FlowModel, points, t, track, chunk: int = 4):
     drifters = np.unique(track)
     for lo in range(0, len(drifters), chunk):
         rows = np.flatnonzero(np.isin(track, drifters[lo : lo + chunk]))
-        yield rows, velocity_matrix(points[rows], t[rows], *model.modes)
+        yield rows, velocity_basis(points[rows], t[rows], *model.modes)
 
 
 def normal_equations(model: FlowModel, points, t, vel, track, error=None):
@@ -231,7 +243,7 @@ def white_evidence_fit(gram, rhs, yy: float, n: int, prior_var) -> np.ndarray:
     return root * (vec @ (z / (lam + s2)))
 
 
-def representation_posterior(positions, times, release, model: FlowModel, config: AssimConfig, regime, prior_mean,
+def representation_posterior(positions, times, release, model: FlowModel, config: LinearConfig, regime, prior_mean,
                              prior_var):
     """Returns (mean `(2K,)`, cov, info) of N(prior_mean, diag prior_var) x the tracks' difference velocities,
     their error an OU process along each track (the representation error) plus white difference noise.
@@ -253,9 +265,15 @@ def representation_posterior(positions, times, release, model: FlowModel, config
     sigma = config.noise_std if config.noise_std is not None else regime.get("noise_std_est", 0.0)
     noise_var = gain * sigma**2 / float(np.median(span)) ** 2
     rep_var, tau = config.representation_var, config.representation_time
-    prior_prec = 1.0 / prior_var
     sources = {"representation_var_source": "given" if rep_var is not None else "residuals of a first fit",
                "representation_time_source": "given" if tau is not None else "residuals of a first fit"}
+    if model.unresolved is not None:  # the climatology's, unless given
+        for name, value in zip(("var", "time"), model.unresolved):
+            if getattr(config, f"representation_{name}") is None:
+                sources[f"representation_{name}_source"] = "the model's climatology"
+        rep_var = model.unresolved[0] if rep_var is None else rep_var
+        tau = model.unresolved[1] if tau is None else tau
+    prior_prec = 1.0 / prior_var
     if rep_var is None or tau is None:
         gram, rhs = normal_equations(model, points, t, vel, track)
         yy = float(np.sum(vel**2)) - 2 * rhs @ prior_mean + prior_mean @ gram @ prior_mean  # |y - G prior_mean|^2

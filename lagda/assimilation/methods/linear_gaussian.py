@@ -3,14 +3,18 @@
     cov = (G^T G / s^2 + D^-1)^-1,  mean = cov G^T y / s^2 = D G^T (G D G^T + s^2 I)^-1 y,
 computed in prior-whitened variables from an SVD of G D^{1/2} (or, for tall G with noise well
 above rounding, from its Gram matrix), with s^2 chosen by empirical Bayes (maximum marginal
-likelihood of y) unless given.
+likelihood of y) unless given; and samples of a Gaussian posterior (`gaussian_estimate`).
 """
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 from scipy.linalg.blas import dsyrk
 from scipy.optimize import minimize_scalar
+
+from lagda.assimilation.model import to_complex
+from lagda.assimilation.posterior import FieldEstimate
 
 # the normal equations G^T G resolve noise variances down to this many float64 epsilons of
 # max(s_max^2, |y|^2) (their rounding of s^2 and of |y|^2 - |z|^2, with a margin of 1e3)
@@ -122,3 +126,22 @@ def _complement(vt, p: int) -> np.ndarray:
         return np.zeros((0, p))
     q, _ = np.linalg.qr(np.concatenate([vt.T, np.eye(p)], axis=1))
     return q[:, vt.shape[0]:p].T
+
+
+def gaussian_samples(key, mean, cov, n: int) -> np.ndarray:
+    """Returns n antithetic draws of N(mean, cov) over x as complex coefficients `(member, mode)`.
+
+    Draws come in pairs mean +- L xi (plus the mean itself when n is odd), so the sample
+    mean equals `mean` exactly and Posterior.mean is the exact posterior mean.
+    """
+    eigval, eigvec = np.linalg.eigh((cov + cov.T) / 2.0)
+    root = eigvec * np.sqrt(np.clip(eigval, 0.0, None))[None, :]
+    xi = np.asarray(jax.random.normal(key, (n // 2, len(mean))), np.float64)
+    xi = np.concatenate([xi, -xi, np.zeros((n % 2, len(mean)))], axis=0)
+    return to_complex(mean[None, :] + xi @ root.T)
+
+
+def gaussian_estimate(key, mean, cov, members: int, info=None) -> FieldEstimate:
+    """Returns a FieldEstimate of equal-weight antithetic samples from N(mean, cov)."""
+    samples = gaussian_samples(key, mean, cov, members)
+    return FieldEstimate(samples, np.full(members, 1.0 / members), info=dict(info or {}))

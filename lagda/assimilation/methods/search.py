@@ -24,8 +24,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagda.assimilation.methods._common import FieldEstimate, FlowModel, arrange, gaussian_estimate, to_real
-from lagda.assimilation.methods.config import AssimConfig
+from lagda.assimilation.posterior import FieldEstimate
+from lagda.assimilation.model import FlowModel, to_real
+from lagda.assimilation.methods.observations import arrange
+from lagda.assimilation.methods.linear_gaussian import gaussian_estimate
+from lagda.assimilation.methods.config import OptimiserConfig, VarConfig
 from lagda.assimilation.methods.variational import cost, fit, laplace_covariance, noise_sigma, observation_problem
 
 
@@ -63,7 +66,7 @@ def whitened_distance(x, y, var) -> np.ndarray:
     return np.sqrt(np.mean((np.asarray(x) - np.asarray(y)) ** 2 / np.asarray(var), axis=-1))
 
 
-def posterior_cost(x, positions, times, release, model: FlowModel, config: AssimConfig, prior=None) -> float:
+def posterior_cost(x, positions, times, release, model: FlowModel, config: OptimiserConfig, prior=None) -> float:
     """Returns the full-window 4D-Var cost J(x) (misfit + prior, as assimilate_var minimises) of x `(2K,)`.
 
     sigma as `var` takes it (variational.noise_sigma); prior: (mean `(2K,)`, var `(2K,)`) replacing N(0, D), or None.
@@ -73,7 +76,7 @@ def posterior_cost(x, positions, times, release, model: FlowModel, config: Assim
     return cost(x, observation_problem(obs, model, sigma, prior=prior))
 
 
-def run_starts(obs, model: FlowModel, config: AssimConfig, starts, iterations: int, sigma: float, stages=(1.0,),
+def run_starts(obs, model: FlowModel, config: OptimiserConfig, starts, iterations: int, sigma: float, stages=(1.0,),
                prior=None) -> tuple[np.ndarray, np.ndarray]:
     """Returns (end points `(start, 2K)`, full-window costs `(start,)`) of a short 4D-Var from each start.
 
@@ -89,7 +92,7 @@ def run_starts(obs, model: FlowModel, config: AssimConfig, starts, iterations: i
     return np.stack(ends), np.asarray(costs, np.float64)
 
 
-def multistart_map(positions, times, release, model: FlowModel, config: AssimConfig, key, starts,
+def multistart_map(positions, times, release, model: FlowModel, config: OptimiserConfig, key, starts,
                    iterations: int | None = None, stages=(1.0,), prior=None, basin_tol: float = 1e-2) -> FieldEstimate:
     """Returns the lowest-cost 4D-Var end point over `starts`, with its Laplace spread.
 
@@ -98,7 +101,7 @@ def multistart_map(positions, times, release, model: FlowModel, config: AssimCon
     Args:
         positions: `(drifter, obs, 2)` unwrapped; times: `(drifter, obs)`; release: `(drifter, 2)` or None.
         starts: `(start, 2K)` real x = (Re c, Im c); iterations: Gauss-Newton iterations per start
-            and stage (default config.hybrid_iterations); stages: window fractions per start.
+            and stage (default the config's `iterations`); stages: window fractions per start.
         prior: (mean, var) `(2K,)` each replacing N(0, D) in the cost, or None.
         basin_tol: end points within this prior-whitened RMS distance of the best are in its basin.
     Returns:
@@ -110,7 +113,7 @@ def multistart_map(positions, times, release, model: FlowModel, config: AssimCon
     starts = np.atleast_2d(np.asarray(starts, np.float64))
     if starts.shape[1] != 2 * model.n_modes:
         raise ValueError(f"starts must be (start, {2 * model.n_modes}), got {starts.shape}")
-    iterations = iterations or config.hybrid_iterations
+    iterations = iterations or config.iterations
     obs = arrange(positions, times, release, model.dt)
     sigma, source = noise_sigma(positions, times, config)
     ends, costs = run_starts(obs, model, config, starts, iterations, sigma, stages, prior)
@@ -128,12 +131,12 @@ def multistart_map(positions, times, release, model: FlowModel, config: AssimCon
     return gaussian_estimate(key, ends[best], cov, config.members, info)
 
 
-def truth_map(positions, times, release, model: FlowModel, config: AssimConfig, key, truth, noise_std: float,
+def truth_map(positions, times, release, model: FlowModel, config: VarConfig, key, truth, noise_std: float,
               iterations: int | None = None) -> FieldEstimate:
     """Returns the oracle `truth-map`: Gauss-Newton 4D-Var started from the true x `(2K,)`.
 
     The exact prior N(0, D) and the true position noise std (0 for exact tracks: the misfit
-    uses config.var_sigma_floor) make it the MAP in the truth's basin: a reference no method
+    uses config.sigma_floor) make it the MAP in the truth's basin: a reference no method
     can use, bounding what one that finds the right basin reaches with the same iterations.
     On exact sparse tracks the MAP lies along a narrow curved valley of J and is not reached in
     a few iterations: info["cost_at_truth"] against info["cost_best"] shows how far it moved.
@@ -141,6 +144,6 @@ def truth_map(positions, times, release, model: FlowModel, config: AssimConfig, 
     config = dataclasses.replace(config, noise_std=float(noise_std) if noise_std > 0 else None)
     truth = np.asarray(truth, np.float64)
     est = multistart_map(positions, times, release, model, config, key, truth[None, :],
-                         iterations or config.var_iterations)
+                         iterations or config.iterations)
     cost_truth = posterior_cost(truth, positions, times, release, model, config)
     return dataclasses.replace(est, info={**est.info, "oracle": "truth-map", "cost_at_truth": cost_truth})

@@ -27,8 +27,10 @@ import dataclasses
 
 import numpy as np
 
-from lagda.assimilation.methods._common import FlowModel, valid_mask, velocity_matrix
-from lagda.assimilation.methods.config import FD_LAGS, AssimConfig
+from lagda.assimilation.model import FlowModel
+from lagda.assimilation.methods.observations import valid_mask
+from simulate.flow import velocity_basis
+from lagda.assimilation.methods.config import FD_LAGS, LinearConfig
 from simulate.flow import TWO_PI, temporal_factor
 
 # central-difference weights c_m of w(t_j) = sum_m c_m (z_{j+m} - z_{j-m}) / h, m = 1, 2, ..., by order
@@ -102,7 +104,7 @@ def track_segments(positions, times, release, model: FlowModel) -> Segments:
     for i, (p, t, _) in enumerate(runs):
         points[i, : len(t)], t_pad[i, : len(t)], valid[i, : len(t)] = p, t, True
         t_pad[i, len(t):] = t[-1]  # zero steps after the end: the integral stays constant
-    g = np.where(valid[..., None, None], velocity_matrix(points.reshape(-1, 2), t_pad.reshape(-1), *model.modes)
+    g = np.where(valid[..., None, None], velocity_basis(points.reshape(-1, 2), t_pad.reshape(-1), *model.modes)
                  .reshape(n_seg, m, 2, -1), 0.0)
     steps = np.diff(t_pad, axis=1)[..., None, None]
     integral = np.concatenate([np.zeros_like(g[:, :1]), np.cumsum(0.5 * steps * (g[:, :-1] + g[:, 1:]), axis=1)], axis=1)
@@ -293,7 +295,7 @@ def choose_lag(positions, times, noise_std=None, lags=FD_LAGS) -> tuple[int, dic
                       "optimal_lag": float(best)}
 
 
-def observation_regime(positions, times, model: FlowModel, config: AssimConfig) -> dict:
+def observation_regime(positions, times, model: FlowModel, config: LinearConfig) -> dict:
     """Returns how the tracks were observed: {"lag", "observation_spacing", "sparse", choose_lag's info}.
 
     The lag is config.fd_lag, or `choose_lag` when it is None (lag > 1: noise above truncation);
@@ -304,7 +306,7 @@ def observation_regime(positions, times, model: FlowModel, config: AssimConfig) 
     return {**info, "lag": lag, "observation_spacing": h, "sparse": not h <= config.sparse_steps * model.dt * 1.0001}
 
 
-def velocity_data(positions, times, release, model: FlowModel, config: AssimConfig, regime=None):
+def velocity_data(positions, times, release, model: FlowModel, config: LinearConfig, regime=None):
     """Returns (G `(n, 2K)`, y `(n,)`, noise_var or None, info) of the finite-difference velocities y = G x + e.
 
     regime: `observation_regime` of the tracks (computed when None); the velocities are
@@ -314,14 +316,14 @@ def velocity_data(positions, times, release, model: FlowModel, config: AssimConf
     """
     info = observation_regime(positions, times, model, config) if regime is None else regime
     points, t, vel, span, order, gain = difference_velocities(positions, times, release, config, info)
-    g = velocity_matrix(points, t, *model.modes).reshape(-1, 2 * model.n_modes)
+    g = velocity_basis(points, t, *model.modes).reshape(-1, 2 * model.n_modes)
     noise_var = None
     if config.noise_std is not None and config.noise_std > 0:
         noise_var = gain * config.noise_std**2 / float(np.median(span)) ** 2
     return g, vel.reshape(-1), noise_var, {**info, "fd_order": order, "pairs": len(t)}
 
 
-def difference_velocities(positions, times, release, config: AssimConfig, regime: dict):
+def difference_velocities(positions, times, release, config: LinearConfig, regime: dict):
     """Returns points `(n, 2)`, times `(n,)`, velocities `(n, 2)`, spans `(n,)`, order and noise gain.
 
     Smooth dense tracks (lag 1, not sparse) get the sixth-order seven-point difference
@@ -364,7 +366,7 @@ def correlation_time(series) -> float:
     return float(max(tau[window[0]] if len(window) else tau[-1], 1.0))
 
 
-def data_kind(regime: dict, config: AssimConfig) -> str:
+def data_kind(regime: dict, config: LinearConfig) -> str:
     """Returns "displacements" or "velocities": the observation model config.track_data names, or by regime.
 
     "auto": displacements for dense tracks whose lag is above 1 (position noise above the

@@ -7,7 +7,7 @@ observation j, started from its release (or its first valid observation), y the 
 unwrapped positions and D the prior variances. Positions are unwrapped, so the misfit compares
 them directly (no torus wrap-around). sigma is noise_std when given, else the position noise
 estimated from the third differences of the tracks (linear.choose_lag), never below
-var_sigma_floor: with sigma far below the true noise the prior term would be negligible and
+sigma_floor: with sigma far below the true noise the prior term would be negligible and
 the fit would chase the noise, far out into the prior's tails.
 
 Optimisers: Levenberg-Marquardt Gauss-Newton on the residual vector (default; the Jacobian
@@ -20,7 +20,7 @@ Gauss-Newton step predicts, against `tol` times max(1, cost).
 
 From the prior mean c = 0 (no motion) a long chaotic track is a very non-convex target, so
 the window is lengthened by continuation: fit the first 5% of the observations, then 10%, ...
-100% (AssimConfig.continuation). Each stage starts from the better (on that stage's cost) of
+100% (OptimiserConfig.continuation). Each stage starts from the better (on that stage's cost) of
 the previous stage's result and the initial point, so the final cost never exceeds the cost
 of the initial point. The posterior spread is the Laplace / Gauss-Newton approximation
 cov = (J_r^T J_r)^-1 = (H^T H / sigma^2 + D^-1)^-1 at the optimum.
@@ -37,9 +37,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from lagda.assimilation.methods._common import (FieldEstimate, FlowModel, Observations, arrange, gaussian_estimate, simulate_observed,
-                                   simulate_observed_tangent, window_mask)
-from lagda.assimilation.methods.config import AssimConfig
+from lagda.assimilation.posterior import FieldEstimate
+from lagda.assimilation.model import FlowModel
+from lagda.assimilation.methods.observations import Observations, arrange, simulate_observed, simulate_observed_tangent, window_mask
+from lagda.assimilation.methods.linear_gaussian import gaussian_estimate
+from lagda.assimilation.methods.config import HybridConfig, OptimiserConfig, VarConfig
 from lagda.assimilation.methods.track_data import choose_lag
 
 MAX_DAMPING = 1e8  # Levenberg-Marquardt gives up (stop "max_damping") above this damping
@@ -104,19 +106,19 @@ def stage_problem(obs: Observations, model: FlowModel, sigma: float, fraction: f
     return observation_problem(obs, model, sigma, mask, n_sim, prior)
 
 
-def noise_sigma(positions, times, config: AssimConfig) -> tuple[float, str]:
+def noise_sigma(positions, times, config: OptimiserConfig) -> tuple[float, str]:
     """Returns (sigma, source) of the misfit: source "given", "estimated" or "floored".
 
     Given noise_std wins; else the position noise std estimated from the third differences
     (linear.choose_lag, which finds none on tracks smooth at lag 1: exact or truncation
-    dominated); "floored" when the result would be below var_sigma_floor.
+    dominated); "floored" when the result would be below config.sigma_floor.
     """
     if config.noise_std is not None:
         sigma, source = float(config.noise_std), "given"
     else:
         sigma, source = choose_lag(positions, times)[1].get("noise_std_est", 0.0), "estimated"
-    if not sigma >= config.var_sigma_floor:
-        return float(config.var_sigma_floor), "floored"
+    if not sigma >= config.sigma_floor:
+        return float(config.sigma_floor), "floored"
     return sigma, source
 
 
@@ -256,14 +258,14 @@ def first_order(x, problem, iterations: int, optimizer: str, lr: float, tol: flo
     return np.asarray(x), StageReport(costs, iterations, rejected, stop, decrement)
 
 
-def optimise(x, problem, config: AssimConfig, iterations: int):
+def optimise(x, problem, config: OptimiserConfig, iterations: int):
     """Returns (x, StageReport) of config.optimizer from x on one problem."""
     if config.optimizer == "gauss_newton":
         return gauss_newton(x, problem, iterations)
-    return first_order(x, problem, iterations, config.optimizer, config.var_lr)
+    return first_order(x, problem, iterations, config.optimizer, config.lr)
 
 
-def fit(x0, obs: Observations, model: FlowModel, config: AssimConfig, stages, iterations: int, sigma: float, prior=None):
+def fit(x0, obs: Observations, model: FlowModel, config: OptimiserConfig, stages, iterations: int, sigma: float, prior=None):
     """Returns (x_map, per-stage summaries) minimising the 4D-Var cost through the continuation stages.
 
     Each stage starts from the better, on its own cost, of the previous result and x0.
@@ -294,14 +296,14 @@ def laplace_covariance(x, obs: Observations, model: FlowModel, sigma: float, pri
     return (cov + cov.T) / 2.0  # exactly symmetric whatever the product's rounding
 
 
-def assimilate_var(positions, times, release, model: FlowModel, config: AssimConfig, key,
+def assimilate_var(positions, times, release, model: FlowModel, config: VarConfig | HybridConfig, key,
                    x_init=None, stages=None, iterations=None, prior=None) -> FieldEstimate:
     """Returns the 4D-Var MAP with its Laplace spread for one field.
 
     Args:
         positions: `(drifter, obs, 2)` unwrapped; times: `(drifter, obs)`; release: `(drifter, 2)` or None.
         x_init: `(2K,)` start (default the prior mean 0); stages: window fractions (default
-            config.continuation); iterations: per stage (default config.var_iterations).
+            config.continuation); iterations: per stage (default config.iterations).
         prior: (mean `(2K,)`, var `(2K,)`) Gaussian prior replacing N(0, D) (hybrid), or None.
     """
     start = time.perf_counter()
@@ -309,7 +311,7 @@ def assimilate_var(positions, times, release, model: FlowModel, config: AssimCon
     x0 = np.zeros(2 * model.n_modes) if x_init is None else np.asarray(x_init, np.float64)
     stages = config.continuation if stages is None else stages
     sigma, source = noise_sigma(positions, times, config)
-    x, history = fit(x0, obs, model, config, stages, iterations or config.var_iterations, sigma, prior)
+    x, history = fit(x0, obs, model, config, stages, iterations or config.iterations, sigma, prior)
     cov = laplace_covariance(x, obs, model, sigma, prior)
     full = observation_problem(obs, model, sigma, prior=prior)
     info = {"optimizer": config.optimizer, "sigma": sigma, "noise_source": source,

@@ -1,9 +1,6 @@
-"""Shared pieces of the assimilation methods: the flow model, observation bookkeeping,
-real <-> complex coefficient vectors, the differentiable observation operator and
-Gaussian posterior sampling.
-
-A coefficient vector is handled as the real vector x = (Re c, Im c) in R^{2K}, the fixed
-Eulerian embedding g_u (docs/design.md); the prior is x ~ N(0, diag(a_k^2 / 2, a_k^2 / 2)).
+"""The observation operator of the position methods (var, enkf, hybrid's refinement, sample): one field's
+tracks arranged for the simulator, and the RK4 positions at the observed slots with their sensitivity
+to the coefficients x = (Re c, Im c) (lagda.assimilation.model).
 """
 
 from __future__ import annotations
@@ -15,47 +12,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from simulate.flow import TWO_PI, TimeBasis, temporal_factor, velocity, velocity_basis
+from lagda.assimilation.model import to_complex
+from simulate.flow import TWO_PI, temporal_factor, velocity
 from simulate.integrate import explicit_rk_step, record
-
-
-@dataclasses.dataclass(frozen=True)
-class FlowModel:
-    """The model the tracks are assimilated into: modes, frequencies, prior scale, RK4 step, time basis."""
-
-    k1: np.ndarray  # int (mode,)
-    k2: np.ndarray  # int (mode,)
-    omega: np.ndarray  # float64 (mode,)
-    scale: np.ndarray  # float64 (mode,) prior std a_k = sqrt(E|c_k|^2)
-    dt: float  # RK4 step of the model
-    time: TimeBasis | None = None  # Legendre degree per mode over a window (simulate.flow), or None: f_k = 1
-
-    @property
-    def modes(self) -> tuple:
-        """Returns (k1, k2, omega, time): the arguments of simulate.flow's functions after the coefficients."""
-        return self.k1, self.k2, self.omega, self.time
-
-    @property
-    def n_modes(self) -> int:
-        """Number of Fourier modes K."""
-        return len(self.k1)
-
-    @property
-    def prior_var(self) -> np.ndarray:
-        """Returns the prior variances of x = (Re c, Im c), `(2K,)`: a_k^2 / 2 twice."""
-        half = np.asarray(self.scale, np.float64) ** 2 / 2.0
-        return np.concatenate([half, half])
-
-
-@dataclasses.dataclass(frozen=True)
-class FieldEstimate:
-    """One field's posterior: weighted samples, plus retrieval candidates when there are any."""
-
-    samples: np.ndarray  # complex (member, mode)
-    weights: np.ndarray  # float64 (member,), sums to 1
-    candidates: np.ndarray | None = None  # complex (rank, mode)
-    candidate_weights: np.ndarray | None = None  # (rank,)
-    info: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,17 +33,6 @@ class Observations:
     steps: np.ndarray  # int (drifter, obs) steps since the start, 0 where masked
     stride: int
     n_sim: int
-
-
-def to_real(coef) -> np.ndarray:
-    """Returns x = (Re c, Im c), `(..., 2K)` for complex `(..., mode)`."""
-    return np.concatenate([np.real(coef), np.imag(coef)], axis=-1)
-
-
-def to_complex(x):
-    """Returns c = x[:K] + i x[K:], complex `(..., mode)` for real `(..., 2K)` (jax or numpy)."""
-    k = x.shape[-1] // 2
-    return x[..., :k] + 1j * x[..., k:]
 
 
 def valid_mask(positions, times) -> np.ndarray:
@@ -159,7 +107,7 @@ def _tangent_field(state, t, args):
     """Returns d/dt of (z, S = dz/dx), `(2, 1 + 2K)`: the flow and its forward sensitivity.
 
     The velocity is linear in x = (a, b) = (Re c, Im c): w = 2 pi (sum k2 p, -sum k1 p) with
-    p_k = f_k(t) (a_k sin theta_k + b_k cos theta_k), theta_k = omega_k t + 2 pi k.z (velocity_matrix), so
+    p_k = f_k(t) (a_k sin theta_k + b_k cos theta_k), theta_k = omega_k t + 2 pi k.z (simulate.flow.velocity_basis), so
     dS/dt = (dw/dz) S + dw/dx with dw/dx = G(z, t) and dw/dz from q_k = dp_k/dtheta_k.
     """
     x, k1, k2, omega, time = args
@@ -195,25 +143,3 @@ def simulate_observed_tangent(x, z0, t0, index, k1, k2, omega, dt, n_sim: int, s
 
     states = jnp.take_along_axis(jax.vmap(one)(z0, t0), index[:, :, None, None], axis=1)
     return states[..., 0], states[..., 1:]
-
-
-velocity_matrix = velocity_basis  # G `(point, 2, 2K)` with w(z, t) = G x, numpy float64 (args: model.modes)
-
-
-def gaussian_samples(key, mean, cov, n: int) -> np.ndarray:
-    """Returns n antithetic draws of N(mean, cov) over x as complex coefficients `(member, mode)`.
-
-    Draws come in pairs mean +- L xi (plus the mean itself when n is odd), so the sample
-    mean equals `mean` exactly and Posterior.mean is the exact posterior mean.
-    """
-    eigval, eigvec = np.linalg.eigh((cov + cov.T) / 2.0)
-    root = eigvec * np.sqrt(np.clip(eigval, 0.0, None))[None, :]
-    xi = np.asarray(jax.random.normal(key, (n // 2, len(mean))), np.float64)
-    xi = np.concatenate([xi, -xi, np.zeros((n % 2, len(mean)))], axis=0)
-    return to_complex(mean[None, :] + xi @ root.T)
-
-
-def gaussian_estimate(key, mean, cov, members: int, info=None) -> FieldEstimate:
-    """Returns a FieldEstimate of equal-weight antithetic samples from N(mean, cov)."""
-    samples = gaussian_samples(key, mean, cov, members)
-    return FieldEstimate(samples, np.full(members, 1.0 / members), info=dict(info or {}))

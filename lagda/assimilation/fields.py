@@ -1,0 +1,87 @@
+"""Posterior fields on a grid: the mean and spread of psi, u, v of a posterior, and the `Result` written to file.
+
+psi, u, v are linear in the coefficients, so the mean field is the field of the mean coefficient and the
+variance is the weighted mean of the squared fields of the deviations (`grid_posterior`). `posterior_result`
+gathers what the result file holds (lagda.io.results.write_result writes it), in physical units for tracks
+with a mapping (lagda.io.physical.physical_fields).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lagda.assimilation.model import FlowModel
+from lagda.assimilation.posterior import Posterior
+from lagda.io.physical import physical_fields
+from lagda.io.results import FIELD_NAMES, Result
+from lagda.io.tracks import Tracks
+from simulate.flow import grid_fields
+
+_grid = jax.jit(grid_fields, static_argnames="n_grid")
+
+
+@functools.partial(jax.jit, static_argnames="n_grid")
+def _moments_batch(dcoef, weights, k1, k2, omega, times, n_grid, time=None):
+    """Returns sum_m w_m f(dcoef_m)^2 for f = psi, u, v: each `(time, y, x)`."""
+    return tuple(jnp.einsum("m,mtyx->tyx", weights, f**2) for f in grid_fields(dcoef, k1, k2, omega, times, n_grid, time))
+
+
+def grid_posterior(posterior: Posterior, k1, k2, omega, times, n_grid: int = 32, batch: int = 64, time=None) -> dict:
+    """Returns posterior mean and std of psi, u, v on the grid: `{psi_mean, psi_std, ...}`, each `(field, time, y, x)`.
+
+    psi, u, v are linear in c, so the mean field is the field of the mean coefficient and the
+    variance is sum_m w_m f(c_m - mean)^2; members are processed `batch` at a time (padded with
+    zero weight, so one compilation serves all batches) to bound memory.
+
+    Args:
+        posterior: weighted samples `(field, member, mode)`.
+        k1, k2: integer `(mode,)`; omega `(mode,)`; times `(time,)`; n_grid: points per side;
+        time: the model's `simulate.flow.TimeBasis`, or None.
+    """
+    k1, k2 = jnp.asarray(k1), jnp.asarray(k2)
+    omega, times = jnp.asarray(omega, jnp.float64), jnp.asarray(times, jnp.float64)
+    mean = posterior.mean
+    means = [np.asarray(f) for f in _grid(jnp.asarray(mean), k1, k2, omega, times, n_grid=n_grid, time=time)]
+    out = {f"{name}_mean": m for name, m in zip(FIELD_NAMES, means)}
+    samples, weights = np.asarray(posterior.samples, np.complex128), np.asarray(posterior.weights, np.float64)
+    n_member = samples.shape[1]
+    size = min(batch, n_member)
+    n_pad = -n_member % size
+    dev = np.concatenate([samples - mean[:, None, :], np.zeros((samples.shape[0], n_pad, samples.shape[2]))], axis=1)
+    w = np.concatenate([weights, np.zeros((weights.shape[0], n_pad))], axis=1)
+    var = [np.zeros_like(m) for m in means]
+    for f in range(samples.shape[0]):
+        for start in range(0, n_member + n_pad, size):
+            parts = _moments_batch(jnp.asarray(dev[f, start : start + size]), jnp.asarray(w[f, start : start + size]),
+                                   k1, k2, omega, times, n_grid, time)
+            for v, part in zip(var, parts):
+                v[f] += np.asarray(part)
+    out.update({f"{name}_std": np.sqrt(np.maximum(v, 0.0)) for name, v in zip(FIELD_NAMES, var)})
+    return out
+
+
+def posterior_result(posterior: Posterior, model: FlowModel, times, n_grid: int = 32, tracks: Tracks | None = None,
+                     attrs: dict | None = None) -> Result:
+    """Returns the `Result` of a posterior: coefficient moments, psi, u, v mean and std on the grid x_i = i / n_grid
+    at model `times` `(time,)` (physical units for tracks with a mapping), the tracks and the method's diagnostics.
+
+    Raises:
+        ValueError: if the posterior's mode count differs from the model's.
+    """
+    if np.shape(posterior.samples)[2] != model.n_modes:
+        raise ValueError(f"posterior has {np.shape(posterior.samples)[2]} modes but the model has {model.n_modes}")
+    grid = np.arange(n_grid) / n_grid
+    times = np.asarray(times, np.float64)
+    fields = grid_posterior(posterior, model.k1, model.k2, model.omega, times, n_grid, time=model.time)
+    mapping = None if tracks is None else tracks.mapping
+    if mapping is not None:
+        fields = physical_fields(fields, mapping, grid)
+    candidates = None if posterior.candidates is None else np.asarray(posterior.candidates, np.complex128)
+    return Result(model.k1, model.k2, model.omega, posterior.mean, posterior.std_re, posterior.std_im, fields, grid,
+                  grid, times, posterior.method, dict(attrs or {}), candidates, posterior.candidate_weights,
+                  posterior.seconds, tracks, None if tracks is None else tracks.true_coef, posterior.diagnostics(),
+                  mapping, model.time)

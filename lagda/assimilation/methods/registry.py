@@ -1,0 +1,192 @@
+"""The assimilation methods as objects: each owns its config and is called as `method(tracks, model, key)`.
+
+    method = METHODS["linear"](noise_std=1e-3)          # or Linear(LinearConfig(noise_std=1e-3))
+    posterior = method(tracks, model, jax.random.key(0))  # Posterior of every field of `tracks`
+
+A method object is built from its config (a frozen dataclass of lagda.assimilation.methods.config,
+validated on construction) and, for the learned methods, a trained encoder (`Scorer`, or
+`Embed.from_run(run_dir)`). The classes here are thin: each imports its implementation module (JAX)
+on first call, so `METHODS` can be read at start-up by the command line, which makes one option per
+config field.
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from typing import ClassVar
+
+from lagda.assimilation.methods.config import (EmbedConfig, EnkfConfig, HybridConfig, LinearConfig, MethodConfig,
+                                               RetrieveConfig, VarConfig, configure)
+from lagda.assimilation.posterior import FieldEstimate, Posterior, stack_estimates
+
+
+class Method(abc.ABC):
+    """An assimilation method: its config, and `__call__(tracks, model, key) -> Posterior`.
+
+    Class attributes: `name` (the --method value), `Config` (its config class), `summary` (one line),
+    `learned` (needs a trained encoder), `chosen_basis` (works in a chosen basis with a time basis).
+    """
+
+    name: ClassVar[str]
+    Config: ClassVar[type[MethodConfig]]
+    summary: ClassVar[str]
+    learned: ClassVar[bool] = False
+    chosen_basis: ClassVar[bool] = True
+
+    def __init__(self, config: MethodConfig | None = None, **options):
+        """Builds the method from `config`, or from `options` (its config's field names; the previous release's
+        names are accepted with a note in `self.notes`).
+
+        Raises:
+            ValueError: for an unknown option or a bad value (one line); TypeError: for another method's config.
+        """
+        if config is not None and options:
+            raise ValueError(f"{self.name}: pass a config or options, not both")
+        if config is not None and not isinstance(config, self.Config):
+            raise TypeError(f"{self.name} takes a {self.Config.__name__}, got a {type(config).__name__}")
+        self.config, notes = (config.validate(), []) if config is not None else configure(self.name, self.Config, options)
+        self.notes = tuple(notes)
+
+    def __call__(self, tracks, model, key=None) -> Posterior:
+        """Returns the posterior of every field of `tracks` (lagda.io.tracks.Tracks; field f of the posterior is
+        field f of the tracks) in `model` (lagda.assimilation.model.FlowModel), from `key` (default key(0)).
+
+        Raises:
+            ValueError: for tracks the method cannot use, or a chosen basis the method does not take.
+        """
+        import jax
+
+        if model.time is not None and not self.chosen_basis:
+            raise ValueError(f"{self.name} compares tracks with a trained model's flows, which have no time basis: "
+                             "use linear, var or enkf with a chosen basis")
+        with jax.enable_x64(True):  # the inversions need float64 whatever the caller's JAX setting
+            key = jax.random.key(0) if key is None else key
+            estimates, seconds = self.estimates(tracks, model, key)
+        return stack_estimates(estimates, self.name, seconds)
+
+    def estimates(self, tracks, model, key) -> tuple[list[FieldEstimate], list[float]]:
+        """Returns (FieldEstimate per field, wall seconds per field): `estimate` on each field with key fold_in(key, f)."""
+        import jax
+
+        out, seconds = [], []
+        for f in range(tracks.n_field):
+            start = time.perf_counter()
+            out.append(self.estimate(tracks.for_field(f), model, jax.random.fold_in(key, f)))
+            seconds.append(time.perf_counter() - start)
+        return out, seconds
+
+    @abc.abstractmethod
+    def estimate(self, tracks, model, key) -> FieldEstimate:
+        """Returns the estimate of one field from its tracks (a one-field Tracks)."""
+
+
+class Linear(Method):
+    name, Config = "linear", LinearConfig
+    summary = ("closed-form linear-Gaussian posterior from the tracks' velocities (or, on noisy dense tracks, their "
+               "displacements), noise by empirical Bayes")
+
+    def estimate(self, tracks, model, key) -> FieldEstimate:
+        from lagda.assimilation.methods.linear import assimilate_linear
+
+        return assimilate_linear(tracks.positions, tracks.times, tracks.release, model, self.config, key)
+
+
+class Var(Method):
+    name, Config = "var", VarConfig
+    summary = "4D-Var through the differentiable simulator (Levenberg-Marquardt, continuation) with its Laplace spread"
+
+    def estimate(self, tracks, model, key) -> FieldEstimate:
+        from lagda.assimilation.methods.variational import assimilate_var
+
+        return assimilate_var(tracks.positions, tracks.times, tracks.release, model, self.config, key)
+
+
+class Enkf(Method):
+    name, Config = "enkf", EnkfConfig
+    summary = "ensemble Kalman inversion (ES-MDA over growing windows)"
+
+    def estimate(self, tracks, model, key) -> FieldEstimate:
+        from lagda.assimilation.methods.ensemble import assimilate_enkf
+
+        return assimilate_enkf(tracks.positions, tracks.times, tracks.release, model, self.config, key)
+
+
+class LearnedMethod(Method):
+    """A method that compares tracks with a trained encoder's embedding of a bank of coefficients.
+
+    The object keeps the i.i.d. prior bank it drew (up to config.bank_cache_mb) for its later calls.
+    """
+
+    learned, chosen_basis = True, False
+
+    def __init__(self, encoder, config: MethodConfig | None = None, bank=None, **options):
+        """Args:
+            encoder: lagda.assimilation.methods.learned.Scorer (the trained model's comparison of tracks with
+                coefficients); bank: complex `(n, mode)` coefficients to rank, or None for prior draws.
+        """
+        super().__init__(config, **options)
+        self.encoder, self.bank, self.bank_cache = encoder, bank, {}
+
+    @classmethod
+    def from_run(cls, run_dir, config: MethodConfig | None = None, bank=None, **options) -> "LearnedMethod":
+        """Returns the method with the encoder of a trained run (restored once)."""
+        from lagda.assimilation.methods.learned import scorer_from_run
+
+        return cls(scorer_from_run(run_dir)[0], config, bank, **options)
+
+    def estimates(self, tracks, model, key) -> tuple[list[FieldEstimate], list[float]]:
+        from lagda.assimilation.methods.learned import bank_estimates
+
+        return bank_estimates(self.name, tracks, model, self.config, self.encoder, key, self.bank, self.bank_cache)
+
+    def estimate(self, tracks, model, key) -> FieldEstimate:
+        import jax
+
+        return self.estimates(tracks, model, jax.random.fold_in(key, 0))[0][0]
+
+
+class Retrieve(LearnedMethod):
+    name, Config = "retrieve", RetrieveConfig
+    summary = "the paper's Algorithm 1: top candidates of a coefficient bank by learned similarity, softmax weights"
+
+
+class Embed(LearnedMethod):
+    name, Config = "embed", EmbedConfig
+    summary = "the learned conditional: weighted mean and spread over a large prior bank"
+
+
+class Hybrid(LearnedMethod):
+    name, Config = "hybrid", HybridConfig
+    summary = ("the learned conditional as the prior of the linear inversion; on sparse tracks a Gauss-Newton "
+               "4D-Var on the positions follows")
+
+    def estimates(self, tracks, model, key) -> tuple[list[FieldEstimate], list[float]]:
+        from lagda.assimilation.methods.hybrid import hybrid_estimates
+
+        return hybrid_estimates(tracks, model, self.config, self.encoder, key, self.bank, self.bank_cache)
+
+
+METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (Linear, Var, Enkf, Retrieve, Embed, Hybrid)}
+
+
+def make_method(name: str, options: dict | None = None, run_dir=None, encoder=None) -> Method:
+    """Returns the method `name` with `options`, a learned one with the encoder given or restored from `run_dir`.
+
+    Raises:
+        ValueError: for an unknown method or option, or a learned method without an encoder or run.
+    """
+    if name not in METHODS:
+        raise ValueError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}")
+    cls = METHODS[name]
+    config, notes = configure(name, cls.Config, dict(options or {}))  # checked before any run is restored
+    if not cls.learned:
+        method = cls(config)
+    elif encoder is not None:
+        method = cls(encoder, config)
+    elif run_dir is None:
+        raise ValueError(f"method {name!r} needs a trained model (--model RUN, or run_dir in Python)")
+    else:
+        method = cls.from_run(run_dir, config=config)
+    method.notes = tuple(notes)
+    return method
