@@ -38,6 +38,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 DIRECTIONS = ("traj_to_coef", "coef_to_traj")  # the paper's rows: top, bottom
 SPLITS = ("train", "test")
+NAMES = {"traj": "trajectory", "coef": "coefficients"}
 # The paper's Figure 14 as its text describes it (section 6.3); it gives no numbers, so these are qualitative.
 PAPER = {"R@5": "approaches 100% on train and test by epoch 20",
          "R@1": "below R@5, rising over the 20 epochs",
@@ -92,8 +93,8 @@ def plot(records: list[dict], out: pathlib.Path, csv: pathlib.Path | None = None
                 if final and key in final:
                     ax.plot(epochs[-1], final[key], "*", color=color, ms=12, mec="k",
                             label=f"{split}, {final[f'{split}/library']:,} library")
-            ax.set_title(f"{direction.replace('_to_', ' -> ').replace('coef', 'coefficients').replace('traj', 'trajectory')}"
-                         f"  R@{k}", fontsize=10)
+            source, target = (NAMES[side] for side in direction.split("_to_"))
+            ax.set_title(f"{source} -> {target}  R@{k}", fontsize=10)
             ax.set_ylim(0, 1)
             ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize=8)
