@@ -9,16 +9,18 @@ run has it, R@10), writing a .png and a .csv (one row per evaluated epoch, with 
     python3 experiments/fig14_retrieval.py --run RUN_DIR          # seconds
     python3 experiments/fig14_retrieval.py --quick                # trains a tiny run first (~1 min)
 
-The paper preset on a GPU (results/paper_gpu: the run's metrics.jsonl, config.json and the
-full-library final_eval.json; the device command ran `.gpu/run.sh`, a copy of the branch's
-library beside it, on one H200):
+The paper preset on one H200 (results/paper_gpu: the run's metrics.jsonl and config.json, the
+full-library final_eval.json, the device logs). Two device calls ran, from a copy of this
+library, what follows; the first stopped training at its deadline after epoch 12 (SIGTERM by
+`timeout`), the second (`--resume`, the same machine still warm) after epoch 14:
 
     lagda simulate --preset paper --seed 1 --out paper_1.nc --chunk-size 32768
     lagda simulate --preset paper --seed 2 --out paper_2.nc --chunk-size 32768
-    lagda train --preset paper --epochs 20 --train paper_1.nc --test paper_2.nc --run-dir run \\
-        --eval-library 4096 --keep-checkpoints 1          # stopped at the command's deadline
-    lagda evaluate --model run --data paper_2.nc --split test  (and paper_1.nc --split train)
-    python3 experiments/fig14_retrieval.py --run results/paper_gpu --final results/paper_gpu/final_eval.json \\
+    timeout SECONDS lagda train --preset paper --epochs 20 --train paper_1.nc --test paper_2.nc --run-dir run \
+        --eval-library 4096 --keep-checkpoints 1 --no-progress        # then the same with --resume
+    lagda evaluate --model run --data paper_2.nc --split test         # and paper_1.nc --split train
+    python3 benchmarks/bench_simulate.py --fast-batch 65536 --repeats 2
+    python3 experiments/fig14_retrieval.py --run results/paper_gpu --final results/paper_gpu/final_eval.json \
         --out docs/figures/fig14_paper.png --csv results/fig14_paper.csv --paper
 """
 
@@ -35,6 +37,7 @@ import matplotlib
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 DIRECTIONS = ("traj_to_coef", "coef_to_traj")  # the paper's rows: top, bottom
 SPLITS = ("train", "test")
@@ -59,10 +62,10 @@ def recall_ks(records: list[dict]) -> list[int]:
     return sorted({int(key.rsplit("@", 1)[1]) for r in records for key in r if "/R@" in key})
 
 
-def eval_library(run_dir) -> int | None:
-    """Returns the retrieval library size of the run's per-epoch evaluations (config.json), or None."""
+def run_config(run_dir) -> dict:
+    """Returns the run's config.json as a dict ({} if it has none)."""
     path = pathlib.Path(run_dir) / "config.json"
-    return json.loads(path.read_text()).get("eval_library") if path.is_file() else None
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def csv_rows(records: list[dict], ks: list[int], library, final: dict | None) -> list[str]:
@@ -78,8 +81,11 @@ def csv_rows(records: list[dict], ks: list[int], library, final: dict | None) ->
 
 
 def plot(records: list[dict], out: pathlib.Path, csv: pathlib.Path | None = None, library=None,
-         final: dict | None = None) -> None:
-    """Draws the Figure-14 grid from the records (and the final full-library stars); writes out and csv."""
+         final: dict | None = None, epochs_planned: int | None = None) -> None:
+    """Draws the Figure-14 grid from the records (and the final full-library stars); writes out and csv.
+
+    `epochs_planned`: the run's configured epochs, the x range (a run stopped early shows how far it got).
+    """
     ks = recall_ks(records)
     fig, axes = plt.subplots(2, len(ks), figsize=(3.6 * len(ks) + 1, 6), sharex=True, sharey=True, squeeze=False)
     epochs = [r["epoch"] for r in records]
@@ -96,6 +102,8 @@ def plot(records: list[dict], out: pathlib.Path, csv: pathlib.Path | None = None
             source, target = (NAMES[side] for side in direction.split("_to_"))
             ax.set_title(f"{source} -> {target}  R@{k}", fontsize=10)
             ax.set_ylim(0, 1)
+            ax.set_xlim(0.5, max(epochs_planned or 0, epochs[-1]) + 0.5)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize=8)
     for ax in axes[1]:
@@ -146,9 +154,11 @@ def main(argv=None) -> None:
         run = _quick_run(pathlib.Path(tmp)) if args.quick else args.run
         if run is None:
             parser.error("give --run RUN_DIR or --quick")
-        records, library = read_metrics(run), eval_library(run)
+        records, config = read_metrics(run), run_config(run)
+        library = config.get("eval_library")
         final = json.loads(pathlib.Path(args.final).read_text()) if args.final else None
-        plot(records, pathlib.Path(args.out), None if args.csv is None else pathlib.Path(args.csv), library, final)
+        plot(records, pathlib.Path(args.out), None if args.csv is None else pathlib.Path(args.csv), library, final,
+             config.get("epochs"))
     if args.paper:
         print(compare_with_paper(records, library, final))
     else:
