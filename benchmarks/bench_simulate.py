@@ -6,7 +6,10 @@ scientist would write), (b) the reference `simulate_tracks` (jit, float32), (c)
 given as a ratio to (a) measured in the same run, since the machine is shared. The model is
 the paper's: 49 modes, spectrum(k1, k2, 1.5, 10), omega ~ U(-20 pi, 20 pi), dt = 1e-5.
 
-    python3 benchmarks/bench_simulate.py [--quick | --full-paper]
+    python3 benchmarks/bench_simulate.py [--quick | --full-paper] [--fast-batch N]
+
+`--fast-batch` sets the trajectories of the fast-kernel rows (4096 fills a CPU; a GPU needs
+tens of thousands of trajectories in flight).
 """
 
 from __future__ import annotations
@@ -100,11 +103,11 @@ def matmul_peak(n=4096, repeats=3):
     return 2 * n**3 / wall / 1e9
 
 
-def measure_rows(quick, repeats):
-    """Returns the benchmark rows: (name, batch, steps, wall s, cpu s)."""
+def measure_rows(quick, repeats, fast_batch=4096):
+    """Returns the benchmark rows: (name, batch, steps, wall s, cpu s); `fast_batch`: trajectories of rows (c)."""
     n_np, s_np = (64, 20) if quick else (1024, 200)
     n_ref, s_ref = (64, 20) if quick else (1024, 200)
-    n_fast, s_fast = (256, 100) if quick else (4096, 1000)
+    n_fast, s_fast = (256, 100) if quick else (fast_batch, 1000)
     rows = []
     coef, release, k1, k2, omega = problem(n_np, jnp.float64)
     c, z = np.asarray(coef), np.asarray(release[:, 0])
@@ -148,9 +151,10 @@ def main():
     parser.add_argument("--quick", action="store_true", help="tiny sizes, a smoke test")
     parser.add_argument("--full-paper", action="store_true", help="also integrate the whole paper dataset")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--fast-batch", type=int, default=4096, help="trajectories of the fast-kernel rows")
     args = parser.parse_args()
     print(f"jax {jax.__version__}, devices {jax.devices()}, load average {os.getloadavg()[0]:.1f}")
-    rows = measure_rows(args.quick, args.repeats)
+    rows = measure_rows(args.quick, args.repeats, args.fast_batch)
     peak = matmul_peak(1024 if args.quick else 4096)
     ops, trig = flops_per_step()
     base = rows[0][1] * rows[0][2] / rows[0][3]

@@ -450,7 +450,7 @@ def _run_train(args) -> int:
 
 
 def _add_evaluate_parser(subparsers) -> None:
-    p = subparsers.add_parser("evaluate", help="retrieval R@1/R@5 of a trained run on a dataset, or (--assimilation) "
+    p = subparsers.add_parser("evaluate", help="retrieval R@1/5/10 of a trained run on a dataset, or (--assimilation) "
                               "every assimilation score per method on tracks with known truth")
     p.add_argument("--model", default=None, help="run directory written by `lagda train` (required without --assimilation)")
     p.add_argument("--data", default=None, help="dataset file (.nc) with the run's modes and frequencies (retrieval mode)")

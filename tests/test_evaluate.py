@@ -29,7 +29,7 @@ def test_cli_writes_metric_keys(run_and_data, capsys):
     assert main(["evaluate", "--model", str(run_and_data / "run"), "--data", str(run_and_data / "test.npz"),
                  "--out", str(out), "--batch-size", "8"]) == 0
     metrics = json.loads(out.read_text())
-    assert set(metrics) == {f"test/{d}/R@{k}" for d in ("coef_to_traj", "traj_to_coef") for k in (1, 5)}
+    assert set(metrics) == {f"test/{d}/R@{k}" for d in ("coef_to_traj", "traj_to_coef") for k in (1, 5, 10)}
     assert all(0.0 <= v <= 1.0 for v in metrics.values())
     assert metrics["test/coef_to_traj/R@5"] >= metrics["test/coef_to_traj/R@1"]
 

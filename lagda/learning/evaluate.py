@@ -1,4 +1,4 @@
-"""Retrieval evaluation of a trained run on a dataset: Recall@1 and @5 in both directions.
+"""Retrieval evaluation of a trained run on a dataset: Recall@1, @5 and @10 in both directions.
 
 Keys are "<split>/<direction>/R@<k>" with direction coef_to_traj (query g_u(c), library of
 trajectory embeddings) or traj_to_coef (query g_v(v), library of coefficient embeddings),
@@ -21,6 +21,8 @@ from lagda.learning.encoders import embed_coefficients, similarity_mask
 from lagda.learning.model import Contrastive, embed_track_sets, embed_tracks, kernel_set_similarity, load_trained
 from lagda.learning.retrieval import retrieval_metrics
 from lagda.report import format_table as table
+
+RECALL_KS = (1, 5, 10)  # the cut-offs k of every R@k written (Figure 14 shows 1 and 5)
 
 
 # One function object per kind (retrieval caches its compiled kernels by function); tau = 1
@@ -51,13 +53,13 @@ def retrieval_scores(model, data: PairedData, config: TrainConfig, library: int 
         v_emb = jnp.asarray(embed_tracks(encoder, data.positions[:n], config.eval_batch, estimates, progress)) * mask[None]
         u_emb = embed_coefficients(coef) * mask[None]
         similarity = _RANKING_SIMILARITY[config.similarity]
-    scores = retrieval_metrics(u_emb, v_emb, similarity, ks=(1, 5), batch_size=config.eval_batch)
+    scores = retrieval_metrics(u_emb, v_emb, similarity, ks=RECALL_KS, batch_size=config.eval_batch)
     return {f"{prefix}/{key}": float(value) for key, value in scores.items()}
 
 
 def evaluate(run_dir, data_path, split: str = "test", library_size: int | None = None,
              batch_size: int = 512, progress: bool = False) -> dict:
-    """Returns {"<split>/<direction>/R@<k>": fraction} for k in (1, 5) on a dataset file.
+    """Returns {"<split>/<direction>/R@<k>": fraction} for k in RECALL_KS (1, 5, 10) on a dataset file.
 
     Args:
         run_dir: a training run directory (config.json, dataset.json, checkpoints/).

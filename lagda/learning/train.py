@@ -274,7 +274,7 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
 
     Minimises config.loss (default L_cond, eq. 12 / Opt. Problem 3.13) over mini-batches of
     pairs; after every epoch saves a checkpoint and appends train loss, throughput and
-    retrieval R@1/R@5 (train and test libraries) to metrics.jsonl.
+    retrieval R@1/5/10 (train and test libraries) to metrics.jsonl.
 
     Args:
         train_data, test_data: PairedData or dataset paths (test_data may be None), or lists of
