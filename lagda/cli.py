@@ -247,7 +247,8 @@ def _add_assimilate_parser(subparsers) -> None:
         description="Assimilate drifter tracks into the flow model: writes the posterior over the Fourier "
                     "coefficients and the posterior mean/std of psi, u, v on a grid to a netCDF result file.")
     p.add_argument("--model", metavar="RUN", help="trained model run directory (used by retrieve, embed, hybrid; "
-                   "default for them: the model shipped with lagda, lagda/shipped/model/); for linear, var, enkf it supplies the modes "
+                   "default for them: the encoder shipped with lagda that reads every observation regime, lagda/shipped/learned/); "
+                   "for linear, var, enkf it supplies the modes "
                    "and prior when given, else they come from the track file")
     p.add_argument("--tracks", required=True, metavar="FILE",
                    help="track file: CF trajectory netCDF (multidimensional, orthogonal or contiguous ragged, e.g. "
@@ -320,9 +321,9 @@ def _run_assimilate(args: argparse.Namespace) -> int:
     from lagda.assimilation.assimilate import assimilate_file
 
     if args.model is None and ASSIM_METHODS[args.method].learned and args.basis is None:
-        from lagda.demo import shipped
+        from lagda.demo import DEFAULT_MODEL, shipped
 
-        args.model = str(shipped("model"))  # the learned methods default to the shipped encoder
+        args.model = str(shipped(DEFAULT_MODEL))  # the learned methods default to the shipped encoder of every regime
     summary = assimilate_file(args.tracks, args.out, args.method, run_dir=args.model, n_grid=args.n_grid,
                               plot=args.plot, overwrite=args.overwrite, seed=args.seed, dt=args.dt, box=args.box,
                               time_scale=args.time_scale, basis=args.basis, k_max=args.k_max, degree=args.degree,
@@ -503,7 +504,7 @@ def _run_evaluate_assimilation(args) -> int:
 def _add_demo_parser(subparsers) -> None:
     p = subparsers.add_parser("demo", help="recover velocity fields from the shipped example tracks (a few minutes on a CPU)")
     p.add_argument("--out-dir", default="lagda-demo", help="where result files and figures go (default: lagda-demo)")
-    p.add_argument("--model", default=None, help="run directory (default: the shipped model, lagda/shipped/model)")
+    p.add_argument("--model", default=None, help="run directory (default: the shipped encoder of every regime, lagda/shipped/learned)")
     p.add_argument("--tracks", default=None, help="track file (default: the shipped lagda/shipped/example_tracks.nc)")
     p.add_argument("--methods", nargs="+", default=["linear", "embed", "hybrid"],
                    choices=list(ASSIM_METHODS), help="assimilation methods to compare")

@@ -1,7 +1,7 @@
 """`lagda demo`: from shipped drifter tracks to recovered velocity fields, with errors.
 
-Default: the shipped model (lagda/shipped/model/) and example tracks (lagda/shipped/example_tracks.nc, held out
-from training) are assimilated with several methods; each writes a result file and a figure,
+Default: the shipped encoder that reads every observation regime (lagda/shipped/learned/, the `learned` set
+encoder trained on a mixture of regimes) and example tracks (lagda/shipped/example_tracks.nc, held out from training) are assimilated with several methods; each writes a result file and a figure,
 and a table of errors against the known truth is printed. `full=True` runs everything from
 scratch: simulate the small datasets, train the cpu preset, evaluate retrieval, export
 tracks, assimilate.
@@ -13,6 +13,7 @@ import pathlib
 import time
 
 SHIPPED = pathlib.Path(__file__).resolve().parent / "shipped"  # package data: installed with lagda
+DEFAULT_MODEL = "learned"  # the shipped run the learned methods use without --model: it reads any times, gaps, drifters
 DEFAULT_METHODS = ("linear", "embed", "hybrid")
 COLUMNS = (("velocity_rel_l2", "field err"), ("track_velocity_rel_l2", "track-vel err"),
            ("forecast_rms", "forecast rms"), ("velocity_calibration", "95% cover"), ("seconds_per_track", "s/track"))
@@ -73,8 +74,8 @@ def run_demo(out_dir="lagda-demo", *, model=None, tracks=None, methods=DEFAULT_M
 
     Args:
         out_dir: output folder (created).
-        model, tracks: run directory and track file; default the shipped model and example
-            tracks (lagda/shipped/).
+        model, tracks: run directory and track file; default the shipped encoder of every regime
+            (lagda/shipped/learned) and example tracks (lagda/shipped/).
         methods: assimilation methods to run.
         full: simulate, train and evaluate from scratch first (3.6 min measured on 2 cores).
     """
@@ -84,7 +85,7 @@ def run_demo(out_dir="lagda-demo", *, model=None, tracks=None, methods=DEFAULT_M
     out_dir.mkdir(parents=True, exist_ok=True)
     if full:
         model, tracks = _from_scratch(out_dir, progress, log)
-    model = pathlib.Path(model) if model is not None else shipped("model")
+    model = pathlib.Path(model) if model is not None else shipped(DEFAULT_MODEL)
     tracks = pathlib.Path(tracks) if tracks is not None else shipped("example_tracks.nc")
     rows = {}
     for method in methods:

@@ -200,7 +200,7 @@ def test_cli_assimilate_help_names_the_default_model(capsys):
 
     assert main(["assimilate", "--help"]) == 0
     out = capsys.readouterr().out
-    assert "lagda/shipped/model/" in out and "--members" in out and "--n-grid" in out and "--noise-std" in out
+    assert "lagda/shipped/learned/" in out and "--members" in out and "--n-grid" in out and "--noise-std" in out
     assert "--bank-size" in out and "--refine" in out and "--hybrid-refine" not in out  # old names: accepted, not shown
 
 
@@ -248,4 +248,4 @@ def test_cli_assimilate_learned_method_defaults_to_the_shipped_model(tmp_path, c
                  "--top-k", "4", "--n-grid", "4", "--out", str(tmp_path / "r.nc")])
     assert code == 0 and "wrote" in capsys.readouterr().out
     with netCDF4.Dataset(tmp_path / "r.nc") as nc:  # the run is recorded by name and content hash
-        assert nc.model_run == run_identity(shipped("model")) and nc.dimensions["rank"].size == 4
+        assert nc.model_run == run_identity(shipped("learned")) and nc.dimensions["rank"].size == 4
