@@ -132,8 +132,24 @@ def test_one_iteration_from_the_prior_mean_is_not_converged_and_noise_is_estimat
     est = assimilate_var(positions, twin.times, twin.release[0], twin.model, config, jax.random.key(0), stages=(1.0,))
     info = est.info
     assert not info["converged"] and info["stop"] == "max_iterations" and info["iterations"] == 1
-    assert info["noise_source"] == "estimated" and 0.8 * NOISE < info["sigma"] < 1.25 * NOISE
+    assert info["noise_source"] == "evidence" and 0.8 * NOISE < info["sigmas_tried"][0] < 1.25 * NOISE
+    assert 0.8 * NOISE < info["sigma"] < 1.25 * NOISE
     assert info["cost"] < info["cost_start"]
+
+
+@pytest.mark.parametrize("noise", [1e-4, 1e-3])
+def test_noise_of_sparse_tracks_is_estimated_from_the_evidence(noise):
+    """4 drifters, 10 positions 100 RK4 steps apart: third differences see the track's curvature, not the
+    noise (the fit starts at the floor); the evidence of the fit finds the noise. With 80 positions the
+    estimate's sampling error is about 1 / sqrt(2 (80 - 18)) = 9%; the band is four of those."""
+    sparse = make_twin(n_field=2, n_drifter=4, n_obs=10, stride=100, seed=2)
+    rng = np.random.default_rng(5)
+    for f in range(2):
+        positions = sparse.positions[f] + noise * rng.normal(size=sparse.positions[f].shape)
+        est = assimilate_var(positions, sparse.times, sparse.release[f], sparse.model, VarConfig(members=4, iterations=10),
+                             jax.random.key(0))
+        assert est.info["sigmas_tried"][0] == VarConfig().sigma_floor and est.info["noise_source"] == "evidence"
+        assert 0.65 * noise < est.info["sigma"] < 1.35 * noise, est.info["sigmas_tried"]
 
 
 def test_noise_sigma_sources(twin, noisy):

@@ -175,7 +175,7 @@ def _describe_field(info: dict) -> str:
             words.append(f"{label} {info[key]:.2g}")
     given = info.get("noise_source", {True: "given", False: "estimated"}.get(info.get("noise_std_given")))
     if given is not None:
-        words.append("noise " + ("estimated" if given == "empirical_bayes" else str(given)))
+        words.append("noise " + {"empirical_bayes": "estimated", "evidence": "from the fit's evidence"}.get(given, str(given)))
     if info.get("learned_conditional") is False:
         words.append(f"learned prior unused ({info.get('learned_fallback', 'no reason given')})")
     elif "prior_inflation" in info:

@@ -131,16 +131,14 @@ def assimilate_hybrid(positions, times, release, model: FlowModel, config: Hybri
     refine = config.refine == "gauss_newton" or (config.refine == "auto" and sparse)
     if not refine:
         return gaussian_estimate(key, mean, cov, config.members, info)
-    sigma = config.noise_std or info.get("noise_std_est")
-    var_config = dataclasses.replace(config, noise_std=sigma) if sigma else config
     key_search, key_starts = jax.random.split(key)
     starts = [mean]
     if config.starts > 1:  # the learned conditional's mean and draws (search.gaussian_starts)
         starts += list(gaussian_starts(*learned, config.starts - 1, key_starts))
-    out = multistart_map(positions, times, release, model, var_config, key_search, np.stack(starts),
-                         config.iterations, config.continuation)
-    # the search reports its sigma as "given" (hybrid passes its own estimate): keep hybrid's account of it
-    return dataclasses.replace(out, info={**info, **out.info, "noise_source": info.get("noise_source"), "refined": True,
+    # the position noise: given, else the evidence of the refined fit (search.multistart_map)
+    out = multistart_map(positions, times, release, model, config, key_search, np.stack(starts), config.iterations,
+                         config.continuation)
+    return dataclasses.replace(out, info={**info, **out.info, "refined": True,
                                           "starts": "product mean" + (f" + learned conditional mean and {len(starts) - 2} "
                                                                       "draws" if len(starts) > 1 else "")})
 

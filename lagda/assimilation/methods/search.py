@@ -29,7 +29,8 @@ from lagda.assimilation.model import FlowModel, to_real
 from lagda.assimilation.methods.observations import arrange
 from lagda.assimilation.methods.linear_gaussian import gaussian_estimate
 from lagda.assimilation.methods.config import OptimiserConfig, VarConfig
-from lagda.assimilation.methods.variational import cost, fit, laplace_covariance, noise_sigma, observation_problem
+from lagda.assimilation.methods.variational import (cost, fit, fit_noise, laplace_covariance, noise_sigma,
+                                                    observation_problem)
 
 
 def gaussian_starts(mean, var, n: int, key, include_mean: bool = True) -> np.ndarray:
@@ -96,7 +97,8 @@ def multistart_map(positions, times, release, model: FlowModel, config: Optimise
                    iterations: int | None = None, stages=(1.0,), prior=None, basin_tol: float = 1e-2) -> FieldEstimate:
     """Returns the lowest-cost 4D-Var end point over `starts`, with its Laplace spread.
 
-    sigma of the misfit as `var` takes it (variational.noise_sigma: given, estimated or floored).
+    sigma of the misfit as `var` takes it (variational.noise_sigma: given, else the starts run at the estimated or
+    floored one and the best end point is refitted at the sigma of most evidence, variational.fit_noise).
 
     Args:
         positions: `(drifter, obs, 2)` unwrapped; times: `(drifter, obs)`; release: `(drifter, 2)` or None.
@@ -106,8 +108,8 @@ def multistart_map(positions, times, release, model: FlowModel, config: Optimise
         basin_tol: end points within this prior-whitened RMS distance of the best are in its basin.
     Returns:
         FieldEstimate of config.members samples of N(x_best, Laplace covariance); info (JSON types):
-        costs (per start), distances (whitened, to the best), chosen, n_starts, n_in_best_basin,
-        cost_best, basin_tol, sigma, noise_source, seconds.
+        costs (per start, at the starting sigma), distances (whitened, to the best), chosen, n_starts,
+        n_in_best_basin, cost_best (at the final sigma), basin_tol, sigma, noise_source, sigmas_tried, seconds.
     """
     start_time = time.perf_counter()
     starts = np.atleast_2d(np.asarray(starts, np.float64))
@@ -122,13 +124,18 @@ def multistart_map(positions, times, release, model: FlowModel, config: Optimise
     best = int(np.argmin(costs))
     var = model.prior_var if prior is None else np.asarray(prior[1], np.float64)
     dist = whitened_distance(ends, ends[best][None, :], var)
-    cov = laplace_covariance(ends[best], obs, model, sigma, prior)
+    x, tried, cost_best = ends[best], [float(sigma)], float(costs[best])
+    if source != "given":  # the best end point's evidence sets sigma (variational.fit_noise)
+        x, sigma, tried = fit_noise(x, obs, model, config, iterations, sigma, prior)
+        source = "floored" if sigma <= config.sigma_floor else "evidence"
+        cost_best = cost(x, observation_problem(obs, model, sigma, prior=prior))
+    cov = laplace_covariance(x, obs, model, sigma, prior)
     info = {"costs": [float(c) for c in costs], "distances": [float(d) for d in dist], "chosen": best,
             "n_starts": int(len(starts)), "n_in_best_basin": int(np.sum(dist < basin_tol)),
-            "cost_best": float(costs[best]), "basin_tol": float(basin_tol), "iterations": int(iterations),
+            "cost_best": cost_best, "basin_tol": float(basin_tol), "iterations": int(iterations),
             "stages": [float(f) for f in stages], "sigma": float(sigma), "noise_source": source,
-            "seconds": time.perf_counter() - start_time}
-    return gaussian_estimate(key, ends[best], cov, config.members, info)
+            "sigmas_tried": tried, "seconds": time.perf_counter() - start_time}
+    return gaussian_estimate(key, x, cov, config.members, info)
 
 
 def truth_map(positions, times, release, model: FlowModel, config: VarConfig, key, truth, noise_std: float,

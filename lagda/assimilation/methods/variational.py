@@ -5,9 +5,11 @@ MAP estimate of x = (Re c, Im c) minimising
 where z_dj(x) is the RK4 position (simulate.integrate, the reference physics) of drifter d at
 observation j, started from its release (or its first valid observation), y the observed
 unwrapped positions and D the prior variances. Positions are unwrapped, so the misfit compares
-them directly (no torus wrap-around). sigma is noise_std when given, else the position noise
-estimated from the third differences of the tracks (linear.choose_lag), never below
-sigma_floor: with sigma far below the true noise the prior term would be negligible and
+them directly (no torus wrap-around). sigma is noise_std when given; else the fit starts at the
+position noise estimated from the third differences of the tracks (linear.choose_lag; on sparse or
+exact tracks there is none, and it starts at sigma_floor) and then takes the sigma of most evidence
+at the MAP (`fit_noise`: the tracks linearised there, empirical Bayes), refitting until it settles,
+never below sigma_floor: with sigma far below the true noise the prior term would be negligible and
 the fit would chase the noise, far out into the prior's tails.
 
 Optimisers: Levenberg-Marquardt Gauss-Newton on the residual vector (default; the Jacobian
@@ -40,7 +42,7 @@ import optax
 from lagda.assimilation.posterior import FieldEstimate
 from lagda.assimilation.model import FlowModel
 from lagda.assimilation.methods.observations import Observations, arrange, simulate_observed, simulate_observed_tangent, window_mask
-from lagda.assimilation.methods.linear_gaussian import gaussian_estimate
+from lagda.assimilation.methods.linear_gaussian import gaussian_estimate, linear_posterior
 from lagda.assimilation.methods.config import HybridConfig, OptimiserConfig, VarConfig
 from lagda.assimilation.methods.track_data import choose_lag
 
@@ -280,6 +282,47 @@ def fit(x0, obs: Observations, model: FlowModel, config: OptimiserConfig, stages
     return x, history
 
 
+EVIDENCE_ROUNDS = 3  # at most this many re-estimates of sigma, each followed by a refit from the last MAP
+EVIDENCE_TOL = 0.1  # stop when sigma changes by less than this fraction
+
+
+def evidence_sigma(x, obs: Observations, model: FlowModel, floor: float, prior=None) -> float:
+    """Returns the position noise std of most evidence for the tracks linearised at x `(2K,)` (at least `floor`).
+
+    Near x the positions are linear in the coefficients, z(x') = z(x) + A (x' - x) with A from one
+    sensitivity run, so the tracks are linear data y - z(x) + A x = A x' + e under the prior, and the
+    noise variance of maximum marginal likelihood is linear_gaussian's empirical Bayes on them. At the
+    MAP this is the evidence (type-II maximum likelihood) estimate of sigma, which the third differences
+    cannot give on sparse tracks (their truncation error dominates the noise).
+    """
+    mean, var = (np.zeros(2 * model.n_modes), model.prior_var) if prior is None else prior
+    sim, sens = simulate_observed_tangent(jnp.asarray(x, jnp.float64), obs.z0, obs.t0, obs.index, model.k1, model.k2,
+                                          model.omega, model.dt, obs.n_sim, obs.stride, model.time)
+    keep = np.repeat(obs.mask.reshape(-1) > 0, 2)
+    a = np.asarray(sens, np.float64).reshape(-1, 2 * model.n_modes)[keep]
+    y = (obs.target - np.asarray(sim, np.float64)).reshape(-1)[keep] + a @ (np.asarray(x, np.float64) - mean)
+    _, _, noise_var = linear_posterior(a, y, np.asarray(var, np.float64))
+    return max(float(np.sqrt(noise_var)), floor)
+
+
+def fit_noise(x, obs: Observations, model: FlowModel, config: OptimiserConfig, iterations: int, sigma: float,
+              prior=None) -> tuple[np.ndarray, float, list]:
+    """Returns (x_map, sigma, the sigmas tried) refitting on the full window at the evidence sigma until it settles.
+
+    From a MAP x at `sigma`, the noise std of most evidence at x (`evidence_sigma`) is taken and the MAP
+    refitted from x at it, at most EVIDENCE_ROUNDS times, until sigma changes by less than EVIDENCE_TOL.
+    """
+    tried = [float(sigma)]
+    for _ in range(EVIDENCE_ROUNDS):
+        new = evidence_sigma(x, obs, model, config.sigma_floor, prior)
+        if abs(new / sigma - 1.0) < EVIDENCE_TOL:
+            break
+        sigma = new
+        tried.append(sigma)
+        x, _ = fit(x, obs, model, config, (1.0,), iterations, sigma, prior)
+    return x, sigma, tried
+
+
 def laplace_covariance(x, obs: Observations, model: FlowModel, sigma: float, prior=None) -> np.ndarray:
     """Returns the Gauss-Newton posterior covariance (J_r^T J_r)^-1 at x, `(2K, 2K)`, symmetric positive definite.
 
@@ -311,10 +354,15 @@ def assimilate_var(positions, times, release, model: FlowModel, config: VarConfi
     x0 = np.zeros(2 * model.n_modes) if x_init is None else np.asarray(x_init, np.float64)
     stages = config.continuation if stages is None else stages
     sigma, source = noise_sigma(positions, times, config)
-    x, history = fit(x0, obs, model, config, stages, iterations or config.iterations, sigma, prior)
+    iterations = iterations or config.iterations
+    x, history = fit(x0, obs, model, config, stages, iterations, sigma, prior)
+    tried = [sigma]
+    if source != "given":  # the evidence of the fit says how noisy the tracks are
+        x, sigma, tried = fit_noise(x, obs, model, config, iterations, sigma, prior)
+        source = "floored" if sigma <= config.sigma_floor else "evidence"
     cov = laplace_covariance(x, obs, model, sigma, prior)
     full = observation_problem(obs, model, sigma, prior=prior)
-    info = {"optimizer": config.optimizer, "sigma": sigma, "noise_source": source,
+    info = {"optimizer": config.optimizer, "sigma": sigma, "noise_source": source, "sigmas_tried": tried,
             "cost_start": cost(x0, full), "cost": cost(x, full),
             "iterations": int(sum(h["iterations"] for h in history)), "converged": bool(history[-1]["converged"]),
             "stop": history[-1]["stop"], "stages": history, "fit_seconds": time.perf_counter() - start}
