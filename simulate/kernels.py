@@ -22,8 +22,11 @@ for a rectangular mode set and computes the same RK4 tracks, restructured for sp
 * Compensated (Kahan) summation of the position update, so float32 tracks do not
   accumulate the rounding of O(1) positions plus O(1e-4) increments over 10^4 steps
   (paper setting, 512 tracks: max error vs float64 5.2e-4 plain, 4.3e-6 compensated).
-* Several cores: XLA runs this loop on one thread; `n_devices` splits the samples over
-  host devices (XLA_FLAGS=--xla_force_host_platform_device_count=2).
+* sin/cos by polynomials (`_sincos_turns`): XLA CPU's jnp.sin / jnp.cos run ~9x slower than
+  plain multiply-adds and were half of the step's time; 512-bit vectors (COMPILER_OPTIONS).
+* Several cores: XLA splits one device's loop over threads with a barrier per step;
+  `n_devices` splits the samples over host devices instead, one thread each, which measured
+  1.2x the particle-steps per CPU-second on 2 cores (`use_host_cores` makes one device per core).
 
 Brownian forcing (diffusivity > 0) uses exactly the reference's keys, so it costs two
 threefry hashes per particle-step (about half the speed of the deterministic kernel).
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 
 import jax
 import jax.numpy as jnp
@@ -279,6 +283,23 @@ def _compiled(modes, n_drifters: int, n_obs: int, stride: int, noisy: bool, comp
     split, whole = jax.sharding.PartitionSpec("batch"), jax.sharding.PartitionSpec()
     return jax.jit(jax.shard_map(run, mesh=mesh, in_specs=(split, split, whole, whole, whole, split), out_specs=split),
                    compiler_options=COMPILER_OPTIONS)
+
+
+def use_host_cores() -> None:
+    """Asks JAX for one CPU device per core this process may use, so `fast_tracks` splits over them.
+
+    Only possible before JAX starts its backends (call it first thing, as `lagda simulate`
+    does); afterwards, or when XLA_FLAGS already sets a host device count, it changes nothing.
+    """
+    if "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
+        return
+    if jax.config.jax_num_cpu_devices > 0:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        jax.config.update("jax_num_cpu_devices", cores)
+    except RuntimeError:  # the backends have started: the device count is fixed for this process
+        pass
 
 
 def fast_tracks(coef, release, k1, k2, omega, dt, n_obs: int, stride: int, diffusivity: float = 0.0,
