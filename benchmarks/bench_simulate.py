@@ -141,11 +141,14 @@ def kernel_flops(dtype=jnp.float32, batch=1031):
 
 
 def matmul_peak(n=4096, repeats=3):
-    """Returns the measured float32 matmul rate in GFLOP/s (jnp.dot of two n x n matrices, all cores)."""
+    """Returns the measured float32 matmul rate, GFLOP/s per wall second and per CPU-second.
+
+    jnp.dot of two n x n matrices on all cores: the machine's limit for float32 arithmetic.
+    """
     a = jnp.ones((n, n), jnp.float32)
     dot = jax.jit(jnp.dot)
-    wall, _ = timed(lambda: dot(a, a).block_until_ready(), repeats)
-    return 2 * n**3 / wall / 1e9
+    wall, cpu = timed(lambda: dot(a, a).block_until_ready(), repeats)
+    return 2 * n**3 / wall / 1e9, 2 * n**3 / cpu / 1e9
 
 
 def measure_rows(quick, repeats):
@@ -176,13 +179,17 @@ def measure_rows(quick, repeats):
 
 
 def float32_error(quick):
-    """Returns (max, median over tracks of the max) |float32 - float64| of fast_tracks, 512 tracks, 10^4 steps."""
+    """Returns |float32 - float64| of fast_tracks (max, median over tracks of each track's max) with
+    Kahan-compensated and with plain position sums, and the tracks and steps: 512 x 10^4."""
     n, n_obs = (64, 100) if quick else (512, 1000)
     coef, release, k1, k2, omega = problem(n, jnp.float64)
-    f64 = kernels.fast_tracks(coef, release, k1, k2, omega, 1e-5, n_obs, 10, dtype=jnp.float64)
-    f32 = kernels.fast_tracks(coef, release, k1, k2, omega, 1e-5, n_obs, 10, dtype=jnp.float32)
-    error = np.abs(np.asarray(f32, np.float64) - np.asarray(f64)).max(axis=(1, 2, 3))
-    return float(error.max()), float(np.median(error)), n, n_obs * 10
+    f64 = np.asarray(kernels.fast_tracks(coef, release, k1, k2, omega, 1e-5, n_obs, 10, dtype=jnp.float64))
+    errors = []
+    for compensated in (True, False):
+        f32 = kernels.fast_tracks(coef, release, k1, k2, omega, 1e-5, n_obs, 10, compensated=compensated)
+        error = np.abs(np.asarray(f32, np.float64) - f64).max(axis=(1, 2, 3))
+        errors += [float(error.max()), float(np.median(error))]
+    return (*errors, n, n_obs * 10)
 
 
 def end_to_end(n_samples, out_dir):
@@ -234,8 +241,8 @@ def main():
     e2e_samples = args.e2e_samples or (2048 if args.quick else PAPER.n_samples)
     print(f"jax {jax.__version__}, {jax.local_device_count()} CPU device(s), {os.cpu_count()} cores, {load()}")
     rows = measure_rows(args.quick, args.repeats)
-    peak = matmul_peak(1024 if args.quick else 4096)
-    print(f"float32 matmul rate measured now (all cores): {peak:.0f} GFLOP/s, {load()}")
+    peak, peak_cpu = matmul_peak(1024 if args.quick else 4096)
+    print(f"float32 matmul rate measured now (all cores): {peak:.0f} GFLOP/s, {peak_cpu:.0f} per CPU-second, {load()}")
     flops = {jnp.float32: kernel_flops(jnp.float32), jnp.float64: kernel_flops(jnp.float64)}
     print(f"fast kernel: {flops[jnp.float32]} flops per particle-step (float32), {flops[jnp.float64]} (float64), "
           "counted in the optimised HLO\n")
@@ -251,10 +258,14 @@ def main():
             gflops = f"{per:.1f} ({100 * per / peak:.0f}%)"
         print(f"| {name} | {batch} | {steps} | {rate:.3g} | {batch * steps / cpu:.3g} | {rate / base:.1f} | "
               f"{PAPER_STEPS / rate / 60:.2g} min | {gflops} | {where[5:]} |")
-    worst, median, n, steps = float32_error(args.quick)
-    print(f"\nfloat32 (Kahan) against float64, {n} tracks x {steps} steps: max {worst:.2g}, median {median:.2g}")
-
     kernel = next(row for row in rows if row[0].startswith("(c)") and "f32" in row[0] and "1 device" not in row[0])
+    per_cpu = flops[jnp.float32] * kernel[1] * kernel[2] / kernel[4] / 1e9
+    print(f"\nper CPU-second (less sensitive to other jobs): the f32 kernel on all devices {per_cpu:.1f} GFLOP, "
+          f"the matmul {peak_cpu:.0f}: {100 * per_cpu / peak_cpu:.0f}%")
+    worst, median, plain_worst, plain_median, n, steps = float32_error(args.quick)
+    print(f"\nfloat32 against float64, {n} tracks x {steps} steps: Kahan-compensated sums max {worst:.2g} "
+          f"(median {median:.2g}), plain sums max {plain_worst:.2g} (median {plain_median:.2g})")
+
     wall = paper_file_seconds(e2e_samples, kernel[1] * kernel[2] / kernel[3])
     rate = PAPER_STEPS / wall
     print(f"  one paper file: {wall:.1f} s, {rate:.3g} particle-steps/s end to end = {rate / base:.0f}x the numpy RK4 "

@@ -21,9 +21,10 @@ for a rectangular mode set and computes the same RK4 tracks, restructured for sp
   each recompute the whole step; one complex output computes it once.
 * Compensated (Kahan) summation of the position update, so float32 tracks do not
   accumulate the rounding of O(1) positions plus O(1e-4) increments over 10^4 steps
-  (paper setting, 512 tracks: max error vs float64 5.2e-4 plain, 4.3e-6 compensated).
+  (paper setting, 512 tracks released at (0.75, 0.75): max error vs float64 2.7e-4 plain,
+  1.3e-6 compensated; `benchmarks/bench_simulate.py` prints both).
 * sin/cos by polynomials (`_sincos_turns`): XLA CPU's jnp.sin / jnp.cos run ~9x slower than
-  plain multiply-adds and were half of the step's time; 512-bit vectors (COMPILER_OPTIONS).
+  plain multiply-adds and took ~40% of the step's time; 512-bit vectors (COMPILER_OPTIONS).
 * Several cores: XLA splits one device's loop over threads with a barrier per step;
   `n_devices` splits the samples over host devices instead, one thread each, which measured
   1.2x the particle-steps per CPU-second on 2 cores (`use_host_cores` makes one device per core).
