@@ -278,12 +278,13 @@ def _compiled(modes, n_drifters: int, n_obs: int, stride: int, noisy: bool, comp
         _, out = jax.lax.scan(one_obs, (z0, jnp.zeros_like(z0)), jnp.arange(n_obs))
         return jnp.stack([out.real.T, out.imag.T], axis=-1)  # (batch, obs, 2)
 
+    options = COMPILER_OPTIONS if jax.default_backend() == "cpu" else None
     if n_devices == 1:
-        return jax.jit(run, compiler_options=COMPILER_OPTIONS)
+        return jax.jit(run, compiler_options=options)
     mesh = jax.sharding.Mesh(np.array(jax.local_devices()[:n_devices]), ("batch",))
     split, whole = jax.sharding.PartitionSpec("batch"), jax.sharding.PartitionSpec()
     return jax.jit(jax.shard_map(run, mesh=mesh, in_specs=(split, split, whole, whole, whole, split), out_specs=split),
-                   compiler_options=COMPILER_OPTIONS)
+                   compiler_options=options)
 
 
 def use_host_cores() -> None:
