@@ -118,9 +118,11 @@ def _run_simulate(args: argparse.Namespace) -> int:
     from lagda.progress import FieldProgress
     from simulate import schema
     from simulate.generate import generate_dataset, partial_dir, wander_statistics
+    from simulate.kernels import use_host_cores
 
     if args.flow == "qg":
         return _run_simulate_qg(args)
+    use_host_cores()  # before any JAX work: one CPU device per core, the kernel splits chunks over them
     _refuse_flags(args, _QG_ONLY, "applies only to --flow qg")
     config = simulate_config(args)
     shard = _shard(args.shard)

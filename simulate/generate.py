@@ -215,39 +215,57 @@ def _chunk_path(partial: Path, index: int) -> Path:
     return partial / f"chunk_{index:06d}.npz"
 
 
-def _run_chunks(config: SimConfig, modes, partial: Path, progress: Callable | None, block: tuple[int, int]) -> int:
-    """Computes and saves every chunk of the samples [start, stop) not yet in `partial`; returns the chunk count.
+def _run_chunks(config: SimConfig, modes, partial: Path, progress: Callable | None, block: tuple[int, int]):
+    """Returns (coef, release, positions) of the samples [start, stop), saving each new chunk in `partial`.
 
-    Calls progress(done, total) after each chunk.
+    Chunks already in `partial` (a resumed run) are read back, the others computed. Chunk i + 1
+    is dispatched before chunk i is copied to the host and saved, so the devices do not wait on
+    the host; the rows go straight into the returned arrays. Calls progress(done, total) after
+    each saved chunk.
     """
     k1, k2, omega, scale = modes
     first, stop = block
     total = stop - first
     size = min(config.chunk_size, total)
-    n_chunks = -(-total // size)
-    counts = [min(size, total - i * size) for i in range(n_chunks)]
-    done = sum(c for i, c in enumerate(counts) if _chunk_path(partial, i).exists())
+    counts = [min(size, total - i * size) for i in range(-(-total // size))]
+    real = np.dtype(config.precision)
+    arrays = (np.empty((total, len(k1)), np.complex64), np.empty((total, config.n_drifters, 2), np.float32),
+              np.empty((total, config.n_drifters, config.n_obs, 2), real))
+    done = 0
+    for index, count in enumerate(counts):
+        if _chunk_path(partial, index).exists():
+            with np.load(_chunk_path(partial, index)) as saved:
+                for out, name in zip(arrays, ("coef", "release", "positions")):
+                    out[index * size:index * size + count] = saved[name]
+            done += count
     if progress is not None:
         progress(done, total)
+
+    def save(index, count, chunk):
+        rows = slice(index * size, index * size + count)
+        for out, part in zip(arrays, chunk):
+            out[rows] = np.asarray(part)[:count]
+        saved = dict(zip(("coef", "release", "positions"), (out[rows] for out in arrays)))
+        _write_atomic(_chunk_path(partial, index), lambda f: np.savez(f, **saved))
+        if progress is not None:
+            progress(done + count, total)
+        return count
+
     x64 = jax.enable_x64(True) if config.precision == "float64" else contextlib.nullcontext()
     with x64:
         key = jax.random.key(config.seed)
+        pending = None
         for index, count in enumerate(counts):
-            path = _chunk_path(partial, index)
-            if path.exists():
+            if _chunk_path(partial, index).exists():
                 continue
             samples = jnp.arange(first + index * size, first + (index + 1) * size, dtype=jnp.int32)  # padded: extra rows dropped
-            coef, release, positions = (np.asarray(a)[:count] for a in _run_chunk(key, samples, scale, k1, k2, omega, config))
-            _write_atomic(path, lambda f: np.savez(f, coef=coef, release=release, positions=positions))
-            done += count
-            if progress is not None:
-                progress(done, total)
-    return n_chunks
-
-
-def _assemble(partial: Path, n_chunks: int):
-    parts = [np.load(_chunk_path(partial, i)) for i in range(n_chunks)]
-    return tuple(np.concatenate([p[name] for p in parts]) for name in ("coef", "release", "positions"))
+            chunk = _run_chunk(key, samples, scale, k1, k2, omega, config)  # dispatched, not waited for
+            if pending is not None:
+                done += save(*pending)
+            pending = (index, count, chunk)
+        if pending is not None:
+            save(*pending)
+    return arrays
 
 
 def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | os.PathLike | None = None,
@@ -284,8 +302,7 @@ def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | o
     manifest = _manifest(config, modes)
     _prepare_partial(partial, {**manifest, "shard": [index, count]} if count > 1 else manifest, resume, overwrite)
     block = schema.shard_block(config.n_samples, index, count)
-    n_chunks = _run_chunks(config, modes, partial, progress, block)
-    coef, release, positions = _assemble(partial, n_chunks)
+    coef, release, positions = _run_chunks(config, modes, partial, progress, block)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     history = f"{stamp} {history or 'simulate.generate.generate_dataset'}"
     k1, k2, omega, scale = modes

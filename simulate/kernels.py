@@ -21,9 +21,13 @@ for a rectangular mode set and computes the same RK4 tracks, restructured for sp
   each recompute the whole step; one complex output computes it once.
 * Compensated (Kahan) summation of the position update, so float32 tracks do not
   accumulate the rounding of O(1) positions plus O(1e-4) increments over 10^4 steps
-  (paper setting, 512 tracks: max error vs float64 5.2e-4 plain, 4.3e-6 compensated).
-* Several cores: XLA runs this loop on one thread; `n_devices` splits the samples over
-  host devices (XLA_FLAGS=--xla_force_host_platform_device_count=2).
+  (paper setting, 512 tracks released at (0.75, 0.75): max error vs float64 2.7e-4 plain,
+  1.3e-6 compensated; `benchmarks/bench_simulate.py` prints both).
+* sin/cos by polynomials (`_sincos_turns`): XLA CPU's jnp.sin / jnp.cos run ~9x slower than
+  plain multiply-adds and took ~40% of the step's time; 512-bit vectors (COMPILER_OPTIONS).
+* Several cores: XLA splits one device's loop over threads with a barrier per step;
+  `n_devices` splits the samples over host devices instead, one thread each, which measured
+  1.2x the particle-steps per CPU-second on 2 cores (`use_host_cores` makes one device per core).
 
 Brownian forcing (diffusivity > 0) uses exactly the reference's keys, so it costs two
 threefry hashes per particle-step (about half the speed of the deterministic kernel).
@@ -32,6 +36,8 @@ threefry hashes per particle-step (about half the speed of the deterministic ker
 from __future__ import annotations
 
 import functools
+import math
+import os
 
 import jax
 import jax.numpy as jnp
@@ -81,11 +87,48 @@ def _cmul(p, q):
     return p[0] * q[0] - p[1] * q[1], p[0] * q[1] + p[1] * q[0]
 
 
+# Taylor coefficients of sin a / a and cos a in powers of a^2, truncated where the next term,
+# at |a| <= pi/4, is below the dtype's rounding: float32 to a^9 / a^10 (next term < 2e-9),
+# float64 to a^17 / a^18 (next term < 1e-19).
+_SIN_TAYLOR = {4: [(-1) ** n / math.factorial(2 * n + 1) for n in range(5)],
+               8: [(-1) ** n / math.factorial(2 * n + 1) for n in range(9)]}
+_COS_TAYLOR = {4: [(-1) ** n / math.factorial(2 * n) for n in range(6)],
+               8: [(-1) ** n / math.factorial(2 * n) for n in range(10)]}
+
+
+def _horner(coefficients, a2):
+    """Returns sum_n coefficients[n] a2^n by Horner's rule."""
+    out = coefficients[-1]
+    for c in coefficients[-2::-1]:
+        out = out * a2 + c
+    return out
+
+
+def _sincos_turns(x):
+    """Returns (cos 2 pi x, sin 2 pi x), each like x, by quadrant reduction and Taylor polynomials.
+
+    4x = q + r with q = round(4x), |r| <= 1/2 (both exact), so 2 pi x = q pi / 2 + a with
+    a = (pi / 2) r, |a| <= pi / 4: cos a and sin a are the polynomials above, and q mod 4 swaps
+    and negates them. Why not jnp.cos / jnp.sin: XLA CPU evaluates those at ~2e8 pairs per
+    second per core against ~1.7e9 for these plain multiply-adds (measured), and the kernel
+    needs 8 pairs per particle-step. Reducing x in turns also keeps float32 phases small.
+    """
+    size = jnp.dtype(x.dtype).itemsize
+    quarter = jnp.round(4 * x)
+    a = (0.5 * np.pi) * (4 * x - quarter)
+    a2 = a * a
+    sin_a = a * _horner(_SIN_TAYLOR[size], a2)
+    cos_a = _horner(_COS_TAYLOR[size], a2)
+    n = quarter.astype(jnp.int32) & 3
+    odd = (n & 1) == 1
+    c = jnp.where(odd, sin_a, cos_a)
+    s = jnp.where(odd, cos_a, sin_a)
+    return jnp.where((n == 1) | (n == 2), -c, c), jnp.where(n >= 2, -s, s)
+
+
 def _phase_powers(x, orders):
     """Returns {k: (cos 2 pi k x, sin 2 pi k x)} for k in `orders`, from one sincos of x."""
-    frac = x - jnp.round(x)  # exact; keeps the float32 phase small (lesson 4)
-    angle = TWO_PI * frac
-    base = (jnp.cos(angle), jnp.sin(angle))
+    base = _sincos_turns(x)
     top = max(abs(k) for k in orders)
     powers = {1: base}
     for k in range(2, top + 1):
@@ -184,6 +227,9 @@ def _rk4_step(state, n, dt, coefs, rotations, modes, noise_fn, compensated):
     return z_new, (z_new - z) - dz
 
 
+# 512-bit vectors on CPU: measured 1.5x the particle-steps per CPU-second of XLA's default 256 on
+# an AVX-512 machine (fewer instructions for the same work); CPUs without AVX-512 use their widest.
+COMPILER_OPTIONS = {"xla_cpu_prefer_vector_width": 512}
 TRACE_COUNT = {"n": 0}  # incremented only while tracing; tests use it to prove no retracing
 
 
@@ -232,11 +278,30 @@ def _compiled(modes, n_drifters: int, n_obs: int, stride: int, noisy: bool, comp
         _, out = jax.lax.scan(one_obs, (z0, jnp.zeros_like(z0)), jnp.arange(n_obs))
         return jnp.stack([out.real.T, out.imag.T], axis=-1)  # (batch, obs, 2)
 
+    options = COMPILER_OPTIONS if jax.default_backend() == "cpu" else None
     if n_devices == 1:
-        return jax.jit(run)
+        return jax.jit(run, compiler_options=options)
     mesh = jax.sharding.Mesh(np.array(jax.local_devices()[:n_devices]), ("batch",))
     split, whole = jax.sharding.PartitionSpec("batch"), jax.sharding.PartitionSpec()
-    return jax.jit(jax.shard_map(run, mesh=mesh, in_specs=(split, split, whole, whole, whole, split), out_specs=split))
+    return jax.jit(jax.shard_map(run, mesh=mesh, in_specs=(split, split, whole, whole, whole, split), out_specs=split),
+                   compiler_options=options)
+
+
+def use_host_cores() -> None:
+    """Asks JAX for one CPU device per core this process may use, so `fast_tracks` splits over them.
+
+    Only possible before JAX starts its backends (call it first thing, as `lagda simulate`
+    does); afterwards, or when XLA_FLAGS already sets a host device count, it changes nothing.
+    """
+    if "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
+        return
+    if jax.config.jax_num_cpu_devices > 0:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        jax.config.update("jax_num_cpu_devices", cores)
+    except RuntimeError:  # the backends have started: the device count is fixed for this process
+        pass
 
 
 def fast_tracks(coef, release, k1, k2, omega, dt, n_obs: int, stride: int, diffusivity: float = 0.0,

@@ -41,7 +41,7 @@ def test_float64_matches_reference(square):
 
 
 def test_float32_within_rounding_tolerance(square):
-    # Measured (benchmarks, paper setting, 1e4 steps): compensated f32 stays within 4.3e-6 of
+    # Measured (benchmarks, paper setting, 1e4 steps): compensated f32 stays within 1.3e-6 of
     # f64 over 512 tracks; here 100 steps give ~1e-6. 2e-5 is far below any modelling bug
     # (a wrong sign or mode moves tracks by > 1e-2) yet safe against rounding.
     k1, k2, coef, release, omega, reference = square
@@ -100,6 +100,17 @@ def test_traces_once_for_repeated_shapes(square):
     assert kernels.TRACE_COUNT["n"] == before
 
 
+@pytest.mark.parametrize("dtype, atol", [(jnp.float32, 2e-7), (jnp.float64, 1e-14)], ids=["float32", "float64"])
+def test_sincos_turns_matches_numpy(dtype, atol):
+    # quadrant edges (x = q / 8 + 1/16 and q / 8 exactly), negative and unwrapped positions
+    x = np.concatenate([np.linspace(-3.0, 3.0, 100_001), np.arange(-24, 25) / 8, np.arange(-24, 24) / 8 + 1 / 16])
+    x = np.asarray(jnp.asarray(x, dtype), np.float64)  # the values the kernel sees
+    cos, sin = kernels._sincos_turns(jnp.asarray(x, dtype))
+    assert cos.dtype == dtype
+    np.testing.assert_allclose(cos, np.cos(2 * np.pi * x), rtol=0, atol=atol)
+    np.testing.assert_allclose(sin, np.sin(2 * np.pi * x), rtol=0, atol=atol)
+
+
 def test_folded_modes_of_paper_set():
     k1, k2 = rectangular_modes()
     modes = kernels.folded_modes(k1, k2)
@@ -146,3 +157,20 @@ def test_two_host_devices_with_padding_match_one():
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert float(done.stdout.strip().splitlines()[-1]) < 1e-13
+
+
+def test_use_host_cores_gives_one_cpu_device_per_core():
+    script = (
+        "import os\n"
+        "from simulate.kernels import use_host_cores\n"
+        "use_host_cores()\n"
+        "import jax\n"
+        "assert jax.local_device_count() == len(os.sched_getaffinity(0)), jax.devices()\n"
+        "use_host_cores()  # after the backends started: changes nothing, raises nothing\n"
+        "print(jax.local_device_count())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", script], env=dict(env, JAX_PLATFORMS="cpu"), cwd=root,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
