@@ -21,9 +21,13 @@ import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-from lagda.assimilation.model import model_settings  # noqa: E402
 from lagda.assimilation.methods.observations import arrange  # noqa: E402
-from lagda.assimilation.methods.variational import jacobian, observation_problem, residuals  # noqa: E402
+from lagda.assimilation.methods.variational import (  # noqa: E402
+    jacobian,
+    observation_problem,
+    residuals,
+)
+from lagda.assimilation.model import model_settings  # noqa: E402
 from simulate import draw_coefficients, simulate_tracks  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

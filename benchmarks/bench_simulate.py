@@ -49,7 +49,13 @@ from simulate import kernels  # noqa: E402
 kernels.use_host_cores()  # one CPU device per core, as `lagda simulate` does (before JAX starts)
 jax.config.update("jax_enable_x64", True)
 
-from simulate import draw_coefficients, draw_frequencies, rectangular_modes, simulate_tracks, spectrum  # noqa: E402
+from simulate import (  # noqa: E402
+    draw_coefficients,
+    draw_frequencies,
+    rectangular_modes,
+    simulate_tracks,
+    spectrum,
+)
 from simulate.config import paper  # noqa: E402
 
 PAPER = paper()

@@ -62,13 +62,19 @@ from lagda.assimilation.methods.config import HybridConfig  # noqa: E402
 from lagda.assimilation.methods.learned import scorer_from_run  # noqa: E402
 from lagda.assimilation.methods.linear import assimilate_linear  # noqa: E402
 from lagda.assimilation.methods.registry import METHODS  # noqa: E402
-from lagda.assimilation.model import FlowModel, flow_model, model_settings, to_real  # noqa: E402
 from lagda.assimilation.methods.search import multistart_map, prior_starts, truth_map  # noqa: E402
+from lagda.assimilation.model import FlowModel, flow_model, model_settings, to_real  # noqa: E402
 from lagda.assimilation.posterior import Posterior  # noqa: E402
 from lagda.assimilation.scores import score_posterior  # noqa: E402
 from lagda.io.tracks import Tracks  # noqa: E402
+from simulate import (  # noqa: E402
+    draw_coefficients,
+    draw_frequencies,
+    rectangular_modes,
+    simulate_tracks,
+    spectrum,
+)
 from simulate.atomic import write_atomic  # noqa: E402
-from simulate import draw_coefficients, draw_frequencies, rectangular_modes, simulate_tracks, spectrum  # noqa: E402
 
 SCORES = ("velocity_rel_l2", "velocity_rel_l2_median", "vs_truth_map", "track_velocity_rel_l2", "resim_rms_true",
           "forecast_rms", "velocity_calibration", "seconds_per_track")

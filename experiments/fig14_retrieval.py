@@ -135,9 +135,9 @@ def compare_with_paper(records: list[dict], library, final: dict | None) -> str:
 
 def _quick_run(root: pathlib.Path) -> pathlib.Path:
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
-    from test_train import make_pairs
     from lagda.learning.config import tiny
     from lagda.learning.train import train
+    from lagda.testing import make_pairs
     return train(tiny(epochs=3, eval_library=16), make_pairs(32, 1), make_pairs(16, 2), root / "run", progress=False)
 
 

@@ -27,8 +27,8 @@ import numpy as np  # noqa: E402
 
 from lagda.learning.data import check_same_modes, load_paired  # noqa: E402
 from lagda.learning.encoders import embed_coefficients, similarity_mask  # noqa: E402
-from lagda.learning.retrieval import softmax_weights, top_k  # noqa: E402
 from lagda.learning.model import embed_tracks, load_run  # noqa: E402
+from lagda.learning.retrieval import softmax_weights, top_k  # noqa: E402
 from simulate.flow import grid_fields  # noqa: E402
 
 

@@ -87,12 +87,13 @@ def main(argv=None) -> int:
     parser.add_argument("--every", type=int, default=6, help="keep every N-th hourly fix (training and test)")
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "results" / "qg_learned.csv")
     args = parser.parse_args(argv)
+    from qg_benchmark import GPS_M, RossbyCase, observe, relative
+
     from lagda.assimilation.methods.learned import scorer_from_run
     from lagda.assimilation.methods.registry import METHODS
     from lagda.assimilation.model import flow_model
     from lagda.learning.config import learned
     from lagda.learning.train import train
-    from qg_benchmark import GPS_M, RossbyCase, observe, relative
 
     work = args.run.parent
     work.mkdir(parents=True, exist_ok=True)

@@ -485,7 +485,11 @@ def _run_evaluate(args) -> int:
 
 
 def _run_evaluate_assimilation(args) -> int:
-    from lagda.assimilation.evaluation import evaluate_assimilation, format_table, write_scores
+    from lagda.assimilation.evaluation import (
+        evaluate_assimilation,
+        format_table,
+        write_scores,
+    )
 
     if args.data is not None or args.tracks is None:
         raise ValueError("--assimilation takes --tracks FILE (with the truth), not --data")

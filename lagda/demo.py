@@ -40,12 +40,13 @@ def format_table(rows: dict) -> str:
 
 def _from_scratch(out_dir: pathlib.Path, progress: bool, log) -> tuple[pathlib.Path, pathlib.Path]:
     """Simulates train/test data, trains the cpu preset, evaluates it, exports tracks; returns (run, tracks)."""
-    from lagda.learning.config import cpu
-    from lagda.learning.evaluate import evaluate, format_table as retrieval_table
-    from lagda.progress import FieldProgress
-    from lagda.learning.train import train
-    from simulate import generate_dataset, open_dataset, small
     from lagda.io.tracks import tracks_from_dataset, write_tracks
+    from lagda.learning.config import cpu
+    from lagda.learning.evaluate import evaluate
+    from lagda.learning.evaluate import format_table as retrieval_table
+    from lagda.learning.train import train
+    from lagda.progress import FieldProgress
+    from simulate import generate_dataset, open_dataset, small
 
     train_file, test_file = out_dir / "small_train.nc", out_dir / "small_test.nc"
     log("simulating the small training and test datasets")

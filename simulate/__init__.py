@@ -2,9 +2,15 @@
 
 from simulate.config import PRESETS, SimConfig, paper, small
 from simulate.flow import grid_fields, many_points, psi, rectangular_modes, velocity
-from simulate.integrate import RK4, ButcherTableau, explicit_rk_step, record, stochastic_rk_step
-from simulate.prior import draw_coefficients, draw_frequencies, spectrum
+from simulate.integrate import (
+    RK4,
+    ButcherTableau,
+    explicit_rk_step,
+    record,
+    stochastic_rk_step,
+)
 from simulate.kernels import fast_tracks
+from simulate.prior import draw_coefficients, draw_frequencies, spectrum
 from simulate.tracks import simulate_tracks
 
 __all__ = [
@@ -15,6 +21,11 @@ __all__ = [
 ]
 
 from simulate.generate import generate_dataset, wander_statistics  # noqa: E402
-from simulate.schema import config_from_attrs, open_dataset, to_dataset, validate_dataset  # noqa: E402
+from simulate.schema import (  # noqa: E402
+    config_from_attrs,
+    open_dataset,
+    to_dataset,
+    validate_dataset,
+)
 
 __all__ += ["generate_dataset", "wander_statistics", "config_from_attrs", "open_dataset", "to_dataset", "validate_dataset"]

@@ -18,7 +18,6 @@ temporary name and renamed, then the partial directory is removed.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import datetime
@@ -38,10 +37,9 @@ from simulate import schema
 from simulate.atomic import write_atomic
 from simulate.config import SimConfig
 from simulate.flow import rectangular_modes
-from simulate.prior import draw_coefficients, draw_frequencies, spectrum
 from simulate.kernels import fast_tracks
+from simulate.prior import draw_coefficients, draw_frequencies, spectrum
 
-TRACE_COUNTS = collections.Counter()  # incremented only while tracing (tests check for one compile)
 LIKE_FIELDS = ("frequency_seed", "k1_min", "k1_max", "k2_min", "k2_max",
                "spectrum_exponent", "rms_speed", "omega_max", "steady")
 
@@ -85,7 +83,6 @@ def _draw_function(n_obs: int, n_drifters: int, release_rule: str, noisy: bool):
         return coef, release, brownian_key, noise
 
     def draws(key, samples, scale, release_point, obs_noise):
-        TRACE_COUNTS["chunk"] += 1  # Python side effect: runs only while tracing
         return jax.vmap(one_sample_draws, in_axes=(None, 0, None, None, None))(key, samples, scale, release_point, obs_noise)
 
     return jax.jit(draws)

@@ -6,9 +6,14 @@ assimilate`), in model units and in physical units, and checked as `compliance-c
 "Errors" section).
 """
 
+import pathlib
+
 import pytest
 
 from lagda import cli
+from lagda.demo import shipped
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 BOX = ["-45", "-35", "30", "38"]
 # A check that raises inside compliance-checker 6.1.0 itself (reported as "possibly indicate compliance
@@ -46,14 +51,17 @@ def files(tmp_path_factory):
     out["result-physical"] = d / "result_physical.nc"
     assert run("assimilate", "--tracks", out["tracks-physical-ragged"], "--method", "linear", "--n-grid", "8",
                "--out", out["result-physical"]) == 0
-    return out
+    return {**out, **SHIPPED}
 
 
 KINDS = ["dataset", "tracks-model-multidimensional", "tracks-model-ragged", "tracks-physical-multidimensional",
          "tracks-physical-ragged", "result-model", "result-physical"]
+# the files the project ships, as they are (package data and data/)
+SHIPPED = {"shipped-example-tracks": shipped("example_tracks.nc"), "shipped-gdp-like-ragged": shipped("gdp_like.nc"),
+           "data-example-small": ROOT / "data" / "example_small.nc", "data-small-test": ROOT / "data" / "small_test.nc"}
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", KINDS + list(SHIPPED))
 def test_no_cf_errors(checker, files, kind):
     path = str(files[kind])
     groups, exceptions = checker.run_all(checker.load_dataset(path), ["cf:1.11"])["cf:1.11"]

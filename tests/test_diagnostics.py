@@ -18,8 +18,7 @@ from lagda.io.tracks import Tracks, write_tracks
 from lagda.learning.config import tiny
 from lagda.learning.model import load_trained, run_identity, trained_tau
 from lagda.learning.train import train
-from tests.assim_twin import make_twin, write_twin_tracks
-from tests.test_train import make_pairs
+from lagda.testing import make_pairs, make_twin, write_twin_tracks
 
 FAST = dict(bank_size=256, bank_batch=256, top_k=4, members=8)  # the bank of every learned method
 

@@ -11,11 +11,10 @@ import pytest
 import xarray as xr
 
 from lagda.assimilation import assimilate_file
-from lagda.io.physical import Mapping, parse_time
-from lagda.io.physical import physical_fields
+from lagda.io.formats import read_tracks
+from lagda.io.physical import Mapping, parse_time, physical_fields
 from lagda.io.results import read_result
 from lagda.io.tracks import Tracks, write_tracks
-from lagda.io.formats import read_tracks
 from simulate.flow import rectangular_modes, velocity_basis
 
 BOX = (10.0, 12.0, 40.0, 42.0)

@@ -6,7 +6,12 @@ import pytest
 from flax import nnx
 
 from lagda.learning.config import tiny
-from lagda.learning.encoders import TrajectoryTransformer, embed_coefficients, encode_tracks, similarity_mask
+from lagda.learning.encoders import (
+    TrajectoryTransformer,
+    embed_coefficients,
+    encode_tracks,
+    similarity_mask,
+)
 
 N_OBS, N_EMBED = 20, 18
 

@@ -7,7 +7,7 @@ import pytest
 from lagda.cli import main
 from lagda.learning.config import tiny
 from lagda.learning.train import train
-from tests.test_train import make_pairs
+from lagda.testing import make_pairs
 
 
 def _save_npz(data, path):

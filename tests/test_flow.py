@@ -5,7 +5,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from simulate.flow import grid_fields, many_points, psi, rectangular_modes, velocity, velocity_basis
+from simulate.flow import (
+    grid_fields,
+    many_points,
+    psi,
+    rectangular_modes,
+    velocity,
+    velocity_basis,
+)
 from simulate.prior import draw_coefficients, draw_frequencies, spectrum
 
 K1, K2 = rectangular_modes((-2, 2), (-1, 2))

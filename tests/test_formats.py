@@ -8,9 +8,9 @@ import xarray as xr
 
 from lagda import cli
 from lagda.io.export import cut_gaps
+from lagda.io.formats import read_tracks
 from lagda.io.physical import Mapping, iso_time, parse_time
 from lagda.io.tracks import Tracks, write_tracks
-from lagda.io.formats import read_tracks
 
 BOX = (-45.0, -35.0, 30.0, 38.0)
 ORIGIN = parse_time("2025-03-01T00:00:00Z")

@@ -21,9 +21,14 @@ from lagda.cli import main
 from lagda.learning import kernel_set, losses
 from lagda.learning.encoders import embed_coefficients
 from lagda.learning.evaluate import evaluate
-from lagda.learning.model import EVAL_DRAW, embed_track_sets, kernel_set_similarity, load_trained
+from lagda.learning.model import (
+    EVAL_DRAW,
+    embed_track_sets,
+    kernel_set_similarity,
+    load_trained,
+)
 from lagda.learning.train import contrastive_loss
-from test_train import make_pairs
+from lagda.testing import make_pairs
 
 SCALE = {"gaussian": 0.3, "imq": 0.5}  # sigma and c of the paper
 DRAWS = 1000

@@ -5,10 +5,14 @@ import jax
 import numpy as np
 
 from lagda.assimilation.methods.config import EnkfConfig
-from lagda.assimilation.methods.ensemble import assimilate_enkf
+from lagda.assimilation.methods.ensemble import (
+    assimilate_enkf,
+    esmda,
+    esmda_update,
+    observation_alphas,
+)
 from lagda.assimilation.methods.observations import arrange, window_mask
-from lagda.assimilation.methods.ensemble import esmda, esmda_update, observation_alphas
-from tests.assim_twin import make_twin
+from lagda.testing import make_twin
 
 N_MEMBERS = 2000
 # Tolerance in iid standard errors. With a gain estimated from the ensemble the ES-MDA

@@ -8,10 +8,18 @@ import numpy as np
 import pytest
 
 from lagda.assimilation.methods.config import HybridConfig
+from lagda.assimilation.methods.hybrid import (
+    assimilate_hybrid,
+    gaussian_product,
+    select_prior,
+)
 from lagda.assimilation.methods.linear import assimilate_linear
-from lagda.assimilation.methods.hybrid import assimilate_hybrid, gaussian_product, select_prior
-from lagda.assimilation.methods.track_data import choose_lag, displacement_data, velocity_data
-from tests.assim_twin import make_twin, write_twin_tracks
+from lagda.assimilation.methods.track_data import (
+    choose_lag,
+    displacement_data,
+    velocity_data,
+)
+from lagda.testing import make_twin, write_twin_tracks
 
 
 @pytest.fixture(scope="module")

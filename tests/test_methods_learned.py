@@ -13,10 +13,10 @@ from lagda.assimilation.methods.config import EmbedConfig
 from lagda.assimilation.methods.learned import Scorer, closed_form
 from lagda.assimilation.methods.registry import METHODS, Embed, Hybrid, Retrieve
 from lagda.assimilation.model import to_real
-from lagda.learning.losses import similarity
 from lagda.io.tracks import Tracks
+from lagda.learning.losses import similarity
+from lagda.testing import make_twin
 from simulate import draw_coefficients
-from tests.assim_twin import make_twin
 
 
 @pytest.fixture(scope="module")

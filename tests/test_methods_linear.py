@@ -5,15 +5,24 @@ import numpy as np
 import pytest
 
 from lagda.assimilation.methods.config import LinearConfig
-from lagda.assimilation.methods.linear import assimilate_linear
-from lagda.assimilation.model import to_real
-from simulate.flow import velocity_basis
-from lagda.assimilation.methods.linear import displacement_posterior, track_velocity_posterior
+from lagda.assimilation.methods.linear import (
+    assimilate_linear,
+    displacement_posterior,
+    track_velocity_posterior,
+)
 from lagda.assimilation.methods.linear_gaussian import linear_posterior
-from lagda.assimilation.methods.track_data import (central_differences, correlation_time, finite_differences,
-                                                   five_point_differences, observation_regime, velocity_data)
+from lagda.assimilation.methods.track_data import (
+    central_differences,
+    correlation_time,
+    finite_differences,
+    five_point_differences,
+    observation_regime,
+    velocity_data,
+)
+from lagda.assimilation.model import to_real
+from lagda.testing import make_twin, write_twin_tracks
 from simulate import many_points, velocity
-from tests.assim_twin import make_twin, write_twin_tracks
+from simulate.flow import velocity_basis
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,21 @@ import numpy as np
 import pytest
 
 from lagda.assimilation.methods.config import VarConfig
-from lagda.assimilation.methods.variational import assimilate_var
 from lagda.assimilation.methods.observations import arrange
+from lagda.assimilation.methods.variational import (
+    assimilate_var,
+    cost,
+    first_order,
+    gauss_newton,
+    jacobian,
+    laplace_covariance,
+    misfit,
+    noise_sigma,
+    observation_problem,
+    residuals,
+)
 from lagda.assimilation.model import to_real
-from lagda.assimilation.methods.variational import (cost, first_order, gauss_newton, jacobian, laplace_covariance, misfit,
-                                                    noise_sigma, observation_problem, residuals)
-from tests.assim_twin import make_twin
+from lagda.testing import make_twin
 
 NOISE = 1e-3
 

@@ -17,7 +17,7 @@ from lagda.cli import main
 from lagda.learning import checkpoint, losses, nuclr
 from lagda.learning.config import tiny
 from lagda.learning.train import train
-from test_train import make_pairs
+from lagda.testing import make_pairs
 
 TAU = 0.2
 

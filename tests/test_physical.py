@@ -4,9 +4,16 @@ import numpy as np
 import pytest
 
 from lagda.assimilation import assimilate_file
-from lagda.io.physical import EARTH_RADIUS_M, Mapping, infer_mapping, iso_time, parse_time, unwrap_longitudes
-from lagda.io.results import read_result
 from lagda.io.formats import read_tracks
+from lagda.io.physical import (
+    EARTH_RADIUS_M,
+    Mapping,
+    infer_mapping,
+    iso_time,
+    parse_time,
+    unwrap_longitudes,
+)
+from lagda.io.results import read_result
 from simulate.flow import velocity
 
 BOX = (-45.0, -35.0, 30.0, 38.0)

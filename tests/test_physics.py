@@ -4,7 +4,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from lagda.learning.physics import batched_posterior_mean, design_matrix, prior_sd_of
-from simulate import draw_coefficients, draw_frequencies, rectangular_modes, simulate_tracks, spectrum
+from simulate import (
+    draw_coefficients,
+    draw_frequencies,
+    rectangular_modes,
+    simulate_tracks,
+    spectrum,
+)
 from simulate.flow import many_points, velocity
 
 K1, K2 = rectangular_modes((-1, 1), (-1, 1))

@@ -14,8 +14,14 @@ import pytest
 
 from simulate import flow
 from simulate.flow import circular_modes, in_time, rectangular_modes
-from simulate.qg.projection import (basis_fields, climatology_prior, projection_limit,
-                                    truth_in_basis, unresolved_variance, window_projection)
+from simulate.qg.projection import (
+    basis_fields,
+    climatology_prior,
+    projection_limit,
+    truth_in_basis,
+    unresolved_variance,
+    window_projection,
+)
 
 N = 16
 START, LENGTH = 0.3, 0.1

@@ -3,7 +3,11 @@
 import numpy as np
 import pytest
 
-from lagda.assimilation.methods.representation import ou_time_scale, whiten_series, whiten_tracks
+from lagda.assimilation.methods.representation import (
+    ou_time_scale,
+    whiten_series,
+    whiten_tracks,
+)
 
 REP_VAR = 0.7
 

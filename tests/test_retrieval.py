@@ -1,7 +1,7 @@
 """lagda.learning.retrieval on hand-made rankings and against unbatched references."""
+import jax.numpy as jnp
 import numpy as np
 import pytest
-import jax.numpy as jnp
 
 from lagda.learning import losses, retrieval
 

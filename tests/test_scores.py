@@ -7,8 +7,15 @@ import numpy as np
 import pytest
 
 from lagda.assimilation.posterior import Posterior
-from lagda.assimilation.scores import (coefficient_calibration, resimulated_track_error, score_posterior, torus_distance, track_velocity_error,
-                          velocity_calibration, velocity_field_error)
+from lagda.assimilation.scores import (
+    coefficient_calibration,
+    resimulated_track_error,
+    score_posterior,
+    torus_distance,
+    track_velocity_error,
+    velocity_calibration,
+    velocity_field_error,
+)
 from lagda.io.tracks import Tracks
 from simulate.flow import rectangular_modes
 from simulate.tracks import simulate_tracks

@@ -8,10 +8,16 @@ import numpy as np
 import pytest
 
 from lagda.assimilation.methods.config import HybridConfig, VarConfig
+from lagda.assimilation.methods.search import (
+    candidate_starts,
+    gaussian_starts,
+    multistart_map,
+    posterior_cost,
+    prior_starts,
+    truth_map,
+)
 from lagda.assimilation.model import to_real
-from lagda.assimilation.methods.search import (candidate_starts, gaussian_starts, multistart_map, posterior_cost,
-                                               prior_starts, truth_map)
-from tests.assim_twin import make_twin
+from lagda.testing import make_twin
 
 
 @pytest.fixture(scope="module")

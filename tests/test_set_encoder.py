@@ -16,7 +16,13 @@ from lagda.learning.optimizer import make_optimizer
 from lagda.learning.retrieval import retrieval_metrics
 from lagda.learning.set_encoder import SetEncoder, tokens
 from lagda.learning.train import make_train_step, regime_key, train
-from simulate import draw_coefficients, draw_frequencies, rectangular_modes, simulate_tracks, spectrum
+from simulate import (
+    draw_coefficients,
+    draw_frequencies,
+    rectangular_modes,
+    simulate_tracks,
+    spectrum,
+)
 
 DT, N_OBS = 1e-3, 60
 

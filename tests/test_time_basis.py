@@ -8,12 +8,23 @@ import pytest
 
 from lagda.assimilation.methods.config import LinearConfig
 from lagda.assimilation.methods.linear import assimilate_linear
-from lagda.assimilation.model import FlowModel
-from lagda.assimilation.methods.observations import simulate_observed, simulate_observed_tangent
-from lagda.assimilation.model import to_complex, to_real
-from simulate.flow import velocity_basis
+from lagda.assimilation.methods.observations import (
+    simulate_observed,
+    simulate_observed_tangent,
+)
 from lagda.assimilation.methods.track_data import velocity_gradient
-from simulate.flow import circular_modes, grid_fields, in_time, psi, rectangular_modes, temporal_factor, time_basis, velocity
+from lagda.assimilation.model import FlowModel, to_complex, to_real
+from simulate.flow import (
+    circular_modes,
+    grid_fields,
+    in_time,
+    psi,
+    rectangular_modes,
+    temporal_factor,
+    time_basis,
+    velocity,
+    velocity_basis,
+)
 
 
 def _model(degree=2, k_max=2.0):

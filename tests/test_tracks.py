@@ -7,8 +7,14 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from lagda.io.tracks import FILL, Tracks, check_fits_model, tracks_from_dataset, write_tracks
 from lagda.io.formats import read_tracks
+from lagda.io.tracks import (
+    FILL,
+    Tracks,
+    check_fits_model,
+    tracks_from_dataset,
+    write_tracks,
+)
 from simulate.config import small
 from simulate.flow import rectangular_modes
 from simulate.schema import encoding, to_dataset

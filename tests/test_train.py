@@ -11,24 +11,11 @@ from flax import nnx
 from lagda.learning import checkpoint
 from lagda.learning.config import tiny
 from lagda.learning.data import PairedData, load_paired
-from lagda.learning.retrieval import retrieval_metrics
 from lagda.learning.model import build_model, embed_tracks, load_run
 from lagda.learning.optimizer import make_optimizer
-from lagda.learning.train import TrainingDiverged, make_train_step, train, train_step
-from simulate import draw_coefficients, draw_frequencies, rectangular_modes, simulate_tracks, spectrum
-
-
-def make_pairs(n, seed, n_obs=100):
-    """Returns PairedData of n small fields: K = 9, dt 1e-3, n_obs observations."""
-    k1, k2 = rectangular_modes((-1, 1), (-1, 1))
-    scale = spectrum(k1, k2, 1.5, 10.0)
-    omega = draw_frequencies(jax.random.key(0), len(k1), 20 * np.pi)
-    coef = draw_coefficients(jax.random.key(seed), scale, n, jnp.complex128)
-    release = jnp.full((n, 1, 2), 0.75, jnp.float64)
-    positions = simulate_tracks(coef, release, k1, k2, jnp.asarray(omega), 1e-3, n_obs, 1)
-    return PairedData(coef=np.asarray(coef, np.complex64), positions=np.asarray(positions, np.float32),
-                      time=1e-3 * np.arange(1, n_obs + 1), k1=k1, k2=k2, omega=omega, prior_scale=scale,
-                      attrs={"dt": 1e-3})
+from lagda.learning.retrieval import retrieval_metrics
+from lagda.learning.train import TrainingDiverged, make_train_step, train
+from lagda.testing import count_compiles, make_pairs
 
 
 @pytest.fixture(scope="module")
@@ -47,13 +34,13 @@ def test_steps_lower_loss_beat_chance_and_trace_once(pairs):
     tx = make_optimizer(CONFIG, 60)
     opt_state = tx.init(params)
     step = make_train_step(CONFIG, 60)
-    before = train_step._cache_size()
     coef, positions = jnp.asarray(batch.coef), jnp.asarray(batch.positions)
     losses = []
-    for _ in range(40):
-        params, opt_state, loss = step(graphdef, params, buffers, opt_state, coef, positions)
-        losses.append(float(loss))
-    assert train_step._cache_size() - before <= 1  # compiled once (or already, by an earlier identical step)
+    with count_compiles("train_step") as compiled:
+        for _ in range(40):
+            params, opt_state, loss = step(graphdef, params, buffers, opt_state, coef, positions)
+            losses.append(float(loss))
+    assert compiled["count"] <= 1  # compiled once (or not at all: an earlier identical step), never per step
     assert losses[-1] < losses[0] - 0.5
     model = nnx.merge(graphdef, params, buffers)
     u = jnp.concatenate([coef.real, coef.imag], axis=1)

@@ -24,7 +24,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = textwrap.dedent("""
     import sys, jax
     sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
-    from test_train import make_pairs
+    from lagda.testing import make_pairs
     from lagda.learning.config import tiny
     from lagda.learning.train import initialize_distributed, train
     initialize_distributed()  # before make_pairs' first JAX call

@@ -18,7 +18,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = textwrap.dedent("""
     import json, sys, jax, numpy as np
     sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
-    from test_train import make_pairs
+    from lagda.testing import make_pairs
     from lagda.learning.config import tiny
     from lagda.learning.train import train
     assert jax.local_device_count() == {devices}

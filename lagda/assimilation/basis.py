@@ -82,10 +82,9 @@ def _track_prior(tracks, k1, k2, degree: int):
     over the window, every degree carries the same expected kinetic energy and the total is the
     tracks' mean square speed.
     """
+    from lagda.assimilation.methods.track_data import finite_differences
     from simulate.config import SimConfig
     from simulate.prior import spectrum
-
-    from lagda.assimilation.methods.track_data import finite_differences
 
     vel = finite_differences(tracks.positions, tracks.times, None, 1)[2]
     rms = float(np.sqrt(np.mean(np.sum(vel**2, axis=-1)))) if len(vel) else SimConfig().rms_speed

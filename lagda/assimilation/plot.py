@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from simulate.atomic import write_atomic
 from lagda.io.physical import iso_time
 from lagda.io.results import Result, read_result
 from lagda.io.tracks import Tracks
+from simulate.atomic import write_atomic
 from simulate.flow import grid_fields
 from simulate.plot import wrapped_segments
 

@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagda.assimilation.posterior import Posterior
 from lagda.assimilation.fields import grid_posterior
+from lagda.assimilation.posterior import Posterior
 from lagda.io.physical import physical_fields
 from lagda.io.tracks import Tracks
 from simulate.flow import grid_fields, many_points, velocity

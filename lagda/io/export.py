@@ -12,9 +12,9 @@ import os
 
 import numpy as np
 
+from lagda.io.formats import read_tracks
 from lagda.io.physical import Mapping, parse_time
 from lagda.io.tracks import Tracks, pack_tracks, write_tracks
-from lagda.io.formats import read_tracks
 
 
 def export_tracks(source, out, *, n_fields: int | None = None, box=None, start: str | None = None,

@@ -13,14 +13,20 @@ import json
 
 import jax.numpy as jnp
 
-from simulate.atomic import write_atomic
 from lagda.learning import losses
 from lagda.learning.config import TrainConfig
 from lagda.learning.data import PairedData, check_same_modes, load_paired
 from lagda.learning.encoders import embed_coefficients, similarity_mask
-from lagda.learning.model import Contrastive, embed_track_sets, embed_tracks, kernel_set_similarity, load_trained
+from lagda.learning.model import (
+    Contrastive,
+    embed_track_sets,
+    embed_tracks,
+    kernel_set_similarity,
+    load_trained,
+)
 from lagda.learning.retrieval import retrieval_metrics
 from lagda.report import format_table as table
+from simulate.atomic import write_atomic
 
 RECALL_KS = (1, 5, 10)  # the cut-offs k of every R@k written (Figure 14 shows 1 and 5)
 

@@ -20,7 +20,13 @@ from tqdm import tqdm
 
 from lagda.learning import checkpoint, kernel_set, nuclr
 from lagda.learning.config import STATEFUL_LOSSES, TrainConfig
-from lagda.learning.encoders import FeatureStats, TrajectoryTransformer, encode_track_points, encode_tracks, similarity_mask
+from lagda.learning.encoders import (
+    FeatureStats,
+    TrajectoryTransformer,
+    encode_track_points,
+    encode_tracks,
+    similarity_mask,
+)
 from lagda.learning.optimizer import make_optimizer
 from lagda.learning.set_encoder import SetEncoder
 

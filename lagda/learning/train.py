@@ -34,15 +34,18 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm import tqdm
 
-from simulate.atomic import write_atomic
 from lagda.learning import checkpoint, kernel_set, losses, nuclr, regimes
 from lagda.learning.config import STATEFUL_LOSSES, TrainConfig
 from lagda.learning.data import PairedData, as_paired
-from lagda.learning.encoders import embed_coefficients, encode_track_points, encode_tracks
+from lagda.learning.encoders import (
+    embed_coefficients,
+    encode_track_points,
+    encode_tracks,
+)
 from lagda.learning.evaluate import retrieval_scores
 from lagda.learning.model import Contrastive, build_model, track_estimates
 from lagda.learning.optimizer import make_optimizer
-
+from simulate.atomic import write_atomic
 
 
 class TrainingDiverged(ValueError):

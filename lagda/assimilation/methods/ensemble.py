@@ -26,10 +26,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagda.assimilation.posterior import FieldEstimate
-from lagda.assimilation.model import FlowModel, to_complex
-from lagda.assimilation.methods.observations import arrange, simulate_observed, window_mask
 from lagda.assimilation.methods.config import EnkfConfig
+from lagda.assimilation.methods.observations import (
+    arrange,
+    simulate_observed,
+    window_mask,
+)
+from lagda.assimilation.model import FlowModel, to_complex
+from lagda.assimilation.posterior import FieldEstimate
 
 
 @functools.partial(jax.jit, static_argnames=("n_sim", "stride"))

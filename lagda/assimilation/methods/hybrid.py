@@ -48,10 +48,22 @@ import numpy as np
 
 from lagda.assimilation.methods.config import HybridConfig
 from lagda.assimilation.methods.learned import Scorer, learned_conditionals
-from lagda.assimilation.methods.linear import displacement_posterior, track_velocity_posterior
-from lagda.assimilation.methods.linear_gaussian import gaussian_estimate, linear_posterior, log_evidence
+from lagda.assimilation.methods.linear import (
+    displacement_posterior,
+    track_velocity_posterior,
+)
+from lagda.assimilation.methods.linear_gaussian import (
+    gaussian_estimate,
+    linear_posterior,
+    log_evidence,
+)
 from lagda.assimilation.methods.search import gaussian_starts, multistart_map
-from lagda.assimilation.methods.track_data import data_kind, displacement_data, observation_regime, velocity_data
+from lagda.assimilation.methods.track_data import (
+    data_kind,
+    displacement_data,
+    observation_regime,
+    velocity_data,
+)
 from lagda.assimilation.methods.variational import assimilate_var
 from lagda.assimilation.model import FlowModel, to_real
 from lagda.assimilation.posterior import FieldEstimate

@@ -36,10 +36,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagda.assimilation.posterior import FieldEstimate
-from lagda.assimilation.model import FlowModel
-from lagda.assimilation.methods.linear_gaussian import gaussian_samples
 from lagda.assimilation.methods.bank import bank_search
+from lagda.assimilation.methods.linear_gaussian import gaussian_samples
+from lagda.assimilation.model import FlowModel
+from lagda.assimilation.posterior import FieldEstimate
 from lagda.learning.retrieval import softmax_weights
 
 
@@ -57,7 +57,13 @@ class Scorer:
 
 def scorer_from_run(run_dir) -> tuple[Scorer, dict]:
     """Returns (Scorer, dataset meta) of a trained run: its encoder, similarity, mask, trained tau and times."""
-    from lagda.learning.model import embed_track_sets, embed_tracks, kernel_set_similarity, load_trained, trained_tau
+    from lagda.learning.model import (
+        embed_track_sets,
+        embed_tracks,
+        kernel_set_similarity,
+        load_trained,
+        trained_tau,
+    )
 
     model, config, meta = load_trained(run_dir)
     times = np.asarray(meta["time"], np.float64)

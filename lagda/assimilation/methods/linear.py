@@ -19,20 +19,28 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from scipy.linalg import cho_factor, cho_solve
 
-from lagda.assimilation.posterior import FieldEstimate
-from lagda.assimilation.model import FlowModel
-from lagda.assimilation.methods.observations import arrange, simulate_observed
-from lagda.assimilation.methods.linear_gaussian import gaussian_estimate
-from simulate.flow import velocity_basis
 from lagda.assimilation.methods.config import LinearConfig
-from lagda.assimilation.methods.linear_gaussian import linear_posterior
+from lagda.assimilation.methods.linear_gaussian import (
+    gaussian_estimate,
+    linear_posterior,
+)
+from lagda.assimilation.methods.observations import arrange, simulate_observed
 from lagda.assimilation.methods.representation import ou_time_scale, whiten_tracks
-from lagda.assimilation.methods.track_data import (correlation_time, curvature_factor, data_kind, difference_velocities,
-                                                    displacement_data,
-                                                    observation_regime, track_segments, velocity_data)
+from lagda.assimilation.methods.track_data import (
+    correlation_time,
+    curvature_factor,
+    data_kind,
+    difference_velocities,
+    displacement_data,
+    observation_regime,
+    track_segments,
+    velocity_data,
+)
+from lagda.assimilation.model import FlowModel
+from lagda.assimilation.posterior import FieldEstimate
+from simulate.flow import velocity_basis
 
 
 def displacement_posterior(positions, times, release, model: FlowModel, config: LinearConfig, prior_mean, prior_var):

@@ -16,8 +16,16 @@ import abc
 import time
 from typing import ClassVar
 
-from lagda.assimilation.methods.config import (EmbedConfig, EnkfConfig, HybridConfig, LinearConfig, MethodConfig,
-                                               RetrieveConfig, VarConfig, configure)
+from lagda.assimilation.methods.config import (
+    EmbedConfig,
+    EnkfConfig,
+    HybridConfig,
+    LinearConfig,
+    MethodConfig,
+    RetrieveConfig,
+    VarConfig,
+    configure,
+)
 from lagda.assimilation.posterior import FieldEstimate, Posterior, stack_estimates
 
 

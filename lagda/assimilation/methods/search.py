@@ -24,13 +24,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagda.assimilation.posterior import FieldEstimate
-from lagda.assimilation.model import FlowModel, to_real
-from lagda.assimilation.methods.observations import arrange
-from lagda.assimilation.methods.linear_gaussian import gaussian_estimate
 from lagda.assimilation.methods.config import OptimiserConfig, VarConfig
-from lagda.assimilation.methods.variational import (cost, fit, fit_noise, laplace_covariance, noise_sigma,
-                                                    observation_problem)
+from lagda.assimilation.methods.linear_gaussian import gaussian_estimate
+from lagda.assimilation.methods.observations import arrange
+from lagda.assimilation.methods.variational import (
+    cost,
+    fit,
+    fit_noise,
+    laplace_covariance,
+    noise_sigma,
+    observation_problem,
+)
+from lagda.assimilation.model import FlowModel, to_real
+from lagda.assimilation.posterior import FieldEstimate
 
 
 def gaussian_starts(mean, var, n: int, key, include_mean: bool = True) -> np.ndarray:

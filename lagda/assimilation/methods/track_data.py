@@ -27,11 +27,10 @@ import dataclasses
 
 import numpy as np
 
-from lagda.assimilation.model import FlowModel
-from lagda.assimilation.methods.observations import valid_mask
-from simulate.flow import velocity_basis
 from lagda.assimilation.methods.config import FD_LAGS, LinearConfig
-from simulate.flow import TWO_PI, temporal_factor
+from lagda.assimilation.methods.observations import valid_mask
+from lagda.assimilation.model import FlowModel
+from simulate.flow import TWO_PI, temporal_factor, velocity_basis
 
 # central-difference weights c_m of w(t_j) = sum_m c_m (z_{j+m} - z_{j-m}) / h, m = 1, 2, ..., by order
 CENTRAL_WEIGHTS = {4: (2.0 / 3.0, -1.0 / 12.0), 6: (3.0 / 4.0, -3.0 / 20.0, 1.0 / 60.0)}

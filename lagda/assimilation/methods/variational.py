@@ -39,12 +39,21 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from lagda.assimilation.posterior import FieldEstimate
-from lagda.assimilation.model import FlowModel
-from lagda.assimilation.methods.observations import Observations, arrange, simulate_observed, simulate_observed_tangent, window_mask
-from lagda.assimilation.methods.linear_gaussian import gaussian_estimate, linear_posterior
 from lagda.assimilation.methods.config import HybridConfig, OptimiserConfig, VarConfig
+from lagda.assimilation.methods.linear_gaussian import (
+    gaussian_estimate,
+    linear_posterior,
+)
+from lagda.assimilation.methods.observations import (
+    Observations,
+    arrange,
+    simulate_observed,
+    simulate_observed_tangent,
+    window_mask,
+)
 from lagda.assimilation.methods.track_data import choose_lag
+from lagda.assimilation.model import FlowModel
+from lagda.assimilation.posterior import FieldEstimate
 
 MAX_DAMPING = 1e8  # Levenberg-Marquardt gives up (stop "max_damping") above this damping
 CONVERGENCE_TOL = 1e-8  # converged: Gauss-Newton decrement <= tol * max(1, cost)

@@ -1,0 +1,111 @@
+"""Test utilities shared by the tests and the experiments: small problems with known truth, and a compile counter.
+
+`make_twin`: exact tracks of prior draws in a K = 9 model (the assimilation tests' twin experiment);
+`make_pairs`: a small paired dataset (training and retrieval tests); `count_compiles`: how often JAX
+compiled a function inside a block (read off `jax.log_compiles`, so no production code counts its traces).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lagda.assimilation.model import FlowModel
+from lagda.learning.data import PairedData
+from simulate import (
+    draw_coefficients,
+    draw_frequencies,
+    grid_fields,
+    rectangular_modes,
+    simulate_tracks,
+    spectrum,
+)
+
+DT = 1e-4
+
+
+@dataclasses.dataclass(frozen=True)
+class Twin:
+    model: FlowModel
+    coef: np.ndarray  # complex (field, mode) truth
+    release: np.ndarray  # (field, drifter, 2)
+    positions: np.ndarray  # (field, drifter, obs, 2)
+    times: np.ndarray  # (drifter, obs)
+
+    def field_error(self, coef_est, f: int) -> float:
+        """Relative L2 velocity-field error of coef_est `(mode,)` against field f over the window."""
+        m = self.model
+        ts = np.linspace(0.0, float(self.times.max()), 4)
+        _, u1, v1 = grid_fields(np.asarray(coef_est)[None], m.k1, m.k2, m.omega, ts, 16)
+        _, u0, v0 = grid_fields(self.coef[f : f + 1], m.k1, m.k2, m.omega, ts, 16)
+        return float(np.sqrt(np.sum((u1 - u0) ** 2 + (v1 - v0) ** 2) / np.sum(u0**2 + v0**2)))
+
+
+def write_twin_tracks(twin: Twin, path) -> None:
+    """Writes the twin's tracks, truth and modes as a CF trajectory file (lagda.io.tracks)."""
+    from lagda.io.tracks import Tracks, write_tracks
+
+    n_field, n_drifter, n_obs, _ = twin.positions.shape
+    tracks = Tracks(positions=twin.positions.reshape(-1, n_obs, 2), times=np.tile(twin.times[:1], (n_field * n_drifter, 1)),
+                    field=np.repeat(np.arange(n_field), n_drifter), trajectory_id=np.arange(n_field * n_drifter),
+                    true_coef=twin.coef, k1=twin.model.k1, k2=twin.model.k2, omega=twin.model.omega,
+                    release=twin.release.reshape(-1, 2))
+    write_tracks(tracks, path)
+
+
+def make_twin(n_field=2, n_drifter=4, n_obs=200, stride=1, seed=1, rms_speed=10.0) -> Twin:
+    """Returns exact tracks of prior draws (K = 9, dt 1e-4, rms speed 10 unless given)."""
+    k1, k2 = rectangular_modes((-1, 1), (-1, 1))
+    scale = spectrum(k1, k2, 1.5, rms_speed)
+    omega = draw_frequencies(jax.random.key(0), len(k1), 20 * np.pi)
+    coef = np.asarray(draw_coefficients(jax.random.key(seed), scale, n_field, np.complex128))
+    release = 0.5 + 0.4 * np.random.default_rng(seed).random((n_field, n_drifter, 2))
+    positions = np.asarray(simulate_tracks(coef, release, k1, k2, omega, DT, n_obs, stride))
+    times = np.tile(np.arange(1, n_obs + 1) * stride * DT, (n_drifter, 1))
+    return Twin(FlowModel(k1, k2, omega, scale, DT), coef, release, positions, times)
+
+
+def make_pairs(n, seed, n_obs=100):
+    """Returns PairedData of n small fields: K = 9, dt 1e-3, n_obs observations."""
+    k1, k2 = rectangular_modes((-1, 1), (-1, 1))
+    scale = spectrum(k1, k2, 1.5, 10.0)
+    omega = draw_frequencies(jax.random.key(0), len(k1), 20 * np.pi)
+    coef = draw_coefficients(jax.random.key(seed), scale, n, jnp.complex128)
+    release = jnp.full((n, 1, 2), 0.75, jnp.float64)
+    positions = simulate_tracks(coef, release, k1, k2, jnp.asarray(omega), 1e-3, n_obs, 1)
+    return PairedData(coef=np.asarray(coef, np.complex64), positions=np.asarray(positions, np.float32),
+                      time=1e-3 * np.arange(1, n_obs + 1), k1=k1, k2=k2, omega=omega, prior_scale=scale,
+                      attrs={"dt": 1e-3})
+
+
+@contextlib.contextmanager
+def count_compiles(name: str):
+    """Yields a dict whose "count" is, after the block, how many times JAX compiled a jitted function `name` in it.
+
+    Reads the records of `jax.log_compiles` ("Compiling jit(<name>) ..."); the function's name is its Python name.
+    """
+    counter, pattern = {"count": 0}, re.compile(rf"Compiling (jit|pjit)\({re.escape(name)}\)")
+
+    class Counter(logging.Handler):
+        def emit(self, record):
+            if pattern.search(record.getMessage()):
+                counter["count"] += 1
+
+    handler, logger = Counter(level=logging.DEBUG), logging.getLogger("jax")
+    level, propagate = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False  # the compile log is counted here, not printed
+    try:
+        with jax.log_compiles(True):
+            yield counter
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
