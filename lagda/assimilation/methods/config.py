@@ -99,6 +99,8 @@ class OptimiserConfig(MethodConfig):
     sigma_floor: float = setting(1e-6, "smallest position noise std used in the misfit (domain lengths)")
     continuation: tuple[float, ...] = setting((0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 1.0),
                                               "window fractions fitted in turn, ending with 1.0")
+    fused: bool = setting(True, "tracks observed every 8 or more RK4 steps: the fused observation operator and "
+                                "sensitivity (the same values to rounding, faster); False: the reference run")
 
     def checks(self) -> list[tuple[bool, str]]:
         return super().checks() + [

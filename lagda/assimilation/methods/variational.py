@@ -40,6 +40,12 @@ import numpy as np
 import optax
 
 from lagda.assimilation.methods.config import HybridConfig, OptimiserConfig, VarConfig
+from lagda.assimilation.methods.fused import (
+    FusedOperator,
+    fused_operator,
+    fused_residuals,
+    fused_residuals_jacobian,
+)
 from lagda.assimilation.methods.linear_gaussian import (
     gaussian_estimate,
     linear_posterior,
@@ -91,30 +97,75 @@ def misfit(x, obs: Observations, model: FlowModel, sigma: float, mask=None):
 
 def cost(x, problem) -> float:
     """Returns J(x) = |r(x)|^2 / 2 for x `(2K,)` and an `observation_problem` (inf where not finite)."""
-    r = np.asarray(residuals(jnp.asarray(x, jnp.float64), *problem))
+    r = residual_vector(x, problem)
     value = 0.5 * float(r @ r)
     return value if np.isfinite(value) else float("inf")
 
 
-def observation_problem(obs: Observations, model: FlowModel, sigma: float, mask=None, n_sim=None, prior=None):
+class Problem(tuple):
+    """The argument tuple of `residuals` after x, and the fused operator that serves it (`operator`, or None)."""
+
+    operator: FusedOperator | None = None
+
+    def fused_arguments(self) -> tuple:
+        """Returns the arguments of fused.fused_residuals after x (mask, ..., n_sim, op)."""
+        mask, target, z0, t0, index, _, _, omega, _, _, sigma, prior_std, prior_mean, n_sim, _ = self
+        return mask, target, z0, t0, index, omega, sigma, prior_std, prior_mean, n_sim, self.operator
+
+
+def residual_vector(x, problem) -> np.ndarray:
+    """Returns r(x) of `residuals` as numpy, through the problem's fused operator where it has one."""
+    x = jnp.asarray(x, jnp.float64)
+    if getattr(problem, "operator", None) is not None:
+        return np.asarray(fused_residuals(x, *problem.fused_arguments()))
+    return np.asarray(residuals(x, *problem))
+
+
+def residuals_and_jacobian(x, problem) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (r(x), dr/dx) of `residuals` / `jacobian` as numpy, from one fused run where the problem has one."""
+    x = jnp.asarray(x, jnp.float64)
+    if getattr(problem, "operator", None) is not None:
+        r, jac = fused_residuals_jacobian(x, *problem.fused_arguments())
+        return np.asarray(r), np.asarray(jac)
+    return np.asarray(residuals(x, *problem)), np.asarray(jacobian(x, *problem))
+
+
+def observation_problem(obs: Observations, model: FlowModel, sigma: float, mask=None, n_sim=None, prior=None,
+                        fused: bool = True) -> Problem:
     """Returns the argument tuple of `residuals` after x, restricted to the first n_sim states.
 
     prior: (mean `(2K,)`, var `(2K,)`) of a Gaussian prior replacing N(0, D) (hybrid), or None.
+    fused: evaluate the cost and the Jacobian with lagda.assimilation.methods.fused where it applies (sparse
+    tracks; the same values to rounding, faster), else always with `residuals` / `jacobian`.
     """
     mean, var = (np.zeros(2 * model.n_modes), model.prior_var) if prior is None else prior
     mask = obs.mask if mask is None else mask
     n_sim = obs.n_sim if n_sim is None else n_sim
     index = np.minimum(obs.index, n_sim - 1)
-    return (jnp.asarray(mask), jnp.asarray(obs.target), jnp.asarray(obs.z0), jnp.asarray(obs.t0),
-            jnp.asarray(index), jnp.asarray(model.k1), jnp.asarray(model.k2), jnp.asarray(model.omega), model.time,
-            model.dt, sigma, jnp.asarray(np.sqrt(var)), jnp.asarray(mean), n_sim, obs.stride)
+    problem = Problem((jnp.asarray(mask), jnp.asarray(obs.target), jnp.asarray(obs.z0), jnp.asarray(obs.t0),
+                       jnp.asarray(index), jnp.asarray(model.k1), jnp.asarray(model.k2), jnp.asarray(model.omega),
+                       model.time, model.dt, sigma, jnp.asarray(np.sqrt(var)), jnp.asarray(mean), n_sim, obs.stride))
+    problem.operator = _operator(model, obs.stride) if fused else None
+    return problem
 
 
-def stage_problem(obs: Observations, model: FlowModel, sigma: float, fraction: float, prior=None):
+def _operator(model: FlowModel, stride: int) -> FusedOperator | None:
+    """Returns the model's fused operator for this record spacing (cached per model and spacing), or None."""
+    key = (model.k1.tobytes(), model.k2.tobytes(), model.dt, stride, model.time is None)
+    if key not in _OPERATORS:
+        _OPERATORS[key] = fused_operator(model.k1, model.k2, model.dt, stride, model.time)
+    return _OPERATORS[key]
+
+
+_OPERATORS: dict = {}
+
+
+def stage_problem(obs: Observations, model: FlowModel, sigma: float, fraction: float, prior=None,
+                  fused: bool = True) -> Problem:
     """Returns `observation_problem` for the first `fraction` of the window, simulating only that far."""
     mask = window_mask(obs, fraction)
     n_sim = int(np.max(np.where(mask > 0, obs.index, 0))) + 1
-    return observation_problem(obs, model, sigma, mask, n_sim, prior)
+    return observation_problem(obs, model, sigma, mask, n_sim, prior, fused)
 
 
 def noise_sigma(positions, times, config: OptimiserConfig) -> tuple[float, str]:
@@ -161,8 +212,8 @@ def _whitened_normal_equations(x, problem):
     it loses far less than with the raw J^T J, and costs much less than a QR of the tall J.
     """
     prior_std = np.asarray(problem[-4])  # the argument tuple ends (..., prior_std, prior_mean, n_sim, stride)
-    jac = np.asarray(jacobian(jnp.asarray(x), *problem)) * prior_std[None, :]
-    r = np.asarray(residuals(jnp.asarray(x), *problem))
+    r, jac = residuals_and_jacobian(x, problem)
+    jac = jac * prior_std[None, :]
     return jac.T @ jac, jac.T @ r, prior_std
 
 
@@ -276,7 +327,8 @@ def optimise(x, problem, config: OptimiserConfig, iterations: int):
     return first_order(x, problem, iterations, config.optimizer, config.lr)
 
 
-def fit(x0, obs: Observations, model: FlowModel, config: OptimiserConfig, stages, iterations: int, sigma: float, prior=None):
+def fit(x0, obs: Observations, model: FlowModel, config: OptimiserConfig, stages, iterations: int, sigma: float,
+        prior=None):
     """Returns (x_map, per-stage summaries) minimising the 4D-Var cost through the continuation stages.
 
     Each stage starts from the better, on its own cost, of the previous result and x0.
@@ -284,7 +336,7 @@ def fit(x0, obs: Observations, model: FlowModel, config: OptimiserConfig, stages
     x0 = np.asarray(x0, np.float64)
     x, history = x0, []
     for fraction in stages:
-        problem = stage_problem(obs, model, sigma, fraction, prior)
+        problem = stage_problem(obs, model, sigma, fraction, prior, config.fused)
         restart = x is not x0 and cost(x0, problem) < cost(x, problem)
         x, report = optimise(x0 if restart else x, problem, config, iterations)
         history.append({"fraction": float(fraction), "start": "initial" if restart else "previous", **report.summary()})
@@ -295,7 +347,7 @@ EVIDENCE_ROUNDS = 3  # at most this many re-estimates of sigma, each followed by
 EVIDENCE_TOL = 0.1  # stop when sigma changes by less than this fraction
 
 
-def evidence_sigma(x, obs: Observations, model: FlowModel, floor: float, prior=None) -> float:
+def evidence_sigma(x, obs: Observations, model: FlowModel, floor: float, prior=None, fused: bool = True) -> float:
     """Returns the position noise std of most evidence for the tracks linearised at x `(2K,)` (at least `floor`).
 
     Near x the positions are linear in the coefficients, z(x') = z(x) + A (x' - x) with A from one
@@ -305,11 +357,11 @@ def evidence_sigma(x, obs: Observations, model: FlowModel, floor: float, prior=N
     cannot give on sparse tracks (their truncation error dominates the noise).
     """
     mean, var = (np.zeros(2 * model.n_modes), model.prior_var) if prior is None else prior
-    sim, sens = simulate_observed_tangent(jnp.asarray(x, jnp.float64), obs.z0, obs.t0, obs.index, model.k1, model.k2,
-                                          model.omega, model.dt, obs.n_sim, obs.stride, model.time)
-    keep = np.repeat(obs.mask.reshape(-1) > 0, 2)
-    a = np.asarray(sens, np.float64).reshape(-1, 2 * model.n_modes)[keep]
-    y = (obs.target - np.asarray(sim, np.float64)).reshape(-1)[keep] + a @ (np.asarray(x, np.float64) - mean)
+    # at sigma 1 the data rows of r and dr/dx are z(x) - y and A where observed (mask 1)
+    r, jac = residuals_and_jacobian(x, observation_problem(obs, model, 1.0, prior=prior, fused=fused))
+    keep = np.concatenate([np.repeat(obs.mask.reshape(-1) > 0, 2), np.zeros(2 * model.n_modes, bool)])
+    a = jac[keep]
+    y = -r[keep] + a @ (np.asarray(x, np.float64) - mean)
     _, _, noise_var = linear_posterior(a, y, np.asarray(var, np.float64))
     return max(float(np.sqrt(noise_var)), floor)
 
@@ -323,7 +375,7 @@ def fit_noise(x, obs: Observations, model: FlowModel, config: OptimiserConfig, i
     """
     tried = [float(sigma)]
     for _ in range(EVIDENCE_ROUNDS):
-        new = evidence_sigma(x, obs, model, config.sigma_floor, prior)
+        new = evidence_sigma(x, obs, model, config.sigma_floor, prior, config.fused)
         if abs(new / sigma - 1.0) < EVIDENCE_TOL:
             break
         sigma = new
@@ -332,14 +384,15 @@ def fit_noise(x, obs: Observations, model: FlowModel, config: OptimiserConfig, i
     return x, sigma, tried
 
 
-def laplace_covariance(x, obs: Observations, model: FlowModel, sigma: float, prior=None) -> np.ndarray:
+def laplace_covariance(x, obs: Observations, model: FlowModel, sigma: float, prior=None,
+                       fused: bool = True) -> np.ndarray:
     """Returns the Gauss-Newton posterior covariance (J_r^T J_r)^-1 at x, `(2K, 2K)`, symmetric positive definite.
 
     With J_r = [A; diag(1 / s)] (s the prior stds) and the SVD A diag(s) = U diag(l) V^T,
     cov = diag(s) V diag(1 / (1 + l^2)) V^T diag(s): no inverse of the badly conditioned J_r^T J_r.
     """
     prior_std = np.sqrt(model.prior_var if prior is None else np.asarray(prior[1], np.float64))
-    jac = np.asarray(jacobian(jnp.asarray(x), *observation_problem(obs, model, sigma, prior=prior)))
+    _, jac = residuals_and_jacobian(x, observation_problem(obs, model, sigma, prior=prior, fused=fused))
     data = jac[: -len(prior_std)] * prior_std[None, :]
     data = np.concatenate([data, np.zeros((max(0, len(prior_std) - len(data)), len(prior_std)))])  # V square
     _, sv, vt = np.linalg.svd(data, full_matrices=False)
@@ -369,8 +422,8 @@ def assimilate_var(positions, times, release, model: FlowModel, config: VarConfi
     if source != "given":  # the evidence of the fit says how noisy the tracks are
         x, sigma, tried = fit_noise(x, obs, model, config, iterations, sigma, prior)
         source = "floored" if sigma <= config.sigma_floor else "evidence"
-    cov = laplace_covariance(x, obs, model, sigma, prior)
-    full = observation_problem(obs, model, sigma, prior=prior)
+    cov = laplace_covariance(x, obs, model, sigma, prior, config.fused)
+    full = observation_problem(obs, model, sigma, prior=prior, fused=config.fused)
     info = {"optimizer": config.optimizer, "sigma": sigma, "noise_source": source, "sigmas_tried": tried,
             "cost_start": cost(x0, full), "cost": cost(x, full),
             "iterations": int(sum(h["iterations"] for h in history)), "converged": bool(history[-1]["converged"]),
