@@ -105,7 +105,7 @@ class TurbulenceCase:
         from simulate.qg.projection import truth_in_basis
 
         self.tracks = read_tracks(test)
-        self.settings = basis_model(self.tracks, "circular", k_max, degree, climatology)
+        self.settings = basis_model(self.tracks, "circular", k_max, degree, read_tracks(climatology))
         s = self.settings
         self.spatial = (s.k1[:: degree + 1], s.k2[:: degree + 1])
         self.degree, self.k_max = degree, k_max

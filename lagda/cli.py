@@ -261,6 +261,10 @@ def _add_assimilate_parser(subparsers) -> None:
     p.add_argument("--out", required=True, metavar="RESULT.nc", help="output netCDF result file")
     p.add_argument("--plot", metavar="FIG.png", help="also draw the result (true psi if known, posterior mean, std, tracks)")
     p.add_argument("--n-grid", type=int, default=32, help="grid points per side for psi, u, v (default 32)")
+    p.add_argument("--times", metavar="N|STEP",
+                   help="the result's grid times: N evenly spaced over the window, or for physical tracks a step such as "
+                        "30min, 6h, 1d from the window's start (default: daily for physical tracks, at most 121 times; "
+                        "11 over the window for model-unit tracks)")
     p.add_argument("--seed", type=int, default=0, help="seed of the method's randomness (default 0)")
     p.add_argument("--dt", type=float, metavar="DT",
                    help="RK4 step of the forward model (nondimensional time; default: the model run's, else the "
@@ -329,7 +333,7 @@ def _run_assimilate(args: argparse.Namespace) -> int:
     summary = assimilate_file(args.tracks, args.out, args.method, run_dir=args.model, n_grid=args.n_grid,
                               plot=args.plot, overwrite=args.overwrite, seed=args.seed, dt=args.dt, box=args.box,
                               time_scale=args.time_scale, basis=args.basis, k_max=args.k_max, degree=args.degree,
-                              climatology=args.climatology, **options)
+                              climatology=args.climatology, times=args.times, **options)
     for kind in ("note", "warning"):
         for line in summary[kind + "s"]:
             print(f"lagda assimilate: {kind}: {line}", file=sys.stderr)

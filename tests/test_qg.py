@@ -242,7 +242,7 @@ def test_qg_tracks_assimilate_in_a_chosen_basis(turbulence_file, tmp_path, capsy
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
     assert "velocity error against the QG truth" in captured.out and "representation error ou" in captured.out
-    assert "prior: the climatology of" in captured.err
+    assert "prior: the climatology's 1 flow(s)" in captured.err
     import xarray as xr
 
     from lagda.assimilation.assimilate import assimilate_file
@@ -278,3 +278,30 @@ def test_rossby_file_assimilates_with_its_frequencies(rossby_file, tmp_path, cap
                      "--out", str(tmp_path / "r.nc")]) == 0
     captured = capsys.readouterr()
     assert "frequencies omega_k from the track file" in captured.err and "velocity_rel_l2" in captured.out
+
+
+def test_tracks_whose_mapping_was_inferred_take_the_climatologys(turbulence_file, tmp_path):
+    """Tracks in metres written without lagda's mapping (another tool's file) get an inferred box and time scale;
+    a climatology's own mapping replaces them (its prior is per its box length and time unit), a stored one stays."""
+    import dataclasses
+
+    from lagda.assimilation.basis import adopt_climatology_mapping
+    from lagda.io.physical import infer_mapping
+    from lagda.io.tracks import remap_tracks
+
+    climatology = read_tracks(_flows(turbulence_file, [0], tmp_path / "clim.nc"))
+    stored = read_tracks(_flows(turbulence_file, [1], tmp_path / "test.nc"))
+    m = stored.mapping
+    fixes = np.stack(m.from_model(stored.positions[..., 0], stored.positions[..., 1]), axis=-1)
+    inferred = infer_mapping(list(fixes), list(m.time_from_model(stored.times)), "projected")
+    assert set(inferred.inferred) == {"box", "time_origin", "time_scale"} and inferred.box != m.box
+    plain = remap_tracks(stored, inferred)
+    adopted, notes = adopt_climatology_mapping(plain, climatology)
+    assert len(notes) == 1 and notes[0].startswith("mapping adopted from the climatology") and notes[0] in adopted.notes
+    assert adopted.mapping.box == m.box and adopted.mapping.time_scale_s == m.time_scale_s  # the same model domain
+    np.testing.assert_allclose(adopted.positions, stored.positions, atol=1e-12)
+    first = np.nanmin(stored.times)  # the inferred time origin is the first fix, not the release
+    np.testing.assert_allclose(adopted.times, stored.times - first, atol=1e-12)
+    assert adopt_climatology_mapping(stored, climatology) == (stored, [])  # a mapping the file states is kept
+    given = dataclasses.replace(plain, mapping=dataclasses.replace(plain.mapping, inferred=("time_origin",)))
+    assert adopt_climatology_mapping(given, climatology) == (given, [])  # box and time scale given by the user

@@ -1,5 +1,7 @@
 """Assimilation results: gridded posterior moments against closed forms, file round trip."""
 
+import dataclasses
+
 import netCDF4
 import numpy as np
 import pytest
@@ -249,3 +251,31 @@ def test_cli_assimilate_learned_method_defaults_to_the_shipped_model(tmp_path, c
     assert code == 0 and "wrote" in capsys.readouterr().out
     with netCDF4.Dataset(tmp_path / "r.nc") as nc:  # the run is recorded by name and content hash
         assert nc.model_run == run_identity(shipped("learned")) and nc.dimensions["rank"].size == 4
+
+
+def test_result_times_daily_for_physical_tracks_a_count_or_a_step():
+    from lagda.assimilation.fields import MAX_TIMES, result_times
+    from lagda.io.physical import Mapping
+
+    day = 86400.0
+    times = np.tile(np.arange(1, 24 * 60 + 1) * 3600.0 / (600 * day), (2, 1))  # hourly over 60 days, T = 600 days
+    tracks = Tracks(np.zeros((2, times.shape[1], 2)), times, np.zeros(2, np.int64), np.arange(2),
+                    mapping=Mapping((0.0, 1e6, 0.0, 1e6), "projected", 0.0, 600 * day))
+    daily, note = result_times(tracks)
+    np.testing.assert_allclose(daily * 600, np.arange(61))  # days 0..60: whole days from the window's start
+    assert note.startswith("grid times daily")
+    six_hourly, _ = result_times(tracks, "6h")
+    np.testing.assert_allclose(np.diff(six_hourly) * 600 * day, 6 * 3600.0)
+    assert len(six_hourly) == 241  # a step asked for may give more than the default cap
+    with pytest.raises(ValueError, match="choose a longer step"):
+        result_times(tracks, "1min")
+    assert len(result_times(tracks, "12")[0]) == 12 and result_times(tracks, 5)[0][-1] == times.max()
+    long = dataclasses.replace(tracks, times=times * 4)  # a 240-day window: every 2 days, at most MAX_TIMES
+    assert len(result_times(long)[0]) <= MAX_TIMES and "every 2 days" in result_times(long)[1]
+    model = dataclasses.replace(tracks, mapping=None)
+    assert len(result_times(model)[0]) == 11
+    for bad in ("6x", "1", "0h"):
+        with pytest.raises(ValueError):
+            result_times(tracks if bad != "1" else model, bad)
+    with pytest.raises(ValueError, match="physical tracks"):
+        result_times(model, "6h")

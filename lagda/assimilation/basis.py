@@ -14,10 +14,11 @@ are notes.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from lagda.assimilation.model import FlowModel, flow_model, resolve_dt, to_real
-from lagda.io.formats import read_tracks
 from lagda.io.tracks import Tracks
 from simulate.flow import circular_modes, in_time, rectangular_modes
 
@@ -41,13 +42,46 @@ def spatial_modes(basis: str, k_max: float):
     return rectangular_modes((-m, m), (-m, m))
 
 
-def basis_model(tracks: Tracks, basis: str, k_max: float, degree: int, climatology=None,
+def adopt_climatology_mapping(tracks: Tracks, climatology: Tracks) -> tuple[Tracks, list[str]]:
+    """Returns (the tracks in the climatology's mapping where theirs was inferred, notes).
+
+    A climatology's prior and representation error are per box length and model time unit of its own
+    mapping, so tracks whose box or time scale was inferred (not given, not in their file) take the
+    climatology's: its time scale, and its box when the tracks lie inside it (the same model domain), else
+    a box of its side lengths centred on the tracks. A mapping the user set is kept (and checked later).
+    """
+    mine, theirs = tracks.mapping, climatology.mapping
+    if mine is None or theirs is None or not {"box", "time_scale"} & set(mine.inferred):
+        return tracks, []
+    from lagda.io.physical import box_of_size
+    from lagda.io.tracks import remap_tracks
+
+    box, scale, inferred = mine.box, mine.time_scale_s, set(mine.inferred)
+    if "box" in inferred:
+        fixes = np.stack(mine.from_model(tracks.positions[..., 0], tracks.positions[..., 1]), axis=-1)
+        west, east, south, north = theirs.box
+        inside = theirs.coordinates == mine.coordinates and np.all(
+            (np.nan_to_num(fixes[..., 0], nan=west) >= west) & (np.nan_to_num(fixes[..., 0], nan=west) <= east)
+            & (np.nan_to_num(fixes[..., 1], nan=south) >= south) & (np.nan_to_num(fixes[..., 1], nan=south) <= north))
+        box = theirs.box if inside else box_of_size(mine.centre, theirs.lengths_m, mine.coordinates)
+    if "time_scale" in inferred:
+        scale = theirs.time_scale_s
+    adopted = dataclasses.replace(mine, box=tuple(float(b) for b in box), time_scale_s=float(scale),
+                                  inferred=tuple(sorted(inferred - {"box", "time_scale"})))
+    note = (f"mapping adopted from the climatology (the tracks' {' and '.join(sorted({'box', 'time_scale'} & inferred))} "
+            f"were inferred): {adopted.describe()}")
+    remapped = remap_tracks(tracks, dataclasses.replace(adopted, notes=adopted.notes + (note,)))
+    return dataclasses.replace(remapped, notes=remapped.notes + (note,)), [note]
+
+
+def basis_model(tracks: Tracks, basis: str, k_max: float, degree: int, climatology: Tracks | None = None,
                 dt: float | None = None) -> FlowModel:
     """Returns the `FlowModel` of `basis` with k_max and Legendre degree over the tracks' window.
 
     Args:
         tracks: lagda.io.tracks.Tracks (model units; the mapping of physical tracks applied).
-        climatology: path of a QG truth file (lagda simulate --flow qg) of other flows, or None.
+        climatology: the tracks of a QG truth file (lagda simulate --flow qg, read by read_tracks: its gridded
+            truth in `gridded_truth`) of other flows, or None.
         dt: RK4 step (var, enkf), default the file's dt attribute, else guessed from the times (a note).
     Raises:
         ValueError: for a bad basis, k_max or degree, tracks without a time after 0, or a
@@ -95,7 +129,7 @@ def _track_prior(tracks, k1, k2, degree: int):
                    "(model units), the same energy in every degree, since no --climatology is given")
 
 
-def _climatology(path, tracks: Tracks, k1, k2, degree: int, t_end: float):
+def _climatology(clim: Tracks, tracks: Tracks, k1, k2, degree: int, t_end: float):
     """Returns (prior scale `(mode,)`, unresolved variance, its time scale, notes) from a QG truth file.
 
     The variance and time scale are those of the velocity the basis leaves out along the file's own
@@ -105,20 +139,19 @@ def _climatology(path, tracks: Tracks, k1, k2, degree: int, t_end: float):
     """
     from simulate.qg.projection import climatology_prior, truth_in_basis
 
-    clim = read_tracks(path)
     ds = clim.gridded_truth
     if ds is None:
-        raise ValueError(f"{path} is not a QG truth file (lagda simulate --flow qg): it has no gridded truth psi")
+        raise ValueError("the climatology is not a QG truth file (lagda simulate --flow qg): it has no gridded truth psi")
     scale_s, length = float(ds.attrs["lagda_mapping_time_scale_s"]), float(ds.attrs["qg_L"])
     if tracks.mapping is not None:
         lx, ly = tracks.mapping.lengths_m
         if not (np.isclose(lx, length) and np.isclose(ly, length) and np.isclose(tracks.mapping.time_scale_s, scale_s)):
-            raise ValueError(f"the climatology {path} maps a {length:g} m box with {scale_s:g} s per model time unit, "
+            raise ValueError(f"the climatology maps a {length:g} m box with {scale_s:g} s per model time unit, "
                              f"the tracks {lx:g} x {ly:g} m with {tracks.mapping.time_scale_s:g} s")
     truth = truth_in_basis(ds, k1, k2, degree)
     scale = climatology_prior(truth["coef"], truth["k1"], truth["k2"], degree)
     rep_var, rep_time = _along_track_residual(clim, truth)
-    notes = [f"prior: the climatology of {path} ({truth['coef'].shape[0]} flow(s)): mean power of its truth's "
+    notes = [f"prior: the climatology's {truth['coef'].shape[0]} flow(s): mean power of their truth's "
              f"coefficients per wavenumber shell and degree; the basis leaves out {np.mean(truth['limit']):.3f} of its "
              f"velocity (relative L2); along its drifters that velocity has std {np.sqrt(rep_var):.4g} per component "
              f"and time scale {rep_time:.4g} (model units): the representation error's"]

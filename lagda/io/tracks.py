@@ -86,6 +86,26 @@ class Tracks:
         )
 
 
+def remap_tracks(tracks: Tracks, mapping) -> Tracks:
+    """Returns physical `tracks` put on the model through another `mapping` (lagda.io.physical.Mapping): the same fixes.
+
+    Positions, times and release points go back to physical units through the tracks' own mapping and forward
+    through `mapping`; true coefficients, which belong to the old mapping, are dropped.
+
+    Raises:
+        ValueError: for tracks in model units, or a mapping in other coordinates (lon/lat against metres).
+    """
+    old = tracks.mapping
+    if old is None or old.coordinates != mapping.coordinates:
+        raise ValueError("only physical tracks are put on the model through another mapping of the same coordinates")
+    x, y = mapping.to_model(*old.from_model(tracks.positions[..., 0], tracks.positions[..., 1]))
+    release = None
+    if tracks.release is not None:
+        release = np.stack(mapping.to_model(*old.from_model(tracks.release[:, 0], tracks.release[:, 1])), axis=-1)
+    return dataclasses.replace(tracks, positions=np.stack([x, y], axis=-1), release=release, true_coef=None,
+                               times=mapping.time_to_model(old.time_from_model(tracks.times)), mapping=mapping)
+
+
 FILL = 9.969209968386869e36  # netCDF's default double fill value (NC_FILL_DOUBLE)
 TRACK_FORMAT_VERSION = "2"  # 2: physical units and the contiguous ragged layout (1: model units only)
 LAYOUTS = ("multidimensional", "ragged")
