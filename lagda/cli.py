@@ -74,8 +74,15 @@ def _add_simulate_parser(subparsers) -> None:
                         "gridded truth (needs lagda[qg]); with qg, --n-samples counts flows")
     p.add_argument("--regime", choices=("rossby", "turbulence"),
                    help="qg: linear Rossby waves on a barotropic beta plane, or two-layer turbulence (default)")
-    p.add_argument("--qg-preset", choices=("qg", "tiny"),
-                   help="qg base settings: qg (default; 64^2 turbulence, 5-year spin-up) or tiny (16^2, for tests)")
+    p.add_argument("--qg-preset", choices=("qg", "tiny", "window"),
+                   help="qg base settings: qg (default; 64^2 turbulence, 5-year spin-up), tiny (16^2, for tests) or "
+                        "window (the qg preset on a domain twice as wide, 128^2 and 2000 km, drifters released in its "
+                        "central 1000 km box)")
+    p.add_argument("--qg-background", choices=("full", "anomaly"),
+                   help="qg turbulence: drifters feel the upper layer's full velocity, the imposed flow U1 included "
+                        "(default), or only its anomaly (the frame moving with the upper layer, as before format 2)")
+    p.add_argument("--release-box", type=float, nargs=4, metavar=("X0", "X1", "Y0", "Y1"),
+                   help="qg: release drifters in [X0, X1] x [Y0, Y1], fractions of the domain side (default 0 1 0 1)")
     p.add_argument("--window-days", type=float, help="qg: observation window after the release, days")
     p.add_argument("--obs-interval", type=float, metavar="SECONDS", help="qg: seconds between recorded positions")
     p.add_argument("--truth-interval", type=float, metavar="SECONDS", help="qg: seconds between stored gridded truth fields")
@@ -149,8 +156,10 @@ def _run_simulate(args: argparse.Namespace) -> int:
 # qg: flag dest -> QGConfig field; flags only one of the two flows accepts
 _QG_FIELDS = {"n_samples": "n_flows", "n_drifters": "n_drifters", "release": "release", "seed": "seed",
               "rms_speed": "rms_speed", "window_days": "window_days", "obs_interval": "obs_interval",
-              "truth_interval": "truth_interval", "spin_up_days": "spin_up_days", "k_max": "k_max"}
-_QG_ONLY = ("regime", "qg_preset", "window_days", "obs_interval", "truth_interval", "spin_up_days", "k_max")
+              "truth_interval": "truth_interval", "spin_up_days": "spin_up_days", "k_max": "k_max",
+              "qg_background": "background", "release_box": "release_box"}
+_QG_ONLY = ("regime", "qg_preset", "window_days", "obs_interval", "truth_interval", "spin_up_days", "k_max",
+            "qg_background", "release_box")
 _FOURIER_ONLY = ("frequency_seed", "release_point", "obs_noise", "diffusivity", "steady", "dt", "t_final", "stride",
                  "k1_range", "k2_range", "spectrum_exponent", "omega_max", "precision", "chunk_size", "like", "resume",
                  "shard")
@@ -171,6 +180,8 @@ def qg_config(args: argparse.Namespace):
     _refuse_flags(args, _FOURIER_ONLY, "does not apply to --flow qg; it applies only to --flow fourier")
     config = qg.PRESETS[args.qg_preset or "qg"][args.regime or "turbulence"]()
     overrides = {field: getattr(args, dest) for dest, field in _QG_FIELDS.items() if getattr(args, dest) is not None}
+    if "release_box" in overrides:
+        overrides["release_box"] = tuple(overrides["release_box"])
     return dataclasses.replace(config, **overrides).validate()
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from simulate.qg.config import TIME_ORIGIN, QGConfig
 from simulate.schema import CONVENTIONS
-from simulate.qg.model import QGFlows, rossby_frequencies, simulate_qg
+from simulate.qg.model import QGFlows, background_velocity, rossby_frequencies, simulate_qg
 
 
 def project(psi, k1, k2) -> np.ndarray:
@@ -46,7 +46,9 @@ def to_xarray(config: QGConfig, flows: QGFlows, history: str = ""):
 
     A CF trajectory file (orthogonal multidimensional layout: x, y (trajectory, obs) in metres,
     one CF time(obs) shared by all drifters) of all flow x drifter tracks, plus the truth on dims (flow, truth_time, grid_y, grid_x) and its
-    projection `proj_coef_*` (flow, truth_time, mode) in lagda's model units (psi T / L^2).
+    projection `proj_coef_*` (flow, truth_time, mode) in lagda's model units (psi T / L^2). psi is the periodic
+    anomaly; u, v are the velocity the drifters feel, its velocity plus the uniform `u_background`, `v_background`
+    (flow, truth_time).
     """
     import xarray as xr
 
@@ -66,6 +68,8 @@ def to_xarray(config: QGConfig, flows: QGFlows, history: str = ""):
     cell = (np.arange(config.nx) + 0.5) * config.L / config.nx
     layer = "" if config.regime == "rossby" else "upper-layer "
     field4 = ("flow", "truth_time", "grid_y", "grid_x")
+    steady = np.ones((n_flow, config.n_truth + 1))  # the background is uniform and steady here, but stored per time
+    u_bg, v_bg = background_velocity(config)
     data = {
         "x": (("trajectory", "obs"), flows.positions[..., 0].reshape(-1, n_obs), metres("x", "drifter position x (east), unwrapped")),
         "y": (("trajectory", "obs"), flows.positions[..., 1].reshape(-1, n_obs), metres("y", "drifter position y (north), unwrapped")),
@@ -74,9 +78,17 @@ def to_xarray(config: QGConfig, flows: QGFlows, history: str = ""):
         "y0": ("trajectory", flows.release[..., 1].ravel() / config.L, one("drifter release position y at t = 0 (model domain lengths)")),
         "k1": ("mode", k1.astype(np.int32), one("wavenumber k1 (x) of the projection basis mode")),
         "k2": ("mode", k2.astype(np.int32), one("wavenumber k2 (y) of the projection basis mode")),
-        "psi": (field4, flows.psi.astype(np.float32), {"units": "m2 s-1", "long_name": f"{layer}streamfunction psi (truth)"}),
-        "u": (field4, flows.u.astype(np.float32), {"units": "m s-1", "long_name": f"{layer}velocity x component u = -dpsi/dy (truth)"}),
-        "v": (field4, flows.v.astype(np.float32), {"units": "m s-1", "long_name": f"{layer}velocity y component v = dpsi/dx (truth)"}),
+        "psi": (field4, flows.psi.astype(np.float32),
+                {"units": "m2 s-1",
+                 "long_name": f"{layer}streamfunction psi of the periodic anomaly, without the background (truth)"}),
+        "u": (field4, flows.u.astype(np.float32),
+              {"units": "m s-1", "long_name": f"{layer}velocity x component u = -dpsi/dy + u_background (truth)"}),
+        "v": (field4, flows.v.astype(np.float32),
+              {"units": "m s-1", "long_name": f"{layer}velocity y component v = dpsi/dx + v_background (truth)"}),
+        "u_background": (("flow", "truth_time"), u_bg * steady,
+                         {"units": "m s-1", "long_name": "uniform background velocity x component (felt by drifters)"}),
+        "v_background": (("flow", "truth_time"), v_bg * steady,
+                         {"units": "m s-1", "long_name": "uniform background velocity y component (felt by drifters)"}),
         "proj_coef_re": (("flow", "truth_time", "mode"), coef.real, one("real part of the truth's least-squares coefficient c_k (model units)")),
         "proj_coef_im": (("flow", "truth_time", "mode"), coef.imag, one("imaginary part of the truth's least-squares coefficient c_k (model units)")),
     }
@@ -102,7 +114,7 @@ def to_xarray(config: QGConfig, flows: QGFlows, history: str = ""):
         "title": f"lagda QG truth ({config.regime}): drifter tracks in a pyqg-jax flow with its gridded truth",
         "source": f"pyqg-jax {pyqg_jax.__version__} {model}; drifters by simulate.qg (RK4, spectral interpolation)",
         "history": history or "written by simulate.qg.write_qg_dataset",
-        "lagda_track_format_version": "2", "lagda_qg_format_version": "1",
+        "lagda_track_format_version": "2", "lagda_qg_format_version": "2",
         **mapping_attrs(config), **{f"qg_{name}": value for name, value in dataclasses.asdict(config).items()},
     }
     return ds
