@@ -300,7 +300,7 @@ def _flows(path, flows, out):
 
 
 def test_qg_tracks_assimilate_in_a_chosen_basis(anomaly_file, tmp_path, capsys):
-    # the bases have no uniform current, so the flow is the anomaly (the tiny flow's is 10 times weaker than U1)
+    # the anomaly frame: no background, so the current a basis holds must stay near zero (its climatology's prior)
     import xarray as xr
 
     with xr.open_dataset(anomaly_file) as ds:
@@ -373,3 +373,21 @@ def test_tracks_whose_mapping_was_inferred_take_the_climatologys(turbulence_file
     assert adopt_climatology_mapping(stored, climatology) == (stored, [])  # a mapping the file states is kept
     given = dataclasses.replace(plain, mapping=dataclasses.replace(plain.mapping, inferred=("time_origin",)))
     assert adopt_climatology_mapping(given, climatology) == (given, [])  # box and time scale given by the user
+
+
+def test_the_background_current_is_recovered_in_a_chosen_basis(turbulence_file, tmp_path):
+    """Drifters feel pyqg's background U1 (here 10 times the tiny flow's anomaly): the basis's uniform current holds
+    it, so linear recovers the full velocity, and its degree-0 current is U1 in model units (U1 T / L)."""
+    from lagda.assimilation.assimilate import assimilate_file
+    from lagda.io.results import read_result
+
+    climatology, test = _flows(turbulence_file, [0], tmp_path / "clim.nc"), _flows(turbulence_file, [1], tmp_path / "t.nc")
+    summary = assimilate_file(test, tmp_path / "r.nc", "linear", basis="circular", k_max=3, degree=2,
+                              climatology=climatology, members=8)
+    assert summary["velocity_error_vs_truth"] < 0.5  # the prior mean, zero, errs 1
+    config = qg.tiny("turbulence")
+    result = read_result(tmp_path / "r.nc")
+    current = result.coef_mean[0, result.time_basis.current > 0]  # degrees 0..2 of the current
+    u1 = qg.background_velocity(config)[0] * config.time_scale_s / config.L
+    # U to 5%; V (zero) to the anomaly's RMS speed, about U1 / 10, which the 9 drifters sample for 4 days
+    assert abs(current[0].real / u1 - 1) < 0.05 and abs(current[0].imag) < 0.1 * u1

@@ -3,7 +3,8 @@ polynomials in time over the tracks' window, with its prior from a truth climato
 
 For flows that are not lagda's own (no known frequencies, more scales): psi(z, t) = Re sum_{k, p}
 c_kp L_p(s) exp(2 pi i k.z), s = 2 t / t_end - 1 over the window [0, t_end] of the tracks
-(simulate.flow.in_time). The velocity stays linear in the coefficients, so every classical method
+(simulate.flow.in_time), plus the uniform current (U_p, V_p) L_p(s) that every box of the ocean has
+(simulate.flow's current modes, first in the model). The velocity stays linear in the coefficients, so every classical method
 applies. The prior std of c_kp and the variance of the velocity the basis leaves out (the linear
 method's representation error) come from a climatology: a QG truth file of other flows of the same
 model (simulate.qg.projection: the truth's least-squares fit in the basis, pooled over wavenumber
@@ -23,6 +24,7 @@ from lagda.io.tracks import Tracks
 from simulate.flow import circular_modes, in_time, rectangular_modes
 
 BASES = ("circular", "rectangular")
+CURRENT_FLOOR = 0.1  # the current's prior std per degree is at least this fraction of the climatology's RMS speed
 
 
 def spatial_modes(basis: str, k_max: float):
@@ -87,15 +89,18 @@ def basis_model(tracks: Tracks, basis: str, k_max: float, degree: int, climatolo
         ValueError: for a bad basis, k_max or degree, tracks without a time after 0, or a
             climatology in another mapping (box or time scale) than the tracks.
     """
+    from simulate.qg.projection import with_current
+
     if degree < 0:
         raise ValueError(f"degree must be >= 0, got {degree}")
     k1, k2 = spatial_modes(basis, k_max)
     t_end = float(np.nanmax(tracks.times))
     if not t_end > 0:
         raise ValueError("the tracks have no time after 0: no window for the time basis")
-    e1, e2, omega, time = in_time(k1, k2, np.zeros(len(k1)), degree, 0.0, t_end)
-    notes = [f"flow basis: {basis} modes k_max {k_max:g} ({len(k1)} spatial modes) x Legendre degrees 0..{degree} "
-             f"in time over the window [0, {t_end:.6g}] model time: {len(e1)} modes"]
+    e1, e2, omega, time = in_time(*with_current(k1, k2)[:2], np.zeros(len(k1) + 1), degree, 0.0, t_end,
+                                  with_current(k1, k2)[2])
+    notes = [f"flow basis: the uniform current and {basis} modes k_max {k_max:g} ({len(k1)} spatial modes) x "
+             f"Legendre degrees 0..{degree} in time over the window [0, {t_end:.6g}] model time: {len(e1)} modes"]
     unresolved = None
     if climatology is None:
         scale, note = _track_prior(tracks, k1, k2, degree)
@@ -125,8 +130,10 @@ def _track_prior(tracks, k1, k2, degree: int):
     exponent = SimConfig().spectrum_exponent
     share = np.sqrt((2 * np.arange(degree + 1) + 1) / (degree + 1))
     scale = (spectrum(k1, k2, exponent, rms)[:, None] * share[None, :]).ravel()
-    return scale, (f"prior: the generator's spectrum shape (exponent {exponent:g}) at the tracks' RMS speed {rms:.4g} "
-                   "(model units), the same energy in every degree, since no --climatology is given")
+    return np.concatenate([np.full(degree + 1, rms), scale]), (
+        f"prior: the generator's spectrum shape (exponent {exponent:g}) at the tracks' RMS speed {rms:.4g} (model units), "
+        "the same energy in every degree, and the uniform current of that RMS speed in every degree, since no "
+        "--climatology is given")
 
 
 def _climatology(clim: Tracks, tracks: Tracks, k1, k2, degree: int, t_end: float):
@@ -148,11 +155,16 @@ def _climatology(clim: Tracks, tracks: Tracks, k1, k2, degree: int, t_end: float
         if not (np.isclose(lx, length) and np.isclose(ly, length) and np.isclose(tracks.mapping.time_scale_s, scale_s)):
             raise ValueError(f"the climatology maps a {length:g} m box with {scale_s:g} s per model time unit, "
                              f"the tracks {lx:g} x {ly:g} m with {tracks.mapping.time_scale_s:g} s")
-    truth = truth_in_basis(ds, k1, k2, degree)
+    truth = truth_in_basis(ds, k1, k2, degree, current=True)
     scale = climatology_prior(truth["coef"], truth["k1"], truth["k2"], degree)
+    # the current's power per degree is the climatology's (its background flow), floored at a fraction of its RMS
+    # speed: one or two flows are few samples of a current that may vary
+    rms = float(np.sqrt(np.mean(truth["u"] ** 2 + truth["v"] ** 2)))
+    scale[: degree + 1] = np.maximum(scale[: degree + 1], CURRENT_FLOOR * rms)
     rep_var, rep_time = _along_track_residual(clim, truth)
     notes = [f"prior: the climatology's {truth['coef'].shape[0]} flow(s): mean power of their truth's "
-             f"coefficients per wavenumber shell and degree; the basis leaves out {np.mean(truth['limit']):.3f} of its "
+             f"coefficients per wavenumber shell and degree (the current's at least {CURRENT_FLOOR:g} of their RMS speed "
+             f"{rms:.4g}); the basis leaves out {np.mean(truth['limit']):.3f} of its "
              f"velocity (relative L2); along its drifters that velocity has std {np.sqrt(rep_var):.4g} per component "
              f"and time scale {rep_time:.4g} (model units): the representation error's"]
     window = float(truth["times"][-1])
@@ -198,10 +210,11 @@ def qg_scores(tracks: Tracks, coef, model: FlowModel) -> dict:
     if ds is None or time is None:
         return {}
     degree = int(np.max(time.degree))
-    spatial = slice(None, None, degree + 1)
-    truth = truth_in_basis(ds, model.k1[spatial], model.k2[spatial], degree, flows=list(range(len(coef))))
+    current = time.current is not None  # the uniform current comes first (basis_model)
+    k1, k2 = model.k1[:: degree + 1][int(current):], model.k2[:: degree + 1][int(current):]
+    truth = truth_in_basis(ds, k1, k2, degree, flows=list(range(len(coef))), current=current)
     n = int(ds.attrs["qg_nx"])
-    _, u, v = basis_fields(coef, model.k1[spatial], model.k2[spatial], degree, time.start, time.length, truth["times"], n)
+    _, u, v = basis_fields(coef, k1, k2, degree, time.start, time.length, truth["times"], n, current)
     return {"velocity_error_vs_truth": projection_limit(truth["u"], truth["v"], u, v),  # relative L2 against the first pair
             "velocity_error_vs_projection": projection_limit(truth["u_fit"], truth["v_fit"], u, v),
             "projection_limit": projection_limit(truth["u"], truth["v"], truth["u_fit"], truth["v_fit"])}

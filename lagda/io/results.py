@@ -67,6 +67,10 @@ def write_result(path, result: "Result") -> None:
         data["degree"] = ("mode", time.degree, {**one("Legendre degree p_k of the mode's temporal factor L_p(s)"),
                                                 "window_start": float(time.start), "window_length": float(time.length),
                                                 "comment": "s = 2 (t - window_start) / window_length - 1, model time"})
+        if time.current is not None:
+            data["current"] = ("mode", np.asarray(time.current, np.int8), {
+                **one("1 where the mode is the uniform current: u = Re(c L_p), v = Im(c L_p) everywhere"),
+                "flag_values": np.array([0, 1], np.int8), "flag_meanings": "periodic_mode uniform_current"})
     grid_dims = ("field", "model_time", "y", "x")
     for name in FIELD_NAMES:
         for stat, word in (("mean", "posterior mean"), ("std", "posterior standard deviation")):
@@ -222,7 +226,8 @@ def read_result(path) -> Result:
         from simulate.flow import time_basis as make_time_basis
 
         attrs = ds["degree"].attrs
-        time_basis = make_time_basis(get("degree"), float(attrs["window_start"]), float(attrs["window_length"]))
+        time_basis = make_time_basis(get("degree"), float(attrs["window_start"]), float(attrs["window_length"]),
+                                     None if get("current") is None else get("current").astype(bool))
     return Result(get("k1"), get("k2"), get("omega"), cplx("coef_mean"), get("coef_std_re"), get("coef_std_im"), fields,
                   get("x"), get("y"), times, str(ds.attrs.get("method", "")), dict(ds.attrs),
                   cplx("candidate_coef"), get("candidate_weight"), get("seconds"), tracks, cplx("true_coef"),
