@@ -7,6 +7,8 @@ estimate; their spread gives the standard error of the pooled one, so (pooled - 
 t with RUNS - 1 degrees of freedom, and the bound is its 1 - ALPHA / (2 n_tests) quantile (Bonferroni).
 """
 
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -41,7 +43,8 @@ def twin():
     cov = np.linalg.inv(g.T @ g / s**2 + np.diag(1.0 / prior_var))
     marginal = g @ np.diag(prior_var) @ g.T + s**2 * np.eye(n)
     log_evidence = stats.multivariate_normal(np.zeros(n), marginal).logpdf(y)
-    return (jnp.asarray(g), jnp.asarray(y), s), Gaussian(np.zeros(d), prior_var), cov @ g.T @ y / s**2, cov, log_evidence
+    mean = cov @ g.T @ y / s**2
+    return (jnp.asarray(g), jnp.asarray(y), s), Gaussian(np.zeros(d), prior_var), mean, cov, log_evidence
 
 
 def _per_run(samples, weights, runs):
@@ -63,13 +66,16 @@ def _assert_within_mc_error(per_run, exact, alpha=ALPHA):
 
 @pytest.fixture(scope="module")
 def from_prior(twin):
+    """Returns smc_sample's output from the prior, and the progress calls (stage, l) it made."""
     data, prior = twin[:2]
-    config = SampleConfig(particles=PARTICLES, runs=RUNS)
-    return smc_sample(linear_log_likelihood, prior, jax.random.key(1), config, data)
+    config, calls = SampleConfig(particles=PARTICLES, runs=RUNS), []
+    out = smc_sample(linear_log_likelihood, prior, jax.random.key(1), config, data,
+                     progress=lambda stage, tempering: calls.append((stage, tempering)))
+    return out, calls
 
 
 @pytest.fixture(scope="module")
-def from_proposal(twin, from_prior):
+def from_proposal(twin, from_prior):  # after from_prior: its compiled stage is reused
     """The same posterior from N(mean + 1 posterior std, 2 cov): a proposal off the posterior."""
     data, prior, mean, cov = twin[:4]
     traces = TRACES[0]
@@ -80,7 +86,7 @@ def from_proposal(twin, from_prior):
 
 @pytest.mark.parametrize("start", ["prior", "proposal"])
 def test_mean_and_covariance_match_the_closed_form(twin, from_prior, from_proposal, start):
-    samples, weights, diagnostics = from_prior if start == "prior" else from_proposal[0]
+    samples, weights, diagnostics = from_prior[0] if start == "prior" else from_proposal[0]
     mean, cov = _per_run(samples, weights, RUNS)
     _assert_within_mc_error(mean, twin[2])
     upper = np.triu_indices(cov.shape[1])
@@ -90,23 +96,41 @@ def test_mean_and_covariance_match_the_closed_form(twin, from_prior, from_propos
 
 @pytest.mark.parametrize("start", ["prior", "proposal"])
 def test_log_evidence_matches_the_closed_form(twin, from_prior, from_proposal, start):
-    diagnostics = (from_prior if start == "prior" else from_proposal[0])[2]
+    diagnostics = (from_prior[0] if start == "prior" else from_proposal[0])[2]
     _assert_within_mc_error([r["log_evidence"] for r in diagnostics["runs"]], twin[4])
 
 
 def test_proposal_start_agrees_with_prior_start_in_fewer_stages(from_prior, from_proposal):
     (samples, weights, diagnostics), retraces = from_proposal
-    a, b = _per_run(*from_prior[:2], RUNS)[0], _per_run(samples, weights, RUNS)[0]
+    a, b = _per_run(*from_prior[0][:2], RUNS)[0], _per_run(samples, weights, RUNS)[0]
     # two-sample t (Welch): the runs of each start are independent estimates of the same mean
     se = np.sqrt(a.var(axis=0, ddof=1) / RUNS + b.var(axis=0, ddof=1) / RUNS)
     t = np.abs(a.mean(axis=0) - b.mean(axis=0)) / se
     assert np.all(t < stats.t.ppf(1.0 - ALPHA / (2 * a.shape[1]), RUNS - 1))
-    assert diagnostics["stages_max"] < from_prior[2]["stages_max"]
+    assert diagnostics["stages_max"] < from_prior[0][2]["stages_max"]
     assert retraces == 0  # the proposal run reused the prior run's compiled stage
 
 
+def test_the_exact_posterior_as_proposal_is_one_importance_step(twin):
+    """With q the posterior, p0 L / q is constant: the first stage reaches l = 1 with every weight equal."""
+    data, prior, mean, cov = twin[:4]
+    config = SampleConfig(particles=PARTICLES, runs=2, start="proposal")
+    _, weights, diagnostics = smc_sample(linear_log_likelihood, prior, jax.random.key(3), config, data,
+                                         Gaussian(mean, cov))
+    assert [r["tempering"] for r in diagnostics["runs"]] == [[1.0, 1.0]] * 2  # one step, then the final moves
+    assert diagnostics["runs"][0]["ess"][0] == pytest.approx(1.0, rel=1e-9)
+    assert diagnostics["log_evidence"] == pytest.approx(twin[4], rel=1e-9)
+
+
+def test_progress_reports_every_stage(from_prior):
+    (_, _, diagnostics), calls = from_prior
+    stages = [r["stages"] for r in diagnostics["runs"]]
+    assert [c[0] for c in calls] == list(range(1, sum(stages) + 1))  # counted on across the runs
+    assert [c[1] for c in calls] == [t for r in diagnostics["runs"] for t in r["tempering"]]
+
+
 def test_rhat_is_near_one_and_runs_agree(from_prior):
-    diagnostics = from_prior[2]
+    diagnostics = from_prior[0][2]
     assert diagnostics["rhat_max"] < 1.01  # the conventional threshold (Vehtari et al. 2021)
     assert diagnostics["agreement_fraction_beyond_p99"] < 0.5
     run = diagnostics["runs"][0]
@@ -177,6 +201,7 @@ def test_field_posterior_mean_fits_better_than_the_prior_mean(field):
                                     AssimConfig(noise_std=NOISE))
     mean = to_real(estimate.weights @ estimate.samples)
     assert estimate.info["cost_mean"] == pytest.approx(cost(mean), rel=1e-9)
+    json.dumps(estimate.info)  # the diagnostics are plain JSON types
     assert cost(mean) < cost(np.zeros(18))
     # the posterior mean is a better field than the prior mean (relative error exactly 1)
     assert twin.field_error(estimate.weights @ estimate.samples, 0) < 1.0
