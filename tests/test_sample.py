@@ -17,8 +17,8 @@ from scipy import stats
 
 from lagda.assimilation.methods import AssimConfig
 from lagda.assimilation.methods._common import to_real
-from lagda.assimilation.methods.sample import (Gaussian, SampleConfig, assimilate_sample, lineage_standard_error,
-                                               run_diagnostics, smc_sample)
+from lagda.assimilation.methods.sample import (Gaussian, SampleConfig, assimilate_sample, gaussian_root,
+                                               lineage_standard_error, run_diagnostics, smc_sample)
 from lagda.assimilation.methods.search import posterior_cost
 from tests.assim_twin import make_twin
 
@@ -171,6 +171,15 @@ def test_lineage_standard_error_of_independent_particles_is_std_over_sqrt_n():
 def test_config_errors_are_one_line(change, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         SampleConfig(**change).validate()
+
+
+def test_gaussian_root_of_a_covariance_singular_to_rounding():
+    """A rank-deficient PSD covariance factorises with the smallest relative ridge; an indefinite one is refused."""
+    a = np.random.default_rng(2).normal(size=(5, 4))
+    _, root = gaussian_root(Gaussian(np.zeros(5), a @ a.T))
+    np.testing.assert_allclose(root @ root.T, a @ a.T, atol=1e-9 * np.max(np.diag(a @ a.T)))
+    with pytest.raises(ValueError, match="positive definite"):
+        gaussian_root(Gaussian(np.zeros(2), np.array([[1.0, 2.0], [2.0, 1.0]])))
 
 
 def test_proposal_must_match_start(twin):

@@ -77,6 +77,7 @@ MASS_MATRICES = ("dense", "diagonal")
 # whitened units: below, the moves stall; above, leapfrog on a unit Gaussian nears its instability (2)
 STEP_SIZE_RANGE = (1e-3, 1.0)
 RIDGE = 1e-9  # dense whitening: covariance + RIDGE diag(covariance), positive definite in float64
+PROPOSAL_RIDGES = (0.0, 1e-12, 1e-9, 1e-6)  # relative ridges tried on a given covariance (gaussian_root)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,8 +139,11 @@ class Gaussian(NamedTuple):
 def gaussian_root(gaussian: Gaussian, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Returns (mean `(d,)`, lower Cholesky factor `(d, d)` of scale * cov), float64.
 
+    A covariance positive definite only up to rounding (a posterior over well and barely determined
+    directions at once) gets the smallest ridge r diag(cov), r in PROPOSAL_RIDGES, that factorises.
+
     Raises:
-        ValueError: if cov is neither `(d,)` nor `(d, d)`, or not positive definite.
+        ValueError: if cov is neither `(d,)` nor `(d, d)`, or its diagonal is not positive, or no ridge helps.
     """
     mean, cov = np.asarray(gaussian.mean, np.float64), np.asarray(gaussian.cov, np.float64) * scale
     d = mean.shape[0]
@@ -149,10 +153,15 @@ def gaussian_root(gaussian: Gaussian, scale: float = 1.0) -> tuple[np.ndarray, n
         if not np.all(cov > 0):
             raise ValueError("a Gaussian's variances must be > 0")
         return mean, np.diag(np.sqrt(cov))
-    try:
-        return mean, np.linalg.cholesky((cov + cov.T) / 2.0)
-    except np.linalg.LinAlgError:
-        raise ValueError("a Gaussian's covariance must be positive definite") from None
+    cov, var = (cov + cov.T) / 2.0, np.diag(cov)
+    if not np.all(var > 0):
+        raise ValueError("a Gaussian's variances must be > 0")
+    for ridge in PROPOSAL_RIDGES:
+        try:
+            return mean, np.linalg.cholesky(cov + np.diag(ridge * var))
+        except np.linalg.LinAlgError:
+            continue
+    raise ValueError(f"a Gaussian's covariance must be positive definite (tried ridges {PROPOSAL_RIDGES} x diag)")
 
 
 def log_gaussian(x, mean, root):
