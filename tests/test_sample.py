@@ -174,12 +174,19 @@ def test_config_errors_are_one_line(change, message):
 
 
 def test_gaussian_root_of_a_covariance_singular_to_rounding():
-    """A rank-deficient PSD covariance factorises with the smallest relative ridge; an indefinite one is refused."""
+    """A rank-deficient PSD covariance factorises with the smallest relative ridge; an indefinite one is refused;
+    a given square root S is factorised without forming S S^T (L^-1 S is orthogonal)."""
     a = np.random.default_rng(2).normal(size=(5, 4))
     _, root = gaussian_root(Gaussian(np.zeros(5), a @ a.T))
     np.testing.assert_allclose(root @ root.T, a @ a.T, atol=1e-9 * np.max(np.diag(a @ a.T)))
     with pytest.raises(ValueError, match="positive definite"):
         gaussian_root(Gaussian(np.zeros(2), np.array([[1.0, 2.0], [2.0, 1.0]])))
+    # a square root (not triangular) whose covariance spans 1e20, beyond what a float64 covariance holds
+    s = np.linalg.qr(np.random.default_rng(3).normal(size=(3, 3)))[0] @ np.diag([1.0, 1e-5, 1e-10])
+    _, root = gaussian_root(Gaussian(np.zeros(3), root=s))
+    assert np.allclose(np.tril(root), root) and np.all(np.diag(root) > 0)
+    # QR is backward stable: the error is about eps x condition (1e-16 x 1e10), not eps
+    np.testing.assert_allclose(np.linalg.solve(root, s) @ np.linalg.solve(root, s).T, np.eye(3), atol=1e-5)
 
 
 def test_proposal_must_match_start(twin):

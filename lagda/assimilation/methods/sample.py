@@ -77,6 +77,7 @@ MASS_MATRICES = ("dense", "diagonal")
 # whitened units: below, the moves stall; above, leapfrog on a unit Gaussian nears its instability (2)
 STEP_SIZE_RANGE = (1e-3, 1.0)
 RIDGE = 1e-9  # dense whitening: covariance + RIDGE diag(covariance), positive definite in float64
+INITIAL_DRAW = 2**31 - 1  # fold_in index of a run's initial draw; stage s uses fold_in(run key, s)
 PROPOSAL_RIDGES = (0.0, 1e-12, 1e-9, 1e-6)  # relative ridges tried on a given covariance (gaussian_root)
 
 
@@ -130,10 +131,15 @@ class SampleConfig:
 
 
 class Gaussian(NamedTuple):
-    """N(mean, cov) over R^d: mean `(d,)`, cov `(d,)` (variances) or `(d, d)`."""
+    """N(mean, cov) over R^d: mean `(d,)`, cov `(d,)` (variances) or `(d, d)`, or given by a square root.
+
+    root `(d, d)`, any S with cov = S S^T (e.g. a Laplace factor), replaces cov when given: factorised by QR,
+    never squared, so posteriors whose variances span more than float64's 1e16 keep their narrow directions.
+    """
 
     mean: np.ndarray
-    cov: np.ndarray
+    cov: np.ndarray | None = None
+    root: np.ndarray | None = None
 
 
 def gaussian_root(gaussian: Gaussian, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
@@ -145,8 +151,10 @@ def gaussian_root(gaussian: Gaussian, scale: float = 1.0) -> tuple[np.ndarray, n
     Raises:
         ValueError: if cov is neither `(d,)` nor `(d, d)`, or its diagonal is not positive, or no ridge helps.
     """
-    mean, cov = np.asarray(gaussian.mean, np.float64), np.asarray(gaussian.cov, np.float64) * scale
-    d = mean.shape[0]
+    mean, d = np.asarray(gaussian.mean, np.float64), np.shape(gaussian.mean)[0]
+    if gaussian.root is not None:
+        return mean, _lower_root(np.asarray(gaussian.root, np.float64) * np.sqrt(scale), d)
+    cov = np.asarray(gaussian.cov, np.float64) * scale
     if mean.ndim != 1 or cov.shape not in ((d,), (d, d)):
         raise ValueError(f"a Gaussian needs mean (d,) and cov (d,) or (d, d), got {mean.shape} and {cov.shape}")
     if cov.ndim == 1:
@@ -162,6 +170,17 @@ def gaussian_root(gaussian: Gaussian, scale: float = 1.0) -> tuple[np.ndarray, n
         except np.linalg.LinAlgError:
             continue
     raise ValueError(f"a Gaussian's covariance must be positive definite (tried ridges {PROPOSAL_RIDGES} x diag)")
+
+
+def _lower_root(root, d: int) -> np.ndarray:
+    """Returns the lower triangular L `(d, d)` with L L^T = root root^T (QR of root^T: root = R^T Q^T)."""
+    if root.shape != (d, d):
+        raise ValueError(f"a Gaussian's root must be ({d}, {d}), got {root.shape}")
+    lower = np.linalg.qr(root.T, mode="r").T
+    lower = lower * np.where(np.diag(lower) < 0, -1.0, 1.0)[None, :]  # column signs: a positive diagonal
+    if not np.all(np.diag(lower) > 0):
+        raise ValueError("a Gaussian's root must be nonsingular")
+    return lower
 
 
 def log_gaussian(x, mean, root):
@@ -196,22 +215,30 @@ class StageStats(NamedTuple):
 @functools.lru_cache(maxsize=16)
 def stage_function(log_likelihood: Callable, mcmc_steps: int, target_ess: float, dense: bool,
                    trajectory_length: float, max_leapfrog_steps: int, particle_batch: int = 0) -> Callable:
-    """Returns the jitted SMC stage (key, particles, weights, l, step_size, data, initial, prior) ->
-    (particles, weights, StageStats); cached, so one compilation serves every stage, run and call
-    with the same log likelihood and settings (and array shapes).
+    """Returns the jitted SMC stage (key, stage, particles, weights, l, step_size, data, initial, prior) ->
+    (particles, weights, StageStats), its randomness fold_in(key, stage); cached, so one compilation serves
+    every stage, run and call with the same log likelihood and settings (and array shapes).
 
-    log_likelihood(x `(d,)`, data) -> scalar. initial, prior: (mean `(d,)`, lower factor `(d, d)`).
-    The stage whitens by the incoming particles, resamples them, moves each by `mcmc_steps` HMC
-    transitions invariant for pi_l ∝ q^(1-l) (p0 L)^l (q the initial, p0 the prior) and reweights
-    by (p0 L / q)^(l' - l), with l' from blackjax's ESS bisection (l' = l = 1: moves only).
+    log_likelihood(x `(d,)`, data) -> scalar. initial (q), prior (p0): (mean `(d,)`, lower factor `(d, d)`).
+    Particles are v `(particle, d)`, x = m_q + R_q v: standard normal under q, so their covariance stays
+    well conditioned while q is a fair approximation, however narrow its directions are in x. The stage
+    whitens v by the incoming particles' weighted covariance, resamples, moves each particle by
+    `mcmc_steps` HMC transitions invariant for pi_l ∝ q^(1-l) (p0 L)^l and reweights by (p0 L / q)^(l' - l),
+    l' from blackjax's ESS bisection (l' = l = 1: moves only). From the prior (q = p0) p0 / q is 1 to rounding.
     """
 
-    def stage(key, particles, weights, tempering, step_size, data, initial, prior):
-        mean, root = _whitening(particles, weights, dense)
-        to_x = lambda u: mean + root @ u  # noqa: E731 (x = mean + root u, u the whitened coordinates)
-        log_initial = lambda u: log_gaussian(to_x(u), *initial)  # noqa: E731
-        log_ratio = lambda u: (log_gaussian(to_x(u), *prior) + log_likelihood(to_x(u), data)  # noqa: E731
-                               - log_gaussian(to_x(u), *initial))
+    def stage(key, index, particles, weights, tempering, step_size, data, initial, prior):
+        mean, root = _whitening(particles, weights, dense)  # v = mean + root u, u the whitened coordinates
+        shift, factor = initial[0] + initial[1] @ mean, initial[1] @ root  # x = shift + factor u
+        half_d_log_2pi = 0.5 * particles.shape[1] * jnp.log(2.0 * jnp.pi)
+
+        def log_initial(u):  # log q(x) = log N(v; 0, I) - log det R_q
+            v = mean + root @ u
+            return -0.5 * v @ v - jnp.sum(jnp.log(jnp.diag(initial[1]))) - half_d_log_2pi
+
+        def log_ratio(u):  # log p0(x) + log L(x) - log q(x)
+            return log_gaussian(shift + factor @ u, *prior) + log_likelihood(shift + factor @ u, data) - log_initial(u)
+
         kernel = blackjax.smc.adaptive_tempered.build_kernel(
             log_initial, log_ratio, blackjax.mcmc.hmc.build_kernel(), blackjax.mcmc.hmc.init, systematic, target_ess,
             batch_size=particle_batch)
@@ -220,7 +247,8 @@ def stage_function(log_likelihood: Callable, mcmc_steps: int, target_ess: float,
                   "inverse_mass_matrix": jnp.ones((1, particles.shape[1]), particles.dtype),
                   "num_integration_steps": jnp.reshape(leapfrog, (1,))}
         white = jax.scipy.linalg.solve_triangular(root, (particles - mean[None, :]).T, lower=True).T
-        state, info = kernel(key, TemperedSMCState(white, weights, tempering), mcmc_steps, params)
+        state, info = kernel(jax.random.fold_in(key, index), TemperedSMCState(white, weights, tempering), mcmc_steps,
+                             params)
         moves = info.update_info
         stats_ = StageStats(state.tempering_param, 1.0 / jnp.sum(state.weights**2) / weights.shape[0],
                             jnp.mean(moves.acceptance_rate), jnp.mean(moves.is_divergent), leapfrog,
@@ -231,19 +259,16 @@ def stage_function(log_likelihood: Callable, mcmc_steps: int, target_ess: float,
 
 
 def _run(stage: Callable, key, config: SampleConfig, data, initial, prior, progress) -> dict:
-    """Returns one run's final particles `(particle, d)`, weights, initial ancestors and per-stage record."""
-    mean, root = initial
-    init_key, key = jax.random.split(key)
-    xi = jax.random.normal(init_key, (config.particles, mean.shape[0]), jnp.float64)
-    particles = mean[None, :] + xi @ root.T
-    weights = jnp.full(config.particles, 1.0 / config.particles, jnp.float64)
+    """Returns one run's final particles x `(particle, d)`, weights, initial ancestors and per-stage record."""
+    particles = jax.random.normal(jax.random.fold_in(key, INITIAL_DRAW), (config.particles, initial[0].shape[0]),
+                                  initial[0].dtype)  # v ~ N(0, I): x ~ q
+    weights = np.full(config.particles, 1.0 / config.particles)
     tempering, step_size, eves = 0.0, config.step_size, np.arange(config.particles)
     record = {k: [] for k in ("tempering", "ess", "acceptance", "divergent", "step_size", "leapfrog_steps")}
     log_evidence, finals, stage_index = 0.0, 0, 0
     while finals < config.final_moves:
         finals += tempering >= 1.0  # a stage at l = 1 resamples and moves only
-        particles, weights, s = stage(jax.random.fold_in(key, stage_index), particles, weights, tempering,
-                                      jnp.asarray(step_size, jnp.float64), data, initial, prior)
+        particles, weights, s = stage(key, stage_index, particles, weights, tempering, step_size, data, initial, prior)
         tempering, acceptance = float(s.tempering), float(s.acceptance)
         eves = eves[np.asarray(s.ancestors)]
         log_evidence += float(s.log_increment)
@@ -258,7 +283,8 @@ def _run(stage: Callable, key, config: SampleConfig, data, initial, prior, progr
             progress(stage_index, tempering)
         if tempering < 1.0 and stage_index >= config.max_stages:
             break
-    return {"particles": np.asarray(particles), "weights": np.asarray(weights), "eves": eves,
+    mean, root = (np.asarray(a) for a in initial)
+    return {"particles": mean[None, :] + np.asarray(particles) @ root.T, "weights": np.asarray(weights), "eves": eves,
             "log_evidence": log_evidence, "tempering_complete": tempering >= 1.0, **record}
 
 
