@@ -239,8 +239,11 @@ def _method_options() -> dict:
     for name, cls in METHODS.items():
         for field in dataclasses.fields(cls.Config):
             kind = typing.get_type_hints(cls.Config)[field.name]
-            uses.setdefault(field.name, (kind, {}))[1].setdefault(
-                (setting_help(cls.Config, field.name), repr(field.default)), []).append(name)
+            known, by_help = uses.setdefault(field.name, (kind, {}))
+            if known != kind and typing.get_origin(known) is typing.get_origin(kind) is typing.Literal:
+                uses[field.name] = (typing.Literal[tuple(dict.fromkeys(typing.get_args(known) + typing.get_args(kind)))],
+                                    by_help)  # one option for both methods' choices (e.g. --start)
+            by_help.setdefault((setting_help(cls.Config, field.name), repr(field.default)), []).append(name)
     out = {}
     for field, (kind, by_help) in uses.items():
         parts = [f"{', '.join(methods)}: {text} (default {default})" for (text, default), methods in by_help.items()]

@@ -101,6 +101,7 @@ def assimilate_file(tracks_path, out_path, method: str = "hybrid", run_dir=None,
         raise ValueError(f"--basis: {method} compares tracks with a trained model's flows, which have no time basis: "
                          "use --method linear, var or enkf")
     method_obj = make_method(method, method_options, run_dir)
+    method_obj.progress = True  # a file's user waits: the slow methods show how far they are
     with python_warnings.catch_warnings(record=True) as caught:  # the reader's assumptions become summary warnings
         python_warnings.simplefilter("always")
         tracks = read_tracks(tracks_path, box=box, time_scale=time_scale)

@@ -173,8 +173,8 @@ def _read_netcdf(path):
 
     try:
         ds = xr.open_dataset(path, engine="netcdf4", decode_times=False)
-    except Exception:  # netCDF4 raises OSError/RuntimeError on corrupted files
-        raise ValueError(f"{path} {_NOT_TRACKS} (it cannot be read as netCDF)") from None
+    except Exception as err:  # netCDF4 raises OSError/RuntimeError on corrupted files
+        raise ValueError(f"{path} {_NOT_TRACKS} (it cannot be read as netCDF: {err})") from None
     with ds:
         ds.load()
         return _checked(_from_dataset, ds, path)

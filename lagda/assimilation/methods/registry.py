@@ -23,6 +23,7 @@ from lagda.assimilation.methods.config import (
     LinearConfig,
     MethodConfig,
     RetrieveConfig,
+    SampleConfig,
     VarConfig,
     configure,
 )
@@ -41,6 +42,7 @@ class Method(abc.ABC):
     summary: ClassVar[str]
     learned: ClassVar[bool] = False
     chosen_basis: ClassVar[bool] = True
+    progress: bool = False  # draw a progress bar on stderr (the methods that take long: sample)
 
     def __init__(self, config: MethodConfig | None = None, **options):
         """Builds the method from `config`, or from `options` (its config's field names; the previous release's
@@ -120,6 +122,21 @@ class Enkf(Method):
         return assimilate_enkf(tracks.positions, tracks.times, tracks.release, model, self.config, key)
 
 
+class Sample(Method):
+    name, Config = "sample", SampleConfig
+    summary = ("the posterior itself by tempered SMC with HMC moves (blackjax): its mean, the estimate of least "
+               "expected error, and its spread; the gold standard, slow")
+
+    def estimate(self, tracks, model, key) -> FieldEstimate:
+        from contextlib import nullcontext
+
+        from lagda.assimilation.methods.sample import assimilate_sample, progress_bar
+
+        with progress_bar("sample") if self.progress else nullcontext() as progress:
+            return assimilate_sample(tracks.positions, tracks.times, tracks.release, model, self.config, key,
+                                     progress=progress)
+
+
 class LearnedMethod(Method):
     """A method that compares tracks with a trained encoder's embedding of a bank of coefficients.
 
@@ -175,7 +192,7 @@ class Hybrid(LearnedMethod):
         return hybrid_estimates(tracks, model, self.config, self.encoder, key, self.bank, self.bank_cache)
 
 
-METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (Linear, Var, Enkf, Retrieve, Embed, Hybrid)}
+METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (Linear, Var, Enkf, Sample, Retrieve, Embed, Hybrid)}
 
 
 def make_method(name: str, options: dict | None = None, run_dir=None, encoder=None) -> Method:

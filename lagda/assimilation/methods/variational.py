@@ -332,25 +332,41 @@ def fit_noise(x, obs: Observations, model: FlowModel, config: OptimiserConfig, i
     return x, sigma, tried
 
 
-def laplace_covariance(x, obs: Observations, model: FlowModel, sigma: float, prior=None) -> np.ndarray:
-    """Returns the Gauss-Newton posterior covariance (J_r^T J_r)^-1 at x, `(2K, 2K)`, symmetric positive definite.
+def laplace_root(x, obs: Observations, model: FlowModel, sigma: float, prior=None) -> np.ndarray:
+    """Returns S `(2K, 2K)` with S S^T the Gauss-Newton posterior covariance (J_r^T J_r)^-1 at x.
 
     With J_r = [A; diag(1 / s)] (s the prior stds) and the SVD A diag(s) = U diag(l) V^T,
-    cov = diag(s) V diag(1 / (1 + l^2)) V^T diag(s): no inverse of the badly conditioned J_r^T J_r.
+    S = diag(s) V diag(1 / sqrt(1 + l^2)): no inverse of the badly conditioned J_r^T J_r.
     """
     prior_std = np.sqrt(model.prior_var if prior is None else np.asarray(prior[1], np.float64))
     jac = np.asarray(jacobian(jnp.asarray(x), *observation_problem(obs, model, sigma, prior=prior)))
     data = jac[: -len(prior_std)] * prior_std[None, :]
     data = np.concatenate([data, np.zeros((max(0, len(prior_std) - len(data)), len(prior_std)))])  # V square
     _, sv, vt = np.linalg.svd(data, full_matrices=False)
-    root = (vt.T / np.sqrt(1.0 + sv**2)[None, :]) * prior_std[:, None]
+    return (vt.T / np.sqrt(1.0 + sv**2)[None, :]) * prior_std[:, None]
+
+
+def laplace_covariance(x, obs: Observations, model: FlowModel, sigma: float, prior=None) -> np.ndarray:
+    """Returns the Gauss-Newton posterior covariance at x `(2K, 2K)`, symmetric positive definite (laplace_root)."""
+    root = laplace_root(x, obs, model, sigma, prior)
     cov = root @ root.T
     return (cov + cov.T) / 2.0  # exactly symmetric whatever the product's rounding
 
 
-def assimilate_var(positions, times, release, model: FlowModel, config: VarConfig | HybridConfig, key,
-                   x_init=None, stages=None, iterations=None, prior=None) -> FieldEstimate:
-    """Returns the 4D-Var MAP with its Laplace spread for one field.
+@dataclasses.dataclass(frozen=True)
+class MapFit:
+    """var's fit of one field: the MAP x `(2K,)`, the misfit's noise std and a root `(2K, 2K)` of its Laplace
+    covariance (laplace_root), with what was decided (info)."""
+
+    x: np.ndarray
+    sigma: float
+    root: np.ndarray
+    info: dict
+
+
+def map_fit(positions, times, release, model: FlowModel, config: OptimiserConfig, x_init=None, stages=None,
+            iterations=None, prior=None) -> MapFit:
+    """Returns the 4D-Var MAP of one field with its Laplace root, the noise from the fit's evidence unless given.
 
     Args:
         positions: `(drifter, obs, 2)` unwrapped; times: `(drifter, obs)`; release: `(drifter, 2)` or None.
@@ -369,10 +385,18 @@ def assimilate_var(positions, times, release, model: FlowModel, config: VarConfi
     if source != "given":  # the evidence of the fit says how noisy the tracks are
         x, sigma, tried = fit_noise(x, obs, model, config, iterations, sigma, prior)
         source = "floored" if sigma <= config.sigma_floor else "evidence"
-    cov = laplace_covariance(x, obs, model, sigma, prior)
+    root = laplace_root(x, obs, model, sigma, prior)
     full = observation_problem(obs, model, sigma, prior=prior)
     info = {"optimizer": config.optimizer, "sigma": sigma, "noise_source": source, "sigmas_tried": tried,
             "cost_start": cost(x0, full), "cost": cost(x, full),
             "iterations": int(sum(h["iterations"] for h in history)), "converged": bool(history[-1]["converged"]),
             "stop": history[-1]["stop"], "stages": history, "fit_seconds": time.perf_counter() - start}
-    return gaussian_estimate(key, x, cov, config.members, info)
+    return MapFit(x, sigma, root, info)
+
+
+def assimilate_var(positions, times, release, model: FlowModel, config: VarConfig | HybridConfig, key,
+                   x_init=None, stages=None, iterations=None, prior=None) -> FieldEstimate:
+    """Returns the 4D-Var MAP with its Laplace spread for one field (map_fit; the same arguments)."""
+    result = map_fit(positions, times, release, model, config, x_init, stages, iterations, prior)
+    cov = result.root @ result.root.T
+    return gaussian_estimate(key, result.x, (cov + cov.T) / 2.0, config.members, result.info)
