@@ -47,7 +47,7 @@ def to_xarray(config: QGConfig, flows: QGFlows, history: str = ""):
     A CF trajectory file (orthogonal multidimensional layout: x, y (trajectory, obs) in metres,
     one CF time(obs) shared by all drifters) of all flow x drifter tracks, plus the truth on dims (flow, truth_time, grid_y, grid_x) and its
     projection `proj_coef_*` (flow, truth_time, mode) in lagda's model units (psi T / L^2). psi is the periodic
-    anomaly; u, v are the velocity the drifters feel, its velocity plus the uniform `u_background`, `v_background`
+    anomaly; u, v are the velocity the drifters feel, psi's velocity plus the uniform `u_background`, `v_background`
     (flow, truth_time).
     """
     import xarray as xr

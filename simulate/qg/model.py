@@ -92,7 +92,7 @@ def make_flow_runner(config: QGConfig) -> Callable:
 
     Shapes: release `(drifter, 2)` m; positions `(drifter, obs, 2)` m, unwrapped; psi, u, v
     `(truth, ny, nx)` of the observed (upper) layer at t = 0 and every truth_interval (m^2/s, m/s):
-    psi the periodic anomaly streamfunction, u, v the velocity the drifters feel, its velocity plus
+    psi the periodic anomaly streamfunction, u, v the velocity the drifters feel, psi's velocity plus
     `background_velocity(config)`.
     """
     stepped = build_model(config)
