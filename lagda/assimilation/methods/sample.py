@@ -57,12 +57,11 @@ grouped by their initial ancestor) and between runs, and whether the runs agree 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import time
 from contextlib import contextmanager
-from typing import Callable, Literal, NamedTuple
+from typing import Callable, NamedTuple
 
 import blackjax
 import jax
