@@ -91,7 +91,8 @@ class Regime:
     stride: int  # RK4 steps between observed positions
     noise: float  # Gaussian position noise std (domain lengths), 0: exact
     drifters: int  # drifters per flow
-    release: str = "cluster"  # "cluster": (0.75, 0.75) + U(0, 0.2)^2 per drifter (exactly (0.75, 0.75) alone); "uniform": U(0, 1)^2
+    # "cluster": (0.75, 0.75) + U(0, 0.2)^2 per drifter (exactly (0.75, 0.75) alone); "uniform": U(0, 1)^2
+    release: str = "cluster"
 
 
 REGIMES = {
@@ -140,7 +141,8 @@ def direct_posterior(method: str, tracks: Tracks, model: FlowModel, config: Hybr
         args = (sub.positions, sub.times, sub.release, model, config, jax.random.fold_in(key, f))
         start = time.perf_counter()
         if method == "truth-map":
-            est = truth_map(*args, to_real(tracks.true_coef[f]), noise, settings.truth_iterations or settings.search_iterations)
+            est = truth_map(*args, to_real(tracks.true_coef[f]), noise,
+                            settings.truth_iterations or settings.search_iterations)
         else:
             lin = assimilate_linear(*args)
             starts = to_real(lin.samples.T @ lin.weights)[None, :]
@@ -215,7 +217,8 @@ def field_records(post: Posterior, scores: dict, fields, base: dict, drifters: i
                    "runs_agree": 1.0 - float(info.get("agreement_fraction_beyond_p99", float("nan"))),
                    "tempering_complete": float(info.get("tempering_complete", float("nan")))}
         out.append({**base, "field": f, **{n: float(scores["per_field"][n][i]) for n in PER_FIELD}, **sampler,
-                    "seconds_per_track": float(post.seconds[i]) / drifters if post.seconds is not None else float("nan"),
+                    "seconds_per_track": float(post.seconds[i]) / drifters if post.seconds is not None
+                    else float("nan"),
                     "map_cost": float(info.get("cost_best", float("nan"))),
                     "basin_fraction": (info["n_in_best_basin"] / info["n_starts"]
                                        if "n_in_best_basin" in info and post.method != "truth-map" else float("nan")),
@@ -354,7 +357,8 @@ def plot(rows, path) -> None:
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="K = 9, T = 0.02, 2 fields, strides capped at T / 4: a smoke test")
+    p.add_argument("--quick", action="store_true",
+                   help="K = 9, T = 0.02, 2 fields, strides capped at T / 4: a smoke test")
     p.add_argument("--run", help="trained run directory (enables retrieve, embed, hybrid; modes from the run)")
     p.add_argument("--fields", type=int, default=16, help="held-out flows per regime")
     p.add_argument("--var-iterations", type=int, default=10, help="var: Gauss-Newton iterations per continuation stage")
@@ -407,8 +411,8 @@ def main(argv=None) -> int:
         args.scorer = scorer_from_run(args.run)[0]  # the trained model, restored once for every regime and method
     else:
         k1, k2 = rectangular_modes((-1, 1), (-1, 1)) if args.quick else rectangular_modes()
-        model = flow_model(k1, k2, draw_frequencies(jax.random.key(0), len(k1), 20 * np.pi), spectrum(k1, k2, 1.5, 10.0),
-                           dt)
+        model = flow_model(k1, k2, draw_frequencies(jax.random.key(0), len(k1), 20 * np.pi),
+                           spectrum(k1, k2, 1.5, 10.0), dt)
         args.scorer = None
     k1, k2, omega, scale, dt = model.k1, model.k2, model.omega, model.scale, model.dt
     n_fields = 2 if args.quick else args.fields

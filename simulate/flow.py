@@ -53,8 +53,8 @@ def time_basis(degree, start: float, length: float, current=None) -> TimeBasis:
     """
     degree = np.asarray(degree, np.int64)
     if np.any(degree < 0) or not length > 0:
-        raise ValueError(f"time basis needs degrees >= 0 and a window length > 0, got degrees {sorted(set(degree.tolist()))}, "
-                         f"length {length}")
+        raise ValueError("time basis needs degrees >= 0 and a window length > 0, got degrees "
+                         f"{sorted(set(degree.tolist()))}, length {length}")
     mask = None if current is None or not np.any(current) else np.asarray(current, np.float64).reshape(degree.shape)
     return TimeBasis(np.eye(int(degree.max()) + 1)[degree], float(start), float(length), mask)
 
@@ -146,7 +146,8 @@ def psi(position, t, coef, k1, k2, omega, time=None):
     if current is None:
         return jnp.real(jnp.sum(terms))
     amplitude = jnp.sum(current * terms)  # the uniform current (its e^{2 pi i 0.z} = 1): -Re a y + Im a x
-    return jnp.real(jnp.sum((1.0 - current) * terms)) - jnp.real(amplitude) * position[1] + jnp.imag(amplitude) * position[0]
+    return jnp.real(jnp.sum((1.0 - current)
+                            * terms)) - jnp.real(amplitude) * position[1] + jnp.imag(amplitude) * position[0]
 
 
 def velocity(position, t, coef, k1, k2, omega, time=None):

@@ -281,7 +281,8 @@ def _compiled(modes, n_drifters: int, n_obs: int, stride: int, noisy: bool, comp
         return jax.jit(integrate_chunk, compiler_options=options)
     mesh = jax.sharding.Mesh(np.array(jax.local_devices()[:n_devices]), ("batch",))
     split, whole = jax.sharding.PartitionSpec("batch"), jax.sharding.PartitionSpec()
-    return jax.jit(jax.shard_map(integrate_chunk, mesh=mesh, in_specs=(split, split, whole, whole, whole, split), out_specs=split),
+    return jax.jit(jax.shard_map(integrate_chunk, mesh=mesh, in_specs=(split, split, whole, whole, whole, split),
+                                 out_specs=split),
                    compiler_options=options)
 
 
@@ -336,7 +337,8 @@ def fast_tracks(coef, release, k1, k2, omega, dt, n_obs: int, stride: int, diffu
             or float64 without jax_enable_x64.
     """
     if coef.ndim != 2 or release.ndim != 3 or release.shape[0] != coef.shape[0] or release.shape[2] != 2:
-        raise ValueError(f"expected coef (sample, mode) and release (sample, drifter, 2), got {coef.shape} and {release.shape}")
+        raise ValueError(f"expected coef (sample, mode) and release (sample, drifter, 2), got {coef.shape} and "
+                         f"{release.shape}")
     if coef.shape[1] != np.size(k1) or np.shape(omega) != np.shape(k1):
         raise ValueError(f"coef has {coef.shape[1]} modes but k1 {np.shape(k1)} and omega {np.shape(omega)}")
     if diffusivity < 0:

@@ -14,7 +14,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("assimilation_benchmark", ROOT / "experiments" / "assimilation_benchmark.py")
+    spec = importlib.util.spec_from_file_location("assimilation_benchmark",
+                                                  ROOT / "experiments" / "assimilation_benchmark.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclass (Regime) looks its module up
     spec.loader.exec_module(module)
@@ -30,7 +31,8 @@ def test_summary_names_the_best_of_each_family_against_truth_map(bench):
     rows = [_row("noisy", "truth-map", 0.4, 1.0), _row("noisy", "linear", 0.9, 0.01), _row("noisy", "var", 0.8, 2.0),
             _row("noisy", "enkf", 1.2, 8.0), _row("noisy", "search:prior", 0.6, 3.0), _row("noisy", "embed", 1.1, 0.02),
             _row("noisy", "hybrid:none", 0.95, 0.1), _row("noisy", "hybrid", 0.5, 0.5),
-            _row("noisy", "posterior-mean", 0.45, 20.0), _row("sparse", "linear", 0.5, 0.01), _row("sparse", "var", 0.6, 3.0)]  # no oracle, no learned method
+            _row("noisy", "posterior-mean", 0.45, 20.0), _row("sparse", "linear", 0.5, 0.01),
+            _row("sparse", "var", 0.6, 3.0)]  # no oracle, no learned method
     bench.add_truth_ratios(rows)
     ratios = {(r["regime"], r["method"]): r["vs_truth_map"] for r in rows}
     assert ratios[("noisy", "var")] == pytest.approx(2.0) and ratios[("noisy", "truth-map")] == 1.0

@@ -37,13 +37,16 @@ def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("cf")
     run = lambda *argv: cli.main([str(a) for a in argv])
     out = {"dataset": d / "dataset.nc"}
-    assert run("simulate", "--preset", "small", "--steady", "--n-samples", "2", "--k1-range", "-1", "1", "--k2-range", "-1", "1",
+    assert run("simulate", "--preset", "small", "--steady", "--n-samples", "2", "--k1-range", "-1", "1", "--k2-range",
+               "-1", "1",
                "--t-final", "0.01", "--seed", "3", "--out", out["dataset"]) == 0
     for layout in ("multidimensional", "ragged"):
         out[f"tracks-model-{layout}"] = d / f"model_{layout}.nc"
-        assert run("export-tracks", "--tracks", out["dataset"], "--out", out[f"tracks-model-{layout}"], "--layout", layout) == 0
+        assert run("export-tracks", "--tracks", out["dataset"], "--out", out[f"tracks-model-{layout}"], "--layout",
+                   layout) == 0
         out[f"tracks-physical-{layout}"] = d / f"physical_{layout}.nc"
-        assert run("export-tracks", "--tracks", out["dataset"], "--out", out[f"tracks-physical-{layout}"], "--layout", layout,
+        assert run("export-tracks", "--tracks", out["dataset"], "--out", out[f"tracks-physical-{layout}"], "--layout",
+                   layout,
                    "--box", *BOX, "--start", "2025-03-01T00:00:00Z", "--time-scale", "1e6", "--gaps", "2", "5") == 0
     out["result-model"] = d / "result_model.nc"
     assert run("assimilate", "--tracks", out["tracks-model-multidimensional"], "--method", "linear", "--n-grid", "8",

@@ -120,7 +120,8 @@ def twin_file(tmp_path_factory):
 
 def test_result_file_holds_each_fields_decisions_and_the_cli_one_line(twin_file, tmp_path, capsys):
     out = tmp_path / "r.nc"
-    assert main(["assimilate", "--method", "linear", "--tracks", str(twin_file), "--out", str(out), "--members", "8"]) == 0
+    assert main(["assimilate", "--method", "linear", "--tracks", str(twin_file), "--out", str(out), "--members",
+                 "8"]) == 0
     stdout, stderr = capsys.readouterr()
     result = read_result(out)
     assert len(result.diagnostics) == 2 and all(d["lag"] == 1 and "velocity_noise_std" in d for d in result.diagnostics)

@@ -90,9 +90,11 @@ def test_pure_noise_is_sum_of_keyed_normals(square, dtype):
                          key=key, dtype=dtype)
     keys = jax.random.split(key, release.shape[0] * release.shape[1])
     steps = jnp.arange(n_obs * stride)
-    draws = jax.vmap(lambda k: jax.vmap(lambda n: jax.random.normal(jax.random.fold_in(k, n), (2,), dtype))(steps))(keys)
+    draws = jax.vmap(lambda k: jax.vmap(lambda n: jax.random.normal(jax.random.fold_in(k, n), (2,), dtype))(steps))(
+        keys)
     sigma = np.sqrt(2 * kappa * DT)
-    expected = release.reshape(-1, 1, 2) + sigma * np.cumsum(np.asarray(draws, np.float64), axis=1)[:, stride - 1::stride]
+    expected = (release.reshape(-1, 1, 2)
+                + sigma * np.cumsum(np.asarray(draws, np.float64), axis=1)[:, stride - 1::stride])
     atol = 1e-12 if dtype == jnp.float64 else 1e-6
     np.testing.assert_allclose(tracks.reshape(-1, n_obs, 2), expected, rtol=0, atol=atol)
 

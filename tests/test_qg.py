@@ -41,15 +41,15 @@ def test_interpolation_equals_the_gridded_field_at_grid_points():
 
 def test_interpolation_is_exact_for_one_mode_off_the_grid():
     # psi = A cos(k x + l y + phi), k = 3 (2 pi / L), l = -2 (2 pi / L): u = A l sin(.), v = -A k sin(.)
-    k, l, amp, phi = 3 * 2 * np.pi / L, -2 * 2 * np.pi / L, 7.0, 0.4
+    k, ell, amp, phi = 3 * 2 * np.pi / L, -2 * 2 * np.pi / L, 7.0, 0.4
     x, y = np.meshgrid(CELL, CELL, indexing="xy")
-    ph = jnp.fft.rfftn(amp * np.cos(k * x + l * y + phi))
+    ph = jnp.fft.rfftn(amp * np.cos(k * x + ell * y + phi))
     points = jnp.asarray(np.random.default_rng(0).uniform(-0.3 * L, 1.7 * L, (50, 2)))  # off-grid, beyond one period
     psi = jax.vmap(lambda z: qg.spectral_value(ph, z, GRID))(points)
     uv = jax.vmap(lambda z: qg.spectral_value(qg.spectral_velocity(ph, GRID), z, GRID))(points)
-    phase = k * points[:, 0] + l * points[:, 1] + phi
+    phase = k * points[:, 0] + ell * points[:, 1] + phi
     np.testing.assert_allclose(psi, amp * np.cos(phase), rtol=0, atol=1e-12 * amp)
-    exact_uv = np.stack([amp * l * np.sin(phase), -amp * k * np.sin(phase)], -1)
+    exact_uv = np.stack([amp * ell * np.sin(phase), -amp * k * np.sin(phase)], -1)
     np.testing.assert_allclose(uv, exact_uv, rtol=0, atol=1e-12 * amp * abs(k))
 
 
@@ -201,12 +201,14 @@ def test_file_round_trips_through_read_tracks(turbulence_file):
     tracks = read_tracks(turbulence_file)
     assert tracks.positions.shape == (18, config.n_obs, 2) and tracks.n_field == 2
     assert tracks.mapping.coordinates == "projected" and tracks.mapping.time_scale_s == config.time_scale_s
-    np.testing.assert_allclose(tracks.times[0], np.arange(1, config.n_obs + 1) * config.obs_interval / config.time_scale_s)
+    np.testing.assert_allclose(tracks.times[0],
+                               np.arange(1, config.n_obs + 1) * config.obs_interval / config.time_scale_s)
     np.testing.assert_allclose(tracks.release[:9], np.asarray(qg.release_points(config, None)) / L)  # the same lattice
     np.testing.assert_allclose(tracks.release[9:], tracks.release[:9])
     assert tracks.omega is None and tracks.true_coef is None  # turbulence has no frequencies
     with xr.open_dataset(turbulence_file) as ds:
-        assert ds["u"].dims == ("flow", "truth_time", "grid_y", "grid_x") and ds.sizes["truth_time"] == config.n_truth + 1
+        assert (ds["u"].dims == ("flow", "truth_time", "grid_y", "grid_x")
+                and ds.sizes["truth_time"] == config.n_truth + 1)
         assert ds["u"].attrs["units"] == "m s-1" and ds["psi"].attrs["units"] == "m2 s-1"
         assert ds.attrs["qg_regime"] == "turbulence" and ds.attrs["qg_nx"] == NX
         assert ds.attrs["qg_background"] == "full" and ds.attrs["lagda_qg_format_version"] == "2"
@@ -218,16 +220,19 @@ def test_file_round_trips_through_read_tracks(turbulence_file):
     np.testing.assert_array_equal(background[0], config.shear)
     np.testing.assert_array_equal(background[1], 0.0)
     # u = -dpsi/dy + u_background, v = dpsi/dx + v_background, spectrally (to float32 storage)
-    uv = np.fft.irfftn(np.asarray(qg.spectral_velocity(jnp.fft.rfftn(psi, axes=(-2, -1)), GRID)), s=(NX, NX), axes=(-2, -1))
+    uv = np.fft.irfftn(np.asarray(qg.spectral_velocity(jnp.fft.rfftn(psi, axes=(-2, -1)), GRID)), s=(NX, NX),
+                       axes=(-2, -1))
     uv = uv + background[..., None, None]
     scale = np.abs(u).max()
     np.testing.assert_allclose(uv[0], u, atol=1e-5 * scale)
     np.testing.assert_allclose(uv[1], v, atol=1e-5 * scale)
-    np.testing.assert_allclose(coef, qg.project(psi, k1, k2) * config.time_scale_s / L**2, rtol=1e-6, atol=1e-6 * np.abs(coef).max())
+    np.testing.assert_allclose(coef, qg.project(psi, k1, k2) * config.time_scale_s / L**2, rtol=1e-6,
+                               atol=1e-6 * np.abs(coef).max())
     # the drifters' first displacement agrees with the truth's full velocity at the release (3 hours, ~0.5% of L),
     # to a tenth of the anomaly's velocity (the background alone is 10 times larger in this young flow)
     first = (tracks.positions[:9, 0] - tracks.release[:9]) * L / config.obs_interval
-    at_release = np.stack([jax.vmap(lambda z: qg.spectral_value(jnp.fft.rfftn(f), z, GRID))(jnp.asarray(tracks.release[:9] * L))
+    at_release = np.stack([jax.vmap(lambda z: qg.spectral_value(jnp.fft.rfftn(f), z, GRID))(
+                               jnp.asarray(tracks.release[:9] * L))
                            for f in (u[0, 0], v[0, 0])], -1)
     anomaly = at_release - background[:, 0, 0]
     np.testing.assert_allclose(first, at_release, atol=0.1 * np.abs(anomaly).max())
@@ -307,7 +312,8 @@ def test_qg_tracks_assimilate_in_a_chosen_basis(anomaly_file, tmp_path, capsys):
         assert ds.attrs["qg_background"] == "anomaly" and not np.any(ds["u_background"].values)
     climatology, test = _flows(anomaly_file, [0], tmp_path / "clim.nc"), _flows(anomaly_file, [1], tmp_path / "test.nc")
     out = tmp_path / "result.nc"
-    argv = ["assimilate", "--tracks", str(test), "--method", "linear", "--basis", "circular", "--k-max", "3", "--degree", "2",
+    argv = ["assimilate", "--tracks", str(test), "--method", "linear", "--basis", "circular", "--k-max", "3",
+            "--degree", "2",
             "--climatology", str(climatology), "--members", "8", "--out", str(out)]
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
@@ -323,8 +329,10 @@ def test_qg_tracks_assimilate_in_a_chosen_basis(anomaly_file, tmp_path, capsys):
                                   climatology=climatology, members=8, **options)
         # the truth's fit is the least-squares optimum in the basis on the truth grid and times, so for any
         # estimate in the basis: error^2 = limit^2 + (its distance to the fit)^2 (relative to |truth|^2 and |fit|^2)
-        error, to_fit, limit = (summary[k] for k in ("velocity_error_vs_truth", "velocity_error_vs_projection", "projection_limit"))
-        # strong-constraint var assumes the flow lies in the basis: it fits the unresolved scales (no bound on its error)
+        error, to_fit, limit = (summary[k] for k in ("velocity_error_vs_truth", "velocity_error_vs_projection",
+                                                     "projection_limit"))
+        # strong-constraint var assumes the flow lies in the basis: it fits the unresolved scales
+        # (no bound on its error)
         assert limit < error and (method != "linear" or error < 1.0), (method, error)
         assert error**2 == pytest.approx(limit**2 + to_fit**2 * (1 - limit**2), rel=1e-6)
 
@@ -381,7 +389,8 @@ def test_the_background_current_is_recovered_in_a_chosen_basis(turbulence_file, 
     from lagda.assimilation.assimilate import assimilate_file
     from lagda.io.results import read_result
 
-    climatology, test = _flows(turbulence_file, [0], tmp_path / "clim.nc"), _flows(turbulence_file, [1], tmp_path / "t.nc")
+    climatology, test = (_flows(turbulence_file, [0], tmp_path / "clim.nc"),
+                         _flows(turbulence_file, [1], tmp_path / "t.nc"))
     summary = assimilate_file(test, tmp_path / "r.nc", "linear", basis="circular", k_max=3, degree=2,
                               climatology=climatology, members=8)
     assert summary["velocity_error_vs_truth"] < 0.5  # the prior mean, zero, errs 1

@@ -251,7 +251,8 @@ def test_cli_sample_writes_its_diagnostics(tmp_path, capsys):
     twin = make_twin(n_field=1, n_drifter=1, n_obs=10, stride=6, seed=2)
     write_twin_tracks(twin, tmp_path / "tracks.nc")  # exact tracks, assimilated with noise NOISE
     code = main(["assimilate", "--tracks", str(tmp_path / "tracks.nc"), "--method", "sample", "--particles", "48",
-                 "--runs", "2", "--mcmc-steps", "2", "--noise-std", str(NOISE), "--n-grid", "4", "--out", str(tmp_path / "r.nc")])
+                 "--runs", "2", "--mcmc-steps", "2", "--noise-std", str(NOISE), "--n-grid", "4", "--out",
+                 str(tmp_path / "r.nc")])
     assert code == 0 and "wrote" in capsys.readouterr().out
     info = read_result(tmp_path / "r.nc").diagnostics[0]
     assert info["tempering_complete"] and info["noise_source"] == "given" and 0.9 < info["rhat_max"] < 1.5

@@ -64,7 +64,8 @@ def test_degree_zero_is_the_steady_model():
     omega = np.linspace(-3, 3, len(k1))
     e1, e2, eo, time = in_time(k1, k2, omega, 0, 0.0, 0.1)
     points, t = np.random.default_rng(0).random((5, 2)), np.linspace(0, 0.1, 5)
-    assert np.array_equal(velocity_basis_pair := velocity_basis(points, t, e1, e2, eo, time), velocity_basis(points, t, k1, k2, omega))
+    assert np.array_equal(velocity_basis_pair := velocity_basis(points, t, e1, e2, eo, time),
+                          velocity_basis(points, t, k1, k2, omega))
     assert velocity_basis_pair.shape == (5, 2, 2 * len(k1))
 
 
@@ -79,13 +80,15 @@ def test_every_evaluation_path_agrees(current):
         assert np.allclose(velocity_basis(points, t, *model.modes) @ to_real(coef), pointwise, atol=1e-10)
         # grid_fields at grid points and times equals the pointwise psi and velocity
         times = jnp.asarray([0.03, 0.08])
-        field_psi, u, v = (np.asarray(a)[0] for a in grid_fields(jnp.asarray(coef)[None], *model.modes[:3], times, 4, model.time))
+        field_psi, u, v = (np.asarray(a)[0]
+                           for a in grid_fields(jnp.asarray(coef)[None], *model.modes[:3], times, 4, model.time))
         z = jnp.asarray([0.25, 0.5])  # x index 1, y index 2
         assert np.isclose(field_psi[1, 2, 1], float(psi(z, 0.08, coef, *model.modes)), atol=1e-10)
         assert np.allclose([u[1, 2, 1], v[1, 2, 1]], np.asarray(velocity(z, 0.08, coef, *model.modes)), atol=1e-10)
         # the analytic velocity gradient against autodiff
         x = to_real(coef)
-        auto = np.asarray(jax.jacfwd(lambda p: velocity(p, 0.04, to_complex(jnp.asarray(x)), *model.modes))(jnp.asarray(points[0])))
+        auto = np.asarray(jax.jacfwd(lambda p: velocity(p, 0.04, to_complex(jnp.asarray(x)),
+                                                        *model.modes))(jnp.asarray(points[0])))
         assert np.allclose(velocity_gradient(points[:1], np.array([0.04]), x, model)[0], auto, atol=1e-9)
 
 
@@ -115,8 +118,8 @@ def test_linear_recovers_a_field_drawn_from_the_basis(representation):
         positions = np.asarray(simulate_observed(jnp.asarray(to_real(coef)), z0, jnp.zeros(n_drifter), index, model.k1,
                                                  model.k2, model.omega, model.dt, n_obs * stride, stride, model.time))
         times = np.tile(model.dt * stride * np.arange(1, n_obs + 1), (n_drifter, 1))
-        est = assimilate_linear(positions, times, np.asarray(z0), model, LinearConfig(members=4, representation=representation),
-                                jax.random.key(0))
+        est = assimilate_linear(positions, times, np.asarray(z0), model,
+                                LinearConfig(members=4, representation=representation), jax.random.key(0))
         mean = est.samples.T @ est.weights
         ts = jnp.linspace(0.0, 0.1, 5)
         _, u0, v0 = grid_fields(jnp.asarray(coef)[None], *model.modes[:3], ts, 16, model.time)
@@ -137,8 +140,10 @@ def test_the_current_moves_every_point_alike_and_its_streamfunction_is_a_ramp():
         f = temporal_factor(t, model.time, np)[:, :3]  # L_0..2 at the times
         flow = f @ coef[:3]
         for z, s, w in zip(points, t, flow):
-            assert np.allclose(np.asarray(velocity(jnp.asarray(z), s, coef, *model.modes)), [w.real, w.imag], atol=1e-14)
-            assert np.isclose(float(psi(jnp.asarray(z), s, coef, *model.modes)), -w.real * z[1] + w.imag * z[0], atol=1e-14)
+            assert np.allclose(np.asarray(velocity(jnp.asarray(z), s, coef, *model.modes)), [w.real, w.imag],
+                               atol=1e-14)
+            assert np.isclose(float(psi(jnp.asarray(z), s, coef, *model.modes)), -w.real * z[1] + w.imag * z[0],
+                              atol=1e-14)
         g = velocity_basis(points, t, *model.modes) @ to_real(coef)
         assert np.allclose(g[:, 0] + 1j * g[:, 1], flow, atol=1e-14)
         field_psi, u, v = (np.asarray(a)[0] for a in grid_fields(jnp.asarray(coef)[None], *model.modes[:3],
@@ -162,8 +167,8 @@ def test_the_mean_current_is_recovered_exactly_from_exact_tracks_in_a_uniform_fl
                                                  model.k1, model.k2, model.omega, model.dt, n_obs * stride, stride,
                                                  model.time))
         times = np.tile(model.dt * stride * np.arange(1, n_obs + 1), (n_drifter, 1))
-        est = assimilate_linear(positions, times, np.asarray(z0), model, LinearConfig(members=4, representation="white"),
-                                jax.random.key(0))
+        est = assimilate_linear(positions, times, np.asarray(z0), model,
+                                LinearConfig(members=4, representation="white"), jax.random.key(0))
         mean = est.samples.T @ est.weights
         assert np.max(np.abs(mean[:3] - truth[:3])) < 1e-8 * np.max(np.abs(truth))
         assert np.max(np.abs(mean[3:])) < 1e-8 * np.max(np.abs(truth))

@@ -4,7 +4,8 @@ polynomials in time over the tracks' window, with its prior from a truth climato
 For flows that are not lagda's own (no known frequencies, more scales): psi(z, t) = Re sum_{k, p}
 c_kp L_p(s) exp(2 pi i k.z), s = 2 t / t_end - 1 over the window [0, t_end] of the tracks
 (simulate.flow.in_time), plus the uniform current (U_p, V_p) L_p(s) that every box of the ocean has
-(simulate.flow's current modes, first in the model). The velocity stays linear in the coefficients, so every classical method
+(simulate.flow's current modes, first in the model). The velocity stays linear in the coefficients,
+so every classical method
 applies. The prior std of c_kp and the variance of the velocity the basis leaves out (the linear
 method's representation error) come from a climatology: a QG truth file of other flows of the same
 model (simulate.qg.projection: the truth's least-squares fit in the basis, pooled over wavenumber
@@ -70,7 +71,8 @@ def adopt_climatology_mapping(tracks: Tracks, climatology: Tracks) -> tuple[Trac
         scale = theirs.time_scale_s
     adopted = dataclasses.replace(mine, box=tuple(float(b) for b in box), time_scale_s=float(scale),
                                   inferred=tuple(sorted(inferred - {"box", "time_scale"})))
-    note = (f"mapping adopted from the climatology (the tracks' {' and '.join(sorted({'box', 'time_scale'} & inferred))} "
+    note = ("mapping adopted from the climatology (the tracks' "
+            f"{' and '.join(sorted({'box', 'time_scale'} & inferred))} "
             f"were inferred): {adopted.describe()}")
     remapped = remap_tracks(tracks, dataclasses.replace(adopted, notes=adopted.notes + (note,)))
     return dataclasses.replace(remapped, notes=remapped.notes + (note,)), [note]
@@ -131,7 +133,8 @@ def _track_prior(tracks, k1, k2, degree: int):
     share = np.sqrt((2 * np.arange(degree + 1) + 1) / (degree + 1))
     scale = (spectrum(k1, k2, exponent, rms)[:, None] * share[None, :]).ravel()
     return np.concatenate([np.full(degree + 1, rms), scale]), (
-        f"prior: the generator's spectrum shape (exponent {exponent:g}) at the tracks' RMS speed {rms:.4g} (model units), "
+        f"prior: the generator's spectrum shape (exponent {exponent:g}) at the tracks' RMS speed {rms:.4g} "
+        "(model units), "
         "the same energy in every degree, and the uniform current of that RMS speed in every degree, since no "
         "--climatology is given")
 
@@ -148,7 +151,8 @@ def _climatology(clim: Tracks, tracks: Tracks, k1, k2, degree: int, t_end: float
 
     ds = clim.gridded_truth
     if ds is None:
-        raise ValueError("the climatology is not a QG truth file (lagda simulate --flow qg): it has no gridded truth psi")
+        raise ValueError("the climatology is not a QG truth file (lagda simulate --flow qg): "
+                         "it has no gridded truth psi")
     scale_s, length = float(ds.attrs["lagda_mapping_time_scale_s"]), float(ds.attrs["qg_L"])
     if tracks.mapping is not None:
         lx, ly = tracks.mapping.lengths_m
@@ -163,7 +167,8 @@ def _climatology(clim: Tracks, tracks: Tracks, k1, k2, degree: int, t_end: float
     scale[: degree + 1] = np.maximum(scale[: degree + 1], CURRENT_FLOOR * rms)
     rep_var, rep_time = _along_track_residual(clim, truth)
     notes = [f"prior: the climatology's {truth['coef'].shape[0]} flow(s): mean power of their truth's "
-             f"coefficients per wavenumber shell and degree (the current's at least {CURRENT_FLOOR:g} of their RMS speed "
+             f"coefficients per wavenumber shell and degree (the current's at least {CURRENT_FLOOR:g} "
+             "of their RMS speed "
              f"{rms:.4g}); the basis leaves out {np.mean(truth['limit']):.3f} of its "
              f"velocity (relative L2); along its drifters that velocity has std {np.sqrt(rep_var):.4g} per component "
              f"and time scale {rep_time:.4g} (model units): the representation error's"]
@@ -194,7 +199,8 @@ def _along_track_residual(clim: Tracks, truth: dict) -> tuple[float, float]:
 
 
 def qg_scores(tracks: Tracks, coef, model: FlowModel) -> dict:
-    """Returns the velocity errors of posterior means `coef` `(field, mode)` against the QG truth the tracks carry, or {}.
+    """Returns the velocity errors of posterior means `coef` `(field, mode)` against the QG truth the tracks
+    carry, or {}.
 
     Field f is the file's flow f. Over the truth grid, truth times and fields (relative L2):
     "velocity_error_vs_truth" against the full gridded truth, "velocity_error_vs_projection" against
@@ -215,6 +221,7 @@ def qg_scores(tracks: Tracks, coef, model: FlowModel) -> dict:
     truth = truth_in_basis(ds, k1, k2, degree, flows=list(range(len(coef))), current=current)
     n = int(ds.attrs["qg_nx"])
     _, u, v = basis_fields(coef, k1, k2, degree, time.start, time.length, truth["times"], n, current)
-    return {"velocity_error_vs_truth": projection_limit(truth["u"], truth["v"], u, v),  # relative L2 against the first pair
+    # projection_limit: relative L2 against the first pair
+    return {"velocity_error_vs_truth": projection_limit(truth["u"], truth["v"], u, v),
             "velocity_error_vs_projection": projection_limit(truth["u_fit"], truth["v_fit"], u, v),
             "projection_limit": projection_limit(truth["u"], truth["v"], truth["u_fit"], truth["v_fit"])}

@@ -28,7 +28,8 @@ _grid = jax.jit(grid_fields, static_argnames="n_grid")
 @functools.partial(jax.jit, static_argnames="n_grid")
 def _moments_batch(dcoef, weights, k1, k2, omega, times, n_grid, time=None):
     """Returns sum_m w_m f(dcoef_m)^2 for f = psi, u, v: each `(time, y, x)`."""
-    return tuple(jnp.einsum("m,mtyx->tyx", weights, f**2) for f in grid_fields(dcoef, k1, k2, omega, times, n_grid, time))
+    return tuple(jnp.einsum("m,mtyx->tyx", weights, f**2)
+                 for f in grid_fields(dcoef, k1, k2, omega, times, n_grid, time))
 
 
 def grid_posterior(posterior: Posterior, k1, k2, omega, times, n_grid: int = 32, batch: int = 64, time=None) -> dict:
@@ -111,7 +112,8 @@ def result_times(tracks: Tracks, times: int | str | None = None) -> tuple[np.nda
         step, what = float(match.group(1)) * _UNITS[match.group(2)], f"every {times.strip()}"
     model_times = np.arange(0.0, t_end * (1 + 1e-12), step / scale)
     if len(model_times) > MAX_ASKED_TIMES:
-        raise ValueError(f"--times {times}: {len(model_times)} grid times, more than {MAX_ASKED_TIMES}: choose a longer step")
+        raise ValueError(f"--times {times}: {len(model_times)} grid times, more than {MAX_ASKED_TIMES}: choose a "
+                         "longer step")
     return model_times, f"grid times {what} from the window's start ({len(model_times)} times)"
 
 

@@ -64,7 +64,8 @@ class Posterior:
     def __post_init__(self):
         s, w = np.asarray(self.samples), np.asarray(self.weights)
         if s.ndim != 3 or w.shape != s.shape[:2]:
-            raise ValueError(f"Posterior: samples {s.shape} must be (field, member, mode) and weights {w.shape} (field, member)")
+            raise ValueError(f"Posterior: samples {s.shape} must be (field, member, mode) and weights {w.shape} "
+                             "(field, member)")
 
     @property
     def n_field(self) -> int:
@@ -175,7 +176,8 @@ def _describe_field(info: dict) -> str:
             words.append(f"{label} {info[key]:.2g}")
     given = info.get("noise_source", {True: "given", False: "estimated"}.get(info.get("noise_std_given")))
     if given is not None:
-        words.append("noise " + {"empirical_bayes": "estimated", "evidence": "from the fit's evidence"}.get(given, str(given)))
+        words.append("noise " + {"empirical_bayes": "estimated",
+                                 "evidence": "from the fit's evidence"}.get(given, str(given)))
     if info.get("learned_conditional") is False:
         words.append(f"learned prior unused ({info.get('learned_fallback', 'no reason given')})")
     elif "prior_inflation" in info:

@@ -135,7 +135,8 @@ def one_sided_minimizer(cov: np.ndarray, n_u: int) -> tuple[np.ndarray, np.ndarr
 
 
 def l2_model_conditional_u_given_v(a: np.ndarray, b: np.ndarray, c_uu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Returns the learned u|v conditional of model (46): ``((B + C_uu^{-1})^{-1} A, (B + C_uu^{-1})^{-1})``, eq. (48a)."""
+    """Returns the learned u|v conditional of model (46): ``((B + C_uu^{-1})^{-1} A, (B + C_uu^{-1})^{-1})``,
+    eq. (48a)."""
     precision = b + np.linalg.inv(c_uu)
     return np.linalg.solve(precision, a), np.linalg.inv(precision)
 

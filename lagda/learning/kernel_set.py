@@ -100,7 +100,8 @@ def kernel_set_logits(u_points, v_points, omega, beta, alpha1: float, alpha2: fl
         ValueError: if the point dimensions differ or tau <= 0.
     """
     if u_points.ndim != 3 or v_points.ndim != 3 or u_points.shape[-1] != v_points.shape[-1]:
-        raise ValueError(f"expected point sets (n_u, M_u, d) and (n_v, M_v, d); got {u_points.shape} and {v_points.shape}")
+        raise ValueError(f"expected point sets (n_u, M_u, d) and (n_v, M_v, d); got {u_points.shape} and "
+                         f"{v_points.shape}")
     _check_tau(tau)
     u = set_embedding(u_points, omega, beta, alpha1, alpha2)
     v = set_embedding(v_points, omega, beta, alpha1, alpha2)
@@ -178,7 +179,8 @@ class KernelSetSimilarity:
     def coefficient_embedding(self, u_emb):
         """Returns the set embeddings `(n, 2K + D)` of raw coefficient embeddings g_u(c) `(n, 2K)`."""
         times = None if self.times is None else jnp.asarray(self.times, u_emb.dtype)
-        points = coefficient_points(u_emb * jnp.asarray(self.mask, u_emb.dtype)[None], jnp.asarray(self.mode_omega, u_emb.dtype), times)
+        points = coefficient_points(u_emb * jnp.asarray(self.mask, u_emb.dtype)[None],
+                                    jnp.asarray(self.mode_omega, u_emb.dtype), times)
         return set_embedding(points, jnp.asarray(self.omega, u_emb.dtype), jnp.asarray(self.beta, u_emb.dtype),
                              self.alpha1, self.alpha2)
 

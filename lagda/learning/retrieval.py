@@ -171,7 +171,8 @@ def retrieval_metrics(
       ValueError: if the shapes differ or are not ``(sample, n_e)``.
     """
     if np.ndim(u_emb) != 2 or np.shape(u_emb) != np.shape(v_emb):
-        raise ValueError(f"expected u_emb and v_emb (sample, n_e) of equal shape; got {np.shape(u_emb)} and {np.shape(v_emb)}")
+        raise ValueError(f"expected u_emb and v_emb (sample, n_e) of equal shape; got {np.shape(u_emb)} and "
+                         f"{np.shape(v_emb)}")
     coef_to_traj = batched_recall(u_emb, v_emb, sim_fn, ks, batch_size, query_is_u=True)
     traj_to_coef = batched_recall(v_emb, u_emb, sim_fn, ks, batch_size, query_is_u=False)
     metrics = {f"coef_to_traj/R@{k}": r for k, r in coef_to_traj.items()}
@@ -268,7 +269,8 @@ def top_k(
     q_shape, b_shape = np.shape(query_emb), np.shape(bank_emb)
     single = len(q_shape) == 1
     if len(q_shape) not in (1, 2) or len(b_shape) != 2 or q_shape[-1] != b_shape[1]:
-        raise ValueError(f"expected query_emb (n_e,) or (q, n_e) and bank_emb (n_bank, n_e); got {q_shape} and {b_shape}")
+        raise ValueError(f"expected query_emb (n_e,) or (q, n_e) and bank_emb (n_bank, n_e); got {q_shape} and "
+                         f"{b_shape}")
     if not 1 <= k <= b_shape[0]:
         raise ValueError(f"k must be in [1, n_bank={b_shape[0]}]; got {k}")
     if b_shape[0] >= 2**31:

@@ -43,20 +43,52 @@ Modules: `config` (settings and presets), `spectral` (interpolation and the drif
 least-squares fit in lagda's flow basis with a time basis, its projection limit, a climatology prior).
 """
 
-from simulate.qg.config import (BACKGROUNDS, DAY, PRESETS, REGIMES, RELEASE_RULES, QGConfig, rossby, tiny, turbulence,
-                                window)
+from simulate.qg.config import (
+    BACKGROUNDS,
+    DAY,
+    PRESETS,
+    REGIMES,
+    RELEASE_RULES,
+    QGConfig,
+    rossby,
+    tiny,
+    turbulence,
+    window,
+)
 from simulate.qg.dataset import mapping_attrs, project, to_xarray, write_qg_dataset
-from simulate.qg.projection import (basis_fields, climatology_prior, projection_limit, truth_in_basis, unresolved_variance,
-                                   window_projection)
-from simulate.qg.model import (QGFlows, background_velocity, build_model, make_flow_runner, release_points,
-                               rossby_frequencies, simulate_qg)
-from simulate.qg.spectral import (DRIFTER_STEP, SpectralGrid, drifter_field, hermite, spectral_grid, spectral_value,
-                                  spectral_velocity, step_drifters)
+from simulate.qg.model import (
+    QGFlows,
+    background_velocity,
+    build_model,
+    make_flow_runner,
+    release_points,
+    rossby_frequencies,
+    simulate_qg,
+)
+from simulate.qg.projection import (
+    basis_fields,
+    climatology_prior,
+    projection_limit,
+    truth_in_basis,
+    unresolved_variance,
+    window_projection,
+)
+from simulate.qg.spectral import (
+    DRIFTER_STEP,
+    SpectralGrid,
+    drifter_field,
+    hermite,
+    spectral_grid,
+    spectral_value,
+    spectral_velocity,
+    step_drifters,
+)
 
 __all__ = [
     "BACKGROUNDS", "DAY", "PRESETS", "REGIMES", "RELEASE_RULES", "QGConfig", "rossby", "tiny", "turbulence", "window",
     "mapping_attrs", "project", "to_xarray", "write_qg_dataset",
-    "basis_fields", "climatology_prior", "projection_limit", "truth_in_basis", "unresolved_variance", "window_projection",
+    "basis_fields", "climatology_prior", "projection_limit", "truth_in_basis", "unresolved_variance",
+    "window_projection",
     "QGFlows", "background_velocity", "build_model", "make_flow_runner", "release_points", "rossby_frequencies",
     "simulate_qg",
     "DRIFTER_STEP", "SpectralGrid", "drifter_field", "hermite", "spectral_grid", "spectral_value",

@@ -124,7 +124,8 @@ def make_flow_runner(config: QGConfig) -> Callable:
         return state, full, z, following
 
     def one_obs(carry, j):
-        carry = jax.lax.fori_loop(0, config.steps_per_obs, lambda i, c: one_step(j * config.steps_per_obs + i, c), carry)
+        carry = jax.lax.fori_loop(0, config.steps_per_obs, lambda i, c: one_step(j * config.steps_per_obs + i, c),
+                                  carry)
         return carry, carry[2]
 
     def snapshot(full):

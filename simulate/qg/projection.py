@@ -43,7 +43,8 @@ def _check_modes(k1, k2, n: int | None = None):
     if len(set(zip(k1.tolist(), k2.tolist()))) != k1.size:
         raise ValueError("the mode set repeats a wavevector")
     if n is not None and k1.size and max(np.abs(k1).max(), np.abs(k2).max()) >= n / 2:
-        raise ValueError(f"modes need |k1|, |k2| < n/2 = {n / 2} on a {n}^2 grid, got max {max(np.abs(k1).max(), np.abs(k2).max())}")
+        raise ValueError(f"modes need |k1|, |k2| < n/2 = {n / 2} on a {n}^2 grid, got max "
+                         f"{max(np.abs(k1).max(), np.abs(k2).max())}")
     return k1, k2
 
 

@@ -48,8 +48,8 @@ class LinearConfig(MethodConfig):
     """`linear`: the closed-form Gaussian posterior from the tracks' velocities or displacements."""
 
     fd_lag: int | None = setting(None, "observations between the two ends of a finite difference; None: automatic")
-    fd_order: int | None = setting(None, "finite-difference order: 2 (pairs at midpoints), 4 or 6 (central, at observed "
-                                         "points); None: 6 if smooth and dense")
+    fd_order: int | None = setting(None, "finite-difference order: 2 (pairs at midpoints), 4 or 6 (central, at "
+                                         "observed points); None: 6 if smooth and dense")
     track_data: Literal["auto", "velocities", "displacements"] = setting(
         "auto", "data: velocities (finite differences), displacements (path integrals), auto: displacements for noisy "
                 "dense tracks (automatic lag above 1), velocities otherwise")

@@ -5,7 +5,8 @@ displacements (the path integral of the velocity, whitened against the errors of
 flow at noisy positions) on noisy dense tracks; with config.representation "ou", differenced
 velocities whose error along each track is the velocity of the scales the basis leaves out, an
 Ornstein-Uhlenbeck process in time, plus the white noise (`representation_posterior`). The
-posterior (linear_gaussian) is Gaussian in closed form with empirical-Bayes noise unless noise_std is given (config.representation
+posterior (linear_gaussian) is Gaussian in closed form with empirical-Bayes noise unless noise_std is given
+(config.representation
 "auto": "ou" in a chosen basis, "white" in lagda's own model). Its covariance also takes a
 posterior-predictive floor: the tracks re-integrated by RK4 from the posterior mean measure the
 data error that the residuals cannot show because the coefficients absorbed it (on exact tracks,
@@ -150,7 +151,8 @@ def track_velocity_posterior(positions, times, release, model: FlowModel, config
 def floored_velocity_posterior(positions, times, release, model, config, regime, g, y, prior, mean, cov, info):
     """Returns (mean, cov, info) with the covariance at noise max(tau v, `predictive_noise_floor`); the mean is kept."""
     noise_var = info["velocity_noise_std"] ** 2
-    floor, misfit = predictive_noise_floor(positions, times, release, model, config, regime, y, mean, info["data_dimensions"])
+    floor, misfit = predictive_noise_floor(positions, times, release, model, config, regime, y, mean,
+                                           info["data_dimensions"])
     cov_noise = max(info["residual_correlation_time"] * noise_var, floor)
     if floor > info["residual_correlation_time"] * noise_var:
         _, cov, _ = linear_posterior(g, y - g @ prior[0], prior[1], cov_noise)
@@ -198,7 +200,8 @@ def track_differences(positions, times, release, config: LinearConfig, regime: d
     if not parts:
         raise ValueError(f"no two valid observations {regime['lag']} apart: cannot form finite differences")
     order, gain = max(p[4] for p in parts), max(p[5] for p in parts)
-    return (*(np.concatenate([p[i] for p in parts]) for i in range(4)), order, gain, np.concatenate([p[6] for p in parts]))
+    return (*(np.concatenate([p[i] for p in parts]) for i in range(4)), order, gain,
+            np.concatenate([p[6] for p in parts]))
 
 
 def _track_chunks(model: FlowModel, points, t, track, chunk: int = 4):

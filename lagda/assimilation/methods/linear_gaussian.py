@@ -38,7 +38,8 @@ def linear_posterior(g, y, prior_var, noise_var=None, n_grid: int = 41):
         ValueError: on mismatched shapes or no data.
     """
     if g.ndim != 2 or y.shape != (g.shape[0],) or prior_var.shape != (g.shape[1],) or g.shape[0] == 0:
-        raise ValueError(f"expected g (n, p), y (n,), prior_var (p,) with n > 0, got {g.shape}, {y.shape}, {prior_var.shape}")
+        raise ValueError(f"expected g (n, p), y (n,), prior_var (p,) with n > 0, got {g.shape}, {y.shape}, "
+                         f"{prior_var.shape}")
     root, s, vt, z, rest = whitened_svd(g, y, prior_var, noise_var)
     if noise_var is None:
         noise_var, _ = _evidence_maximum(s, z, rest, y, n_grid)
@@ -107,7 +108,8 @@ def _log_marginal(s, z, rest: float, n: int, noise_var: float) -> float:
 
 
 def _evidence_maximum(s, z, rest: float, y, n_grid: int) -> tuple[float, float]:
-    """Returns (noise_var, log evidence) at the maximum: a log grid over EVIDENCE_RANGE, refined between its neighbours."""
+    """Returns (noise_var, log evidence) at the maximum: a log grid over EVIDENCE_RANGE,
+    refined between its neighbours."""
     n, scale = len(y), max(float(np.mean(y**2)), 1e-300)
     log_grid_v = np.linspace(np.log(EVIDENCE_RANGE[0]), np.log(EVIDENCE_RANGE[1]), n_grid) + np.log(scale)
     log_ml = [_log_marginal(s, z, rest, n, np.exp(v)) for v in log_grid_v]

@@ -126,7 +126,8 @@ def _tangent_field(state, t, args):
     current = current_mask(time)
     if current is not None:  # the uniform current (k = 0, theta = omega t): u = a cos - b sin, v = a sin + b cos
         cos_c, sin_c = current * cos, current * sin
-        w = w + jnp.stack([jnp.sum(x[:n_mode] * cos_c - x[n_mode:] * sin_c), jnp.sum(x[:n_mode] * sin_c + x[n_mode:] * cos_c)])
+        w = w + jnp.stack([jnp.sum(x[:n_mode] * cos_c - x[n_mode:] * sin_c),
+                           jnp.sum(x[:n_mode] * sin_c + x[n_mode:] * cos_c)])
         dw_dx = dw_dx + jnp.stack([jnp.concatenate([cos_c, -sin_c]), jnp.concatenate([sin_c, cos_c])])
     return jnp.concatenate([w[:, None], dw_dz @ sens + dw_dx], axis=1)
 

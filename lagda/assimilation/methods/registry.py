@@ -55,7 +55,8 @@ class Method(abc.ABC):
             raise ValueError(f"{self.name}: pass a config or options, not both")
         if config is not None and not isinstance(config, self.Config):
             raise TypeError(f"{self.name} takes a {self.Config.__name__}, got a {type(config).__name__}")
-        self.config, notes = (config.validate(), []) if config is not None else configure(self.name, self.Config, options)
+        self.config, notes = ((config.validate(), []) if config is not None
+                              else configure(self.name, self.Config, options))
         self.notes = tuple(notes)
 
     def __call__(self, tracks, model, key=None) -> Posterior:
@@ -76,7 +77,8 @@ class Method(abc.ABC):
         return stack_estimates(estimates, self.name, seconds)
 
     def estimates(self, tracks, model, key) -> tuple[list[FieldEstimate], list[float]]:
-        """Returns (FieldEstimate per field, wall seconds per field): `estimate` on each field with key fold_in(key, f)."""
+        """Returns (FieldEstimate per field, wall seconds per field):
+        `estimate` on each field with key fold_in(key, f)."""
         import jax
 
         out, seconds = [], []

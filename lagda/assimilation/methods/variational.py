@@ -276,7 +276,8 @@ def optimise(x, problem, config: OptimiserConfig, iterations: int):
     return first_order(x, problem, iterations, config.optimizer, config.lr)
 
 
-def fit(x0, obs: Observations, model: FlowModel, config: OptimiserConfig, stages, iterations: int, sigma: float, prior=None):
+def fit(x0, obs: Observations, model: FlowModel, config: OptimiserConfig, stages, iterations: int, sigma: float,
+        prior=None):
     """Returns (x_map, per-stage summaries) minimising the 4D-Var cost through the continuation stages.
 
     Each stage starts from the better, on its own cost, of the previous result and x0.
