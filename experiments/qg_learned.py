@@ -52,7 +52,7 @@ def to_lagda_dataset(qg_path, out, prior_scale=None, every: int = 1, drifters: i
     import xarray as xr
 
     from simulate.config import SimConfig
-    from simulate.generate import _write_netcdf
+    from simulate.generate import write_netcdf
     from simulate.schema import to_dataset
 
     tracks = read_tracks(qg_path)
@@ -70,7 +70,7 @@ def to_lagda_dataset(qg_path, out, prior_scale=None, every: int = 1, drifters: i
     spacing = float(tracks.times[0, every - 1])
     config = SimConfig(n_samples=n_flow, n_drifters=positions.shape[1], dt=spacing, t_final=spacing * n_obs, stride=1,
                        release="random", precision="float32")
-    _write_netcdf(to_dataset(config, k1=k1, k2=k2, omega=omega, prior_scale=scale, coef=coef, release=release,
+    write_netcdf(to_dataset(config, k1=k1, k2=k2, omega=omega, prior_scale=scale, coef=coef, release=release,
                              positions=positions, history=f"converted from the QG Rossby file {qg_path}"),
                   pathlib.Path(out))
     return scale

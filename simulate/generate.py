@@ -159,7 +159,7 @@ def partial_dir(out: str | os.PathLike) -> Path:
     return out.with_name(out.name + ".partial")
 
 
-def _check_output(out: Path, overwrite: bool) -> None:
+def check_output(out: Path, overwrite: bool) -> None:
     """Raises ValueError if the output cannot or must not be written (checked before computing)."""
     parent = out.parent
     if out.is_dir():
@@ -300,7 +300,7 @@ def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | o
                          "n_samples)")
     out = Path(out)
     modes = dataset_modes(config, like)
-    _check_output(out, overwrite)
+    check_output(out, overwrite)
     partial = partial_dir(out)
     manifest = _manifest(config, modes)
     _prepare_partial(partial, {**manifest, "shard": [index, count]} if count > 1 else manifest, resume, overwrite)
@@ -311,12 +311,12 @@ def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | o
     k1, k2, omega, scale = modes
     ds = schema.to_dataset(config, k1=k1, k2=k2, omega=omega, prior_scale=scale, coef=coef,
                            release=release, positions=positions, history=history, shard=(index, count))
-    _write_netcdf(ds, out)
+    write_netcdf(ds, out)
     shutil.rmtree(partial)
     return out
 
 
-def _write_netcdf(ds, out: Path) -> None:
+def write_netcdf(ds, out: Path) -> None:
     """Writes the dataset to a temporary name in the output's directory, then renames it."""
     write_atomic(out, lambda tmp: ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=schema.encoding(ds)))
 

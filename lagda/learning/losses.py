@@ -33,7 +33,7 @@ SimilarityKind = Literal["cosine", "inner", "l2"]
 _NORM_EPS_SQ = 1e-24
 
 
-def _check_tau(tau) -> None:
+def check_tau(tau) -> None:
     # Only a concrete Python number can be checked; a traced (learned) temperature
     # is the caller's responsibility.
     if isinstance(tau, (int, float)) and not tau > 0:
@@ -57,7 +57,7 @@ def _check_logits(logits: jax.Array) -> int:
     return shape[0]
 
 
-def _normalise(emb: jax.Array) -> jax.Array:
+def normalise(emb: jax.Array) -> jax.Array:
     sq_norm = jnp.sum(emb * emb, axis=-1, keepdims=True)
     return emb * jax.lax.rsqrt(jnp.maximum(sq_norm, _NORM_EPS_SQ))
 
@@ -80,8 +80,8 @@ def cosine_similarity(u_emb: jax.Array, v_emb: jax.Array, tau: float = 1.0) -> j
       ValueError: if the embeddings are not 2-D with a common ``n_e``, or ``tau <= 0``.
     """
     _check_embeddings(u_emb, v_emb, paired=False)
-    _check_tau(tau)
-    return (_normalise(u_emb) @ _normalise(v_emb).T) / tau
+    check_tau(tau)
+    return (normalise(u_emb) @ normalise(v_emb).T) / tau
 
 
 def inner_product_similarity(u_emb: jax.Array, v_emb: jax.Array, tau: float = 1.0) -> jax.Array:
@@ -101,7 +101,7 @@ def inner_product_similarity(u_emb: jax.Array, v_emb: jax.Array, tau: float = 1.
       ValueError: if the embeddings are not 2-D with a common ``n_e``, or ``tau <= 0``.
     """
     _check_embeddings(u_emb, v_emb, paired=False)
-    _check_tau(tau)
+    check_tau(tau)
     return (u_emb @ v_emb.T) / tau
 
 
@@ -125,7 +125,7 @@ def negative_squared_distance(u_emb: jax.Array, v_emb: jax.Array, tau: float = 1
       ValueError: if the embeddings are not 2-D with a common ``n_e``, or ``tau <= 0``.
     """
     _check_embeddings(u_emb, v_emb, paired=False)
-    _check_tau(tau)
+    check_tau(tau)
     u_sq = jnp.sum(u_emb * u_emb, axis=-1)[:, None]
     v_sq = jnp.sum(v_emb * v_emb, axis=-1)[None, :]
     return -(u_sq + v_sq - 2.0 * (u_emb @ v_emb.T)) / (2.0 * tau)

@@ -141,10 +141,10 @@ def write_qg_dataset(config: QGConfig, out, *, overwrite: bool = False, progress
     """
     from pathlib import Path
 
-    from simulate.generate import _check_output, _write_netcdf
+    from simulate.generate import check_output, write_netcdf
 
     config.validate()
     out = Path(out)
-    _check_output(out, overwrite)
-    _write_netcdf(to_xarray(config, simulate_qg(config, progress), history), out)
+    check_output(out, overwrite)
+    write_netcdf(to_xarray(config, simulate_qg(config, progress), history), out)
     return out
