@@ -371,7 +371,6 @@ def main(argv=None) -> int:
 
 def _quick_data(args, scratch: pathlib.Path) -> None:
     """Writes tiny train/test .npz pairs (K = 9, 100 observations) and shrinks every setting."""
-    sys.path.insert(0, str(ROOT / "tests"))
     from lagda.testing import make_pairs
 
     for name, n, seed in (("train", 32, 1), ("test", 16, 2)):
