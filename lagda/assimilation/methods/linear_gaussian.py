@@ -12,6 +12,7 @@ import jax
 import numpy as np
 from scipy.linalg import cholesky, solve_triangular
 from scipy.linalg.blas import dsyrk
+from scipy.linalg.lapack import dtrtri
 from scipy.optimize import minimize_scalar
 
 from lagda.assimilation.model import to_complex
@@ -167,6 +168,9 @@ def normal_log_evidence(gram, rhs, yy: float, prior_var, gradient: bool = False)
     ratio = 0.5 * float(w @ w) - float(np.sum(np.log(np.diag(chol))))
     if not gradient:
         return ratio
-    inv = solve_triangular(chol, np.eye(len(root)), lower=True)  # L^-1: B^-1 = L^-T L^-1
+    inv, status = dtrtri(chol, lower=1)  # L^-1 (B^-1 = L^-T L^-1), a third of a triangular solve's flops
+    if status != 0:
+        raise np.linalg.LinAlgError(f"triangular inverse failed (LAPACK info {status})")
+    inv = np.tril(inv)
     u = inv.T @ w  # B^-1 z = D^-1/2 m
     return ratio, 0.5 * (u**2 + np.sum(inv**2, axis=0) - 1.0)
