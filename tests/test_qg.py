@@ -337,6 +337,29 @@ def test_qg_tracks_assimilate_in_a_chosen_basis(anomaly_file, tmp_path, capsys):
         assert error**2 == pytest.approx(limit**2 + to_fit**2 * (1 - limit**2), rel=1e-6)
 
 
+def test_a_basis_without_climatology_records_its_choices(turbulence_file, tmp_path, capsys):
+    """No --climatology: linear chooses the prior's spectrum and the OU error model from the tracks, says so in the
+    notes, the printed diagnostics and the result file, and is never worse than the prior mean (zero, error 1)."""
+    import json
+
+    import xarray as xr
+
+    test, out = _flows(turbulence_file, [1], tmp_path / "test.nc"), tmp_path / "r.nc"
+    argv = ["assimilate", "--tracks", str(test), "--method", "linear", "--basis", "circular", "--k-max", "3",
+            "--degree", "1", "--members", "4", "--out", str(out)]
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    assert "chosen from the tracks (no --climatology)" in captured.err
+    assert "prior and error from the tracks: OU tau" in captured.out and "CV ratio" in captured.out
+    with xr.open_dataset(out) as ds:
+        (info,) = json.loads(ds.attrs["diagnostics"])
+    assert info["representation_time_source"] == "cross-validation" and len(info["error_model_table"]) == 12
+    spectrum = info["prior_log_spectrum"]
+    assert set(spectrum) == {"a_per_degree", "b", "c", "k0"} and len(spectrum["a_per_degree"]) == 2
+    error = float(captured.out.split("against the QG truth (relative L2 over its grid, times and flows): ")[1][:5])
+    assert error <= 1.0 + 1e-3 and (error < 1.0) != info["zero_guard"]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--method", "hybrid", "--basis", "circular"], "no time basis"),
     (["--method", "linear", "--climatology", "{file}"], "needs a chosen basis (--basis)"),

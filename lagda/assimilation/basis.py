@@ -9,9 +9,9 @@ so every classical method
 applies. The prior std of c_kp and the variance of the velocity the basis leaves out (the linear
 method's representation error) come from a climatology: a QG truth file of other flows of the same
 model (simulate.qg.projection: the truth's least-squares fit in the basis, pooled over wavenumber
-shells and degrees). Without one the prior is the generator's spectrum shape at the tracks' RMS speed
-(the same energy in every degree) and the representation error is estimated from the tracks; both
-are notes.
+shells and degrees). Without one the linear method chooses the prior's spectrum and the representation
+error from the tracks (methods.prior_search); the other methods take the generator's spectrum shape at
+the tracks' RMS speed (the same energy in every degree); both are notes.
 """
 
 from __future__ import annotations
@@ -103,15 +103,35 @@ def basis_model(tracks: Tracks, basis: str, k_max: float, degree: int, climatolo
                                   with_current(k1, k2)[2])
     notes = [f"flow basis: the uniform current and {basis} modes k_max {k_max:g} ({len(k1)} spatial modes) x "
              f"Legendre degrees 0..{degree} in time over the window [0, {t_end:.6g}] model time: {len(e1)} modes"]
-    unresolved = None
+    unresolved, search = None, None
     if climatology is None:
         scale, note = _track_prior(tracks, k1, k2, degree)
-        notes.append(note)
+        search, search_note = _prior_search(tracks, t_end)
+        notes += [note, search_note]
     else:
         scale, rep_var, rep_time, clim_notes = _climatology(climatology, tracks, k1, k2, degree, t_end)
         unresolved, notes = (rep_var, rep_time), notes + clim_notes
     dt, dt_notes = resolve_dt(tracks, dt)
-    return flow_model(e1, e2, omega, scale, dt, time, unresolved, notes + dt_notes)
+    return flow_model(e1, e2, omega, scale, dt, time, unresolved, notes + dt_notes, search)
+
+
+def _prior_search(tracks: Tracks, t_end: float):
+    """Returns (PriorSearch, note): the linear method's search of the prior and error model, its grids in days
+    (the mapping's, else a 60-day window's: model-unit tracks have no physical time)."""
+    from lagda.assimilation.methods.prior_search import PriorSearch
+
+    if tracks.mapping is not None:
+        day, unit = 86400.0 / tracks.mapping.time_scale_s, "days"
+    else:
+        day, unit = t_end / 60.0, "sixtieths of the window (model-unit tracks: no physical day)"
+    search = PriorSearch(day)
+    return search, (
+        f"prior and representation error for --method linear (ou): chosen from the tracks (no --climatology): "
+        f"log E|c_kp|^2 = a_p + b log(k / k0) + c log^2(k / k0) by the evidence, the OU time scale in "
+        f"{', '.join(f'{d:g}' for d in search.taus_days)} {unit} and variance in "
+        f"{', '.join(f'{f:g}' for f in search.var_fractions)} x the tracks' mean square velocity by "
+        f"{search.folds}-fold cross-validation over held-out drifters, on pairs about {search.spacing_days:g} "
+        f"{unit.split(' ')[0]} apart; the other methods use the prior above")
 
 
 def _track_prior(tracks, k1, k2, degree: int):

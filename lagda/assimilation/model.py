@@ -29,6 +29,8 @@ class FlowModel:
         time: `simulate.flow.TimeBasis` (a Legendre degree per mode over a window), or None: f_k = 1.
         unresolved: (variance per component, Lagrangian time scale) of the velocity the basis leaves out
             (from a climatology), or None: `linear`'s representation error, estimated when None.
+        search: a chosen basis without a climatology: `methods.prior_search.PriorSearch`, the prior's spectrum
+            and the representation error that `linear` chooses from the tracks; None: the prior is `scale`.
         notes: how each setting was found when no trained run gave it, one line each.
     """
 
@@ -40,6 +42,7 @@ class FlowModel:
     time: object | None = None
     unresolved: tuple[float, float] | None = None
     notes: tuple[str, ...] = ()
+    search: object | None = None
 
     @property
     def modes(self) -> tuple:
@@ -58,10 +61,10 @@ class FlowModel:
         return np.concatenate([half, half])
 
 
-def flow_model(k1, k2, omega, scale, dt: float, time=None, unresolved=None, notes=()) -> FlowModel:
+def flow_model(k1, k2, omega, scale, dt: float, time=None, unresolved=None, notes=(), search=None) -> FlowModel:
     """Returns a `FlowModel` with int32 modes and float64 frequencies and prior (any array-likes in)."""
     return FlowModel(np.asarray(k1).astype(np.int32), np.asarray(k2).astype(np.int32), np.asarray(omega, np.float64),
-                     np.asarray(scale, np.float64), float(dt), time, unresolved, tuple(notes))
+                     np.asarray(scale, np.float64), float(dt), time, unresolved, tuple(notes), search)
 
 
 def to_real(coef) -> np.ndarray:

@@ -170,6 +170,10 @@ def _describe_field(info: dict) -> str:
     if info.get("error_model") == "ou":
         words.append(f"representation error ou (variance: {info.get('representation_var_source', '?')}; time scale: "
                      f"{info.get('representation_time_source', '?')})")
+    if "cv_ratio" in info:
+        words.append(f"prior and error from the tracks: OU tau {info['representation_time']:.3g}, std "
+                     f"{info['representation_std']:.3g}, CV ratio {float(info['cv_ratio']):.3g}"
+                     + (", zero guard: the prior mean (zero)" if info.get("zero_guard") else ""))
     for key, label in (("noise_std_est", "pos noise"), ("position_noise_std", "pos noise"),
                        ("velocity_noise_std", "vel noise"), ("data_noise_std", "data noise"), ("sigma", "sigma")):
         if isinstance(info.get(key), (int, float)) and not (label == "pos noise" and "pos noise" in " ".join(words)):

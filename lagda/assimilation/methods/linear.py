@@ -266,7 +266,9 @@ def representation_posterior(positions, times, release, model: FlowModel, config
     white noise of the differences (gain sigma^2 / h^2, sigma given or estimated from the tracks),
     the GLS posterior is exact (representation.whiten_tracks). A variance or time scale not given
     is estimated (representation.ou_time_scale) from the residuals of a first fit with white
-    errors of empirical-Bayes variance (`white_evidence_fit`), then OU at the estimate.
+    errors of empirical-Bayes variance (`white_evidence_fit`), then OU at the estimate. A chosen basis
+    without a climatology (model.search) instead takes the prior's spectrum and the error model that
+    prior_search.search_prior chooses from the tracks (prior_var unused; its choices in the info).
     """
     # lag-1 pairs unless set: the correlated error dominates the noise, and pairs keep every fix (their noise,
     # shared by neighbouring pairs, is taken as white)
@@ -284,6 +286,15 @@ def representation_posterior(positions, times, release, model: FlowModel, config
                 sources[f"representation_{name}_source"] = "the model's climatology"
         rep_var = model.unresolved[0] if rep_var is None else rep_var
         tau = model.unresolved[1] if tau is None else tau
+    info = {"data": "velocities", "error_model": "ou", "fd_order": order, **regime,
+            "velocity_noise_std": float(np.sqrt(noise_var))}
+    if model.search is not None:  # no climatology: the prior's spectrum and the error model from the tracks
+        from lagda.assimilation.methods.prior_search import search_prior
+
+        data = track_residuals(model, points, t, vel, track, prior_mean) if np.any(prior_mean) else vel
+        delta, cov, _, rep_var, tau, found = search_prior(points, t, data, track, noise_var, model, rep_var, tau)
+        return prior_mean + delta, cov, {**info, "pairs": len(t), "representation_std": float(np.sqrt(rep_var)),
+                                         "representation_time": float(tau), **sources, **found}
     prior_prec = 1.0 / prior_var
     if rep_var is None or tau is None:
         gram, rhs = normal_equations(model, points, t, vel, track)
@@ -296,7 +307,5 @@ def representation_posterior(positions, times, release, model: FlowModel, config
     factor = cho_factor(gram + np.diag(prior_prec))
     mean = prior_mean + cho_solve(factor, rhs - gram @ prior_mean)
     cov = cho_solve(factor, np.eye(len(prior_var)))
-    info = {"data": "velocities", "error_model": "ou", "fd_order": order, "pairs": len(t), **regime,
-            "representation_std": float(np.sqrt(rep_var)), "representation_time": float(tau),
-            "velocity_noise_std": float(np.sqrt(noise_var)), **sources}
-    return mean, cov, info
+    return mean, cov, {**info, "pairs": len(t), "representation_std": float(np.sqrt(rep_var)),
+                       "representation_time": float(tau), **sources}

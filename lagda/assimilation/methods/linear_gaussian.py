@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import jax
 import numpy as np
+from scipy.linalg import cholesky, solve_triangular
 from scipy.linalg.blas import dsyrk
+from scipy.linalg.lapack import dtrtri
 from scipy.optimize import minimize_scalar
 
 from lagda.assimilation.model import to_complex
@@ -147,3 +149,30 @@ def gaussian_estimate(key, mean, cov, members: int, info=None) -> FieldEstimate:
     """Returns a FieldEstimate of equal-weight antithetic samples from N(mean, cov)."""
     samples = gaussian_samples(key, mean, cov, members)
     return FieldEstimate(samples, np.full(members, 1.0 / members), info=dict(info or {}))
+
+
+def normal_log_evidence(gram, rhs, yy: float, prior_var, gradient: bool = False):
+    """Returns log N(y; 0, I + G D G^T) - log N(y; 0, I) of whitened data from its normal equations, and with
+    `gradient` also its derivative `(p,)` with respect to log D.
+
+    gram = G^T G `(p, p)`, rhs = G^T y `(p,)` and yy = y^T y of data whitened against its error covariance (so the
+    error is N(0, I)); prior_var: `(p,)` diagonal D. With B = I + D^1/2 G D^1/2 (eigenvalues >= 1: a Cholesky
+    factor at any prior scale) and z = D^1/2 G^T y, the log ratio to the zero-signal model (the same error, no
+    signal) is (z^T B^-1 z - log det B) / 2; adding -(yy + log det C + n log 2 pi) / 2 gives the log evidence.
+    Its derivative in log D_i is (m_i^2 / D_i + Sigma_ii / D_i - 1) / 2, m and Sigma the posterior mean and
+    covariance (MacKay's), from the inverse factor. Raises LinAlgError for a gram that is not positive semidefinite.
+    """
+    root = np.sqrt(np.asarray(prior_var, np.float64))
+    b = root[:, None] * gram * root[None, :]
+    b[np.diag_indices_from(b)] += 1.0
+    chol = cholesky(b, lower=True)
+    w = solve_triangular(chol, root * rhs, lower=True)  # L^-1 z: z^T B^-1 z = |w|^2
+    ratio = 0.5 * float(w @ w) - float(np.sum(np.log(np.diag(chol))))
+    if not gradient:
+        return ratio
+    inv, status = dtrtri(chol, lower=1)  # L^-1 (B^-1 = L^-T L^-1), a third of a triangular solve's flops
+    if status != 0:
+        raise np.linalg.LinAlgError(f"triangular inverse failed (LAPACK info {status})")
+    inv = np.tril(inv)
+    u = inv.T @ w  # B^-1 z = D^-1/2 m
+    return ratio, 0.5 * (u**2 + np.sum(inv**2, axis=0) - 1.0)
