@@ -1,8 +1,8 @@
 """Benchmark of `retrieve` for one track against a 10^6-draw prior bank.
 
-Times the `retrieve` method object (lagda.assimilation.methods.registry.Retrieve) on one field of lagda/shipped/example_tracks.nc with
-the shipped model (encoder included), first call (compiles) and warm (best of the repeats),
-for the same bank two ways: streamed (drawn afresh in every call: the baseline,
+Times the `retrieve` method object (lagda.assimilation.methods.registry.Retrieve) on one field of
+lagda/shipped/example_tracks.nc with the shipped model (encoder included), first call (compiles) and warm (best of
+the repeats), for the same bank two ways: streamed (drawn afresh in every call: the baseline,
 bank_cache_mb=0) and kept in memory by the method object (the default, bank_cache_mb; the first call
 draws it); the speed-up over the baseline is printed, and whether both give identical
 candidates. Also reports the 8 example fields sharing one pass.

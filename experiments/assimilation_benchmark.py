@@ -16,7 +16,13 @@ the hybrid setting `refine`; a learned name is skipped without `--run`), plus ro
   `--search-starts` - 1 prior draws;
 - `search:linear`: the same search from one start, the `linear` estimate;
 - `hybrid+search`: hybrid with the learned global search (hybrid's `starts` =
-  `--search-starts`: the product mean, the learned conditional's mean and draws from it).
+  `--search-starts`: the product mean, the learned conditional's mean and draws from it);
+- `posterior-mean`: the yardstick where the data do not determine the field: the mean of the
+  posterior from the `sample` method (tempered SMC from the prior, `--sample-particles` per run,
+  `--sample-runs` independent runs), the estimate of least expected error; its rows carry the
+  sampler's convergence evidence (`rhat_max`, `runs_agree`: the fraction of coordinates whose runs
+  agree within their Monte Carlo error at p 0.99, `tempering_complete`).
+Every method is also the ratio of its median error to posterior-mean's (`vs_posterior_mean`).
 The three searches and hybrid's refinement run the same continuation (the configs' `continuation`)
 with `--search-iterations` Gauss-Newton iterations per stage and start, so `hybrid+search`
 against `search:prior` (as many starts, from the prior) and `search:linear` (one start) is the
@@ -77,7 +83,7 @@ from simulate import (  # noqa: E402
 from simulate.atomic import write_atomic  # noqa: E402
 
 SCORES = ("velocity_rel_l2", "velocity_rel_l2_median", "vs_truth_map", "track_velocity_rel_l2", "resim_rms_true",
-          "forecast_rms", "velocity_calibration", "seconds_per_track")
+          "forecast_rms", "velocity_calibration", "seconds_per_track", "vs_posterior_mean")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +91,8 @@ class Regime:
     stride: int  # RK4 steps between observed positions
     noise: float  # Gaussian position noise std (domain lengths), 0: exact
     drifters: int  # drifters per flow
-    release: str = "cluster"  # "cluster": (0.75, 0.75) + U(0, 0.2)^2 per drifter (exactly (0.75, 0.75) alone); "uniform": U(0, 1)^2
+    # "cluster": (0.75, 0.75) + U(0, 0.2)^2 per drifter (exactly (0.75, 0.75) alone); "uniform": U(0, 1)^2
+    release: str = "cluster"
 
 
 REGIMES = {
@@ -99,6 +106,7 @@ REGIMES = {
 CLASSICAL = ("linear", "var", "enkf")
 LEARNED = tuple(name for name, cls in METHODS.items() if cls.learned)
 DIRECT = ("truth-map", "search:prior", "search:linear")  # computed here, not by the dispatcher
+SAMPLER_ROW = "posterior-mean"  # the sample method's posterior mean, with every particle kept
 
 
 def family(method: str) -> str:
@@ -133,7 +141,8 @@ def direct_posterior(method: str, tracks: Tracks, model: FlowModel, config: Hybr
         args = (sub.positions, sub.times, sub.release, model, config, jax.random.fold_in(key, f))
         start = time.perf_counter()
         if method == "truth-map":
-            est = truth_map(*args, to_real(tracks.true_coef[f]), noise, settings.truth_iterations or settings.search_iterations)
+            est = truth_map(*args, to_real(tracks.true_coef[f]), noise,
+                            settings.truth_iterations or settings.search_iterations)
         else:
             lin = assimilate_linear(*args)
             starts = to_real(lin.samples.T @ lin.weights)[None, :]
@@ -157,7 +166,12 @@ def run_method(method, tracks, model: FlowModel, regime: Regime, settings):
     """
     common = {"members": 64, "noise_std": regime.noise if regime.noise > 0 else None}
     start = time.perf_counter()
-    if method in DIRECT:
+    if method == SAMPLER_ROW:
+        particles, runs = settings.sample_particles, settings.sample_runs
+        sampler = METHODS["sample"](**common | {"members": particles * runs, "particles": particles, "runs": runs,
+                                                "particle_batch": settings.sample_batch})
+        post = sampler(tracks, model, jax.random.key(0))
+    elif method in DIRECT:
         config = HybridConfig(**common, iterations=settings.search_iterations)
         post = direct_posterior(method, tracks, model, config, jax.random.key(0), regime.noise, settings)
     else:
@@ -199,8 +213,12 @@ def field_records(post: Posterior, scores: dict, fields, base: dict, drifters: i
     for i, f in enumerate(fields):
         info = post.info[i] if post.info else {}
         info = info if isinstance(info, dict) else {}
-        out.append({**base, "field": f, **{n: float(scores["per_field"][n][i]) for n in PER_FIELD},
-                    "seconds_per_track": float(post.seconds[i]) / drifters if post.seconds is not None else float("nan"),
+        sampler = {"rhat_max": float(info.get("rhat_max", float("nan"))),
+                   "runs_agree": 1.0 - float(info.get("agreement_fraction_beyond_p99", float("nan"))),
+                   "tempering_complete": float(info.get("tempering_complete", float("nan")))}
+        out.append({**base, "field": f, **{n: float(scores["per_field"][n][i]) for n in PER_FIELD}, **sampler,
+                    "seconds_per_track": float(post.seconds[i]) / drifters if post.seconds is not None
+                    else float("nan"),
                     "map_cost": float(info.get("cost_best", float("nan"))),
                     "basin_fraction": (info["n_in_best_basin"] / info["n_starts"]
                                        if "n_in_best_basin" in info and post.method != "truth-map" else float("nan")),
@@ -224,6 +242,10 @@ def summarise(records) -> list[dict]:
                      "seconds_per_track": float(np.mean(value("seconds_per_track"))),
                      "basin_fraction": float(np.mean(value("basin_fraction"))),
                      "map_cost": float(np.median(costs)) if np.any(np.isfinite(costs)) else float("nan"),
+                     "rhat_max": float(np.max(value("rhat_max"))) if "rhat_max" in group[0] else float("nan"),
+                     "runs_agree": float(np.mean(value("runs_agree"))) if "runs_agree" in group[0] else float("nan"),
+                     "tempering_complete": (float(np.mean(value("tempering_complete")))
+                                            if "tempering_complete" in group[0] else float("nan")),
                      "wall_s": float(np.sum(value("wall_s")))})
     add_truth_ratios(rows)
     return rows
@@ -243,11 +265,13 @@ def read_csv(path) -> list[dict]:
 
 
 def add_truth_ratios(rows) -> None:
-    """Sets every row's vs_truth_map: its median field error over truth-map's in the same regime (nan without one)."""
-    oracle = {r["regime"]: float(r["velocity_rel_l2_median"]) for r in rows if r["method"] == "truth-map"}
-    for r in rows:
-        ref = oracle.get(r["regime"], float("nan"))
-        r["vs_truth_map"] = float(r["velocity_rel_l2_median"]) / ref if ref > 0 else float("nan")
+    """Sets every row's vs_truth_map and vs_posterior_mean: its median field error over truth-map's and
+    posterior-mean's in the same regime (nan without one)."""
+    for reference, column in (("truth-map", "vs_truth_map"), (SAMPLER_ROW, "vs_posterior_mean")):
+        ref_error = {r["regime"]: float(r["velocity_rel_l2_median"]) for r in rows if r["method"] == reference}
+        for r in rows:
+            ref = ref_error.get(r["regime"], float("nan"))
+            r[column] = float(r["velocity_rel_l2_median"]) / ref if ref > 0 else float("nan")
 
 
 def _err(r) -> float:
@@ -262,21 +286,25 @@ def _best(group, families):
 
 
 def summary(rows) -> str:
-    """Returns the markdown verdict per regime: truth-map's median field error, the best classical,
-    search and learned method with their error and ratio to truth-map, and var vs hybrid time."""
-    lines = ["| regime | truth-map err | best classical | err | / truth-map | best search | err | / truth-map | "
-             "best lagda | err | / truth-map | var s/track | hybrid s/track | var / hybrid time |", "|" + "---|" * 14]
+    """Returns the markdown verdict per regime: truth-map's and posterior-mean's median field error, the best
+    classical, search and learned method with their error and ratio to truth-map, hybrid's ratio to
+    posterior-mean, and var vs hybrid time."""
+    lines = ["| regime | truth-map err | posterior-mean err | best classical | err | / truth-map | best search | err | "
+             "/ truth-map | best lagda | err | / truth-map | hybrid / posterior-mean | var s/track | hybrid s/track | "
+             "var / hybrid time |", "|" + "---|" * 16]
     groups = {}
     for r in rows:
         groups.setdefault(r["regime"], []).append(r)
     for regime, group in groups.items():
         by_method = {r["method"]: r for r in group}
         oracle = _err(by_method["truth-map"]) if "truth-map" in by_method else float("nan")
-        cells = [regime, f"{oracle:.3g}"]
+        mean_error = _err(by_method[SAMPLER_ROW]) if SAMPLER_ROW in by_method else float("nan")
+        cells = [regime, f"{oracle:.3g}", f"{mean_error:.3g}"]
         for families in (CLASSICAL, ("search",), LEARNED):
             best = _best(group, families)
             cells += [best["method"], f"{_err(best):.3g}", f"{_err(best) / oracle:.3g}"] if best else ["-", "-", "-"]
         var, hybrid = by_method.get("var"), by_method.get("hybrid")
+        cells.append(f"{_err(hybrid) / mean_error:.3g}" if hybrid else "-")
         times = ["-", "-", "-"]
         if var and hybrid:
             v, h = float(var["seconds_per_track"]), float(hybrid["seconds_per_track"])
@@ -288,7 +316,8 @@ def summary(rows) -> str:
 def write_tables(rows, out: pathlib.Path, header: str) -> str:
     """Writes out (CSV) and out.md (the full table and the summary); returns the markdown."""
     write_csv(rows, out)
-    names = [n for n in (*SCORES, "basin_fraction", "map_cost", "wall_s") if n in rows[0]]
+    names = [n for n in (*SCORES, "basin_fraction", "map_cost", "rhat_max", "runs_agree", "tempering_complete",
+                         "wall_s") if n in rows[0]]
     lines = ["| regime | drifters | obs | method | " + " | ".join(names) + " |", "|" + "---|" * (4 + len(names))]
     for r in rows:
         lines.append(f"| {r['regime']} | {r['drifters']} | {r['obs']} | {r['method']} | "
@@ -328,7 +357,8 @@ def plot(rows, path) -> None:
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="K = 9, T = 0.02, 2 fields, strides capped at T / 4: a smoke test")
+    p.add_argument("--quick", action="store_true",
+                   help="K = 9, T = 0.02, 2 fields, strides capped at T / 4: a smoke test")
     p.add_argument("--run", help="trained run directory (enables retrieve, embed, hybrid; modes from the run)")
     p.add_argument("--fields", type=int, default=16, help="held-out flows per regime")
     p.add_argument("--var-iterations", type=int, default=10, help="var: Gauss-Newton iterations per continuation stage")
@@ -343,6 +373,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="comma list: registered methods (hybrid:REFINE sets hybrid's refine), truth-map, search:prior, "
                         "search:linear, hybrid+search")
     p.add_argument("--regimes", default=",".join(REGIMES), help=f"comma list of {', '.join(REGIMES)}")
+    p.add_argument("--sample-particles", type=int, default=1024, help="posterior-mean: SMC particles per run")
+    p.add_argument("--sample-runs", type=int, default=2, help="posterior-mean: independent SMC runs")
+    p.add_argument("--sample-batch", type=int, default=0,
+                   help="posterior-mean: particles moved at once (0: all; bounds GPU memory)")
     p.add_argument("--out", default="results/assimilation_benchmark.csv")
     p.add_argument("--figure", default=None, help="also draw the errors, ratios and times (PNG)")
     p.add_argument("--from-csv", default=None, help="only redraw --out's markdown and --figure from this CSV")
@@ -377,8 +411,8 @@ def main(argv=None) -> int:
         args.scorer = scorer_from_run(args.run)[0]  # the trained model, restored once for every regime and method
     else:
         k1, k2 = rectangular_modes((-1, 1), (-1, 1)) if args.quick else rectangular_modes()
-        model = flow_model(k1, k2, draw_frequencies(jax.random.key(0), len(k1), 20 * np.pi), spectrum(k1, k2, 1.5, 10.0),
-                           dt)
+        model = flow_model(k1, k2, draw_frequencies(jax.random.key(0), len(k1), 20 * np.pi),
+                           spectrum(k1, k2, 1.5, 10.0), dt)
         args.scorer = None
     k1, k2, omega, scale, dt = model.k1, model.k2, model.omega, model.scale, model.dt
     n_fields = 2 if args.quick else args.fields

@@ -134,7 +134,6 @@ def compare_with_paper(records: list[dict], library, final: dict | None) -> str:
 
 
 def _quick_run(root: pathlib.Path) -> pathlib.Path:
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
     from lagda.learning.config import tiny
     from lagda.learning.train import train
     from lagda.testing import make_pairs

@@ -63,7 +63,8 @@ def plot(data, index: int, idx, scores, weights, out: pathlib.Path, n_grid: int 
             ax.set_title(f"true psi (field {index})")
         else:
             hit = " = truth" if idx[i - 1] == index else ""
-            ax.set_title(f"#{i}: field {idx[i - 1]}{hit}\ncos {scores[i - 1]:.3f}, weight {weights[i - 1]:.2f}", fontsize=9)
+            ax.set_title(f"#{i}: field {idx[i - 1]}{hit}\ncos {scores[i - 1]:.3f}, weight {weights[i - 1]:.2f}",
+                         fontsize=9)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
@@ -95,7 +96,8 @@ def main(argv=None) -> int:
             parser.error("--run and --data are required without --quick")
         data, idx, scores, weights = retrieve(args.run, args.data, args.index)
         plot(data, args.index, idx, scores, weights, pathlib.Path(args.out))
-    print(f"wrote {args.out}: top-3 {idx.tolist()} cos {np.round(scores, 3).tolist()} weights {np.round(weights, 2).tolist()}")
+    print(f"wrote {args.out}: top-3 {idx.tolist()} cos {np.round(scores, 3).tolist()} weights "
+          f"{np.round(weights, 2).tolist()}")
     return 0
 
 

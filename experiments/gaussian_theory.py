@@ -162,7 +162,8 @@ def compare(kind, cov, n_u, n_e, a, b) -> list[dict]:
         other = "joint" if kind == "cond" else "cond"
         label = {"cond": "Thm 5.1 eq. (43)" if full_rank else "Thm 5.1 eq. (44)",
                  "joint": "Thm 5.6 eq. (53)" if full_rank else "Thm 5.6 eq. (54)"}[kind]
-        rows.append(dict(quantity="A", theory=label, rel_err=_rel(a, theory[kind]), rel_gap=_rel(theory[other], theory[kind])))
+        rows.append(dict(quantity="A", theory=label, rel_err=_rel(a, theory[kind]),
+                         rel_gap=_rel(theory[other], theory[kind])))
         return rows
     a_star, b_star = gaussian.one_sided_minimizer(cov, n_u)
     a_cond = gaussian.cond_minimizer(cov, n_u)

@@ -165,8 +165,9 @@ def regime_tracks(test, n_fields: int, stride: int, noise: float, seed: int = 0)
     times = np.tile(np.asarray(test.time)[stride - 1::stride], (n_fields * n_drifters, 1))
     release = np.tile([float(test.attrs.get("release_x", 0.75)), float(test.attrs.get("release_y", 0.75))],
                       (n_fields * n_drifters, 1))
-    return Tracks(positions=positions.reshape(-1, n_obs, 2), times=times, field=np.repeat(np.arange(n_fields), n_drifters),
-                  trajectory_id=np.arange(n_fields * n_drifters), true_coef=np.asarray(test.coef[:n_fields], np.complex128),
+    return Tracks(positions=positions.reshape(-1, n_obs, 2), times=times,
+                  field=np.repeat(np.arange(n_fields), n_drifters), trajectory_id=np.arange(n_fields * n_drifters),
+                  true_coef=np.asarray(test.coef[:n_fields], np.complex128),
                   k1=test.k1, k2=test.k2, omega=test.omega, release=release)
 
 
@@ -212,7 +213,8 @@ def drifter_study(args) -> list[dict]:
         for name in args.objectives:
             if any(r["objective"] == name and r["seed"] == seed for r in rows):
                 continue  # --resume: measured before
-            base = dict(batch_size=args.batch, epochs=max(1, round(args.steps / steps_per_epoch)), eval_library=0, seed=seed)
+            base = dict(batch_size=args.batch, epochs=max(1, round(args.steps / steps_per_epoch)), eval_library=0,
+                        seed=seed)
             if args.preset == "learned" or args.quick:  # the set encoder, trained on every observation regime
                 base.update(encoder="set", regime="mixture")
             config = PRESETS[args.preset](**{**base, **OBJECTIVES[name]})
@@ -220,8 +222,8 @@ def drifter_study(args) -> list[dict]:
             wall, cpu = time.perf_counter(), time.process_time()
             train(config, train_data, None, run_dir, progress=False)
             row = dict(objective=name, seed=seed, steps=steps_per_epoch * config.epochs, n_train=args.n_train,
-                       train_wall_s=round(time.perf_counter() - wall, 1), train_cpu_s=round(time.process_time() - cpu, 1),
-                       load=round(os.getloadavg()[0], 2))
+                       train_wall_s=round(time.perf_counter() - wall, 1),
+                       train_cpu_s=round(time.process_time() - cpu, 1), load=round(os.getloadavg()[0], 2))
             model, config, _ = load_trained(run_dir)
             row.update({k.split("/", 1)[1]: v for k, v in
                         retrieval_scores(model, library, config, args.library, "test").items()})
@@ -292,7 +294,8 @@ def plot(summary: list[dict], gaussian_summary: list[dict], path: pathlib.Path) 
     names = [s["objective"] for s in summary]
     x = np.arange(len(names))
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    for offset, column, label in ((-0.2, "coef_to_traj/R@1", "coef -> traj"), (0.2, "traj_to_coef/R@1", "traj -> coef")):
+    for offset, column, label in ((-0.2, "coef_to_traj/R@1", "coef -> traj"),
+                                  (0.2, "traj_to_coef/R@1", "traj -> coef")):
         axes[0].bar(x + offset, [s[f"{column}_mean"] for s in summary], 0.4, yerr=[s[f"{column}_std"] for s in summary],
                     label=label, capsize=3)
     axes[0].set(title="held-out retrieval R@1", xticks=x, ylim=(0, 1))
@@ -308,8 +311,8 @@ def plot(summary: list[dict], gaussian_summary: list[dict], path: pathlib.Path) 
     axes[1].legend(fontsize=7)
     if gaussian_summary:
         gx = np.arange(len(gaussian_summary))
-        axes[2].bar(gx, [s["rel_err_A_mean"] for s in gaussian_summary], yerr=[s["rel_err_A_std"] for s in gaussian_summary],
-                    capsize=3)
+        axes[2].bar(gx, [s["rel_err_A_mean"] for s in gaussian_summary],
+                    yerr=[s["rel_err_A_std"] for s in gaussian_summary], capsize=3)
         axes[2].set(title="Gaussian setting: |A - A*| / |A*| (Thm 5.1)", xticks=gx)
         axes[2].set_xticklabels([s["objective"] for s in gaussian_summary])
     fig.tight_layout()
@@ -322,7 +325,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--train", help="training dataset (.nc); the first --n-train fields are used")
     p.add_argument("--test", help="held-out dataset (.nc): retrieval library and downstream flows")
-    p.add_argument("--preset", default="learned", choices=sorted(PRESETS), help="encoder and optimiser (default learned)")
+    p.add_argument("--preset", default="learned", choices=sorted(PRESETS),
+                   help="encoder and optimiser (default learned)")
     p.add_argument("--objectives", nargs="+", default=list(OBJECTIVES), choices=list(OBJECTIVES))
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--n-train", type=int, default=4096, help="training fields")
@@ -367,7 +371,6 @@ def main(argv=None) -> int:
 
 def _quick_data(args, scratch: pathlib.Path) -> None:
     """Writes tiny train/test .npz pairs (K = 9, 100 observations) and shrinks every setting."""
-    sys.path.insert(0, str(ROOT / "tests"))
     from lagda.testing import make_pairs
 
     for name, n, seed in (("train", 32, 1), ("test", 16, 2)):

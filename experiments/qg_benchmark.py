@@ -105,7 +105,7 @@ class TurbulenceCase:
         from simulate.qg.projection import truth_in_basis
 
         self.tracks = read_tracks(test)
-        self.settings = basis_model(self.tracks, "circular", k_max, degree, climatology)
+        self.settings = basis_model(self.tracks, "circular", k_max, degree, read_tracks(climatology))
         s = self.settings
         self.spatial = (s.k1[:: degree + 1], s.k2[:: degree + 1])
         self.degree, self.k_max = degree, k_max
@@ -150,14 +150,16 @@ class TurbulenceCase:
         x = np.linalg.solve(g.T @ g / noise + np.diag(1 / prior_var), g.T @ y / noise)
         u, v = self.fields(x[: len(s.k1)] + 1j * x[len(s.k1) :])
         t_ = self.truth
-        return {"error": relative(u, v, t_["u"][f], t_["v"][f]), "error_vs_projection": relative(u, v, t_["u_fit"][f], t_["v_fit"][f]),
+        return {"error": relative(u, v, t_["u"][f], t_["v"][f]),
+                "error_vs_projection": relative(u, v, t_["u_fit"][f], t_["v_fit"][f]),
                 "limit": float(t_["limit"][f]), "seconds": time.perf_counter() - start}
 
     def fields(self, coef):
         from simulate.qg.projection import basis_fields
 
         s = self.settings
-        _, u, v = basis_fields(coef, *self.spatial, self.degree, s.time.start, s.time.length, self.truth["times"], self.n)
+        _, u, v = basis_fields(coef, *self.spatial, self.degree, s.time.start, s.time.length, self.truth["times"],
+                               self.n)
         return u, v
 
 
@@ -191,7 +193,8 @@ class RossbyCase:
         shift = np.exp(1j * np.pi * (self.k1 + self.k2) / self.n)  # grid_fields' grid i / n -> cell centres
         with jax.enable_x64(True):
             _, u, v = grid_fields(np.atleast_2d(coef) * shift, self.k1, self.k2, self.omega, self.times, self.n)
-        return np.asarray(u).reshape(np.shape(coef)[:-1] + u.shape[1:]), np.asarray(v).reshape(np.shape(coef)[:-1] + v.shape[1:])
+        return (np.asarray(u).reshape(np.shape(coef)[:-1] + u.shape[1:]),
+                np.asarray(v).reshape(np.shape(coef)[:-1] + v.shape[1:]))
 
     def run(self, f: int, method: str, n_drifter: int, interval: int, noise_m: float) -> dict:
         sub = self.tracks.for_field(f)
@@ -204,7 +207,8 @@ class RossbyCase:
         est = fn(pos, times, release, model, config, jax.random.key(f))
         seconds = time.perf_counter() - start
         u, v = self.fields(est.samples.T @ est.weights)
-        return {"error": relative(u, v, self.u[f], self.v[f]), "error_vs_projection": relative(u, v, self.u_fit[f], self.v_fit[f]),
+        return {"error": relative(u, v, self.u[f], self.v[f]),
+                "error_vs_projection": relative(u, v, self.u_fit[f], self.v_fit[f]),
                 "limit": relative(self.u_fit[f], self.v_fit[f], self.u[f], self.v[f]), "seconds": seconds}
 
 
@@ -214,13 +218,16 @@ def main(argv=None) -> int:
     parser.add_argument("--data", type=pathlib.Path, default=ROOT / "runs" / "qg_benchmark", help="generated QG files")
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "results" / "qg_benchmark.csv")
     parser.add_argument("--figures", type=pathlib.Path, default=ROOT / "docs" / "figures")
-    parser.add_argument("--sections", default="rossby,kmax,oracle,sampling", help="rossby, kmax (k_max and P against L), oracle, sampling")
+    parser.add_argument("--sections", default="rossby,kmax,oracle,sampling",
+                        help="rossby, kmax (k_max and P against L), oracle, sampling")
     parser.add_argument("--k-for-drifters", default="4:5,16:8,64:12,256:16", help="sampling: k_max per L, L:k,...")
-    parser.add_argument("--merge", type=pathlib.Path, nargs="+", help="only summarise these CSVs into --out's .md and the figures")
+    parser.add_argument("--merge", type=pathlib.Path, nargs="+",
+                        help="only summarise these CSVs into --out's .md and the figures")
     args = parser.parse_args(argv)
     if args.merge:
         ints = ("flow", "drifters", "interval_h")
-        with_types = lambda r: {k: (v if k in ("regime", "basis", "method") else int(v) if k in ints else float(v))  # noqa: E731
+        with_types = lambda r: {k: (v if k in ("regime", "basis", "method") else int(v) if k in ints
+                                    else float(v))  # noqa: E731
                                 for k, v in r.items()}
         rows = [with_types(r) for path in args.merge for r in csv.DictReader(open(path))]
         summary(rows, args.out.with_suffix(".md"))
@@ -235,7 +242,8 @@ def main(argv=None) -> int:
     def record(regime, case_name, f, method, n_drifter, interval, noise_m, out):
         row = {"regime": regime, "basis": case_name, "flow": f, "method": method, "drifters": n_drifter,
                "interval_h": interval * (3 if quick else 1), "noise_m": noise_m,
-               **{k: round(v, 5) for k, v in out.items() if k != "mean"}, "ratio": round(out["error"] / out["limit"], 4)}
+               **{k: round(v, 5) for k, v in out.items() if k != "mean"},
+               "ratio": round(out["error"] / out["limit"], 4)}
         rows.append(row)
         print(", ".join(f"{k} {v}" for k, v in row.items()), flush=True)
         with open(args.out, "w", newline="") as handle:
@@ -244,12 +252,14 @@ def main(argv=None) -> int:
             writer.writerows(rows)
 
     if "rossby" in sections:
-        case = RossbyCase(dataset("rossby", "test", args.data, quick), dataset("rossby", "climatology", args.data, quick))
+        case = RossbyCase(dataset("rossby", "test", args.data, quick),
+                          dataset("rossby", "climatology", args.data, quick))
         for f in range(2):
             for n_drifter in drifters:
                 for method in ("linear", "var") if n_drifter <= 16 else ("linear",):  # var: minutes per run beyond
                     for noise_m in (0.0, GPS_M):
-                        record("rossby", "frequencies", f, method, n_drifter, 1, noise_m, case.run(f, method, n_drifter, 1, noise_m))
+                        record("rossby", "frequencies", f, method, n_drifter, 1, noise_m,
+                               case.run(f, method, n_drifter, 1, noise_m))
     test, clim = dataset("turbulence", "test", args.data, quick), dataset("turbulence", "climatology", args.data, quick)
     cases = {}
     k_list = (3, 5) if quick else (5, 8, 12, 16)
@@ -268,7 +278,8 @@ def main(argv=None) -> int:
         for k_max in k_list[-2:]:
             case = cases.get((k_max, 3)) or cases.setdefault((k_max, 3), TurbulenceCase(test, clim, k_max, 3))
             for n_drifter in drifters:
-                record("turbulence", f"k{k_max}P3", 0, "oracle", n_drifter, 6, 0.0, case.oracle(0, n_drifter, 2 if quick else 6))
+                record("turbulence", f"k{k_max}P3", 0, "oracle", n_drifter, 6, 0.0,
+                       case.oracle(0, n_drifter, 2 if quick else 6))
     if "sampling" in sections:
         best = {int(a): float(b) for a, b in (pair.split(":") for pair in args.k_for_drifters.split(","))}
         if quick:
@@ -284,7 +295,8 @@ def main(argv=None) -> int:
                         out = case.run(f, "linear:ou", n_drifter, interval, noise_m)
                         record("turbulence", f"k{key[0]:g}P3", f, "linear:ou", n_drifter, interval, noise_m, out)
                         if n_drifter == 64 and interval == 1 and noise_m == GPS_M:
-                            vorticity_figure(case, f, out["mean"], args.figures / f"qg_vorticity{'_quick' if quick else ''}.png")
+                            vorticity_figure(case, f, out["mean"],
+                                             args.figures / f"qg_vorticity{'_quick' if quick else ''}.png")
     summary(rows, args.out.with_suffix(".md"))
     error_figure(rows, args.figures / f"qg_error_vs_drifters{'_quick' if quick else ''}.png")
     return 0
@@ -292,22 +304,26 @@ def main(argv=None) -> int:
 
 def summary(rows, path) -> None:
     """Writes the markdown tables: mean over flows per (regime, basis, method, L, interval, noise)."""
-    unique = {(r["regime"], r["basis"], r["method"], r["drifters"], r["interval_h"], r["noise_m"], r["flow"]): r for r in rows}
+    unique = {(r["regime"], r["basis"], r["method"], r["drifters"], r["interval_h"], r["noise_m"], r["flow"]): r
+              for r in rows}
     groups = {}
     for r in unique.values():
-        groups.setdefault((r["regime"], r["basis"], r["method"], r["drifters"], r["interval_h"], r["noise_m"]), []).append(r)
-    lines = ["| regime | basis | method | drifters | interval (h) | noise (m) | flows | error vs truth | vs projection | "
-             "projection limit | ratio | s/run |", "|" + "---|" * 12]
+        groups.setdefault((r["regime"], r["basis"], r["method"], r["drifters"], r["interval_h"], r["noise_m"]),
+                          []).append(r)
+    lines = ["| regime | basis | method | drifters | interval (h) | noise (m) | flows | error vs truth | vs projection "
+             "| projection limit | ratio | s/run |", "|" + "---|" * 12]
     for key, rs in groups.items():
         mean = lambda name: float(np.mean([r[name] for r in rs]))  # noqa: E731
-        lines.append("| " + " | ".join(str(k) for k in key) + f" | {len(rs)} | {mean('error'):.3f} | {mean('error_vs_projection'):.3f} | "
+        lines.append("| " + " | ".join(str(k) for k in key)
+                     + f" | {len(rs)} | {mean('error'):.3f} | {mean('error_vs_projection'):.3f} | "
                      f"{mean('limit'):.4f} | {mean('error') / mean('limit'):.2f} | {mean('seconds'):.1f} |")
     path.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
 def error_figure(rows, path) -> None:
-    """Error against the truth and the projection limit vs the number of drifters, per k_max (turbulence, hourly, GPS noise)."""
+    """Error against the truth and the projection limit vs the number of drifters, per k_max
+    (turbulence, hourly, GPS noise)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -321,7 +337,8 @@ def error_figure(rows, path) -> None:
         color = f"C{i}"
         axes[0].plot([r["drifters"] for r in rs], [r["error"] for r in rs], "o-", color=color, label=f"{basis}: error")
         axes[0].axhline(rs[0]["limit"], color=color, ls=":", label=f"{basis}: projection limit")
-        oracle = sorted((r for r in rows if r["method"] == "oracle" and r["basis"] == basis), key=lambda r: r["drifters"])
+        oracle = sorted((r for r in rows if r["method"] == "oracle" and r["basis"] == basis),
+                        key=lambda r: r["drifters"])
         if oracle:
             axes[0].plot([r["drifters"] for r in oracle], [r["error"] for r in oracle], "x--", color=color, alpha=0.6,
                          label=f"{basis}: oracle (resolved velocity given)")
@@ -330,10 +347,12 @@ def error_figure(rows, path) -> None:
                 title="QG turbulence (hourly, 10 m noise, flow 0)")
     axes[0].legend(fontsize=7)
     ross = [r for r in rows if r["regime"] == "rossby" and r["flow"] == 0]
-    for method, noise, style in (("linear", 0.0, "o-"), ("linear", GPS_M, "s--"), ("var", 0.0, "^-"), ("var", GPS_M, "v--")):
+    for method, noise, style in (("linear", 0.0, "o-"), ("linear", GPS_M, "s--"), ("var", 0.0, "^-"),
+                                 ("var", GPS_M, "v--")):
         rs = sorted((r for r in ross if r["method"] == method and r["noise_m"] == noise), key=lambda r: r["drifters"])
         if rs:
-            axes[1].plot([r["drifters"] for r in rs], [r["ratio"] for r in rs], style, label=f"{method}, noise {noise:g} m")
+            axes[1].plot([r["drifters"] for r in rs], [r["ratio"] for r in rs], style,
+                         label=f"{method}, noise {noise:g} m")
     axes[1].axhline(1.1, color="k", lw=0.8, ls="--", label="1.1x")
     axes[1].set(xscale="log", yscale="log", xlabel="drifters L", ylabel="error / projection limit",
                 title="Rossby waves (lagda's model, flow 0)")
@@ -358,7 +377,8 @@ def vorticity_figure(case: TurbulenceCase, f: int, mean, path) -> None:
     lap = -np.repeat(k2_abs, case.degree + 1)
     middle = len(case.truth["times"]) // 2
     times = case.truth["times"][[middle]]
-    zeta = lambda c: basis_fields(c * lap, *case.spatial, case.degree, s.time.start, s.time.length, times, case.n)[0][0]  # noqa: E731
+    zeta = lambda c: basis_fields(c * lap, *case.spatial, case.degree, s.time.start, s.time.length, times,
+                                  case.n)[0][0]  # noqa: E731
     true = spectral_vorticity(case.truth["u"][f, middle], case.truth["v"][f, middle])
     panels = [("truth", true), (f"truth's fit (k_max {case.k_max:g}, P {case.degree})", zeta(case.truth["coef"][f])),
               ("recovered, 64 drifters", zeta(mean))]
@@ -368,7 +388,8 @@ def vorticity_figure(case: TurbulenceCase, f: int, mean, path) -> None:
         ax.imshow(field, origin="lower", cmap="RdBu_r", vmin=-lim, vmax=lim, extent=(0, 1, 0, 1))
         ax.set_title(title, fontsize=9)
     sub = case.tracks.for_field(f)
-    axes[2].plot(np.mod(sub.positions[:64, :, 0], 1).T, np.mod(sub.positions[:64, :, 1], 1).T, ",", color="k", alpha=0.3)
+    axes[2].plot(np.mod(sub.positions[:64, :, 0], 1).T, np.mod(sub.positions[:64, :, 1], 1).T, ",", color="k",
+                 alpha=0.3)
     fig.suptitle(f"QG turbulence, flow {f}: upper-layer relative vorticity at mid-window")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

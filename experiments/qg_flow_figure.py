@@ -48,7 +48,8 @@ def draw(config: qg.QGConfig, flows: qg.QGFlows, out: Path) -> None:
     zeta = [vorticity(flows.psi[0, i], L) / F0 for i in (0, -1)]
     scale = np.percentile(np.abs(np.concatenate([z.ravel() for z in zeta])), 99)
     fig, axes = plt.subplots(1, 2, figsize=(11, 5), constrained_layout=True)
-    titles = ("vorticity at the release, tracks over days 0-10", f"vorticity at day {days:g}, tracks over days 0-{days:g}")
+    titles = ("vorticity at the release, tracks over days 0-10",
+              f"vorticity at day {days:g}, tracks over days 0-{days:g}")
     for ax, z, title, n in zip(axes, zeta, titles, (n_early, config.n_obs)):
         image = ax.imshow(z, origin="lower", extent=(0, L / 1e3, 0, L / 1e3), cmap="RdBu_r", vmin=-scale, vmax=scale)
         for d in range(config.n_drifters):
@@ -58,8 +59,8 @@ def draw(config: qg.QGConfig, flows: qg.QGFlows, out: Path) -> None:
             ax.plot(*(flows.release[0, d] % L / 1e3), "o", color="gold", ms=2.5, mec="k", mew=0.3)
         ax.set(title=title, xlabel="x (km)", ylabel="y (km)")
     fig.colorbar(image, ax=axes, shrink=0.8, label="upper-layer relative vorticity / f0 (f0 = 1e-4 1/s)")
-    fig.suptitle(f"pyqg-jax two-layer QG turbulence, {config.nx}^2, after {config.spin_up_days / 365:g} years of spin-up: "
-                 f"{config.n_drifters} drifters, hourly positions")
+    fig.suptitle(f"pyqg-jax two-layer QG turbulence, {config.nx}^2, after {config.spin_up_days / 365:g} years of "
+                 f"spin-up: {config.n_drifters} drifters, hourly positions")
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=90)
 
@@ -67,7 +68,8 @@ def draw(config: qg.QGConfig, flows: qg.QGFlows, out: Path) -> None:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the tiny preset (16^2, 4 days) for a smoke run")
-    parser.add_argument("--out", type=Path, help="figure path (default docs/figures/qg_flow.png, or results/ with --quick)")
+    parser.add_argument("--out", type=Path,
+                        help="figure path (default docs/figures/qg_flow.png, or results/ with --quick)")
     args = parser.parse_args(argv)
     config = qg.tiny("turbulence") if args.quick else qg.turbulence(n_drifters=64, seed=0)
     out = args.out or (Path("results/qg_flow_quick.png") if args.quick else Path("docs/figures/qg_flow.png"))

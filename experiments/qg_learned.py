@@ -52,7 +52,7 @@ def to_lagda_dataset(qg_path, out, prior_scale=None, every: int = 1, drifters: i
     import xarray as xr
 
     from simulate.config import SimConfig
-    from simulate.generate import _write_netcdf
+    from simulate.generate import write_netcdf
     from simulate.schema import to_dataset
 
     tracks = read_tracks(qg_path)
@@ -70,8 +70,9 @@ def to_lagda_dataset(qg_path, out, prior_scale=None, every: int = 1, drifters: i
     spacing = float(tracks.times[0, every - 1])
     config = SimConfig(n_samples=n_flow, n_drifters=positions.shape[1], dt=spacing, t_final=spacing * n_obs, stride=1,
                        release="random", precision="float32")
-    _write_netcdf(to_dataset(config, k1=k1, k2=k2, omega=omega, prior_scale=scale, coef=coef, release=release,
-                             positions=positions, history=f"converted from the QG Rossby file {qg_path}"), pathlib.Path(out))
+    write_netcdf(to_dataset(config, k1=k1, k2=k2, omega=omega, prior_scale=scale, coef=coef, release=release,
+                             positions=positions, history=f"converted from the QG Rossby file {qg_path}"),
+                  pathlib.Path(out))
     return scale
 
 
@@ -102,8 +103,8 @@ def main(argv=None) -> int:
         scale = to_lagda_dataset(args.train, train_nc, every=args.every, drifters=args.train_drifters)
         to_lagda_dataset(args.test, test_nc, scale, every=args.every, drifters=args.train_drifters)
     n_train_drifters = args.train_drifters
-    config = learned(epochs=args.epochs, regime="mixture", regime_max_drifters=n_train_drifters, batch_size=args.batch_size,
-                     eval_library=min(4096, args.batch_size * 32))
+    config = learned(epochs=args.epochs, regime="mixture", regime_max_drifters=n_train_drifters,
+                     batch_size=args.batch_size, eval_library=min(4096, args.batch_size * 32))
     start = time.perf_counter()
     train(config, str(train_nc), str(test_nc), args.run, resume=(args.run / "checkpoints").exists(), progress=False)
     print(f"trained {args.run} in {time.perf_counter() - start:.0f} s", flush=True)
@@ -120,8 +121,10 @@ def main(argv=None) -> int:
         sub = tracks.for_field(f)
         for n_drifter in (int(n) for n in args.drifters.split(",")):
             for noise_m in (0.0, GPS_M):
-                pos, times, release = observe(sub, n_drifter, args.every, noise_m, case.length_m, seed=1000 * f + n_drifter)
-                part = dataclasses.replace(sub, positions=pos, times=times, release=release, field=np.zeros(n_drifter, int),
+                pos, times, release = observe(sub, n_drifter, args.every, noise_m, case.length_m,
+                                              seed=1000 * f + n_drifter)
+                part = dataclasses.replace(sub, positions=pos, times=times, release=release,
+                                           field=np.zeros(n_drifter, int),
                                            trajectory_id=sub.trajectory_id[:n_drifter], true_coef=None)
                 for method in ("linear", "embed", "hybrid"):
                     options = {"members": 2, "noise_std": noise_m / case.length_m if noise_m else None}
@@ -141,14 +144,17 @@ def main(argv=None) -> int:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    lines = ["| drifters | noise (m) | method | flows | median error | mean error | median error / limit |", "|" + "---|" * 7]
+    lines = ["| drifters | noise (m) | method | flows | median error | mean error | median error / limit |",
+             "|" + "---|" * 7]
     for n_drifter in sorted({r["drifters"] for r in rows}):
         for noise_m in (0.0, GPS_M):
             for method in ("linear", "embed", "hybrid"):
-                rs = [r for r in rows if r["drifters"] == n_drifter and r["noise_m"] == noise_m and r["method"] == method]
+                rs = [r for r in rows
+                      if r["drifters"] == n_drifter and r["noise_m"] == noise_m and r["method"] == method]
                 ratio = np.median([r["error"] / r["limit"] for r in rs])
-                lines.append(f"| {n_drifter} | {noise_m:g} | {method} | {len(rs)} | {np.median([r['error'] for r in rs]):.4f} | "
-                             f"{np.mean([r['error'] for r in rs]):.4f} | {ratio:.2f} |")
+                lines.append(f"| {n_drifter} | {noise_m:g} | {method} | {len(rs)} | "
+                             f"{np.median([r['error'] for r in rs]):.4f} | {np.mean([r['error'] for r in rs]):.4f} | "
+                             f"{ratio:.2f} |")
     args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -74,7 +74,8 @@ def main() -> None:
     fixed = simulate(args.n_train, 1)
     test = simulate(args.n_test, 2)
     test_random = simulate(args.n_test, 2, args.random_drifters, "random") if args.random_drifters else None
-    mixed = merge_drifters([fixed, simulate(args.n_train, 1, args.random_drifters, "random")]) if args.random_drifters else fixed
+    mixed = (merge_drifters([fixed, simulate(args.n_train, 1, args.random_drifters, "random")])
+             if args.random_drifters else fixed)
     print(f"data {time.time() - start:.0f} s", flush=True)
     for variant in args.variant:
         head, regime, epochs, *extra = variant.split(":")
@@ -83,7 +84,8 @@ def main() -> None:
         config = learned(**{"set_head": head, "regime": regime, "epochs": int(epochs), **overrides})
         run = pathlib.Path(args.out) / variant.replace(":", "_").replace(",", "_").replace("=", "")
         t0 = time.time()
-        train(config, mixed if regime == "mixture" else fixed, test, run, resume=args.resume and run.exists(), progress=False)
+        train(config, mixed if regime == "mixture" else fixed, test, run, resume=args.resume and run.exists(),
+              progress=False)
         seconds = time.time() - t0
         for line in (run / "metrics.jsonl").read_text().splitlines():
             r = json.loads(line)
@@ -96,7 +98,8 @@ def main() -> None:
         for stride, noise, drifters in REGIMES:
             data = test if drifters == 1 else test_random
             if data is not None:
-                cells.append(f"s{stride} n{noise:g} d{drifters}: {100 * regime_recall(encoder, data, stride, noise, drifters):.1f}")
+                cells.append(f"s{stride} n{noise:g} d{drifters}: "
+                             f"{100 * regime_recall(encoder, data, stride, noise, drifters):.1f}")
         print(f"{variant} {seconds:.0f} s; regimes R@5: " + "; ".join(cells), flush=True)
 
 

@@ -31,7 +31,8 @@ CHILD = textwrap.dedent("""
     from lagda.learning.train import train
     run = train(learned(epochs={epochs}, eval_library=0, stream={stream}), {train!r}, None, {run_dir!r}, progress=False)
     last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
-    print(json.dumps({{"samples_per_s": last["samples_per_s"], "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+    print(json.dumps({{"samples_per_s": last["samples_per_s"],
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """)
 
 
@@ -41,8 +42,10 @@ def measure(train_file: str, epochs: int, stream: bool, cgroup: str | None = Non
     cgroup: a cgroup v1 directory the process is moved into as soon as it starts.
     """
     with tempfile.TemporaryDirectory() as tmp:
-        script = CHILD.format(root=str(ROOT), epochs=epochs, stream=stream, train=train_file, run_dir=str(pathlib.Path(tmp) / "run"))
-        proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        script = CHILD.format(root=str(ROOT), epochs=epochs, stream=stream, train=train_file,
+                              run_dir=str(pathlib.Path(tmp) / "run"))
+        proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
         if cgroup:
             (pathlib.Path(cgroup) / "cgroup.procs").write_text(str(proc.pid))
         out, err = proc.communicate()
@@ -73,7 +76,8 @@ def main() -> None:
               f"peak memory {stream['peak_rss_mb'] / memory['peak_rss_mb']:.3f}")
     if args.cgroup:
         limit = int((pathlib.Path(args.cgroup) / "memory.limit_in_bytes").read_text()) / 2**20
-        capped = {name: measure(args.train, args.epochs, name == "streamed", args.cgroup) for name in ("in memory", "streamed")}
+        capped = {name: measure(args.train, args.epochs, name == "streamed", args.cgroup)
+                  for name in ("in memory", "streamed")}
         for name, result in capped.items():
             print(describe(f"{name}, limit {limit:.0f} MB", result))
         if "failed" not in capped["streamed"] and "failed" not in memory:

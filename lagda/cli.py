@@ -66,7 +66,8 @@ def _add_simulate_parser(subparsers) -> None:
     p.add_argument("--like", metavar="FILE", help="copy modes, frequencies and prior from this dataset")
     p.add_argument("--shard", metavar="I/N", default=None,
                    help="generate only shard I of N: the contiguous block of samples I*n/N .. (I+1)*n/N - 1 with the "
-                        "same per-sample keys (the N shard files together equal one run; lagda train reads them as one)")
+                        "same per-sample keys (the N shard files together equal one run; lagda train reads them as "
+                        "one)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run of the same settings")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output / unfinished run")
     p.add_argument("--flow", choices=("fourier", "qg"), default="fourier",
@@ -74,11 +75,19 @@ def _add_simulate_parser(subparsers) -> None:
                         "gridded truth (needs lagda[qg]); with qg, --n-samples counts flows")
     p.add_argument("--regime", choices=("rossby", "turbulence"),
                    help="qg: linear Rossby waves on a barotropic beta plane, or two-layer turbulence (default)")
-    p.add_argument("--qg-preset", choices=("qg", "tiny"),
-                   help="qg base settings: qg (default; 64^2 turbulence, 5-year spin-up) or tiny (16^2, for tests)")
+    p.add_argument("--qg-preset", choices=("qg", "tiny", "window"),
+                   help="qg base settings: qg (default; 64^2 turbulence, 5-year spin-up), tiny (16^2, for tests) or "
+                        "window (the qg preset on a domain twice as wide, 128^2 and 2000 km, drifters released in its "
+                        "central 1000 km box)")
+    p.add_argument("--qg-background", choices=("full", "anomaly"),
+                   help="qg turbulence: drifters feel the upper layer's full velocity, the imposed flow U1 included "
+                        "(default), or only its anomaly (the frame moving with the upper layer, as before format 2)")
+    p.add_argument("--release-box", type=float, nargs=4, metavar=("X0", "X1", "Y0", "Y1"),
+                   help="qg: release drifters in [X0, X1] x [Y0, Y1], fractions of the domain side (default 0 1 0 1)")
     p.add_argument("--window-days", type=float, help="qg: observation window after the release, days")
     p.add_argument("--obs-interval", type=float, metavar="SECONDS", help="qg: seconds between recorded positions")
-    p.add_argument("--truth-interval", type=float, metavar="SECONDS", help="qg: seconds between stored gridded truth fields")
+    p.add_argument("--truth-interval", type=float, metavar="SECONDS",
+                   help="qg: seconds between stored gridded truth fields")
     p.add_argument("--spin-up-days", type=float, help="qg: spin-up before the release, days")
     p.add_argument("--k-max", type=int, help="qg: projection basis, k1 and k2 in [-K_MAX, K_MAX]")
     p.set_defaults(run=_run_simulate)
@@ -149,8 +158,10 @@ def _run_simulate(args: argparse.Namespace) -> int:
 # qg: flag dest -> QGConfig field; flags only one of the two flows accepts
 _QG_FIELDS = {"n_samples": "n_flows", "n_drifters": "n_drifters", "release": "release", "seed": "seed",
               "rms_speed": "rms_speed", "window_days": "window_days", "obs_interval": "obs_interval",
-              "truth_interval": "truth_interval", "spin_up_days": "spin_up_days", "k_max": "k_max"}
-_QG_ONLY = ("regime", "qg_preset", "window_days", "obs_interval", "truth_interval", "spin_up_days", "k_max")
+              "truth_interval": "truth_interval", "spin_up_days": "spin_up_days", "k_max": "k_max",
+              "qg_background": "background", "release_box": "release_box"}
+_QG_ONLY = ("regime", "qg_preset", "window_days", "obs_interval", "truth_interval", "spin_up_days", "k_max",
+            "qg_background", "release_box")
 _FOURIER_ONLY = ("frequency_seed", "release_point", "obs_noise", "diffusivity", "steady", "dt", "t_final", "stride",
                  "k1_range", "k2_range", "spectrum_exponent", "omega_max", "precision", "chunk_size", "like", "resume",
                  "shard")
@@ -171,6 +182,8 @@ def qg_config(args: argparse.Namespace):
     _refuse_flags(args, _FOURIER_ONLY, "does not apply to --flow qg; it applies only to --flow fourier")
     config = qg.PRESETS[args.qg_preset or "qg"][args.regime or "turbulence"]()
     overrides = {field: getattr(args, dest) for dest, field in _QG_FIELDS.items() if getattr(args, dest) is not None}
+    if "release_box" in overrides:
+        overrides["release_box"] = tuple(overrides["release_box"])
     return dataclasses.replace(config, **overrides).validate()
 
 
@@ -188,9 +201,10 @@ def _run_simulate_qg(args: argparse.Namespace) -> int:
         raise ValueError(str(error)) from None
     finally:
         progress.close()
-    print(f"wrote {out}: {config.regime} QG, {config.n_flows} flow(s) x {config.n_drifters} drifter(s) x {config.n_obs} obs "
-          f"every {config.obs_interval:g} s over {config.window_days:g} days, truth on {config.nx}^2 every "
-          f"{config.truth_interval:g} s, projection k_max = {config.k_max}, {time.perf_counter() - start:.1f} s")
+    print(f"wrote {out}: {config.regime} QG, {config.n_flows} flow(s) x {config.n_drifters} drifter(s) x "
+          f"{config.n_obs} obs every {config.obs_interval:g} s over {config.window_days:g} days, truth on "
+          f"{config.nx}^2 every {config.truth_interval:g} s, projection k_max = {config.k_max}, "
+          f"{time.perf_counter() - start:.1f} s")
     return 0
 
 
@@ -228,8 +242,11 @@ def _method_options() -> dict:
     for name, cls in METHODS.items():
         for field in dataclasses.fields(cls.Config):
             kind = typing.get_type_hints(cls.Config)[field.name]
-            uses.setdefault(field.name, (kind, {}))[1].setdefault(
-                (setting_help(cls.Config, field.name), repr(field.default)), []).append(name)
+            known, by_help = uses.setdefault(field.name, (kind, {}))
+            if known != kind and typing.get_origin(known) is typing.get_origin(kind) is typing.Literal:
+                uses[field.name] = (  # one option for both methods' choices (e.g. --start)
+                    typing.Literal[tuple(dict.fromkeys(typing.get_args(known) + typing.get_args(kind)))], by_help)
+            by_help.setdefault((setting_help(cls.Config, field.name), repr(field.default)), []).append(name)
     out = {}
     for field, (kind, by_help) in uses.items():
         parts = [f"{', '.join(methods)}: {text} (default {default})" for (text, default), methods in by_help.items()]
@@ -249,9 +266,9 @@ def _add_assimilate_parser(subparsers) -> None:
         description="Assimilate drifter tracks into the flow model: writes the posterior over the Fourier "
                     "coefficients and the posterior mean/std of psi, u, v on a grid to a netCDF result file.")
     p.add_argument("--model", metavar="RUN", help="trained model run directory (used by retrieve, embed, hybrid; "
-                   "default for them: the encoder shipped with lagda that reads every observation regime, lagda/shipped/learned/); "
-                   "for linear, var, enkf it supplies the modes "
-                   "and prior when given, else they come from the track file")
+                   "default for them: the encoder shipped with lagda that reads every observation regime, "
+                   "lagda/shipped/learned/); for linear, var, enkf it supplies the modes and prior when given, else "
+                   "they come from the track file")
     p.add_argument("--tracks", required=True, metavar="FILE",
                    help="track file: CF trajectory netCDF (multidimensional, orthogonal or contiguous ragged, e.g. "
                         "clouddrift's), Parcels output (v4 Parquet, v3 zarr), a lagda dataset, or CSV with header "
@@ -259,25 +276,34 @@ def _add_assimilate_parser(subparsers) -> None:
     p.add_argument("--method", choices=list(ASSIM_METHODS), default="hybrid",
                    help="; ".join(f"{name}: {cls.summary}" for name, cls in ASSIM_METHODS.items()) + "; default hybrid")
     p.add_argument("--out", required=True, metavar="RESULT.nc", help="output netCDF result file")
-    p.add_argument("--plot", metavar="FIG.png", help="also draw the result (true psi if known, posterior mean, std, tracks)")
+    p.add_argument("--plot", metavar="FIG.png",
+                   help="also draw the result (true psi if known, posterior mean, std, tracks)")
     p.add_argument("--n-grid", type=int, default=32, help="grid points per side for psi, u, v (default 32)")
+    p.add_argument("--times", metavar="N|STEP",
+                   help="the result's grid times: N evenly spaced over the window, or for physical tracks a step such "
+                        "as 30min, 6h, 1d from the window's start (default: daily for physical tracks, at most 121 "
+                        "times; 11 over the window for model-unit tracks)")
     p.add_argument("--seed", type=int, default=0, help="seed of the method's randomness (default 0)")
     p.add_argument("--dt", type=float, metavar="DT",
                    help="RK4 step of the forward model (nondimensional time; default: the model run's, else the "
                         "track file's dt attribute, else the smallest observation spacing in steps of at most 1e-4)")
     _add_mapping_arguments(p)
     p.add_argument("--basis", choices=("circular", "rectangular"),
-                   help="classical methods: assimilate into this flow basis instead of the file's or run's modes: Fourier modes "
-                        "0 < |k| <= k-max (circular) or max(|k1|, |k2|) <= k-max (rectangular) times Legendre polynomials of "
-                        "degree 0..--degree in time over the tracks' window (for flows with no known frequencies, e.g. QG)")
-    p.add_argument("--k-max", type=float, default=12, help="with --basis: the largest wavenumber (default 12: with 64 QG drifters as good as 16, and cheaper)")
-    p.add_argument("--degree", type=int, default=3, help="with --basis: the largest Legendre degree in time (default 3)")
+                   help="classical methods: assimilate into this flow basis instead of the file's or run's modes: "
+                        "Fourier modes 0 < |k| <= k-max (circular) or max(|k1|, |k2|) <= k-max (rectangular) times "
+                        "Legendre polynomials of degree 0..--degree in time over the tracks' window (for flows with no "
+                        "known frequencies, e.g. QG)")
+    p.add_argument("--k-max", type=float, default=12, help="with --basis: the largest wavenumber (default 12: with 64 "
+                                                           "QG drifters as good as 16, and cheaper)")
+    p.add_argument("--degree", type=int, default=3,
+                   help="with --basis: the largest Legendre degree in time (default 3)")
     p.add_argument("--climatology", metavar="QG.nc",
-                   help="with --basis: a QG truth file of other flows (lagda simulate --flow qg) whose truth gives the prior "
-                        "spectrum and the variance of the velocity the basis leaves out (default: the default spectrum, and "
-                        "that variance estimated from the tracks)")
+                   help="with --basis: a QG truth file of other flows (lagda simulate --flow qg) whose truth gives the "
+                        "prior spectrum and the variance of the velocity the basis leaves out (default: the default "
+                        "spectrum, and that variance estimated from the tracks)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
-    add_config_options(p.add_argument_group("method settings (each applies to the methods it names)"), _method_options())
+    add_config_options(p.add_argument_group("method settings (each applies to the methods it names)"),
+                       _method_options())
     for old in RENAMED:  # the previous release's names, accepted with a deprecation note
         p.add_argument("--" + old.replace("_", "-"), dest=old, default=None, help=argparse.SUPPRESS,
                        **_option_kind(typing.get_type_hints(ASSIM_METHODS[RENAMED[old][0][0]].Config)[RENAMED[old][1]]))
@@ -287,10 +313,12 @@ def _add_assimilate_parser(subparsers) -> None:
 def _add_mapping_arguments(p) -> None:
     """Adds --box and --time-scale: how physical tracks map onto the model's periodic domain."""
     p.add_argument("--box", type=float, nargs=4, metavar=("LON0", "LON1", "LAT0", "LAT1"),
-                   help="physical tracks: the box mapped onto the periodic model domain, west east south north in degrees "
-                        "(metres for projected x/y); default: the file's, else the tracks' extent plus a margin")
+                   help="physical tracks: the box mapped onto the periodic model domain, west east south north in "
+                        "degrees (metres for projected x/y); default: the file's, else the tracks' extent plus a "
+                        "margin")
     p.add_argument("--time-scale", type=float, metavar="SECONDS",
-                   help="physical tracks: seconds per model time unit; default: the file's, else the window mapped onto 0.1")
+                   help="physical tracks: seconds per model time unit; default: the file's, else the window mapped "
+                        "onto 0.1")
 
 
 def _given_method_options(args) -> dict:
@@ -329,21 +357,23 @@ def _run_assimilate(args: argparse.Namespace) -> int:
     summary = assimilate_file(args.tracks, args.out, args.method, run_dir=args.model, n_grid=args.n_grid,
                               plot=args.plot, overwrite=args.overwrite, seed=args.seed, dt=args.dt, box=args.box,
                               time_scale=args.time_scale, basis=args.basis, k_max=args.k_max, degree=args.degree,
-                              climatology=args.climatology, **options)
+                              climatology=args.climatology, times=args.times, **options)
     for kind in ("note", "warning"):
         for line in summary[kind + "s"]:
             print(f"lagda assimilate: {kind}: {line}", file=sys.stderr)
     scalars = {key: value for key, value in summary.items() if isinstance(value, (int, float, str))}
     scalars.pop("diagnostics", None)
-    details = ", ".join(f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}" for key, value in scalars.items())
+    details = ", ".join(f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}"
+                        for key, value in scalars.items())
     print(f"wrote {args.out}" + (f" and {args.plot}" if args.plot else "") + (f": {details}" if details else ""))
     if "velocity_rms_error_m_s" in summary:
-        print(f"velocity error against the truth: RMS {summary['velocity_rms_error_m_s']:.3g} m/s over the box and window "
-              f"(true RMS speed {summary['velocity_rms_true_m_s']:.3g} m/s)")
+        print(f"velocity error against the truth: RMS {summary['velocity_rms_error_m_s']:.3g} m/s over the box and "
+              f"window (true RMS speed {summary['velocity_rms_true_m_s']:.3g} m/s)")
     if "velocity_error_vs_truth" in summary:
         print(f"velocity error against the QG truth (relative L2 over its grid, times and flows): "
               f"{summary['velocity_error_vs_truth']:.3f}; against the truth's fit in the basis "
-              f"{summary['velocity_error_vs_projection']:.3f}; the basis's projection limit {summary['projection_limit']:.3f}")
+              f"{summary['velocity_error_vs_projection']:.3f}; the basis's projection limit "
+              f"{summary['projection_limit']:.3f}")
     print(summary["diagnostics"])
     return 0
 
@@ -359,10 +389,12 @@ def _add_export_parser(subparsers) -> None:
     p.add_argument("--tracks", required=True, metavar="FILE", help="input: any track file `lagda assimilate` reads")
     p.add_argument("--out", required=True, metavar="FILE.nc", help="output netCDF file")
     p.add_argument("--layout", choices=("multidimensional", "ragged"), default="multidimensional",
-                   help="multidimensional (trajectory x obs, padded; the default) or ragged (clouddrift/GDP: rowsize, obs)")
+                   help="multidimensional (trajectory x obs, padded; the default) or ragged (clouddrift/GDP: rowsize, "
+                        "obs)")
     p.add_argument("--n-fields", type=int, metavar="N", help="keep the first N flows only")
     p.add_argument("--box", type=float, nargs=4, metavar=("LON0", "LON1", "LAT0", "LAT1"),
-                   help="place model-unit tracks in this box (west east south north, degrees); needs --start, --time-scale")
+                   help="place model-unit tracks in this box (west east south north, degrees); needs --start, "
+                        "--time-scale")
     p.add_argument("--start", metavar="DATETIME", help="ISO 8601 date of model time 0 (with --box)")
     p.add_argument("--time-scale", type=float, metavar="SECONDS", help="seconds per model time unit (with --box)")
     p.add_argument("--gaps", type=int, nargs=2, metavar=("COUNT", "LONGEST"),
@@ -416,10 +448,12 @@ def _add_train_parser(subparsers) -> None:
                         "paper (section 6.3, needs a GPU) or tiny (tests)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --run-dir")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--coordinator", metavar="HOST:PORT", help="several processes (jax.distributed): process 0's address, "
-                   "the same in every process (default: $JAX_COORDINATOR_ADDRESS; unset: one process)")
+    p.add_argument("--coordinator", metavar="HOST:PORT",
+                   help="several processes (jax.distributed): process 0's address, "
+                        "the same in every process (default: $JAX_COORDINATOR_ADDRESS; unset: one process)")
     p.add_argument("--num-processes", type=int, help="several processes: how many (default: $JAX_NUM_PROCESSES)")
-    p.add_argument("--process-id", type=int, help="several processes: this one's index, 0 logs (default: $JAX_PROCESS_ID)")
+    p.add_argument("--process-id", type=int,
+                   help="several processes: this one's index, 0 logs (default: $JAX_PROCESS_ID)")
     from lagda.settings import setting_help
 
     add_config_options(p, {field: (kind, setting_help(TrainConfig, field))
@@ -446,8 +480,8 @@ def _run_train(args) -> int:
                  if getattr(args, f.name) is not None}
     config = PRESETS[args.preset](**overrides)
     test = args.test[0] if args.test and len(args.test) == 1 else args.test
-    run_dir = train(config, args.train[0] if len(args.train) == 1 else args.train, test, args.run_dir, resume=args.resume,
-                    progress=not args.no_progress)
+    run_dir = train(config, args.train[0] if len(args.train) == 1 else args.train, test, args.run_dir,
+                    resume=args.resume, progress=not args.no_progress)
     print(f"run directory: {run_dir}")
     return 0
 
@@ -455,8 +489,10 @@ def _run_train(args) -> int:
 def _add_evaluate_parser(subparsers) -> None:
     p = subparsers.add_parser("evaluate", help="retrieval R@1/5/10 of a trained run on a dataset, or (--assimilation) "
                               "every assimilation score per method on tracks with known truth")
-    p.add_argument("--model", default=None, help="run directory written by `lagda train` (required without --assimilation)")
-    p.add_argument("--data", default=None, help="dataset file (.nc) with the run's modes and frequencies (retrieval mode)")
+    p.add_argument("--model", default=None,
+                   help="run directory written by `lagda train` (required without --assimilation)")
+    p.add_argument("--data", default=None,
+                   help="dataset file (.nc) with the run's modes and frequencies (retrieval mode)")
     p.add_argument("--split", default="test", help="name of the split in the metric keys (default: test)")
     p.add_argument("--library-size", type=int, default=None, help="use only the first N pairs")
     p.add_argument("--batch-size", type=int, default=512, help="queries per batch")
@@ -508,14 +544,17 @@ def _run_evaluate_assimilation(args) -> int:
 
 
 def _add_demo_parser(subparsers) -> None:
-    p = subparsers.add_parser("demo", help="recover velocity fields from the shipped example tracks (a few minutes on a CPU)")
+    p = subparsers.add_parser("demo",
+                              help="recover velocity fields from the shipped example tracks (a few minutes on a CPU)")
     p.add_argument("--out-dir", default="lagda-demo", help="where result files and figures go (default: lagda-demo)")
-    p.add_argument("--model", default=None, help="run directory (default: the shipped encoder of every regime, lagda/shipped/learned)")
+    p.add_argument("--model", default=None,
+                   help="run directory (default: the shipped encoder of every regime, lagda/shipped/learned)")
     p.add_argument("--tracks", default=None, help="track file (default: the shipped lagda/shipped/example_tracks.nc)")
     p.add_argument("--methods", nargs="+", default=["linear", "embed", "hybrid"],
                    choices=list(ASSIM_METHODS), help="assimilation methods to compare")
     p.add_argument("--full", action="store_true",
-                   help="from scratch: simulate the small data, train the cpu preset, evaluate, assimilate (~4 min on 2 cores)")
+                   help="from scratch: simulate the small data, train the cpu preset, evaluate, assimilate (~4 min on "
+                        "2 cores)")
     p.set_defaults(run=_run_demo)
 
 

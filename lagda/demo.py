@@ -1,7 +1,8 @@
 """`lagda demo`: from shipped drifter tracks to recovered velocity fields, with errors.
 
 Default: the shipped encoder that reads every observation regime (lagda/shipped/learned/, the `learned` set
-encoder trained on a mixture of regimes) and example tracks (lagda/shipped/example_tracks.nc, held out from training) are assimilated with several methods; each writes a result file and a figure,
+encoder trained on a mixture of regimes) and example tracks (lagda/shipped/example_tracks.nc, held out from training)
+are assimilated with several methods; each writes a result file and a figure,
 and a table of errors against the known truth is printed. `full=True` runs everything from
 scratch: simulate the small datasets, train the cpu preset, evaluate retrieval, export
 tracks, assimilate.
@@ -94,7 +95,8 @@ def run_demo(out_dir="lagda-demo", *, model=None, tracks=None, methods=DEFAULT_M
         summary = assimilate_file(tracks, out_dir / f"result_{method}.nc", method, run_dir=model,
                                   plot=out_dir / f"result_{method}.png", overwrite=True)
         rows[method] = summary
-        log(f"{method}: {summary['fields']} fields in {time.perf_counter() - start:.1f} s -> {out_dir / f'result_{method}.nc'}")
+        log(f"{method}: {summary['fields']} fields in {time.perf_counter() - start:.1f} s -> "
+            f"{out_dir / f'result_{method}.nc'}")
         log(summary["diagnostics"])
     log(format_table(rows))
     return rows

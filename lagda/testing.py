@@ -52,7 +52,8 @@ def write_twin_tracks(twin: Twin, path) -> None:
     from lagda.io.tracks import Tracks, write_tracks
 
     n_field, n_drifter, n_obs, _ = twin.positions.shape
-    tracks = Tracks(positions=twin.positions.reshape(-1, n_obs, 2), times=np.tile(twin.times[:1], (n_field * n_drifter, 1)),
+    tracks = Tracks(positions=twin.positions.reshape(-1, n_obs, 2),
+                    times=np.tile(twin.times[:1], (n_field * n_drifter, 1)),
                     field=np.repeat(np.arange(n_field), n_drifter), trajectory_id=np.arange(n_field * n_drifter),
                     true_coef=twin.coef, k1=twin.model.k1, k2=twin.model.k2, omega=twin.model.omega,
                     release=twin.release.reshape(-1, 2))

@@ -28,4 +28,5 @@ from simulate.schema import (  # noqa: E402
     validate_dataset,
 )
 
-__all__ += ["generate_dataset", "wander_statistics", "config_from_attrs", "open_dataset", "to_dataset", "validate_dataset"]
+__all__ += ["generate_dataset", "wander_statistics", "config_from_attrs", "open_dataset", "to_dataset",
+            "validate_dataset"]

@@ -6,7 +6,10 @@ J = [[0, -1], [1, 0]], so w = (-d psi/dy, d psi/dx).
 The temporal factor f_k is 1 (the paper's model: one frequency per mode), or with a `TimeBasis`
 the Legendre polynomial L_{p_k}(s) of the mode's degree p_k in s = 2 (t - start) / length - 1,
 so that a spatial mode repeated with p = 0..P holds any degree-P polynomial in time over the
-window (`in_time`). The velocity stays linear in the coefficients either way.
+window (`in_time`). A `TimeBasis` may also mark modes k = 0 as the uniform current: such a mode
+moves every point alike, w = (Re a_k, Im a_k) with a_k = c_k f_k(t) exp(i omega_k t), and its
+streamfunction is the ramp psi = -Re a_k y + Im a_k x (no periodic k = 0 mode moves a drifter).
+The velocity stays linear in the coefficients either way.
 
 Functions here are written for one point and batched with `jax.vmap`; `many_points`
 evaluates a field on many positions of many fields.
@@ -24,7 +27,7 @@ TWO_PI = 2.0 * np.pi
 
 
 class TimeBasis(NamedTuple):
-    """Legendre polynomials in time, one per mode: f_k(t) = L_{p_k}(2 (t - start) / length - 1).
+    """Legendre polynomials in time, one per mode: f_k(t) = L_{p_k}(2 (t - start) / length - 1), and the current.
 
     A pytree, so jitted functions take it as an argument (None: f_k = 1).
     """
@@ -32,6 +35,7 @@ class TimeBasis(NamedTuple):
     select: np.ndarray  # float (mode, P + 1): row k is one-hot at the mode's degree p_k
     start: float  # window start (model time)
     length: float  # window length (model time)
+    current: np.ndarray | None = None  # float (mode,): 1 where the mode (k = 0) is the uniform current, else 0
 
     @property
     def degree(self) -> np.ndarray:
@@ -39,17 +43,25 @@ class TimeBasis(NamedTuple):
         return np.argmax(np.asarray(self.select), axis=-1).astype(np.int32)
 
 
-def time_basis(degree, start: float, length: float) -> TimeBasis:
+def time_basis(degree, start: float, length: float, current=None) -> TimeBasis:
     """Returns the `TimeBasis` of degrees `(mode,)` over the window [start, start + length].
 
+    Args:
+        current: bool `(mode,)`, True where the mode is the uniform current (its wavevector must be k = 0), or None.
     Raises:
         ValueError: for a negative degree or a window of length <= 0.
     """
     degree = np.asarray(degree, np.int64)
     if np.any(degree < 0) or not length > 0:
-        raise ValueError(f"time basis needs degrees >= 0 and a window length > 0, got degrees {sorted(set(degree.tolist()))}, "
-                         f"length {length}")
-    return TimeBasis(np.eye(int(degree.max()) + 1)[degree], float(start), float(length))
+        raise ValueError("time basis needs degrees >= 0 and a window length > 0, got degrees "
+                         f"{sorted(set(degree.tolist()))}, length {length}")
+    mask = None if current is None or not np.any(current) else np.asarray(current, np.float64).reshape(degree.shape)
+    return TimeBasis(np.eye(int(degree.max()) + 1)[degree], float(start), float(length), mask)
+
+
+def current_mask(time: TimeBasis | None):
+    """Returns the float `(mode,)` mask of the uniform-current modes of a time basis, or None when it has none."""
+    return None if time is None else time.current
 
 
 def temporal_factor(t, time: TimeBasis | None, xp=jnp):
@@ -66,15 +78,19 @@ def temporal_factor(t, time: TimeBasis | None, xp=jnp):
     return xp.stack(values[: time.select.shape[-1]], axis=-1) @ xp.asarray(time.select).T
 
 
-def in_time(k1, k2, omega, degree: int, start: float, length: float):
+def in_time(k1, k2, omega, degree: int, start: float, length: float, current=None):
     """Returns (k1, k2, omega, TimeBasis) of every mode repeated with p = 0..degree, spatial-major.
 
-    Mode index m = i * (degree + 1) + p for spatial mode i.
+    Mode index m = i * (degree + 1) + p for spatial mode i. current: bool `(spatial,)`, True for the uniform
+    current (k = 0), or None.
     """
     reps = degree + 1
-    repeat = lambda a: np.repeat(np.asarray(a), reps)  # noqa: E731
+    repeat = lambda a: np.repeat(np.asarray(a), reps)
+    if current is not None and np.any(np.asarray(current) & ((repeat(k1)[::reps] != 0) | (repeat(k2)[::reps] != 0))):
+        raise ValueError("the uniform current is the mode k = (0, 0)")
     return (repeat(k1), repeat(k2), repeat(omega),
-            time_basis(np.tile(np.arange(reps), len(np.asarray(k1))), start, length))
+            time_basis(np.tile(np.arange(reps), len(np.asarray(k1))), start, length,
+                       None if current is None else repeat(current).astype(bool)))
 
 
 def circular_modes(k_max: float, half_plane: bool = True):
@@ -118,14 +134,20 @@ def psi(position, t, coef, k1, k2, omega, time=None):
     """Returns the streamfunction psi(z, t), a scalar.
 
     Args:
-        position: `(2,)` point z = (x, y), unwrapped or not (psi is 1-periodic).
+        position: `(2,)` point z = (x, y), unwrapped or not (psi is 1-periodic, but for a uniform current's ramp).
         t: scalar time.
         coef: complex `(mode,)` coefficients c_k.
         k1, k2: integer `(mode,)` wavevectors.
         omega: real `(mode,)` frequencies.
         time: `TimeBasis` or None (f_k = 1).
     """
-    return jnp.real(jnp.sum(_mode_terms(position, t, coef, k1, k2, omega, time)))
+    terms = _mode_terms(position, t, coef, k1, k2, omega, time)
+    current = current_mask(time)
+    if current is None:
+        return jnp.real(jnp.sum(terms))
+    amplitude = jnp.sum(current * terms)  # the uniform current (its e^{2 pi i 0.z} = 1): -Re a y + Im a x
+    return jnp.real(jnp.sum((1.0 - current)
+                            * terms)) - jnp.real(amplitude) * position[1] + jnp.imag(amplitude) * position[0]
 
 
 def velocity(position, t, coef, k1, k2, omega, time=None):
@@ -137,6 +159,10 @@ def velocity(position, t, coef, k1, k2, omega, time=None):
     terms = _mode_terms(position, t, coef, k1, k2, omega, time)
     dpsi_dx = jnp.real(jnp.sum(1j * TWO_PI * k1 * terms))
     dpsi_dy = jnp.real(jnp.sum(1j * TWO_PI * k2 * terms))
+    current = current_mask(time)
+    if current is not None:  # k = 0 modes add nothing above; the current adds (Re a, Im a)
+        amplitude = jnp.sum(current * terms)
+        return jnp.stack([-dpsi_dy + jnp.real(amplitude), dpsi_dx + jnp.imag(amplitude)])
     return jnp.stack([-dpsi_dy, dpsi_dx])
 
 
@@ -157,10 +183,16 @@ def velocity_basis(points, t, k1, k2, omega, time=None) -> np.ndarray:
     t = np.asarray(t, np.float64)[..., None]
     theta = omega * t + TWO_PI * (z[..., 0:1] * k1 + z[..., 1:2] * k2)  # (..., mode)
     basis = TWO_PI * np.concatenate([np.sin(theta), np.cos(theta)], axis=-1)  # (..., 2K)
+    factor = 1.0 if time is None else temporal_factor(t[..., 0], time, np)
     if time is not None:
-        basis = basis * np.tile(temporal_factor(t[..., 0], time, np), 2)
+        basis = basis * np.tile(factor, 2)
     # (2 pi sin) * k rather than (2 pi k) * sin: the rounding of the shipped model's physics feature
-    return np.stack([basis * np.tile(k2, 2), -(basis * np.tile(k1, 2))], axis=-2)
+    g = np.stack([basis * np.tile(k2, 2), -(basis * np.tile(k1, 2))], axis=-2)
+    current = current_mask(time)
+    if current is not None:  # u = f (a cos - b sin)(omega t), v = f (a sin + b cos)(omega t) of c = a + i b
+        cos, sin = np.cos(omega * t) * factor * current, np.sin(omega * t) * factor * current
+        g = g + np.stack([np.concatenate([cos, -sin], axis=-1), np.concatenate([sin, cos], axis=-1)], axis=-2)
+    return g
 
 
 def many_points(fn, positions, t, coef, k1, k2, omega):
@@ -195,7 +227,14 @@ def grid_fields(coef, k1, k2, omega, times, n_grid, time=None):
     ey = jnp.exp(1j * TWO_PI * k2[:, None] * grid[None, :])  # (mode, y)
     et = jnp.exp(1j * omega[None, :] * times[:, None]) * temporal_factor(times, time)  # (time, mode)
     amp = coef[:, None, :] * et[None, :, :]  # (sample, time, mode)
-    psi_hat = jnp.einsum("stm,my,mx->styx", amp, ey, ex)
+    current = current_mask(time)
+    periodic = amp if current is None else amp * (1.0 - current)[None, None, :]
+    psi_hat = jnp.einsum("stm,my,mx->styx", periodic, ey, ex)
     u = -jnp.real(jnp.einsum("stm,my,mx->styx", amp * (1j * TWO_PI * k2)[None, None, :], ey, ex))
     v = jnp.real(jnp.einsum("stm,my,mx->styx", amp * (1j * TWO_PI * k1)[None, None, :], ey, ex))
-    return jnp.real(psi_hat), u, v
+    psi_grid = jnp.real(psi_hat)
+    if current is not None:  # the uniform current: u, v constant over the grid, psi the ramp -U y + V x
+        flow = jnp.sum(amp * jnp.asarray(current)[None, None, :], axis=-1)[:, :, None, None]  # (sample, time, 1, 1)
+        u, v = u + jnp.real(flow), v + jnp.imag(flow)
+        psi_grid = psi_grid - jnp.real(flow) * grid[None, None, :, None] + jnp.imag(flow) * grid[None, None, None, :]
+    return psi_grid, u, v

@@ -11,8 +11,8 @@ Work is done in chunks of `chunk_size` fields; the last chunk is padded to the s
 one compilation serves the run. A shard (`shard=(i, n)`, `lagda simulate --shard I/N`) computes
 the contiguous block of samples `schema.shard_block(n_samples, i, n)` with the same per-sample keys, so
 its file holds exactly those rows of the unsharded file; `schema.open_dataset` over all n shard
-files returns the unsharded dataset (the union is bit-identical to a single run). Each finished chunk is saved in `OUT.partial/` (a directory
-next to the output, with a manifest holding the config hash); the final file is written to a
+files returns the unsharded dataset (the union is bit-identical to a single run). Each finished chunk is saved in
+`OUT.partial/` (a directory next to the output, with a manifest holding the config hash); the final file is written to a
 temporary name and renamed, then the partial directory is removed.
 """
 
@@ -79,11 +79,13 @@ def _draw_function(n_obs: int, n_drifters: int, release_rule: str, noisy: bool):
             release = jnp.broadcast_to(release_point[None, :], (n_drifters, 2))
         noise = jnp.zeros((n_drifters, n_obs, 2), jnp.float32)
         if noisy:
-            noise = obs_noise * jax.random.normal(noise_key, (n_drifters * n_obs * 2,), jnp.float32).reshape(noise.shape)
+            noise = obs_noise * jax.random.normal(noise_key, (n_drifters * n_obs * 2,),
+                                                  jnp.float32).reshape(noise.shape)
         return coef, release, brownian_key, noise
 
     def draws(key, samples, scale, release_point, obs_noise):
-        return jax.vmap(one_sample_draws, in_axes=(None, 0, None, None, None))(key, samples, scale, release_point, obs_noise)
+        return jax.vmap(one_sample_draws, in_axes=(None, 0, None, None, None))(
+            key, samples, scale, release_point, obs_noise)
 
     return jax.jit(draws)
 
@@ -157,7 +159,7 @@ def partial_dir(out: str | os.PathLike) -> Path:
     return out.with_name(out.name + ".partial")
 
 
-def _check_output(out: Path, overwrite: bool) -> None:
+def check_output(out: Path, overwrite: bool) -> None:
     """Raises ValueError if the output cannot or must not be written (checked before computing)."""
     parent = out.parent
     if out.is_dir():
@@ -181,7 +183,8 @@ def _prepare_partial(partial: Path, manifest: dict, resume: bool, overwrite: boo
         try:
             old = json.loads((partial / "manifest.json").read_text())
         except (OSError, ValueError):
-            raise ValueError(f"cannot resume: {partial} has no readable manifest; pass --overwrite to start again") from None
+            raise ValueError(f"cannot resume: {partial} has no readable manifest; pass --overwrite to start "
+                             "again") from None
         if old.get("config_hash") != manifest["config_hash"]:
             changed = ", ".join(_differences(old, manifest))
             raise ValueError(f"cannot resume: the unfinished run in {partial} used different settings ({changed}); "
@@ -189,7 +192,8 @@ def _prepare_partial(partial: Path, manifest: dict, resume: bool, overwrite: boo
         return
     if partial.exists():
         if not overwrite:
-            raise ValueError(f"an unfinished run exists in {partial}: pass --resume to continue it or --overwrite to start again")
+            raise ValueError(f"an unfinished run exists in {partial}: pass --resume to continue it or --overwrite to "
+                             "start again")
         shutil.rmtree(partial)
     try:
         partial.mkdir()
@@ -255,7 +259,8 @@ def _run_chunks(config: SimConfig, modes, partial: Path, progress: Callable | No
         for index, count in enumerate(counts):
             if _chunk_path(partial, index).exists():
                 continue
-            samples = jnp.arange(first + index * size, first + (index + 1) * size, dtype=jnp.int32)  # padded: extra rows dropped
+            samples = jnp.arange(first + index * size, first + (index + 1) * size,
+                                 dtype=jnp.int32)  # padded: extra rows dropped
             chunk = _run_chunk(key, samples, scale, k1, k2, omega, config)  # dispatched, not waited for
             if pending is not None:
                 done += save(*pending)
@@ -291,10 +296,11 @@ def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | o
     config = _normalized(config)
     index, count = shard
     if not 0 <= index < count or config.n_samples < count:
-        raise ValueError(f"shard {index}/{count} is not a shard of {config.n_samples} samples (need 0 <= I < N <= n_samples)")
+        raise ValueError(f"shard {index}/{count} is not a shard of {config.n_samples} samples (need 0 <= I < N <= "
+                         "n_samples)")
     out = Path(out)
     modes = dataset_modes(config, like)
-    _check_output(out, overwrite)
+    check_output(out, overwrite)
     partial = partial_dir(out)
     manifest = _manifest(config, modes)
     _prepare_partial(partial, {**manifest, "shard": [index, count]} if count > 1 else manifest, resume, overwrite)
@@ -305,12 +311,12 @@ def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | o
     k1, k2, omega, scale = modes
     ds = schema.to_dataset(config, k1=k1, k2=k2, omega=omega, prior_scale=scale, coef=coef,
                            release=release, positions=positions, history=history, shard=(index, count))
-    _write_netcdf(ds, out)
+    write_netcdf(ds, out)
     shutil.rmtree(partial)
     return out
 
 
-def _write_netcdf(ds, out: Path) -> None:
+def write_netcdf(ds, out: Path) -> None:
     """Writes the dataset to a temporary name in the output's directory, then renames it."""
     write_atomic(out, lambda tmp: ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=schema.encoding(ds)))
 

@@ -23,7 +23,7 @@ for a rectangular mode set and computes the same RK4 tracks, restructured for sp
   accumulate the rounding of O(1) positions plus O(1e-4) increments over 10^4 steps
   (paper setting, 512 tracks released at (0.75, 0.75): max error vs float64 2.7e-4 plain,
   1.3e-6 compensated; `benchmarks/bench_simulate.py` prints both).
-* sin/cos by polynomials (`_sincos_turns`): XLA CPU's jnp.sin / jnp.cos run ~9x slower than
+* sin/cos by polynomials (`sincos_turns`): XLA CPU's jnp.sin / jnp.cos run ~9x slower than
   plain multiply-adds and took ~40% of the step's time; 512-bit vectors (COMPILER_OPTIONS).
 * Several cores: XLA splits one device's loop over threads with a barrier per step;
   `n_devices` splits the samples over host devices instead, one thread each, which measured
@@ -104,7 +104,7 @@ def _horner(coefficients, a2):
     return out
 
 
-def _sincos_turns(x):
+def sincos_turns(x):
     """Returns (cos 2 pi x, sin 2 pi x), each like x, by quadrant reduction and Taylor polynomials.
 
     4x = q + r with q = round(4x), |r| <= 1/2 (both exact), so 2 pi x = q pi / 2 + a with
@@ -128,7 +128,7 @@ def _sincos_turns(x):
 
 def _phase_powers(x, orders):
     """Returns {k: (cos 2 pi k x, sin 2 pi k x)} for k in `orders`, from one sincos of x."""
-    base = _sincos_turns(x)
+    base = sincos_turns(x)
     top = max(abs(k) for k in orders)
     powers = {1: base}
     for k in range(2, top + 1):
@@ -141,7 +141,7 @@ def _phase_powers(x, orders):
     return out
 
 
-def _velocity(x, y, coefs, rotation, modes):
+def stage_velocity(x, y, coefs, rotation, modes):
     """Returns (u, v), each `(batch,)`, the velocity of the folded spectral flow at (x, y).
 
     coefs = (a_re, a_im, b_re, b_im), each `(fold, batch)`: a = c_k, b = conj(c_{-k}).
@@ -198,10 +198,10 @@ def _rk4_increment(z, n, dt, coefs, rotations, modes, noise_fn):
     x, y = jnp.real(z), jnp.imag(z)
     half = 0.5 * dt
     r0, r1, r2 = (tuple(rotations[s, part] for part in range(4)) for s in range(3))
-    u1, v1 = _velocity(x, y, coefs, r0, modes)
-    u2, v2 = _velocity(x + half * u1, y + half * v1, coefs, r1, modes)
-    u3, v3 = _velocity(x + half * u2, y + half * v2, coefs, r1, modes)
-    u4, v4 = _velocity(x + dt * u3, y + dt * v3, coefs, r2, modes)
+    u1, v1 = stage_velocity(x, y, coefs, r0, modes)
+    u2, v2 = stage_velocity(x + half * u1, y + half * v1, coefs, r1, modes)
+    u3, v3 = stage_velocity(x + half * u2, y + half * v2, coefs, r1, modes)
+    u4, v4 = stage_velocity(x + dt * u3, y + dt * v3, coefs, r2, modes)
     sixth, third = 1.0 / 6.0, 1.0 / 3.0
     dx = dt * (sixth * u1 + third * u2 + third * u3 + sixth * u4)
     dy = dt * (sixth * v1 + third * v2 + third * v3 + sixth * v4)
@@ -281,7 +281,8 @@ def _compiled(modes, n_drifters: int, n_obs: int, stride: int, noisy: bool, comp
         return jax.jit(integrate_chunk, compiler_options=options)
     mesh = jax.sharding.Mesh(np.array(jax.local_devices()[:n_devices]), ("batch",))
     split, whole = jax.sharding.PartitionSpec("batch"), jax.sharding.PartitionSpec()
-    return jax.jit(jax.shard_map(integrate_chunk, mesh=mesh, in_specs=(split, split, whole, whole, whole, split), out_specs=split),
+    return jax.jit(jax.shard_map(integrate_chunk, mesh=mesh, in_specs=(split, split, whole, whole, whole, split),
+                                 out_specs=split),
                    compiler_options=options)
 
 
@@ -336,7 +337,8 @@ def fast_tracks(coef, release, k1, k2, omega, dt, n_obs: int, stride: int, diffu
             or float64 without jax_enable_x64.
     """
     if coef.ndim != 2 or release.ndim != 3 or release.shape[0] != coef.shape[0] or release.shape[2] != 2:
-        raise ValueError(f"expected coef (sample, mode) and release (sample, drifter, 2), got {coef.shape} and {release.shape}")
+        raise ValueError(f"expected coef (sample, mode) and release (sample, drifter, 2), got {coef.shape} and "
+                         f"{release.shape}")
     if coef.shape[1] != np.size(k1) or np.shape(omega) != np.shape(k1):
         raise ValueError(f"coef has {coef.shape[1]} modes but k1 {np.shape(k1)} and omega {np.shape(omega)}")
     if diffusivity < 0:

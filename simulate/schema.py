@@ -185,7 +185,8 @@ def validate_dataset(ds: xr.Dataset) -> SimConfig:
     if "lagda_shard_count" in ds.attrs:  # one shard: the block of samples it says, as shard_block gives it
         index, count, start, stop = (int(ds.attrs[name]) for name in SHARD_ATTRS)
         if not 0 <= index < count or (start, stop) != shard_block(config.n_samples, index, count):
-            raise ValueError(f"shard attributes {index}/{count} [{start}, {stop}) do not fit n_samples = {config.n_samples}")
+            raise ValueError(f"shard attributes {index}/{count} [{start}, {stop}) do not fit n_samples = "
+                             f"{config.n_samples}")
         n_samples = stop - start
     expected = {"sample": n_samples, "drifter": config.n_drifters, "obs": config.n_obs, "mode": n_modes}
     for dim, size in expected.items():
@@ -237,7 +238,8 @@ def join_shards(shards: list[xr.Dataset], names: list[str]) -> xr.Dataset:
     for ds, name in zip(shards[1:], names[1:]):
         differ = [key for key in same if ds.attrs[key] != shards[0].attrs[key]]
         if differ:
-            raise ValueError(f"cannot join {names[0]} and {name}: shards of different runs ({', '.join(differ)} differ)")
+            raise ValueError(f"cannot join {names[0]} and {name}: shards of different runs ({', '.join(differ)} "
+                             "differ)")
     count = int(shards[0].attrs["lagda_shard_count"])
     indices = sorted(int(ds.attrs["lagda_shard_index"]) for ds in shards)
     if indices != list(range(count)):

@@ -2,8 +2,8 @@
 
 `simulate_tracks` is the reference: the one-point `velocity` of `simulate.flow`, stepped by
 the generic RK4 of `simulate.integrate`, vmapped over drifters and fields. It is the
-definition the other integrators are tested against, and differentiable (assimilation uses it). `fast_tracks` (simulate.kernels),
-re-exported here, computes the same tracks ~50x faster for rectangular mode sets.
+definition the other integrators are tested against, and differentiable (assimilation uses it). `fast_tracks`
+(simulate.kernels), re-exported here, computes the same tracks ~50x faster for rectangular mode sets.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ def simulate_tracks(coef, release, k1, k2, omega, dt, n_obs: int, stride: int, d
         ValueError: on mismatched shapes.
     """
     if coef.ndim != 2 or release.ndim != 3 or release.shape[0] != coef.shape[0] or release.shape[2] != 2:
-        raise ValueError(f"expected coef (sample, mode) and release (sample, drifter, 2), got {coef.shape} and {release.shape}")
+        raise ValueError(f"expected coef (sample, mode) and release (sample, drifter, 2), got {coef.shape} and "
+                         f"{release.shape}")
     if diffusivity > 0 and key is None:
         raise ValueError("a PRNG key is required when diffusivity > 0")
     step = stochastic_rk_step(_field, diffusivity)

@@ -14,7 +14,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("assimilation_benchmark", ROOT / "experiments" / "assimilation_benchmark.py")
+    spec = importlib.util.spec_from_file_location("assimilation_benchmark",
+                                                  ROOT / "experiments" / "assimilation_benchmark.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclass (Regime) looks its module up
     spec.loader.exec_module(module)
@@ -30,7 +31,8 @@ def test_summary_names_the_best_of_each_family_against_truth_map(bench):
     rows = [_row("noisy", "truth-map", 0.4, 1.0), _row("noisy", "linear", 0.9, 0.01), _row("noisy", "var", 0.8, 2.0),
             _row("noisy", "enkf", 1.2, 8.0), _row("noisy", "search:prior", 0.6, 3.0), _row("noisy", "embed", 1.1, 0.02),
             _row("noisy", "hybrid:none", 0.95, 0.1), _row("noisy", "hybrid", 0.5, 0.5),
-            _row("sparse", "linear", 0.5, 0.01), _row("sparse", "var", 0.6, 3.0)]  # no oracle, no learned method
+            _row("noisy", "posterior-mean", 0.45, 20.0), _row("sparse", "linear", 0.5, 0.01),
+            _row("sparse", "var", 0.6, 3.0)]  # no oracle, no learned method
     bench.add_truth_ratios(rows)
     ratios = {(r["regime"], r["method"]): r["vs_truth_map"] for r in rows}
     assert ratios[("noisy", "var")] == pytest.approx(2.0) and ratios[("noisy", "truth-map")] == 1.0
@@ -38,10 +40,10 @@ def test_summary_names_the_best_of_each_family_against_truth_map(bench):
     lines = bench.summary(rows).splitlines()
     assert len(lines) == 4
     noisy = [c.strip() for c in lines[2].strip("|").split("|")]
-    assert noisy == ["noisy", "0.4", "var", "0.8", "2", "search:prior", "0.6", "1.5", "hybrid", "0.5", "1.25",
-                     "2", "0.5", "4.0"]
+    assert noisy == ["noisy", "0.4", "0.45", "var", "0.8", "2", "search:prior", "0.6", "1.5", "hybrid", "0.5", "1.25",
+                     "1.11", "2", "0.5", "4.0"]
     sparse = [c.strip() for c in lines[3].strip("|").split("|")]
-    assert sparse[:5] == ["sparse", "nan", "linear", "0.5", "nan"] and sparse[5:] == ["-"] * 9
+    assert sparse[:6] == ["sparse", "nan", "nan", "linear", "0.5", "nan"] and sparse[6:] == ["-"] * 10
 
 
 def test_method_families(bench):
@@ -65,3 +67,14 @@ def test_quick_run_writes_the_tables_with_truth_map_as_the_reference(bench, tmp_
     assert float(rows["search:linear"]["basin_fraction"]) == 1.0  # one start: alone in its basin
     assert math.isnan(float(rows["linear"]["map_cost"])) and float(rows["truth-map"]["map_cost"]) > 0
     assert "| sparse100 |" in out.with_suffix(".md").read_text()
+
+
+def test_ratios_to_both_references_per_regime(bench):
+    """vs_truth_map and vs_posterior_mean divide each row's median error by the reference row's of its regime."""
+    rows = [{"regime": "a", "method": "truth-map", "velocity_rel_l2_median": 0.2},
+            {"regime": "a", "method": "posterior-mean", "velocity_rel_l2_median": 0.4},
+            {"regime": "a", "method": "hybrid", "velocity_rel_l2_median": 0.5},
+            {"regime": "b", "method": "hybrid", "velocity_rel_l2_median": 0.3}]
+    bench.add_truth_ratios(rows)
+    assert [r["vs_truth_map"] for r in rows[:3]] == [1.0, 2.0, 2.5] and math.isnan(rows[3]["vs_truth_map"])
+    assert [r["vs_posterior_mean"] for r in rows[:3]] == [0.5, 1.0, 1.25] and math.isnan(rows[3]["vs_posterior_mean"])

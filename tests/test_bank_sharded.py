@@ -76,7 +76,8 @@ def _assert_same(a: dict, b: dict, prefix_b: str = "") -> None:
 
 def test_bank_over_two_devices_equals_one_device(tmp_path):
     out = tmp_path / "two.npz"
-    _wait(_run(TWO_DEVICES.format(root=str(ROOT), out=str(out)), {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}))
+    _wait(_run(TWO_DEVICES.format(root=str(ROOT), out=str(out)),
+               {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}))
     res = dict(np.load(out))
     _assert_same(res, res, prefix_b="one_")
     assert res["prior_0"].shape == (3, 5, 9)

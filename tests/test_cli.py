@@ -25,16 +25,20 @@ def _bad_path_cases(tmp_path, garbage):
     run = tmp_path / "no-run"
     return {
         "simulate": ["simulate", "--n-samples", "2", "--out", str(tmp_path / "no-such-dir" / "x.nc")],
-        "train": ["train", "--preset", "cpu", "--train", str(missing), "--test", str(missing), "--run-dir", str(tmp_path / "run")],
-        "train-garbage": ["train", "--preset", "cpu", "--train", str(garbage), "--test", str(garbage), "--run-dir", str(tmp_path / "run")],
+        "train": ["train", "--preset", "cpu", "--train", str(missing), "--test", str(missing), "--run-dir",
+                  str(tmp_path / "run")],
+        "train-garbage": ["train", "--preset", "cpu", "--train", str(garbage), "--test", str(garbage), "--run-dir",
+                          str(tmp_path / "run")],
         "evaluate": ["evaluate", "--model", str(run), "--data", str(missing)],
         "assimilate": ["assimilate", "--method", "linear", "--tracks", str(missing), "--out", str(tmp_path / "r.nc")],
-        "assimilate-garbage": ["assimilate", "--method", "linear", "--tracks", str(garbage), "--out", str(tmp_path / "r.nc")],
+        "assimilate-garbage": ["assimilate", "--method", "linear", "--tracks", str(garbage), "--out",
+                               str(tmp_path / "r.nc")],
         "demo": ["demo", "--model", str(run), "--tracks", str(missing), "--out-dir", str(tmp_path / "demo")],
     }
 
 
-@pytest.mark.parametrize("case", ["simulate", "train", "train-garbage", "evaluate", "assimilate", "assimilate-garbage", "demo"])
+@pytest.mark.parametrize("case",
+                         ["simulate", "train", "train-garbage", "evaluate", "assimilate", "assimilate-garbage", "demo"])
 def test_bad_path_or_file_is_one_line_and_exit_2(case, capsys, tmp_path, not_netcdf):
     argv = _bad_path_cases(tmp_path, not_netcdf)[case]
     assert main(argv) == 2

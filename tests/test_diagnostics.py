@@ -120,7 +120,8 @@ def twin_file(tmp_path_factory):
 
 def test_result_file_holds_each_fields_decisions_and_the_cli_one_line(twin_file, tmp_path, capsys):
     out = tmp_path / "r.nc"
-    assert main(["assimilate", "--method", "linear", "--tracks", str(twin_file), "--out", str(out), "--members", "8"]) == 0
+    assert main(["assimilate", "--method", "linear", "--tracks", str(twin_file), "--out", str(out), "--members",
+                 "8"]) == 0
     stdout, stderr = capsys.readouterr()
     result = read_result(out)
     assert len(result.diagnostics) == 2 and all(d["lag"] == 1 and "velocity_noise_std" in d for d in result.diagnostics)
@@ -147,7 +148,8 @@ def test_result_records_the_run_identity_not_a_local_path(twin_file, run, tmp_pa
     summary = assimilate_file(twin_file, out, "linear", run_dir=run, members=8, dt=1e-4)
     assert read_result(out).attrs["model_run"] == run_identity(run)
     assert str(run.parent) not in read_result(out).attrs["model_run"]
-    assert summary["notes"] == ["dt 0.0001 given (the model run's is 0.001)"]
+    assert summary["notes"] == ["dt 0.0001 given (the model run's is 0.001)",
+                                "11 grid times over the window (pass --times to choose)"]
 
 
 @pytest.mark.parametrize("debug", [False, True])

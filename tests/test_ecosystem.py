@@ -62,7 +62,8 @@ def test_a_ragged_array_written_by_clouddrift_is_read(tmp_path, with_attributes)
              "time": {}} if with_attributes else {}
     ra = RaggedArray(coords={"id": ids, "time": time}, metadata={"rowsize": rowsize}, data={"lon": lon, "lat": lat},
                      attrs_global={"Conventions": "CF-1.6", "featureType": "trajectory"} if with_attributes else {},
-                     attrs_variables=attrs, name_dims={"traj": "rows", "obs": "obs"}, coord_dims={"id": "traj", "time": "obs"},
+                     attrs_variables=attrs, name_dims={"traj": "rows", "obs": "obs"},
+                     coord_dims={"id": "traj", "time": "obs"},
                      var_dims={"rowsize": ["traj"], "lon": ["obs"], "lat": ["obs"]})
     ra.to_xarray().to_netcdf(tmp_path / "cd.nc")
     if with_attributes:
@@ -89,8 +90,8 @@ def test_lagdas_ragged_export_is_read_back_by_clouddrift(tmp_path):
     mapping = Mapping(BOX, "lonlat", parse_time(START), TIME_SCALE)
     splits = np.cumsum(rowsize)[:-1]
     seconds = time.astype("datetime64[ns]").astype(np.int64) / 1e9
-    tracks = Tracks(np.full((3, rowsize.max(), 2), np.nan), np.full((3, rowsize.max()), np.nan), np.zeros(3, np.int64), ids,
-                    mapping=mapping)
+    tracks = Tracks(np.full((3, rowsize.max(), 2), np.nan), np.full((3, rowsize.max()), np.nan), np.zeros(3, np.int64),
+                    ids, mapping=mapping)
     for i, (a, b, s) in enumerate(zip(np.split(lon, splits), np.split(lat, splits), np.split(seconds, splits))):
         tracks.positions[i, : len(a)] = np.stack(mapping.to_model(a, b), -1)
         tracks.times[i, : len(a)] = mapping.time_to_model(s)
@@ -131,8 +132,8 @@ def parcels_run(tmp_path_factory):
                     coords={"time": times, "depth": [0.0],
                             "lat": ("lat", lat, {"axis": "Y", "standard_name": "latitude", "units": "degrees_north"}),
                             "lon": ("lon", lon, {"axis": "X", "standard_name": "longitude", "units": "degrees_east"})})
-    fieldset = parcels.FieldSet.from_sgrid_conventions(convert.copernicusmarine_to_sgrid(fields={"U": ds["uo"], "V": ds["vo"]}),
-                                                       mesh="spherical")
+    fieldset = parcels.FieldSet.from_sgrid_conventions(
+        convert.copernicusmarine_to_sgrid(fields={"U": ds["uo"], "V": ds["vo"]}), mesh="spherical")
     start = np.linspace(0.15, 0.85, 4)
     x0, y0 = (v.ravel() for v in np.meshgrid(start, start))
     release_lon, release_lat = mapping.from_model(x0, y0)

@@ -27,7 +27,8 @@ CASES = [("last", "increments+sincos"), ("cls", "increments+sincos"), ("mean", "
 
 @pytest.mark.parametrize("pooling,features", CASES, ids=[f"{p}-{f}" for p, f in CASES])
 def test_output_shape(pooling, features):
-    config = tiny(pooling=pooling, features=features, patch=5, positional="learned" if pooling != "mean" else "sinusoidal")
+    config = tiny(pooling=pooling, features=features, patch=5,
+                  positional="learned" if pooling != "mean" else "sinusoidal")
     model = TrajectoryTransformer(N_OBS, N_EMBED, config, rngs=nnx.Rngs(0))
     tracks = _tracks((3,))
     model.set_feature_stats(tracks)

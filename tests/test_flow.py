@@ -30,7 +30,8 @@ def test_worked_example_from_design():
     z = jnp.array([0.3, 0.1])
     coef, omega = jnp.array([1.0 + 0j]), jnp.zeros(1)
     assert psi(z, 0.0, coef, k1, k2, omega) == pytest.approx(np.cos(2 * np.pi * 0.1), abs=1e-14)
-    np.testing.assert_allclose(velocity(z, 0.0, coef, k1, k2, omega), [2 * np.pi * np.sin(2 * np.pi * 0.1), 0.0], atol=1e-13)
+    np.testing.assert_allclose(velocity(z, 0.0, coef, k1, k2, omega), [2 * np.pi * np.sin(2 * np.pi * 0.1), 0.0],
+                               atol=1e-13)
 
 
 def test_velocity_is_skew_gradient_of_psi(field):
@@ -83,9 +84,11 @@ def test_many_points_equals_loop(field):
     batched = many_points(velocity, positions, 0.02, coef, K1, K2, omega)
     for s in range(4):
         for p in range(3):
-            np.testing.assert_allclose(batched[s, p], velocity(positions[s, p], 0.02, coef[s], K1, K2, omega), rtol=1e-13)
+            np.testing.assert_allclose(batched[s, p], velocity(positions[s, p], 0.02, coef[s], K1, K2, omega),
+                                       rtol=1e-13)
     psi_grid, _, _ = grid_fields(coef, K1, K2, omega, jnp.array([0.02]), 4)
-    np.testing.assert_allclose(psi_grid[1, 0, 3, 2], psi(jnp.array([0.5, 0.75]), 0.02, coef[1], K1, K2, omega), rtol=1e-12)
+    np.testing.assert_allclose(psi_grid[1, 0, 3, 2], psi(jnp.array([0.5, 0.75]), 0.02, coef[1], K1, K2, omega),
+                               rtol=1e-12)
 
 
 def test_empty_mode_set_is_refused():

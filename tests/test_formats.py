@@ -26,7 +26,8 @@ def _physical(n_traj=3, n_obs=30, spacing_h=(1.0, 6.0, 1.0)) -> Tracks:
     for i in range(n_traj):
         times[i] = mapping.time_to_model(ORIGIN + HOUR * spacing_h[i] * np.arange(1, n_obs + 1))
         pos[i] = rng.uniform(0.2, 0.8, 2) + np.cumsum(rng.normal(scale=0.01, size=(n_obs, 2)), axis=0)
-    return Tracks(pos, times, np.zeros(n_traj, np.int64), np.array([f"drifter{i}" for i in range(n_traj)]), mapping=mapping)
+    return Tracks(pos, times, np.zeros(n_traj, np.int64), np.array([f"drifter{i}" for i in range(n_traj)]),
+                  mapping=mapping)
 
 
 def assert_close(a: Tracks, b: Tracks):
@@ -72,7 +73,8 @@ def _ragged_dataset(tracks: Tracks, with_attributes: bool) -> xr.Dataset:
     ds = xr.Dataset(
         {"rowsize": ("traj", keep.sum(axis=1), attrs(sample_dimension="obs")),
          "lon": ("obs", lon, attrs(units="degrees_east")), "lat": ("obs", lat, attrs(units="degrees_north"))},
-        coords={"id": ("traj", tracks.trajectory_id.astype(object), attrs(cf_role="trajectory_id")), "time": ("obs", time)},
+        coords={"id": ("traj", tracks.trajectory_id.astype(object), attrs(cf_role="trajectory_id")),
+                "time": ("obs", time)},
         attrs={"featureType": "trajectory"} if with_attributes else {})
     return ds
 
@@ -99,7 +101,8 @@ def test_inferred_mapping_contains_every_fix_and_is_noted(tmp_path):
     assert np.all(lo >= 1 / 6 - 1e-12) and np.all(hi <= 5 / 6 + 1e-12)
     assert np.isclose(lo, 1 / 6).any() and np.isclose(hi, 5 / 6).any()
     assert back.times[0, 0] == 0.0 and np.nanmax(back.times) == pytest.approx(0.1)  # the window maps onto 0.1
-    assert any("box inferred" in note for note in back.notes) and any("time scale inferred" in note for note in back.notes)
+    assert (any("box inferred" in note for note in back.notes)
+            and any("time scale inferred" in note for note in back.notes))
 
 
 def test_csv_with_iso_datetimes_irregular_times_and_gaps(tmp_path):
@@ -135,7 +138,8 @@ def test_netcdf_refusals_are_one_line(tmp_path):
     ds.to_netcdf(tmp_path / "lonlat_model_time.nc")
     with pytest.raises(ValueError, match="no CF units"):
         read_tracks(tmp_path / "lonlat_model_time.nc")
-    ds["time"] = ("obs", np.arange(ds.sizes["obs"], dtype=float), {"units": "days since 2000-01-01", "calendar": "360_day"})
+    ds["time"] = ("obs", np.arange(ds.sizes["obs"], dtype=float),
+                  {"units": "days since 2000-01-01", "calendar": "360_day"})
     ds.to_netcdf(tmp_path / "calendar.nc")
     with pytest.raises(ValueError, match="calendar '360_day'"):
         read_tracks(tmp_path / "calendar.nc")
@@ -165,7 +169,8 @@ def test_cli_export_places_a_dataset_in_the_world_and_refuses_half_a_mapping(tmp
     assert code == 0 and "2 trajectories, 2000 fixes, ragged layout" in capsys.readouterr().out
     back = read_tracks(out)
     assert back.mapping.box == BOX and back.true_coef.shape[0] == 2 and back.n_field == 2
-    code = cli.main(["export-tracks", "--tracks", "data/example_small.nc", "--out", str(tmp_path / "f.nc"), "--box", *map(str, BOX)])
+    code = cli.main(["export-tracks", "--tracks", "data/example_small.nc", "--out", str(tmp_path / "f.nc"), "--box",
+                     *map(str, BOX)])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "--box, --start and --time-scale together" in err and not (tmp_path / "f.nc").exists()
 
@@ -186,7 +191,8 @@ def test_shipped_gdp_like_example_is_what_data_readme_says():
     assert 29 < window <= 30 and iso_time(mapping.time_origin) == "2025-03-01T00:00:00Z"
     assert tracks.true_coef.shape == (1, 49) and np.all(tracks.omega == 0)  # the steady model's truth
     with netCDF4.Dataset("lagda/shipped/gdp_like.nc") as nc:  # clouddrift's layout
-        assert nc["rowsize"].dimensions == ("traj",) and nc["lon"].dimensions == ("obs",) and nc["id"].cf_role == "trajectory_id"
+        assert (nc["rowsize"].dimensions == ("traj",) and nc["lon"].dimensions == ("obs",)
+                and nc["id"].cf_role == "trajectory_id")
 
 
 def test_projected_metres_round_trip(tmp_path):

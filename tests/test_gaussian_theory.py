@@ -52,7 +52,8 @@ def test_problem_has_the_prescribed_canonical_correlations(problem):
 
 @pytest.mark.parametrize(
     "minimizer, population_loss",
-    [(gaussian.cond_minimizer, gaussian.population_cond_loss), (gaussian.joint_minimizer, gaussian.population_joint_loss)],
+    [(gaussian.cond_minimizer, gaussian.population_cond_loss),
+     (gaussian.joint_minimizer, gaussian.population_joint_loss)],
     ids=["cond_thm_5_1", "joint_thm_5_6"],
 )
 @pytest.mark.parametrize("rank", [None, 2, 1], ids=["full", "rank2", "rank1"])

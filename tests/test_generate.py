@@ -242,7 +242,8 @@ def test_training_files_join_shards_and_merge_releases(reference, tmp_path):
 
     for i in range(2):
         generate.generate_dataset(CONFIG, tmp_path / f"fixed-{i}.nc", shard=(i, 2))
-    random = generate.generate_dataset(dataclasses.replace(CONFIG, release="random", n_drifters=2), tmp_path / "random.nc")
+    random = generate.generate_dataset(dataclasses.replace(CONFIG, release="random", n_drifters=2),
+                                       tmp_path / "random.nc")
     data = join_files([str(tmp_path / "fixed-*.nc"), random])
     whole = load_paired(generate.generate_dataset(CONFIG, tmp_path / "whole.nc"))
     assert data.positions.shape == (10, 3, 200, 2)

@@ -41,7 +41,8 @@ def test_rk4_converges_at_order_four(unsteady, tracks_fn):
     release = jnp.full((3, 1, 2), 0.75)
     reference = tracks_fn(coef, release, K1, K2, omega, 0.1 / 3200, n_obs=1, stride=3200)[:, 0, -1]
     dts = np.array([0.1 / 100, 0.1 / 200, 0.1 / 400])
-    errors = [float(jnp.max(jnp.abs(tracks_fn(coef, release, K1, K2, omega, dt, n_obs=1, stride=int(round(0.1 / dt)))[:, 0, -1] - reference)))
+    errors = [float(jnp.max(jnp.abs(tracks_fn(coef, release, K1, K2, omega, dt, n_obs=1,
+                                              stride=int(round(0.1 / dt)))[:, 0, -1] - reference)))
               for dt in dts]
     slope = np.polyfit(np.log(dts), np.log(errors), 1)[0]
     assert slope == pytest.approx(explicit_rk_step(_field).order, abs=0.3), errors
@@ -51,7 +52,8 @@ def test_solid_translation_closed_form():
     """psi = cos(2 pi y) gives w = (2 pi sin 2 pi y, 0): x moves linearly, y stays put."""
     k1, k2 = rectangular_modes((0, 0), (1, 1))
     y0 = 0.2
-    positions = simulate_tracks(jnp.array([[1.0 + 0j]]), jnp.array([[[0.3, y0]]]), k1, k2, jnp.zeros(1), 1e-3, n_obs=5, stride=10)
+    positions = simulate_tracks(jnp.array([[1.0 + 0j]]), jnp.array([[[0.3, y0]]]), k1, k2, jnp.zeros(1), 1e-3, n_obs=5,
+                                stride=10)
     t = 1e-2 * np.arange(1, 6)
     np.testing.assert_allclose(positions[0, 0, :, 0], 0.3 + 2 * np.pi * np.sin(2 * np.pi * y0) * t, rtol=1e-13)
     np.testing.assert_allclose(positions[0, 0, :, 1], y0, atol=1e-15)
@@ -64,7 +66,8 @@ def test_psi_conserved_along_steady_paths(tracks_fn):
     positions = tracks_fn(coef, release, K1, K2, omega, 1e-4, n_obs=100, stride=10)
     psi_path = jax.vmap(jax.vmap(jax.vmap(psi, (0, None, None, None, None, None)), (0, None, None, None, None, None)),
                         (0, None, 0, None, None, None))(positions, 0.0, coef, K1, K2, omega)
-    psi_start = jax.vmap(jax.vmap(psi, (0, None, None, None, None, None)), (0, None, 0, None, None, None))(release, 0.0, coef, K1, K2, omega)
+    psi_start = jax.vmap(jax.vmap(psi, (0, None, None, None, None, None)),
+                         (0, None, 0, None, None, None))(release, 0.0, coef, K1, K2, omega)
     drift = jnp.max(jnp.abs(psi_path - psi_start[..., None]))
     assert drift < 1e-10 * float(jnp.max(jnp.abs(psi_start)))
 

@@ -83,7 +83,8 @@ def test_rff_moments_and_monte_carlo_rate(kernel):
 
 @jax.jit
 def _frequencies(key_gaussian, key_imq):
-    """Returns omega of the Gaussian kernel (sigma = 0.3, 40,000 draws) and E cos(omega . delta) of the IMQ (c = 0.5)."""
+    """Returns omega of the Gaussian kernel (sigma = 0.3, 40,000 draws)
+    and E cos(omega . delta) of the IMQ (c = 0.5)."""
     gaussian, _ = kernel_set.draw_frequencies(key_gaussian, "gaussian", 3, 40_000, 0.3, jnp.float64)
     imq, _ = kernel_set.draw_frequencies(key_imq, "imq", 3, 50_000, 0.5, jnp.float64)
     deltas = jnp.array([0.2, 0.6, 1.5])[:, None] * jnp.array([[0.6, 0.0, 0.8]])
@@ -96,7 +97,8 @@ def test_frequency_laws():
     cov = np.cov(np.asarray(gaussian).T)
     np.testing.assert_allclose(cov, np.eye(3) / 0.09, atol=4 * np.sqrt(2 / 40_000) / 0.09)  # Cov(omega) = sigma^-2 I
     radius = np.array([0.2, 0.6, 1.5])
-    assert np.all(np.abs(mean_cos - 0.5 / np.sqrt(0.25 + radius**2)) < 4 * std_cos / np.sqrt(50_000))  # c / sqrt(c^2 + r^2)
+    assert np.all(np.abs(mean_cos - 0.5 / np.sqrt(0.25 + radius**2)) < 4 * std_cos
+                  / np.sqrt(50_000))  # c / sqrt(c^2 + r^2)
 
 
 @jax.jit
@@ -109,7 +111,8 @@ def _set_errors(key, x, y):
     errors = []
     for part in (slice(0, 512), slice(512, None)):
         embed = jax.vmap(kernel_set.set_embedding, (None, 0, 0, None, None))
-        approx = jnp.sum(embed(x, omega[:, part], beta[:, part], 0.3, 0.7) * embed(y, omega[:, part], beta[:, part], 0.3, 0.7), -1)
+        approx = jnp.sum(embed(x, omega[:, part], beta[:, part], 0.3, 0.7)
+                         * embed(y, omega[:, part], beta[:, part], 0.3, 0.7), -1)
         errors.append(approx - exact[None])
     return errors
 
@@ -131,7 +134,8 @@ def _identities(key, x, y):
     full = logits(x, y, alpha1=0.25, alpha2=0.75)
     return {
         # alpha2 = 0: the linear kernel of eq. 12, the mean of all point inner products.
-        "linear": (logits(x, y, alpha1=1.0, alpha2=0.0, tau=0.5), kernel_set.exact_set_similarity(x, y, "imq", 0.5, 1.0, 0.0) / 0.5),
+        "linear": (logits(x, y, alpha1=1.0, alpha2=0.0, tau=0.5),
+                   kernel_set.exact_set_similarity(x, y, "imq", 0.5, 1.0, 0.0) / 0.5),
         # M = 1, alpha = (1, 0): CLIP's cosine logits, hence the same L_cond.
         "clip": (clip, losses.cosine_similarity(x[:, 0], y[:5, 0], 0.1)),
         "clip_loss": (losses.conditional_loss(clip), losses.symmetric_infonce(x[:, 0], y[:5, 0], 0.1)),
@@ -143,7 +147,8 @@ def _identities(key, x, y):
 @pytest.mark.parametrize("identity", ["linear", "clip", "clip_loss", "permuted"])
 def test_exact_identities(identity):
     rng = np.random.default_rng(4)
-    value, truth = _identities(jax.random.key(4), rng.standard_normal((5, 3, 6)), rng.standard_normal((7, 4, 6)))[identity]
+    value, truth = _identities(jax.random.key(4), rng.standard_normal((5, 3, 6)),
+                               rng.standard_normal((7, 4, 6)))[identity]
     np.testing.assert_allclose(value, truth, rtol=1e-12)
 
 
@@ -178,7 +183,8 @@ def kernel_run(tmp_path_factory):
     np.savez(root / "pairs.npz", coef=pairs.coef, positions=pairs.positions, time=pairs.time, k1=pairs.k1, k2=pairs.k2,
              omega=pairs.omega, prior_scale=pairs.prior_scale)
     argv = ["train", "--preset", "tiny", "--loss", "kernel_set", "--kernel", "imq", "--kernel-scale", "0.5",
-            "--kernel-alpha1", "0.25", "--kernel-alpha2", "0.75", "--kernel-features", "64", "--kernel-coef-set", "time",
+            "--kernel-alpha1", "0.25", "--kernel-alpha2", "0.75", "--kernel-features", "64", "--kernel-coef-set",
+            "time",
             "--kernel-coef-times", "5", "--epochs", "1", "--eval-library", "0", "--train", str(root / "pairs.npz"),
             "--test", str(root / "pairs.npz"), "--run-dir", str(root / "run"), "--no-progress"]
     assert main(argv) == 0
@@ -190,7 +196,8 @@ def test_kernel_set_run_scores_with_its_stored_draw_deterministically(kernel_run
     config = json.loads((run / "config.json").read_text())
     assert config["loss"] == "kernel_set" and config["kernel"] == "imq" and config["kernel_coef_times"] == 5
     model, train_config, _ = load_trained(run)  # restored from the checkpoint into an abstract model
-    want, _ = kernel_set.draw_frequencies(jax.random.fold_in(jax.random.key(train_config.seed), EVAL_DRAW), "imq", 18, 64, 0.5)
+    want, _ = kernel_set.draw_frequencies(jax.random.fold_in(jax.random.key(train_config.seed), EVAL_DRAW), "imq", 18,
+                                          64, 0.5)
     np.testing.assert_array_equal(np.asarray(model.rff_omega[...]), np.asarray(want))  # the stored evaluation draw
     assert evaluate(run, data_path) == evaluate(run, data_path)
     # The bank's scores (the kind given to losses.similarity) are the training similarity at the stored draw.
@@ -207,9 +214,10 @@ def test_kernel_set_run_scores_with_its_stored_draw_deterministically(kernel_run
     config = EmbedConfig(top_k=4)
     queries = scorer.embed_fn(pairs.positions)[:3]  # embed_track_sets, on evaluate's batch shape
     np.testing.assert_array_equal(queries, sets[:3])
-    runs = [bank_search(queries, pairs.prior_scale, config, scorer, jax.random.key(0), bank=pairs.coef) for _ in range(2)]
+    runs = [bank_search(queries, pairs.prior_scale, config, scorer, jax.random.key(0), bank=pairs.coef)
+            for _ in range(2)]
     for a, b in zip(*runs, strict=True):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_allclose(runs[0][1][:, 0], np.max(np.asarray(losses.similarity(
-        embed_coefficients(jnp.asarray(pairs.coef)).astype(jnp.float32), jnp.asarray(sets[:3]), kind, scorer.tau)), axis=0),
-        rtol=1e-5)
+        embed_coefficients(jnp.asarray(pairs.coef)).astype(jnp.float32), jnp.asarray(sets[:3]), kind, scorer.tau)),
+        axis=0), rtol=1e-5)

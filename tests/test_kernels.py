@@ -90,9 +90,11 @@ def test_pure_noise_is_sum_of_keyed_normals(square, dtype):
                          key=key, dtype=dtype)
     keys = jax.random.split(key, release.shape[0] * release.shape[1])
     steps = jnp.arange(n_obs * stride)
-    draws = jax.vmap(lambda k: jax.vmap(lambda n: jax.random.normal(jax.random.fold_in(k, n), (2,), dtype))(steps))(keys)
+    draws = jax.vmap(lambda k: jax.vmap(lambda n: jax.random.normal(jax.random.fold_in(k, n), (2,), dtype))(steps))(
+        keys)
     sigma = np.sqrt(2 * kappa * DT)
-    expected = release.reshape(-1, 1, 2) + sigma * np.cumsum(np.asarray(draws, np.float64), axis=1)[:, stride - 1::stride]
+    expected = (release.reshape(-1, 1, 2)
+                + sigma * np.cumsum(np.asarray(draws, np.float64), axis=1)[:, stride - 1::stride])
     atol = 1e-12 if dtype == jnp.float64 else 1e-6
     np.testing.assert_allclose(tracks.reshape(-1, n_obs, 2), expected, rtol=0, atol=atol)
 
@@ -112,7 +114,7 @@ def test_sincos_turns_matches_numpy(dtype, atol):
     # quadrant edges (x = q / 8 + 1/16 and q / 8 exactly), negative and unwrapped positions
     x = np.concatenate([np.linspace(-3.0, 3.0, 100_001), np.arange(-24, 25) / 8, np.arange(-24, 24) / 8 + 1 / 16])
     x = np.asarray(jnp.asarray(x, dtype), np.float64)  # the values the kernel sees
-    cos, sin = kernels._sincos_turns(jnp.asarray(x, dtype))
+    cos, sin = kernels.sincos_turns(jnp.asarray(x, dtype))
     assert cos.dtype == dtype
     np.testing.assert_allclose(cos, np.cos(2 * np.pi * x), rtol=0, atol=atol)
     np.testing.assert_allclose(sin, np.sin(2 * np.pi * x), rtol=0, atol=atol)

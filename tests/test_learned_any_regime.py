@@ -49,7 +49,8 @@ def test_gaps_and_padding_are_masked_not_read(learned, sparse):
     for a, b in zip(plain, again):  # float32 sums over other padded shapes: agreement to rounding
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
     # the learned conditional depends on which observations there are
-    fewer, _ = field_queries(dataclasses.replace(sparse, positions=sparse.positions[:, ::2], times=sparse.times[:, ::2]),
+    fewer, _ = field_queries(dataclasses.replace(sparse, positions=sparse.positions[:, ::2],
+                                                 times=sparse.times[:, ::2]),
                              scorer)
     assert np.max(np.abs(fewer[0] - plain[0])) > 1e-2
 

@@ -76,7 +76,8 @@ def test_esmda_update_is_the_perturbed_observation_kalman_update():
     gain = c_xz @ np.linalg.inv(c_zz + sigma**2 * np.diag(alpha[on]))
     perturbed = observed[on] + np.sqrt(alpha[on]) * sigma * eps[:, on]
     expected = xs + (perturbed - predicted[:, on]) @ gain.T
-    np.testing.assert_allclose(esmda_update(xs, predicted, observed, mask, sigma, alpha, eps), expected, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(esmda_update(xs, predicted, observed, mask, sigma, alpha, eps), expected, rtol=1e-10,
+                               atol=1e-12)
 
 
 def test_esmda_over_growing_windows_samples_the_exact_kalman_posterior():
@@ -104,7 +105,8 @@ def _enkf_twin(noise_std):
     """Returns (twin, config, estimate) of enkf on a 4-drifter twin (shapes shared, so compiled once)."""
     twin = make_twin(n_field=1, n_drifter=4, n_obs=100)
     config = EnkfConfig(members=32, iterations=2, continuation=(0.3, 1.0), noise_std=noise_std)
-    return twin, config, assimilate_enkf(twin.positions[0], twin.times, twin.release[0], twin.model, config, jax.random.key(0))
+    return twin, config, assimilate_enkf(twin.positions[0], twin.times, twin.release[0], twin.model, config,
+                                         jax.random.key(0))
 
 
 def test_enkf_reduces_the_error_of_its_prior_ensemble():

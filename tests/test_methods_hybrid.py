@@ -75,7 +75,8 @@ def test_lag_grows_with_the_noise_and_improves_noisy_linear(twin):
     m = twin.model
     noisy = pos + 1e-3 * rng.normal(size=pos.shape)
     errors = [twin.field_error(assimilate_linear(noisy, twin.times, twin.release[0], m,
-                                                 HybridConfig(members=2, fd_lag=lag), jax.random.key(0)).samples.mean(0), 0)
+                                                 HybridConfig(members=2, fd_lag=lag),
+                                                 jax.random.key(0)).samples.mean(0), 0)
               for lag in (None, 1)]
     assert errors[0] < errors[1]
 
@@ -97,7 +98,8 @@ def test_cli_evaluate_assimilation_prints_a_table_and_writes_json(twin, tmp_path
 
     write_twin_tracks(twin, tmp_path / "t.nc")
     out = tmp_path / "scores.json"
-    assert main(["evaluate", "--assimilation", "--tracks", str(tmp_path / "t.nc"), "--methods", "linear", "--out", str(out)]) == 0
+    assert main(["evaluate", "--assimilation", "--tracks", str(tmp_path / "t.nc"), "--methods", "linear", "--out",
+                 str(out)]) == 0
     captured = capsys.readouterr()
     printed = captured.out
     assert "| linear |" in printed and "field err" in printed
@@ -153,5 +155,6 @@ def test_gauss_newton_refinement_lowers_the_position_misfit_of_sparse_tracks():
     refined = assimilate_hybrid(*args, HybridConfig(members=2, refine="auto", iterations=5), key, *broad)
     assert plain.info["sparse"] and not plain.info["refined"] and refined.info["refined"]
     obs = arrange(*args[:3], m.dt)
-    cost = [float(misfit(np.concatenate([e.samples.mean(0).real, e.samples.mean(0).imag]), obs, m, 1e-6)) for e in (plain, refined)]
+    cost = [float(misfit(np.concatenate([e.samples.mean(0).real, e.samples.mean(0).imag]), obs, m, 1e-6))
+            for e in (plain, refined)]
     assert cost[1] < 0.5 * cost[0]

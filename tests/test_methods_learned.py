@@ -26,7 +26,8 @@ def twin():
 
 def _tracks(twin):
     n_field, n_drifter, n_obs, _ = twin.positions.shape
-    return Tracks(positions=twin.positions.reshape(-1, n_obs, 2), times=np.tile(twin.times[:1], (n_field * n_drifter, 1)),
+    return Tracks(positions=twin.positions.reshape(-1, n_obs, 2),
+                  times=np.tile(twin.times[:1], (n_field * n_drifter, 1)),
                   field=np.repeat(np.arange(n_field), n_drifter), trajectory_id=np.arange(n_field * n_drifter),
                   release=twin.release.reshape(-1, 2))
 
@@ -56,7 +57,8 @@ def test_streaming_prior_bank_equals_a_direct_computation(twin, cache_mb):
     config = EmbedConfig(bank_size=2500, bank_batch=1000, top_k=5, bank_cache_mb=cache_mb)
     scorer = Scorer(None, "cosine", 0.1)
     cands, scores, mean, var = bank_search(query, scale, config, scorer, key)
-    draws = np.concatenate([np.asarray(draw_coefficients(jax.random.fold_in(key, b), jnp.asarray(scale, jnp.float32), 1000))
+    draws = np.concatenate([np.asarray(draw_coefficients(jax.random.fold_in(key, b),
+                                                         jnp.asarray(scale, jnp.float32), 1000))
                             for b in range(3)])[:2500]
     x = to_real(draws).astype(np.float64)
     s = np.asarray(similarity(jnp.asarray(x), jnp.asarray(query, jnp.float64), "cosine", 0.1)).T

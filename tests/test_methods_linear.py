@@ -119,8 +119,8 @@ def test_predictive_noise_floor_calibrates_the_dense_exact_posterior(twin):
         for f in range(2):
             config = LinearConfig(predictive_floor=floor)
             regime = observation_regime(twin.positions[f], twin.times, twin.model, config)
-            mean, cov, info = track_velocity_posterior(twin.positions[f], twin.times, twin.release[f], twin.model, config,
-                                                       regime, np.zeros(18), twin.model.prior_var)
+            mean, cov, info = track_velocity_posterior(twin.positions[f], twin.times, twin.release[f], twin.model,
+                                                       config, regime, np.zeros(18), twin.model.prior_var)
             z = (to_real(twin.coef[f]) - mean) / np.sqrt(np.diag(cov))
             z_rms[floor, f], means[floor, f] = np.sqrt(np.mean(z[keep] ** 2)), mean
         assert info["fd_order"] == 6
@@ -176,7 +176,8 @@ def test_errors_in_variables_whitening_calibrates_many_noisy_drifters(fast_twin)
         z_rms = {}
         for iterations in (0, 2):
             mean, cov, info = displacement_posterior(noisy, tw.times, tw.release[0], tw.model,
-                                                     LinearConfig(eiv_iterations=iterations), np.zeros(18), tw.model.prior_var)
+                                                     LinearConfig(eiv_iterations=iterations), np.zeros(18),
+                                                     tw.model.prior_var)
             z = (to_real(tw.coef[0]) - mean) / np.sqrt(np.diag(cov))
             z_rms[iterations] = np.sqrt(np.mean(z[keep] ** 2))
         assert 0.8e-3 < info["position_noise_std"] < 1.2e-3
@@ -197,8 +198,8 @@ def test_curvature_factor_removes_the_second_order_noise_bias(fast_twin):
     x = to_real(tw.coef[0])
     z_rms, shrink, errors = {}, {}, {}
     for curvature in (False, True):
-        mean, cov, _ = displacement_posterior(noisy, tw.times, tw.release[0], tw.model, LinearConfig(eiv_curvature=curvature),
-                                              np.zeros(18), tw.model.prior_var)
+        mean, cov, _ = displacement_posterior(noisy, tw.times, tw.release[0], tw.model,
+                                              LinearConfig(eiv_curvature=curvature), np.zeros(18), tw.model.prior_var)
         z = (x - mean) / np.sqrt(np.diag(cov))
         z_rms[curvature] = np.sqrt(np.mean(z[k_sq > 0] ** 2))
         high = k_sq == 2

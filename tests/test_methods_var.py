@@ -155,8 +155,8 @@ def test_noise_of_sparse_tracks_is_estimated_from_the_evidence(noise):
     rng = np.random.default_rng(5)
     for f in range(2):
         positions = sparse.positions[f] + noise * rng.normal(size=sparse.positions[f].shape)
-        est = assimilate_var(positions, sparse.times, sparse.release[f], sparse.model, VarConfig(members=4, iterations=10),
-                             jax.random.key(0))
+        est = assimilate_var(positions, sparse.times, sparse.release[f], sparse.model,
+                             VarConfig(members=4, iterations=10), jax.random.key(0))
         assert est.info["sigmas_tried"][0] == VarConfig().sigma_floor and est.info["noise_source"] == "evidence"
         assert 0.65 * noise < est.info["sigma"] < 1.35 * noise, est.info["sigmas_tried"]
 

@@ -112,7 +112,8 @@ def _reductions(u, v, weight, index):
         return nuclr.nuclr_objective(_linear_similarity(weight, u, v), state, index, TAU, n, config, 10, 5)
 
     out = {"grad_batch": jax.grad(lambda w: surrogate(SOGCLR, b, w)[0])(weight),
-           "want_batch": jax.grad(lambda w: TAU * losses.conditional_loss(_linear_similarity(w, u, v) / TAU, 0.7, 1.3))(weight)}
+           "want_batch": jax.grad(lambda w: TAU
+                                  * losses.conditional_loss(_linear_similarity(w, u, v) / TAU, 0.7, 1.3))(weight)}
     n = 50
     c = (n - 1) / (b - 1)
 
@@ -216,7 +217,8 @@ def test_nuclr_resume_from_disk_through_the_cli_is_bit_for_bit(pairs, tmp_path):
              omega=pairs.omega, prior_scale=pairs.prior_scale)
     shutil.copytree(straight, tmp_path / "resumed")
     shutil.rmtree(tmp_path / "resumed" / "checkpoints" / "2")  # interrupted after epoch 1
-    argv = ["train", "--preset", "tiny", "--loss", "nuclr", "--eval-library", "0", "--epochs", "2", "--train", str(data),
+    argv = ["train", "--preset", "tiny", "--loss", "nuclr", "--eval-library", "0", "--epochs", "2", "--train",
+            str(data),
             "--run-dir", str(tmp_path / "resumed"), "--resume", "--no-progress"]
     assert main(argv) == 0
     (step_a, a), (step_b, b) = _leaves(straight), _leaves(tmp_path / "resumed")
@@ -228,9 +230,11 @@ def test_nuclr_resume_from_disk_through_the_cli_is_bit_for_bit(pairs, tmp_path):
     n_state = len(jax.tree.leaves(state))
     saved = dict(zip(_state_paths(state), a[-n_state:]))
     assert saved["coef_anchor/seen"].all() and saved["traj_anchor/seen"].all() and saved["step"] == 6
-    assert np.ptp(saved["coef_anchor/zeta"]) > 0 and saved["coef_anchor/xi"] >= np.max(np.abs(saved["coef_anchor/zeta"]))
+    assert (np.ptp(saved["coef_anchor/zeta"]) > 0
+            and saved["coef_anchor/xi"] >= np.max(np.abs(saved["coef_anchor/zeta"])))
 
 
 def _state_paths(state):
-    return ["/".join(str(getattr(k, "key", k)) for k in path) for path, _ in jax.tree_util.tree_flatten_with_path(state)[0]]
+    return ["/".join(str(getattr(k, "key", k)) for k in path)
+            for path, _ in jax.tree_util.tree_flatten_with_path(state)[0]]
 

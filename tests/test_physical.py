@@ -114,7 +114,8 @@ def test_a_known_shear_current_in_m_per_s_is_recovered_in_m_per_s(tmp_path):
     (tmp_path / "shear.csv").write_text("\n".join(lines) + "\n")
     tracks = read_tracks(tmp_path / "shear.csv", box=BOX, time_scale=2.16e6)
     assert tracks.mapping.box == BOX and np.nanmax(tracks.times) == pytest.approx(t[-1])
-    summary = assimilate_file(tmp_path / "shear.csv", tmp_path / "r.nc", "linear", n_grid=n_grid, box=BOX, time_scale=2.16e6)
+    summary = assimilate_file(tmp_path / "shear.csv", tmp_path / "r.nc", "linear", n_grid=n_grid, box=BOX,
+                              time_scale=2.16e6)
     assert any("steady model" in note for note in summary["notes"])
     res = read_result(tmp_path / "r.nc")
     fu, fv = mapping.velocity_factors(mapping.from_model(0.0, res.y)[1])
@@ -124,4 +125,5 @@ def test_a_known_shear_current_in_m_per_s_is_recovered_in_m_per_s(tmp_path):
         np.testing.assert_allclose(res.fields["v_mean"][0, :, j, :], 0.0, atol=2e-3 * abs(truth))
     # the coefficients stay in model units: the same field evaluated there gives the same m/s
     w = velocity(np.array([0.3, rows[0] / n_grid]), 0.0, res.coef_mean[0], res.k1, res.k2, res.omega)
-    assert float(w[0]) * fu[rows[0]] == pytest.approx(2 * np.pi * np.sin(2 * np.pi * rows[0] / n_grid) * fu[rows[0]], rel=2e-3)
+    assert float(w[0]) * fu[rows[0]] == pytest.approx(2 * np.pi * np.sin(2 * np.pi * rows[0] / n_grid) * fu[rows[0]],
+                                                      rel=2e-3)

@@ -40,9 +40,11 @@ def test_posterior_mean_recovers_coefficients_of_simulated_tracks():
                                  K2.astype(np.float32), OMEGA.astype(np.float32), prior_sd_of(SCALE), 1e-6, 2)
     keep = np.tile(~((K1 == 0) & (K2 == 0)), 2)  # c_(0,0) never moves a drifter: theta_hat = 0 there
     truth = np.concatenate([coef.real, coef.imag], axis=1)
-    cosine = np.sum(est[:, keep] * truth[:, keep], 1) / np.linalg.norm(est[:, keep], axis=1) / np.linalg.norm(truth[:, keep], axis=1)
+    cosine = np.sum(est[:, keep] * truth[:, keep], 1) / np.linalg.norm(est[:, keep],
+                                                                       axis=1) / np.linalg.norm(truth[:, keep], axis=1)
     assert np.all(cosine > 0.95), cosine
     np.testing.assert_allclose(est[:, ~keep], 0.0, atol=1e-6)
     # the estimate of a field is far from the other fields
-    others = np.sum(est[:, None, keep] * truth[None, :, keep], -1) / np.linalg.norm(est[:, keep], axis=1)[:, None] / np.linalg.norm(truth[:, keep], axis=1)[None]
+    others = np.sum(est[:, None, keep] * truth[None, :, keep],
+                    -1) / np.linalg.norm(est[:, keep], axis=1)[:, None] / np.linalg.norm(truth[:, keep], axis=1)[None]
     assert np.all(np.argmax(others, axis=1) == np.arange(4))

@@ -7,6 +7,8 @@ as the least-squares fit (the projection), lagda's own forward model (the Rossby
 coefficients and frequencies), the CF checker and `read_tracks` (the file).
 """
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -39,15 +41,15 @@ def test_interpolation_equals_the_gridded_field_at_grid_points():
 
 def test_interpolation_is_exact_for_one_mode_off_the_grid():
     # psi = A cos(k x + l y + phi), k = 3 (2 pi / L), l = -2 (2 pi / L): u = A l sin(.), v = -A k sin(.)
-    k, l, amp, phi = 3 * 2 * np.pi / L, -2 * 2 * np.pi / L, 7.0, 0.4
+    k, ell, amp, phi = 3 * 2 * np.pi / L, -2 * 2 * np.pi / L, 7.0, 0.4
     x, y = np.meshgrid(CELL, CELL, indexing="xy")
-    ph = jnp.fft.rfftn(amp * np.cos(k * x + l * y + phi))
+    ph = jnp.fft.rfftn(amp * np.cos(k * x + ell * y + phi))
     points = jnp.asarray(np.random.default_rng(0).uniform(-0.3 * L, 1.7 * L, (50, 2)))  # off-grid, beyond one period
     psi = jax.vmap(lambda z: qg.spectral_value(ph, z, GRID))(points)
     uv = jax.vmap(lambda z: qg.spectral_value(qg.spectral_velocity(ph, GRID), z, GRID))(points)
-    phase = k * points[:, 0] + l * points[:, 1] + phi
+    phase = k * points[:, 0] + ell * points[:, 1] + phi
     np.testing.assert_allclose(psi, amp * np.cos(phase), rtol=0, atol=1e-12 * amp)
-    exact_uv = np.stack([amp * l * np.sin(phase), -amp * k * np.sin(phase)], -1)
+    exact_uv = np.stack([amp * ell * np.sin(phase), -amp * k * np.sin(phase)], -1)
     np.testing.assert_allclose(uv, exact_uv, rtol=0, atol=1e-12 * amp * abs(k))
 
 
@@ -132,12 +134,57 @@ def test_projection_is_the_least_squares_fit_and_exact_in_the_basis():
     np.testing.assert_allclose(qg.project(field, k1, k2), solution[: k1.size] + 1j * solution[k1.size :], atol=1e-12)
 
 
+def test_drifters_feel_the_imposed_flow_in_pyqgs_frame():
+    # Galilean invariance: pyqg's frame (U1 = shear, U2 = 0) is the co-moving one (U1 = 0, U2 = -shear) seen from a
+    # frame moving at -U1. From the same state (no spin-up), a drifter in pyqg's frame less U1 t is the co-moving
+    # frame's drifter, and the full truth less U1 is the co-moving truth moved by U1 t, to the model's AB3 error
+    config = qg.tiny("turbulence", n_drifters=4, spin_up_days=0.0, seed=7)
+    full = qg.simulate_qg(config)
+    comoving = qg.simulate_qg(dataclasses.replace(config, background="anomaly"))
+    assert qg.background_velocity(config) == (config.shear, 0.0)
+    assert qg.background_velocity(dataclasses.replace(config, background="anomaly")) == (0.0, 0.0)
+    t = config.obs_interval * np.arange(1, config.n_obs + 1)
+    moved = np.abs(comoving.positions - comoving.release[:, :, None]).max()  # measured 2.9 km in 4 days
+    assert moved > 1e-3 * L and config.shear * t[-1] > 2 * moved
+    shifted = full.positions - np.stack([config.shear * t, 0.0 * t], -1)
+    np.testing.assert_allclose(shifted, comoving.positions, rtol=0, atol=1e-3 * moved)  # measured 1.3e-5
+    kx = 2 * np.pi / L * np.fft.fftfreq(NX, 1.0 / NX)
+    times = config.truth_interval * np.arange(config.n_truth + 1)
+    shift = np.exp(-1j * kx * config.shear * times[:, None, None])  # (truth, 1, nx): x -> x - U1 t
+    move = lambda f: np.fft.ifft(np.fft.fft(f, axis=-1) * shift, axis=-1)
+    for name, offset in (("u", config.shear), ("v", 0.0), ("psi", 0.0)):
+        expected, got = np.real(move(getattr(comoving, name)[0])), getattr(full, name)[0] - offset
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-3 * np.abs(expected).max())  # measured 7e-5
+
+
+@pytest.mark.parametrize("release", ["random", "fixed"])
+def test_window_preset_releases_in_its_central_box(release):
+    # the window: the qg preset's physics and resolution on a domain twice as wide, released in the central quarter
+    config, base = qg.window(release=release, n_drifters=50), qg.turbulence(release=release, n_drifters=50)
+    assert (config.L, config.nx, config.k_max) == (2 * base.L, 2 * base.nx, 2 * base.k_max)
+    assert config.release_box == (0.25, 0.75, 0.25, 0.75) and base.release_box == (0.0, 1.0, 0.0, 1.0)
+    key = jax.random.key(3)
+    points = np.asarray(qg.release_points(config, key)) / config.L
+    # the box's release is the whole domain's, mapped affinely onto the box
+    np.testing.assert_allclose(points, 0.25 + 0.5 * np.asarray(qg.release_points(base, key)) / base.L, rtol=1e-12)
+    assert points.min() >= 0.25 and points.max() <= 0.75
+
+
 @pytest.fixture(scope="module")
 def turbulence_file(tmp_path_factory):
     """A tiny two-layer turbulence file made by the CLI (2 flows, fixed lattice release)."""
     out = tmp_path_factory.mktemp("qg") / "turbulence.nc"
     assert cli.main(["simulate", "--flow", "qg", "--qg-preset", "tiny", "--n-samples", "2", "--n-drifters", "9",
                      "--release", "fixed", "--seed", "7", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def anomaly_file(tmp_path_factory):
+    """The same in the frame moving with the upper layer (the drifters feel the anomaly only), by the CLI."""
+    out = tmp_path_factory.mktemp("qg") / "anomaly.nc"
+    assert cli.main(["simulate", "--flow", "qg", "--qg-preset", "tiny", "--n-samples", "2", "--n-drifters", "9",
+                     "--release", "fixed", "--seed", "7", "--qg-background", "anomaly", "--out", str(out)]) == 0
     return out
 
 
@@ -154,28 +201,41 @@ def test_file_round_trips_through_read_tracks(turbulence_file):
     tracks = read_tracks(turbulence_file)
     assert tracks.positions.shape == (18, config.n_obs, 2) and tracks.n_field == 2
     assert tracks.mapping.coordinates == "projected" and tracks.mapping.time_scale_s == config.time_scale_s
-    np.testing.assert_allclose(tracks.times[0], np.arange(1, config.n_obs + 1) * config.obs_interval / config.time_scale_s)
+    np.testing.assert_allclose(tracks.times[0],
+                               np.arange(1, config.n_obs + 1) * config.obs_interval / config.time_scale_s)
     np.testing.assert_allclose(tracks.release[:9], np.asarray(qg.release_points(config, None)) / L)  # the same lattice
     np.testing.assert_allclose(tracks.release[9:], tracks.release[:9])
     assert tracks.omega is None and tracks.true_coef is None  # turbulence has no frequencies
     with xr.open_dataset(turbulence_file) as ds:
-        assert ds["u"].dims == ("flow", "truth_time", "grid_y", "grid_x") and ds.sizes["truth_time"] == config.n_truth + 1
+        assert (ds["u"].dims == ("flow", "truth_time", "grid_y", "grid_x")
+                and ds.sizes["truth_time"] == config.n_truth + 1)
         assert ds["u"].attrs["units"] == "m s-1" and ds["psi"].attrs["units"] == "m2 s-1"
         assert ds.attrs["qg_regime"] == "turbulence" and ds.attrs["qg_nx"] == NX
+        assert ds.attrs["qg_background"] == "full" and ds.attrs["lagda_qg_format_version"] == "2"
         psi, u, v = (ds[name].values.astype(np.float64) for name in ("psi", "u", "v"))
+        background = np.stack([ds["u_background"].values, ds["v_background"].values])  # (2, flow, truth_time)
         coef = ds["proj_coef_re"].values + 1j * ds["proj_coef_im"].values
         k1, k2 = ds["k1"].values, ds["k2"].values
-    # u = -dpsi/dy, v = dpsi/dx, spectrally (to float32 storage)
-    uv = np.fft.irfftn(np.asarray(qg.spectral_velocity(jnp.fft.rfftn(psi, axes=(-2, -1)), GRID)), s=(NX, NX), axes=(-2, -1))
+    # pyqg's frame: the drifters feel the upper layer's imposed flow U1 = shear, stored as the background
+    np.testing.assert_array_equal(background[0], config.shear)
+    np.testing.assert_array_equal(background[1], 0.0)
+    # u = -dpsi/dy + u_background, v = dpsi/dx + v_background, spectrally (to float32 storage)
+    uv = np.fft.irfftn(np.asarray(qg.spectral_velocity(jnp.fft.rfftn(psi, axes=(-2, -1)), GRID)), s=(NX, NX),
+                       axes=(-2, -1))
+    uv = uv + background[..., None, None]
     scale = np.abs(u).max()
     np.testing.assert_allclose(uv[0], u, atol=1e-5 * scale)
     np.testing.assert_allclose(uv[1], v, atol=1e-5 * scale)
-    np.testing.assert_allclose(coef, qg.project(psi, k1, k2) * config.time_scale_s / L**2, rtol=1e-6, atol=1e-6 * np.abs(coef).max())
-    # the drifters' first displacement agrees with the truth's velocity at the release (3 hours, ~0.5% of L)
+    np.testing.assert_allclose(coef, qg.project(psi, k1, k2) * config.time_scale_s / L**2, rtol=1e-6,
+                               atol=1e-6 * np.abs(coef).max())
+    # the drifters' first displacement agrees with the truth's full velocity at the release (3 hours, ~0.5% of L),
+    # to a tenth of the anomaly's velocity (the background alone is 10 times larger in this young flow)
     first = (tracks.positions[:9, 0] - tracks.release[:9]) * L / config.obs_interval
-    at_release = np.stack([jax.vmap(lambda z: qg.spectral_value(jnp.fft.rfftn(f), z, GRID))(jnp.asarray(tracks.release[:9] * L))
+    at_release = np.stack([jax.vmap(lambda z: qg.spectral_value(jnp.fft.rfftn(f), z, GRID))(
+                               jnp.asarray(tracks.release[:9] * L))
                            for f in (u[0, 0], v[0, 0])], -1)
-    np.testing.assert_allclose(first, at_release, atol=0.1 * np.abs(at_release).max())
+    anomaly = at_release - background[:, 0, 0]
+    np.testing.assert_allclose(first, at_release, atol=0.1 * np.abs(anomaly).max())
 
 
 @pytest.mark.parametrize("kind", ["turbulence", "rossby"])
@@ -209,12 +269,22 @@ def test_cli_writes_history_and_refuses_an_existing_file(turbulence_file, capsys
     (["--obs-interval", "5000"], "obs_interval = 5000.0 s is not a multiple of dt = 3600.0 s"),
     (["--k-max", "8"], "k_max must be in [0, 7] for nx = 16"),
     (["--n-drifters", "0"], "n_flows and n_drifters must be >= 1"),
-], ids=["fourier-flag", "fourier-preset", "obs-interval", "k-max", "drifters"])
+    (["--release-box", "0.5", "0.2", "0", "1"], "release_box must be (x0, x1, y0, y1)"),
+], ids=["fourier-flag", "fourier-preset", "obs-interval", "k-max", "drifters", "release-box"])
 def test_bad_qg_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
     code = cli.main(["simulate", "--flow", "qg", "--qg-preset", "tiny", *argv, "--out", str(tmp_path / "x.nc")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith("lagda simulate: error: ") and message in err[0], err
     assert not list(tmp_path.iterdir())
+
+
+def test_cli_flags_map_onto_the_window_preset():
+    argv = ["simulate", "--flow", "qg", "--qg-preset", "window", "--qg-background", "anomaly",
+            "--release-box", "0.1", "0.6", "0.2", "0.9", "--out", "unused.nc"]
+    args = cli.build_parser().parse_args(argv)
+    args.argv = argv
+    expected = qg.window(background="anomaly", release_box=(0.1, 0.6, 0.2, 0.9))
+    assert cli.qg_config(args) == expected
 
 
 def test_qg_flags_need_flow_qg(tmp_path, capsys):
@@ -234,17 +304,21 @@ def _flows(path, flows, out):
     return out
 
 
-def test_qg_tracks_assimilate_in_a_chosen_basis(turbulence_file, tmp_path, capsys):
-    climatology, test = _flows(turbulence_file, [0], tmp_path / "clim.nc"), _flows(turbulence_file, [1], tmp_path / "test.nc")
+def test_qg_tracks_assimilate_in_a_chosen_basis(anomaly_file, tmp_path, capsys):
+    # the anomaly frame: no background, so the current a basis holds must stay near zero (its climatology's prior)
+    import xarray as xr
+
+    with xr.open_dataset(anomaly_file) as ds:
+        assert ds.attrs["qg_background"] == "anomaly" and not np.any(ds["u_background"].values)
+    climatology, test = _flows(anomaly_file, [0], tmp_path / "clim.nc"), _flows(anomaly_file, [1], tmp_path / "test.nc")
     out = tmp_path / "result.nc"
-    argv = ["assimilate", "--tracks", str(test), "--method", "linear", "--basis", "circular", "--k-max", "3", "--degree", "2",
+    argv = ["assimilate", "--tracks", str(test), "--method", "linear", "--basis", "circular", "--k-max", "3",
+            "--degree", "2",
             "--climatology", str(climatology), "--members", "8", "--out", str(out)]
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
     assert "velocity error against the QG truth" in captured.out and "representation error ou" in captured.out
-    assert "prior: the climatology of" in captured.err
-    import xarray as xr
-
+    assert "prior: the climatology's 1 flow(s)" in captured.err
     from lagda.assimilation.assimilate import assimilate_file
 
     with xr.open_dataset(out) as ds:
@@ -255,10 +329,35 @@ def test_qg_tracks_assimilate_in_a_chosen_basis(turbulence_file, tmp_path, capsy
                                   climatology=climatology, members=8, **options)
         # the truth's fit is the least-squares optimum in the basis on the truth grid and times, so for any
         # estimate in the basis: error^2 = limit^2 + (its distance to the fit)^2 (relative to |truth|^2 and |fit|^2)
-        error, to_fit, limit = (summary[k] for k in ("velocity_error_vs_truth", "velocity_error_vs_projection", "projection_limit"))
-        # strong-constraint var assumes the flow lies in the basis: it fits the unresolved scales (no bound on its error)
+        error, to_fit, limit = (summary[k] for k in ("velocity_error_vs_truth", "velocity_error_vs_projection",
+                                                     "projection_limit"))
+        # strong-constraint var assumes the flow lies in the basis: it fits the unresolved scales
+        # (no bound on its error)
         assert limit < error and (method != "linear" or error < 1.0), (method, error)
         assert error**2 == pytest.approx(limit**2 + to_fit**2 * (1 - limit**2), rel=1e-6)
+
+
+def test_a_basis_without_climatology_records_its_choices(turbulence_file, tmp_path, capsys):
+    """No --climatology: linear chooses the prior's spectrum and the OU error model from the tracks, says so in the
+    notes, the printed diagnostics and the result file, and is never worse than the prior mean (zero, error 1)."""
+    import json
+
+    import xarray as xr
+
+    test, out = _flows(turbulence_file, [1], tmp_path / "test.nc"), tmp_path / "r.nc"
+    argv = ["assimilate", "--tracks", str(test), "--method", "linear", "--basis", "circular", "--k-max", "3",
+            "--degree", "1", "--members", "4", "--out", str(out)]
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    assert "chosen from the tracks (no --climatology)" in captured.err
+    assert "prior and error from the tracks: OU tau" in captured.out and "CV ratio" in captured.out
+    with xr.open_dataset(out) as ds:
+        (info,) = json.loads(ds.attrs["diagnostics"])
+    assert info["representation_time_source"] == "cross-validation" and len(info["error_model_table"]) == 12
+    spectrum = info["prior_log_spectrum"]
+    assert set(spectrum) == {"a_per_degree", "b", "c", "k0"} and len(spectrum["a_per_degree"]) == 2
+    error = float(captured.out.split("against the QG truth (relative L2 over its grid, times and flows): ")[1][:5])
+    assert error <= 1.0 + 1e-3 and (error < 1.0) != info["zero_guard"]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -278,3 +377,49 @@ def test_rossby_file_assimilates_with_its_frequencies(rossby_file, tmp_path, cap
                      "--out", str(tmp_path / "r.nc")]) == 0
     captured = capsys.readouterr()
     assert "frequencies omega_k from the track file" in captured.err and "velocity_rel_l2" in captured.out
+
+
+def test_tracks_whose_mapping_was_inferred_take_the_climatologys(turbulence_file, tmp_path):
+    """Tracks in metres written without lagda's mapping (another tool's file) get an inferred box and time scale;
+    a climatology's own mapping replaces them (its prior is per its box length and time unit), a stored one stays."""
+    import dataclasses
+
+    from lagda.assimilation.basis import adopt_climatology_mapping
+    from lagda.io.physical import infer_mapping
+    from lagda.io.tracks import remap_tracks
+
+    climatology = read_tracks(_flows(turbulence_file, [0], tmp_path / "clim.nc"))
+    stored = read_tracks(_flows(turbulence_file, [1], tmp_path / "test.nc"))
+    m = stored.mapping
+    fixes = np.stack(m.from_model(stored.positions[..., 0], stored.positions[..., 1]), axis=-1)
+    inferred = infer_mapping(list(fixes), list(m.time_from_model(stored.times)), "projected")
+    assert set(inferred.inferred) == {"box", "time_origin", "time_scale"} and inferred.box != m.box
+    plain = remap_tracks(stored, inferred)
+    adopted, notes = adopt_climatology_mapping(plain, climatology)
+    assert len(notes) == 1 and notes[0].startswith("mapping adopted from the climatology") and notes[0] in adopted.notes
+    assert adopted.mapping.box == m.box and adopted.mapping.time_scale_s == m.time_scale_s  # the same model domain
+    np.testing.assert_allclose(adopted.positions, stored.positions, atol=1e-12)
+    first = np.nanmin(stored.times)  # the inferred time origin is the first fix, not the release
+    np.testing.assert_allclose(adopted.times, stored.times - first, atol=1e-12)
+    assert adopt_climatology_mapping(stored, climatology) == (stored, [])  # a mapping the file states is kept
+    given = dataclasses.replace(plain, mapping=dataclasses.replace(plain.mapping, inferred=("time_origin",)))
+    assert adopt_climatology_mapping(given, climatology) == (given, [])  # box and time scale given by the user
+
+
+def test_the_background_current_is_recovered_in_a_chosen_basis(turbulence_file, tmp_path):
+    """Drifters feel pyqg's background U1 (here 10 times the tiny flow's anomaly): the basis's uniform current holds
+    it, so linear recovers the full velocity, and its degree-0 current is U1 in model units (U1 T / L)."""
+    from lagda.assimilation.assimilate import assimilate_file
+    from lagda.io.results import read_result
+
+    climatology, test = (_flows(turbulence_file, [0], tmp_path / "clim.nc"),
+                         _flows(turbulence_file, [1], tmp_path / "t.nc"))
+    summary = assimilate_file(test, tmp_path / "r.nc", "linear", basis="circular", k_max=3, degree=2,
+                              climatology=climatology, members=8)
+    assert summary["velocity_error_vs_truth"] < 0.5  # the prior mean, zero, errs 1
+    config = qg.tiny("turbulence")
+    result = read_result(tmp_path / "r.nc")
+    current = result.coef_mean[0, result.time_basis.current > 0]  # degrees 0..2 of the current
+    u1 = qg.background_velocity(config)[0] * config.time_scale_s / config.L
+    # U to 5%; V (zero) to the anomaly's RMS speed, about U1 / 10, which the 9 drifters sample for 4 days
+    assert abs(current[0].real / u1 - 1) < 0.05 and abs(current[0].imag) < 0.1 * u1

@@ -1,7 +1,11 @@
-"""The README's Python example runs as written, and its two commands are the ones CI runs."""
+"""The README: its Python example runs as written, its two commands are the ones CI runs, every `lagda` command
+in it is a valid command of today's CLI, and it stays short."""
 
 import pathlib
 import re
+import shlex
+
+import pytest
 
 README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
 
@@ -27,3 +31,28 @@ def test_two_commands_are_there():
     assert "pytest" in commands[1] and "pip install" in commands[1]
     ci = (README.parent / ".ci" / "run").read_text()
     assert "python -m pytest -q" in ci and 'pip install --quiet -e ".[test]"' in ci
+
+
+def _lagda_commands() -> list[str]:
+    """Returns every `lagda ...` command line of the README's bash blocks (comments dropped)."""
+    lines = [line.split("  #")[0].strip() for block in _blocks("bash") for line in block.splitlines()]
+    return [line for line in lines if line.startswith("lagda ")]
+
+
+def test_every_lagda_command_is_a_valid_command():
+    from lagda.cli import _given_method_options, build_parser
+
+    commands = _lagda_commands()
+    assert {c.split()[1] for c in commands} >= {"simulate", "train", "evaluate", "assimilate"}
+    parser = build_parser()
+    for command in commands:
+        try:
+            args = parser.parse_args(shlex.split(command)[1:])
+        except SystemExit:
+            pytest.fail(f"the README's command does not parse: {command}")
+        if args.command == "assimilate":
+            _given_method_options(args)  # every method setting given applies to the method
+
+
+def test_readme_is_short():
+    assert len(README.read_text().splitlines()) <= 300

@@ -1,5 +1,7 @@
 """Assimilation results: gridded posterior moments against closed forms, file round trip."""
 
+import dataclasses
+
 import netCDF4
 import numpy as np
 import pytest
@@ -38,7 +40,8 @@ def test_symmetric_two_member_std_is_the_perturbation_field(batch):
     c0, d = _complex(rng, (1, 9)), _complex(rng, (1, 9))
     post = Posterior(np.stack([c0 + d, c0 - d], axis=1), np.full((1, 2), 0.5), "test")
     out = grid_posterior(post, K1, K2, OMEGA, TIMES, N, batch=batch)
-    for name, f0, fd in zip(("psi", "u", "v"), grid_fields(c0, K1, K2, OMEGA, TIMES, N), grid_fields(d, K1, K2, OMEGA, TIMES, N)):
+    for name, f0, fd in zip(("psi", "u", "v"), grid_fields(c0, K1, K2, OMEGA, TIMES, N),
+                            grid_fields(d, K1, K2, OMEGA, TIMES, N)):
         np.testing.assert_allclose(out[f"{name}_mean"], f0, atol=1e-10)
         np.testing.assert_allclose(out[f"{name}_std"], np.abs(fd), atol=1e-10)
 
@@ -162,7 +165,8 @@ def test_figure_shows_true_and_recovered_psi_on_one_scale_with_their_error(tmp_p
     psi_mean = res.fields["psi_mean"][1, 1]
     # psi is drawn without its spatial mean (mode (0, 0), which moves no drifter)
     np.testing.assert_allclose(true_im.get_array(), psi_true - psi_true.mean(), atol=1e-12)
-    np.testing.assert_allclose(error_im.get_array(), (psi_mean - psi_mean.mean()) - (psi_true - psi_true.mean()), atol=1e-12)
+    np.testing.assert_allclose(error_im.get_array(), (psi_mean - psi_mean.mean()) - (psi_true - psi_true.mean()),
+                               atol=1e-12)
     assert np.max(np.abs(error_im.get_array())) <= error_im.get_clim()[1]  # nothing clipped
     titles = [ax.get_title() for ax in assimilation_figure(res, truth=None, field=1).axes if ax.get_title()]
     assert titles == ["posterior mean psi and velocity", "posterior std of velocity"]  # no truth: no true, no error
@@ -174,7 +178,8 @@ def test_figure_shows_true_and_recovered_psi_on_one_scale_with_their_error(tmp_p
 def test_cli_assimilate_missing_tracks_is_one_line_exit_2(tmp_path, capsys):
     from lagda.cli import main
 
-    code = main(["assimilate", "--tracks", str(tmp_path / "none.nc"), "--method", "enkf", "--out", str(tmp_path / "r.nc")])
+    code = main(["assimilate", "--tracks", str(tmp_path / "none.nc"), "--method", "enkf", "--out",
+                 str(tmp_path / "r.nc")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and err.startswith("lagda assimilate: error: no such track file")
     assert not list(tmp_path.iterdir())
@@ -184,14 +189,17 @@ def test_cli_assimilate_bad_method_and_existing_output(tmp_path, capsys):
     from lagda.cli import main
 
     (tmp_path / "t.csv").write_text("id,time,x,y\n")
-    code = main(["assimilate", "--tracks", str(tmp_path / "t.csv"), "--method", "magic", "--out", str(tmp_path / "r.nc")])
+    code = main(["assimilate", "--tracks", str(tmp_path / "t.csv"), "--method", "magic", "--out",
+                 str(tmp_path / "r.nc")])
     assert code == 2 and "invalid choice: 'magic'" in capsys.readouterr().err
     (tmp_path / "r.nc").write_text("keep me")
-    code = main(["assimilate", "--tracks", str(tmp_path / "t.csv"), "--method", "enkf", "--out", str(tmp_path / "r.nc")])
+    code = main(["assimilate", "--tracks", str(tmp_path / "t.csv"), "--method", "enkf", "--out",
+                 str(tmp_path / "r.nc")])
     err = capsys.readouterr().err
     assert code == 2 and "--overwrite" in err and err.count("\n") == 1
     assert (tmp_path / "r.nc").read_text() == "keep me"
-    code = main(["assimilate", "--tracks", str(tmp_path / "t.csv"), "--model", str(tmp_path / "norun"), "--out", str(tmp_path / "s.nc")])
+    code = main(["assimilate", "--tracks", str(tmp_path / "t.csv"), "--model", str(tmp_path / "norun"), "--out",
+                 str(tmp_path / "s.nc")])
     assert code == 2 and "no such model run directory" in capsys.readouterr().err
 
 
@@ -229,8 +237,8 @@ def test_cli_assimilate_method_options_are_validated(tmp_path, capsys):
     from lagda.cli import main
 
     (tmp_path / "t.csv").write_text("id,time,x,y\n")
-    for flag, value, message in (("--noise-std", "-1", "noise_std must be >= 0"), ("--bank-size", "0", "bank_size must be in"),
-                                 ("--top-k", "0", "top_k must be in")):
+    for flag, value, message in (("--noise-std", "-1", "noise_std must be >= 0"),
+                                 ("--bank-size", "0", "bank_size must be in"), ("--top-k", "0", "top_k must be in")):
         code = main(["assimilate", "--tracks", str(tmp_path / "t.csv"), flag, value, "--out", str(tmp_path / "r.nc")])
         err = capsys.readouterr().err
         assert code == 2 and message in err and err.count("\n") == 1
@@ -244,8 +252,37 @@ def test_cli_assimilate_learned_method_defaults_to_the_shipped_model(tmp_path, c
     from lagda.demo import shipped
     from lagda.learning.model import run_identity
 
-    code = main(["assimilate", "--tracks", str(shipped("example_tracks.nc")), "--method", "retrieve", "--bank-size", "2000",
+    code = main(["assimilate", "--tracks", str(shipped("example_tracks.nc")), "--method", "retrieve", "--bank-size",
+                 "2000",
                  "--top-k", "4", "--n-grid", "4", "--out", str(tmp_path / "r.nc")])
     assert code == 0 and "wrote" in capsys.readouterr().out
     with netCDF4.Dataset(tmp_path / "r.nc") as nc:  # the run is recorded by name and content hash
         assert nc.model_run == run_identity(shipped("learned")) and nc.dimensions["rank"].size == 4
+
+
+def test_result_times_daily_for_physical_tracks_a_count_or_a_step():
+    from lagda.assimilation.fields import MAX_TIMES, result_times
+    from lagda.io.physical import Mapping
+
+    day = 86400.0
+    times = np.tile(np.arange(1, 24 * 60 + 1) * 3600.0 / (600 * day), (2, 1))  # hourly over 60 days, T = 600 days
+    tracks = Tracks(np.zeros((2, times.shape[1], 2)), times, np.zeros(2, np.int64), np.arange(2),
+                    mapping=Mapping((0.0, 1e6, 0.0, 1e6), "projected", 0.0, 600 * day))
+    daily, note = result_times(tracks)
+    np.testing.assert_allclose(daily * 600, np.arange(61))  # days 0..60: whole days from the window's start
+    assert note.startswith("grid times daily")
+    six_hourly, _ = result_times(tracks, "6h")
+    np.testing.assert_allclose(np.diff(six_hourly) * 600 * day, 6 * 3600.0)
+    assert len(six_hourly) == 241  # a step asked for may give more than the default cap
+    with pytest.raises(ValueError, match="choose a longer step"):
+        result_times(tracks, "1min")
+    assert len(result_times(tracks, "12")[0]) == 12 and result_times(tracks, 5)[0][-1] == times.max()
+    long = dataclasses.replace(tracks, times=times * 4)  # a 240-day window: every 2 days, at most MAX_TIMES
+    assert len(result_times(long)[0]) <= MAX_TIMES and "every 2 days" in result_times(long)[1]
+    model = dataclasses.replace(tracks, mapping=None)
+    assert len(result_times(model)[0]) == 11
+    for bad in ("6x", "1", "0h"):
+        with pytest.raises(ValueError):
+            result_times(tracks if bad != "1" else model, bad)
+    with pytest.raises(ValueError, match="physical tracks"):
+        result_times(model, "6h")

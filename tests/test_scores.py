@@ -1,4 +1,5 @@
-"""Scores on hand-made cases: the truth scores zero error and full calibration, known perturbations their known error."""
+"""Scores on hand-made cases: the truth scores zero error and full calibration, known perturbations their
+known error."""
 
 import dataclasses
 
@@ -33,7 +34,8 @@ def case():
     truth = 0.05 * (rng.normal(size=(2, 9)) + 1j * rng.normal(size=(2, 9)))
     release = rng.uniform(size=(3, 2))
     field = np.array([0, 0, 1])
-    pos = np.asarray(simulate_tracks(jnp.asarray(truth[field]), jnp.asarray(release[:, None]), K1, K2, OMEGA, DT, N_OBS, 1))[:, 0].copy()
+    pos = np.asarray(simulate_tracks(jnp.asarray(truth[field]), jnp.asarray(release[:, None]), K1, K2, OMEGA, DT,
+                                     N_OBS, 1))[:, 0].copy()
     times = np.broadcast_to(DT * np.arange(1, N_OBS + 1), (3, N_OBS)).copy()
     times[2, 25:] = np.nan  # a shorter track
     pos[2, 25:] = np.nan
@@ -67,7 +69,8 @@ def test_scaled_truth_has_known_relative_velocity_error(case):
     truth, tracks = case
     eps = 0.3
     times = np.array([0.0, 0.02, 0.06])
-    np.testing.assert_allclose(velocity_field_error(truth, (1 + eps) * truth, K1, K2, OMEGA, times, N_GRID), eps, rtol=1e-10)
+    np.testing.assert_allclose(velocity_field_error(truth, (1 + eps) * truth, K1, K2, OMEGA, times, N_GRID), eps,
+                               rtol=1e-10)
     np.testing.assert_allclose(track_velocity_error(truth, (1 - eps) * truth, tracks, K1, K2, OMEGA), eps, rtol=1e-10)
     post = Posterior(((1 + eps) * truth)[:, None, :], np.ones((2, 1)), "scaled")
     scores = score_posterior(post, tracks, K1, K2, OMEGA, DT, n_grid=N_GRID)

@@ -126,20 +126,23 @@ def test_few_steps_on_a_sparse_problem_beat_chance(pairs):
     step = make_train_step(config, 80)
     coef, positions = jnp.asarray(pairs.coef), jnp.asarray(pairs.positions)
     for i in range(80):
-        params, opt_state, loss = step(graphdef, params, buffers, opt_state, coef, positions, None, regime_key(config, 0, i))
+        params, opt_state, loss = step(graphdef, params, buffers, opt_state, coef, positions, None,
+                                       regime_key(config, 0, i))
     encoder = nnx.merge(graphdef, params, buffers).encoder
     mask = np.zeros(pairs.positions.shape[:3], bool)
     mask[:, 0, ::5] = True  # the fixed-release drifter, every 5th observation
     emb = embed_tracks(encoder, pairs.positions, 64, mask=mask)
     keep = jnp.asarray(similarity_mask(pairs.k1, pairs.k2, True))
-    scores = retrieval_metrics(embed_coefficients(coef) * keep[None], jnp.asarray(emb) * keep[None], ks=(1,), batch_size=64)
+    scores = retrieval_metrics(embed_coefficients(coef) * keep[None], jnp.asarray(emb) * keep[None], ks=(1,),
+                               batch_size=64)
     assert binom.sf(11, 64, 1 / 64) < 1e-8
     hits = [round(64 * float(scores[f"{d}/R@1"])) for d in ("coef_to_traj", "traj_to_coef")]
     assert min(hits) >= 12, hits
 
 
 def test_mixture_run_resumes_bit_for_bit_and_loads(pairs, tmp_path):
-    settings = dict(regime="mixture", batch_size=32, eval_library=0, warmup=0, cosine_decay=False)  # lr independent of epochs
+    settings = dict(regime="mixture", batch_size=32, eval_library=0, warmup=0,
+                    cosine_decay=False)  # lr independent of epochs
     config = learned(epochs=2, **settings)
     train(config, pairs, None, tmp_path / "straight", progress=False)
     train(learned(epochs=1, **settings), pairs, None, tmp_path / "split", progress=False)

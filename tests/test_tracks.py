@@ -31,7 +31,8 @@ def _tracks(lengths=(5, 3, 4), fields=(0, 0, 1), ids=("a", "b", "c"), shared_tim
     for i, n in enumerate(lengths):
         pos[i, :n] = 0.5 + np.cumsum(rng.normal(scale=0.1, size=(n, 2)), axis=0)
         time[i, :n] = 2 * DT * np.arange(1, n + 1)
-    return Tracks(pos, time, np.array(fields, np.int64), np.array(ids), release=rng.uniform(size=(len(lengths), 2)), **truth)
+    return Tracks(pos, time, np.array(fields, np.int64), np.array(ids), release=rng.uniform(size=(len(lengths), 2)),
+                  **truth)
 
 
 def assert_same(a: Tracks, b: Tracks, release=True):
@@ -148,7 +149,8 @@ def test_missing_field_means_one_field_per_trajectory(tmp_path):
 def _lagda_dataset(n_sample=3, n_drifter=2, n_obs=6):
     """Returns a schema-valid lagda dataset (simulate.schema.to_dataset) with random contents."""
     rng = np.random.default_rng(1)
-    config = small(n_samples=n_sample, n_drifters=n_drifter, t_final=n_obs * DT, k1_min=-1, k1_max=1, k2_min=-1, k2_max=1)
+    config = small(n_samples=n_sample, n_drifters=n_drifter, t_final=n_obs * DT, k1_min=-1, k1_max=1, k2_min=-1,
+                   k2_max=1)
     k1, k2 = rectangular_modes((-1, 1), (-1, 1))
     return to_dataset(config, k1=k1, k2=k2, omega=rng.normal(size=9), prior_scale=np.ones(9),
                       coef=rng.normal(size=(n_sample, 9)) + 1j * rng.normal(size=(n_sample, 9)),

@@ -80,7 +80,8 @@ def test_physics_run_starts_from_theta_hat_and_keeps_its_constants(runs, pairs):
     estimate = np.asarray(encoder.physics_estimate(jnp.asarray(pairs.positions[:4, 0])))
     truth = np.concatenate([pairs.coef.real, pairs.coef.imag], axis=1)[:4]
     keep = np.tile(~((pairs.k1 == 0) & (pairs.k2 == 0)), 2)
-    cosine = np.sum(estimate[:, keep] * truth[:, keep], 1) / np.linalg.norm(estimate[:, keep], axis=1) / np.linalg.norm(truth[:, keep], axis=1)
+    cosine = np.sum(estimate[:, keep] * truth[:, keep],
+                    1) / np.linalg.norm(estimate[:, keep], axis=1) / np.linalg.norm(truth[:, keep], axis=1)
     assert np.all(cosine > 0.9), cosine
     emb = embed_tracks(encoder, pairs.positions, batch_size=16)  # 24 fields: one padded batch
     all_truth = np.concatenate([pairs.coef.real, pairs.coef.imag], axis=1)
@@ -91,7 +92,8 @@ def test_physics_run_starts_from_theta_hat_and_keeps_its_constants(runs, pairs):
 def test_nan_loss_stops_and_keeps_last_checkpoint(runs, pairs):
     run = runs / "one_epoch"
     poisoned = PairedData(**{**vars(pairs), "positions": np.full_like(pairs.positions, np.nan)})
-    with pytest.raises(TrainingDiverged, match=r"loss became nan at epoch 2 step 1; the last good checkpoint \(epoch 1\)"):
+    with pytest.raises(TrainingDiverged,
+                       match=r"loss became nan at epoch 2 step 1; the last good checkpoint \(epoch 1\)"):
         train(PHYSICS, poisoned, None, run, resume=True, progress=False)
     mngr = checkpoint.manager(run / "checkpoints", 2)
     assert mngr.latest_step() == 1

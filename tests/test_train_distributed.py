@@ -66,7 +66,8 @@ def _losses(run_dir: pathlib.Path) -> np.ndarray:
 
 
 def test_two_processes_train_like_one_and_resume_after_a_restart(tmp_path):
-    _wait(_start(1, tmp_path / "single", epochs=3, resume=False) + _start(2, tmp_path / "multi", epochs=2, resume=False))
+    _wait(_start(1, tmp_path / "single", epochs=3, resume=False)
+          + _start(2, tmp_path / "multi", epochs=2, resume=False))
     assert _losses(tmp_path / "multi").shape == (2,)  # one line per epoch: process 0 alone logs
     _wait(_start(2, tmp_path / "multi", epochs=3, resume=True))  # all processes restarted
     single, multi = _losses(tmp_path / "single"), _losses(tmp_path / "multi")

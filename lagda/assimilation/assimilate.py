@@ -45,7 +45,7 @@ def assimilate(tracks: Tracks, method: Method | str, model: FlowModel, key=None,
 def assimilate_file(tracks_path, out_path, method: str = "hybrid", run_dir=None, n_grid: int = 32, plot=None,
                     overwrite: bool = False, seed: int = 0, dt: float | None = None, box=None,
                     time_scale: float | None = None, basis: str | None = None, k_max: float = 12, degree: int = 3,
-                    climatology=None, **method_options) -> dict:
+                    climatology=None, times: int | str | None = None, **method_options) -> dict:
     """Returns a summary dict after assimilating a track file and writing the result netCDF.
 
     Reads `tracks_path` (lagda.io.formats.read_tracks), finds the model (`model_settings`, or the
@@ -76,6 +76,8 @@ def assimilate_file(tracks_path, out_path, method: str = "hybrid", run_dir=None,
         dt: RK4 step (default: the run's, else the file's dt attribute, else guessed; see model_settings).
         box: (west, east, south, north) of physical tracks (default: the file's, else inferred).
         time_scale: seconds per model time unit for physical tracks (default: the file's, else inferred).
+        times: the result's grid times (fields.result_times): None (daily for physical tracks, else 11 over the
+            window), a count, or a step such as "6h" for physical tracks.
         method_options: fields of the method's config (members, top_k, ...; the previous release's names
             are accepted with a note).
     Raises:
@@ -86,8 +88,7 @@ def assimilate_file(tracks_path, out_path, method: str = "hybrid", run_dir=None,
 
     import jax
 
-    from lagda.assimilation.fields import posterior_result
-    from lagda.assimilation.scores import window_times
+    from lagda.assimilation.fields import posterior_result, result_times
     from lagda.io.formats import read_tracks
     from lagda.io.results import write_result
     from lagda.io.tracks import check_fits_model
@@ -100,6 +101,7 @@ def assimilate_file(tracks_path, out_path, method: str = "hybrid", run_dir=None,
         raise ValueError(f"--basis: {method} compares tracks with a trained model's flows, which have no time basis: "
                          "use --method linear, var or enkf")
     method_obj = make_method(method, method_options, run_dir)
+    method_obj.progress = True  # a file's user waits: the slow methods show how far they are
     with python_warnings.catch_warnings(record=True) as caught:  # the reader's assumptions become summary warnings
         python_warnings.simplefilter("always")
         tracks = read_tracks(tracks_path, box=box, time_scale=time_scale)
@@ -109,16 +111,21 @@ def assimilate_file(tracks_path, out_path, method: str = "hybrid", run_dir=None,
             model = model_settings(tracks, run_dir, dt)
             warnings = read_warnings + check_fits_model(tracks, model.dt, model.k1, model.k2, model.omega)
         else:
-            from lagda.assimilation.basis import basis_model
+            from lagda.assimilation.basis import adopt_climatology_mapping, basis_model
 
-            model = basis_model(tracks, basis, k_max, degree, climatology, dt)
+            clim = None if climatology is None else read_tracks(climatology)
+            if clim is not None:
+                tracks, _ = adopt_climatology_mapping(tracks, clim)  # its note joins tracks.notes
+                tracks = dataclasses.replace(tracks, notes=tracks.notes + (f"climatology: {os.fspath(climatology)}",))
+            model = basis_model(tracks, basis, k_max, degree, clim, dt)
             warnings = read_warnings + check_fits_model(tracks, model.dt)  # a chosen basis: the times only
-        notes = tuple(tracks.notes) + model.notes + method_obj.notes
+        grid_times, times_note = result_times(tracks, times)
+        notes = tuple(tracks.notes) + model.notes + method_obj.notes + (times_note,)
         posterior = method_obj(tracks, model, jax.random.key(seed))
         attrs = {"assim_config": json.dumps(dataclasses.asdict(method_obj.config)), "model_run": _run_name(run_dir),
                  "seed": int(seed), "dt": float(model.dt), "settings_notes": json.dumps(list(notes)),
                  "read_warnings": json.dumps(read_warnings)}
-        result = posterior_result(posterior, model, window_times(tracks), n_grid, tracks, attrs)
+        result = posterior_result(posterior, model, grid_times, n_grid, tracks, attrs)
         write_result(out_path, result)
         summary = {"method": method, "fields": tracks.n_field, "seconds": float(np.sum(posterior.seconds)),
                    "notes": list(notes), "warnings": list(warnings),

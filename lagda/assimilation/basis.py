@@ -3,25 +3,29 @@ polynomials in time over the tracks' window, with its prior from a truth climato
 
 For flows that are not lagda's own (no known frequencies, more scales): psi(z, t) = Re sum_{k, p}
 c_kp L_p(s) exp(2 pi i k.z), s = 2 t / t_end - 1 over the window [0, t_end] of the tracks
-(simulate.flow.in_time). The velocity stays linear in the coefficients, so every classical method
+(simulate.flow.in_time), plus the uniform current (U_p, V_p) L_p(s) that every box of the ocean has
+(simulate.flow's current modes, first in the model). The velocity stays linear in the coefficients,
+so every classical method
 applies. The prior std of c_kp and the variance of the velocity the basis leaves out (the linear
 method's representation error) come from a climatology: a QG truth file of other flows of the same
 model (simulate.qg.projection: the truth's least-squares fit in the basis, pooled over wavenumber
-shells and degrees). Without one the prior is the generator's spectrum shape at the tracks' RMS speed
-(the same energy in every degree) and the representation error is estimated from the tracks; both
-are notes.
+shells and degrees). Without one the linear method chooses the prior's spectrum and the representation
+error from the tracks (methods.prior_search); the other methods take the generator's spectrum shape at
+the tracks' RMS speed (the same energy in every degree); both are notes.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from lagda.assimilation.model import FlowModel, flow_model, resolve_dt, to_real
-from lagda.io.formats import read_tracks
 from lagda.io.tracks import Tracks
 from simulate.flow import circular_modes, in_time, rectangular_modes
 
 BASES = ("circular", "rectangular")
+CURRENT_FLOOR = 0.1  # the current's prior std per degree is at least this fraction of the climatology's RMS speed
 
 
 def spatial_modes(basis: str, k_max: float):
@@ -41,36 +45,93 @@ def spatial_modes(basis: str, k_max: float):
     return rectangular_modes((-m, m), (-m, m))
 
 
-def basis_model(tracks: Tracks, basis: str, k_max: float, degree: int, climatology=None,
+def adopt_climatology_mapping(tracks: Tracks, climatology: Tracks) -> tuple[Tracks, list[str]]:
+    """Returns (the tracks in the climatology's mapping where theirs was inferred, notes).
+
+    A climatology's prior and representation error are per box length and model time unit of its own
+    mapping, so tracks whose box or time scale was inferred (not given, not in their file) take the
+    climatology's: its time scale, and its box when the tracks lie inside it (the same model domain), else
+    a box of its side lengths centred on the tracks. A mapping the user set is kept (and checked later).
+    """
+    mine, theirs = tracks.mapping, climatology.mapping
+    if mine is None or theirs is None or not {"box", "time_scale"} & set(mine.inferred):
+        return tracks, []
+    from lagda.io.physical import box_of_size
+    from lagda.io.tracks import remap_tracks
+
+    box, scale, inferred = mine.box, mine.time_scale_s, set(mine.inferred)
+    if "box" in inferred:
+        fixes = np.stack(mine.from_model(tracks.positions[..., 0], tracks.positions[..., 1]), axis=-1)
+        west, east, south, north = theirs.box
+        inside = theirs.coordinates == mine.coordinates and np.all(
+            (np.nan_to_num(fixes[..., 0], nan=west) >= west) & (np.nan_to_num(fixes[..., 0], nan=west) <= east)
+            & (np.nan_to_num(fixes[..., 1], nan=south) >= south) & (np.nan_to_num(fixes[..., 1], nan=south) <= north))
+        box = theirs.box if inside else box_of_size(mine.centre, theirs.lengths_m, mine.coordinates)
+    if "time_scale" in inferred:
+        scale = theirs.time_scale_s
+    adopted = dataclasses.replace(mine, box=tuple(float(b) for b in box), time_scale_s=float(scale),
+                                  inferred=tuple(sorted(inferred - {"box", "time_scale"})))
+    note = ("mapping adopted from the climatology (the tracks' "
+            f"{' and '.join(sorted({'box', 'time_scale'} & inferred))} "
+            f"were inferred): {adopted.describe()}")
+    remapped = remap_tracks(tracks, dataclasses.replace(adopted, notes=adopted.notes + (note,)))
+    return dataclasses.replace(remapped, notes=remapped.notes + (note,)), [note]
+
+
+def basis_model(tracks: Tracks, basis: str, k_max: float, degree: int, climatology: Tracks | None = None,
                 dt: float | None = None) -> FlowModel:
     """Returns the `FlowModel` of `basis` with k_max and Legendre degree over the tracks' window.
 
     Args:
         tracks: lagda.io.tracks.Tracks (model units; the mapping of physical tracks applied).
-        climatology: path of a QG truth file (lagda simulate --flow qg) of other flows, or None.
+        climatology: the tracks of a QG truth file (lagda simulate --flow qg, read by read_tracks: its gridded
+            truth in `gridded_truth`) of other flows, or None.
         dt: RK4 step (var, enkf), default the file's dt attribute, else guessed from the times (a note).
     Raises:
         ValueError: for a bad basis, k_max or degree, tracks without a time after 0, or a
             climatology in another mapping (box or time scale) than the tracks.
     """
+    from simulate.qg.projection import with_current
+
     if degree < 0:
         raise ValueError(f"degree must be >= 0, got {degree}")
     k1, k2 = spatial_modes(basis, k_max)
     t_end = float(np.nanmax(tracks.times))
     if not t_end > 0:
         raise ValueError("the tracks have no time after 0: no window for the time basis")
-    e1, e2, omega, time = in_time(k1, k2, np.zeros(len(k1)), degree, 0.0, t_end)
-    notes = [f"flow basis: {basis} modes k_max {k_max:g} ({len(k1)} spatial modes) x Legendre degrees 0..{degree} "
-             f"in time over the window [0, {t_end:.6g}] model time: {len(e1)} modes"]
-    unresolved = None
+    e1, e2, omega, time = in_time(*with_current(k1, k2)[:2], np.zeros(len(k1) + 1), degree, 0.0, t_end,
+                                  with_current(k1, k2)[2])
+    notes = [f"flow basis: the uniform current and {basis} modes k_max {k_max:g} ({len(k1)} spatial modes) x "
+             f"Legendre degrees 0..{degree} in time over the window [0, {t_end:.6g}] model time: {len(e1)} modes"]
+    unresolved, search = None, None
     if climatology is None:
         scale, note = _track_prior(tracks, k1, k2, degree)
-        notes.append(note)
+        search, search_note = _prior_search(tracks, t_end)
+        notes += [note, search_note]
     else:
         scale, rep_var, rep_time, clim_notes = _climatology(climatology, tracks, k1, k2, degree, t_end)
         unresolved, notes = (rep_var, rep_time), notes + clim_notes
     dt, dt_notes = resolve_dt(tracks, dt)
-    return flow_model(e1, e2, omega, scale, dt, time, unresolved, notes + dt_notes)
+    return flow_model(e1, e2, omega, scale, dt, time, unresolved, notes + dt_notes, search)
+
+
+def _prior_search(tracks: Tracks, t_end: float):
+    """Returns (PriorSearch, note): the linear method's search of the prior and error model, its grids in days
+    (the mapping's, else a 60-day window's: model-unit tracks have no physical time)."""
+    from lagda.assimilation.methods.prior_search import PriorSearch
+
+    if tracks.mapping is not None:
+        day, unit = 86400.0 / tracks.mapping.time_scale_s, "days"
+    else:
+        day, unit = t_end / 60.0, "sixtieths of the window (model-unit tracks: no physical day)"
+    search = PriorSearch(day)
+    return search, (
+        f"prior and representation error for --method linear (ou): chosen from the tracks (no --climatology): "
+        f"log E|c_kp|^2 = a_p + b log(k / k0) + c log^2(k / k0) by the evidence, the OU time scale in "
+        f"{', '.join(f'{d:g}' for d in search.taus_days)} {unit} and variance in "
+        f"{', '.join(f'{f:g}' for f in search.var_fractions)} x the tracks' mean square velocity by "
+        f"{search.folds}-fold cross-validation over held-out drifters, on pairs about {search.spacing_days:g} "
+        f"{unit.split(' ')[0]} apart; the other methods use the prior above")
 
 
 def _track_prior(tracks, k1, k2, degree: int):
@@ -91,11 +152,14 @@ def _track_prior(tracks, k1, k2, degree: int):
     exponent = SimConfig().spectrum_exponent
     share = np.sqrt((2 * np.arange(degree + 1) + 1) / (degree + 1))
     scale = (spectrum(k1, k2, exponent, rms)[:, None] * share[None, :]).ravel()
-    return scale, (f"prior: the generator's spectrum shape (exponent {exponent:g}) at the tracks' RMS speed {rms:.4g} "
-                   "(model units), the same energy in every degree, since no --climatology is given")
+    return np.concatenate([np.full(degree + 1, rms), scale]), (
+        f"prior: the generator's spectrum shape (exponent {exponent:g}) at the tracks' RMS speed {rms:.4g} "
+        "(model units), "
+        "the same energy in every degree, and the uniform current of that RMS speed in every degree, since no "
+        "--climatology is given")
 
 
-def _climatology(path, tracks: Tracks, k1, k2, degree: int, t_end: float):
+def _climatology(clim: Tracks, tracks: Tracks, k1, k2, degree: int, t_end: float):
     """Returns (prior scale `(mode,)`, unresolved variance, its time scale, notes) from a QG truth file.
 
     The variance and time scale are those of the velocity the basis leaves out along the file's own
@@ -105,21 +169,27 @@ def _climatology(path, tracks: Tracks, k1, k2, degree: int, t_end: float):
     """
     from simulate.qg.projection import climatology_prior, truth_in_basis
 
-    clim = read_tracks(path)
     ds = clim.gridded_truth
     if ds is None:
-        raise ValueError(f"{path} is not a QG truth file (lagda simulate --flow qg): it has no gridded truth psi")
+        raise ValueError("the climatology is not a QG truth file (lagda simulate --flow qg): "
+                         "it has no gridded truth psi")
     scale_s, length = float(ds.attrs["lagda_mapping_time_scale_s"]), float(ds.attrs["qg_L"])
     if tracks.mapping is not None:
         lx, ly = tracks.mapping.lengths_m
         if not (np.isclose(lx, length) and np.isclose(ly, length) and np.isclose(tracks.mapping.time_scale_s, scale_s)):
-            raise ValueError(f"the climatology {path} maps a {length:g} m box with {scale_s:g} s per model time unit, "
+            raise ValueError(f"the climatology maps a {length:g} m box with {scale_s:g} s per model time unit, "
                              f"the tracks {lx:g} x {ly:g} m with {tracks.mapping.time_scale_s:g} s")
-    truth = truth_in_basis(ds, k1, k2, degree)
+    truth = truth_in_basis(ds, k1, k2, degree, current=True)
     scale = climatology_prior(truth["coef"], truth["k1"], truth["k2"], degree)
+    # the current's power per degree is the climatology's (its background flow), floored at a fraction of its RMS
+    # speed: one or two flows are few samples of a current that may vary
+    rms = float(np.sqrt(np.mean(truth["u"] ** 2 + truth["v"] ** 2)))
+    scale[: degree + 1] = np.maximum(scale[: degree + 1], CURRENT_FLOOR * rms)
     rep_var, rep_time = _along_track_residual(clim, truth)
-    notes = [f"prior: the climatology of {path} ({truth['coef'].shape[0]} flow(s)): mean power of its truth's "
-             f"coefficients per wavenumber shell and degree; the basis leaves out {np.mean(truth['limit']):.3f} of its "
+    notes = [f"prior: the climatology's {truth['coef'].shape[0]} flow(s): mean power of their truth's "
+             f"coefficients per wavenumber shell and degree (the current's at least {CURRENT_FLOOR:g} "
+             "of their RMS speed "
+             f"{rms:.4g}); the basis leaves out {np.mean(truth['limit']):.3f} of its "
              f"velocity (relative L2); along its drifters that velocity has std {np.sqrt(rep_var):.4g} per component "
              f"and time scale {rep_time:.4g} (model units): the representation error's"]
     window = float(truth["times"][-1])
@@ -149,7 +219,8 @@ def _along_track_residual(clim: Tracks, truth: dict) -> tuple[float, float]:
 
 
 def qg_scores(tracks: Tracks, coef, model: FlowModel) -> dict:
-    """Returns the velocity errors of posterior means `coef` `(field, mode)` against the QG truth the tracks carry, or {}.
+    """Returns the velocity errors of posterior means `coef` `(field, mode)` against the QG truth the tracks
+    carry, or {}.
 
     Field f is the file's flow f. Over the truth grid, truth times and fields (relative L2):
     "velocity_error_vs_truth" against the full gridded truth, "velocity_error_vs_projection" against
@@ -165,10 +236,12 @@ def qg_scores(tracks: Tracks, coef, model: FlowModel) -> dict:
     if ds is None or time is None:
         return {}
     degree = int(np.max(time.degree))
-    spatial = slice(None, None, degree + 1)
-    truth = truth_in_basis(ds, model.k1[spatial], model.k2[spatial], degree, flows=list(range(len(coef))))
+    current = time.current is not None  # the uniform current comes first (basis_model)
+    k1, k2 = model.k1[:: degree + 1][int(current):], model.k2[:: degree + 1][int(current):]
+    truth = truth_in_basis(ds, k1, k2, degree, flows=list(range(len(coef))), current=current)
     n = int(ds.attrs["qg_nx"])
-    _, u, v = basis_fields(coef, model.k1[spatial], model.k2[spatial], degree, time.start, time.length, truth["times"], n)
-    return {"velocity_error_vs_truth": projection_limit(truth["u"], truth["v"], u, v),  # relative L2 against the first pair
+    _, u, v = basis_fields(coef, k1, k2, degree, time.start, time.length, truth["times"], n, current)
+    # projection_limit: relative L2 against the first pair
+    return {"velocity_error_vs_truth": projection_limit(truth["u"], truth["v"], u, v),
             "velocity_error_vs_projection": projection_limit(truth["u_fit"], truth["v_fit"], u, v),
             "projection_limit": projection_limit(truth["u"], truth["v"], truth["u_fit"], truth["v_fit"])}

@@ -9,6 +9,7 @@ with a mapping (lagda.io.physical.physical_fields).
 from __future__ import annotations
 
 import functools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -27,7 +28,8 @@ _grid = jax.jit(grid_fields, static_argnames="n_grid")
 @functools.partial(jax.jit, static_argnames="n_grid")
 def _moments_batch(dcoef, weights, k1, k2, omega, times, n_grid, time=None):
     """Returns sum_m w_m f(dcoef_m)^2 for f = psi, u, v: each `(time, y, x)`."""
-    return tuple(jnp.einsum("m,mtyx->tyx", weights, f**2) for f in grid_fields(dcoef, k1, k2, omega, times, n_grid, time))
+    return tuple(jnp.einsum("m,mtyx->tyx", weights, f**2)
+                 for f in grid_fields(dcoef, k1, k2, omega, times, n_grid, time))
 
 
 def grid_posterior(posterior: Posterior, k1, k2, omega, times, n_grid: int = 32, batch: int = 64, time=None) -> dict:
@@ -62,6 +64,57 @@ def grid_posterior(posterior: Posterior, k1, k2, omega, times, n_grid: int = 32,
                 v[f] += np.asarray(part)
     out.update({f"{name}_std": np.sqrt(np.maximum(v, 0.0)) for name, v in zip(FIELD_NAMES, var)})
     return out
+
+
+DAY = 86400.0  # seconds
+MAX_TIMES = 121  # default grid times of a result at most (a 120-day window daily; longer windows every few days)
+MAX_ASKED_TIMES = 2001  # grid times a step given by the user may ask for
+MODEL_TIMES = 11  # model-unit tracks: grid times every tenth of the window by default
+_UNITS = {"min": 60.0, "h": 3600.0, "d": DAY}
+
+
+def result_times(tracks: Tracks, times: int | str | None = None) -> tuple[np.ndarray, str]:
+    """Returns (the model times `(time,)` at which a result holds its fields, a note saying how they were chosen).
+
+    times None: for tracks in physical units daily from the window's start (t = 0), at the observations'
+    spacing when the window is shorter than two days, every few days when it is longer than MAX_TIMES days;
+    for model-unit tracks MODEL_TIMES times over the window. An int N: N evenly spaced times from 0 to the
+    last observation. A step "30min", "6h", "1d" (physical tracks): every step from 0.
+
+    Raises:
+        ValueError: for a step of model-unit tracks, or a bad value.
+    """
+    t_end = float(np.nanmax(tracks.times))
+    if isinstance(times, str) and times.strip().isdigit():
+        times = int(times)
+    if isinstance(times, int) or (times is None and tracks.mapping is None):
+        n = MODEL_TIMES if times is None else times
+        if n < 2:
+            raise ValueError(f"the result needs at least 2 grid times, got {n}")
+        note = f"{n} grid times over the window" + ("" if times is not None else " (pass --times to choose)")
+        return np.linspace(0.0, t_end, n), note
+    scale = tracks.mapping.time_scale_s if tracks.mapping is not None else None
+    if times is None:
+        window_s = t_end * scale
+        if window_s >= 2 * DAY:
+            step = DAY * max(1, int(np.ceil(window_s / DAY / (MAX_TIMES - 1))))
+            what = "daily" if step == DAY else f"every {step / DAY:g} days"
+        else:
+            spacing = np.diff(tracks.times, axis=-1)
+            step = float(np.nanmedian(spacing[spacing > 0])) * scale
+            step = max(step, window_s / (MAX_TIMES - 1))
+            what = f"every {step:g} s (the observations' spacing)"
+    else:
+        match = re.fullmatch(r"\s*([0-9.]+)\s*(min|h|d)\s*", times)
+        if scale is None or match is None or not float(match.group(1)) > 0:
+            raise ValueError(f"--times must be a number of grid times, or for physical tracks a step such as 30min, "
+                             f"6h or 1d; got {times!r}")
+        step, what = float(match.group(1)) * _UNITS[match.group(2)], f"every {times.strip()}"
+    model_times = np.arange(0.0, t_end * (1 + 1e-12), step / scale)
+    if len(model_times) > MAX_ASKED_TIMES:
+        raise ValueError(f"--times {times}: {len(model_times)} grid times, more than {MAX_ASKED_TIMES}: choose a "
+                         "longer step")
+    return model_times, f"grid times {what} from the window's start ({len(model_times)} times)"
 
 
 def posterior_result(posterior: Posterior, model: FlowModel, times, n_grid: int = 32, tracks: Tracks | None = None,

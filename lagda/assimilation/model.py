@@ -29,6 +29,8 @@ class FlowModel:
         time: `simulate.flow.TimeBasis` (a Legendre degree per mode over a window), or None: f_k = 1.
         unresolved: (variance per component, Lagrangian time scale) of the velocity the basis leaves out
             (from a climatology), or None: `linear`'s representation error, estimated when None.
+        search: a chosen basis without a climatology: `methods.prior_search.PriorSearch`, the prior's spectrum
+            and the representation error that `linear` chooses from the tracks; None: the prior is `scale`.
         notes: how each setting was found when no trained run gave it, one line each.
     """
 
@@ -40,6 +42,7 @@ class FlowModel:
     time: object | None = None
     unresolved: tuple[float, float] | None = None
     notes: tuple[str, ...] = ()
+    search: object | None = None
 
     @property
     def modes(self) -> tuple:
@@ -58,10 +61,10 @@ class FlowModel:
         return np.concatenate([half, half])
 
 
-def flow_model(k1, k2, omega, scale, dt: float, time=None, unresolved=None, notes=()) -> FlowModel:
+def flow_model(k1, k2, omega, scale, dt: float, time=None, unresolved=None, notes=(), search=None) -> FlowModel:
     """Returns a `FlowModel` with int32 modes and float64 frequencies and prior (any array-likes in)."""
     return FlowModel(np.asarray(k1).astype(np.int32), np.asarray(k2).astype(np.int32), np.asarray(omega, np.float64),
-                     np.asarray(scale, np.float64), float(dt), time, unresolved, tuple(notes))
+                     np.asarray(scale, np.float64), float(dt), time, unresolved, tuple(notes), search)
 
 
 def to_real(coef) -> np.ndarray:
@@ -104,8 +107,9 @@ def model_settings(tracks: Tracks | None, run_dir=None, dt: float | None = None)
 
         _, meta = read_run_files(run_dir)  # the modes and prior only: no checkpoint restore
         if physical and np.any(np.asarray(meta["omega"], np.float64) != 0):
-            raise ValueError(f"physical tracks are assimilated with the steady model, but the run {os.fspath(run_dir)} was "
-                             "trained on flows with frequencies: use --method linear, var or enkf, or a run trained with --steady")
+            raise ValueError(f"physical tracks are assimilated with the steady model, but the run {os.fspath(run_dir)} "
+                             "was trained on flows with frequencies: use --method linear, var or enkf, or a run "
+                             "trained with --steady")
         times = np.asarray(meta["time"], np.float64)
         run_dt = float(meta.get("attrs", {}).get("dt", times[1] - times[0]))
         if dt is not None and not np.isclose(dt, run_dt, rtol=1e-9):
@@ -118,14 +122,15 @@ def model_settings(tracks: Tracks | None, run_dir=None, dt: float | None = None)
 
         k1, k2 = rectangular_modes((base.k1_min, base.k1_max), (base.k2_min, base.k2_max))
         tracks = dataclasses.replace(tracks, k1=np.asarray(k1), k2=np.asarray(k2), omega=np.zeros(len(k1)))
-        notes.append(f"flow basis: the steady model, modes k1 in {base.k1_min}..{base.k1_max}, k2 in {base.k2_min}..{base.k2_max} "
-                     f"({len(k1)} modes) with omega = 0, since the track file states none")
+        notes.append(f"flow basis: the steady model, modes k1 in {base.k1_min}..{base.k1_max}, k2 in "
+                     f"{base.k2_min}..{base.k2_max} ({len(k1)} modes) with omega = 0, since the track file states none")
     if tracks is None or tracks.k1 is None or tracks.omega is None:
         raise ValueError("the track file does not state the modes and frequencies: pass a trained model (--model RUN)")
     if physical and np.any(np.asarray(tracks.omega) != 0):
         from lagda.io.physical import iso_time
 
-        notes.append(f"frequencies omega_k from the track file: their phases count from its time origin {iso_time(tracks.mapping.time_origin)}")
+        notes.append("frequencies omega_k from the track file: their phases count from its time origin "
+                     f"{iso_time(tracks.mapping.time_origin)}")
     scale = spectrum(tracks.k1, tracks.k2, base.spectrum_exponent, base.rms_speed)
     notes.append(f"prior: the generator's default spectrum (exponent {base.spectrum_exponent:g}, rms speed "
                  f"{base.rms_speed:g}), since the track file states no prior; pass --model RUN to use a run's")

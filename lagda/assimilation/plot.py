@@ -14,7 +14,8 @@ from simulate.flow import grid_fields
 from simulate.plot import wrapped_segments
 
 
-def plot_assimilation(result, out_png, tracks: Tracks | None = None, truth=None, field: int = 0, time_index: int = -1) -> str:
+def plot_assimilation(result, out_png, tracks: Tracks | None = None, truth=None, field: int = 0,
+                      time_index: int = -1) -> str:
     """Returns `out_png` after drawing `assimilation_figure` of one field at one grid time.
 
     Args:
@@ -31,7 +32,8 @@ def plot_assimilation(result, out_png, tracks: Tracks | None = None, truth=None,
     return str(out_png)
 
 
-def assimilation_figure(res: Result, tracks: Tracks | None = None, truth=None, field: int = 0, time_index: int = -1) -> Figure:
+def assimilation_figure(res: Result, tracks: Tracks | None = None, truth=None, field: int = 0,
+                        time_index: int = -1) -> Figure:
     """Returns the figure of one field of a result at one grid time.
 
     Panels: true psi, posterior-mean psi with the mean velocity as arrows and the error
@@ -53,7 +55,8 @@ def assimilation_figure(res: Result, tracks: Tracks | None = None, truth=None, f
     """
     n_field, n_time = res.fields["psi_mean"].shape[:2]
     if not 0 <= field < n_field or not -n_time <= time_index < n_time:
-        raise ValueError(f"field {field} / time index {time_index} out of range: the result has {n_field} fields, {n_time} times")
+        raise ValueError(f"field {field} / time index {time_index} out of range: the result has {n_field} fields, "
+                         f"{n_time} times")
     tracks = res.tracks if tracks is None else tracks
     truth = res.true_coef if truth is None else truth
     mapping = res.mapping
@@ -61,7 +64,8 @@ def assimilation_figure(res: Result, tracks: Tracks | None = None, truth=None, f
     psi_mean = _without_mean(res.fields["psi_mean"][field, time_index])
     psi_panels = [("posterior mean psi and velocity", psi_mean)]
     if truth is not None:
-        psi_true = grid_fields(np.asarray(truth)[field : field + 1], res.k1, res.k2, res.omega, res.time[[time_index]], len(res.x))[0]
+        psi_true = grid_fields(np.asarray(truth)[field : field + 1], res.k1, res.k2, res.omega, res.time[[time_index]],
+                               len(res.x))[0]
         psi_true = _without_mean(np.asarray(psi_true)[0, 0]) * (1.0 if mapping is None else mapping.psi_factor)
         psi_panels = [("true psi", psi_true), psi_panels[0], ("error: posterior mean - true psi", psi_mean - psi_true)]
     limit = max(float(np.max(np.abs(image))) for _, image in psi_panels) or 1.0  # error unclipped
@@ -91,7 +95,8 @@ def assimilation_figure(res: Result, tracks: Tracks | None = None, truth=None, f
     maps[-1].set_title("posterior std of velocity")
     labels = ("x", "y") if mapping is None else (("longitude (degrees east)", "latitude (degrees north)")
                                                  if mapping.coordinates == "lonlat" else ("x (km)", "y (km)"))
-    aspect = "equal" if mapping is None or mapping.coordinates != "lonlat" else 1 / np.cos(np.deg2rad(mapping.centre[1]))
+    aspect = ("equal" if mapping is None or mapping.coordinates != "lonlat"
+              else 1 / np.cos(np.deg2rad(mapping.centre[1])))
     for ax in maps:
         _draw_tracks(ax, tracks, field, to_map)
         ax.set(xlabel=labels[0], ylabel=labels[1], xlim=(west, east), ylim=(south, north), aspect=aspect)

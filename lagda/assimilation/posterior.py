@@ -64,7 +64,8 @@ class Posterior:
     def __post_init__(self):
         s, w = np.asarray(self.samples), np.asarray(self.weights)
         if s.ndim != 3 or w.shape != s.shape[:2]:
-            raise ValueError(f"Posterior: samples {s.shape} must be (field, member, mode) and weights {w.shape} (field, member)")
+            raise ValueError(f"Posterior: samples {s.shape} must be (field, member, mode) and weights {w.shape} "
+                             "(field, member)")
 
     @property
     def n_field(self) -> int:
@@ -169,13 +170,18 @@ def _describe_field(info: dict) -> str:
     if info.get("error_model") == "ou":
         words.append(f"representation error ou (variance: {info.get('representation_var_source', '?')}; time scale: "
                      f"{info.get('representation_time_source', '?')})")
+    if "cv_ratio" in info:
+        words.append(f"prior and error from the tracks: OU tau {info['representation_time']:.3g}, std "
+                     f"{info['representation_std']:.3g}, CV ratio {float(info['cv_ratio']):.3g}"
+                     + (", zero guard: the prior mean (zero)" if info.get("zero_guard") else ""))
     for key, label in (("noise_std_est", "pos noise"), ("position_noise_std", "pos noise"),
                        ("velocity_noise_std", "vel noise"), ("data_noise_std", "data noise"), ("sigma", "sigma")):
         if isinstance(info.get(key), (int, float)) and not (label == "pos noise" and "pos noise" in " ".join(words)):
             words.append(f"{label} {info[key]:.2g}")
     given = info.get("noise_source", {True: "given", False: "estimated"}.get(info.get("noise_std_given")))
     if given is not None:
-        words.append("noise " + {"empirical_bayes": "estimated", "evidence": "from the fit's evidence"}.get(given, str(given)))
+        words.append("noise " + {"empirical_bayes": "estimated",
+                                 "evidence": "from the fit's evidence"}.get(given, str(given)))
     if info.get("learned_conditional") is False:
         words.append(f"learned prior unused ({info.get('learned_fallback', 'no reason given')})")
     elif "prior_inflation" in info:

@@ -44,8 +44,10 @@ def velocity_field_error(true_coef, coef, k1, k2, omega, times, n_grid: int = 32
 
     ||w(coef) - w(true)|| / ||w(true)||, the norm summed over the n_grid^2 grid and `times`.
     """
-    _, u_t, v_t = _grid(jnp.asarray(true_coef), jnp.asarray(k1), jnp.asarray(k2), jnp.asarray(omega), jnp.asarray(times), n_grid=n_grid)
-    _, u_e, v_e = _grid(jnp.asarray(coef), jnp.asarray(k1), jnp.asarray(k2), jnp.asarray(omega), jnp.asarray(times), n_grid=n_grid)
+    _, u_t, v_t = _grid(jnp.asarray(true_coef), jnp.asarray(k1), jnp.asarray(k2), jnp.asarray(omega),
+                        jnp.asarray(times), n_grid=n_grid)
+    _, u_e, v_e = _grid(jnp.asarray(coef), jnp.asarray(k1), jnp.asarray(k2), jnp.asarray(omega), jnp.asarray(times),
+                        n_grid=n_grid)
     err = np.sum(np.asarray(u_e - u_t) ** 2 + np.asarray(v_e - v_t) ** 2, axis=(1, 2, 3))
     norm = np.sum(np.asarray(u_t) ** 2 + np.asarray(v_t) ** 2, axis=(1, 2, 3))
     return np.sqrt(err / norm)
@@ -83,7 +85,8 @@ def simulate_at(coef, tracks: Tracks, k1, k2, omega, dt: float, times) -> np.nda
     stride = functools.reduce(math.gcd, steps.tolist())
     n_obs = int(steps.max() // stride)
     positions = _simulate(jnp.asarray(np.asarray(coef)[tracks.field]), jnp.asarray(tracks.release)[:, None, :],
-                                jnp.asarray(k1), jnp.asarray(k2), jnp.asarray(omega), dt=float(dt), n_obs=n_obs, stride=stride)
+                                jnp.asarray(k1), jnp.asarray(k2), jnp.asarray(omega), dt=float(dt), n_obs=n_obs,
+                          stride=stride)
     return np.asarray(positions)[:, 0, steps // stride - 1]
 
 
@@ -91,7 +94,8 @@ def _per_field_rms(dist, tracks: Tracks, n_field: int) -> np.ndarray:
     """Returns sqrt(mean dist^2) over each field's finite entries, `(field,)`."""
     ok = np.isfinite(dist)
     sq = np.where(ok, dist, 0.0) ** 2
-    return np.sqrt(np.bincount(tracks.field, sq.sum(axis=1), n_field) / np.bincount(tracks.field, ok.sum(axis=1), n_field))
+    return np.sqrt(np.bincount(tracks.field, sq.sum(axis=1), n_field)
+                   / np.bincount(tracks.field, ok.sum(axis=1), n_field))
 
 
 def resimulated_track_error(coef, tracks: Tracks, k1, k2, omega, dt: float, reference=None) -> np.ndarray:
@@ -105,7 +109,8 @@ def resimulated_track_error(coef, tracks: Tracks, k1, k2, omega, dt: float, refe
     return _per_field_rms(torus_distance(sim, ref), tracks, np.shape(coef)[0])
 
 
-def forecast_error(true_coef, coef, tracks: Tracks, k1, k2, omega, dt: float, horizon: float = 1.5, n_times: int = 10) -> np.ndarray:
+def forecast_error(true_coef, coef, tracks: Tracks, k1, k2, omega, dt: float, horizon: float = 1.5,
+                   n_times: int = 10) -> np.ndarray:
     """Returns the RMS torus distance of forecast vs true drifters over (T, horizon * T], `(field,)`.
 
     T is the last observation time; both runs start at the release points, `n_times` times
@@ -131,7 +136,8 @@ def coefficient_calibration(true_coef, posterior: Posterior, k1, k2) -> np.ndarr
 def velocity_calibration(true_coef, posterior: Posterior, k1, k2, omega, times, n_grid: int = 32) -> np.ndarray:
     """Returns the fraction of true grid velocities u, v inside posterior mean +- 1.96 std, `(field,)`."""
     grid = grid_posterior(posterior, k1, k2, omega, times, n_grid)
-    _, u_t, v_t = _grid(jnp.asarray(true_coef), jnp.asarray(k1), jnp.asarray(k2), jnp.asarray(omega), jnp.asarray(times), n_grid=n_grid)
+    _, u_t, v_t = _grid(jnp.asarray(true_coef), jnp.asarray(k1), jnp.asarray(k2), jnp.asarray(omega),
+                        jnp.asarray(times), n_grid=n_grid)
     fractions = []
     for name, truth in (("u", np.asarray(u_t)), ("v", np.asarray(v_t))):
         inside = np.abs(truth - grid[f"{name}_mean"]) <= Z * grid[f"{name}_std"] + 1e-12 * np.abs(truth)

@@ -18,7 +18,8 @@ from lagda.io.tracks import Tracks, pack_tracks, write_tracks
 
 
 def export_tracks(source, out, *, n_fields: int | None = None, box=None, start: str | None = None,
-                  time_scale: float | None = None, gaps: tuple[int, int] | None = None, layout: str = "multidimensional",
+                  time_scale: float | None = None, gaps: tuple[int, int] | None = None,
+                  layout: str = "multidimensional",
                   seed: int = 0, overwrite: bool = False, history: str = "") -> Tracks:
     """Returns the tracks written to `out` after reading `source`, selecting, mapping and cutting gaps.
 
@@ -47,7 +48,8 @@ def export_tracks(source, out, *, n_fields: int | None = None, box=None, start: 
         if not all(given):
             raise ValueError("placing tracks in the world needs --box, --start and --time-scale together")
         if tracks.mapping is not None:
-            raise ValueError(f"{source} is already in physical units; --box, --start and --time-scale apply to model units")
+            raise ValueError(f"{source} is already in physical units; --box, --start and --time-scale apply to model "
+                             "units")
         mapping = Mapping(tuple(float(b) for b in box), "lonlat", parse_time(start), float(time_scale))
         tracks = dataclasses.replace(tracks, mapping=mapping)
     if gaps is not None:

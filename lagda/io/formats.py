@@ -103,7 +103,8 @@ def read_tracks(path, box=None, time_scale: float | None = None) -> Tracks:
             raw = _read_csv(path, head)
     if isinstance(raw, Tracks):  # a lagda dataset
         if box is not None or time_scale is not None:
-            raise ValueError(f"{path}: --box and --time-scale apply to physical tracks; this lagda dataset is in model units")
+            raise ValueError(f"{path}: --box and --time-scale apply to physical tracks; this lagda dataset is in model "
+                             "units")
         return raw
     return to_tracks(raw, path, box, time_scale)
 
@@ -145,10 +146,12 @@ def to_tracks(raw: RawTracks, path, box=None, time_scale: float | None = None) -
     if stored is not None:
         notes.append("mapping from the file's lagda_mapping_* attributes"
                      + (", with the --box / --time-scale given" if box is not None or time_scale is not None else ""))
-        same = (box is None or np.allclose(box, stored.box)) and (time_scale is None or np.isclose(time_scale, stored.time_scale_s))
+        same = ((box is None or np.allclose(box, stored.box))
+                and (time_scale is None or np.isclose(time_scale, stored.time_scale_s)))
         if truth.get("true_coef") is not None and not same:
             truth.pop("true_coef")
-            notes.append("the file's true coefficients belong to its own mapping: not used with another --box / --time-scale")
+            notes.append("the file's true coefficients belong to its own mapping: not used with another --box / "
+                         "--time-scale")
     try:
         mapping = infer_mapping(
             positions, raw.times, raw.coordinates,
@@ -173,8 +176,8 @@ def _read_netcdf(path):
 
     try:
         ds = xr.open_dataset(path, engine="netcdf4", decode_times=False)
-    except Exception:  # netCDF4 raises OSError/RuntimeError on corrupted files
-        raise ValueError(f"{path} {_NOT_TRACKS} (it cannot be read as netCDF)") from None
+    except Exception as err:  # netCDF4 raises OSError/RuntimeError on corrupted files
+        raise ValueError(f"{path} {_NOT_TRACKS} (it cannot be read as netCDF: {err})") from None
     with ds:
         ds.load()
         return _checked(_from_dataset, ds, path)
@@ -219,7 +222,8 @@ def _from_dataset(ds, path):
     if feature is None and "feature_type" in ds.attrs:
         feature = ds.attrs["feature_type"]
         warnings.warn(f"{path}: reading Parcels-style attribute feature_type; CF spells it featureType", stacklevel=4)
-    counts = [(name, var.attrs["sample_dimension"]) for name, var in ds.variables.items() if "sample_dimension" in var.attrs]
+    counts = [(name, var.attrs["sample_dimension"]) for name, var in ds.variables.items()
+              if "sample_dimension" in var.attrs]
     if feature is None:
         counts = _guess_layout(ds, path)
     elif str(feature).lower() != "trajectory":
@@ -232,10 +236,12 @@ def _from_dataset(ds, path):
         count_name, sample_dim = counts[0]
         for name in (a, b, t_name):
             if ds[name].dims != (sample_dim,):
-                raise ValueError(f"{path}: ragged layout: {name!r} has dims {ds[name].dims}, expected ({sample_dim!r},)")
+                raise ValueError(f"{path}: ragged layout: {name!r} has dims {ds[name].dims}, expected "
+                                 f"({sample_dim!r},)")
         sizes = ds[count_name].values.astype(np.int64)
         if sizes.sum() != ds.sizes[sample_dim]:
-            raise ValueError(f"{path}: ragged layout: {count_name} sums to {sizes.sum()} but {sample_dim!r} has {ds.sizes[sample_dim]}")
+            raise ValueError(f"{path}: ragged layout: {count_name} sums to {sizes.sum()} but {sample_dim!r} has "
+                             f"{ds.sizes[sample_dim]}")
         splits = np.cumsum(sizes)[:-1]
         times = np.split(time, splits)
         positions = np.split(scale * np.stack([ds[a].values, ds[b].values], axis=-1).astype(np.float64), splits)
@@ -258,14 +264,16 @@ def _guess_layout(ds, path) -> list:
     Raises:
         ValueError: if neither layout shows in the dimensions.
     """
-    named_first = sorted(ds.variables.items(), key=lambda item: "size" not in item[0].lower() and "count" not in item[0].lower())
+    named_first = sorted(ds.variables.items(),
+                         key=lambda item: "size" not in item[0].lower() and "count" not in item[0].lower())
     for name, var in named_first:
         if var.ndim != 1 or var.dtype.kind not in "iu" or name in ds.dims:
             continue
         for sample_dim, size in ds.sizes.items():
             if sample_dim != var.dims[0] and int(var.values.sum()) == size and size > 0:
-                warnings.warn(f"{path}: no featureType attribute; assumed a contiguous ragged array (clouddrift layout): "
-                              f"{name}({var.dims[0]}) counts the observations along {sample_dim!r}", stacklevel=5)
+                warnings.warn(f"{path}: no featureType attribute; assumed a contiguous ragged array (clouddrift "
+                              f"layout): {name}({var.dims[0]}) counts the observations along "
+                              f"{sample_dim!r}", stacklevel=5)
                 return [(name, sample_dim)]
     two_d = [name for name in ("lon", "longitude", "x") if name in ds.variables and ds[name].ndim == 2]
     if two_d:
@@ -290,7 +298,8 @@ def _position_names(ds, path) -> tuple[str, str, str]:
     if units in ("m", "km", "meter", "metre", "meters", "metres"):
         return a, b, "projected"
     if units not in ("", "1"):
-        raise ValueError(f"{path}: position {a!r} has units {units!r}; lagda reads degrees, metres or model units (\"1\")")
+        raise ValueError(f"{path}: position {a!r} has units {units!r}; lagda reads degrees, metres or model units "
+                         "(\"1\")")
     return a, b, "model"
 
 
@@ -371,7 +380,8 @@ def _raw(ds, instance_dim, times, positions, coordinates, physical_time) -> RawT
         truth["true_coef"] = ds["true_coef_re"].values + 1j * ds["true_coef_im"].values
     if QG_TRUTH <= set(ds.variables) and "qg_L" in ds.attrs:  # a QG truth file: its gridded truth, in memory
         truth["gridded_truth"] = ds[sorted(QG_TRUTH)].copy()
-    return RawTracks(list(times), list(positions), ids, field, coordinates, physical_time, dict(ds.attrs), release, truth)
+    return RawTracks(list(times), list(positions), ids, field, coordinates, physical_time, dict(ds.attrs), release,
+                     truth)
 
 
 def file_dt(attrs) -> float | None:
@@ -409,21 +419,24 @@ def _read_parquet(path) -> RawTracks:
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise ValueError(f"{path}: reading Parquet (Parcels v4 output) needs the pyarrow package (pip install pyarrow)") from None
+        raise ValueError(f"{path}: reading Parquet (Parcels v4 output) needs the pyarrow package (pip install "
+                         "pyarrow)") from None
     try:
         table = pq.read_table(path)
     except Exception as error:
         raise ValueError(f"{path}: cannot be read as Parquet ({type(error).__name__})") from None
     columns = set(table.column_names)
     pick = lambda *names: next((n for n in names if n in columns), None)
-    id_col, t_col, a_col, b_col = pick("particle_id", "trajectory", "id"), pick("t", "time"), pick("x", "lon"), pick("y", "lat")
+    id_col, t_col, a_col, b_col = pick("particle_id", "trajectory",
+                                       "id"), pick("t", "time"), pick("x", "lon"), pick("y", "lat")
     if None in (id_col, t_col, a_col, b_col):
-        raise ValueError(f"{path}: a Parquet track file needs columns particle_id (or trajectory), t (or time), x/lon, y/lat; "
-                         f"found {sorted(columns)}")
+        raise ValueError(f"{path}: a Parquet track file needs columns particle_id (or trajectory), t (or time), x/lon, "
+                         f"y/lat; found {sorted(columns)}")
     meta = lambda col: {k.decode(): v.decode() for k, v in (table.field(col).metadata or {}).items()}
     file_meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
     flat = "flat" in file_meta.get("parcels_grid_mesh", "").lower()
-    coordinates = "projected" if flat else ("lonlat" if meta(a_col).get("units", "degrees_east") in _LON_UNITS else "model")
+    coordinates = "projected" if flat else ("lonlat" if meta(a_col).get("units", "degrees_east") in _LON_UNITS
+                                            else "model")
     t_meta = meta(t_col)
     t = table.column(t_col).to_numpy(zero_copy_only=False)
     if t.dtype.kind == "M":
@@ -431,8 +444,8 @@ def _read_parquet(path) -> RawTracks:
     elif " since " in t_meta.get("units", ""):
         seconds, physical = cf_seconds(t, t_meta["units"], t_meta.get("calendar"), path), True
     else:
-        raise ValueError(f"{path}: column {t_col!r} has units {t_meta.get('units')!r}, not a CF time (\"seconds since ...\"): "
-                         "run Parcels on a fieldset with datetime times")
+        raise ValueError(f"{path}: column {t_col!r} has units {t_meta.get('units')!r}, not a CF time (\"seconds since "
+                         "...\"): run Parcels on a fieldset with datetime times")
     ids, times, positions, field = _group_rows(table.column(id_col).to_numpy(zero_copy_only=False), seconds,
                                                table.column(a_col).to_numpy(zero_copy_only=False),
                                                table.column(b_col).to_numpy(zero_copy_only=False))
@@ -440,7 +453,8 @@ def _read_parquet(path) -> RawTracks:
 
 
 def _read_csv(path, head: bytes) -> RawTracks:
-    """Returns the tracks of a CSV file with header id,time,x,y[,field] or id,time,lon,lat[,field] (module docstring)."""
+    """Returns the tracks of a CSV file with header id,time,x,y[,field] or id,time,lon,lat[,field]
+    (module docstring)."""
     try:
         first = head.decode("utf-8").splitlines()[0] if head else ""
     except UnicodeDecodeError:
@@ -476,9 +490,11 @@ def _csv_times(texts: list, path) -> tuple[np.ndarray, bool]:
     import pandas as pd
 
     try:
-        stamps = pd.to_datetime(pd.Series(texts).replace({"": None, "NA": None, "nan": None}), utc=True, format="ISO8601")
+        stamps = pd.to_datetime(pd.Series(texts).replace({"": None, "NA": None, "nan": None}), utc=True,
+                                format="ISO8601")
     except (ValueError, TypeError) as error:
         first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ValueError(f"{path}: the time column holds neither numbers nor ISO 8601 datetimes ({first_line})") from None
+        raise ValueError(f"{path}: the time column holds neither numbers nor ISO 8601 datetimes "
+                         f"({first_line})") from None
     values = stamps.dt.tz_localize(None).to_numpy(dtype="datetime64[ns]")
     return _seconds(values), True

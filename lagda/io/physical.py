@@ -51,6 +51,7 @@ class Mapping:
         time_origin: seconds since 1970-01-01T00:00:00Z of model time t = 0.
         time_scale_s: seconds per model time unit (T).
         notes: what was inferred and how, one line each (empty when all was given).
+        inferred: which of "box", "time_origin", "time_scale" were inferred from the tracks (not given, not stored).
     """
 
     box: tuple[float, float, float, float]
@@ -58,6 +59,7 @@ class Mapping:
     time_origin: float
     time_scale_s: float
     notes: tuple[str, ...] = ()
+    inferred: tuple[str, ...] = ()
 
     def __post_init__(self):
         west, east, south, north = self.box
@@ -134,8 +136,8 @@ class Mapping:
         west, east, south, north = self.box
         lx, ly = self.lengths_m
         unit = "deg" if self.coordinates == "lonlat" else "m"
-        return (f"box lon {west:.4g}..{east:.4g}, lat {south:.4g}..{north:.4g} {unit} ({lx / 1e3:.0f} x {ly / 1e3:.0f} km), "
-                f"t = 0 at {iso_time(self.time_origin)}, 1 model time unit = {self.time_scale_s:.6g} s "
+        return (f"box lon {west:.4g}..{east:.4g}, lat {south:.4g}..{north:.4g} {unit} ({lx / 1e3:.0f} x {ly / 1e3:.0f} "
+                f"km), t = 0 at {iso_time(self.time_origin)}, 1 model time unit = {self.time_scale_s:.6g} s "
                 f"({self.time_scale_s / 86400:.4g} days)")
 
     def attrs(self) -> dict:
@@ -148,9 +150,11 @@ class Mapping:
             ATTR_PREFIX + "time_scale_s": float(self.time_scale_s),
             ATTR_PREFIX + "projection": (
                 "x = (lon - west) / (east - west), y = (lat - south) / (north - south): the equirectangular local "
-                f"tangent plane at the box centre, Earth radius {EARTH_RADIUS_M} m; t = (time - time_origin) / time_scale_s"
+                f"tangent plane at the box centre, Earth radius {EARTH_RADIUS_M} m; t = (time - time_origin) / "
+                "time_scale_s"
                 if self.coordinates == "lonlat" else
-                "x = (x_m - west) / (east - west), y = (y_m - south) / (north - south); t = (time - time_origin) / time_scale_s"),
+                "x = (x_m - west) / (east - west), y = (y_m - south) / (north - south); t = (time - time_origin) / "
+                "time_scale_s"),
             ATTR_PREFIX + "notes": json.dumps(list(self.notes)),
         }
 
@@ -166,7 +170,8 @@ class Mapping:
         try:
             box = tuple(float(b) for b in np.ravel(attrs[ATTR_PREFIX + "box"]))
             origin = parse_time(str(attrs[ATTR_PREFIX + "time_origin"]))
-            mapping = cls(box, str(attrs[ATTR_PREFIX + "coordinates"]), origin, float(attrs[ATTR_PREFIX + "time_scale_s"]))
+            mapping = cls(box, str(attrs[ATTR_PREFIX + "coordinates"]), origin,
+                          float(attrs[ATTR_PREFIX + "time_scale_s"]))
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"inconsistent {ATTR_PREFIX}* attributes ({error})") from None
         return mapping
@@ -234,29 +239,43 @@ def infer_mapping(positions: list, seconds: list, coordinates: Literal["lonlat",
     t = t[np.isfinite(t)]
     if not len(xy) or not len(t):
         raise ValueError("the tracks hold no valid position and time")
-    notes = []
+    notes, inferred = [], []
     if box is None:
-        box = _infer_box(xy, coordinates)
+        box, inferred = _infer_box(xy, coordinates), inferred + ["box"]
         lo, hi = xy.min(axis=0), xy.max(axis=0)
-        what = "lon {:.4g}..{:.4g}, lat {:.4g}..{:.4g} deg" if coordinates == "lonlat" else "x {:.4g}..{:.4g}, y {:.4g}..{:.4g} m"
+        what = ("lon {:.4g}..{:.4g}, lat {:.4g}..{:.4g} deg" if coordinates == "lonlat"
+                else "x {:.4g}..{:.4g}, y {:.4g}..{:.4g} m")
         notes.append(f"box inferred from the tracks' extent ({what.format(lo[0], hi[0], lo[1], hi[1])}), widened by "
                      f"{BOX_MARGIN:g} of its larger side on each side and made square; pass --box to set it")
     if time_origin is None:
-        time_origin = float(t.min())
+        time_origin, inferred = float(t.min()), inferred + ["time_origin"]
         notes.append(f"time origin t = 0 at the first observation, {iso_time(time_origin)}")
     if time_scale_s is None:
         window = float(t.max() - time_origin)
         if window <= 0:
             raise ValueError("the tracks have a single observation time: pass --time-scale SECONDS")
-        time_scale_s = window / MODEL_WINDOW
+        time_scale_s, inferred = window / MODEL_WINDOW, inferred + ["time_scale"]
         notes.append(f"time scale inferred: the {window / 86400:.4g}-day window maps onto model time {MODEL_WINDOW:g}, "
                      f"1 model time unit = {time_scale_s:.6g} s; pass --time-scale to set it")
     mapping = Mapping(tuple(float(b) for b in box), coordinates, float(time_origin), float(time_scale_s))
     notes.append(f"mapping: {mapping.describe()}")
     if mapping.max_scale_error > 0.01:
-        notes.append(f"the tangent plane's scale differs from the sphere's by up to {100 * mapping.max_scale_error:.1f}% "
-                     "at the box's north/south edges")
-    return dataclasses.replace(mapping, notes=tuple(notes))
+        notes.append("the tangent plane's scale differs from the sphere's by up to "
+                     f"{100 * mapping.max_scale_error:.1f}% at the box's north/south edges")
+    return dataclasses.replace(mapping, notes=tuple(notes), inferred=tuple(inferred))
+
+
+def box_of_size(centre, lengths_m, coordinates: Literal["lonlat", "projected"]) -> tuple[float, float, float, float]:
+    """Returns the box (west, east, south, north) of side lengths (L_x, L_y) metres on the tangent plane at `centre`.
+
+    Args:
+        centre: (lon_c, lat_c) degrees, or (x_c, y_c) metres for projected coordinates.
+    """
+    half = 0.5 * np.asarray(lengths_m, np.float64)
+    if coordinates == "lonlat":
+        half = half / (EARTH_RADIUS_M * np.pi / 180 * np.array([np.cos(np.deg2rad(centre[1])), 1.0]))
+    return (float(centre[0] - half[0]), float(centre[0] + half[0]),
+            float(centre[1] - half[1]), float(centre[1] + half[1]))
 
 
 def _infer_box(xy: np.ndarray, coordinates: str) -> tuple[float, float, float, float]:
@@ -272,7 +291,8 @@ def _infer_box(xy: np.ndarray, coordinates: str) -> tuple[float, float, float, f
     half = 0.5 * side / per
     if coordinates == "lonlat" and (centre[1] + half[1] >= 90 or centre[1] - half[1] <= -90):
         raise ValueError("the inferred box would reach a pole: pass --box")
-    return float(centre[0] - half[0]), float(centre[0] + half[0]), float(centre[1] - half[1]), float(centre[1] + half[1])
+    return (float(centre[0] - half[0]), float(centre[0] + half[0]),
+            float(centre[1] - half[1]), float(centre[1] + half[1]))
 
 
 def physical_fields(fields: dict, mapping: Mapping, y) -> dict:

@@ -33,7 +33,8 @@ from lagda.io.tracks import FILL, Tracks
 from simulate.schema import CONVENTIONS
 
 FIELD_NAMES = ("psi", "u", "v")
-LONG_NAMES = {"psi": "streamfunction psi", "u": "velocity component u = -d psi/dy", "v": "velocity component v = d psi/dx"}
+LONG_NAMES = {"psi": "streamfunction psi", "u": "velocity component u = -d psi/dy",
+              "v": "velocity component v = d psi/dx"}
 PHYSICAL = {  # name -> (units, long name, standard name of the mean) in physical units
     "psi": ("m2 s-1", "streamfunction psi on the tangent plane", None),
     "u": ("m s-1", "eastward velocity u", "eastward_sea_water_velocity"),
@@ -67,6 +68,10 @@ def write_result(path, result: "Result") -> None:
         data["degree"] = ("mode", time.degree, {**one("Legendre degree p_k of the mode's temporal factor L_p(s)"),
                                                 "window_start": float(time.start), "window_length": float(time.length),
                                                 "comment": "s = 2 (t - window_start) / window_length - 1, model time"})
+        if time.current is not None:
+            data["current"] = ("mode", np.asarray(time.current, np.int8), {
+                **one("1 where the mode is the uniform current: u = Re(c L_p), v = Im(c L_p) everywhere"),
+                "flag_values": np.array([0, 1], np.int8), "flag_meanings": "periodic_mode uniform_current"})
     grid_dims = ("field", "model_time", "y", "x")
     for name in FIELD_NAMES:
         for stat, word in (("mean", "posterior mean"), ("std", "posterior standard deviation")):
@@ -79,12 +84,15 @@ def write_result(path, result: "Result") -> None:
             data[f"{name}_{stat}"] = (grid_dims, result.fields[f"{name}_{stat}"], var_attrs)
     if result.candidates is not None:
         cand = np.asarray(result.candidates, np.complex128)
-        data["candidate_coef_re"] = (("field", "rank", "mode"), cand.real, one("Re c_k of the retrieved candidates, best first"))
-        data["candidate_coef_im"] = (("field", "rank", "mode"), cand.imag, one("Im c_k of the retrieved candidates, best first"))
+        data["candidate_coef_re"] = (("field", "rank", "mode"), cand.real,
+                                     one("Re c_k of the retrieved candidates, best first"))
+        data["candidate_coef_im"] = (("field", "rank", "mode"), cand.imag,
+                                     one("Im c_k of the retrieved candidates, best first"))
         data["candidate_weight"] = (("field", "rank"), np.asarray(result.candidate_weights, np.float64),
                                     one("weight of the retrieved candidate"))
     if result.seconds is not None:
-        data["seconds"] = ("field", np.asarray(result.seconds, np.float64), {"units": "s", "long_name": "wall seconds spent on the field"})
+        data["seconds"] = ("field", np.asarray(result.seconds, np.float64),
+                           {"units": "s", "long_name": "wall seconds spent on the field"})
     data.update(_track_variables(result.tracks))
     coords = {"x": ("x", result.x, one("model grid x (domain lengths)")),
               "y": ("y", result.y, one("model grid y (domain lengths)")),
@@ -110,13 +118,16 @@ def _physical_coordinates(mapping: Mapping, grid, times) -> dict:
     """Returns the auxiliary coordinates of a physical result: lon(x), lat(y) (or metres) and time(model_time)."""
     a, b = mapping.from_model(grid, grid)
     if mapping.coordinates == "lonlat":
-        out = {"lon": ("x", a, {"units": "degrees_east", "standard_name": "longitude", "long_name": "longitude of the grid"}),
-               "lat": ("y", b, {"units": "degrees_north", "standard_name": "latitude", "long_name": "latitude of the grid"})}
+        out = {"lon": ("x", a,
+                       {"units": "degrees_east", "standard_name": "longitude", "long_name": "longitude of the grid"}),
+               "lat": ("y", b,
+                       {"units": "degrees_north", "standard_name": "latitude", "long_name": "latitude of the grid"})}
     else:
         out = {"x_m": ("x", a, {"units": "m", "standard_name": "projection_x_coordinate", "long_name": "grid x"}),
                "y_m": ("y", b, {"units": "m", "standard_name": "projection_y_coordinate", "long_name": "grid y"})}
     out["time"] = ("model_time", mapping.time_from_model(times),
-                   {"units": TIME_UNITS, "standard_name": "time", "calendar": "standard", "units_metadata": "leap_seconds: none",
+                   {"units": TIME_UNITS, "standard_name": "time", "calendar": "standard",
+                    "units_metadata": "leap_seconds: none",
                     "long_name": "time of the grid"})
     return out
 
@@ -128,8 +139,10 @@ def _track_variables(tracks: Tracks | None) -> dict:
     one = lambda name: {"units": "1", "long_name": name}
     dims = ("trajectory", "obs")
     out = {
-        "track_x": (dims, tracks.positions[..., 0], one("observed drifter position x, unwrapped (model domain lengths)")),
-        "track_y": (dims, tracks.positions[..., 1], one("observed drifter position y, unwrapped (model domain lengths)")),
+        "track_x": (dims, tracks.positions[..., 0],
+                    one("observed drifter position x, unwrapped (model domain lengths)")),
+        "track_y": (dims, tracks.positions[..., 1],
+                    one("observed drifter position y, unwrapped (model domain lengths)")),
         "track_time": (dims, tracks.times, one("observation time (nondimensional model time)")),
         "track_field": ("trajectory", np.asarray(tracks.field, np.int64), one("field sampled by the drifter")),
         "track_id": ("trajectory", _id_values(tracks.trajectory_id), {"long_name": "drifter identifier"}),
@@ -137,14 +150,17 @@ def _track_variables(tracks: Tracks | None) -> dict:
     mapping = tracks.mapping
     if mapping is not None and mapping.coordinates == "lonlat":
         lon, lat = mapping.from_model(tracks.positions[..., 0], tracks.positions[..., 1])
-        out["track_lon"] = (dims, lon, {"units": "degrees_east", "standard_name": "longitude", "long_name": "observed drifter longitude"})
-        out["track_lat"] = (dims, lat, {"units": "degrees_north", "standard_name": "latitude", "long_name": "observed drifter latitude"})
+        out["track_lon"] = (dims, lon, {"units": "degrees_east", "standard_name": "longitude",
+                                        "long_name": "observed drifter longitude"})
+        out["track_lat"] = (dims, lat, {"units": "degrees_north", "standard_name": "latitude",
+                                        "long_name": "observed drifter latitude"})
     if tracks.release is not None:
         out["track_x0"] = ("trajectory", tracks.release[:, 0], one("drifter release position x at t = 0"))
         out["track_y0"] = ("trajectory", tracks.release[:, 1], one("drifter release position y at t = 0"))
     if tracks.true_coef is not None:
         out["true_coef_re"] = (("field", "mode"), tracks.true_coef.real, one("real part of the true coefficient c_k"))
-        out["true_coef_im"] = (("field", "mode"), tracks.true_coef.imag, one("imaginary part of the true coefficient c_k"))
+        out["true_coef_im"] = (("field", "mode"), tracks.true_coef.imag,
+                               one("imaginary part of the true coefficient c_k"))
     return out
 
 
@@ -222,7 +238,8 @@ def read_result(path) -> Result:
         from simulate.flow import time_basis as make_time_basis
 
         attrs = ds["degree"].attrs
-        time_basis = make_time_basis(get("degree"), float(attrs["window_start"]), float(attrs["window_length"]))
+        time_basis = make_time_basis(get("degree"), float(attrs["window_start"]), float(attrs["window_length"]),
+                                     None if get("current") is None else get("current").astype(bool))
     return Result(get("k1"), get("k2"), get("omega"), cplx("coef_mean"), get("coef_std_re"), get("coef_std_im"), fields,
                   get("x"), get("y"), times, str(ds.attrs.get("method", "")), dict(ds.attrs),
                   cplx("candidate_coef"), get("candidate_weight"), get("seconds"), tracks, cplx("true_coef"),

@@ -3,8 +3,8 @@
 Track files (docs/design.md, "Track files") are strict CF discrete-sampling-geometry trajectory files:
 `featureType = "trajectory"`, a `cf_role = "trajectory_id"` variable, either the incomplete
 multidimensional layout (dims `trajectory`/`obs`, ids `trajectory_id(trajectory)`,
-`time(trajectory, obs)` padded with `_FillValue`) or the contiguous ragged one of clouddrift and the GDP (dims `traj`/`obs`, a count
-`rowsize(traj)` with `sample_dimension = "obs"`). Tracks with a `Mapping` are written in physical
+`time(trajectory, obs)` padded with `_FillValue`) or the contiguous ragged one of clouddrift and the GDP (dims
+`traj`/`obs`, a count `rowsize(traj)` with `sample_dimension = "obs"`). Tracks with a `Mapping` are written in physical
 units (lon/lat in degrees or x/y in metres, CF time), the others in model units. Readers of
 every format the ecosystem writes live in `lagda.io.formats` (`read_tracks` is their entry).
 """
@@ -56,7 +56,8 @@ class Tracks:
 
     def __post_init__(self):
         p, t = np.shape(self.positions), np.shape(self.times)
-        if len(p) != 3 or p[2] != 2 or t != p[:2] or np.shape(self.field) != p[:1] or np.shape(self.trajectory_id) != p[:1]:
+        if (len(p) != 3 or p[2] != 2 or t != p[:2] or np.shape(self.field) != p[:1]
+                or np.shape(self.trajectory_id) != p[:1]):
             raise ValueError(
                 f"Tracks: positions {p} must be (trajectory, obs, 2), times {t} (trajectory, obs), "
                 f"field {np.shape(self.field)} and trajectory_id {np.shape(self.trajectory_id)} (trajectory,)"
@@ -84,6 +85,26 @@ class Tracks:
             true_coef=None if self.true_coef is None else self.true_coef[f : f + 1],
             release=None if self.release is None else self.release[sel],
         )
+
+
+def remap_tracks(tracks: Tracks, mapping) -> Tracks:
+    """Returns physical `tracks` put on the model through another `mapping` (lagda.io.physical.Mapping): the same fixes.
+
+    Positions, times and release points go back to physical units through the tracks' own mapping and forward
+    through `mapping`; true coefficients, which belong to the old mapping, are dropped.
+
+    Raises:
+        ValueError: for tracks in model units, or a mapping in other coordinates (lon/lat against metres).
+    """
+    old = tracks.mapping
+    if old is None or old.coordinates != mapping.coordinates:
+        raise ValueError("only physical tracks are put on the model through another mapping of the same coordinates")
+    x, y = mapping.to_model(*old.from_model(tracks.positions[..., 0], tracks.positions[..., 1]))
+    release = None
+    if tracks.release is not None:
+        release = np.stack(mapping.to_model(*old.from_model(tracks.release[:, 0], tracks.release[:, 1])), axis=-1)
+    return dataclasses.replace(tracks, positions=np.stack([x, y], axis=-1), release=release, true_coef=None,
+                               times=mapping.time_to_model(old.time_from_model(tracks.times)), mapping=mapping)
 
 
 FILL = 9.969209968386869e36  # netCDF's default double fill value (NC_FILL_DOUBLE)
@@ -148,7 +169,8 @@ def write_tracks(tracks: Tracks, path, attrs: dict | None = None, layout: str = 
         "history": f"written by lagda.io.tracks.write_tracks (lagda {lagda_version()})",
         **({} if tracks.mapping is None else tracks.mapping.attrs()), **(attrs or {}),
     }
-    filled = [name for name in ("x", "y", "lon", "lat") if name in ds.variables] + (["time"] if layout != "ragged" else [])
+    filled = ([name for name in ("x", "y", "lon", "lat") if name in ds.variables]
+              + (["time"] if layout != "ragged" else []))
     encoding = {name: {"_FillValue": FILL} for name in filled}
     encoding.update({name: {"_FillValue": None} for name in ds.variables if name not in encoding})
     write_netcdf_atomic(ds, path, encoding)
@@ -176,7 +198,8 @@ def _track_dataset(tracks: Tracks, layout: str):
                       "units_metadata": "leap_seconds: none", "long_name": "time of the fix"}
         if mapping.coordinates == "lonlat":
             names = ("lon", "lat")
-            attrs_a = {"units": "degrees_east", "standard_name": "longitude", "long_name": "drifter longitude (continuous across 180)"}
+            attrs_a = {"units": "degrees_east", "standard_name": "longitude",
+                       "long_name": "drifter longitude (continuous across 180)"}
             attrs_b = {"units": "degrees_north", "standard_name": "latitude", "long_name": "drifter latitude"}
         else:
             names = ("x", "y")
@@ -201,13 +224,15 @@ def _track_dataset(tracks: Tracks, layout: str):
         obs_dims = (instance, "obs")
     data[names[0]] = (obs_dims, a, attrs_a)
     data[names[1]] = (obs_dims, b, attrs_b)
-    data["field"] = (instance, np.asarray(tracks.field, np.int64), one("index of the flow field sampled by the drifter"))
+    data["field"] = (instance, np.asarray(tracks.field, np.int64),
+                     one("index of the flow field sampled by the drifter"))
     ds = xr.Dataset(data, coords=coords)
     for name in names:
         ds[name].encoding["coordinates"] = coordinates
     if tracks.release is not None:
         for j, name in enumerate("xy"):
-            ds[f"{name}0"] = (instance, tracks.release[:, j], one(f"drifter release position {name} at t = 0 (model domain lengths)"))
+            ds[f"{name}0"] = (instance, tracks.release[:, j],
+                              one(f"drifter release position {name} at t = 0 (model domain lengths)"))
     _add_truth(ds, tracks)
     return ds
 
@@ -219,7 +244,8 @@ def _add_truth(ds, tracks: Tracks) -> None:
     already holds the name `field`.
     """
     one = lambda name: {"units": "1", "long_name": name}
-    for name, values, dtype in (("k1", tracks.k1, np.int32), ("k2", tracks.k2, np.int32), ("omega", tracks.omega, np.float64)):
+    for name, values, dtype in (("k1", tracks.k1, np.int32), ("k2", tracks.k2, np.int32),
+                                ("omega", tracks.omega, np.float64)):
         if values is not None:
             ds[name] = ("mode", np.asarray(values, dtype), one(f"Fourier mode {name} of the flow model"))
     if tracks.true_coef is not None:
@@ -290,13 +316,15 @@ def check_fits_model(tracks: Tracks, model_dt: float, k1=None, k2=None, omega=No
         steps = t / model_dt
         off = np.abs(t - np.round(steps) * model_dt) > 1e-6 * np.maximum(np.abs(t), model_dt)
         if np.any(off):
-            problems.append(f"trajectory {tid!r}: time {t[off][0]!r} is not a multiple of the model's dt = {model_dt!r}")
+            problems.append(f"trajectory {tid!r}: time {t[off][0]!r} is not a multiple of the model's dt = "
+                            f"{model_dt!r}")
         n_missing = int(np.sum(np.isfinite(tracks.times[i]) & ~valid))
         if n_missing:
             warnings.append(f"trajectory {tid!r}: {n_missing} missing positions")
         gaps = np.diff(t)
         if len(gaps) > 1 and np.any(gaps > 1.5 * np.median(gaps)):
-            warnings.append(f"trajectory {tid!r}: {int(np.sum(gaps > 1.5 * np.median(gaps)))} gaps in time (largest {gaps.max():.3g})")
+            warnings.append(f"trajectory {tid!r}: {int(np.sum(gaps > 1.5 * np.median(gaps)))} gaps in time (largest "
+                            f"{gaps.max():.3g})")
     problems += _mode_problems(tracks, k1, k2, omega)
     if problems:
         more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
@@ -314,6 +342,7 @@ def _mode_problems(tracks: Tracks, k1, k2, omega) -> list[str]:
     if omega is not None and tracks.omega is not None:
         # equal to float32 rounding (a model trained on data generated on another device)
         scale = float(np.max(np.abs(omega))) if np.size(omega) else 0.0
-        if np.shape(tracks.omega) != np.shape(omega) or not np.allclose(tracks.omega, omega, rtol=1e-6, atol=1e-6 * scale + 1e-9):
+        if (np.shape(tracks.omega) != np.shape(omega)
+                or not np.allclose(tracks.omega, omega, rtol=1e-6, atol=1e-6 * scale + 1e-9)):
             problems.append("the track file's frequencies omega differ from the model's")
     return problems

@@ -22,8 +22,10 @@ def manager(directory: pathlib.Path, keep: int) -> ocp.CheckpointManager:
 
 
 def local_copy(tree):
-    """Returns the pytree of replicated (possibly multi-process) arrays as host numpy arrays (this process's replica)."""
-    return jax.tree.map(lambda leaf: np.asarray(leaf.addressable_data(0)) if isinstance(leaf, jax.Array) else leaf, tree)
+    """Returns the pytree of replicated (possibly multi-process) arrays as host numpy arrays
+    (this process's replica)."""
+    return jax.tree.map(lambda leaf: np.asarray(leaf.addressable_data(0)) if isinstance(leaf, jax.Array) else leaf,
+                        tree)
 
 
 def save(mngr: ocp.CheckpointManager, epoch: int, tree) -> None:
@@ -52,7 +54,8 @@ def restore(mngr: ocp.CheckpointManager, like, epoch: int | None = None):
     if epoch is None:
         raise FileNotFoundError(f"no checkpoint in {mngr.directory}")
     leaves, treedef = jax.tree.flatten(like)
-    abstract = {"leaves": {f"{i:05d}": jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype) for i, leaf in enumerate(leaves)},
+    abstract = {"leaves": {f"{i:05d}": jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype)
+                           for i, leaf in enumerate(leaves)},
                 "epoch": jax.ShapeDtypeStruct((), np.int64)}
     try:
         payload = mngr.restore(epoch, args=ocp.args.StandardRestore(abstract))

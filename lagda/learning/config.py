@@ -137,9 +137,11 @@ class TrainConfig:
         if self.loss in STATEFUL_LOSSES and self.batch_size < 2:
             raise ValueError(f"loss = {self.loss!r} needs batch_size >= 2")
         if not 0 < self.nuclr_gamma <= 1 or not 0 <= self.nuclr_freeze <= 1:
-            raise ValueError(f"nuclr_gamma must be in (0, 1] and nuclr_freeze in [0, 1], got {self.nuclr_gamma}, {self.nuclr_freeze}")
+            raise ValueError(f"nuclr_gamma must be in (0, 1] and nuclr_freeze in [0, 1], got {self.nuclr_gamma}, "
+                             f"{self.nuclr_freeze}")
         if self.nuclr_xi_init < self.nuclr_zeta_init:
-            raise ValueError(f"nuclr_xi_init = {self.nuclr_xi_init} must be >= nuclr_zeta_init = {self.nuclr_zeta_init}")
+            raise ValueError(f"nuclr_xi_init = {self.nuclr_xi_init} must be >= nuclr_zeta_init = "
+                             f"{self.nuclr_zeta_init}")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model = {self.d_model} is not divisible by n_heads = {self.n_heads}")
         if self.encoder == "set" and self.physics:

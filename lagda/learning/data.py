@@ -262,7 +262,8 @@ def merge_drifters(datasets: list[PairedData]) -> PairedData:
     first = datasets[0]
     for other in datasets[1:]:
         if other.coef.shape != first.coef.shape or not np.array_equal(other.coef, first.coef):
-            raise ValueError("cannot merge drifters: the datasets hold different fields (use the same --seed and --n-samples)")
+            raise ValueError("cannot merge drifters: the datasets hold different fields (use the same --seed and "
+                             "--n-samples)")
         check_same_modes(first.meta(), other, "a dataset to merge")
     attrs = {**first.attrs, "merged_releases": [d.attrs.get("release", "unknown") for d in datasets]}
     return dataclasses.replace(first, positions=np.concatenate([d.positions for d in datasets], axis=1), attrs=attrs)
@@ -280,4 +281,5 @@ def check_same_modes(meta: dict, data: PairedData, what: str) -> None:
     if not np.allclose(np.asarray(meta["omega"]), data.omega, rtol=1e-6, atol=1e-9):
         raise ValueError(f"{what} has frequencies omega that differ from the model's training data")
     if len(meta["time"]) != len(data.time) or not np.allclose(np.asarray(meta["time"]), data.time, rtol=1e-6):
-        raise ValueError(f"{what} has {len(data.time)} observation times that differ from the model's {len(meta['time'])}")
+        raise ValueError(f"{what} has {len(data.time)} observation times that differ from the model's "
+                         f"{len(meta['time'])}")

@@ -77,7 +77,8 @@ def track_features(positions, kind: str):
         parts.append(jnp.concatenate([steps[..., :1, :], steps], axis=-2))
     if "sincos" in kind:
         n = jnp.arange(1, N_HARMONICS + 1, dtype=positions.dtype)
-        phase = 2.0 * jnp.pi * (positions[..., None] * n.reshape((1,) * positions.ndim + (-1,)))  # (..., obs, 2, harmonic)
+        phase = 2.0 * jnp.pi * (positions[..., None]
+                                * n.reshape((1,) * positions.ndim + (-1,)))  # (..., obs, 2, harmonic)
         parts += [jnp.sin(phase).reshape(*phase.shape[:-2], -1), jnp.cos(phase).reshape(*phase.shape[:-2], -1)]
     return jnp.concatenate(parts, axis=-1)
 

@@ -33,7 +33,8 @@ RECALL_KS = (1, 5, 10)  # the cut-offs k of every R@k written (Figure 14 shows 1
 
 # One function object per kind (retrieval caches its compiled kernels by function); tau = 1
 # because a positive temperature does not change the ranking.
-_RANKING_SIMILARITY = {kind: functools.partial(losses.similarity, kind=kind, tau=1.0) for kind in ("cosine", "inner", "l2")}
+_RANKING_SIMILARITY = {kind: functools.partial(losses.similarity, kind=kind, tau=1.0)
+                       for kind in ("cosine", "inner", "l2")}
 
 
 def retrieval_scores(model, data: PairedData, config: TrainConfig, library: int | None,
@@ -56,7 +57,8 @@ def retrieval_scores(model, data: PairedData, config: TrainConfig, library: int 
     else:
         encoder = model.encoder if isinstance(model, Contrastive) else model
         mask = jnp.asarray(similarity_mask(data.k1, data.k2, config.mask_mean_mode))
-        v_emb = jnp.asarray(embed_tracks(encoder, data.positions[:n], config.eval_batch, estimates, progress)) * mask[None]
+        v_emb = jnp.asarray(embed_tracks(encoder, data.positions[:n], config.eval_batch, estimates,
+                                         progress)) * mask[None]
         u_emb = embed_coefficients(coef) * mask[None]
         similarity = _RANKING_SIMILARITY[config.similarity]
     scores = retrieval_metrics(u_emb, v_emb, similarity, ks=RECALL_KS, batch_size=config.eval_batch)

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lagda.learning.config import Kernel
-from lagda.learning.losses import _check_tau, _normalise
+from lagda.learning.losses import check_tau, normalise
 
 
 def draw_frequencies(key, kernel: Kernel, dim: int, n_features: int, scale: float, dtype=jnp.float32):
@@ -83,7 +83,7 @@ def set_embedding(points, omega, beta, alpha1: float, alpha2: float):
         points: `(batch, M, d)` sets of M points (normalised here, eq. 12 uses unit points).
         omega, beta: one draw of `draw_frequencies`, shared by both sides of a similarity.
     """
-    unit = _normalise(points)
+    unit = normalise(points)
     mean = jnp.mean(unit, axis=1)
     features = jnp.mean(random_features(unit, omega, beta), axis=1)
     return jnp.concatenate([math.sqrt(alpha1) * mean, math.sqrt(alpha2) * features], axis=-1)
@@ -100,8 +100,9 @@ def kernel_set_logits(u_points, v_points, omega, beta, alpha1: float, alpha2: fl
         ValueError: if the point dimensions differ or tau <= 0.
     """
     if u_points.ndim != 3 or v_points.ndim != 3 or u_points.shape[-1] != v_points.shape[-1]:
-        raise ValueError(f"expected point sets (n_u, M_u, d) and (n_v, M_v, d); got {u_points.shape} and {v_points.shape}")
-    _check_tau(tau)
+        raise ValueError(f"expected point sets (n_u, M_u, d) and (n_v, M_v, d); got {u_points.shape} and "
+                         f"{v_points.shape}")
+    check_tau(tau)
     u = set_embedding(u_points, omega, beta, alpha1, alpha2)
     v = set_embedding(v_points, omega, beta, alpha1, alpha2)
     return (u @ v.T) / tau
@@ -109,7 +110,7 @@ def kernel_set_logits(u_points, v_points, omega, beta, alpha1: float, alpha2: fl
 
 def exact_set_similarity(u_points, v_points, kernel: Kernel, scale: float, alpha1: float, alpha2: float):
     """Returns the brute-force double sum of eq. 12 with the exact kernel (14), `(n_u, n_v)` (a reference)."""
-    u, v = _normalise(u_points), _normalise(v_points)
+    u, v = normalise(u_points), normalise(v_points)
     linear = jnp.einsum("amd,bnd->abmn", u, v)
     tilde = kernel_values(u[:, None, :, None, :], v[None, :, None, :, :], kernel, scale)
     return jnp.mean(alpha1 * linear + alpha2 * tilde, axis=(2, 3))
@@ -178,7 +179,8 @@ class KernelSetSimilarity:
     def coefficient_embedding(self, u_emb):
         """Returns the set embeddings `(n, 2K + D)` of raw coefficient embeddings g_u(c) `(n, 2K)`."""
         times = None if self.times is None else jnp.asarray(self.times, u_emb.dtype)
-        points = coefficient_points(u_emb * jnp.asarray(self.mask, u_emb.dtype)[None], jnp.asarray(self.mode_omega, u_emb.dtype), times)
+        points = coefficient_points(u_emb * jnp.asarray(self.mask, u_emb.dtype)[None],
+                                    jnp.asarray(self.mode_omega, u_emb.dtype), times)
         return set_embedding(points, jnp.asarray(self.omega, u_emb.dtype), jnp.asarray(self.beta, u_emb.dtype),
                              self.alpha1, self.alpha2)
 
@@ -188,5 +190,5 @@ class KernelSetSimilarity:
         if u_emb.ndim != 2 or v_emb.ndim != 2 or u_emb.shape[1] != self.omega.shape[1] or v_emb.shape[1] != width:
             raise ValueError(f"expected g_u (n_u, {self.omega.shape[1]}) and set embeddings (n_v, {width}); "
                              f"got {u_emb.shape} and {v_emb.shape}")
-        _check_tau(tau)
+        check_tau(tau)
         return (self.coefficient_embedding(u_emb) @ v_emb.astype(u_emb.dtype).T) / tau

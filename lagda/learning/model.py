@@ -52,7 +52,8 @@ class Contrastive(nnx.Module):
         # The evaluation draw of the random features: fixed, saved in every checkpoint (training
         # draws a new one each step, train.rff_key).
         key = jax.random.fold_in(jax.random.key(config.seed), EVAL_DRAW)
-        omega, beta = kernel_set.draw_frequencies(key, config.kernel, n_embed, config.kernel_features, config.kernel_scale)
+        omega, beta = kernel_set.draw_frequencies(key, config.kernel, n_embed, config.kernel_features,
+                                                  config.kernel_scale)
         self.rff_omega = FeatureStats(omega.astype(jnp.float32))
         self.rff_beta = FeatureStats(beta.astype(jnp.float32))
         if config.kernel_coef_set == "time":

@@ -20,7 +20,8 @@ One step on a batch B of distinct indices (c = (n - 1) / (B - 1)):
 
 1. phi_i = c sum_{j in B \\ i} exp((E_ij - E_ii - zeta_j) / tau);
 2. u_i <- (1 - gamma) u_i + gamma phi_i (u_i = phi_i at the first visit);
-3. eq. 14: G(zeta_j) = -B^-1 [eps_j / (eps_j + u_j) + c sum_{i in B \\ j} exp((E_ij - E_ii - zeta_j) / tau) / (eps_i + u_i)] + 1/n,
+3. eq. 14: G(zeta_j) = -B^-1 [eps_j / (eps_j + u_j) + c sum_{i in B \\ j} exp((E_ij - E_ii - zeta_j) / tau)
+   / (eps_i + u_i)] + 1/n,
    then zeta_j moves (j in B only) by SGD with momentum, m_j <- mu m_j + G_j, zeta_j <- zeta_j - lr m_j,
    lr on a cosine schedule; zeta is frozen for the first `nuclr_freeze` fraction of training;
 4. eq. 15: the encoder's gradient is that of the surrogate
@@ -118,7 +119,8 @@ def weight_surrogate(sim, logits, log_u, xi, tau, c: float):
 def zeta_schedule(config, total_steps: int):
     """Returns the zeta learning rate as a function of the step: cosine (paper) or the public code's steps."""
     if config.nuclr_zeta_step == "code":
-        return optax.piecewise_constant_schedule(config.nuclr_zeta_lr, {total_steps // 2: 0.1, (3 * total_steps) // 4: 0.1})
+        return optax.piecewise_constant_schedule(config.nuclr_zeta_lr,
+                                                 {total_steps // 2: 0.1, (3 * total_steps) // 4: 0.1})
     return optax.cosine_decay_schedule(config.nuclr_zeta_lr, max(total_steps, 1))
 
 
@@ -143,7 +145,8 @@ def update_direction(sim, state: dict, index, tau, n: int, config, frozen, lr, e
     surrogate = weight_surrogate(sim, logits, log_u, xi, tau, c)
     objective = jnp.mean(tau * jnp.logaddexp(-zeta / tau, log_phi))
     dtype = state["zeta"].dtype
-    new = {**state, "log_u": state["log_u"].at[index].set(log_u.astype(dtype)), "seen": state["seen"].at[index].set(True)}
+    new = {**state, "log_u": state["log_u"].at[index].set(log_u.astype(dtype)),
+           "seen": state["seen"].at[index].set(True)}
     if config.loss != "nuclr":  # SogCLR: zeta = xi = 0 throughout
         return surrogate, objective, new
     grad = zeta_gradient(logits, zeta, log_u, tau, n, c if config.nuclr_offdiag_c else 1.0)

@@ -12,7 +12,8 @@ def make_optimizer(config: TrainConfig, total_steps: int) -> optax.GradientTrans
     if config.cosine_decay:
         lr = optax.warmup_cosine_decay_schedule(0.0, config.lr, config.warmup, max(total_steps, config.warmup + 1))
     elif config.warmup:
-        lr = optax.join_schedules([optax.linear_schedule(0.0, config.lr, config.warmup), optax.constant_schedule(config.lr)],
+        lr = optax.join_schedules([optax.linear_schedule(0.0, config.lr, config.warmup),
+                                   optax.constant_schedule(config.lr)],
                                   [config.warmup])
     else:
         lr = config.lr

@@ -2,14 +2,14 @@
 
 Conventions:
 
-* A similarity function ``sim_fn(u_emb, v_emb) -> (n_u, n_v)`` returns
-  ``s(u_i, v_j)`` with the u side (Fourier-coefficient embeddings, "coef") first and
+* A similarity function `sim_fn(u_emb, v_emb) -> (n_u, n_v)` returns
+  `s(u_i, v_j)` with the u side (Fourier-coefficient embeddings, "coef") first and
   the v side (trajectory embeddings, "traj") second, e.g.
   :func:`lagda.learning.losses.cosine_similarity`. It is always called in that order, so
   asymmetric similarities work too. Pass the *same* function object on every call
-  (e.g. one ``functools.partial`` built once): the jitted kernels are cached per
+  (e.g. one `functools.partial` built once): the jitted kernels are cached per
   function object.
-* In Recall@k, query ``i`` has exactly one true match, library item ``i``.
+* In Recall@k, query `i` has exactly one true match, library item `i`.
 """
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ SimilarityFn = Callable[[jax.Array, jax.Array], jax.Array]
 
 
 def _pessimistic_ranks(scores: jax.Array, true_index: jax.Array) -> jax.Array:
-    """Returns 0-based ranks ``#{j != t_i : scores[i, j] >= scores[i, t_i]}``, ``(q,)``.
+    """Returns 0-based ranks `#{j != t_i : scores[i, j] >= scores[i, t_i]}`, `(q,)`.
 
-    Ties count against the query; a NaN true score gets the worst rank ``n``; NaN
+    Ties count against the query; a NaN true score gets the worst rank `n`; NaN
     scores of other items never outrank it.
     """
     n = scores.shape[1]
@@ -49,23 +49,23 @@ def _recall_from_ranks(ranks: np.ndarray, ks: tuple[int, ...]) -> dict[int, floa
 
 
 def recall_at_k(similarity: jax.Array, ks: Sequence[int] = (1, 5)) -> dict[int, float]:
-    """Returns ``{k: Recall@k}`` for a query-by-library similarity matrix.
+    """Returns `{k: Recall@k}` for a query-by-library similarity matrix.
 
-    ``Recall@k = (1/q) sum_i 1[rank_i < k]`` with the pessimistic 0-based rank
-    ``rank_i = #{j != i : similarity[i, j] >= similarity[i, i]}``: every item tied
+    `Recall@k = (1/q) sum_i 1[rank_i < k]` with the pessimistic 0-based rank
+    `rank_i = #{j != i : similarity[i, j] >= similarity[i, i]}`: every item tied
     with the true match is counted as ranked above it. So a degenerate encoder with
     constant embeddings scores 0, never 1. A NaN true score is a miss.
 
     Args:
-      similarity: ``(q, n)`` scores, ``q <= n``; the true match of query ``i`` is
-        library item ``i``.
+      similarity: `(q, n)` scores, `q <= n`; the true match of query `i` is
+        library item `i`.
       ks: cut-offs, positive integers.
 
     Returns:
-      Dict mapping each ``k`` to a fraction in ``[0, 1]``.
+      Dict mapping each `k` to a fraction in `[0, 1]`.
 
     Raises:
-      ValueError: if ``similarity`` is not 2-D with ``q <= n``, or ``ks`` is invalid.
+      ValueError: if `similarity` is not 2-D with `q <= n`, or `ks` is invalid.
     """
     shape = np.shape(similarity)
     if len(shape) != 2 or shape[0] > shape[1] or shape[0] == 0:
@@ -98,27 +98,27 @@ def batched_recall(
     batch_size: int = 1024,
     query_is_u: bool = True,
 ) -> dict[int, float]:
-    """Returns ``{k: Recall@k}`` of queries against a library, in query chunks.
+    """Returns `{k: Recall@k}` of queries against a library, in query chunks.
 
-    Same rule as :func:`recall_at_k`, but the ``(q, n)`` matrix is never built:
-    chunks of ``batch_size`` queries are scored against the full library by one
+    Same rule as :func:`recall_at_k`, but the `(q, n)` matrix is never built:
+    chunks of `batch_size` queries are scored against the full library by one
     jitted kernel with a fixed chunk shape (the last chunk is zero-padded), so peak
-    memory is ``O(batch_size * n)`` and it compiles once per shape.
+    memory is `O(batch_size * n)` and it compiles once per shape.
 
     Args:
-      query_emb: ``(q, n_e)`` query embeddings; query ``i`` matches library item ``i``.
-      library_emb: ``(n, n_e)`` library embeddings, ``n >= q``.
-      sim_fn: ``sim_fn(u_emb, v_emb) -> (n_u, n_v)``.
+      query_emb: `(q, n_e)` query embeddings; query `i` matches library item `i`.
+      library_emb: `(n, n_e)` library embeddings, `n >= q`.
+      sim_fn: `sim_fn(u_emb, v_emb) -> (n_u, n_v)`.
       ks: cut-offs, positive integers.
       batch_size: queries per chunk.
-      query_is_u: if True the queries are the u side (scores ``sim_fn(query,
-        library)``), else the v side (scores ``sim_fn(library, query).T``).
+      query_is_u: if True the queries are the u side (scores `sim_fn(query,
+        library)`), else the v side (scores `sim_fn(library, query).T`).
 
     Returns:
-      Dict mapping each ``k`` to a fraction in ``[0, 1]``.
+      Dict mapping each `k` to a fraction in `[0, 1]`.
 
     Raises:
-      ValueError: on incompatible shapes, ``batch_size < 1`` or invalid ``ks``.
+      ValueError: on incompatible shapes, `batch_size < 1` or invalid `ks`.
     """
     q_shape, l_shape = np.shape(query_emb), np.shape(library_emb)
     if len(q_shape) != 2 or len(l_shape) != 2 or q_shape[1] != l_shape[1] or not 0 < q_shape[0] <= l_shape[0]:
@@ -152,26 +152,27 @@ def retrieval_metrics(
 ) -> dict[str, float]:
     """Returns crossmodal Recall@k in both directions for paired embeddings.
 
-    ``"coef_to_traj/R@k"``: query ``u_i`` (coefficient embedding) against the library
-    of all ``v_j`` (trajectory embeddings); ``"traj_to_coef/R@k"``: query ``v_i``
-    against all ``u_j``. Ranks follow the pessimistic tie rule of :func:`recall_at_k`.
+    `"coef_to_traj/R@k"`: query `u_i` (coefficient embedding) against the library
+    of all `v_j` (trajectory embeddings); `"traj_to_coef/R@k"`: query `v_i`
+    against all `u_j`. Ranks follow the pessimistic tie rule of :func:`recall_at_k`.
 
     Args:
-      u_emb: ``(sample, n_e)`` coefficient embeddings.
-      v_emb: ``(sample, n_e)`` trajectory embeddings; row ``i`` pairs with ``u_emb[i]``.
-      sim_fn: ``sim_fn(u_emb, v_emb) -> (n_u, n_v)``.
+      u_emb: `(sample, n_e)` coefficient embeddings.
+      v_emb: `(sample, n_e)` trajectory embeddings; row `i` pairs with `u_emb[i]`.
+      sim_fn: `sim_fn(u_emb, v_emb) -> (n_u, n_v)`.
       ks: cut-offs.
-      batch_size: queries per chunk (memory ``O(batch_size * sample)``).
+      batch_size: queries per chunk (memory `O(batch_size * sample)`).
 
     Returns:
-      Dict ``{"coef_to_traj/R@k": float, "traj_to_coef/R@k": float}`` over ``ks``,
-      values in ``[0, 1]``.
+      Dict `{"coef_to_traj/R@k": float, "traj_to_coef/R@k": float}` over `ks`,
+      values in `[0, 1]`.
 
     Raises:
-      ValueError: if the shapes differ or are not ``(sample, n_e)``.
+      ValueError: if the shapes differ or are not `(sample, n_e)`.
     """
     if np.ndim(u_emb) != 2 or np.shape(u_emb) != np.shape(v_emb):
-        raise ValueError(f"expected u_emb and v_emb (sample, n_e) of equal shape; got {np.shape(u_emb)} and {np.shape(v_emb)}")
+        raise ValueError(f"expected u_emb and v_emb (sample, n_e) of equal shape; got {np.shape(u_emb)} and "
+                         f"{np.shape(v_emb)}")
     coef_to_traj = batched_recall(u_emb, v_emb, sim_fn, ks, batch_size, query_is_u=True)
     traj_to_coef = batched_recall(v_emb, u_emb, sim_fn, ks, batch_size, query_is_u=False)
     metrics = {f"coef_to_traj/R@{k}": r for k, r in coef_to_traj.items()}
@@ -180,18 +181,18 @@ def retrieval_metrics(
 
 
 def merge_top_k(top_scores: jax.Array, top_items: jax.Array, scores: jax.Array, items: jax.Array, k: int):
-    """Returns the running top-k ``(scores (q, k), items (q, k, ...))`` updated with a new chunk.
+    """Returns the running top-k `(scores (q, k), items (q, k, ...))` updated with a new chunk.
 
-    The chunk's own top ``min(k, n)`` are taken first, then merged with the running top-k, so
-    only ``2k`` items per query are ever gathered. Sorted by decreasing score; among equal
-    scores the running items come first, then chunk items in chunk order (``lax.top_k`` is
+    The chunk's own top `min(k, n)` are taken first, then merged with the running top-k, so
+    only `2k` items per query are ever gathered. Sorted by decreasing score; among equal
+    scores the running items come first, then chunk items in chunk order (`lax.top_k` is
     stable), i.e. the earliest-seen item wins a tie.
 
     Args:
-      top_scores: ``(q, k)`` running best scores (``-inf`` where empty), sorted decreasing.
-      top_items: ``(q, k, ...)`` the items (indices, coefficient vectors, ...) of ``top_scores``.
-      scores: ``(q, n)`` scores of the chunk's items for each query.
-      items: ``(n, ...)`` the chunk's items, shared by all queries.
+      top_scores: `(q, k)` running best scores (`-inf` where empty), sorted decreasing.
+      top_items: `(q, k, ...)` the items (indices, coefficient vectors, ...) of `top_scores`.
+      scores: `(q, n)` scores of the chunk's items for each query.
+      items: `(n, ...)` the chunk's items, shared by all queries.
       k: how many to keep (static).
     """
     chunk_scores, pos = jax.lax.top_k(scores, min(k, scores.shape[1]))
@@ -240,35 +241,36 @@ def top_k(
     batch_size: int = 65536,
     dtype: str = "float32",
 ) -> tuple[jax.Array, jax.Array]:
-    """Returns the ``k`` bank items most similar to each query: ``(indices, scores)``.
+    """Returns the `k` bank items most similar to each query: `(indices, scores)`.
 
-    Algorithm 1 (retrieval), eq. (29) for ``k = 1``: ``argmax_j s(u^j, v)`` with the
-    bank on the u side (``scores[i, r] = sim_fn(bank[idx], query[i])``). The bank
-    is scanned in chunks of ``batch_size`` inside one jitted loop with a running
-    top-k merge, so memory is ``O(q * batch_size)`` beyond the bank itself; scores
-    are computed in ``dtype`` (float32 by default, for speed). Ties are broken
+    Algorithm 1 (retrieval), eq. (29) for `k = 1`: `argmax_j s(u^j, v)` with the
+    bank on the u side (`scores[i, r] = sim_fn(bank[idx], query[i])`). The bank
+    is scanned in chunks of `batch_size` inside one jitted loop with a running
+    top-k merge, so memory is `O(q * batch_size)` beyond the bank itself; scores
+    are computed in `dtype` (float32 by default, for speed). Ties are broken
     arbitrarily.
 
     Args:
-      query_emb: ``(n_e,)`` or ``(q, n_e)`` query (trajectory) embeddings.
-      bank_emb: ``(n_bank, n_e)`` bank (coefficient) embeddings; store it in
-        ``dtype`` to avoid a per-chunk cast.
-      k: number of items returned, ``1 <= k <= n_bank``.
-      sim_fn: ``sim_fn(u_emb, v_emb) -> (n_u, n_v)``; temperature included.
+      query_emb: `(n_e,)` or `(q, n_e)` query (trajectory) embeddings.
+      bank_emb: `(n_bank, n_e)` bank (coefficient) embeddings; store it in
+        `dtype` to avoid a per-chunk cast.
+      k: number of items returned, `1 <= k <= n_bank`.
+      sim_fn: `sim_fn(u_emb, v_emb) -> (n_u, n_v)`; temperature included.
       batch_size: bank rows per chunk.
       dtype: compute dtype of the scores.
 
     Returns:
-      ``indices`` int32 and ``scores`` (``dtype``), each ``(k,)`` for a 1-D query or
-      ``(q, k)``, sorted by decreasing score.
+      `indices` int32 and `scores` (`dtype`), each `(k,)` for a 1-D query or
+      `(q, k)`, sorted by decreasing score.
 
     Raises:
-      ValueError: on incompatible shapes or ``k`` outside ``[1, n_bank]``.
+      ValueError: on incompatible shapes or `k` outside `[1, n_bank]`.
     """
     q_shape, b_shape = np.shape(query_emb), np.shape(bank_emb)
     single = len(q_shape) == 1
     if len(q_shape) not in (1, 2) or len(b_shape) != 2 or q_shape[-1] != b_shape[1]:
-        raise ValueError(f"expected query_emb (n_e,) or (q, n_e) and bank_emb (n_bank, n_e); got {q_shape} and {b_shape}")
+        raise ValueError(f"expected query_emb (n_e,) or (q, n_e) and bank_emb (n_bank, n_e); got {q_shape} and "
+                         f"{b_shape}")
     if not 1 <= k <= b_shape[0]:
         raise ValueError(f"k must be in [1, n_bank={b_shape[0]}]; got {k}")
     if b_shape[0] >= 2**31:
@@ -283,17 +285,17 @@ def top_k(
 
 
 def softmax_weights(scores: jax.Array) -> jax.Array:
-    """Returns the retrieval posterior weights ``w_i = exp(s_i) / sum_l exp(s_l)``.
+    """Returns the retrieval posterior weights `w_i = exp(s_i) / sum_l exp(s_l)`.
 
-    Eq. (28) and the weights ``w_i(v; theta)`` below it: the learned conditional
-    ``nu_{u|v}^N`` on the bank. ``scores`` must already include the temperature (they
-    are the logits ``s(u^i, v)``). Over the top-k scores only, this is the posterior
+    Eq. (28) and the weights `w_i(v; theta)` below it: the learned conditional
+    `nu_{u|v}^N` on the bank. `scores` must already include the temperature (they
+    are the logits `s(u^i, v)`). Over the top-k scores only, this is the posterior
     restricted to, and renormalised on, the retrieved candidates.
 
     Args:
-      scores: ``(..., n)`` logits; the softmax runs over the last axis.
+      scores: `(..., n)` logits; the softmax runs over the last axis.
 
     Returns:
-      ``(..., n)`` non-negative weights summing to 1 over the last axis.
+      `(..., n)` non-negative weights summing to 1 over the last axis.
     """
     return jax.nn.softmax(jnp.asarray(scores), axis=-1)

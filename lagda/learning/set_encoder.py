@@ -144,10 +144,12 @@ class SetEncoder(nnx.Module):
             raise ValueError(f"expected positions (batch, drifter, obs, 2), got {positions.shape}")
         if times is None:
             if positions.shape[2] != self.n_obs:
-                raise ValueError(f"give the times of the {positions.shape[2]} observations (the default grid has {self.n_obs})")
+                raise ValueError(f"give the times of the {positions.shape[2]} observations (the default grid has "
+                                 f"{self.n_obs})")
             times = self.time[...]
         mask = jnp.ones(positions.shape[:-1], bool) if mask is None else mask
-        return pooled_statistics(positions.astype(jnp.float32), times, mask, self.k1[...], self.k2[...], self.omega[...])
+        return pooled_statistics(positions.astype(jnp.float32), times, mask, self.k1[...], self.k2[...],
+                                 self.omega[...])
 
     def head(self, p, gram, regime):
         """Returns g_v `(batch, n_e)` from pooled P `(batch, 2K, 2)`, Phi `(batch, 2K, 2K)` and

@@ -172,7 +172,8 @@ def _prepare_run_dir(run_dir: pathlib.Path, config: TrainConfig, train_data: Pai
     run_dir.mkdir(parents=True, exist_ok=True)
     if write:
         _write_json(run_dir / "config.json", config.to_json())
-        _write_json(run_dir / "dataset.json", json.dumps({**train_data.meta(), "n_pairs": train_data.n_samples}, indent=1))
+        _write_json(run_dir / "dataset.json",
+                    json.dumps({**train_data.meta(), "n_pairs": train_data.n_samples}, indent=1))
 
 
 _DISTRIBUTED = {"initialized": False}
@@ -272,7 +273,8 @@ def _run_epoch(state, epoch, train_data, estimates, batches, step_fn, graphdef, 
     return (params, buffers, opt_state) + (() if loss_state is None else (loss_state,)), stats
 
 
-def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = False, progress: bool = True) -> pathlib.Path:
+def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = False,
+          progress: bool = True) -> pathlib.Path:
     """Returns `run_dir` after training g_v on `train_data` for config.epochs epochs.
 
     Minimises config.loss (default L_cond, eq. 12 / Opt. Problem 3.13) over mini-batches of
@@ -324,10 +326,12 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
     estimates = track_estimates(model.encoder, train_data.positions, config.eval_batch, progress)
     test_estimates = None
     if test_data is not None and config.eval_library:
-        test_estimates = track_estimates(model.encoder, test_data.positions[:config.eval_library], config.eval_batch, progress)
+        test_estimates = track_estimates(model.encoder, test_data.positions[:config.eval_library], config.eval_batch,
+                                         progress)
     for epoch in range(first_epoch, config.epochs):
         batches = _epoch_batches(key, epoch, train_data.n_samples, config.batch_size)
-        state, stats = _run_epoch(state, epoch, train_data, estimates, batches, step_fn, graphdef, sharded, progress, config)
+        state, stats = _run_epoch(state, epoch, train_data, estimates, batches, step_fn, graphdef, sharded, progress,
+                                  config)
         checkpoint.save(mngr, epoch + 1, state)
         record = {"epoch": epoch + 1, "step": (epoch + 1) * steps_per_epoch, **stats}
         if config.eval_library and ((epoch + 1) % config.eval_every == 0 or epoch + 1 == config.epochs):

@@ -1,12 +1,14 @@
-"""Settings of a QG truth dataset: `QGConfig` and its presets (`rossby`, `turbulence`, `tiny`)."""
+"""Settings of a QG truth dataset: `QGConfig` and its presets (`rossby`, `turbulence`, `tiny`, `window`)."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Literal
 
 REGIMES = ("rossby", "turbulence")
 RELEASE_RULES = ("fixed", "random")
+BACKGROUNDS = ("full", "anomaly")
 DAY = 86400.0  # seconds
 MODEL_WINDOW = 0.1  # the window maps onto lagda's model time 0.1 (lagda.io.physical's convention)
 TIME_ORIGIN = "2000-01-01T00:00:00Z"  # CF time of the drifters' release (t = 0)
@@ -16,7 +18,8 @@ TIME_ORIGIN = "2000-01-01T00:00:00Z"  # CF time of the drifters' release (t = 0)
 class QGConfig:
     """Settings of a QG truth dataset (defaults: the `turbulence` preset, pyqg's 64^2 two-layer model)."""
 
-    regime: Literal["rossby", "turbulence"] = "turbulence"  # "rossby" (linear Rossby waves, BTModel) or "turbulence" (QGModel)
+    regime: Literal["rossby",
+                    "turbulence"] = "turbulence"  # "rossby" (linear Rossby waves, BTModel) or "turbulence" (QGModel)
     nx: int = 64  # grid points per side
     L: float = 1e6  # domain side, m
     dt: float = 3600.0  # model (and drifter RK4) step, s
@@ -27,12 +30,14 @@ class QGConfig:
     n_flows: int = 1  # independent flows
     n_drifters: int = 64  # drifters per flow
     release: Literal["fixed", "random"] = "random"  # "fixed" (a regular lattice) or "random" (uniform, per flow)
+    release_box: tuple[float, float, float, float] = (0.0, 1.0, 0.0, 1.0)  # release in [x0, x1] x [y0, y1], / L
     seed: int = 0  # seed of the initial states and release points
     k_max: int = 8  # projection basis: k1, k2 in [-k_max, k_max]
     beta: float = 1.5e-11  # gradient of the Coriolis parameter, 1/(m s)
     rd: float = 15000.0  # deformation radius, m
     rek: float = 5.787e-7  # linear bottom drag, 1/s
     shear: float = 0.025  # turbulence: imposed U1 - U2, m/s
+    background: Literal["full", "anomaly"] = "full"  # turbulence: drifters feel U1 = shear + anomaly, or the anomaly
     delta: float = 0.25  # turbulence: layer thickness ratio H1/H2
     H1: float = 500.0  # turbulence: upper layer thickness, m
     rms_speed: float = 0.002  # rossby: initial RMS speed, m/s
@@ -68,21 +73,30 @@ class QGConfig:
         whole = lambda a, b: b > 0 and abs(a / b - round(a / b)) < 1e-9 and round(a / b) >= 1
         checks = [
             (self.regime in REGIMES, f"regime must be one of {REGIMES}, got {self.regime!r}"),
-            (self.regime != "rossby" or self.rd == 0, f"the rossby regime has no deformation radius: rd must be 0, got {self.rd}"),
+            (self.regime != "rossby" or self.rd == 0,
+             f"the rossby regime has no deformation radius: rd must be 0, got {self.rd}"),
             (self.release in RELEASE_RULES, f"release must be one of {RELEASE_RULES}, got {self.release!r}"),
+            (self.background in BACKGROUNDS, f"background must be one of {BACKGROUNDS}, got {self.background!r}"),
+            (len(self.release_box) == 4 and 0 <= self.release_box[0] < self.release_box[1] <= 1
+             and 0 <= self.release_box[2] < self.release_box[3] <= 1,
+             f"release_box must be (x0, x1, y0, y1), 0 <= x0 < x1 <= 1 and 0 <= y0 < y1 <= 1, got {self.release_box}"),
             (self.nx >= 8 and self.nx % 2 == 0, f"nx must be even and >= 8, got {self.nx}"),
             (self.L > 0 and self.dt > 0, f"L and dt must be > 0, got L = {self.L}, dt = {self.dt}"),
-            (self.n_flows >= 1 and self.n_drifters >= 1, f"n_flows and n_drifters must be >= 1, got {self.n_flows}, {self.n_drifters}"),
+            (self.n_flows >= 1 and self.n_drifters >= 1,
+             f"n_flows and n_drifters must be >= 1, got {self.n_flows}, {self.n_drifters}"),
             (self.spin_up_days >= 0, f"spin_up_days must be >= 0, got {self.spin_up_days}"),
             (whole(self.spin_up_days * DAY, self.dt) or self.spin_up_days == 0,
              f"dt = {self.dt} s does not divide the spin-up of {self.spin_up_days} days"),
-            (whole(self.obs_interval, self.dt), f"obs_interval = {self.obs_interval} s is not a multiple of dt = {self.dt} s"),
+            (whole(self.obs_interval, self.dt),
+             f"obs_interval = {self.obs_interval} s is not a multiple of dt = {self.dt} s"),
             (whole(self.truth_interval, self.obs_interval),
              f"truth_interval = {self.truth_interval} s is not a multiple of obs_interval = {self.obs_interval} s"),
             (whole(self.window_days * DAY, self.truth_interval),
              f"the window of {self.window_days} days is not a multiple of truth_interval = {self.truth_interval} s"),
-            (0 <= self.k_max < self.nx // 2, f"k_max must be in [0, {self.nx // 2 - 1}] for nx = {self.nx}, got {self.k_max}"),
-            (1 <= self.init_k_max < self.nx // 2, f"init_k_max must be in [1, {self.nx // 2 - 1}], got {self.init_k_max}"),
+            (0 <= self.k_max < self.nx // 2,
+             f"k_max must be in [0, {self.nx // 2 - 1}] for nx = {self.nx}, got {self.k_max}"),
+            (1 <= self.init_k_max < self.nx // 2,
+             f"init_k_max must be in [1, {self.nx // 2 - 1}], got {self.init_k_max}"),
         ]
         for ok, message in checks:
             if not ok:
@@ -91,7 +105,8 @@ class QGConfig:
 
 
 def rossby(**overrides) -> QGConfig:
-    """The linear Rossby-wave regime: 32^2 barotropic beta plane, no deformation radius (rd = 0), no drag, no spin-up."""
+    """The linear Rossby-wave regime: 32^2 barotropic beta plane, no deformation radius (rd = 0), no drag,
+    no spin-up."""
     base = dict(regime="rossby", nx=32, spin_up_days=0.0, rek=0.0, rd=0.0, k_max=3)
     return dataclasses.replace(QGConfig(), **{**base, **overrides})
 
@@ -109,5 +124,14 @@ def tiny(regime: str = "turbulence", **overrides) -> QGConfig:
     return preset(**{**base, **spin, **overrides})
 
 
-PRESETS = {"qg": {"rossby": rossby, "turbulence": turbulence}, "tiny": {"rossby": lambda **o: tiny("rossby", **o),
-                                                                       "turbulence": lambda **o: tiny("turbulence", **o)}}
+def window(regime: str = "turbulence", **overrides) -> QGConfig:
+    """A window into a larger ocean: the regime's preset on a domain twice as wide (2 L, 2 nx, 2 k_max: the same
+    resolution and physics), drifters released in its central quarter, the preset's own box (release_box 0.25..0.75)."""
+    base = rossby() if regime == "rossby" else turbulence()
+    grown = dict(nx=2 * base.nx, L=2 * base.L, k_max=2 * base.k_max, release_box=(0.25, 0.75, 0.25, 0.75))
+    return dataclasses.replace(base, **{**grown, **overrides})
+
+
+PRESETS = {"qg": {"rossby": rossby, "turbulence": turbulence},
+           "tiny": {regime: functools.partial(tiny, regime) for regime in REGIMES},
+           "window": {regime: functools.partial(window, regime) for regime in REGIMES}}

@@ -28,8 +28,11 @@ def build_model(config: QGConfig):
         model = pyqg_jax.bt_model.BTModel(nx=config.nx, L=config.L, beta=config.beta, rd=config.rd, rek=config.rek,
                                           precision=precision)
     else:
+        # pyqg's own frame (U1 = shear, U2 = 0), or the frame moving with the upper layer (U1 = 0, U2 = -shear)
+        upper = config.shear if config.background == "full" else 0.0
         model = pyqg_jax.qg_model.QGModel(nx=config.nx, L=config.L, beta=config.beta, rd=config.rd, rek=config.rek,
-                                          delta=config.delta, H1=config.H1, U1=0.0, U2=-config.shear, precision=precision)
+                                          delta=config.delta, H1=config.H1, U1=upper, U2=upper - config.shear,
+                                          precision=precision)
     return pyqg_jax.steppers.SteppedModel(model, pyqg_jax.steppers.AB3Stepper(dt=config.dt))
 
 
@@ -62,31 +65,50 @@ def _rossby_initial_qh(model, config: QGConfig, key):
     return (-model.wv2 * ph)[None]
 
 
+def background_velocity(config: QGConfig) -> tuple[float, float]:
+    """Returns the uniform velocity (u, v) in m/s that the drifters feel beyond the model's periodic anomaly.
+
+    The observed layer's imposed flow in the model's frame: U1 = shear with `background` "full" (pyqg's
+    frame), 0 with "anomaly" (the frame moving with the upper layer) and in the `rossby` regime (none).
+    """
+    return (config.shear if config.regime == "turbulence" and config.background == "full" else 0.0), 0.0
+
+
 def release_points(config: QGConfig, key) -> jax.Array:
-    """Returns release positions `(drifter, 2)` in metres: a regular lattice ("fixed") or uniform ("random")."""
+    """Returns release positions `(drifter, 2)` in metres inside `release_box`: a regular lattice ("fixed") or uniform
+    ("random")."""
+    x0, x1, y0, y1 = config.release_box
+    low, size = np.array([[x0, y0]]), np.array([[x1 - x0, y1 - y0]])
     if config.release == "random":
-        return config.L * jax.random.uniform(key, (config.n_drifters, 2), jnp.float64)
+        return config.L * (low + size * jax.random.uniform(key, (config.n_drifters, 2), jnp.float64))
     side = int(np.ceil(np.sqrt(config.n_drifters)))
     cell = (np.arange(side) + 0.5) / side
     lattice = np.stack(np.meshgrid(cell, cell, indexing="xy"), axis=-1).reshape(-1, 2)[: config.n_drifters]
-    return jnp.asarray(config.L * lattice)
+    return jnp.asarray(config.L * (low + size * lattice))
 
 
 def make_flow_runner(config: QGConfig) -> Callable:
     """Returns jitted `run(key) -> (release, positions, psi, u, v)` for one flow.
 
     Shapes: release `(drifter, 2)` m; positions `(drifter, obs, 2)` m, unwrapped; psi, u, v
-    `(truth, ny, nx)` of the observed (upper) layer at t = 0 and every truth_interval (m^2/s, m/s).
+    `(truth, ny, nx)` of the observed (upper) layer at t = 0 and every truth_interval (m^2/s, m/s):
+    psi the periodic anomaly streamfunction, u, v the velocity the drifters feel, psi's velocity plus
+    `background_velocity(config)`.
     """
     stepped = build_model(config)
     model, stepper = stepped.model, stepped.stepper
     grid, dt = spectral_grid(config.nx, config.L), config.dt
     n_spin = int(round(config.spin_up_days * DAY / dt))
+    background = background_velocity(config)
+    # the uniform background as the rfft2 coefficient at k = 0 (spectral_value divides by the number of points)
+    uniform = jnp.zeros((2, config.nx, config.nx // 2 + 1)).at[:, 0, 0].set(jnp.asarray(background) * grid.n_points)
 
     def spectral(full):
-        """Spectral velocity of the upper layer and its time derivative (the PV tendency inverted), `(2, ny, nk)` each."""
+        """Spectral velocity the drifters feel (upper layer and background) and its time derivative (the PV tendency
+        inverted; the background is steady), `(2, ny, nk)` each."""
         dph = model._apply_a_ph(full.state.update(qh=full.dqhdt))  # q -> psi is linear, so d/dt commutes with it
-        return spectral_velocity(full.ph[0], grid), spectral_velocity(dph[0], grid)
+        uvh = spectral_velocity(full.ph[0], grid)
+        return (uvh + uniform if any(background) else uvh), spectral_velocity(dph[0], grid)
 
     def model_step(state, full):
         """One AB3 step reusing the tendency already in `full` (SteppedModel.step_model without recomputing it)."""
@@ -102,12 +124,13 @@ def make_flow_runner(config: QGConfig) -> Callable:
         return state, full, z, following
 
     def one_obs(carry, j):
-        carry = jax.lax.fori_loop(0, config.steps_per_obs, lambda i, c: one_step(j * config.steps_per_obs + i, c), carry)
+        carry = jax.lax.fori_loop(0, config.steps_per_obs, lambda i, c: one_step(j * config.steps_per_obs + i, c),
+                                  carry)
         return carry, carry[2]
 
     def snapshot(full):
         psi = jnp.fft.irfftn(full.ph[0], s=(config.nx, config.nx))
-        return jnp.stack([psi, full.u[0], full.v[0]])
+        return jnp.stack([psi, full.u[0] + background[0], full.v[0] + background[1]])
 
     def one_truth(carry, m):
         carry, z = jax.lax.scan(one_obs, carry, m * config.obs_per_truth + jnp.arange(config.obs_per_truth))
@@ -137,9 +160,9 @@ class QGFlows(NamedTuple):
 
     release: np.ndarray  # (flow, drifter, 2) m
     positions: np.ndarray  # (flow, drifter, obs, 2) m, unwrapped
-    psi: np.ndarray  # (flow, truth, ny, nx) m^2/s
-    u: np.ndarray  # (flow, truth, ny, nx) m/s
-    v: np.ndarray  # (flow, truth, ny, nx) m/s
+    psi: np.ndarray  # (flow, truth, ny, nx) m^2/s, the periodic anomaly
+    u: np.ndarray  # (flow, truth, ny, nx) m/s, what the drifters feel: the anomaly's -dpsi/dy plus the background
+    v: np.ndarray  # (flow, truth, ny, nx) m/s, dpsi/dx plus the background
 
 
 def simulate_qg(config: QGConfig, progress: Callable[[int, int], None] | None = None) -> QGFlows:

@@ -43,7 +43,8 @@ def _check_modes(k1, k2, n: int | None = None):
     if len(set(zip(k1.tolist(), k2.tolist()))) != k1.size:
         raise ValueError("the mode set repeats a wavevector")
     if n is not None and k1.size and max(np.abs(k1).max(), np.abs(k2).max()) >= n / 2:
-        raise ValueError(f"modes need |k1|, |k2| < n/2 = {n / 2} on a {n}^2 grid, got max {max(np.abs(k1).max(), np.abs(k2).max())}")
+        raise ValueError(f"modes need |k1|, |k2| < n/2 = {n / 2} on a {n}^2 grid, got max "
+                         f"{max(np.abs(k1).max(), np.abs(k2).max())}")
     return k1, k2
 
 
@@ -68,31 +69,58 @@ def window_projection(psi, truth_t, k1, k2, degree: int, start: float, length: f
     k1, k2 = _check_modes(k1, k2, psi.shape[-1])
     c = project(psi, k1, k2)  # (..., time, spatial)
     c = c * np.where(_partner_missing(k1, k2), 2.0, 1.0)
-    s = 2.0 * (truth_t - start) / length - 1.0
-    design = np.polynomial.legendre.legvander(s, degree)  # (time, degree + 1)
-    lead = c.shape[:-2]
-    series = np.moveaxis(c, -2, 0).reshape(truth_t.size, -1)  # (time, ... * spatial)
-    fit = np.linalg.lstsq(design, series, rcond=None)[0]  # (degree + 1, ... * spatial)
-    fit = np.moveaxis(fit.reshape(degree + 1, *lead, k1.size), 0, -1)  # (..., spatial, degree + 1)
-    return fit.reshape(*lead, k1.size * (degree + 1))
+    fit = legendre_fit(np.moveaxis(c, -2, -1), truth_t, degree, start, length)  # (..., spatial, degree + 1)
+    return fit.reshape(*c.shape[:-2], k1.size * (degree + 1))
 
 
-def basis_fields(coef, k1, k2, degree: int, start: float, length: float, times, n: int):
+def legendre_fit(series, truth_t, degree: int, start: float, length: float) -> np.ndarray:
+    """Returns the least-squares coefficients `(..., degree + 1)` of L_0..L_degree fitted to `series` `(..., time)`."""
+    series, truth_t = np.asarray(series), np.asarray(truth_t, np.float64)
+    design = np.polynomial.legendre.legvander(2.0 * (truth_t - start) / length - 1.0, degree)  # (time, degree + 1)
+    flat = np.moveaxis(series, -1, 0).reshape(truth_t.size, -1)  # (time, ...)
+    fit = np.linalg.lstsq(design, flat, rcond=None)[0]  # (degree + 1, ...)
+    return np.moveaxis(fit.reshape(degree + 1, *series.shape[:-1]), 0, -1)
+
+
+def current_projection(u, v, truth_t, degree: int, start: float, length: float) -> np.ndarray:
+    """Returns the coefficients `(..., degree + 1)` of the uniform current fitted to gridded u, v `(..., time, ny, nx)`.
+
+    The current's coefficient c = a + i b moves every point by (a, b) L_p(s), so its least-squares fit to the
+    velocity is the fit of the domain mean u + i v at each time (the k = 0 Fourier component of the velocity,
+    orthogonal to every periodic mode's).
+    """
+    mean = np.mean(np.asarray(u, np.float64), axis=(-2, -1)) + 1j * np.mean(np.asarray(v, np.float64), axis=(-2, -1))
+    return legendre_fit(mean, truth_t, degree, start, length)
+
+
+def with_current(k1, k2):
+    """Returns (k1, k2, current flags) `(1 + spatial,)` of periodic modes with the uniform current (k = 0) put first."""
+    k1, k2 = np.asarray(k1), np.asarray(k2)
+    return (np.concatenate([[0], k1]).astype(k1.dtype), np.concatenate([[0], k2]).astype(k2.dtype),
+            np.arange(k1.size + 1) == 0)
+
+
+def basis_fields(coef, k1, k2, degree: int, start: float, length: float, times, n: int, current: bool = False):
     """Returns psi, u, v, each float64 `(..., time, ny, nx)`, of coefficients in the basis in time.
 
     On the cell centres z = ((i + 1/2)/n, (j + 1/2)/n) in model units, [..., t, j, i] at (x_i, y_j).
     `grid_fields` evaluates at i/n; shifting the coefficients by half a cell, c_k exp(i pi (k1 + k2)/n),
-    moves its grid onto the centres.
+    moves its grid onto the centres (the uniform current is the same everywhere; its psi ramp is taken at i/n).
 
     Args:
-        coef: complex `(..., mode)` with mode = spatial * (degree + 1) (the order of `window_projection`).
-        k1, k2: `(spatial,)` wavevectors; degree, start, length: the time basis; times: `(time,)` model times.
+        coef: complex `(..., mode)` with mode = (current + spatial) * (degree + 1) (the order of `window_projection`,
+            the current's degrees first when `current`).
+        k1, k2: `(spatial,)` periodic wavevectors; degree, start, length: the time basis; times: `(time,)` model times.
+        current: the basis has the uniform current (`with_current`).
     """
     k1, k2 = _check_modes(k1, k2)
+    flags = None
+    if current:
+        k1, k2, flags = with_current(k1, k2)
     coef = np.asarray(coef, np.complex128)
     if coef.shape[-1] != k1.size * (degree + 1):
         raise ValueError(f"coef has {coef.shape[-1]} modes, the basis {k1.size} x {degree + 1}")
-    mk1, mk2, _, basis = in_time(k1, k2, np.zeros(k1.size), degree, start, length)
+    mk1, mk2, _, basis = in_time(k1, k2, np.zeros(k1.size), degree, start, length, flags)
     shifted = (coef * np.exp(1j * np.pi * (mk1 + mk2) / n)).reshape(-1, coef.shape[-1])
     times = np.asarray(times, np.float64).ravel()
     with jax.enable_x64(True):
@@ -126,13 +154,15 @@ def _seconds(values) -> np.ndarray:
     return values.astype(np.float64)
 
 
-def truth_in_basis(ds, k1, k2, degree: int, flows=None) -> dict:
+def truth_in_basis(ds, k1, k2, degree: int, flows=None, current: bool = False) -> dict:
     """Returns the QG truth of a file and its least-squares fit in the basis in time, model units.
 
     Args:
         ds: the QG truth file as an xarray Dataset (`to_xarray`, or opened from disk).
-        k1, k2: `(spatial,)` wavevectors; degree: Legendre degrees 0..degree over the window.
+        k1, k2: `(spatial,)` periodic wavevectors; degree: Legendre degrees 0..degree over the window.
         flows: None (all), or an index, slice or list of flows.
+        current: the basis also has the uniform current (first, `with_current`): its fit is that of the velocity's
+            domain mean (`current_projection`), the background flow the drifters feel included.
     Returns:
         dict: "coef" complex (flow, mode); "u", "v", "u_fit", "v_fit" (flow, time, ny, nx) model units;
         "limit" (flow,) `projection_limit` per flow; "times" (time,) model times (truth_time[0] is the
@@ -149,8 +179,13 @@ def truth_in_basis(ds, k1, k2, degree: int, flows=None) -> dict:
     v = np.asarray(ds["v"].values, np.float64) * T / L
     length = float(times[-1])
     coef = window_projection(psi, times, k1, k2, degree, 0.0, length)
-    _, u_fit, v_fit = basis_fields(coef, k1, k2, degree, 0.0, length, times, psi.shape[-1])
-    mk1, mk2, _, basis = in_time(np.asarray(k1), np.asarray(k2), np.zeros(np.size(k1)), degree, 0.0, length)
+    flags, spatial = None, (np.asarray(k1), np.asarray(k2))
+    if current:
+        coef = np.concatenate([current_projection(u, v, times, degree, 0.0, length), coef], axis=-1)
+        spatial = with_current(*spatial)
+        flags = spatial[2]
+    _, u_fit, v_fit = basis_fields(coef, k1, k2, degree, 0.0, length, times, psi.shape[-1], current)
+    mk1, mk2, _, basis = in_time(spatial[0], spatial[1], np.zeros(spatial[0].size), degree, 0.0, length, flags)
     limit = np.array([projection_limit(u[f], v[f], u_fit[f], v_fit[f]) for f in range(u.shape[0])])
     return {"coef": coef, "u": u, "v": v, "u_fit": u_fit, "v_fit": v_fit, "limit": limit, "times": times,
             "time_basis": basis, "k1": mk1, "k2": mk2, "unresolved_variance": unresolved_variance(u, v, u_fit, v_fit)}

@@ -19,7 +19,7 @@ class SpectralGrid(NamedTuple):
     """The model's rfft2 grid: wavenumbers k `(nk,)`, l `(ny,)` in rad/m, the half-cell offset and weights."""
 
     k: jax.Array  # (nk,) rad/m, rfftfreq order
-    l: jax.Array  # (ny,) rad/m, fftfreq order
+    l: jax.Array  # noqa: E741 (ny,) rad/m, fftfreq order; the public field keeps pyqg's name
     weight: jax.Array  # (nk,) 1 for k = 0 and the Nyquist column, 2 for the others (their conjugates are implied)
     offset: jax.Array  # (2,) m: grid point (i, j) sits at ((i + 1/2) dx, (j + 1/2) dy)
     n_points: int  # nx * ny
@@ -28,9 +28,9 @@ class SpectralGrid(NamedTuple):
 def spectral_grid(nx: int, L: float) -> SpectralGrid:
     """Returns the `SpectralGrid` of pyqg-jax's square nx^2 grid of side L (its `kk`, `ll` and cell centres)."""
     k = 2 * jnp.pi / L * jnp.arange(nx // 2 + 1)
-    l = 2 * jnp.pi / L * jnp.fft.fftfreq(nx, 1.0 / nx)
+    ell = 2 * jnp.pi / L * jnp.fft.fftfreq(nx, 1.0 / nx)
     weight = jnp.full(nx // 2 + 1, 2.0).at[0].set(1.0).at[-1].set(1.0)
-    return SpectralGrid(k, l, weight, jnp.full(2, 0.5 * L / nx), nx * nx)
+    return SpectralGrid(k, ell, weight, jnp.full(2, 0.5 * L / nx), nx * nx)
 
 
 def spectral_value(fh, z, grid: SpectralGrid):
@@ -49,9 +49,10 @@ def spectral_value(fh, z, grid: SpectralGrid):
 
 
 def spectral_velocity(ph, grid: SpectralGrid):
-    """Returns (uh, vh) stacked `(2, ..., ny, nk)` of a streamfunction `ph` `(..., ny, nk)`: u = -d psi/dy, v = d psi/dx."""
-    l, k = (jnp.broadcast_to(a, ph.shape) for a in (grid.l[:, None], grid.k[None, :]))
-    return jnp.stack([-1j * l * ph, 1j * k * ph])
+    """Returns (uh, vh) stacked `(2, ..., ny, nk)` of a streamfunction `ph` `(..., ny, nk)`:
+    u = -d psi/dy, v = d psi/dx."""
+    ell, k = (jnp.broadcast_to(a, ph.shape) for a in (grid.l[:, None], grid.k[None, :]))
+    return jnp.stack([-1j * ell * ph, 1j * k * ph])
 
 
 def hermite(f0, df0, f1, df1, h, theta):

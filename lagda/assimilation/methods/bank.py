@@ -27,7 +27,8 @@ from simulate.prior import draw_coefficients
 
 def _scan_batches(query, key, scale, bank, mask, tau, first, n_local: int, kind: str, size: int, batch: int, k: int,
                   from_prior: bool):
-    """Returns the running state (top coef, top scores, max, sum w, sum w x, sum w x^2) of batches first .. first+n_local-1.
+    """Returns the running state (top coef, top scores, max, sum w, sum w x, sum w x^2)
+    of batches first .. first+n_local-1.
 
     Batch b is draw_coefficients(fold_in(key, b)) when from_prior, else rows j*batch .. of `bank`
     (the rows of these batches, zero-padded); items past `size` get score -inf.
@@ -114,7 +115,8 @@ def scan_bank_sharded(query, key, scale, bank, mask, tau, kind: str, size: int, 
 
     replicated = P()
     bank_spec = replicated if from_prior else P("bank")
-    return jax.shard_map(part, mesh=mesh, in_specs=(replicated, replicated, replicated, bank_spec, replicated, replicated),
+    return jax.shard_map(part, mesh=mesh,
+                         in_specs=(replicated, replicated, replicated, bank_spec, replicated, replicated),
                          out_specs=replicated, check_vma=False)(query, key, scale, bank, mask, tau)
 
 
@@ -148,7 +150,8 @@ def bank_search(queries, scale, config, scorer, key, bank=None, cache=None):
 
     Args:
         queries: `(q, n_e)` track embeddings; scale: `(mode,)` prior std a_k.
-        config: a BankConfig (bank_size, bank_batch, bank_cache_mb, top_k); scorer: lagda.assimilation.methods.learned.Scorer.
+        config: a BankConfig (bank_size, bank_batch, bank_cache_mb, top_k);
+        scorer: lagda.assimilation.methods.learned.Scorer.
         bank: complex `(n, mode)` coefficients to rank, or None for config.bank_size prior draws.
         cache: the caller's dict keeping the i.i.d. prior bank between calls (`prior_bank`), or None.
     """

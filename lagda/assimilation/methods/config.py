@@ -48,8 +48,8 @@ class LinearConfig(MethodConfig):
     """`linear`: the closed-form Gaussian posterior from the tracks' velocities or displacements."""
 
     fd_lag: int | None = setting(None, "observations between the two ends of a finite difference; None: automatic")
-    fd_order: int | None = setting(None, "finite-difference order: 2 (pairs at midpoints), 4 or 6 (central, at observed "
-                                         "points); None: 6 if smooth and dense")
+    fd_order: int | None = setting(None, "finite-difference order: 2 (pairs at midpoints), 4 or 6 (central, at "
+                                         "observed points); None: 6 if smooth and dense")
     track_data: Literal["auto", "velocities", "displacements"] = setting(
         "auto", "data: velocities (finite differences), displacements (path integrals), auto: displacements for noisy "
                 "dense tracks (automatic lag above 1), velocities otherwise")
@@ -99,8 +99,6 @@ class OptimiserConfig(MethodConfig):
     sigma_floor: float = setting(1e-6, "smallest position noise std used in the misfit (domain lengths)")
     continuation: tuple[float, ...] = setting((0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 1.0),
                                               "window fractions fitted in turn, ending with 1.0")
-    fused: bool = setting(True, "tracks observed every 8 or more RK4 steps: the fused observation operator and "
-                                "sensitivity (the same values to rounding, faster); False: the reference run")
 
     def checks(self) -> list[tuple[bool, str]]:
         return super().checks() + [
@@ -124,6 +122,62 @@ class VarConfig(OptimiserConfig):
 
     def checks(self) -> list[tuple[bool, str]]:
         return super().checks() + [(self.iterations >= 1, f"iterations must be >= 1, got {self.iterations}")]
+
+
+SAMPLE_STARTS = ("prior", "var", "proposal")
+MASS_MATRICES = ("dense", "diagonal")
+# whitened units: below, the moves stall; above, leapfrog on a unit Gaussian nears its instability (2)
+STEP_SIZE_RANGE = (1e-3, 1.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleConfig(MethodConfig):
+    """`sample`: the posterior by adaptive tempered SMC with HMC moves; defaults for K = 49 (the module's costs)."""
+
+    members: int = setting(4096, "posterior samples kept: every particle of every run, systematically resampled to "
+                                 "this many when there are more")
+    particles: int = setting(1024, "particles per run")
+    runs: int = setting(2, "independent runs, each from its own key, pooled; R-hat and agreement between them")
+    target_ess: float = setting(0.5, "each stage's next tempering l keeps this fraction of the particles as ESS")
+    mcmc_steps: int = setting(5, "HMC transitions per particle per stage")
+    step_size: float = setting(0.5, "initial leapfrog step, in units of the particles' spread (whitened coordinates)")
+    target_acceptance: float = setting(0.65, "the step size is multiplied by exp(acceptance - this) after each stage")
+    trajectory_length: float = setting(1.5, "leapfrog steps per transition: ceil(trajectory_length / step size), ...")
+    max_leapfrog_steps: int = setting(16, "... at most this many")
+    mass_matrix: Literal["dense", "diagonal"] = setting("dense", "whitening by the particles' covariance or its "
+                                                                 "diagonal")
+    max_stages: int = setting(500, "tempering stages before giving up (the result then says tempering_complete "
+                                   "false)")
+    final_moves: int = setting(1, "stages of resampling and moves at l = 1 (equal weights afterwards)")
+    sigma_floor: float = setting(1e-6, "smallest position noise std used in the misfit (domain lengths)")
+    start: Literal["prior", "var", "proposal"] = setting(
+        "prior", "initial particles: the prior (the gold standard), var (its Laplace Gaussian at the MAP, times "
+                 "proposal_scale) or proposal (a Gaussian given in Python)")
+    proposal_scale: float = setting(1.0, "a proposal's covariance is multiplied by this (> 1 for overconfident ones)")
+    particle_batch: int = setting(0, "particles moved at once (lax.map over batches; 0: all by vmap): bounds the "
+                                     "memory of the gradient through RK4 (~3.5 MB per particle and drifter for 1000 "
+                                     "steps, K = 49) on a GPU")
+
+    def checks(self) -> list[tuple[bool, str]]:
+        return super().checks() + [
+            (self.particles >= 2, f"particles must be >= 2, got {self.particles}"),
+            (self.runs >= 1, f"runs must be >= 1, got {self.runs}"),
+            (0 < self.target_ess < 1, f"target_ess must be in (0, 1), got {self.target_ess}"),
+            (self.mcmc_steps >= 1, f"mcmc_steps must be >= 1, got {self.mcmc_steps}"),
+            (STEP_SIZE_RANGE[0] <= self.step_size <= STEP_SIZE_RANGE[1],
+             f"step_size must be in {list(STEP_SIZE_RANGE)}, got {self.step_size}"),
+            (0 < self.target_acceptance < 1, f"target_acceptance must be in (0, 1), got {self.target_acceptance}"),
+            (self.trajectory_length > 0, f"trajectory_length must be > 0, got {self.trajectory_length}"),
+            (self.max_leapfrog_steps >= 1, f"max_leapfrog_steps must be >= 1, got {self.max_leapfrog_steps}"),
+            (self.mass_matrix in MASS_MATRICES,
+             f"mass_matrix must be one of {MASS_MATRICES}, got {self.mass_matrix!r}"),
+            (self.max_stages >= 1, f"max_stages must be >= 1, got {self.max_stages}"),
+            (self.final_moves >= 1, f"final_moves must be >= 1, got {self.final_moves}"),
+            (self.sigma_floor > 0, f"sigma_floor must be > 0, got {self.sigma_floor}"),
+            (self.start in SAMPLE_STARTS, f"start must be one of {SAMPLE_STARTS}, got {self.start!r}"),
+            (self.proposal_scale > 0, f"proposal_scale must be > 0, got {self.proposal_scale}"),
+            (self.particle_batch >= 0, f"particle_batch must be >= 0, got {self.particle_batch}"),
+        ]
 
 
 @dataclasses.dataclass(frozen=True)

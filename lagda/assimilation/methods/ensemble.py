@@ -86,7 +86,8 @@ def esmda(xs, forward, observed, masks, sigma: float, iterations: int, key):
     for s, mask in enumerate(masks):
         for a in range(iterations):
             predicted = np.asarray(forward(xs, s), np.float64)
-            eps = np.asarray(jax.random.normal(jax.random.fold_in(key, s * iterations + a), predicted.shape), np.float64)
+            eps = np.asarray(jax.random.normal(jax.random.fold_in(key, s * iterations + a), predicted.shape),
+                             np.float64)
             ok = np.all(np.isfinite(predicted), axis=1)  # a blown-up member is left out of the statistics and stays
             skipped += int(np.sum(~ok))
             if np.sum(ok) >= 2:
@@ -107,7 +108,8 @@ def assimilate_enkf(positions, times, release, model: FlowModel, config: EnkfCon
     sigma = max(noise_std, config.sigma_floor)
     key_prior, key_noise = jax.random.split(key)
     n = config.members
-    xs = np.asarray(jax.random.normal(key_prior, (n, 2 * model.n_modes)), np.float64) * np.sqrt(model.prior_var)[None, :]
+    xs = (np.asarray(jax.random.normal(key_prior, (n, 2 * model.n_modes)), np.float64)
+          * np.sqrt(model.prior_var)[None, :])
     modes = (jnp.asarray(model.k1), jnp.asarray(model.k2), jnp.asarray(model.omega), model.time)
     windows = [window_mask(obs, fraction) for fraction in config.continuation]
     masks = np.stack([np.repeat(w.reshape(-1), 2) for w in windows])  # both coordinates of each position

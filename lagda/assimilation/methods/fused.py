@@ -39,7 +39,7 @@ import numpy as np
 from lagda.assimilation.model import to_complex
 
 # the fused trajectory kernel's pieces: folded modes, RK4-stage velocity on (batch,) vectors, sin/cos in turns
-from simulate.kernels import _sincos_turns, _velocity, folded_modes
+from simulate.kernels import folded_modes, sincos_turns, stage_velocity
 
 TWO_PI = 2.0 * np.pi
 FUSED_MIN_STRIDE = 8  # below this spacing the blocks are too short to pay (simulate_observed_tangent is used)
@@ -145,8 +145,8 @@ def _step_table(omega, arr: _Arrays):
     omega_a = omega[arr.member_a]
     omega_b = jnp.where(arr.has_b, omega[arr.index_b], 0.0)
     tau = jnp.asarray(arr.offsets)[..., None]
-    t_cos, t_sin = _sincos_turns(tau * (omega_a / TWO_PI))
-    s_cos, s_sin = _sincos_turns(tau * (omega_b / TWO_PI))
+    t_cos, t_sin = sincos_turns(tau * (omega_a / TWO_PI))
+    s_cos, s_sin = sincos_turns(tau * (omega_b / TWO_PI))
     return (t_cos, t_sin), (s_cos, -s_sin)
 
 
@@ -162,13 +162,13 @@ def _block_trajectory(z, a, b, table, op: FusedOperator, arr: _Arrays):
     def step(z, rotation):
         x, y = jnp.real(z), jnp.imag(z)
         at = [tuple(r[stage] for r in rotation) for stage in (0, 1, 3)]  # stages 2 and 3 share a time
-        u1, v1 = _velocity(x, y, coefs, at[0], op.folds)
+        u1, v1 = stage_velocity(x, y, coefs, at[0], op.folds)
         x2, y2 = x + half * u1, y + half * v1
-        u2, v2 = _velocity(x2, y2, coefs, at[1], op.folds)
+        u2, v2 = stage_velocity(x2, y2, coefs, at[1], op.folds)
         x3, y3 = x + half * u2, y + half * v2
-        u3, v3 = _velocity(x3, y3, coefs, at[1], op.folds)
+        u3, v3 = stage_velocity(x3, y3, coefs, at[1], op.folds)
         x4, y4 = x + dt * u3, y + dt * v3
-        u4, v4 = _velocity(x4, y4, coefs, at[2], op.folds)
+        u4, v4 = stage_velocity(x4, y4, coefs, at[2], op.folds)
         dx = dt * (u1 / 6.0 + u2 / 3.0 + u3 / 3.0 + u4 / 6.0)
         dy = dt * (v1 / 6.0 + v2 / 3.0 + v3 / 3.0 + v4 / 6.0)
         # four separate outputs: stacked in the step, XLA would recompute the stages for each of them
@@ -189,7 +189,7 @@ def _block_sensitivity(stages, a, b, table, op: FusedOperator, arr: _Arrays):
     dt = op.dt
     stages = jnp.moveaxis(stages, 2, 0)  # (batch, stride, 4)
     x, y = jnp.real(stages)[..., None], jnp.imag(stages)[..., None]
-    e_cos, e_sin = _sincos_turns(x * arr.k1 + y * arr.k2)  # e^{2 pi i k.z}: (batch, stride, 4, fold)
+    e_cos, e_sin = sincos_turns(x * arr.k1 + y * arr.k2)  # e^{2 pi i k.z}: (batch, stride, 4, fold)
     (t_re, t_im), (s_re, s_im) = table
     te = _cmul((t_re[None], t_im[None]), (e_cos, e_sin))
     se = _cmul((s_re[None], s_im[None]), (e_cos, e_sin))

@@ -151,8 +151,9 @@ def assimilate_hybrid(positions, times, release, model: FlowModel, config: Hybri
     out = multistart_map(positions, times, release, model, config, key_search, np.stack(starts), config.iterations,
                          config.continuation)
     return dataclasses.replace(out, info={**info, **out.info, "refined": True,
-                                          "starts": "product mean" + (f" + learned conditional mean and {len(starts) - 2} "
-                                                                      "draws" if len(starts) > 1 else "")})
+                                          "starts": "product mean"
+                                                    + (f" + learned conditional mean and {len(starts) - 2} draws"
+                                                       if len(starts) > 1 else "")})
 
 
 def hybrid_estimates(tracks, model: FlowModel, config: HybridConfig, scorer: Scorer, key, bank=None,

@@ -73,7 +73,8 @@ def scorer_from_run(run_dir) -> tuple[Scorer, dict]:
         # mask is a broadcast one.
         kind, tau = kernel_set_similarity(model, config), trained_tau(model)
         if config.encoder == "set":
-            return Scorer(lambda positions, times, valid: embed_track_sets(model, config, positions, times=times, mask=valid),
+            return Scorer(lambda positions, times, valid: embed_track_sets(model, config, positions, times=times,
+                                                                           mask=valid),
                           kind, tau, np.ones(1), any_regime=True), meta
         return Scorer(lambda positions: embed_track_sets(model, config, positions), kind, tau, np.ones(1), times), meta
     encoder, mask = model.encoder, np.asarray(model.mask[...], np.float64)
@@ -110,7 +111,8 @@ def encoder_problem(positions, times, model_times=None) -> str | None:
         tol = TIME_TOLERANCE * float(np.min(np.diff(model_times))) if n > 1 else TIME_TOLERANCE * abs(model_times[0])
         if len(t) != n or not np.all(np.abs(t - model_times) <= tol):
             return (f"drifter {d} is observed at {len(t)} times from {t[0]:.6g} to {t[-1]:.6g}, but the encoder reads "
-                    f"{n} times from {model_times[0]:.6g} to {model_times[-1]:.6g} (spacing {model_times[1] - model_times[0]:.6g})"
+                    f"{n} times from {model_times[0]:.6g} to {model_times[-1]:.6g} (spacing "
+                    f"{model_times[1] - model_times[0]:.6g})"
                     if n > 1 else f"drifter {d}: observation times differ from the encoder's")
     return None
 
@@ -127,7 +129,8 @@ def field_queries(tracks, scorer: Scorer) -> tuple[list, list]:
             valid = np.isfinite(sub.times) & np.all(np.isfinite(sub.positions), axis=-1)
             problem = None if np.any(np.sum(valid, axis=1) >= 2) else "no drifter has two valid observations"
             query = None if problem else np.asarray(scorer.embed_fn(
-                np.where(valid[..., None], sub.positions, 0.0)[None], np.where(valid, sub.times, 0.0)[None], valid[None]))[0]
+                np.where(valid[..., None], sub.positions, 0.0)[None], np.where(valid, sub.times, 0.0)[None],
+                valid[None]))[0]
             queries.append(query)
             problems.append(problem)
             continue

@@ -5,7 +5,8 @@ displacements (the path integral of the velocity, whitened against the errors of
 flow at noisy positions) on noisy dense tracks; with config.representation "ou", differenced
 velocities whose error along each track is the velocity of the scales the basis leaves out, an
 Ornstein-Uhlenbeck process in time, plus the white noise (`representation_posterior`). The
-posterior (linear_gaussian) is Gaussian in closed form with empirical-Bayes noise unless noise_std is given (config.representation
+posterior (linear_gaussian) is Gaussian in closed form with empirical-Bayes noise unless noise_std is given
+(config.representation
 "auto": "ou" in a chosen basis, "white" in lagda's own model). Its covariance also takes a
 posterior-predictive floor: the tracks re-integrated by RK4 from the posterior mean measure the
 data error that the residuals cannot show because the coefficients absorbed it (on exact tracks,
@@ -150,7 +151,8 @@ def track_velocity_posterior(positions, times, release, model: FlowModel, config
 def floored_velocity_posterior(positions, times, release, model, config, regime, g, y, prior, mean, cov, info):
     """Returns (mean, cov, info) with the covariance at noise max(tau v, `predictive_noise_floor`); the mean is kept."""
     noise_var = info["velocity_noise_std"] ** 2
-    floor, misfit = predictive_noise_floor(positions, times, release, model, config, regime, y, mean, info["data_dimensions"])
+    floor, misfit = predictive_noise_floor(positions, times, release, model, config, regime, y, mean,
+                                           info["data_dimensions"])
     cov_noise = max(info["residual_correlation_time"] * noise_var, floor)
     if floor > info["residual_correlation_time"] * noise_var:
         _, cov, _ = linear_posterior(g, y - g @ prior[0], prior[1], cov_noise)
@@ -198,7 +200,8 @@ def track_differences(positions, times, release, config: LinearConfig, regime: d
     if not parts:
         raise ValueError(f"no two valid observations {regime['lag']} apart: cannot form finite differences")
     order, gain = max(p[4] for p in parts), max(p[5] for p in parts)
-    return (*(np.concatenate([p[i] for p in parts]) for i in range(4)), order, gain, np.concatenate([p[6] for p in parts]))
+    return (*(np.concatenate([p[i] for p in parts]) for i in range(4)), order, gain,
+            np.concatenate([p[6] for p in parts]))
 
 
 def _track_chunks(model: FlowModel, points, t, track, chunk: int = 4):
@@ -263,7 +266,9 @@ def representation_posterior(positions, times, release, model: FlowModel, config
     white noise of the differences (gain sigma^2 / h^2, sigma given or estimated from the tracks),
     the GLS posterior is exact (representation.whiten_tracks). A variance or time scale not given
     is estimated (representation.ou_time_scale) from the residuals of a first fit with white
-    errors of empirical-Bayes variance (`white_evidence_fit`), then OU at the estimate.
+    errors of empirical-Bayes variance (`white_evidence_fit`), then OU at the estimate. A chosen basis
+    without a climatology (model.search) instead takes the prior's spectrum and the error model that
+    prior_search.search_prior chooses from the tracks (prior_var unused; its choices in the info).
     """
     # lag-1 pairs unless set: the correlated error dominates the noise, and pairs keep every fix (their noise,
     # shared by neighbouring pairs, is taken as white)
@@ -281,6 +286,15 @@ def representation_posterior(positions, times, release, model: FlowModel, config
                 sources[f"representation_{name}_source"] = "the model's climatology"
         rep_var = model.unresolved[0] if rep_var is None else rep_var
         tau = model.unresolved[1] if tau is None else tau
+    info = {"data": "velocities", "error_model": "ou", "fd_order": order, **regime,
+            "velocity_noise_std": float(np.sqrt(noise_var))}
+    if model.search is not None:  # no climatology: the prior's spectrum and the error model from the tracks
+        from lagda.assimilation.methods.prior_search import search_prior
+
+        data = track_residuals(model, points, t, vel, track, prior_mean) if np.any(prior_mean) else vel
+        delta, cov, _, rep_var, tau, found = search_prior(points, t, data, track, noise_var, model, rep_var, tau)
+        return prior_mean + delta, cov, {**info, "pairs": len(t), "representation_std": float(np.sqrt(rep_var)),
+                                         "representation_time": float(tau), **sources, **found}
     prior_prec = 1.0 / prior_var
     if rep_var is None or tau is None:
         gram, rhs = normal_equations(model, points, t, vel, track)
@@ -293,7 +307,5 @@ def representation_posterior(positions, times, release, model: FlowModel, config
     factor = cho_factor(gram + np.diag(prior_prec))
     mean = prior_mean + cho_solve(factor, rhs - gram @ prior_mean)
     cov = cho_solve(factor, np.eye(len(prior_var)))
-    info = {"data": "velocities", "error_model": "ou", "fd_order": order, "pairs": len(t), **regime,
-            "representation_std": float(np.sqrt(rep_var)), "representation_time": float(tau),
-            "velocity_noise_std": float(np.sqrt(noise_var)), **sources}
-    return mean, cov, info
+    return mean, cov, {**info, "pairs": len(t), "representation_std": float(np.sqrt(rep_var)),
+                       "representation_time": float(tau), **sources}

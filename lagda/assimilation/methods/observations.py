@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lagda.assimilation.model import to_complex
-from simulate.flow import TWO_PI, temporal_factor, velocity
+from simulate.flow import TWO_PI, current_mask, temporal_factor, velocity
 from simulate.integrate import explicit_rk_step, record
 
 
@@ -123,6 +123,12 @@ def _tangent_field(state, t, args):
                                    jnp.stack([-jnp.sum(k1 * q * k1), -jnp.sum(k1 * q * k2)])])
     basis = jnp.concatenate([sin, cos])
     dw_dx = TWO_PI * jnp.stack([jnp.tile(k2, 2) * basis, -jnp.tile(k1, 2) * basis])
+    current = current_mask(time)
+    if current is not None:  # the uniform current (k = 0, theta = omega t): u = a cos - b sin, v = a sin + b cos
+        cos_c, sin_c = current * cos, current * sin
+        w = w + jnp.stack([jnp.sum(x[:n_mode] * cos_c - x[n_mode:] * sin_c),
+                           jnp.sum(x[:n_mode] * sin_c + x[n_mode:] * cos_c)])
+        dw_dx = dw_dx + jnp.stack([jnp.concatenate([cos_c, -sin_c]), jnp.concatenate([sin_c, cos_c])])
     return jnp.concatenate([w[:, None], dw_dz @ sens + dw_dx], axis=1)
 
 

@@ -23,6 +23,7 @@ from lagda.assimilation.methods.config import (
     LinearConfig,
     MethodConfig,
     RetrieveConfig,
+    SampleConfig,
     VarConfig,
     configure,
 )
@@ -41,6 +42,7 @@ class Method(abc.ABC):
     summary: ClassVar[str]
     learned: ClassVar[bool] = False
     chosen_basis: ClassVar[bool] = True
+    progress: bool = False  # draw a progress bar on stderr (the methods that take long: sample)
 
     def __init__(self, config: MethodConfig | None = None, **options):
         """Builds the method from `config`, or from `options` (its config's field names; the previous release's
@@ -53,7 +55,8 @@ class Method(abc.ABC):
             raise ValueError(f"{self.name}: pass a config or options, not both")
         if config is not None and not isinstance(config, self.Config):
             raise TypeError(f"{self.name} takes a {self.Config.__name__}, got a {type(config).__name__}")
-        self.config, notes = (config.validate(), []) if config is not None else configure(self.name, self.Config, options)
+        self.config, notes = ((config.validate(), []) if config is not None
+                              else configure(self.name, self.Config, options))
         self.notes = tuple(notes)
 
     def __call__(self, tracks, model, key=None) -> Posterior:
@@ -74,7 +77,8 @@ class Method(abc.ABC):
         return stack_estimates(estimates, self.name, seconds)
 
     def estimates(self, tracks, model, key) -> tuple[list[FieldEstimate], list[float]]:
-        """Returns (FieldEstimate per field, wall seconds per field): `estimate` on each field with key fold_in(key, f)."""
+        """Returns (FieldEstimate per field, wall seconds per field):
+        `estimate` on each field with key fold_in(key, f)."""
         import jax
 
         out, seconds = [], []
@@ -118,6 +122,21 @@ class Enkf(Method):
         from lagda.assimilation.methods.ensemble import assimilate_enkf
 
         return assimilate_enkf(tracks.positions, tracks.times, tracks.release, model, self.config, key)
+
+
+class Sample(Method):
+    name, Config = "sample", SampleConfig
+    summary = ("the posterior itself by tempered SMC with HMC moves (blackjax): its mean, the estimate of least "
+               "expected error, and its spread; the gold standard, slow")
+
+    def estimate(self, tracks, model, key) -> FieldEstimate:
+        from contextlib import nullcontext
+
+        from lagda.assimilation.methods.sample import assimilate_sample, progress_bar
+
+        with progress_bar("sample") if self.progress else nullcontext() as progress:
+            return assimilate_sample(tracks.positions, tracks.times, tracks.release, model, self.config, key,
+                                     progress=progress)
 
 
 class LearnedMethod(Method):
@@ -175,7 +194,7 @@ class Hybrid(LearnedMethod):
         return hybrid_estimates(tracks, model, self.config, self.encoder, key, self.bank, self.bank_cache)
 
 
-METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (Linear, Var, Enkf, Retrieve, Embed, Hybrid)}
+METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (Linear, Var, Enkf, Sample, Retrieve, Embed, Hybrid)}
 
 
 def make_method(name: str, options: dict | None = None, run_dir=None, encoder=None) -> Method:

@@ -95,7 +95,8 @@ def whiten_tracks(g, y, track, times, rep_var: float, tau: float, noise_var: flo
     g, y = np.asarray(g, np.float64), np.asarray(y, np.float64)
     track, times = np.asarray(track), np.asarray(times, np.float64)
     n = y.shape[0]
-    if n == 0 or g.ndim != 3 or g.shape[:2] != (n, 2) or y.shape != (n, 2) or (track.shape, times.shape) != ((n,), (n,)):
+    if (n == 0 or g.ndim != 3 or g.shape[:2] != (n, 2) or y.shape != (n, 2)
+            or (track.shape, times.shape) != ((n,), (n,))):
         raise ValueError(f"expected g (n, 2, p), y (n, 2), track and times (n,) with n > 0, "
                          f"got {g.shape}, {y.shape}, {track.shape}, {times.shape}")
     order = np.lexsort((times, track))
@@ -113,7 +114,8 @@ def whiten_tracks(g, y, track, times, rep_var: float, tau: float, noise_var: flo
 
 
 def ou_time_scale(residuals, times, track, max_lag: int = 5000) -> tuple[float, float]:
-    """Returns (variance, tau) of the OU process equivalent to residual velocities `(n, 2)`, times `(n,)`, track ids `(n,)`.
+    """Returns (variance, tau) of the OU process equivalent to residual velocities `(n, 2)`, times `(n,)`,
+    track ids `(n,)`.
 
     variance is the mean square of the residuals over both components (taken as zero-mean, not
     centred). tau is their integral time scale, h (1/2 + sum_{k>=1} rho_k), the autocorrelation rho_k

@@ -80,7 +80,7 @@ def posterior_cost(x, positions, times, release, model: FlowModel, config: Optim
     """
     obs = arrange(positions, times, release, model.dt)
     sigma, _ = noise_sigma(positions, times, config)
-    return cost(x, observation_problem(obs, model, sigma, prior=prior, fused=config.fused))
+    return cost(x, observation_problem(obs, model, sigma, prior=prior))
 
 
 def run_starts(obs, model: FlowModel, config: OptimiserConfig, starts, iterations: int, sigma: float, stages=(1.0,),
@@ -90,7 +90,7 @@ def run_starts(obs, model: FlowModel, config: OptimiserConfig, starts, iteration
     Each start runs the continuation `stages` (variational.fit) with `iterations` per stage;
     non-finite end points get cost inf.
     """
-    full = observation_problem(obs, model, sigma, prior=prior, fused=config.fused)
+    full = observation_problem(obs, model, sigma, prior=prior)
     ends, costs = [], []
     for x0 in np.asarray(starts, np.float64):
         x, _ = fit(x0, obs, model, config, stages, iterations, sigma, prior)
@@ -134,8 +134,8 @@ def multistart_map(positions, times, release, model: FlowModel, config: Optimise
     if source != "given":  # the best end point's evidence sets sigma (variational.fit_noise)
         x, sigma, tried = fit_noise(x, obs, model, config, iterations, sigma, prior)
         source = "floored" if sigma <= config.sigma_floor else "evidence"
-        cost_best = cost(x, observation_problem(obs, model, sigma, prior=prior, fused=config.fused))
-    cov = laplace_covariance(x, obs, model, sigma, prior, config.fused)
+        cost_best = cost(x, observation_problem(obs, model, sigma, prior=prior))
+    cov = laplace_covariance(x, obs, model, sigma, prior)
     info = {"costs": [float(c) for c in costs], "distances": [float(d) for d in dist], "chosen": best,
             "n_starts": int(len(starts)), "n_in_best_basin": int(np.sum(dist < basin_tol)),
             "cost_best": cost_best, "basin_tol": float(basin_tol), "iterations": int(iterations),

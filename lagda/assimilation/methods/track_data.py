@@ -106,7 +106,8 @@ def track_segments(positions, times, release, model: FlowModel) -> Segments:
     g = np.where(valid[..., None, None], velocity_basis(points.reshape(-1, 2), t_pad.reshape(-1), *model.modes)
                  .reshape(n_seg, m, 2, -1), 0.0)
     steps = np.diff(t_pad, axis=1)[..., None, None]
-    integral = np.concatenate([np.zeros_like(g[:, :1]), np.cumsum(0.5 * steps * (g[:, :-1] + g[:, 1:]), axis=1)], axis=1)
+    integral = np.concatenate([np.zeros_like(g[:, :1]), np.cumsum(0.5 * steps * (g[:, :-1] + g[:, 1:]), axis=1)],
+                              axis=1)
     return Segments(points, t_pad, valid, np.array([a for _, _, a in runs]), integral)
 
 
@@ -118,7 +119,8 @@ def velocity_gradient(points, t, x, model: FlowModel) -> np.ndarray:
     (times the temporal factor f_k(t) with a time basis).
     """
     k = model.n_modes
-    theta = model.omega[None, :] * t[:, None] + TWO_PI * (points[:, :1] * model.k1[None, :] + points[:, 1:] * model.k2[None, :])
+    theta = model.omega[None, :] * t[:, None] + TWO_PI * (points[:, :1] * model.k1[None, :]
+                                                          + points[:, 1:] * model.k2[None, :])
     q = (x[None, :k] * np.cos(theta) - x[None, k:] * np.sin(theta)) * temporal_factor(t, model.time, np)
     k1, k2 = model.k1[None, :].astype(np.float64), model.k2[None, :].astype(np.float64)
     rows = [[np.sum(k2 * k1 * q, 1), np.sum(k2 * k2 * q, 1)], [-np.sum(k1 * k1 * q, 1), -np.sum(k1 * k2 * q, 1)]]
@@ -252,7 +254,8 @@ def _third_difference_power(positions, times, lag: int, h: float) -> float:
     if z.shape[1] <= 3 * lag:
         return float("nan")
     d3 = z[:, 3 * lag:] - 3 * z[:, 2 * lag:-lag] + 3 * z[:, lag:-2 * lag] - z[:, :-3 * lag]
-    steps = [t[:, (i + 1) * lag:t.shape[1] - (2 - i) * lag] - t[:, i * lag:t.shape[1] - (3 - i) * lag] for i in range(3)]
+    steps = [t[:, (i + 1) * lag:t.shape[1] - (2 - i) * lag] - t[:, i * lag:t.shape[1] - (3 - i) * lag]
+             for i in range(3)]
     regular = np.all([np.abs(step - lag * h) <= 1e-6 * lag * h for step in steps], axis=0)
     d3 = np.where(regular[..., None], d3, np.nan)
     return float(np.nanmean(d3**2)) if np.any(regular) else float("nan")

@@ -130,13 +130,14 @@ def residuals_and_jacobian(x, problem) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(residuals(x, *problem)), np.asarray(jacobian(x, *problem))
 
 
-def observation_problem(obs: Observations, model: FlowModel, sigma: float, mask=None, n_sim=None, prior=None,
-                        fused: bool = True) -> Problem:
+def observation_problem(obs: Observations, model: FlowModel, sigma: float, mask=None, n_sim=None,
+                        prior=None) -> Problem:
     """Returns the argument tuple of `residuals` after x, restricted to the first n_sim states.
 
     prior: (mean `(2K,)`, var `(2K,)`) of a Gaussian prior replacing N(0, D) (hybrid), or None.
-    fused: evaluate the cost and the Jacobian with lagda.assimilation.methods.fused where it applies (sparse
-    tracks; the same values to rounding, faster), else always with `residuals` / `jacobian`.
+    The problem's `operator` is the fused one (lagda.assimilation.methods.fused: the same values to rounding,
+    faster) where it applies, a model without a time basis observed every fused.FUSED_MIN_STRIDE or more
+    steps; `cost` and `residuals_and_jacobian` then use it, else `residuals` / `jacobian`.
     """
     mean, var = (np.zeros(2 * model.n_modes), model.prior_var) if prior is None else prior
     mask = obs.mask if mask is None else mask
@@ -145,27 +146,15 @@ def observation_problem(obs: Observations, model: FlowModel, sigma: float, mask=
     problem = Problem((jnp.asarray(mask), jnp.asarray(obs.target), jnp.asarray(obs.z0), jnp.asarray(obs.t0),
                        jnp.asarray(index), jnp.asarray(model.k1), jnp.asarray(model.k2), jnp.asarray(model.omega),
                        model.time, model.dt, sigma, jnp.asarray(np.sqrt(var)), jnp.asarray(mean), n_sim, obs.stride))
-    problem.operator = _operator(model, obs.stride) if fused else None
+    problem.operator = fused_operator(model.k1, model.k2, model.dt, obs.stride, model.time)
     return problem
 
 
-def _operator(model: FlowModel, stride: int) -> FusedOperator | None:
-    """Returns the model's fused operator for this record spacing (cached per model and spacing), or None."""
-    key = (model.k1.tobytes(), model.k2.tobytes(), model.dt, stride, model.time is None)
-    if key not in _OPERATORS:
-        _OPERATORS[key] = fused_operator(model.k1, model.k2, model.dt, stride, model.time)
-    return _OPERATORS[key]
-
-
-_OPERATORS: dict = {}
-
-
-def stage_problem(obs: Observations, model: FlowModel, sigma: float, fraction: float, prior=None,
-                  fused: bool = True) -> Problem:
+def stage_problem(obs: Observations, model: FlowModel, sigma: float, fraction: float, prior=None) -> Problem:
     """Returns `observation_problem` for the first `fraction` of the window, simulating only that far."""
     mask = window_mask(obs, fraction)
     n_sim = int(np.max(np.where(mask > 0, obs.index, 0))) + 1
-    return observation_problem(obs, model, sigma, mask, n_sim, prior, fused)
+    return observation_problem(obs, model, sigma, mask, n_sim, prior)
 
 
 def noise_sigma(positions, times, config: OptimiserConfig) -> tuple[float, str]:
@@ -336,7 +325,7 @@ def fit(x0, obs: Observations, model: FlowModel, config: OptimiserConfig, stages
     x0 = np.asarray(x0, np.float64)
     x, history = x0, []
     for fraction in stages:
-        problem = stage_problem(obs, model, sigma, fraction, prior, config.fused)
+        problem = stage_problem(obs, model, sigma, fraction, prior)
         restart = x is not x0 and cost(x0, problem) < cost(x, problem)
         x, report = optimise(x0 if restart else x, problem, config, iterations)
         history.append({"fraction": float(fraction), "start": "initial" if restart else "previous", **report.summary()})
@@ -347,7 +336,7 @@ EVIDENCE_ROUNDS = 3  # at most this many re-estimates of sigma, each followed by
 EVIDENCE_TOL = 0.1  # stop when sigma changes by less than this fraction
 
 
-def evidence_sigma(x, obs: Observations, model: FlowModel, floor: float, prior=None, fused: bool = True) -> float:
+def evidence_sigma(x, obs: Observations, model: FlowModel, floor: float, prior=None) -> float:
     """Returns the position noise std of most evidence for the tracks linearised at x `(2K,)` (at least `floor`).
 
     Near x the positions are linear in the coefficients, z(x') = z(x) + A (x' - x) with A from one
@@ -358,7 +347,7 @@ def evidence_sigma(x, obs: Observations, model: FlowModel, floor: float, prior=N
     """
     mean, var = (np.zeros(2 * model.n_modes), model.prior_var) if prior is None else prior
     # at sigma 1 the data rows of r and dr/dx are z(x) - y and A where observed (mask 1)
-    r, jac = residuals_and_jacobian(x, observation_problem(obs, model, 1.0, prior=prior, fused=fused))
+    r, jac = residuals_and_jacobian(x, observation_problem(obs, model, 1.0, prior=prior))
     keep = np.concatenate([np.repeat(obs.mask.reshape(-1) > 0, 2), np.zeros(2 * model.n_modes, bool)])
     a = jac[keep]
     y = -r[keep] + a @ (np.asarray(x, np.float64) - mean)
@@ -375,7 +364,7 @@ def fit_noise(x, obs: Observations, model: FlowModel, config: OptimiserConfig, i
     """
     tried = [float(sigma)]
     for _ in range(EVIDENCE_ROUNDS):
-        new = evidence_sigma(x, obs, model, config.sigma_floor, prior, config.fused)
+        new = evidence_sigma(x, obs, model, config.sigma_floor, prior)
         if abs(new / sigma - 1.0) < EVIDENCE_TOL:
             break
         sigma = new
@@ -384,26 +373,41 @@ def fit_noise(x, obs: Observations, model: FlowModel, config: OptimiserConfig, i
     return x, sigma, tried
 
 
-def laplace_covariance(x, obs: Observations, model: FlowModel, sigma: float, prior=None,
-                       fused: bool = True) -> np.ndarray:
-    """Returns the Gauss-Newton posterior covariance (J_r^T J_r)^-1 at x, `(2K, 2K)`, symmetric positive definite.
+def laplace_root(x, obs: Observations, model: FlowModel, sigma: float, prior=None) -> np.ndarray:
+    """Returns S `(2K, 2K)` with S S^T the Gauss-Newton posterior covariance (J_r^T J_r)^-1 at x.
 
     With J_r = [A; diag(1 / s)] (s the prior stds) and the SVD A diag(s) = U diag(l) V^T,
-    cov = diag(s) V diag(1 / (1 + l^2)) V^T diag(s): no inverse of the badly conditioned J_r^T J_r.
+    S = diag(s) V diag(1 / sqrt(1 + l^2)): no inverse of the badly conditioned J_r^T J_r.
     """
     prior_std = np.sqrt(model.prior_var if prior is None else np.asarray(prior[1], np.float64))
-    _, jac = residuals_and_jacobian(x, observation_problem(obs, model, sigma, prior=prior, fused=fused))
+    _, jac = residuals_and_jacobian(x, observation_problem(obs, model, sigma, prior=prior))
     data = jac[: -len(prior_std)] * prior_std[None, :]
     data = np.concatenate([data, np.zeros((max(0, len(prior_std) - len(data)), len(prior_std)))])  # V square
     _, sv, vt = np.linalg.svd(data, full_matrices=False)
-    root = (vt.T / np.sqrt(1.0 + sv**2)[None, :]) * prior_std[:, None]
+    return (vt.T / np.sqrt(1.0 + sv**2)[None, :]) * prior_std[:, None]
+
+
+def laplace_covariance(x, obs: Observations, model: FlowModel, sigma: float, prior=None) -> np.ndarray:
+    """Returns the Gauss-Newton posterior covariance at x `(2K, 2K)`, symmetric positive definite (laplace_root)."""
+    root = laplace_root(x, obs, model, sigma, prior)
     cov = root @ root.T
     return (cov + cov.T) / 2.0  # exactly symmetric whatever the product's rounding
 
 
-def assimilate_var(positions, times, release, model: FlowModel, config: VarConfig | HybridConfig, key,
-                   x_init=None, stages=None, iterations=None, prior=None) -> FieldEstimate:
-    """Returns the 4D-Var MAP with its Laplace spread for one field.
+@dataclasses.dataclass(frozen=True)
+class MapFit:
+    """var's fit of one field: the MAP x `(2K,)`, the misfit's noise std and a root `(2K, 2K)` of its Laplace
+    covariance (laplace_root), with what was decided (info)."""
+
+    x: np.ndarray
+    sigma: float
+    root: np.ndarray
+    info: dict
+
+
+def map_fit(positions, times, release, model: FlowModel, config: OptimiserConfig, x_init=None, stages=None,
+            iterations=None, prior=None) -> MapFit:
+    """Returns the 4D-Var MAP of one field with its Laplace root, the noise from the fit's evidence unless given.
 
     Args:
         positions: `(drifter, obs, 2)` unwrapped; times: `(drifter, obs)`; release: `(drifter, 2)` or None.
@@ -422,10 +426,18 @@ def assimilate_var(positions, times, release, model: FlowModel, config: VarConfi
     if source != "given":  # the evidence of the fit says how noisy the tracks are
         x, sigma, tried = fit_noise(x, obs, model, config, iterations, sigma, prior)
         source = "floored" if sigma <= config.sigma_floor else "evidence"
-    cov = laplace_covariance(x, obs, model, sigma, prior, config.fused)
-    full = observation_problem(obs, model, sigma, prior=prior, fused=config.fused)
+    root = laplace_root(x, obs, model, sigma, prior)
+    full = observation_problem(obs, model, sigma, prior=prior)
     info = {"optimizer": config.optimizer, "sigma": sigma, "noise_source": source, "sigmas_tried": tried,
             "cost_start": cost(x0, full), "cost": cost(x, full),
             "iterations": int(sum(h["iterations"] for h in history)), "converged": bool(history[-1]["converged"]),
             "stop": history[-1]["stop"], "stages": history, "fit_seconds": time.perf_counter() - start}
-    return gaussian_estimate(key, x, cov, config.members, info)
+    return MapFit(x, sigma, root, info)
+
+
+def assimilate_var(positions, times, release, model: FlowModel, config: VarConfig | HybridConfig, key,
+                   x_init=None, stages=None, iterations=None, prior=None) -> FieldEstimate:
+    """Returns the 4D-Var MAP with its Laplace spread for one field (map_fit; the same arguments)."""
+    result = map_fit(positions, times, release, model, config, x_init, stages, iterations, prior)
+    cov = result.root @ result.root.T
+    return gaussian_estimate(key, result.x, (cov + cov.T) / 2.0, config.members, result.info)

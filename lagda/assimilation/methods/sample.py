@@ -1,0 +1,440 @@
+"""`sample`: the posterior of the coefficients given the tracks, by adaptive tempered SMC with HMC moves.
+
+The target is the posterior of x = (Re c, Im c) `(2K,)` that `var` maximises,
+    pi(x) ∝ p0(x) L(x),  p0 = N(m0, D),  log L(x) = -|z(x) - y|^2 / (2 sigma^2) - n log(2 pi sigma^2) / 2,
+z(x) the RK4 positions at the observations (variational.residuals without its prior rows), so
+exp(-J(x)) with J the 4D-Var cost is pi up to a constant, for lagda's Fourier model and a chosen
+basis alike. Where the tracks do not determine the field (one sparse track) pi has many modes,
+and its mean, the estimate of least expected error, is not the MAP of any one of them.
+
+Sampler (blackjax.adaptive_tempered_smc): N particles from an initial Gaussian q move along the
+bridge of densities pi_l ∝ q^(1-l) (p0 L)^l, l = 0 -> 1. Each stage resamples (systematic), moves
+every particle by `mcmc_steps` HMC transitions that leave pi_l invariant, and reweights by
+(p0 L / q)^(l' - l), l' chosen by bisection so that the effective sample size of those weights is
+`target_ess` N; a last stage at l = 1 resamples and moves once more, so the returned particles have
+equal weights. Why this algorithm and not parallel tempering or NUTS:
+- SMC is a population method: one batched (vmap) log-density gradient serves every particle, the
+  same compiled stage serves every stage (the schedule is data, not shape), it estimates the
+  evidence, and the particles' own covariance tunes the moves. Parallel tempering needs long
+  serial chains per temperature and a hand-set ladder, and batches only over temperatures.
+- HMC with a fixed number of leapfrog steps per stage costs the same for every particle, so the
+  vmap over particles does no wasted work; under vmap NUTS runs every particle as long as the
+  longest tree of the batch.
+Tuning (per stage, from the particles): the moves run in coordinates whitened by the particles'
+weighted mean and covariance (dense Cholesky, or diagonal), so the mass matrix is the identity
+there and the step size is in units of the current spread; that keeps one step size usable from
+the prior (spread ~1) to a posterior a million times narrower. The step size is multiplied by
+exp(acceptance - target_acceptance) after each stage; the leapfrog count is
+ceil(trajectory_length / step size), at most max_leapfrog_steps. A dense covariance of d
+coordinates estimated from N particles is itself noisy (its whitened eigenvalues spread over
+(1 +- sqrt(d / N))^2), which shrinks the usable step: keep N at several times d (the default 1024
+is ~10 d for K = 49), or whiten by the diagonal. Tuning from the particles makes the moves depend
+on the particles they move, which biases the evidence by O(1 / N) when the moves mix poorly (on
+the 6-d linear-Gaussian twin, N = 256, dense: -0.13 +- 0.03 in log Z with 2 HMC transitions per
+stage, -0.02 +- 0.02 with 5); the posterior moments carry the usual O(1 / N) SMC bias.
+
+The noise std sigma of the misfit is the given noise_std, else the one of most evidence at var's MAP
+(variational.map_fit): the posterior is then the one given that empirical-Bayes sigma, recorded in
+the result ("noise_source": "var evidence").
+
+Start from a proposal (SampleConfig.start = "var": var's Laplace Gaussian at its MAP; "proposal": a
+q = N(m, S) given by the caller in Python, e.g. a learned conditional or `linear`'s Gaussian), with S
+times proposal_scale. The
+bridge q^(1-l) (p0 L)^l is a valid path for any q: its ends are q and pi, and the incremental
+weights (p0 L / q)^(l' - l) make each stage an exact importance step, so the product of the
+stages' mean weights estimates Z = ∫ p0 L dx, the evidence, as from the prior (q = p0 gives the
+usual likelihood tempering). Importance sampling from q and stopping is the special case the
+adaptive schedule picks by itself: if the weights p0 L / q already keep target_ess, the first
+stage reaches l = 1. q must cover pi: a posterior mode that q misses is found only if the HMC moves
+reach it, so inflate S (proposal_scale > 1) for a proposal that may be overconfident.
+
+Diagnostics (JSON types, per run and across `runs` independent runs, each from its own key): the
+schedule, ESS, acceptance, step size and leapfrog count per stage, the log evidence, the
+particles' lineages, R-hat per coordinate across runs (Gelman-Rubin with runs as chains), the
+Monte Carlo standard error of the mean within each run (Chan & Lai's estimator: the particles
+grouped by their initial ancestor) and between runs, and whether the runs agree within it.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from contextlib import contextmanager
+from typing import Callable, NamedTuple
+
+import blackjax
+import jax
+import jax.numpy as jnp
+import numpy as np
+from blackjax.smc.resampling import systematic
+from blackjax.smc.tempered import TemperedSMCState
+from scipy import stats
+from scipy.special import logsumexp
+
+from lagda.assimilation.methods.config import STEP_SIZE_RANGE, SampleConfig, VarConfig
+from lagda.assimilation.methods.observations import arrange
+from lagda.assimilation.methods.variational import cost, map_fit, observation_problem, residuals
+from lagda.assimilation.model import FlowModel, to_complex, to_real
+from lagda.assimilation.posterior import FieldEstimate
+
+RIDGE = 1e-9  # dense whitening: covariance + RIDGE diag(covariance), positive definite in float64
+INITIAL_DRAW = 2**31 - 1  # fold_in index of a run's initial draw; stage s uses fold_in(run key, s)
+PROPOSAL_RIDGES = (0.0, 1e-12, 1e-9, 1e-6)  # relative ridges tried on a given covariance (gaussian_root)
+
+
+class Gaussian(NamedTuple):
+    """N(mean, cov) over R^d: mean `(d,)`, cov `(d,)` (variances) or `(d, d)`, or given by a square root.
+
+    root `(d, d)`, any S with cov = S S^T (e.g. a Laplace factor), replaces cov when given: factorised by QR,
+    never squared, so posteriors whose variances span more than float64's 1e16 keep their narrow directions.
+    """
+
+    mean: np.ndarray
+    cov: np.ndarray | None = None
+    root: np.ndarray | None = None
+
+
+def gaussian_root(gaussian: Gaussian, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (mean `(d,)`, lower Cholesky factor `(d, d)` of scale * cov), float64.
+
+    A covariance positive definite only up to rounding (a posterior over well and barely determined
+    directions at once) gets the smallest ridge r diag(cov), r in PROPOSAL_RIDGES, that factorises.
+
+    Raises:
+        ValueError: if cov is neither `(d,)` nor `(d, d)`, or its diagonal is not positive, or no ridge helps.
+    """
+    mean, d = np.asarray(gaussian.mean, np.float64), np.shape(gaussian.mean)[0]
+    if gaussian.root is not None:
+        return mean, _lower_root(np.asarray(gaussian.root, np.float64) * np.sqrt(scale), d)
+    cov = np.asarray(gaussian.cov, np.float64) * scale
+    if mean.ndim != 1 or cov.shape not in ((d,), (d, d)):
+        raise ValueError(f"a Gaussian needs mean (d,) and cov (d,) or (d, d), got {mean.shape} and {cov.shape}")
+    if cov.ndim == 1:
+        if not np.all(cov > 0):
+            raise ValueError("a Gaussian's variances must be > 0")
+        return mean, np.diag(np.sqrt(cov))
+    cov, var = (cov + cov.T) / 2.0, np.diag(cov)
+    if not np.all(var > 0):
+        raise ValueError("a Gaussian's variances must be > 0")
+    for ridge in PROPOSAL_RIDGES:
+        try:
+            return mean, np.linalg.cholesky(cov + np.diag(ridge * var))
+        except np.linalg.LinAlgError:
+            continue
+    raise ValueError(f"a Gaussian's covariance must be positive definite (tried ridges {PROPOSAL_RIDGES} x diag)")
+
+
+def _lower_root(root, d: int) -> np.ndarray:
+    """Returns the lower triangular L `(d, d)` with L L^T = root root^T (QR of root^T: root = R^T Q^T)."""
+    if root.shape != (d, d):
+        raise ValueError(f"a Gaussian's root must be ({d}, {d}), got {root.shape}")
+    lower = np.linalg.qr(root.T, mode="r").T
+    lower = lower * np.where(np.diag(lower) < 0, -1.0, 1.0)[None, :]  # column signs: a positive diagonal
+    if not np.all(np.diag(lower) > 0):
+        raise ValueError("a Gaussian's root must be nonsingular")
+    return lower
+
+
+def log_gaussian(x, mean, root):
+    """Returns log N(x; mean, root root^T) for x `(d,)`, root the lower Cholesky factor `(d, d)`."""
+    z = jax.scipy.linalg.solve_triangular(root, x - mean, lower=True)
+    return -0.5 * z @ z - jnp.sum(jnp.log(jnp.diag(root))) - 0.5 * x.shape[0] * jnp.log(2.0 * jnp.pi)
+
+
+def _whitening(particles, weights, dense: bool):
+    """Returns (mean `(d,)`, lower factor `(d, d)`) of the particles' weighted covariance (or its diagonal)."""
+    mean = weights @ particles
+    centred = particles - mean[None, :]
+    cov = (centred * weights[:, None]).T @ centred
+    var = jnp.maximum(jnp.diag(cov), jnp.finfo(cov.dtype).tiny)
+    if dense:
+        return mean, jnp.linalg.cholesky(cov + jnp.diag(RIDGE * var))
+    return mean, jnp.diag(jnp.sqrt(var))
+
+
+class StageStats(NamedTuple):
+    """One stage, as the jitted stage function returns it (scalars are 0-d arrays)."""
+
+    tempering: jax.Array  # l after the stage
+    ess: jax.Array  # ESS of the new weights / N
+    acceptance: jax.Array  # mean HMC acceptance probability over particles and transitions
+    divergent: jax.Array  # fraction of divergent transitions
+    leapfrog_steps: jax.Array  # leapfrog steps per transition
+    log_increment: jax.Array  # log of the stage's mean incremental weight (its factor of the evidence)
+    ancestors: jax.Array  # int (particle,): the particle each one was resampled from
+
+
+@functools.lru_cache(maxsize=16)
+def stage_function(log_likelihood: Callable, mcmc_steps: int, target_ess: float, dense: bool,
+                   trajectory_length: float, max_leapfrog_steps: int, particle_batch: int = 0) -> Callable:
+    """Returns the jitted SMC stage (key, stage, particles, weights, l, step_size, data, initial, prior) ->
+    (particles, weights, StageStats), its randomness fold_in(key, stage); cached, so one compilation serves
+    every stage, run and call with the same log likelihood and settings (and array shapes).
+
+    log_likelihood(x `(d,)`, data) -> scalar. initial (q), prior (p0): (mean `(d,)`, lower factor `(d, d)`).
+    Particles are v `(particle, d)`, x = m_q + R_q v: standard normal under q, so their covariance stays
+    well conditioned while q is a fair approximation, however narrow its directions are in x. The stage
+    whitens v by the incoming particles' weighted covariance, resamples, moves each particle by
+    `mcmc_steps` HMC transitions invariant for pi_l ∝ q^(1-l) (p0 L)^l and reweights by (p0 L / q)^(l' - l),
+    l' from blackjax's ESS bisection (l' = l = 1: moves only). From the prior (q = p0) p0 / q is 1 to rounding.
+    """
+
+    def stage(key, index, particles, weights, tempering, step_size, data, initial, prior):
+        mean, root = _whitening(particles, weights, dense)  # v = mean + root u, u the whitened coordinates
+        shift, factor = initial[0] + initial[1] @ mean, initial[1] @ root  # x = shift + factor u
+        half_d_log_2pi = 0.5 * particles.shape[1] * jnp.log(2.0 * jnp.pi)
+
+        def log_initial(u):  # log q(x) = log N(v; 0, I) - log det R_q
+            v = mean + root @ u
+            return -0.5 * v @ v - jnp.sum(jnp.log(jnp.diag(initial[1]))) - half_d_log_2pi
+
+        def log_ratio(u):  # log p0(x) + log L(x) - log q(x)
+            return log_gaussian(shift + factor @ u, *prior) + log_likelihood(shift + factor @ u, data) - log_initial(u)
+
+        kernel = blackjax.smc.adaptive_tempered.build_kernel(
+            log_initial, log_ratio, blackjax.mcmc.hmc.build_kernel(), blackjax.mcmc.hmc.init, systematic, target_ess,
+            batch_size=particle_batch)
+        leapfrog = jnp.clip(jnp.ceil(trajectory_length / step_size), 1, max_leapfrog_steps).astype(jnp.int32)
+        params = {"step_size": jnp.reshape(step_size, (1,)),
+                  "inverse_mass_matrix": jnp.ones((1, particles.shape[1]), particles.dtype),
+                  "num_integration_steps": jnp.reshape(leapfrog, (1,))}
+        white = jax.scipy.linalg.solve_triangular(root, (particles - mean[None, :]).T, lower=True).T
+        state, info = kernel(jax.random.fold_in(key, index), TemperedSMCState(white, weights, tempering), mcmc_steps,
+                             params)
+        moves = info.update_info
+        stats_ = StageStats(state.tempering_param, 1.0 / jnp.sum(state.weights**2) / weights.shape[0],
+                            jnp.mean(moves.acceptance_rate), jnp.mean(moves.is_divergent), leapfrog,
+                            info.log_likelihood_increment, info.ancestors)
+        return mean[None, :] + state.particles @ root.T, state.weights, stats_
+
+    return jax.jit(stage)
+
+
+def _run(stage: Callable, key, config: SampleConfig, data, initial, prior, progress) -> dict:
+    """Returns one run's final particles x `(particle, d)`, weights, initial ancestors and per-stage record."""
+    particles = jax.random.normal(jax.random.fold_in(key, INITIAL_DRAW), (config.particles, initial[0].shape[0]),
+                                  initial[0].dtype)  # v ~ N(0, I): x ~ q
+    weights = np.full(config.particles, 1.0 / config.particles)
+    tempering, step_size, eves = 0.0, config.step_size, np.arange(config.particles)
+    record = {k: [] for k in ("tempering", "ess", "acceptance", "divergent", "step_size", "leapfrog_steps")}
+    log_evidence, finals, stage_index = 0.0, 0, 0
+    while finals < config.final_moves:
+        finals += tempering >= 1.0  # a stage at l = 1 resamples and moves only
+        particles, weights, s = stage(key, stage_index, particles, weights, tempering, step_size, data, initial, prior)
+        tempering, acceptance = float(s.tempering), float(s.acceptance)
+        eves = eves[np.asarray(s.ancestors)]
+        log_evidence += float(s.log_increment)
+        for name, value in (("tempering", tempering), ("ess", float(s.ess)), ("acceptance", acceptance),
+                            ("divergent", float(s.divergent)), ("step_size", step_size),
+                            ("leapfrog_steps", int(s.leapfrog_steps))):
+            record[name].append(value)
+        step_size = float(np.clip(step_size * math.exp(acceptance - config.target_acceptance),
+                                  *STEP_SIZE_RANGE))
+        stage_index += 1
+        if progress is not None:
+            progress(stage_index, tempering)
+        if tempering < 1.0 and stage_index >= config.max_stages:
+            break
+    mean, root = (np.asarray(a) for a in initial)
+    return {"particles": mean[None, :] + np.asarray(particles) @ root.T, "weights": np.asarray(weights), "eves": eves,
+            "log_evidence": log_evidence, "tempering_complete": tempering >= 1.0, **record}
+
+
+def lineage_standard_error(particles, weights, eves) -> np.ndarray:
+    """Returns the Monte Carlo standard error `(d,)` of the weighted mean of one SMC run.
+
+    Chan & Lai's estimator: se^2 = sum_e (sum_{i: E_i = e} w_i (x_i - xbar))^2 over the particles'
+    initial ancestors e (their "Eve" indices). It degrades as the lineages coalesce (few distinct e).
+    """
+    centred = weights[:, None] * (particles - weights @ particles)
+    sums = np.zeros((particles.shape[0], particles.shape[1]))
+    np.add.at(sums, eves, centred)
+    return np.sqrt(np.sum(sums**2, axis=0))
+
+
+def run_diagnostics(runs: list[dict]) -> dict:
+    """Returns the across-run diagnostics (JSON types): R-hat, MC standard errors, agreement of the runs.
+
+    R-hat per coordinate (Gelman-Rubin with each run a chain of n particles): sqrt(((n - 1) / n W + B) / W),
+    W the mean within-run variance, B the variance of the run means. The runs agree within their
+    own errors when chi2 = sum_r (mean_r - mean)^2 / se_r^2 (se_r the lineage standard error, mean the
+    inverse-variance weighted one) follows chi2 with runs - 1 degrees of freedom.
+    """
+    means = np.stack([r["weights"] @ r["particles"] for r in runs])
+    variances = np.stack([r["weights"] @ (r["particles"] - m) ** 2 for r, m in zip(runs, means)])
+    se = np.stack([lineage_standard_error(r["particles"], r["weights"], r["eves"]) for r in runs])
+    std = np.sqrt(np.mean(variances, axis=0))
+    out = {"mean_se_lineage_over_std_median": float(np.median(np.sqrt(np.mean(se**2, 0) / len(runs)) / std)),
+           "mean_se_lineage_over_std_max": float(np.max(np.sqrt(np.mean(se**2, 0) / len(runs)) / std)),
+           "lineages_min": int(min(len(np.unique(r["eves"])) for r in runs))}
+    if len(runs) < 2:
+        return out
+    n, within, between = runs[0]["particles"].shape[0], np.mean(variances, axis=0), np.var(means, axis=0, ddof=1)
+    rhat = np.sqrt(((n - 1) / n * within + between) / within)
+    precision = 1.0 / np.maximum(se, np.finfo(np.float64).tiny) ** 2
+    pooled = np.sum(precision * means, axis=0) / np.sum(precision, axis=0)
+    chi2 = np.sum(precision * (means - pooled) ** 2, axis=0)
+    dof = len(runs) - 1
+    return {**out, "rhat_max": float(np.max(rhat)), "rhat_median": float(np.median(rhat)),
+            "mean_se_between_over_std_median": float(np.median(np.sqrt(between / len(runs)) / std)),
+            "mean_se_between_over_std_max": float(np.max(np.sqrt(between / len(runs)) / std)),
+            "agreement_chi2_median_ratio": float(np.median(chi2) / stats.chi2.median(dof)),
+            "agreement_fraction_beyond_p99": float(np.mean(chi2 > stats.chi2.ppf(0.99, dof)))}
+
+
+def smc_sample(log_likelihood: Callable, prior: Gaussian, key, config: SampleConfig, data=(),
+               proposal: Gaussian | None = None, progress: Callable | None = None):
+    """Returns (samples `(run * particle, d)`, weights `(run * particle,)` summing to 1, diagnostics dict)
+    of the posterior pi(x) ∝ N(x; prior) exp(log_likelihood(x, data)) on R^d by adaptive tempered SMC.
+
+    Args:
+        log_likelihood: (x `(d,)`, data) -> scalar, traceable; pass the same function object to reuse
+            the compiled stage (data is traced, so new data does not recompile).
+        prior: the Gaussian prior p0. key: JAX PRNG key; run r uses fold_in(key, r).
+        config: SampleConfig (validated here); start "proposal" needs `proposal`, the Gaussian q.
+        progress: called as progress(stage, l) after every stage (stages count on across runs).
+    Returns:
+        The runs' final particles pooled, each run's weights divided by the number of runs;
+        Run r's particles are rows r N .. (r + 1) N - 1. diagnostics: per run the schedule
+        ("tempering"), ESS / N, acceptance, divergent fraction, step size and leapfrog steps per
+        stage, stages, log_evidence, tempering_complete; across runs run_diagnostics, the log of the
+        runs' mean evidence estimate, stages_max; seconds.
+    Raises:
+        ValueError: for a bad config, a proposal missing or not asked for, or mismatched shapes.
+    """
+    config.validate()
+    if (config.start != "prior") != (proposal is not None):
+        raise ValueError(f"start {config.start!r} {'needs' if proposal is None else 'takes no'} proposal")
+    start_time = time.perf_counter()
+    prior_root = tuple(jnp.asarray(a) for a in gaussian_root(prior))
+    initial = prior_root if proposal is None else tuple(jnp.asarray(a) for a in
+                                                        gaussian_root(proposal, config.proposal_scale))
+    d = prior_root[0].shape[0]
+    if initial[0].shape != (d,):
+        raise ValueError(f"proposal mean {initial[0].shape} does not match prior mean {(d,)}")
+    if config.mass_matrix == "dense" and config.particles <= 2 * d:
+        raise ValueError(f"mass_matrix 'dense' needs particles > 2 d = {2 * d}, got {config.particles}")
+    stage = stage_function(log_likelihood, config.mcmc_steps, float(config.target_ess), config.mass_matrix == "dense",
+                           float(config.trajectory_length), config.max_leapfrog_steps, config.particle_batch)
+    done = [0]
+
+    def counted(stage_index, tempering):
+        if progress is not None:
+            progress(done[0] + stage_index, tempering)
+
+    runs = []
+    for r in range(config.runs):
+        runs.append(_run(stage, jax.random.fold_in(key, r), config, data, initial, prior_root, counted))
+        done[0] += len(runs[-1]["tempering"])
+    samples = np.concatenate([r["particles"] for r in runs])
+    weights = np.concatenate([r["weights"] for r in runs]) / config.runs
+    per_run = [{k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in r.items()
+                if k not in ("particles", "weights", "eves")} | {"stages": len(r["tempering"])} for r in runs]
+    diagnostics = {"runs": per_run, **run_diagnostics(runs), "particles": config.particles, "n_runs": config.runs,
+                   "stages_max": max(p["stages"] for p in per_run),
+                   "tempering_complete": all(p["tempering_complete"] for p in per_run),
+                   "log_evidence": float(logsumexp([p["log_evidence"] for p in per_run]) - math.log(config.runs)),
+                   "seconds": time.perf_counter() - start_time}
+    return samples, weights / weights.sum(), diagnostics
+
+
+@contextmanager
+def progress_bar(desc: str = "sample"):
+    """Yields a `progress(stage, l)` callback that draws l in [0, 1] as a tqdm bar; closes it on exit."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=1.0, desc=desc, bar_format="{desc}: {percentage:3.0f}% of l |{bar}| {postfix}",
+               dynamic_ncols=True)
+
+    def update(stage: int, tempering: float) -> None:
+        bar.n = min(tempering, 1.0)
+        bar.set_postfix_str(f"stage {stage}, l = {tempering:.3g}")
+
+    try:
+        yield update
+    finally:
+        bar.close()
+
+
+@functools.lru_cache(maxsize=16)
+def track_log_likelihood(n_sim: int, stride: int) -> Callable:
+    """Returns log L(x, data) = -|misfit|^2 / 2 + data[1] for the tracks of one field, the misfit the data
+    rows of variational.residuals(x, *data[0], n_sim, stride) and data[1] its normalising constant;
+    cached per (n_sim, stride), so fields of one regime share the compiled sampler."""
+
+    def log_likelihood(x, data):
+        problem, log_norm = data
+        r = residuals(x, *problem, n_sim, stride)
+        misfit = r[: r.shape[0] - x.shape[0]]  # the rows after it are the prior's
+        return -0.5 * jnp.sum(misfit**2) + log_norm
+
+    return log_likelihood
+
+
+def estimate_gaussian(estimate: FieldEstimate) -> Gaussian:
+    """Returns the weighted mean `(2K,)` and covariance `(2K, 2K)` of an estimate's samples over x = (Re c, Im c):
+    a method's posterior as a proposal (exact for Gaussian methods only up to the sampling of their members)."""
+    x, w = to_real(np.asarray(estimate.samples)), np.asarray(estimate.weights, np.float64)
+    mean = w @ x
+    return Gaussian(mean, ((x - mean) * w[:, None]).T @ (x - mean))
+
+
+def _kept(samples, weights, members: int, key):
+    """Returns the samples and weights, systematically resampled to `members` equal weights when there are more."""
+    if samples.shape[0] <= members:
+        return samples, weights
+    index = np.asarray(systematic(key, jnp.asarray(weights), members))
+    return samples[index], np.full(members, 1.0 / members)
+
+
+def assimilate_sample(positions, times, release, model: FlowModel, config: SampleConfig, key, proposal=None,
+                      prior=None, progress=None) -> FieldEstimate:
+    """Returns the tempered-SMC posterior of one field: the pooled particles of every run, weighted.
+
+    The target is exp(-J(x)) with J var's 4D-Var cost at the misfit's noise std sigma: config.noise_std
+    when given, else the noise of most evidence at var's MAP (variational.map_fit), so the posterior is
+    the one given that empirical-Bayes sigma (info says which). start "var" starts from var's Laplace
+    Gaussian at its MAP (covariance times proposal_scale), "proposal" from the caller's.
+
+    Args:
+        positions: `(drifter, obs, 2)` unwrapped; times: `(drifter, obs)`; release: `(drifter, 2)` or None.
+        config: SampleConfig; key: JAX PRNG key.
+        proposal: Gaussian over x = (Re c, Im c) `(2K,)` to start from (config.start "proposal"), e.g.
+            estimate_gaussian of another method's estimate, or None.
+        prior: (mean `(2K,)`, var `(2K,)`) replacing N(0, D), or None.
+        progress: progress(stage, l) after every stage (progress_bar makes one).
+    Returns:
+        FieldEstimate of complex samples `(member, mode)`; info: sigma, noise_source, start, the sampler's
+        diagnostics (smc_sample), var's MAP cost when it ran, cost_mean (J at the posterior mean), seconds.
+    Raises:
+        ValueError: for a bad config, or a proposal missing for start "proposal".
+    """
+    config.validate()
+    if (config.start == "proposal") != (proposal is not None):
+        raise ValueError(f"start {config.start!r} {'needs' if proposal is None else 'takes no'} proposal")
+    with jax.enable_x64(True):  # sigma may be 1e-6 of positions ~1: float32 cannot hold the misfit
+        start_time = time.perf_counter()
+        info = {"start": config.start}
+        if config.noise_std is None or config.start == "var":
+            fit = map_fit(positions, times, release, model,
+                          VarConfig(noise_std=config.noise_std, sigma_floor=config.sigma_floor), prior=prior)
+            sigma, source = fit.sigma, ("given" if config.noise_std is not None else "var " + fit.info["noise_source"])
+            info |= {"var_cost": fit.info["cost"], "var_seconds": fit.info["fit_seconds"]}
+            if config.start == "var":
+                proposal = Gaussian(fit.x, root=fit.root)
+        else:
+            sigma, source = float(config.noise_std), "given"
+        obs = arrange(positions, times, release, model.dt)
+        problem = observation_problem(obs, model, sigma, prior=prior)
+        n_data = 2.0 * float(np.sum(obs.mask))
+        data = (problem[:-2], -0.5 * n_data * math.log(2.0 * math.pi * sigma**2))
+        mean, var = (np.zeros(2 * model.n_modes), model.prior_var) if prior is None else prior
+        log_likelihood = track_log_likelihood(*problem[-2:])
+        sample_key, keep_key = jax.random.split(key)
+        samples, weights, diagnostics = smc_sample(log_likelihood, Gaussian(mean, var), sample_key, config, data,
+                                                   proposal, progress)
+        info |= {"sigma": sigma, "noise_source": source, **diagnostics,
+                 "cost_mean": cost(weights @ samples, problem), "seconds": time.perf_counter() - start_time}
+        samples, weights = _kept(samples, weights, config.members, keep_key)
+    return FieldEstimate(to_complex(samples), weights, info=info)

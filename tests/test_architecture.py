@@ -1,0 +1,50 @@
+"""The layering the code promises: no private name imported across modules, no arrow from the file layer
+(lagda.io) up into the methods (lagda.assimilation), and the track file read once by `assimilate_file`."""
+
+import ast
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGES = ("lagda", "simulate")
+
+
+def _imports():
+    """Yields (module, imported module, imported name or None) for every absolute import in lagda and simulate."""
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    yield from ((module, node.module, alias.name) for alias in node.names)
+                elif isinstance(node, ast.Import):
+                    yield from ((module, alias.name, None) for alias in node.names)
+
+
+def test_no_private_name_is_imported_across_modules():
+    private = [(module, source, name) for module, source, name in _imports()
+               if source.split(".")[0] in PACKAGES and name and name.startswith("_") and not name.startswith("__")]
+    assert not private, private
+
+
+def test_the_file_layer_does_not_import_the_methods():
+    upward = [(module, source) for module, source, _ in _imports()
+              if module.startswith("lagda.io") and source.startswith("lagda.assimilation")]
+    assert not upward, upward
+
+
+def test_assimilate_file_opens_the_track_file_once(tmp_path, monkeypatch):
+    import netCDF4
+
+    from lagda.assimilation.assimilate import assimilate_file
+    from lagda.demo import shipped
+
+    path, opened, real = str(shipped("example_tracks.nc")), [], netCDF4.Dataset
+
+    class Counting(real):
+        def __init__(self, filename, *args, **kwargs):
+            opened.append(str(filename))
+            super().__init__(filename, *args, **kwargs)
+
+    monkeypatch.setattr(netCDF4, "Dataset", Counting)
+    assimilate_file(path, tmp_path / "r.nc", "linear", n_grid=4)
+    assert opened.count(path) == 1, opened

@@ -1,0 +1,104 @@
+"""The no-climatology prior and error model of a chosen basis (lagda.assimilation.methods.prior_search)."""
+
+import numpy as np
+import pytest
+
+from lagda.assimilation.methods.linear_gaussian import log_evidence, normal_log_evidence
+from lagda.assimilation.methods.prior_search import (
+    PriorSearch,
+    _Whitened,
+    fit_shape,
+    log_spectrum_features,
+    search_prior,
+)
+from lagda.assimilation.model import flow_model
+from simulate.flow import circular_modes, in_time, velocity_basis
+from simulate.qg.projection import with_current
+
+T_END = 40.0  # model time = days here (PriorSearch(day=1))
+
+
+def _model(k_max=4, degree=1, **search):
+    """Returns a circular basis with the current, Legendre 0..degree over [0, T_END], and a PriorSearch."""
+    c1, c2, current = with_current(*circular_modes(k_max))
+    e1, e2, omega, time = in_time(c1, c2, np.zeros(len(c1)), degree, 0.0, T_END, current)
+    return flow_model(e1, e2, omega, np.ones(len(e1)), 1.0, time, search=PriorSearch(1.0, **search))
+
+
+def _ou(rng, n_track, n_obs, h, var, tau):
+    """Returns an OU process `(n_track, n_obs, 2)` of variance var and time scale tau on steps h."""
+    phi = np.exp(-h / tau)
+    e = np.empty((n_track, n_obs, 2))
+    e[:, 0] = rng.normal(size=(n_track, 2)) * np.sqrt(var)
+    for i in range(1, n_obs):
+        e[:, i] = phi * e[:, i - 1] + rng.normal(size=(n_track, 2)) * np.sqrt(var * (1 - phi**2))
+    return e
+
+
+def _tracks(model, x, rng, n_track=24, n_obs=80, var=0.05, tau=2.0, noise_var=1e-4):
+    """Returns (points `(n, 2)`, t, vel `(n, 2)`, track) of random-walk tracks seeing G x + OU + white noise."""
+    h = T_END / n_obs
+    t = np.tile((np.arange(n_obs) + 0.5) * h, (n_track, 1))
+    walk = rng.uniform(size=(n_track, 1, 2)) + np.cumsum(rng.normal(size=(n_track, n_obs, 2)) * 0.02, axis=1)
+    g = velocity_basis(walk % 1.0, t, *model.modes)
+    vel = (g @ x if x is not None else 0.0) + _ou(rng, n_track, n_obs, h, var, tau)
+    vel = vel + rng.normal(size=vel.shape) * np.sqrt(noise_var)
+    track = np.repeat(np.arange(n_track), n_obs)
+    return (walk % 1.0).reshape(-1, 2), t.ravel(), vel.reshape(-1, 2), track
+
+
+def _truth(model, rng, theta):
+    """Returns (x, prior_var) drawn from the log-spectrum prior theta (the current of variance 1)."""
+    features, offset = log_spectrum_features(model, 1.0)
+    prior_var = np.exp(features @ theta + offset)
+    return rng.normal(size=len(prior_var)) * np.sqrt(prior_var), prior_var
+
+
+def test_normal_log_evidence_matches_the_svd_evidence_and_its_gradient():
+    rng = np.random.default_rng(0)
+    g, y, d = rng.normal(size=(60, 12)), rng.normal(size=60), np.exp(rng.normal(size=12))
+    ratio, grad = normal_log_evidence(g.T @ g, g.T @ y, float(y @ y), d, gradient=True)
+    assert ratio == pytest.approx(log_evidence(g, y, d, 1.0) + 0.5 * float(y @ y), rel=1e-10)
+    eps = 1e-6
+    numeric = [(normal_log_evidence(g.T @ g, g.T @ y, 0.0, d * np.exp(eps * e)) - ratio) / eps for e in np.eye(12)]
+    np.testing.assert_allclose(grad, numeric, rtol=1e-4, atol=1e-6)
+
+
+def test_fitted_log_spectrum_recovers_a_known_spectrum():
+    rng = np.random.default_rng(1)
+    model = _model(k_max=5, degree=1)
+    theta = np.array([-7.0, -8.0, -3.0, -0.5])  # a_0, a_1, b, c
+    x, prior_var = _truth(model, rng, theta)
+    points, t, vel, track = _tracks(model, x, rng, var=1e-3)
+    features, offset = log_spectrum_features(model, 1.0)
+    whitened = _Whitened.build(velocity_basis(points, t, *model.modes), vel, track, t, [np.arange(len(t))],
+                               (1e-3, 2.0, 1e-4))
+    fitted, ratio = fit_shape(whitened, features, offset, np.array([-6.0, -6.0, -4.0, 0.0]))
+    assert ratio > 0
+    # the amplitude per degree within a factor 1.5 of the truth's (a few hundred coefficients of each)
+    np.testing.assert_allclose(fitted[:2], theta[:2], atol=np.log(1.5))
+    assert abs(fitted[2] - theta[2]) < 1.0
+
+
+@pytest.mark.parametrize("true_tau", [1.0, 8.0])
+def test_cross_validation_picks_the_true_error_model(true_tau):
+    rng = np.random.default_rng(2)
+    model = _model(k_max=3, degree=1, taus_days=(1.0, 8.0), var_fractions=(0.5,), folds=4, spacing_days=0.0)
+    x, _ = _truth(model, rng, np.array([-5.0, -6.0, -3.0, 0.0]))
+    points, t, vel, track = _tracks(model, x, rng, n_track=32, var=0.5, tau=true_tau)
+    # the OU variance given (the truth's); the time scale chosen between 1 and 8 days
+    mean, _, _, _, tau, info = search_prior(points, t, vel, track, 1e-4, model, rep_var=0.5)
+    assert tau == true_tau
+    assert info["representation_time_source"] == "cross-validation"
+    assert info["cv_ratio"] < 1 and not info["zero_guard"]
+    cvs = {row["tau_days"]: row["cv_ratio"] for row in info["error_model_table"]}
+    assert cvs[true_tau] == min(cvs.values())
+
+
+def test_zero_guard_on_tracks_without_signal():
+    rng = np.random.default_rng(3)
+    model = _model(k_max=3, degree=1, taus_days=(2.0,), var_fractions=(0.5, 1.0), folds=4, spacing_days=0.0)
+    points, t, vel, track = _tracks(model, None, rng, n_track=16, var=1.0, tau=2.0)
+    mean, cov, prior_var, _, _, info = search_prior(points, t, vel, track, 1e-4, model)
+    assert info["zero_guard"] and "prior mean (zero)" in info["zero_guard_note"]
+    assert np.all(mean == 0) and np.allclose(np.diag(cov), prior_var)

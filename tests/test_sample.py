@@ -1,0 +1,259 @@
+"""sample: tempered SMC against the linear-Gaussian twin's closed-form posterior and evidence, from the prior and
+from an offset proposal, one compilation for every stage and call, R-hat and the lineage standard error
+against their definitions, and the field-level method on a tiny noisy track.
+
+Tolerances come from the sampler's own Monte Carlo error: each of RUNS independent runs (own key) gives an
+estimate; their spread gives the standard error of the pooled one, so (pooled - exact) / se follows Student's
+t with RUNS - 1 degrees of freedom, and the bound is its 1 - ALPHA / (2 n_tests) quantile (Bonferroni).
+"""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from lagda.assimilation.methods.config import SampleConfig, VarConfig
+from lagda.assimilation.methods.sample import (
+    Gaussian,
+    assimilate_sample,
+    gaussian_root,
+    lineage_standard_error,
+    run_diagnostics,
+    smc_sample,
+)
+from lagda.assimilation.methods.search import posterior_cost
+from lagda.assimilation.model import to_real
+from lagda.testing import make_twin
+
+RUNS, PARTICLES, ALPHA = 8, 256, 1e-3
+TRACES = [0]  # incremented only while JAX traces the log likelihood
+
+
+def linear_log_likelihood(x, data):
+    """log N(y; A x, s^2 I) up to a constant, for data (A `(n, d)`, y `(n,)`, s)."""
+    TRACES[0] += 1
+    g, y, s = data
+    return -0.5 * jnp.sum((g @ x - y) ** 2) / s**2 - y.shape[0] * jnp.log(jnp.sqrt(2.0 * jnp.pi) * s)
+
+
+@pytest.fixture(scope="module")
+def twin():
+    """Returns (data, prior, exact mean, exact cov, exact log evidence) of y = A x + e, x ~ N(0, D)."""
+    rng = np.random.default_rng(0)
+    d, n, s = 6, 10, 0.3
+    g, prior_var = rng.normal(size=(n, d)), np.linspace(0.5, 2.0, d)
+    y = g @ (rng.normal(size=d) * np.sqrt(prior_var)) + s * rng.normal(size=n)
+    cov = np.linalg.inv(g.T @ g / s**2 + np.diag(1.0 / prior_var))
+    marginal = g @ np.diag(prior_var) @ g.T + s**2 * np.eye(n)
+    log_evidence = stats.multivariate_normal(np.zeros(n), marginal).logpdf(y)
+    mean = cov @ g.T @ y / s**2
+    return (jnp.asarray(g), jnp.asarray(y), s), Gaussian(np.zeros(d), prior_var), mean, cov, log_evidence
+
+
+def _per_run(samples, weights, runs):
+    """Returns each run's weighted mean `(run, d)` and covariance `(run, d, d)` (runs are row blocks)."""
+    x, w = samples.reshape(runs, -1, samples.shape[1]), weights.reshape(runs, -1) * runs
+    mean = np.einsum("rn,rnd->rd", w, x)
+    centred = x - mean[:, None, :]
+    return mean, np.einsum("rn,rnd,rne->rde", w, centred, centred)
+
+
+def _assert_within_mc_error(per_run, exact, alpha=ALPHA):
+    """Asserts |mean over runs - exact| < t quantile x se for every entry (se from the runs' spread)."""
+    per_run, exact = np.asarray(per_run), np.asarray(exact)
+    se = per_run.std(axis=0, ddof=1) / np.sqrt(per_run.shape[0])
+    bound = stats.t.ppf(1.0 - alpha / (2 * exact.size), per_run.shape[0] - 1)
+    t = np.abs(per_run.mean(axis=0) - exact) / se
+    assert np.all(t < bound), f"max |t| {t.max():.2f} >= {bound:.2f}"
+
+
+@pytest.fixture(scope="module")
+def from_prior(twin):
+    """Returns smc_sample's output from the prior, and the progress calls (stage, l) it made."""
+    data, prior = twin[:2]
+    config, calls = SampleConfig(particles=PARTICLES, runs=RUNS), []
+    out = smc_sample(linear_log_likelihood, prior, jax.random.key(1), config, data,
+                     progress=lambda stage, tempering: calls.append((stage, tempering)))
+    return out, calls
+
+
+@pytest.fixture(scope="module")
+def from_proposal(twin, from_prior):  # after from_prior: its compiled stage is reused
+    """The same posterior from N(mean + 1 posterior std, 2 cov): a proposal off the posterior."""
+    data, prior, mean, cov = twin[:4]
+    traces = TRACES[0]
+    proposal = Gaussian(mean + np.sqrt(np.diag(cov)), 2.0 * cov)
+    config = SampleConfig(particles=PARTICLES, runs=RUNS, start="proposal")
+    return smc_sample(linear_log_likelihood, prior, jax.random.key(2), config, data, proposal), TRACES[0] - traces
+
+
+@pytest.mark.parametrize("start", ["prior", "proposal"])
+def test_mean_and_covariance_match_the_closed_form(twin, from_prior, from_proposal, start):
+    samples, weights, diagnostics = from_prior[0] if start == "prior" else from_proposal[0]
+    mean, cov = _per_run(samples, weights, RUNS)
+    _assert_within_mc_error(mean, twin[2])
+    upper = np.triu_indices(cov.shape[1])
+    _assert_within_mc_error(cov[:, upper[0], upper[1]], twin[3][upper])
+    assert diagnostics["tempering_complete"]
+
+
+@pytest.mark.parametrize("start", ["prior", "proposal"])
+def test_log_evidence_matches_the_closed_form(twin, from_prior, from_proposal, start):
+    diagnostics = (from_prior[0] if start == "prior" else from_proposal[0])[2]
+    _assert_within_mc_error([r["log_evidence"] for r in diagnostics["runs"]], twin[4])
+
+
+def test_proposal_start_agrees_with_prior_start_in_fewer_stages(from_prior, from_proposal):
+    (samples, weights, diagnostics), retraces = from_proposal
+    a, b = _per_run(*from_prior[0][:2], RUNS)[0], _per_run(samples, weights, RUNS)[0]
+    # two-sample t (Welch): the runs of each start are independent estimates of the same mean
+    se = np.sqrt(a.var(axis=0, ddof=1) / RUNS + b.var(axis=0, ddof=1) / RUNS)
+    t = np.abs(a.mean(axis=0) - b.mean(axis=0)) / se
+    assert np.all(t < stats.t.ppf(1.0 - ALPHA / (2 * a.shape[1]), RUNS - 1))
+    assert diagnostics["stages_max"] < from_prior[0][2]["stages_max"]
+    assert retraces == 0  # the proposal run reused the prior run's compiled stage
+
+
+def test_the_exact_posterior_as_proposal_is_one_importance_step(twin):
+    """With q the posterior, p0 L / q is constant: the first stage reaches l = 1 with every weight equal."""
+    data, prior, mean, cov = twin[:4]
+    config = SampleConfig(particles=PARTICLES, runs=2, start="proposal")
+    _, weights, diagnostics = smc_sample(linear_log_likelihood, prior, jax.random.key(3), config, data,
+                                         Gaussian(mean, cov))
+    assert [r["tempering"] for r in diagnostics["runs"]] == [[1.0, 1.0]] * 2  # one step, then the final moves
+    assert diagnostics["runs"][0]["ess"][0] == pytest.approx(1.0, rel=1e-9)
+    assert diagnostics["log_evidence"] == pytest.approx(twin[4], rel=1e-9)
+
+
+def test_progress_reports_every_stage(from_prior):
+    (_, _, diagnostics), calls = from_prior
+    stages = [r["stages"] for r in diagnostics["runs"]]
+    assert [c[0] for c in calls] == list(range(1, sum(stages) + 1))  # counted on across the runs
+    assert [c[1] for c in calls] == [t for r in diagnostics["runs"] for t in r["tempering"]]
+
+
+def test_rhat_is_near_one_and_runs_agree(from_prior):
+    diagnostics = from_prior[0][2]
+    assert diagnostics["rhat_max"] < 1.01  # the conventional threshold (Vehtari et al. 2021)
+    assert diagnostics["agreement_fraction_beyond_p99"] < 0.5
+    run = diagnostics["runs"][0]
+    assert np.all(np.diff(run["tempering"]) >= 0) and run["tempering"][-1] == 1.0
+    assert 0.3 < np.mean(run["acceptance"]) < 0.95  # the step size adapts towards target_acceptance 0.65
+
+
+def test_rhat_of_shifted_runs_is_its_formula():
+    """Two runs of n points, identical up to a shift delta of their means: B = delta^2 / 2, so
+    R-hat = sqrt((n - 1) / n + delta^2 / (2 W))."""
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(1000, 3))
+    base = (base - base.mean(0)) / base.std(0)  # W = 1 per coordinate
+    delta = np.array([0.0, 0.1, 1.0])
+    runs = [{"particles": base + s * delta, "weights": np.full(1000, 1e-3), "eves": np.arange(1000)} for s in (0, 1)]
+    out = run_diagnostics(runs)
+    rhat = np.sqrt(999 / 1000 + delta**2 / 2)
+    assert out["rhat_max"] == pytest.approx(rhat.max(), rel=1e-12)
+    assert out["rhat_median"] == pytest.approx(np.median(rhat), rel=1e-12)
+
+
+def test_lineage_standard_error_of_independent_particles_is_std_over_sqrt_n():
+    """With every particle its own lineage and equal weights, se^2 = sum_i (x_i - xbar)^2 / n^2 = var / n."""
+    x = np.random.default_rng(1).normal(size=(400, 2))
+    se = lineage_standard_error(x, np.full(400, 1 / 400), np.arange(400))
+    np.testing.assert_allclose(se, x.std(axis=0) / np.sqrt(400), rtol=1e-12)
+    # one lineage for all: the centred weighted sum is 0, the estimator collapses (why lineages are reported)
+    assert np.allclose(lineage_standard_error(x, np.full(400, 1 / 400), np.zeros(400, int)), 0.0)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"particles": 1}, "particles must be >= 2"),
+    ({"target_ess": 1.0}, "target_ess must be in (0, 1)"),
+    ({"mass_matrix": "full"}, "mass_matrix must be one of"),
+    ({"start": "learned"}, "start must be one of"),
+    ({"step_size": 5.0}, "step_size must be in"),
+], ids=["particles", "target_ess", "mass_matrix", "start", "step_size"])
+def test_config_errors_are_one_line(change, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        SampleConfig(**change).validate()
+
+
+def test_gaussian_root_of_a_covariance_singular_to_rounding():
+    """A rank-deficient PSD covariance factorises with the smallest relative ridge; an indefinite one is refused;
+    a given square root S is factorised without forming S S^T (L^-1 S is orthogonal)."""
+    a = np.random.default_rng(2).normal(size=(5, 4))
+    _, root = gaussian_root(Gaussian(np.zeros(5), a @ a.T))
+    np.testing.assert_allclose(root @ root.T, a @ a.T, atol=1e-9 * np.max(np.diag(a @ a.T)))
+    with pytest.raises(ValueError, match="positive definite"):
+        gaussian_root(Gaussian(np.zeros(2), np.array([[1.0, 2.0], [2.0, 1.0]])))
+    # a square root (not triangular) whose covariance spans 1e20, beyond what a float64 covariance holds
+    s = np.linalg.qr(np.random.default_rng(3).normal(size=(3, 3)))[0] @ np.diag([1.0, 1e-5, 1e-10])
+    _, root = gaussian_root(Gaussian(np.zeros(3), root=s))
+    assert np.allclose(np.tril(root), root) and np.all(np.diag(root) > 0)
+    # QR is backward stable: the error is about eps x condition (1e-16 x 1e10), not eps
+    np.testing.assert_allclose(np.linalg.solve(root, s) @ np.linalg.solve(root, s).T, np.eye(3), atol=1e-5)
+
+
+def test_proposal_must_match_start(twin):
+    data, prior = twin[:2]
+    with pytest.raises(ValueError, match="needs proposal"):
+        smc_sample(linear_log_likelihood, prior, jax.random.key(0), SampleConfig(start="proposal"), data)
+
+
+NOISE = 1e-2
+
+
+@pytest.fixture(scope="module")
+def field():
+    """Returns (twin, noisy positions, estimate) for one drifter over 60 RK4 steps, K = 9, noise NOISE."""
+    twin = make_twin(n_field=1, n_drifter=1, n_obs=10, stride=6, seed=2)
+    positions = twin.positions[0] + NOISE * np.random.default_rng(0).normal(size=twin.positions[0].shape)
+    config = SampleConfig(particles=48, runs=2, mcmc_steps=2, noise_std=NOISE)
+    estimate = assimilate_sample(positions, twin.times, twin.release[0], twin.model, config, jax.random.key(0))
+    return twin, positions, estimate
+
+
+def test_field_posterior_mean_fits_better_than_the_prior_mean(field):
+    twin, positions, estimate = field
+    assert estimate.samples.shape == (96, 9) and np.all(np.isfinite(estimate.samples))
+    assert estimate.weights.sum() == pytest.approx(1.0) and estimate.info["tempering_complete"]
+    cost = lambda x: posterior_cost(x, positions, twin.times, twin.release[0], twin.model,  # noqa: E731
+                                    VarConfig(noise_std=NOISE))
+    mean = to_real(estimate.weights @ estimate.samples)
+    assert estimate.info["cost_mean"] == pytest.approx(cost(mean), rel=1e-9)
+    json.dumps(estimate.info)  # the diagnostics are plain JSON types
+    assert cost(mean) < cost(np.zeros(18))
+    # the posterior mean is a better field than the prior mean (relative error exactly 1)
+    assert twin.field_error(estimate.weights @ estimate.samples, 0) < 1.0
+
+
+def test_noise_from_var_and_its_laplace_start(field):
+    """Without a noise level the misfit's sigma is var's evidence estimate (recorded); start "var" begins at
+    var's Laplace Gaussian, which on this nearly Gaussian posterior needs no more stages than the prior start;
+    members thins the pooled particles to equal weights."""
+    twin, positions, from_prior = field
+    config = SampleConfig(particles=48, runs=2, mcmc_steps=2, start="var", members=64)
+    estimate = assimilate_sample(positions, twin.times, twin.release[0], twin.model, config, jax.random.key(0))
+    assert estimate.info["noise_source"] == "var evidence" and estimate.info["start"] == "var"
+    assert NOISE / 2 < estimate.info["sigma"] < 2 * NOISE
+    assert estimate.samples.shape == (64, 9) and np.allclose(estimate.weights, 1 / 64)
+    assert estimate.info["stages_max"] <= from_prior.info["stages_max"]
+    assert twin.field_error(estimate.weights @ estimate.samples, 0) < 1.0
+
+
+def test_cli_sample_writes_its_diagnostics(tmp_path, capsys):
+    """`lagda assimilate --method sample` on a file: the result holds the sampler's diagnostics per field."""
+    from lagda.cli import main
+    from lagda.io.results import read_result
+    from lagda.testing import write_twin_tracks
+
+    twin = make_twin(n_field=1, n_drifter=1, n_obs=10, stride=6, seed=2)
+    write_twin_tracks(twin, tmp_path / "tracks.nc")  # exact tracks, assimilated with noise NOISE
+    code = main(["assimilate", "--tracks", str(tmp_path / "tracks.nc"), "--method", "sample", "--particles", "48",
+                 "--runs", "2", "--mcmc-steps", "2", "--noise-std", str(NOISE), "--n-grid", "4", "--out",
+                 str(tmp_path / "r.nc")])
+    assert code == 0 and "wrote" in capsys.readouterr().out
+    info = read_result(tmp_path / "r.nc").diagnostics[0]
+    assert info["tempering_complete"] and info["noise_source"] == "given" and 0.9 < info["rhat_max"] < 1.5
+    assert info["particles"] == 48 and info["n_runs"] == 2 and "log_evidence" in info and "stages_max" in info
