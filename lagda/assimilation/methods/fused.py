@@ -126,7 +126,7 @@ def _block_phases(t, omega, arr: _Arrays):
     drifter; omega: `(K,)`.
     """
     phase = jnp.exp(1j * omega[None, :] * t[:, None])
-    return phase[:, arr.member_a], jnp.where(arr.has_b, jnp.conj(phase[:, arr.index_b]), 0.0)
+    return phase[:, arr.member_a], jnp.where(arr.has_b[None, :], jnp.conj(phase[:, arr.index_b]), 0.0)
 
 
 def _block_coefficients(x, phases, arr: _Arrays):
@@ -145,8 +145,8 @@ def _step_table(omega, arr: _Arrays):
     omega_a = omega[arr.member_a]
     omega_b = jnp.where(arr.has_b, omega[arr.index_b], 0.0)
     tau = jnp.asarray(arr.offsets)[..., None]
-    t_cos, t_sin = sincos_turns(tau * (omega_a / TWO_PI))
-    s_cos, s_sin = sincos_turns(tau * (omega_b / TWO_PI))
+    t_cos, t_sin = sincos_turns(tau * (omega_a / TWO_PI)[None, None, :])
+    s_cos, s_sin = sincos_turns(tau * (omega_b / TWO_PI)[None, None, :])
     return (t_cos, t_sin), (s_cos, -s_sin)
 
 
@@ -189,7 +189,8 @@ def _block_sensitivity(stages, a, b, table, op: FusedOperator, arr: _Arrays):
     dt = op.dt
     stages = jnp.moveaxis(stages, 2, 0)  # (batch, stride, 4)
     x, y = jnp.real(stages)[..., None], jnp.imag(stages)[..., None]
-    e_cos, e_sin = sincos_turns(x * arr.k1 + y * arr.k2)  # e^{2 pi i k.z}: (batch, stride, 4, fold)
+    k1, k2 = arr.k1[None, None, None], arr.k2[None, None, None]  # (1, 1, 1, fold) against (batch, stride, 4, .)
+    e_cos, e_sin = sincos_turns(x * k1 + y * k2)  # e^{2 pi i k.z}: (batch, stride, 4, fold)
     (t_re, t_im), (s_re, s_im) = table
     te = _cmul((t_re[None], t_im[None]), (e_cos, e_sin))
     se = _cmul((s_re[None], s_im[None]), (e_cos, e_sin))
@@ -197,9 +198,9 @@ def _block_sensitivity(stages, a, b, table, op: FusedOperator, arr: _Arrays):
     b_re, b_im = (p[:, None, None, :] for p in (b.real, b.imag))
     p_re = a_re * te[0] - a_im * te[1] + b_re * se[0] - b_im * se[1]  # Re of each fold's term of psi
     c2 = TWO_PI**2
-    ux = c2 * jnp.sum(arr.k1 * arr.k2 * p_re, -1)  # velocity gradient W at each stage (dv/dy = -du/dx)
-    uy = c2 * jnp.sum(arr.k2 * arr.k2 * p_re, -1)
-    vx = -c2 * jnp.sum(arr.k1 * arr.k1 * p_re, -1)
+    ux = c2 * jnp.sum(k1 * k2 * p_re, -1)  # velocity gradient W at each stage (dv/dy = -du/dx)
+    uy = c2 * jnp.sum(k2 * k2 * p_re, -1)
+    vx = -c2 * jnp.sum(k1 * k1 * p_re, -1)
     w = [(ux[..., s], uy[..., s], vx[..., s], -ux[..., s]) for s in range(4)]
     h = tuple(dt * s for s in _STAGE_SHIFTS)
     dk = [w[0]]  # dk_l/dz = W_l (I + h_l dk_{l-1}/dz)
@@ -220,7 +221,7 @@ def _block_sensitivity(stages, a, b, table, op: FusedOperator, arr: _Arrays):
     weight = jnp.stack([jnp.stack(_mat(psi, r[s]), -1) for s in range(4)], axis=2) * (dt / 6.0)  # (b, n, 4, rc)
     sums = []
     for row in range(2):  # (P G)[r] = P[r, 0] G[0] + P[r, 1] G[1], G = 2 pi (k2, -k1) e^{i theta}
-        mixed = weight[..., 2 * row, None] * arr.k2 - weight[..., 2 * row + 1, None] * arr.k1
+        mixed = weight[..., 2 * row, None] * k2 - weight[..., 2 * row + 1, None] * k1
         sums.append([jnp.sum(mixed * part, axis=(1, 2)) for part in (te[0], te[1], se[0], se[1])])
     x_sum = jnp.stack([s[0] + 1j * s[1] for s in sums], axis=1)
     y_sum = jnp.stack([s[2] + 1j * s[3] for s in sums], axis=1)
