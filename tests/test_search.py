@@ -107,3 +107,31 @@ def test_hybrid_learned_starts_are_searched_and_the_least_cost_end_point_kept(sp
     assert three.info["costs"][0] == pytest.approx(one.info["cost_best"], rel=1e-9)  # the product-mean start alone
     assert three.info["chosen"] != 0 and three.info["cost_best"] == min(three.info["costs"]) < one.info["cost_best"]
     assert sparse.field_error(_mean(three), 0) < sparse.field_error(_mean(one), 0)
+
+
+def test_end_points_in_several_basins_give_their_laplace_mixture():
+    """One noisy sparse track whose posterior has several modes: the answer is the mixture of each basin's Laplace
+    Gaussian with weight ∝ exp(-J_b) det(S_b) (S_b the Laplace root), and its weighted mean is sum_b w_b x_b."""
+    from lagda.assimilation.methods.observations import arrange
+    from lagda.assimilation.methods.search import run_starts
+    from lagda.assimilation.methods.variational import cost, laplace_root, observation_problem
+
+    twin, noise = make_twin(n_field=1, n_drifter=1, n_obs=10, stride=100, seed=4), 1e-3
+    positions = twin.positions[0] + noise * np.random.default_rng(0).normal(size=twin.positions[0].shape)
+    config, starts = VarConfig(noise_std=noise, members=64), prior_starts(twin.model, 8, jax.random.key(1), False)
+    est = multistart_map(positions, twin.times, twin.release[0], twin.model, config, jax.random.key(0), starts, 10)
+    assert est.info["modes"] >= 2 and sum(est.info["mode_weights"]) == pytest.approx(1.0)
+    weights = np.array(est.info["mode_weights"])
+    assert np.sum(weights > 0.01) >= 2  # not one mode with negligible others: a real mixture
+    # the weights again from the modes' end points: exp(-J_b) det(S_b), normalised
+    obs = arrange(positions, twin.times, twin.release[0], twin.model.dt)
+    ends, _ = run_starts(obs, twin.model, config, starts[est.info["mode_starts"]], 10, noise)
+    problem = observation_problem(obs, twin.model, noise)
+    log_w = np.array([-cost(x, problem) + np.linalg.slogdet(laplace_root(x, obs, twin.model, noise))[1] for x in ends])
+    np.testing.assert_allclose(weights, np.exp(log_w - log_w.max()) / np.exp(log_w - log_w.max()).sum(), atol=1e-9)
+    counts = np.floor(64 * weights)  # members by largest remainders: a component given none is left out
+    counts[np.argsort(-(64 * weights - counts))[: 64 - int(counts.sum())]] += 1
+    kept = counts > 0
+    expected = (weights[kept] / weights[kept].sum()) @ ends[kept]
+    np.testing.assert_allclose(to_real(_mean(est)), expected, atol=1e-10)
+    assert est.weights.sum() == pytest.approx(1.0)

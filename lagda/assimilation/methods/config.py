@@ -240,7 +240,8 @@ class HybridConfig(LinearConfig, EmbedConfig, OptimiserConfig):
                 "4D-Var from the embed / retrieve estimate, no product)")
     iterations: int = setting(15, "Gauss-Newton iterations per continuation stage of the refinement (var: in all)")
     starts: int = setting(1, "starts of the refinement: the product mean, plus starts - 1 draws from the learned "
-                             "conditional (the first its mean); the end point of least 4D-Var cost is kept")
+                             "conditional (the first its mean); end points in one basin: the least-cost one's "
+                             "Laplace Gaussian; in several: the mixture of their Laplace Gaussians")
     start: Literal["embed", "retrieve"] = setting("embed", "refine var: 4D-Var started from this estimate")
     learned_noise_limit: float = setting(1e-6, "position noise std (domain lengths) above which the learned "
                                                "conditional is not used: the shipped encoder was trained on exact "

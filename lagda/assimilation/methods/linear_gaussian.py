@@ -151,6 +151,26 @@ def gaussian_estimate(key, mean, cov, members: int, info=None) -> FieldEstimate:
     return FieldEstimate(samples, np.full(members, 1.0 / members), info=dict(info or {}))
 
 
+def mixture_estimate(key, means, covs, log_weights, members: int, info=None) -> FieldEstimate:
+    """Returns a FieldEstimate of the Gaussian mixture sum_b w_b N(means[b], covs[b]), w ∝ exp(log_weights).
+
+    Component b gets n_b = members w_b samples (largest remainders; a component whose share rounds to none is
+    left out and the others' weights renormalised), antithetic as in `gaussian_estimate`, each weighing
+    w_b / n_b: the weighted sample mean is the mixture's mean over the kept components exactly.
+    means: `(component, 2K)`; covs: `(component, 2K, 2K)`; log_weights: `(component,)`.
+    """
+    log_weights = np.asarray(log_weights, np.float64)
+    weights = np.exp(log_weights - np.max(log_weights))
+    weights /= weights.sum()
+    counts = np.floor(members * weights).astype(int)
+    counts[np.argsort(-(members * weights - counts))[: members - counts.sum()]] += 1
+    kept = np.flatnonzero(counts > 0)
+    total = weights[kept].sum()
+    samples = [gaussian_samples(jax.random.fold_in(key, int(b)), means[b], covs[b], int(counts[b])) for b in kept]
+    sample_weights = [np.full(counts[b], weights[b] / total / counts[b]) for b in kept]
+    return FieldEstimate(np.concatenate(samples), np.concatenate(sample_weights), info=dict(info or {}))
+
+
 def normal_log_evidence(gram, rhs, yy: float, prior_var, gradient: bool = False):
     """Returns log N(y; 0, I + G D G^T) - log N(y; 0, I) of whitened data from its normal equations, and with
     `gradient` also its derivative `(p,)` with respect to log D.

@@ -4,9 +4,12 @@ On sparse or long chaotic tracks the 4D-Var cost
     J(x) = sum_{d,j} |z_dj(x) - y_dj|^2 / (2 sigma^2) + (x - m)^T diag(v)^-1 (x - m) / 2
 (lagda.assimilation.methods.variational; prior N(m, diag v), by default the original N(0, D))
 has many local minima, and one Gauss-Newton run finds the basin its start lies in.
-`multistart_map` runs the 4D-Var fit (no continuation by default) from every start, scores
+`multistart_map` runs the 4D-Var fit (no continuation by default) from every start and scores
 every end point by J on the full window (the negative log posterior density up to a
-constant) and keeps the lowest; its Laplace spread is the returned posterior. The spread of
+constant). Where the end points lie in one basin the answer is the lowest one's Laplace
+Gaussian; where they lie in several, the posterior is the mixture of each basin's Laplace
+Gaussian weighted by its Laplace evidence, exp(-J_b) det(Sigma_b)^(1/2) (normalised), whose
+mean, not any one mode, is the estimate of least expected error. The spread of
 the end points is reported in `info`: every cost, every end point's prior-whitened distance
 to the best, how many ended in the best's basin (distance below `basin_tol`), and the chosen
 start's index.
@@ -25,13 +28,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from lagda.assimilation.methods.config import OptimiserConfig, VarConfig
-from lagda.assimilation.methods.linear_gaussian import gaussian_estimate
+from lagda.assimilation.methods.linear_gaussian import gaussian_estimate, mixture_estimate
 from lagda.assimilation.methods.observations import arrange
 from lagda.assimilation.methods.variational import (
     cost,
     fit,
     fit_noise,
     laplace_covariance,
+    laplace_root,
     noise_sigma,
     observation_problem,
 )
@@ -113,9 +117,11 @@ def multistart_map(positions, times, release, model: FlowModel, config: Optimise
         prior: (mean, var) `(2K,)` each replacing N(0, D) in the cost, or None.
         basin_tol: end points within this prior-whitened RMS distance of the best are in its basin.
     Returns:
-        FieldEstimate of config.members samples of N(x_best, Laplace covariance); info (JSON types):
-        costs (per start, at the starting sigma), distances (whitened, to the best), chosen, n_starts,
-        n_in_best_basin, cost_best (at the final sigma), basin_tol, sigma, noise_source, sigmas_tried, seconds.
+        FieldEstimate of config.members samples of N(x_best, Laplace covariance), or where the end points lie in
+        several basins of their Laplace mixture (the best refitted at the final sigma, the others' lowest end points
+        as they ended); info (JSON types): costs (per start, at the starting sigma), distances (whitened, to the
+        best), chosen, n_starts, n_in_best_basin, cost_best (at the final sigma), basin_tol, sigma, noise_source,
+        sigmas_tried, seconds, and for a mixture modes, mode_weights, mode_costs, mode_starts.
     """
     start_time = time.perf_counter()
     starts = np.atleast_2d(np.asarray(starts, np.float64))
@@ -135,13 +141,36 @@ def multistart_map(positions, times, release, model: FlowModel, config: Optimise
         x, sigma, tried = fit_noise(x, obs, model, config, iterations, sigma, prior)
         source = "floored" if sigma <= config.sigma_floor else "evidence"
         cost_best = cost(x, observation_problem(obs, model, sigma, prior=prior))
-    cov = laplace_covariance(x, obs, model, sigma, prior)
     info = {"costs": [float(c) for c in costs], "distances": [float(d) for d in dist], "chosen": best,
             "n_starts": int(len(starts)), "n_in_best_basin": int(np.sum(dist < basin_tol)),
             "cost_best": cost_best, "basin_tol": float(basin_tol), "iterations": int(iterations),
             "stages": [float(f) for f in stages], "sigma": float(sigma), "noise_source": source,
-            "sigmas_tried": tried, "seconds": time.perf_counter() - start_time}
-    return gaussian_estimate(key, x, cov, config.members, info)
+            "sigmas_tried": tried}
+    others = basin_representatives(ends, costs, var, basin_tol)[1:]  # the other basins' lowest end points
+    if not others:
+        cov = laplace_covariance(x, obs, model, sigma, prior)
+        return gaussian_estimate(key, x, cov, config.members, {**info, "seconds": time.perf_counter() - start_time})
+    full = observation_problem(obs, model, sigma, prior=prior)
+    means = np.stack([x] + [ends[b] for b in others])
+    roots = [laplace_root(m, obs, model, sigma, prior) for m in means]
+    mode_costs = np.array([cost_best] + [cost(ends[b], full) for b in others])
+    log_weights = -mode_costs + np.array([np.linalg.slogdet(r)[1] for r in roots])  # log exp(-J) det(S)
+    covs = np.stack([r @ r.T for r in roots])
+    weights = np.exp(log_weights - log_weights.max())
+    info |= {"modes": len(means), "mode_weights": [float(w) for w in weights / weights.sum()],
+             "mode_costs": [float(c) for c in mode_costs], "mode_starts": [best] + [int(b) for b in others],
+             "seconds": time.perf_counter() - start_time}
+    return mixture_estimate(key, means, (covs + np.swapaxes(covs, 1, 2)) / 2.0, log_weights, config.members, info)
+
+
+def basin_representatives(ends, costs, var, basin_tol: float) -> list[int]:
+    """Returns the indices of one end point per basin, lowest cost first: the finite-cost end points `(start, 2K)`
+    in order of cost, each kept when its prior-whitened distance to every kept one is at least `basin_tol`."""
+    kept = []
+    for i in np.argsort(costs):
+        if np.isfinite(costs[i]) and all(whitened_distance(ends[i], ends[j], var) >= basin_tol for j in kept):
+            kept.append(int(i))
+    return kept
 
 
 def truth_map(positions, times, release, model: FlowModel, config: VarConfig, key, truth, noise_std: float,
