@@ -21,7 +21,8 @@ the hybrid setting `refine`; a learned name is skipped without `--run`), plus ro
   posterior from the `sample` method (tempered SMC from the prior, `--sample-particles` per run,
   `--sample-runs` independent runs), the estimate of least expected error; its rows carry the
   sampler's convergence evidence (`rhat_max`, `runs_agree`: the fraction of coordinates whose runs
-  agree within their Monte Carlo error at p 0.99, `tempering_complete`).
+  agree within their Monte Carlo error at p 0.99, `tempering_complete`); `posterior-mean:var` starts
+  the same sampler from var's Laplace Gaussian (the speed-up a proposal buys, at equal accuracy).
 Every method is also the ratio of its median error to posterior-mean's (`vs_posterior_mean`).
 The three searches and hybrid's refinement run the same continuation (the configs' `continuation`)
 with `--search-iterations` Gauss-Newton iterations per stage and start, so `hybrid+search`
@@ -166,10 +167,11 @@ def run_method(method, tracks, model: FlowModel, regime: Regime, settings):
     """
     common = {"members": 64, "noise_std": regime.noise if regime.noise > 0 else None}
     start = time.perf_counter()
-    if method == SAMPLER_ROW:
+    if method.partition(":")[0] == SAMPLER_ROW:  # posterior-mean, or posterior-mean:var (from var's Laplace)
         particles, runs = settings.sample_particles, settings.sample_runs
         sampler = METHODS["sample"](**common | {"members": particles * runs, "particles": particles, "runs": runs,
-                                                "particle_batch": settings.sample_batch})
+                                                "particle_batch": settings.sample_batch,
+                                                "start": method.partition(":")[2] or "prior"})
         post = sampler(tracks, model, jax.random.key(0))
     elif method in DIRECT:
         config = HybridConfig(**common, iterations=settings.search_iterations)
