@@ -20,12 +20,12 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve
 
 from lagda.assimilation.methods.config import LinearConfig
 from lagda.assimilation.methods.linear_gaussian import (
     gaussian_estimate,
     linear_posterior,
+    normal_posterior,
 )
 from lagda.assimilation.methods.observations import arrange, simulate_observed
 from lagda.assimilation.methods.representation import ou_time_scale, whiten_tracks
@@ -295,7 +295,6 @@ def representation_posterior(positions, times, release, model: FlowModel, config
         delta, cov, _, rep_var, tau, found = search_prior(points, t, data, track, noise_var, model, rep_var, tau)
         return prior_mean + delta, cov, {**info, "pairs": len(t), "representation_std": float(np.sqrt(rep_var)),
                                          "representation_time": float(tau), **sources, **found}
-    prior_prec = 1.0 / prior_var
     if rep_var is None or tau is None:
         gram, rhs = normal_equations(model, points, t, vel, track)
         yy = float(np.sum(vel**2)) - 2 * rhs @ prior_mean + prior_mean @ gram @ prior_mean  # |y - G prior_mean|^2
@@ -304,8 +303,7 @@ def representation_posterior(positions, times, release, model: FlowModel, config
         rep_var = rep_var if rep_var is not None else max(est_var - noise_var, 1e-3 * est_var)
         tau = tau if tau is not None else est_tau
     gram, rhs = normal_equations(model, points, t, vel, track, (rep_var, tau, noise_var))
-    factor = cho_factor(gram + np.diag(prior_prec))
-    mean = prior_mean + cho_solve(factor, rhs - gram @ prior_mean)
-    cov = cho_solve(factor, np.eye(len(prior_var)))
+    delta, cov = normal_posterior(gram, rhs - gram @ prior_mean, prior_var)
+    mean = prior_mean + delta
     return mean, cov, {**info, "pairs": len(t), "representation_std": float(np.sqrt(rep_var)),
                        "representation_time": float(tau), **sources}

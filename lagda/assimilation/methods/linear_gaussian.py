@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-from scipy.linalg import cholesky, solve_triangular
+from scipy.linalg import cho_factor, cho_solve, cholesky, solve_triangular
 from scipy.linalg.blas import dsyrk
 from scipy.linalg.lapack import dtrtri
 from scipy.optimize import minimize_scalar
@@ -169,6 +169,20 @@ def mixture_estimate(key, means, covs, log_weights, members: int, info=None) -> 
     samples = [gaussian_samples(jax.random.fold_in(key, int(b)), means[b], covs[b], int(counts[b])) for b in kept]
     sample_weights = [np.full(counts[b], weights[b] / total / counts[b]) for b in kept]
     return FieldEstimate(np.concatenate(samples), np.concatenate(sample_weights), info=dict(info or {}))
+
+
+def normal_posterior(gram, rhs, prior_var, covariance: bool = True):
+    """Returns the posterior mean `(p,)` and, with `covariance`, covariance `(p, p)` (else None) of whitened data from
+    its normal equations gram = G^T G, rhs = G^T y under the prior N(0, diag prior_var): (G^T G + D^-1)^-1 G^T y
+    and (G^T G + D^-1)^-1, as D^1/2 B^-1 D^1/2 with B = I + D^1/2 G^T G D^1/2 (eigenvalues >= 1: a Cholesky factor at
+    any prior scale)."""
+    root = np.sqrt(np.asarray(prior_var, np.float64))
+    b = root[:, None] * gram * root[None, :]
+    b[np.diag_indices_from(b)] += 1.0
+    factor = cho_factor(b, lower=True)
+    mean = root * cho_solve(factor, root * rhs)
+    cov = root[:, None] * cho_solve(factor, np.eye(len(root))) * root[None, :] if covariance else None
+    return mean, cov
 
 
 def normal_log_evidence(gram, rhs, yy: float, prior_var, gradient: bool = False):

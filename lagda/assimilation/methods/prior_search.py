@@ -22,7 +22,7 @@ import numpy as np
 from scipy.linalg.blas import dsyrk
 from scipy.optimize import minimize, minimize_scalar
 
-from lagda.assimilation.methods.linear_gaussian import normal_log_evidence
+from lagda.assimilation.methods.linear_gaussian import normal_log_evidence, normal_posterior
 from lagda.assimilation.methods.representation import whiten_tracks
 from simulate.flow import current_mask, velocity_basis
 
@@ -149,30 +149,10 @@ def cross_validate(whitened: _Whitened, raw, prior_var) -> float:
     """
     sse = zero = 0.0
     for gram, rhs, (g, vel) in zip(whitened.grams, whitened.rhss, raw):
-        x = posterior_mean(whitened.gram - gram, whitened.rhs - rhs, prior_var)
+        x = normal_posterior(whitened.gram - gram, whitened.rhs - rhs, prior_var, covariance=False)[0]
         sse += float(np.sum((vel - g @ x) ** 2))
         zero += float(np.sum(vel**2))
     return sse / max(zero, 1e-300)
-
-
-def posterior_mean(gram, rhs, prior_var) -> np.ndarray:
-    """Returns (G^T G + D^-1)^-1 G^T y `(p,)` of whitened data, as D^1/2 (I + D^1/2 G^T G D^1/2)^-1 D^1/2 G^T y."""
-    from scipy.linalg import cho_factor, cho_solve
-
-    root = np.sqrt(prior_var)
-    b = root[:, None] * gram * root[None, :]
-    b[np.diag_indices_from(b)] += 1.0
-    return root * cho_solve(cho_factor(b), root * rhs)
-
-
-def posterior_covariance(gram, prior_var) -> np.ndarray:
-    """Returns (G^T G + D^-1)^-1 `(p, p)`, as D^1/2 (I + D^1/2 G^T G D^1/2)^-1 D^1/2."""
-    from scipy.linalg import cho_factor, cho_solve
-
-    root = np.sqrt(prior_var)
-    b = root[:, None] * gram * root[None, :]
-    b[np.diag_indices_from(b)] += 1.0
-    return root[:, None] * cho_solve(cho_factor(b), np.eye(len(root))) * root[None, :]
 
 
 def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, tau=None):
@@ -230,5 +210,5 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
                                    f"{ratio:.4g} above the zero-signal model's (at most {len(theta)}, the prior's "
                                    "parameter count: no evidence of signal)")
         return np.zeros(len(prior_var)), np.diag(prior_var), prior_var, var_best, tau_best, info
-    mean = posterior_mean(whitened.gram, whitened.rhs, prior_var)
-    return mean, posterior_covariance(whitened.gram, prior_var), prior_var, var_best, tau_best, info
+    mean, cov = normal_posterior(whitened.gram, whitened.rhs, prior_var)
+    return mean, cov, prior_var, var_best, tau_best, info

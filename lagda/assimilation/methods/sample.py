@@ -75,7 +75,7 @@ from scipy.special import logsumexp
 from lagda.assimilation.methods.config import STEP_SIZE_RANGE, SampleConfig, VarConfig
 from lagda.assimilation.methods.observations import arrange
 from lagda.assimilation.methods.variational import cost, map_fit, observation_problem, residuals
-from lagda.assimilation.model import FlowModel, to_complex, to_real
+from lagda.assimilation.model import FlowModel, to_complex
 from lagda.assimilation.posterior import FieldEstimate
 
 RIDGE = 1e-9  # dense whitening: covariance + RIDGE diag(covariance), positive definite in float64
@@ -372,14 +372,6 @@ def track_log_likelihood(n_sim: int, stride: int) -> Callable:
     return log_likelihood
 
 
-def estimate_gaussian(estimate: FieldEstimate) -> Gaussian:
-    """Returns the weighted mean `(2K,)` and covariance `(2K, 2K)` of an estimate's samples over x = (Re c, Im c):
-    a method's posterior as a proposal (exact for Gaussian methods only up to the sampling of their members)."""
-    x, w = to_real(np.asarray(estimate.samples)), np.asarray(estimate.weights, np.float64)
-    mean = w @ x
-    return Gaussian(mean, ((x - mean) * w[:, None]).T @ (x - mean))
-
-
 def _kept(samples, weights, members: int, key):
     """Returns the samples and weights, systematically resampled to `members` equal weights when there are more."""
     if samples.shape[0] <= members:
@@ -401,7 +393,7 @@ def assimilate_sample(positions, times, release, model: FlowModel, config: Sampl
         positions: `(drifter, obs, 2)` unwrapped; times: `(drifter, obs)`; release: `(drifter, 2)` or None.
         config: SampleConfig; key: JAX PRNG key.
         proposal: Gaussian over x = (Re c, Im c) `(2K,)` to start from (config.start "proposal"), e.g.
-            estimate_gaussian of another method's estimate, or None.
+            the mean and covariance of another method's estimate, or None.
         prior: (mean `(2K,)`, var `(2K,)`) replacing N(0, D), or None.
         progress: progress(stage, l) after every stage (progress_bar makes one).
     Returns:

@@ -38,6 +38,7 @@ from lagda.assimilation.methods.variational import (
     laplace_root,
     noise_sigma,
     observation_problem,
+    root_covariance,
 )
 from lagda.assimilation.model import FlowModel, to_real
 from lagda.assimilation.posterior import FieldEstimate
@@ -155,12 +156,12 @@ def multistart_map(positions, times, release, model: FlowModel, config: Optimise
     roots = [laplace_root(m, obs, model, sigma, prior) for m in means]
     mode_costs = np.array([cost_best] + [cost(ends[b], full) for b in others])
     log_weights = -mode_costs + np.array([np.linalg.slogdet(r)[1] for r in roots])  # log exp(-J) det(S)
-    covs = np.stack([r @ r.T for r in roots])
+    covs = np.stack([root_covariance(r) for r in roots])
     weights = np.exp(log_weights - log_weights.max())
     info |= {"modes": len(means), "mode_weights": [float(w) for w in weights / weights.sum()],
              "mode_costs": [float(c) for c in mode_costs], "mode_starts": [best] + [int(b) for b in others],
              "seconds": time.perf_counter() - start_time}
-    return mixture_estimate(key, means, (covs + np.swapaxes(covs, 1, 2)) / 2.0, log_weights, config.members, info)
+    return mixture_estimate(key, means, covs, log_weights, config.members, info)
 
 
 def basin_representatives(ends, costs, var, basin_tol: float) -> list[int]:

@@ -387,11 +387,15 @@ def laplace_root(x, obs: Observations, model: FlowModel, sigma: float, prior=Non
     return (vt.T / np.sqrt(1.0 + sv**2)[None, :]) * prior_std[:, None]
 
 
+def root_covariance(root) -> np.ndarray:
+    """Returns S S^T `(d, d)` for a root S `(d, d)`, exactly symmetric whatever the product's rounding."""
+    cov = root @ root.T
+    return (cov + cov.T) / 2.0
+
+
 def laplace_covariance(x, obs: Observations, model: FlowModel, sigma: float, prior=None) -> np.ndarray:
     """Returns the Gauss-Newton posterior covariance at x `(2K, 2K)`, symmetric positive definite (laplace_root)."""
-    root = laplace_root(x, obs, model, sigma, prior)
-    cov = root @ root.T
-    return (cov + cov.T) / 2.0  # exactly symmetric whatever the product's rounding
+    return root_covariance(laplace_root(x, obs, model, sigma, prior))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -439,5 +443,4 @@ def assimilate_var(positions, times, release, model: FlowModel, config: VarConfi
                    x_init=None, stages=None, iterations=None, prior=None) -> FieldEstimate:
     """Returns the 4D-Var MAP with its Laplace spread for one field (map_fit; the same arguments)."""
     result = map_fit(positions, times, release, model, config, x_init, stages, iterations, prior)
-    cov = result.root @ result.root.T
-    return gaussian_estimate(key, result.x, (cov + cov.T) / 2.0, config.members, result.info)
+    return gaussian_estimate(key, result.x, root_covariance(result.root), config.members, result.info)
