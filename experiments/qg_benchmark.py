@@ -34,6 +34,11 @@ L, P = 1 and 6 at k_max 12 with 64 drifters, and the white-noise linear at k_max
 k_max 12 and 16: the truth's fit given exactly at the drifters, 6-hourly: the reference without
 representation error, what the drifters' coverage allows); `sampling`
 (turbulence, both flows, intervals 1, 6, 24 h, noise 0 and 10 m, at the k_max of `--k-for-drifters`).
+`defaults` (turbulence, both flows, hourly, 10 m noise, L = 16 / 64 / 256): what a user gets from
+`lagda assimilate --basis circular --method linear` (lagda.assimilation.assimilate_file, every setting
+default: k_max 12, P 3, no noise level) on a file of the first L drifters without their release points, once
+without a climatology and once with `--climatology`; scored against the full truth (background included) and
+its fit in the basis with the current (the projection limit).
 Writes results/qg_benchmark.csv and .md, docs/figures/qg_error_vs_drifters.png and qg_vorticity.png.
 """
 
@@ -212,6 +217,42 @@ class RossbyCase:
                 "limit": relative(self.u_fit[f], self.v_fit[f], self.u[f], self.v[f]), "seconds": seconds}
 
 
+def default_run(test, climatology, data_dir: pathlib.Path, f: int, n_drifter: int) -> dict:
+    """Returns {"error", "error_vs_projection", "limit", "seconds"} of `assimilate_file` with its defaults
+    (linear, circular k_max 12, P 3) on the first n_drifter drifters of flow f (10 m noise, no release points),
+    with `climatology` (a QG file) or without (None)."""
+    import xarray as xr
+
+    from lagda.assimilation import assimilate_file
+    from simulate.qg.projection import basis_fields, projection_limit, truth_in_basis
+
+    tracks = data_dir / f"defaults_flow{f}_L{n_drifter}.nc"
+    with xr.open_dataset(test) as ds:
+        if not tracks.exists():
+            keep = np.flatnonzero(ds["field"].values == f)[:n_drifter]
+            sub = ds.isel(trajectory=keep).drop_vars(["x0", "y0"]).load()
+            rng = np.random.default_rng(1000 * f + n_drifter)
+            for name in ("x", "y"):
+                sub[name].values[...] += rng.normal(size=sub[name].shape) * GPS_M
+            sub["field"].values[...] = 0
+            sub = sub.isel(flow=[f])
+            sub.attrs["qg_n_drifters"], sub.attrs["qg_n_flows"] = n_drifter, 1
+            sub.to_netcdf(tracks)
+        out = data_dir / f"defaults_flow{f}_L{n_drifter}_{'clim' if climatology else 'noclim'}_result.nc"
+        summary = assimilate_file(tracks, out, method="linear", basis="circular", climatology=climatology,
+                                  overwrite=True, n_grid=16)
+        with xr.open_dataset(out) as res:
+            degree = int(res["degree"].max())
+            k1, k2 = res["k1"].values[:: degree + 1][1:], res["k2"].values[:: degree + 1][1:]  # the current first
+            coef = res["coef_mean_re"].values[0] + 1j * res["coef_mean_im"].values[0]
+        truth = truth_in_basis(ds, k1, k2, degree, flows=[f], current=True)
+    _, u, v = basis_fields(coef[None], k1, k2, degree, 0.0, float(truth["times"][-1]), truth["times"],
+                           int(ds.attrs["qg_nx"]), True)
+    return {"error": projection_limit(truth["u"], truth["v"], u, v),
+            "error_vs_projection": projection_limit(truth["u_fit"], truth["v_fit"], u, v),
+            "limit": float(truth["limit"][0]), "seconds": summary["seconds"]}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="the tiny preset (16^2, 4 days, 64 drifters)")
@@ -219,7 +260,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "results" / "qg_benchmark.csv")
     parser.add_argument("--figures", type=pathlib.Path, default=ROOT / "docs" / "figures")
     parser.add_argument("--sections", default="rossby,kmax,oracle,sampling",
-                        help="rossby, kmax (k_max and P against L), oracle, sampling")
+                        help="rossby, kmax (k_max and P against L), oracle, sampling, defaults")
     parser.add_argument("--k-for-drifters", default="4:5,16:8,64:12,256:16", help="sampling: k_max per L, L:k,...")
     parser.add_argument("--merge", type=pathlib.Path, nargs="+",
                         help="only summarise these CSVs into --out's .md and the figures")
@@ -232,6 +273,7 @@ def main(argv=None) -> int:
         rows = [with_types(r) for path in args.merge for r in csv.DictReader(open(path))]
         summary(rows, args.out.with_suffix(".md"))
         error_figure(rows, args.figures / "qg_error_vs_drifters.png")
+        defaults_figure(rows, args.figures / "qg_defaults_vs_drifters.png")
         return 0
     args.data.mkdir(parents=True, exist_ok=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -280,6 +322,13 @@ def main(argv=None) -> int:
             for n_drifter in drifters:
                 record("turbulence", f"k{k_max}P3", 0, "oracle", n_drifter, 6, 0.0,
                        case.oracle(0, n_drifter, 2 if quick else 6))
+    if "defaults" in sections:
+        for n_drifter in (16, 64, 256) if not quick else (16, 64):
+            for f in range(2):
+                for climatology in (None, clim):
+                    out = default_run(test, climatology, args.data, f, n_drifter)
+                    record("turbulence", "defaults k12P3", f, "linear:clim" if climatology else "linear:noclim",
+                           n_drifter, 1, GPS_M, out)
     if "sampling" in sections:
         best = {int(a): float(b) for a, b in (pair.split(":") for pair in args.k_for_drifters.split(","))}
         if quick:
@@ -298,7 +347,9 @@ def main(argv=None) -> int:
                             vorticity_figure(case, f, out["mean"],
                                              args.figures / f"qg_vorticity{'_quick' if quick else ''}.png")
     summary(rows, args.out.with_suffix(".md"))
-    error_figure(rows, args.figures / f"qg_error_vs_drifters{'_quick' if quick else ''}.png")
+    if [r for r in rows if r["basis"] != "defaults k12P3"]:
+        error_figure(rows, args.figures / f"qg_error_vs_drifters{'_quick' if quick else ''}.png")
+    defaults_figure(rows, args.figures / f"qg_defaults_vs_drifters{'_quick' if quick else ''}.png")
     return 0
 
 
@@ -319,6 +370,35 @@ def summary(rows, path) -> None:
                      f"{mean('limit'):.4f} | {mean('error') / mean('limit'):.2f} | {mean('seconds'):.1f} |")
     path.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def defaults_figure(rows, path) -> None:
+    """The CLI defaults' error against L, without and with a climatology, per flow, with the projection limit."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in rows if r["basis"] == "defaults k12P3"]
+    if not rows:
+        return
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for method, label, style in (("linear:noclim", "no climatology (the default)", "o-"),
+                                 ("linear:clim", "--climatology", "s--")):
+        for f in sorted({r["flow"] for r in rows}):
+            rs = sorted((r for r in rows if r["method"] == method and r["flow"] == f), key=lambda r: r["drifters"])
+            ax.plot([r["drifters"] for r in rs], [r["error"] for r in rs], style, color=f"C{f}",
+                    label=f"flow {f}: {label}")
+    limit = float(np.mean([r["limit"] for r in rows]))
+    ax.axhline(limit, color="k", ls=":", label=f"projection limit k_max 12, P 3 ({limit:.2f})")
+    ax.axhline(1.0, color="grey", lw=0.8, label="the prior mean (zero)")
+    ax.set(xscale="log", xlabel="drifters L", ylabel="relative velocity error vs full truth", ylim=(0, 1.05),
+           title="QG turbulence: lagda assimilate --basis circular (defaults)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def error_figure(rows, path) -> None:

@@ -96,10 +96,10 @@ def test_inferred_mapping_contains_every_fix_and_is_noted(tmp_path):
     tracks = _physical()
     _ragged_dataset(tracks, with_attributes=True).to_netcdf(tmp_path / "r.nc")
     back = read_tracks(tmp_path / "r.nc")
-    # the extent's larger side spans the middle 1 / (1 + 2 * 0.25) of the box, the other side less
+    # the extent's larger side spans the middle 1 / (1 + 2 * 0.1) of the box, the other side less
     lo, hi = np.nanmin(back.positions, axis=(0, 1)), np.nanmax(back.positions, axis=(0, 1))
-    assert np.all(lo >= 1 / 6 - 1e-12) and np.all(hi <= 5 / 6 + 1e-12)
-    assert np.isclose(lo, 1 / 6).any() and np.isclose(hi, 5 / 6).any()
+    assert np.all(lo >= 1 / 12 - 1e-12) and np.all(hi <= 11 / 12 + 1e-12)
+    assert np.isclose(lo, 1 / 12).any() and np.isclose(hi, 11 / 12).any()
     assert back.times[0, 0] == 0.0 and np.nanmax(back.times) == pytest.approx(0.1)  # the window maps onto 0.1
     assert (any("box inferred" in note for note in back.notes)
             and any("time scale inferred" in note for note in back.notes))

@@ -306,6 +306,8 @@ def _flows(path, flows, out):
 
 def test_qg_tracks_assimilate_in_a_chosen_basis(anomaly_file, tmp_path, capsys):
     # the anomaly frame: no background, so the current a basis holds must stay near zero (its climatology's prior)
+    import json
+
     import xarray as xr
 
     with xr.open_dataset(anomaly_file) as ds:
@@ -324,6 +326,10 @@ def test_qg_tracks_assimilate_in_a_chosen_basis(anomaly_file, tmp_path, capsys):
     with xr.open_dataset(out) as ds:
         assert ds["degree"].values.max() == 2 and ds["degree"].attrs["window_length"] == pytest.approx(0.1)
         assert ds["u_mean"].attrs["units"] == "m s-1"
+        (info,) = json.loads(ds.attrs["diagnostics"])
+    # the climatology's OU time scale: pairs kept a quarter of it apart, at most every pair
+    assert info["pair_spacing"] == pytest.approx(0.25 * info["representation_time"])
+    assert 0 < info["pairs_used"] <= info["pairs"]
     for method, options in (("linear", {}), ("var", {"iterations": 4, "continuation": (0.5, 1.0)})):
         summary = assimilate_file(test, tmp_path / f"{method}.nc", method, basis="circular", k_max=3, degree=2,
                                   climatology=climatology, members=8, **options)
@@ -353,7 +359,10 @@ def test_a_basis_without_climatology_records_its_choices(turbulence_file, tmp_pa
     assert "prior and error from the tracks: OU tau" in captured.out and "CV ratio" in captured.out
     with xr.open_dataset(out) as ds:
         (info,) = json.loads(ds.attrs["diagnostics"])
-    assert info["representation_time_source"] == "cross-validation" and len(info["error_model_table"]) == 12
+    table = info["error_model_table"]  # coordinate search: 4 time scales at the middle variance, then 2 variances
+    assert info["representation_time_source"] == "cross-validation" and len(table) == 6
+    best = min(table, key=lambda row: row["cv_ratio"])  # the choice: the least CV ratio of every model tried
+    assert best["representation_var"] == pytest.approx(info["representation_std"] ** 2, rel=1e-9)
     spectrum = info["prior_log_spectrum"]
     assert set(spectrum) == {"a_per_degree", "b", "c", "k0"} and len(spectrum["a_per_degree"]) == 2
     error = float(captured.out.split("against the QG truth (relative L2 over its grid, times and flows): ")[1][:5])

@@ -5,6 +5,7 @@ import pytest
 
 from lagda.assimilation.methods.representation import (
     ou_time_scale,
+    thin_pairs,
     whiten_series,
     whiten_tracks,
 )
@@ -99,3 +100,13 @@ def test_constant_error_needs_noise():
     g, y, track, times = _problem()
     with pytest.raises(ValueError, match="noise_var > 0"):
         whiten_tracks(g, y, track, times, REP_VAR, np.inf, 0.0)
+
+
+def test_thin_pairs_keeps_each_tracks_first_then_one_per_spacing():
+    # two tracks, shuffled; spacing 1: greedy in time from each track's first point
+    t = np.array([0.0, 0.4, 1.0, 1.1, 2.05, 2.5, 3.05, 5.0, 5.99, 6.0, 7.5])  # 3.05: the spacing exactly
+    track = np.array([0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1])
+    order = np.random.default_rng(0).permutation(len(t))
+    kept = thin_pairs(t[order], track[order], 1.0)
+    assert sorted(t[order][kept].tolist()) == [0.0, 1.0, 2.05, 3.05, 5.0, 6.0, 7.5]
+    assert len(thin_pairs(t, track, 0.0)) == len(t)  # spacing 0: every pair

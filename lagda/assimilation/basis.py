@@ -78,6 +78,24 @@ def adopt_climatology_mapping(tracks: Tracks, climatology: Tracks) -> tuple[Trac
     return dataclasses.replace(remapped, notes=remapped.notes + (note,)), [note]
 
 
+def window_k_max(tracks: Tracks, k_max: float) -> tuple[float, list[str]]:
+    """Returns (k_max in the box, notes): k_max itself, or for an inferred box k_max x (1 + 2 BOX_MARGIN).
+
+    An inferred box is a window into a larger ocean, the tracks' extent plus a margin on each side
+    (lagda.io.physical): the periodic basis extends the flow across the margin, where no drifter
+    constrains it, so the flow need not repeat at the window's edges. k_max then sets the resolution over
+    the tracks' extent, as it does in a box the user gives.
+    """
+    if tracks.mapping is None or "box" not in tracks.mapping.inferred:
+        return k_max, []
+    from lagda.io.physical import BOX_MARGIN
+
+    scaled = k_max * (1 + 2 * BOX_MARGIN)
+    return scaled, [f"k_max {k_max:g} over the tracks' extent is {scaled:g} in the inferred box (the extent plus "
+                    f"{BOX_MARGIN:g} of it on each side: a periodic extension of the window); pass --box to set the "
+                    "box, and k_max in it"]
+
+
 def basis_model(tracks: Tracks, basis: str, k_max: float, degree: int, climatology: Tracks | None = None,
                 dt: float | None = None) -> FlowModel:
     """Returns the `FlowModel` of `basis` with k_max and Legendre degree over the tracks' window.
@@ -95,14 +113,16 @@ def basis_model(tracks: Tracks, basis: str, k_max: float, degree: int, climatolo
 
     if degree < 0:
         raise ValueError(f"degree must be >= 0, got {degree}")
+    k_max, window_notes = window_k_max(tracks, k_max)
     k1, k2 = spatial_modes(basis, k_max)
     t_end = float(np.nanmax(tracks.times))
     if not t_end > 0:
         raise ValueError("the tracks have no time after 0: no window for the time basis")
     e1, e2, omega, time = in_time(*with_current(k1, k2)[:2], np.zeros(len(k1) + 1), degree, 0.0, t_end,
                                   with_current(k1, k2)[2])
-    notes = [f"flow basis: the uniform current and {basis} modes k_max {k_max:g} ({len(k1)} spatial modes) x "
-             f"Legendre degrees 0..{degree} in time over the window [0, {t_end:.6g}] model time: {len(e1)} modes"]
+    notes = window_notes + [
+        f"flow basis: the uniform current and {basis} modes k_max {k_max:g} ({len(k1)} spatial modes) x "
+        f"Legendre degrees 0..{degree} in time over the window [0, {t_end:.6g}] model time: {len(e1)} modes"]
     unresolved, search = None, None
     if climatology is None:
         scale, note = _track_prior(tracks, k1, k2, degree)
@@ -129,8 +149,9 @@ def _prior_search(tracks: Tracks, t_end: float):
         f"prior and representation error for --method linear (ou): chosen from the tracks (no --climatology): "
         f"log E|c_kp|^2 = a_p + b log(k / k0) + c log^2(k / k0) by the evidence, the OU time scale in "
         f"{', '.join(f'{d:g}' for d in search.taus_days)} {unit} and variance in "
-        f"{', '.join(f'{f:g}' for f in search.var_fractions)} x the tracks' mean square velocity by "
-        f"{search.folds}-fold cross-validation over held-out drifters, on pairs about {search.spacing_days:g} "
+        f"{', '.join(f'{f:g}' for f in search.var_fractions)} x the tracks' mean square velocity (the time scales "
+        f"at the middle variance, then the variances at the best time scale) by {search.folds}-fold "
+        f"cross-validation over held-out drifters, on pairs about {search.spacing_days:g} "
         f"{unit.split(' ')[0]} apart; the other methods use the prior above")
 
 

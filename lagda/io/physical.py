@@ -34,7 +34,7 @@ from typing import Literal
 import numpy as np
 
 EARTH_RADIUS_M = 6_371_008.8  # mean Earth radius (IUGG), metres
-BOX_MARGIN = 0.25  # inferred box: the tracks' extent plus this fraction of its larger side on every side
+BOX_MARGIN = 0.1  # inferred box: the tracks' extent plus this fraction of its larger side on every side
 MODEL_WINDOW = 0.1  # inferred time scale: the observation window maps onto the presets' t_final
 EPOCH = np.datetime64("1970-01-01T00:00:00", "s")
 TIME_UNITS = "seconds since 1970-01-01T00:00:00Z"  # how lagda writes physical times

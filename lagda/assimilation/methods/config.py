@@ -71,6 +71,8 @@ class LinearConfig(MethodConfig):
                                                      "model's (a climatology), else estimated")
     representation_time: float | None = setting(None, "ou: its time scale (model time); None: the model's, else "
                                                       "estimated")
+    ou_spacing: float = setting(0.25, "ou: lag-1 pairs kept at least this fraction of the OU time scale apart (an "
+                                      "error correlated over days makes hourly pairs nearly redundant); 0: every pair")
     noise_grid: int = setting(41, "log-spaced noise variances tried by empirical Bayes")
 
     def checks(self) -> list[tuple[bool, str]]:
@@ -80,6 +82,7 @@ class LinearConfig(MethodConfig):
             (self.track_data in TRACK_DATA, f"track_data must be one of {TRACK_DATA}, got {self.track_data!r}"),
             (self.eiv_iterations >= 0, f"eiv_iterations must be >= 0, got {self.eiv_iterations}"),
             (self.noise_grid >= 2, f"noise_grid must be >= 2, got {self.noise_grid}"),
+            (self.ou_spacing >= 0, f"ou_spacing must be >= 0, got {self.ou_spacing}"),
             (self.sparse_steps >= 1, f"sparse_steps must be >= 1, got {self.sparse_steps}"),
             (self.representation in REPRESENTATIONS,
              f"representation must be one of {REPRESENTATIONS}, got {self.representation!r}"),

@@ -28,7 +28,7 @@ from lagda.assimilation.methods.linear_gaussian import (
     normal_posterior,
 )
 from lagda.assimilation.methods.observations import arrange, simulate_observed
-from lagda.assimilation.methods.representation import ou_time_scale, whiten_tracks
+from lagda.assimilation.methods.representation import ou_time_scale, thin_pairs, whiten_tracks
 from lagda.assimilation.methods.track_data import (
     correlation_time,
     curvature_factor,
@@ -302,8 +302,10 @@ def representation_posterior(positions, times, release, model: FlowModel, config
         est_var, est_tau = ou_time_scale(track_residuals(model, points, t, vel, track, first), t, track)
         rep_var = rep_var if rep_var is not None else max(est_var - noise_var, 1e-3 * est_var)
         tau = tau if tau is not None else est_tau
-    gram, rhs = normal_equations(model, points, t, vel, track, (rep_var, tau, noise_var))
+    pairs = len(t)
+    keep = thin_pairs(t, track, config.ou_spacing * tau)
+    gram, rhs = normal_equations(model, points[keep], t[keep], vel[keep], track[keep], (rep_var, tau, noise_var))
     delta, cov = normal_posterior(gram, rhs - gram @ prior_mean, prior_var)
     mean = prior_mean + delta
-    return mean, cov, {**info, "pairs": len(t), "representation_std": float(np.sqrt(rep_var)),
-                       "representation_time": float(tau), **sources}
+    return mean, cov, {**info, "pairs": pairs, "pairs_used": len(keep), "pair_spacing": config.ou_spacing * tau,
+                       "representation_std": float(np.sqrt(rep_var)), "representation_time": float(tau), **sources}

@@ -7,7 +7,8 @@ component). Its P + 3 parameters maximise the evidence (the marginal likelihood;
 the velocities under the OU + white error model of `representation`. The error model (time scale tau and
 variance rep_var) is chosen by K-fold cross-validation over held-out drifters: the evidence prefers long,
 small OU errors on the smooth unresolved velocity, which fit worse, while held-out drifters sample the
-Eulerian field the estimate is scored on. For speed the shape is fitted once at the grid's middle error
+Eulerian field the estimate is scored on. The grid is searched coordinate-wise (the time scales at the middle
+variance, then the variances at the best time scale). For speed the shape is fitted once at the grid's middle error
 model and only its amplitude at each of the others, on lag-1 pairs thinned to about one a day (the OU time
 scale of days makes denser pairs redundant). If the best model predicts held-out drifters no better than
 zero (CV ratio >= 1) or its evidence exceeds the zero-signal model's by no more than one nat per fitted
@@ -23,7 +24,7 @@ from scipy.linalg.blas import dsyrk
 from scipy.optimize import minimize, minimize_scalar
 
 from lagda.assimilation.methods.linear_gaussian import normal_log_evidence, normal_posterior
-from lagda.assimilation.methods.representation import whiten_tracks
+from lagda.assimilation.methods.representation import thin_pairs, whiten_tracks
 from simulate.flow import current_mask, velocity_basis
 
 LOG_VAR_RANGE = 60.0  # prior log-variances searched within this of the start's largest
@@ -68,18 +69,6 @@ class _Whitened:
             rhss.append(gw.T @ yw)
             yy += float(yw @ yw)
         return cls(grams, rhss, sum(grams), sum(rhss), yy)
-
-
-def thin_pairs(t, track, spacing: float) -> np.ndarray:
-    """Returns the indices of the points `(n,)` kept: per track, in time order, the first and then each one at
-    least `spacing` after the last kept (all of them for spacing <= 0)."""
-    order = np.lexsort((t, track))
-    keep, last, last_track = [], -np.inf, None
-    for i in order:
-        if track[i] != last_track or t[i] - last >= spacing * (1 - 1e-9):
-            keep.append(i)
-            last, last_track = t[i], track[i]
-    return np.sort(np.asarray(keep, np.int64))
 
 
 def spectrum_origin(model) -> float:
@@ -178,20 +167,27 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
     variances = [rep_var] if rep_var is not None else [f * msq for f in spec.var_fractions]
     features, offset = log_spectrum_features(model, msq)
     middle = (taus[(len(taus) - 1) // 2], variances[(len(variances) - 1) // 2])
-    shape, _ = fit_shape(_Whitened.build(g, vel, track, t, folds, (middle[1], middle[0], noise_var)), features, offset,
-                         _start(model, features, msq))
-    table, best = [], None
-    for tau_i in taus:
-        for var_i in variances:
-            whitened = _Whitened.build(g, vel, track, t, folds, (var_i, tau_i, noise_var))
+    built = {middle: _Whitened.build(g, vel, track, t, folds, (middle[1], middle[0], noise_var))}
+    shape, _ = fit_shape(built[middle], features, offset, _start(model, features, msq))
+    table, tried = [], {}
+
+    def score(tau_i, var_i):
+        if (tau_i, var_i) not in tried:
+            whitened = built.pop((tau_i, var_i), None) or _Whitened.build(g, vel, track, t, folds,
+                                                                          (var_i, tau_i, noise_var))
             theta, ratio = fit_amplitude(whitened, features, offset, shape)
             prior_var = np.exp(features @ theta + offset)
             cv = cross_validate(whitened, raw, prior_var) if n_folds > 1 else float("nan")
             table.append({"tau_days": tau_i / spec.day, "representation_var": var_i, "cv_ratio": cv,
                           "log_evidence_ratio": ratio})
-            if best is None or cv < best[0] or (np.isnan(best[0]) and ratio > best[3]):
-                best = (cv, tau_i, var_i, ratio, theta, prior_var, whitened)
-    cv, tau_best, var_best, ratio, theta, prior_var, whitened = best
+            # least CV ratio; without folds (one drifter), most evidence
+            tried[tau_i, var_i] = (-ratio if np.isnan(cv) else cv, cv, tau_i, var_i, ratio, theta, prior_var, whitened)
+        return tried[tau_i, var_i]
+
+    # coordinate search: the time scales at the middle variance, then the variances at the best time scale
+    tau_best = min((score(tau_i, middle[1]) for tau_i in taus), key=lambda r: r[0])[2]
+    best = min((score(tau_best, var_i) for var_i in variances), key=lambda r: r[0])
+    _, cv, tau_best, var_best, ratio, theta, prior_var, whitened = best
     # no better than zero on held-out drifters, or no more evidence than the zero-signal model's plus one nat per
     # fitted prior parameter (AIC's penalty: the fitted evidence of pure noise is a little above zero's)
     zero = bool((n_folds > 1 and not cv < 1.0) or ratio <= len(theta))
@@ -202,6 +198,7 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
                                    "k0": spectrum_origin(model)},
             "current_prior_var": msq, "cv_ratio": cv, "cv_folds": n_folds, "log_evidence_ratio_to_zero": ratio,
             "search_pairs": len(t), "search_spacing_days": spec.spacing_days, "error_model_table": table,
+            "error_model_search": "time scales at the middle variance, then variances at the best time scale",
             "final_solve": "the searched pairs at the chosen prior and error model",
             "zero_guard": zero}
     if zero:

@@ -79,6 +79,18 @@ def whiten_series(data, times, valid, rep_var: float, tau: float, noise_var: flo
     return white, log_det
 
 
+def thin_pairs(t, track, spacing: float) -> np.ndarray:
+    """Returns the indices of the points `(n,)` kept: per track, in time order, the first and then each one at
+    least `spacing` after the last kept (all of them for spacing <= 0)."""
+    order = np.lexsort((t, track))
+    keep, last, last_track = [], -np.inf, None
+    for i in order:
+        if track[i] != last_track or t[i] - last >= spacing * (1 - 1e-9):
+            keep.append(i)
+            last, last_track = t[i], track[i]
+    return np.sort(np.asarray(keep, np.int64))
+
+
 def whiten_tracks(g, y, track, times, rep_var: float, tau: float, noise_var: float):
     """Returns (g_white `(2n, p)`, y_white `(2n,)`, log_det) of velocity data along tracks, GLS-whitened.
 
