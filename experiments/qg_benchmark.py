@@ -394,6 +394,9 @@ def defaults_figure(rows, path) -> None:
     ax.axhline(1.0, color="grey", lw=0.8, label="the prior mean (zero)")
     ax.set(xscale="log", xlabel="drifters L", ylabel="relative velocity error vs full truth", ylim=(0, 1.05),
            title="QG turbulence: lagda assimilate --basis circular (defaults)")
+    drifters = sorted({r["drifters"] for r in rows})
+    ax.set_xticks(drifters, [str(d) for d in drifters], minor=False)
+    ax.minorticks_off()
     ax.legend(fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
