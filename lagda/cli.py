@@ -385,7 +385,8 @@ def _add_export_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "export-tracks", help="write any track file (a lagda dataset included) as a CF trajectory file",
         description="Read a track file in any format lagda reads and write it as a CF-1.11 trajectory netCDF file. "
-                    "Model-unit tracks can be placed in the world (--box, --start, --time-scale) and given gaps.")
+                    "Model-unit tracks can be placed in the world (--box, --start, --time-scale), tracks in metres "
+                    "on the sphere (--centre), and given gaps.")
     p.add_argument("--tracks", required=True, metavar="FILE", help="input: any track file `lagda assimilate` reads")
     p.add_argument("--out", required=True, metavar="FILE.nc", help="output netCDF file")
     p.add_argument("--layout", choices=("multidimensional", "ragged"), default="multidimensional",
@@ -395,8 +396,14 @@ def _add_export_parser(subparsers) -> None:
     p.add_argument("--box", type=float, nargs=4, metavar=("LON0", "LON1", "LAT0", "LAT1"),
                    help="place model-unit tracks in this box (west east south north, degrees); needs --start, "
                         "--time-scale")
-    p.add_argument("--start", metavar="DATETIME", help="ISO 8601 date of model time 0 (with --box)")
+    p.add_argument("--centre", type=float, nargs=2, metavar=("LON", "LAT"),
+                   help="place tracks in projected metres (a QG file) on the sphere: the same box lengths on the "
+                        "tangent plane at LON LAT (degrees); --start re-dates them")
+    p.add_argument("--start", metavar="DATETIME", help="ISO 8601 date of model time 0 (with --box or --centre)")
     p.add_argument("--time-scale", type=float, metavar="SECONDS", help="seconds per model time unit (with --box)")
+    p.add_argument("--plain", action="store_true",
+                   help="write the fixes only, as another tool would: no lagda mapping attributes, release points "
+                        "or truth (a reader infers the box and time scale)")
     p.add_argument("--gaps", type=int, nargs=2, metavar=("COUNT", "LONGEST"),
                    help="cut COUNT gaps of 1..LONGEST consecutive fixes out of each track")
     p.add_argument("--seed", type=int, default=0, help="seed of the gaps (default 0)")
@@ -414,7 +421,8 @@ def _run_export(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:  # the reader's assumptions, one line each
         warnings.simplefilter("always")
         tracks = export_tracks(args.tracks, args.out, n_fields=args.n_fields, box=args.box, start=args.start,
-                               time_scale=args.time_scale, gaps=args.gaps, layout=args.layout, seed=args.seed,
+                               time_scale=args.time_scale, gaps=args.gaps, layout=args.layout, centre=args.centre,
+                               plain=args.plain, seed=args.seed,
                                overwrite=args.overwrite, history="lagda " + shlex.join(args.argv))
     for line in [str(w.message) for w in caught]:
         print(f"lagda export-tracks: warning: {line}", file=sys.stderr)

@@ -432,3 +432,26 @@ def test_the_background_current_is_recovered_in_a_chosen_basis(turbulence_file, 
     u1 = qg.background_velocity(config)[0] * config.time_scale_s / config.L
     # U to 5%; V (zero) to the anomaly's RMS speed, about U1 / 10, which the 9 drifters sample for 4 days
     assert abs(current[0].real / u1 - 1) < 0.05 and abs(current[0].imag) < 0.1 * u1
+
+
+def test_export_places_metres_on_the_sphere_and_plain_writes_no_lagda_attributes(turbulence_file, tmp_path):
+    """`export-tracks --centre --plain` (how the GDP-like example is made): the same box lengths on the tangent plane
+    at the centre, the same fixes; the plain file holds no mapping, release points or truth, so a reader infers them."""
+    from lagda.io.export import export_tracks
+
+    source = read_tracks(turbulence_file)
+    placed = export_tracks(turbulence_file, tmp_path / "g.nc", centre=(-40.0, 34.0), start="2025-03-01T00:00:00Z",
+                           layout="ragged", plain=True)
+    assert placed.mapping.lengths_m == pytest.approx(source.mapping.lengths_m, rel=1e-9)
+    assert placed.mapping.centre == pytest.approx((-40.0, 34.0)) and placed.mapping.coordinates == "lonlat"
+    np.testing.assert_array_equal(placed.positions, source.positions)  # model units unchanged: the same velocities
+    back = read_tracks(tmp_path / "g.nc")
+    assert {"box", "time_scale"} <= set(back.mapping.inferred) and back.release is None and back.true_coef is None
+    lon, lat = (np.sort(np.ravel(a)[np.isfinite(np.ravel(a))]) for a in
+                back.mapping.from_model(back.positions[..., 0], back.positions[..., 1]))
+    lon0, lat0 = (np.sort(np.ravel(a)[np.isfinite(np.ravel(a))]) for a in
+                  placed.mapping.from_model(placed.positions[..., 0], placed.positions[..., 1]))
+    np.testing.assert_allclose(lon, lon0, atol=1e-9)
+    np.testing.assert_allclose(lat, lat0, atol=1e-9)
+    with pytest.raises(ValueError, match="needs tracks in projected metres"):
+        export_tracks("data/example_small.nc", tmp_path / "m.nc", centre=(-40.0, 34.0))

@@ -19,7 +19,7 @@ from lagda.io.tracks import Tracks, pack_tracks, write_tracks
 
 def export_tracks(source, out, *, n_fields: int | None = None, box=None, start: str | None = None,
                   time_scale: float | None = None, gaps: tuple[int, int] | None = None,
-                  layout: str = "multidimensional",
+                  layout: str = "multidimensional", centre=None, plain: bool = False,
                   seed: int = 0, overwrite: bool = False, history: str = "") -> Tracks:
     """Returns the tracks written to `out` after reading `source`, selecting, mapping and cutting gaps.
 
@@ -29,10 +29,15 @@ def export_tracks(source, out, *, n_fields: int | None = None, box=None, start: 
         n_fields: keep the first `n_fields` flows only.
         box, start, time_scale: place model-unit tracks in the world: (west, east, south, north)
             degrees, the ISO 8601 date of model time 0, seconds per model time unit (all three).
+        centre: (lon, lat) degrees: place tracks in projected metres (a QG file) on the sphere, their box the
+            same lengths on the tangent plane at `centre`; with `start`, re-dated so that the file's time origin
+            is `start` (the time scale is kept: the same velocities in m/s).
         gaps: (count, longest): per trajectory, `count` gaps of 1..`longest` consecutive missing
             fixes (lengths uniform), one in each of `count` equal stretches of the track, drawn
             from `seed`; the fixes are removed (no time, no position), as in real drifter records.
         layout: "multidimensional" or "ragged" (clouddrift's contiguous ragged array).
+        plain: write what another tool would: the fixes only, without lagda's mapping attributes, release
+            points or truth (a reader infers the box and time scale).
         history: the CF `history` line (the command).
     Raises:
         ValueError: one line for an existing output without `overwrite`, a partial or misplaced
@@ -44,7 +49,19 @@ def export_tracks(source, out, *, n_fields: int | None = None, box=None, start: 
     if n_fields is not None:
         tracks = _first_fields(tracks, n_fields)
     given = [value is not None for value in (box, start, time_scale)]
-    if any(given):
+    if centre is not None:
+        if box is not None or time_scale is not None:
+            raise ValueError("--centre places tracks in metres on the sphere: it takes no --box or --time-scale")
+        if tracks.mapping is None or tracks.mapping.coordinates != "projected":
+            raise ValueError(f"--centre needs tracks in projected metres (x, y in m), and {source} holds "
+                             f"{'model units' if tracks.mapping is None else 'longitude/latitude'}")
+        from lagda.io.physical import box_of_size
+
+        old = tracks.mapping
+        mapping = Mapping(box_of_size(centre, old.lengths_m, "lonlat"), "lonlat",
+                          parse_time(start) if start is not None else old.time_origin, old.time_scale_s)
+        tracks = dataclasses.replace(tracks, mapping=mapping, notes=(f"placed on the sphere: {mapping.describe()}",))
+    elif any(given):
         if not all(given):
             raise ValueError("placing tracks in the world needs --box, --start and --time-scale together")
         if tracks.mapping is not None:
@@ -55,7 +72,9 @@ def export_tracks(source, out, *, n_fields: int | None = None, box=None, start: 
     if gaps is not None:
         tracks = cut_gaps(tracks, *gaps, seed=seed)
     attrs = {"history": history} if history else {}
-    write_tracks(tracks, out, attrs=attrs, layout=layout)
+    if plain:
+        tracks = dataclasses.replace(tracks, release=None, true_coef=None, k1=None, k2=None, omega=None)
+    write_tracks(tracks, out, attrs=attrs, layout=layout, mapping_attrs=not plain)
     return tracks
 
 

@@ -144,7 +144,8 @@ def pack_tracks(times, positions, ids, field, release=None, **truth) -> Tracks:
     return Tracks(out_p, out_t, field, trajectory_ids(ids), release=rel, **truth)
 
 
-def write_tracks(tracks: Tracks, path, attrs: dict | None = None, layout: str = "multidimensional") -> None:
+def write_tracks(tracks: Tracks, path, attrs: dict | None = None, layout: str = "multidimensional",
+                 mapping_attrs: bool = True) -> None:
     """Writes `tracks` as a strict CF DSG trajectory file (module docstring), via a temporary name.
 
     With `tracks.mapping` the positions are written in physical units (`lon`, `lat` in degrees,
@@ -157,6 +158,7 @@ def write_tracks(tracks: Tracks, path, attrs: dict | None = None, layout: str = 
     Args:
         tracks: the tracks; path: output file; attrs: extra global attributes.
         layout: "multidimensional" (dims trajectory/obs, padded) or "ragged" (dims traj/obs, `rowsize`).
+        mapping_attrs: False: no `lagda_mapping_*` attributes (a reader then infers the box and time scale).
     Raises:
         ValueError: for an unknown layout.
     """
@@ -167,7 +169,7 @@ def write_tracks(tracks: Tracks, path, attrs: dict | None = None, layout: str = 
         "Conventions": CONVENTIONS, "featureType": "trajectory", "title": "lagda drifter tracks",
         "source": f"lagda {lagda_version()}", "lagda_track_format_version": TRACK_FORMAT_VERSION,
         "history": f"written by lagda.io.tracks.write_tracks (lagda {lagda_version()})",
-        **({} if tracks.mapping is None else tracks.mapping.attrs()), **(attrs or {}),
+        **({} if tracks.mapping is None or not mapping_attrs else tracks.mapping.attrs()), **(attrs or {}),
     }
     filled = ([name for name in ("x", "y", "lon", "lat") if name in ds.variables]
               + (["time"] if layout != "ragged" else []))
