@@ -108,8 +108,9 @@ def model_settings(tracks: Tracks | None, run_dir=None, dt: float | None = None)
         _, meta = read_run_files(run_dir)  # the modes and prior only: no checkpoint restore
         if physical and np.any(np.asarray(meta["omega"], np.float64) != 0):
             raise ValueError(f"physical tracks are assimilated with the steady model, but the run {os.fspath(run_dir)} "
-                             "was trained on flows with frequencies: use --method linear, var or enkf, or a run "
-                             "trained with --steady")
+                             "was trained on flows with frequencies: use --method linear --basis circular (for "
+                             "ocean drifters: a flow lagda did not make), --method linear, var or enkf (lagda's "
+                             "steady model), or a run trained with --steady")
         times = np.asarray(meta["time"], np.float64)
         run_dt = float(meta.get("attrs", {}).get("dt", times[1] - times[0]))
         if dt is not None and not np.isclose(dt, run_dt, rtol=1e-9):
