@@ -124,7 +124,9 @@ def model_settings(tracks: Tracks | None, run_dir=None, dt: float | None = None)
         k1, k2 = rectangular_modes((base.k1_min, base.k1_max), (base.k2_min, base.k2_max))
         tracks = dataclasses.replace(tracks, k1=np.asarray(k1), k2=np.asarray(k2), omega=np.zeros(len(k1)))
         notes.append(f"flow basis: the steady model, modes k1 in {base.k1_min}..{base.k1_max}, k2 in "
-                     f"{base.k2_min}..{base.k2_max} ({len(k1)} modes) with omega = 0, since the track file states none")
+                     f"{base.k2_min}..{base.k2_max} ({len(k1)} modes) with omega = 0, since the track file states "
+                     "none; for drifters in a flow lagda did not make (the ocean) pass --basis circular: steady modes "
+                     "fitted to every fix can do worse than answering zero there")
     if tracks is None or tracks.k1 is None or tracks.omega is None:
         raise ValueError("the track file does not state the modes and frequencies: pass a trained model (--model RUN)")
     if physical and np.any(np.asarray(tracks.omega) != 0):
