@@ -589,10 +589,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def compile_cache_dir() -> str | None:
+    """Returns the directory of JAX's persistent compilation cache for the `lagda` command, None when off.
+
+    LAGDA_COMPILE_CACHE: a directory, or "off"; default $XDG_CACHE_HOME/lagda/jax (~/.cache/lagda/jax). A
+    JAX_COMPILATION_CACHE_DIR the user set is left to JAX. The cache is per user: JAX trusts what it holds.
+    """
+    setting = os.environ.get("LAGDA_COMPILE_CACHE", "")
+    if setting.lower() == "off" or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return setting or os.path.join(base, "lagda", "jax")
+
+
+def _enable_compile_cache() -> None:
+    """Points JAX's persistent compilation cache at `compile_cache_dir()` (every program, however quick to
+    compile: a run of `lagda assimilate` compiles dozens of small ones, most of its time on one field)."""
+    path = compile_cache_dir()
+    if path is None:
+        return
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs `lagda` and returns its exit code (0 success, 1 unexpected error, 2 bad input, 130 interrupted).
 
-    An error is one stderr line; with --debug its traceback follows.
+    An error is one stderr line; with --debug its traceback follows. Compiled programs are kept in a per-user
+    cache between runs (`compile_cache_dir`).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
@@ -601,6 +628,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:  # argparse: --help, --version, usage errors
         return exit_.code if isinstance(exit_.code, int) else EXIT_ERROR
     args.argv = argv
+    _enable_compile_cache()
     try:
         return args.run(args)
     except KeyboardInterrupt:

@@ -45,3 +45,31 @@ def test_bad_path_or_file_is_one_line_and_exit_2(case, capsys, tmp_path, not_net
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"lagda {argv[0]}: error: "), err
     assert not (tmp_path / "r.nc").exists()
+
+
+def test_the_command_keeps_compiled_programs_in_a_per_user_cache(tmp_path):
+    """`lagda` points JAX's persistent compilation cache at LAGDA_COMPILE_CACHE (default ~/.cache/lagda/jax), so a
+    second run skips the compilations; "off" turns it off. The same result either way."""
+    import os
+    import subprocess
+    import sys
+
+    from lagda.demo import shipped
+
+    def run(cache: str, out: str) -> None:
+        env = {**os.environ, "LAGDA_COMPILE_CACHE": cache, "JAX_PLATFORMS": "cpu"}
+        env.pop("JAX_COMPILATION_CACHE_DIR", None)
+        argv = ["assimilate", "--tracks", str(shipped("example_tracks.nc")), "--method", "linear", "--n-grid", "4",
+                "--out", str(tmp_path / out)]
+        done = subprocess.run([sys.executable, "-m", "lagda", *argv], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+
+    cache = tmp_path / "cache"
+    run(str(cache), "a.nc")
+    assert cache.is_dir() and len(list(cache.iterdir())) > 0  # the compiled programs
+    run("off", "b.nc")
+    import numpy as np
+    import xarray as xr
+
+    with xr.open_dataset(tmp_path / "a.nc") as a, xr.open_dataset(tmp_path / "b.nc") as b:
+        np.testing.assert_array_equal(a["coef_mean_re"].values, b["coef_mean_re"].values)
