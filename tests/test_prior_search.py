@@ -11,6 +11,7 @@ from lagda.assimilation.methods.prior_search import (
     log_spectrum_features,
     search_prior,
 )
+from lagda.assimilation.methods.representation import track_series
 from lagda.assimilation.model import flow_model
 from simulate.flow import circular_modes, in_time, velocity_basis
 from simulate.qg.projection import with_current
@@ -71,7 +72,7 @@ def test_fitted_log_spectrum_recovers_a_known_spectrum():
     x, prior_var = _truth(model, rng, theta)
     points, t, vel, track = _tracks(model, x, rng, var=1e-3)
     features, offset = log_spectrum_features(model, 1.0)
-    whitened = _Whitened.build(velocity_basis(points, t, *model.modes), vel, track, t, [np.arange(len(t))],
+    whitened = _Whitened.build([track_series(velocity_basis(points, t, *model.modes), vel, track, t)],
                                (1e-3, 2.0, 1e-4))
     fitted, ratio = fit_shape(whitened, features, offset, np.array([-6.0, -6.0, -4.0, 0.0]))
     assert ratio > 0

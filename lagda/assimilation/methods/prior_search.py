@@ -24,7 +24,7 @@ from scipy.linalg.blas import dsyrk
 from scipy.optimize import minimize, minimize_scalar
 
 from lagda.assimilation.methods.linear_gaussian import normal_log_evidence, normal_posterior
-from lagda.assimilation.methods.representation import thin_pairs, whiten_tracks
+from lagda.assimilation.methods.representation import thin_pairs, track_series, whiten_track_series
 from simulate.flow import current_mask, velocity_basis
 
 LOG_VAR_RANGE = 60.0  # prior log-variances searched within this of the start's largest
@@ -58,14 +58,14 @@ class _Whitened:
     yy: float
 
     @classmethod
-    def build(cls, g, vel, track, t, folds, error):
-        """Whitens each fold's rows `g[f]` `(m, 2, p)`, `vel[f]` `(m, 2)` (indices `folds`) against error =
-        (rep_var, tau, noise_var) by representation.whiten_tracks."""
+    def build(cls, arranged, error):
+        """Whitens each fold's data (`representation.track_series` of its rows) against error = (rep_var, tau,
+        noise_var) by representation.whiten_track_series."""
         grams, rhss, yy = [], [], 0.0
-        for f in folds:
-            gw, yw, _ = whiten_tracks(g[f], vel[f], track[f], t[f], *error)
-            upper = dsyrk(1.0, gw, trans=1)  # G^T G, upper triangle
-            grams.append(np.triu(upper) + np.triu(upper, 1).T)
+        for fold in arranged:
+            gw, yw, _ = whiten_track_series(fold, *error)
+            upper = dsyrk(1.0, gw, trans=1)  # G^T G in the upper triangle, zeros below
+            grams.append(upper + np.triu(upper, 1).T)
             rhss.append(gw.T @ yw)
             yy += float(yw @ yw)
         return cls(grams, rhss, sum(grams), sum(rhss), yy)
@@ -163,18 +163,18 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
     folds = [np.flatnonzero(fold == f) for f in range(n_folds)]
     g = velocity_basis(points, t, *model.modes)  # (n, 2, 2K)
     raw = [(g[f], vel[f]) for f in folds]
+    arranged = [track_series(g[f], vel[f], track[f], t[f]) for f in folds]  # one layout for every error model
     taus = [tau] if tau is not None else [d * spec.day for d in spec.taus_days]
     variances = [rep_var] if rep_var is not None else [f * msq for f in spec.var_fractions]
     features, offset = log_spectrum_features(model, msq)
     middle = (taus[(len(taus) - 1) // 2], variances[(len(variances) - 1) // 2])
-    built = {middle: _Whitened.build(g, vel, track, t, folds, (middle[1], middle[0], noise_var))}
+    built = {middle: _Whitened.build(arranged, (middle[1], middle[0], noise_var))}
     shape, _ = fit_shape(built[middle], features, offset, _start(model, features, msq))
     table, tried = [], {}
 
     def score(tau_i, var_i):
         if (tau_i, var_i) not in tried:
-            whitened = built.pop((tau_i, var_i), None) or _Whitened.build(g, vel, track, t, folds,
-                                                                          (var_i, tau_i, noise_var))
+            whitened = built.pop((tau_i, var_i), None) or _Whitened.build(arranged, (var_i, tau_i, noise_var))
             theta, ratio = fit_amplitude(whitened, features, offset, shape)
             prior_var = np.exp(features @ theta + offset)
             cv = cross_validate(whitened, raw, prior_var) if n_folds > 1 else float("nan")

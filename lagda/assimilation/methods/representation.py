@@ -95,8 +95,8 @@ def whiten_tracks(g, y, track, times, rep_var: float, tau: float, noise_var: flo
     """Returns (g_white `(2n, p)`, y_white `(2n,)`, log_det) of velocity data along tracks, GLS-whitened.
 
     The points are grouped by track and sorted by time (any input order), padded to
-    `(track, time)` and the u and v components whitened as separate series by `whiten_series`.
-    Rows come out by track (in increasing id), component (u, then v), then time.
+    `(track, time)` (`track_series`) and the u and v components whitened as separate series by
+    `whiten_series`. Rows come out by track (in increasing id), component (u, then v), then time.
 
     Args:
         g: `(n, 2, p)` the u and v design rows of each point; y: `(n, 2)` velocities;
@@ -104,6 +104,13 @@ def whiten_tracks(g, y, track, times, rep_var: float, tau: float, noise_var: flo
     Raises:
         ValueError: on mismatched shapes or no data, and as `whiten_series`.
     """
+    return whiten_track_series(track_series(g, y, track, times), rep_var, tau, noise_var)
+
+
+def track_series(g, y, track, times):
+    """Returns (series `(2 track, time, 1 + p)`, times `(2 track, time)`, valid `(2 track, time)`): [y, G] of each
+    track and component padded in time order, the layout `whiten_track_series` whitens (arranged once, it serves
+    every error model). Args and errors as `whiten_tracks`."""
     g, y = np.asarray(g, np.float64), np.asarray(y, np.float64)
     track, times = np.asarray(track), np.asarray(times, np.float64)
     n = y.shape[0]
@@ -119,8 +126,13 @@ def whiten_tracks(g, y, track, times, rep_var: float, tau: float, noise_var: flo
     data[row, slot] = np.concatenate([y[order, :, None], g[order]], axis=-1)
     t_pad[row, slot], valid[row, slot] = times[order], True
     series = np.moveaxis(data, 2, 1).reshape(2 * shape[0], shape[1], -1)  # (track * component, time, 1 + p)
-    valid = np.repeat(valid, 2, axis=0)
-    white, log_det = whiten_series(series, np.repeat(t_pad, 2, axis=0), valid, rep_var, tau, noise_var)
+    return series, np.repeat(t_pad, 2, axis=0), np.repeat(valid, 2, axis=0)
+
+
+def whiten_track_series(arranged, rep_var: float, tau: float, noise_var: float):
+    """Returns (g_white `(2n, p)`, y_white `(2n,)`, log_det) of `track_series`'s output, as `whiten_tracks`."""
+    series, times, valid = arranged
+    white, log_det = whiten_series(series, times, valid, rep_var, tau, noise_var)
     rows = white[valid]
     return rows[:, 1:], rows[:, 0], log_det
 
