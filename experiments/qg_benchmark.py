@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import functools
 import os
 import pathlib
 import sys
@@ -218,60 +219,80 @@ class RossbyCase:
                 "limit": relative(self.u_fit[f], self.v_fit[f], self.u[f], self.v[f]), "seconds": seconds}
 
 
+DEFAULT_K_MAX, DEFAULT_DEGREE = 12, 3  # `lagda assimilate --basis circular`'s defaults
+
+
+@functools.lru_cache(maxsize=None)
+def defaults_truth(test, f: int) -> dict:
+    """Returns flow f's truth_in_basis (the current included) in the defaults' basis, with "n" (grid) and the
+    spatial modes "k1s", "k2s": computed once per flow for every run and the oracle."""
+    import xarray as xr
+
+    from lagda.assimilation.basis import spatial_modes
+    from simulate.qg.projection import truth_in_basis
+
+    k1, k2 = spatial_modes("circular", DEFAULT_K_MAX)
+    with xr.open_dataset(test) as ds:
+        truth = truth_in_basis(ds, k1, k2, DEFAULT_DEGREE, flows=[f], current=True)
+        return {**truth, "n": int(ds.attrs["qg_nx"]), "k1s": np.asarray(k1), "k2s": np.asarray(k2)}
+
+
+def defaults_scores(coef, truth: dict, seconds: float) -> dict:
+    """Returns {"error", "error_vs_projection", "limit", "seconds"} of coefficients `(mode,)` in the defaults' basis."""
+    from simulate.qg.projection import basis_fields, projection_limit
+
+    _, u, v = basis_fields(coef[None], truth["k1s"], truth["k2s"], DEFAULT_DEGREE, 0.0, float(truth["times"][-1]),
+                           truth["times"], truth["n"], True)
+    return {"error": projection_limit(truth["u"], truth["v"], u, v),
+            "error_vs_projection": projection_limit(truth["u_fit"], truth["v_fit"], u, v),
+            "limit": float(truth["limit"][0]), "seconds": seconds}
+
+
 def default_run(test, climatology, data_dir: pathlib.Path, f: int, n_drifter: int) -> dict:
-    """Returns {"error", "error_vs_projection", "limit", "seconds"} of `assimilate_file` with its defaults
-    (linear, circular k_max 12, P 3) on the first n_drifter drifters of flow f (10 m noise, no release points),
-    with `climatology` (a QG file) or without (None)."""
+    """Returns `defaults_scores` of `assimilate_file` with its defaults (linear, circular k_max 12, P 3) on the first
+    n_drifter drifters of flow f (10 m noise, no release points), with `climatology` (a QG file) or without (None)."""
     import xarray as xr
 
     from lagda.assimilation import assimilate_file
-    from simulate.qg.projection import basis_fields, projection_limit, truth_in_basis
 
     tracks = data_dir / f"defaults_flow{f}_L{n_drifter}.nc"
-    with xr.open_dataset(test) as ds:
-        if not tracks.exists():
+    if not tracks.exists():
+        with xr.open_dataset(test) as ds:
             keep = np.flatnonzero(ds["field"].values == f)[:n_drifter]
-            sub = ds.isel(trajectory=keep).drop_vars(["x0", "y0"]).load()
-            rng = np.random.default_rng(1000 * f + n_drifter)
-            for name in ("x", "y"):
-                sub[name].values[...] += rng.normal(size=sub[name].shape) * GPS_M
-            sub["field"].values[...] = 0
-            sub = sub.isel(flow=[f])
-            sub.attrs["qg_n_drifters"], sub.attrs["qg_n_flows"] = n_drifter, 1
-            sub.to_netcdf(tracks)
-        out = data_dir / f"defaults_flow{f}_L{n_drifter}_{'clim' if climatology else 'noclim'}_result.nc"
-        summary = assimilate_file(tracks, out, method="linear", basis="circular", climatology=climatology,
-                                  overwrite=True, n_grid=16)
-        with xr.open_dataset(out) as res:
-            degree = int(res["degree"].max())
-            k1, k2 = res["k1"].values[:: degree + 1][1:], res["k2"].values[:: degree + 1][1:]  # the current first
-            coef = res["coef_mean_re"].values[0] + 1j * res["coef_mean_im"].values[0]
-        truth = truth_in_basis(ds, k1, k2, degree, flows=[f], current=True)
-    _, u, v = basis_fields(coef[None], k1, k2, degree, 0.0, float(truth["times"][-1]), truth["times"],
-                           int(ds.attrs["qg_nx"]), True)
-    return {"error": projection_limit(truth["u"], truth["v"], u, v),
-            "error_vs_projection": projection_limit(truth["u_fit"], truth["v_fit"], u, v),
-            "limit": float(truth["limit"][0]), "seconds": summary["seconds"]}
+            sub = ds.isel(trajectory=keep, flow=[f]).drop_vars(["x0", "y0"]).load()
+        rng = np.random.default_rng(1000 * f + n_drifter)
+        for name in ("x", "y"):
+            sub[name].values[...] += rng.normal(size=sub[name].shape) * GPS_M
+        sub["field"].values[...] = 0
+        sub.attrs["qg_n_drifters"], sub.attrs["qg_n_flows"] = n_drifter, 1
+        sub.to_netcdf(tracks)
+    out = data_dir / f"defaults_flow{f}_L{n_drifter}_{'clim' if climatology else 'noclim'}_result.nc"
+    summary = assimilate_file(tracks, out, method="linear", basis="circular", climatology=climatology,
+                              overwrite=True, n_grid=16)
+    truth = defaults_truth(test, f)
+    with xr.open_dataset(out) as res:
+        degree = int(res["degree"].max())
+        assert degree == DEFAULT_DEGREE and np.array_equal(res["k1"].values[:: degree + 1][1:], truth["k1s"])
+        coef = res["coef_mean_re"].values[0] + 1j * res["coef_mean_im"].values[0]
+    return defaults_scores(coef, truth, summary["seconds"])
+
+
+@functools.lru_cache(maxsize=None)
+def oracle_model(test, climatology, f: int):
+    """Returns (flow f's tracks, the defaults' basis model with the climatology's prior): read once per flow."""
+    sub = read_tracks(test).for_field(f)
+    return sub, basis_model(sub, "circular", DEFAULT_K_MAX, DEFAULT_DEGREE, read_tracks(climatology))
 
 
 def default_oracle(test, climatology, f: int, n_drifter: int, interval: int = 6) -> dict:
-    """Returns {"error", "error_vs_projection", "limit", "seconds"} of the reference without representation error in
-    the defaults' basis (circular k_max 12, P 3, the current): the truth's fit (current included) given exactly as
-    velocities at the first n_drifter drifters' lag-1 difference points (every interval-th fix), inverted with the
-    climatology's prior (noise 1e-4 of the data's mean square)."""
-    import xarray as xr
-
+    """Returns `defaults_scores` of the reference without representation error in the defaults' basis (the current
+    included): the truth's fit given exactly as velocities at the first n_drifter drifters' lag-1 difference points
+    (every interval-th fix), inverted with the climatology's prior (noise 1e-4 of the data's mean square)."""
     from lagda.assimilation.methods.track_data import finite_differences
     from simulate.flow import velocity_basis
-    from simulate.qg.projection import basis_fields, projection_limit, truth_in_basis
 
-    sub = read_tracks(test).for_field(f)
-    model = basis_model(sub, "circular", 12, 3, read_tracks(climatology))
-    degree = 3
-    k1, k2 = model.k1[:: degree + 1][1:], model.k2[:: degree + 1][1:]  # the current first
-    with xr.open_dataset(test) as ds:
-        truth = truth_in_basis(ds, k1, k2, degree, flows=[f], current=True)
-        n = int(ds.attrs["qg_nx"])
+    sub, model = oracle_model(test, climatology, f)
+    truth = defaults_truth(test, f)
     start = time.perf_counter()
     points, t, _, _ = finite_differences(sub.positions[:n_drifter, interval - 1 :: interval],
                                          sub.times[:n_drifter, interval - 1 :: interval], None, 1)
@@ -281,11 +302,7 @@ def default_oracle(test, climatology, f: int, n_drifter: int, interval: int = 6)
     noise = 1e-4 * float(np.mean(y**2))
     x = np.linalg.solve(g.T @ g / noise + np.diag(1 / model.prior_var), g.T @ y / noise)
     seconds = time.perf_counter() - start
-    coef = x[: model.n_modes] + 1j * x[model.n_modes :]
-    _, u, v = basis_fields(coef[None], k1, k2, degree, 0.0, float(truth["times"][-1]), truth["times"], n, True)
-    return {"error": projection_limit(truth["u"], truth["v"], u, v),
-            "error_vs_projection": projection_limit(truth["u_fit"], truth["v_fit"], u, v),
-            "limit": float(truth["limit"][0]), "seconds": seconds}
+    return defaults_scores(x[: model.n_modes] + 1j * x[model.n_modes :], truth, seconds)
 
 
 def main(argv=None) -> int:

@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from lagda.io.formats import read_tracks
-from lagda.io.physical import Mapping, parse_time
+from lagda.io.physical import Mapping, box_of_size, parse_time
 from lagda.io.tracks import Tracks, pack_tracks, write_tracks
 
 
@@ -55,8 +55,6 @@ def export_tracks(source, out, *, n_fields: int | None = None, box=None, start: 
         if tracks.mapping is None or tracks.mapping.coordinates != "projected":
             raise ValueError(f"--centre needs tracks in projected metres (x, y in m), and {source} holds "
                              f"{'model units' if tracks.mapping is None else 'longitude/latitude'}")
-        from lagda.io.physical import box_of_size
-
         old = tracks.mapping
         mapping = Mapping(box_of_size(centre, old.lengths_m, "lonlat"), "lonlat",
                           parse_time(start) if start is not None else old.time_origin, old.time_scale_s)
