@@ -248,9 +248,11 @@ def defaults_scores(coef, truth: dict, seconds: float) -> dict:
             "limit": float(truth["limit"][0]), "seconds": seconds}
 
 
-def default_run(test, climatology, data_dir: pathlib.Path, f: int, n_drifter: int) -> dict:
+def default_run(test, climatology, data_dir: pathlib.Path, f: int, n_drifter: int, method: str = "linear",
+                run_dir=None) -> dict:
     """Returns `defaults_scores` of `assimilate_file` with its defaults (linear, circular k_max 12, P 3) on the first
-    n_drifter drifters of flow f (10 m noise, no release points), with `climatology` (a QG file) or without (None)."""
+    n_drifter drifters of flow f (10 m noise, no release points), with `climatology` (a QG file) or without (None);
+    another `method` with its trained `run_dir` (hybrid in the basis) likewise."""
     import xarray as xr
 
     from lagda.assimilation import assimilate_file
@@ -266,8 +268,8 @@ def default_run(test, climatology, data_dir: pathlib.Path, f: int, n_drifter: in
         sub["field"].values[...] = 0
         sub.attrs["qg_n_drifters"], sub.attrs["qg_n_flows"] = n_drifter, 1
         sub.to_netcdf(tracks)
-    out = data_dir / f"defaults_flow{f}_L{n_drifter}_{'clim' if climatology else 'noclim'}_result.nc"
-    summary = assimilate_file(tracks, out, method="linear", basis="circular", climatology=climatology,
+    out = data_dir / f"defaults_flow{f}_L{n_drifter}_{'clim' if climatology else 'noclim'}_{method}_result.nc"
+    summary = assimilate_file(tracks, out, method=method, run_dir=run_dir, basis="circular", climatology=climatology,
                               overwrite=True, n_grid=16)
     truth = defaults_truth(test, f)
     with xr.open_dataset(out) as res:

@@ -82,6 +82,9 @@ def _add_simulate_parser(subparsers) -> None:
     p.add_argument("--qg-background", choices=("full", "anomaly"),
                    help="qg turbulence: drifters feel the upper layer's full velocity, the imposed flow U1 included "
                         "(default), or only its anomaly (the frame moving with the upper layer, as before format 2)")
+    p.add_argument("--qg-windows", type=int, metavar="W",
+                   help="qg: W successive windows of each spun-up flow, drifters released afresh in each; the file "
+                        "holds n-samples x W flows (a training set of windows at one spin-up per W; default 1)")
     p.add_argument("--release-box", type=float, nargs=4, metavar=("X0", "X1", "Y0", "Y1"),
                    help="qg: release drifters in [X0, X1] x [Y0, Y1], fractions of the domain side (default 0 1 0 1)")
     p.add_argument("--window-days", type=float, help="qg: observation window after the release, days")
@@ -159,9 +162,9 @@ def _run_simulate(args: argparse.Namespace) -> int:
 _QG_FIELDS = {"n_samples": "n_flows", "n_drifters": "n_drifters", "release": "release", "seed": "seed",
               "rms_speed": "rms_speed", "window_days": "window_days", "obs_interval": "obs_interval",
               "truth_interval": "truth_interval", "spin_up_days": "spin_up_days", "k_max": "k_max",
-              "qg_background": "background", "release_box": "release_box"}
+              "qg_background": "background", "release_box": "release_box", "qg_windows": "windows"}
 _QG_ONLY = ("regime", "qg_preset", "window_days", "obs_interval", "truth_interval", "spin_up_days", "k_max",
-            "qg_background", "release_box")
+            "qg_background", "release_box", "qg_windows")
 _FOURIER_ONLY = ("frequency_seed", "release_point", "obs_noise", "diffusivity", "steady", "dt", "t_final", "stride",
                  "k1_range", "k2_range", "spectrum_exponent", "omega_max", "precision", "chunk_size", "like", "resume",
                  "shard")
@@ -201,7 +204,8 @@ def _run_simulate_qg(args: argparse.Namespace) -> int:
         raise ValueError(str(error)) from None
     finally:
         progress.close()
-    print(f"wrote {out}: {config.regime} QG, {config.n_flows} flow(s) x {config.n_drifters} drifter(s) x "
+    windows = f" x {config.windows} window(s)" if config.windows > 1 else ""
+    print(f"wrote {out}: {config.regime} QG, {config.n_flows} flow(s){windows} x {config.n_drifters} drifter(s) x "
           f"{config.n_obs} obs every {config.obs_interval:g} s over {config.window_days:g} days, truth on "
           f"{config.nx}^2 every {config.truth_interval:g} s, projection k_max = {config.k_max}, "
           f"{time.perf_counter() - start:.1f} s")

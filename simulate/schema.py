@@ -96,7 +96,7 @@ def shard_block(n_samples: int, index: int, count: int) -> tuple[int, int]:
 
 
 def to_dataset(config: SimConfig, *, k1, k2, omega, prior_scale, coef, release, positions, history: str,
-               shard: tuple[int, int] | None = None) -> xr.Dataset:
+               shard: tuple[int, int] | None = None, time_basis=None) -> xr.Dataset:
     """Returns the dataset of a generation run, following `VARIABLES` exactly.
 
     Args:
@@ -108,6 +108,9 @@ def to_dataset(config: SimConfig, *, k1, k2, omega, prior_scale, coef, release, 
         history: one line saying how the file was made (CF `history`).
         shard: (index, count) of a shard file holding the samples shard_block(n_samples, index,
             count) of the run (SHARD_ATTRS), or None (or count 1) for a whole run.
+        time_basis: for pairs in a chosen basis (its modes, not the config's rectangle), the simulate.flow.TimeBasis
+            of the modes, stored as `time_basis_degree`, `time_basis_current` (mode,) and the attributes
+            `time_basis_start`, `time_basis_length`; None for lagda's own modes.
     Raises:
         ValueError: if the result does not satisfy the schema (shapes inconsistent with config).
     """
@@ -134,6 +137,13 @@ def to_dataset(config: SimConfig, *, k1, k2, omega, prior_scale, coef, release, 
     if shard is not None and shard[1] > 1:
         index, count = (int(v) for v in shard)
         attrs.update(zip(SHARD_ATTRS, (index, count, *shard_block(config.n_samples, index, count))))
+    if time_basis is not None:
+        current = np.zeros(len(values["k1"])) if time_basis.current is None else time_basis.current
+        variables["time_basis_degree"] = xr.Variable("mode", time_basis.degree.astype(np.int32),
+                                                     {"long_name": "Legendre degree of the mode in time"})
+        variables["time_basis_current"] = xr.Variable("mode", np.asarray(current, np.int8),
+                                                      {"long_name": "1 where the mode is the uniform current"})
+        attrs.update(time_basis_start=float(time_basis.start), time_basis_length=float(time_basis.length))
     ds = xr.Dataset(variables, coords=coords, attrs=attrs)
     validate_dataset(ds)
     return ds
@@ -181,6 +191,8 @@ def validate_dataset(ds: xr.Dataset) -> SimConfig:
         raise ValueError(f"global attribute precision = {config.precision!r} is not float32 or float64")
     _check_variables(ds, config.precision)
     n_modes = (config.k1_max - config.k1_min + 1) * (config.k2_max - config.k2_min + 1)
+    if "time_basis_degree" in ds:  # pairs in a chosen basis: its modes
+        n_modes = ds.sizes["mode"]
     n_samples = config.n_samples
     if "lagda_shard_count" in ds.attrs:  # one shard: the block of samples it says, as shard_block gives it
         index, count, start, stop = (int(ds.attrs[name]) for name in SHARD_ATTRS)

@@ -157,6 +157,21 @@ def test_drifters_feel_the_imposed_flow_in_pyqgs_frame():
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-3 * np.abs(expected).max())  # measured 7e-5
 
 
+def test_successive_windows_continue_one_flow_with_fresh_drifters():
+    # windows = 3: one spin-up, then three windows back to back; window 0 is the one-window run, bit for bit, each
+    # later window starts from the state the one before ended in, with drifters released afresh
+    config = qg.tiny("turbulence", n_drifters=3, spin_up_days=2.0, window_days=1.0, seed=4)
+    one = qg.simulate_qg(config)
+    three = qg.simulate_qg(dataclasses.replace(config, windows=3))
+    assert three.positions.shape[0] == 3 and one.positions.shape[0] == 1
+    for name in ("release", "positions", "psi", "u", "v"):
+        np.testing.assert_array_equal(getattr(three, name)[:1], getattr(one, name))
+    for w in (1, 2):
+        np.testing.assert_array_equal(three.psi[w, 0], three.psi[w - 1, -1])  # the same flow, continued
+        assert not np.allclose(three.psi[w, -1], three.psi[w, 0])  # and it moves on
+        assert not np.allclose(three.release[w], three.release[w - 1])  # fresh release points
+
+
 @pytest.mark.parametrize("release", ["random", "fixed"])
 def test_window_preset_releases_in_its_central_box(release):
     # the window: the qg preset's physics and resolution on a domain twice as wide, released in the central quarter
@@ -455,3 +470,80 @@ def test_export_places_metres_on_the_sphere_and_plain_writes_no_lagda_attributes
     np.testing.assert_allclose(lat, lat0, atol=1e-9)
     with pytest.raises(ValueError, match="needs tracks in projected metres"):
         export_tracks("data/example_small.nc", tmp_path / "m.nc", centre=(-40.0, 34.0))
+
+
+def test_basis_pairs_train_an_encoder_that_hybrid_uses_in_that_basis(turbulence_file, tmp_path):
+    """write_basis_pairs: the truth's fit in the basis against the tracks, with the time basis; a set encoder trained
+    on them is hybrid's prior in that basis (with a climatology), and refused in another basis or without one."""
+    import json
+
+    import xarray as xr
+
+    from lagda.assimilation.assimilate import assimilate_file
+    from lagda.assimilation.basis import spatial_modes, write_basis_pairs
+    from lagda.assimilation.methods.learned import scorer_from_run
+    from lagda.learning.config import learned
+    from lagda.learning.data import load_paired
+    from lagda.learning.train import train
+    from simulate.qg.projection import truth_in_basis
+
+    pairs = write_basis_pairs(turbulence_file, tmp_path / "pairs.nc", "circular", 3, 1)
+    data = load_paired(pairs)
+    stored = read_tracks(turbulence_file)
+    with xr.open_dataset(turbulence_file) as ds:
+        truth = truth_in_basis(ds, *spatial_modes("circular", 3), 1, current=True)
+    np.testing.assert_allclose(data.coef, truth["coef"], rtol=1e-6, atol=1e-7 * np.abs(truth["coef"]).max())
+    np.testing.assert_allclose(data.positions, stored.positions.reshape(2, 9, -1, 2), atol=1e-6)
+    np.testing.assert_allclose(data.time, stored.times[0])
+    spec = data.meta()["time_basis"]
+    assert spec["degree"] == truth["time_basis"].degree.tolist() and spec["current"][:2] == [True, True]
+    assert spec["length"] == pytest.approx(0.1) and data.k1.size == truth["k1"].size
+
+    run = tmp_path / "run"
+    config = learned(epochs=1, batch_size=2, similarity="inner", mask_mean_mode=False, eval_library=0, set_rank=8,
+                     regime="mixture", regime_max_drifters=9)
+    train(config, str(pairs), str(pairs), run, progress=False)
+    scorer, _ = scorer_from_run(run)
+    assert scorer.modes["time_basis"]["degree"] == spec["degree"]
+    climatology, test = (_flows(turbulence_file, [0], tmp_path / "clim.nc"),
+                         _flows(turbulence_file, [1], tmp_path / "t.nc"))
+    common = dict(method="hybrid", run_dir=run, basis="circular", k_max=3, members=4)
+    summary = assimilate_file(test, tmp_path / "h.nc", degree=1, climatology=climatology, **common)
+    assert np.isfinite(summary["velocity_error_vs_truth"])
+    with xr.open_dataset(tmp_path / "h.nc") as ds:
+        (info,) = json.loads(ds.attrs["diagnostics"])
+    assert info["learned_conditional"] and info["prior_choice"] in range(5) and len(info["prior_log_evidence"]) == 5
+    with pytest.raises(ValueError, match="needs --climatology"):
+        assimilate_file(test, tmp_path / "n.nc", degree=1, **common)
+    with pytest.raises(ValueError, match="is not the one chosen for these tracks"):
+        assimilate_file(test, tmp_path / "d.nc", degree=2, climatology=climatology, **common)
+
+
+def test_hybrid_with_an_uninformative_encoder_is_linear_in_a_chosen_basis(turbulence_file, tmp_path):
+    # the inner-product conditional of a zero embedding is the prior itself, N(0, D): every candidate prior is the
+    # climatology's, so hybrid's posterior is linear's
+    import jax
+
+    from lagda.assimilation.basis import basis_model
+    from lagda.assimilation.methods.learned import Scorer
+    from lagda.assimilation.methods.registry import Hybrid, Linear
+
+    clim, test = (read_tracks(_flows(turbulence_file, [0], tmp_path / "clim.nc")),
+                  read_tracks(_flows(turbulence_file, [1], tmp_path / "t.nc")))
+    model = basis_model(test, "circular", 3, 1, clim)
+    modes = {"k1": model.k1.tolist(), "k2": model.k2.tolist(),
+             "time_basis": {"degree": model.time.degree.tolist(), "start": 0.0, "length": model.time.length}}
+    zero = Scorer(lambda positions, times, valid: np.zeros((1, 2 * model.n_modes)), "inner", 1.0, None, None, True,
+                  modes)
+    hybrid = Hybrid(zero, members=4)(test, model, jax.random.key(0))
+    linear = Linear(members=4)(test, model, jax.random.key(0))
+    np.testing.assert_allclose(hybrid.mean, linear.mean, rtol=1e-12, atol=1e-14)
+    assert hybrid.diagnostics()[0]["prior_choice"] == 0
+    # the encoder reads fixes at its training cadence: every other one of these 3-hourly tracks at a 6-hourly one
+    from lagda.assimilation.methods.hybrid import at_cadence
+
+    spacing = float(test.times[0, 1] - test.times[0, 0])
+    coarse = at_cadence(test, 2 * spacing)
+    np.testing.assert_array_equal(np.isfinite(coarse.times[:, ::2]), True)
+    np.testing.assert_array_equal(np.isfinite(coarse.times[:, 1::2]), False)
+    assert at_cadence(test, spacing) is test

@@ -110,3 +110,21 @@ def test_thin_pairs_keeps_each_tracks_first_then_one_per_spacing():
     kept = thin_pairs(t[order], track[order], 1.0)
     assert sorted(t[order][kept].tolist()) == [0.0, 1.0, 2.05, 3.05, 5.0, 6.0, 7.5]
     assert len(thin_pairs(t, track, 0.0)) == len(t)  # spacing 0: every pair
+
+
+def test_most_evident_prior_scores_each_prior_by_its_exact_marginal_likelihood():
+    # whitened data y = G x + e, e ~ N(0, I): the evidence of the prior N(m, diag V) is N(y; G m, I + G V G^T); the
+    # scores of `most_evident` differ between priors exactly as those log densities do
+    from scipy.stats import multivariate_normal
+
+    from lagda.assimilation.methods.linear import most_evident
+
+    rng = np.random.default_rng(4)
+    g = rng.normal(size=(30, 5))
+    m_true, v_true = rng.normal(size=5), np.full(5, 0.3)
+    y = g @ (m_true + np.sqrt(v_true) * rng.normal(size=5)) + rng.normal(size=30)
+    priors = [(np.zeros(5), np.full(5, 4.0)), (m_true, v_true), (m_true, np.full(5, 1e-4)), (-m_true, v_true)]
+    choice, scores = most_evident(g.T @ g, g.T @ y, float(y @ y), priors)
+    exact = [multivariate_normal(g @ m, np.eye(30) + g @ np.diag(v) @ g.T).logpdf(y) for m, v in priors]
+    np.testing.assert_allclose(np.diff(scores), np.diff(exact), rtol=1e-10, atol=1e-9)
+    assert choice == int(np.argmax(exact)) == 1

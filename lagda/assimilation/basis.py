@@ -266,3 +266,51 @@ def qg_scores(tracks: Tracks, coef, model: FlowModel) -> dict:
     return {"velocity_error_vs_truth": projection_limit(truth["u"], truth["v"], u, v),
             "velocity_error_vs_projection": projection_limit(truth["u_fit"], truth["v_fit"], u, v),
             "projection_limit": projection_limit(truth["u"], truth["v"], truth["u_fit"], truth["v_fit"])}
+
+
+def write_basis_pairs(qg_path, out, basis: str = "circular", k_max: float = 12.0, degree: int = 3, every: int = 1,
+                      overwrite: bool = False):
+    """Writes the flows of a QG truth file as training pairs in a chosen basis; returns the path written.
+
+    Each flow is one pair: its truth's least-squares coefficients in the basis over its window (the uniform current
+    first, as in `basis_model`; simulate.qg.projection.truth_in_basis) and its drifters' tracks in model units,
+    every `every`-th fix. The file is a lagda dataset (simulate.schema) with the time basis (to_dataset's
+    time_basis), which a set encoder trained on it reads (lagda.learning.set_encoder); prior_scale is the pairs' own
+    power per wavenumber shell and degree.
+
+    Raises:
+        ValueError: for a file that is not a QG truth file, a bad basis, or an output that exists (without overwrite).
+    """
+    import pathlib
+
+    from lagda.io.formats import read_tracks
+    from simulate.config import SimConfig
+    from simulate.generate import check_output, write_netcdf
+    from simulate.qg.projection import climatology_prior, truth_in_basis, with_current
+    from simulate.schema import to_dataset
+
+    out = pathlib.Path(out)
+    check_output(out, overwrite)
+    tracks = read_tracks(qg_path)
+    ds = tracks.gridded_truth
+    if ds is None:
+        raise ValueError(f"{qg_path} is not a QG truth file (lagda simulate --flow qg): it has no gridded truth")
+    k1, k2 = spatial_modes(basis, k_max)
+    truth = truth_in_basis(ds, k1, k2, degree, current=True)
+    coef, length = truth["coef"], float(truth["times"][-1])
+    e1, e2, omega, time = in_time(*with_current(k1, k2)[:2], np.zeros(len(k1) + 1), degree, 0.0, length,
+                                  with_current(k1, k2)[2])
+    n_flow = coef.shape[0]
+    n_obs = tracks.times.shape[1]
+    positions = tracks.positions.reshape(n_flow, -1, n_obs, 2)[:, :, every - 1 :: every]
+    release = tracks.release.reshape(n_flow, -1, 2)
+    spacing = float(tracks.times[0, every - 1])
+    config = SimConfig(n_samples=n_flow, n_drifters=positions.shape[1], dt=spacing,
+                       t_final=spacing * positions.shape[2], stride=1, release="random", precision="float32")
+    scale = climatology_prior(coef, e1, e2, degree)
+    pairs = to_dataset(config, k1=e1, k2=e2, omega=omega, prior_scale=scale, coef=coef, release=release,
+                       positions=positions, time_basis=time,
+                       history=f"training pairs in the {basis} basis k_max {k_max:g}, degree {degree}, of {qg_path}")
+    pairs.attrs.update(time_basis_kind=basis, time_basis_k_max=float(k_max))
+    write_netcdf(pairs, out)
+    return out

@@ -28,6 +28,8 @@ class PairedData:
         k1, k2: int32 `(mode,)` wavevectors; omega: float64 `(mode,)` frequencies.
         prior_scale: float64 `(mode,)` prior standard deviations a_k.
         attrs: generator settings (SimConfig fields) as a JSON-compatible dict.
+        time_basis: for pairs in a chosen basis (simulate.qg.basis_pairs), its Legendre time basis:
+            {"degree": `(mode,)`, "start", "length" (model time), "current": `(mode,)` bool}; None: lagda's modes.
     """
 
     coef: np.ndarray
@@ -38,6 +40,7 @@ class PairedData:
     omega: np.ndarray
     prior_scale: np.ndarray
     attrs: dict
+    time_basis: dict | None = None
 
     def __post_init__(self):
         n, k = self.coef.shape if self.coef.ndim == 2 else (None, None)
@@ -62,7 +65,7 @@ class PairedData:
         """Returns what assimilation needs about the data: modes, frequencies, prior, times, settings."""
         return {"k1": self.k1.tolist(), "k2": self.k2.tolist(), "omega": self.omega.tolist(),
                 "prior_scale": self.prior_scale.tolist(), "time": self.time.tolist(),
-                "n_drifters": int(self.positions.shape[1]), "attrs": self.attrs}
+                "n_drifters": int(self.positions.shape[1]), "attrs": self.attrs, "time_basis": self.time_basis}
 
 
 def _jsonable(value):
@@ -78,11 +81,16 @@ def _from_xarray(ds) -> PairedData:
                           ds["y"].transpose("sample", "drifter", "obs").values], axis=-1)
     coef = ds["coef_re"].values + 1j * ds["coef_im"].values
     prior = ds["prior_scale"].values if "prior_scale" in ds else np.full(ds.sizes["mode"], np.nan)
+    chosen = None
+    if "time_basis_degree" in ds:
+        chosen = {"degree": ds["time_basis_degree"].values.astype(int).tolist(),
+                  "start": float(ds.attrs["time_basis_start"]), "length": float(ds.attrs["time_basis_length"]),
+                  "current": ds["time_basis_current"].values.astype(bool).tolist()}
     return PairedData(coef=coef.astype(np.complex64), positions=positions.astype(np.float32),
                       time=ds["time"].values.astype(np.float64), k1=ds["k1"].values.astype(np.int32),
                       k2=ds["k2"].values.astype(np.int32), omega=ds["omega"].values.astype(np.float64),
                       prior_scale=np.asarray(prior, np.float64),
-                      attrs={k: _jsonable(v) for k, v in ds.attrs.items()})
+                      attrs={k: _jsonable(v) for k, v in ds.attrs.items()}, time_basis=chosen)
 
 
 def _from_npz(path: pathlib.Path) -> PairedData:

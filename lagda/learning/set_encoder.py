@@ -9,7 +9,9 @@ irregular time grid and end padding all give the same tokens as the observations
 
 Token featurisation, with no learned parameter: the basis features
 phi_j = (cos, sin)(omega_k t_j + 2 pi k . z_j) `(2K,)` at the dataset's modes and
-frequencies (periodic in z, the time factors exp(i omega_k t) of eq. 59). Two pooled sums
+frequencies (periodic in z, the time factors exp(i omega_k t) of eq. 59); for pairs in a chosen
+basis (a dataset with a time basis) each mode's features are multiplied by its Legendre factor
+f_k(t_j) (simulate.flow.temporal_factor), and a uniform-current mode (k = 0) has phi = (f_k, 0). Two pooled sums
 over all tokens of all drifters of a field, divided by the total observed time T:
 
     P = sum_j phi_j (x) dz_j / T  `(2K, 2)`   (the matched filter: for the true velocity
@@ -37,6 +39,7 @@ import numpy as np
 from flax import nnx
 
 from lagda.learning.config import TrainConfig
+from simulate.flow import TimeBasis, temporal_factor, time_basis
 
 
 class Constant(nnx.Variable):
@@ -66,12 +69,21 @@ def tokens(positions, times, mask):
     return mid, t_mid, dz, dt, valid
 
 
-def basis(mid, t_mid, k1, k2, omega):
-    """Returns phi = (cos, sin)(omega_k t + 2 pi k . z), `(..., 2 * mode)`."""
+def basis(mid, t_mid, k1, k2, omega, time: TimeBasis | None = None):
+    """Returns phi = f_k(t) (cos, sin)(omega_k t + 2 pi k . z), `(..., 2 * mode)` (f_k = 1 without a time basis)."""
     shape = (1,) * t_mid.ndim + (-1,)
     k1, k2, omega = (jnp.reshape(a, shape) for a in (k1, k2, omega))
     phase = omega * t_mid[..., None] + 2.0 * jnp.pi * (mid[..., 0:1] * k1 + mid[..., 1:2] * k2)
-    return jnp.concatenate([jnp.cos(phase), jnp.sin(phase)], axis=-1)
+    factor = temporal_factor(t_mid, time)
+    return jnp.concatenate([factor * jnp.cos(phase), factor * jnp.sin(phase)], axis=-1)
+
+
+def dataset_time_basis(modes: dict) -> TimeBasis | None:
+    """Returns the `TimeBasis` of a dataset meta's "time_basis" (degree, start, length, current), or None."""
+    spec = modes.get("time_basis")
+    if not spec:
+        return None
+    return time_basis(spec["degree"], spec["start"], spec["length"], spec.get("current"))
 
 
 def regime_features(dz, dt, valid):
@@ -86,16 +98,16 @@ def regime_features(dz, dt, valid):
     return 0.1 * jnp.stack([rough, step, jnp.log(n1.astype(dt.dtype))], axis=-1)
 
 
-def pooled_statistics(positions, times, mask, k1, k2, omega):
+def pooled_statistics(positions, times, mask, k1, k2, omega, time: TimeBasis | None = None):
     """Returns (P `(batch, 2K, 2)`, Phi `(batch, 2K, 2K)`, regime features `(batch, 3)`),
     pooled over tokens and drifters.
 
     Args:
         positions: unwrapped `(batch, drifter, obs, 2)`; times, mask broadcastable to
-            `(batch, drifter, obs)`; k1, k2, omega `(mode,)`.
+            `(batch, drifter, obs)`; k1, k2, omega `(mode,)`; time: the modes' time basis, or None.
     """
     mid, t_mid, dz, dt, valid = tokens(positions, times, mask)
-    phi = basis(mid, t_mid, k1, k2, omega) * valid[..., None]  # (batch, drifter, token, 2K)
+    phi = basis(mid, t_mid, k1, k2, omega, time) * valid[..., None]  # (batch, drifter, token, 2K)
     total = jnp.maximum(jnp.sum(dt, axis=(1, 2)), 1e-12)[:, None, None]
     p = jnp.einsum("bdjf,bdjc->bfc", phi, dz, precision="highest") / total
     gram = jnp.einsum("bdjf,bdjg->bfg", phi * dt[..., None], phi, precision="highest") / total
@@ -112,11 +124,15 @@ class SetEncoder(nnx.Module):
 
         Args:
             modes: the dataset meta with "k1", "k2", "omega" `(mode,)` and "time" `(obs,)`
-                (the default observation grid; PairedData.meta()).
+                (the default observation grid; PairedData.meta()), and for pairs in a chosen basis its
+                "time_basis" (`dataset_time_basis`).
         """
         config.validate()
         self.k1, self.k2, self.omega = (Constant(jnp.asarray(np.asarray(modes[n]), jnp.float32))
                                         for n in ("k1", "k2", "omega"))
+        chosen = dataset_time_basis(modes)  # kept as arrays: degree one-hot (mode, P + 1), window (start, length)
+        self.time_select = None if chosen is None else Constant(jnp.asarray(chosen.select, jnp.float32))
+        self.time_window = None if chosen is None else Constant(jnp.asarray([chosen.start, chosen.length], jnp.float32))
         self.time = Constant(jnp.asarray(np.asarray(modes["time"]), jnp.float32))
         self.n_obs = len(modes["time"])
         width = 2 * len(modes["k1"])
@@ -148,8 +164,9 @@ class SetEncoder(nnx.Module):
                                  f"{self.n_obs})")
             times = self.time[...]
         mask = jnp.ones(positions.shape[:-1], bool) if mask is None else mask
+        time = None if self.time_select is None else TimeBasis(self.time_select[...], *self.time_window[...])
         return pooled_statistics(positions.astype(jnp.float32), times, mask, self.k1[...], self.k2[...],
-                                 self.omega[...])
+                                 self.omega[...], time)
 
     def head(self, p, gram, regime):
         """Returns g_v `(batch, n_e)` from pooled P `(batch, 2K, 2)`, Phi `(batch, 2K, 2K)` and

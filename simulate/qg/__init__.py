@@ -19,7 +19,9 @@ AB3 time stepping with step `dt` seconds) in one of two regimes (`REGIMES`):
 Each flow s starts from its own random state (key fold_in(key(seed), s)), is spun up for
 `spin_up_days`, then drifters are released in `release_box` (fractions of the domain; `release`:
 "fixed" a regular lattice, the same in every flow; "random" uniform, per flow) and followed over the
-window of `window_days`. The `window` preset is a window into a larger ocean: the domain twice as
+window of `window_days`. With `windows` W > 1 each spun-up flow goes on for W successive windows, each with
+drifters released afresh (file flows s W .. s W + W - 1; a cheap training set of QG turbulence windows:
+one spin-up for W windows). The `window` preset is a window into a larger ocean: the domain twice as
 wide at the same resolution, drifters released in its central quarter.
 
 **Drifters.** The velocity at a drifter is the model's spectral velocity summed at its position

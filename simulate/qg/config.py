@@ -28,6 +28,7 @@ class QGConfig:
     obs_interval: float = 3600.0  # between recorded positions, s (a multiple of dt)
     truth_interval: float = DAY  # between stored gridded truth fields, s (a multiple of obs_interval)
     n_flows: int = 1  # independent flows
+    windows: int = 1  # successive windows of each spun-up flow, fresh drifters in each (one file flow per window)
     n_drifters: int = 64  # drifters per flow
     release: Literal["fixed", "random"] = "random"  # "fixed" (a regular lattice) or "random" (uniform, per flow)
     release_box: tuple[float, float, float, float] = (0.0, 1.0, 0.0, 1.0)  # release in [x0, x1] x [y0, y1], / L
@@ -82,8 +83,8 @@ class QGConfig:
              f"release_box must be (x0, x1, y0, y1), 0 <= x0 < x1 <= 1 and 0 <= y0 < y1 <= 1, got {self.release_box}"),
             (self.nx >= 8 and self.nx % 2 == 0, f"nx must be even and >= 8, got {self.nx}"),
             (self.L > 0 and self.dt > 0, f"L and dt must be > 0, got L = {self.L}, dt = {self.dt}"),
-            (self.n_flows >= 1 and self.n_drifters >= 1,
-             f"n_flows and n_drifters must be >= 1, got {self.n_flows}, {self.n_drifters}"),
+            (self.n_flows >= 1 and self.n_drifters >= 1 and self.windows >= 1,
+             f"n_flows, n_drifters and windows must be >= 1, got {self.n_flows}, {self.n_drifters}, {self.windows}"),
             (self.spin_up_days >= 0, f"spin_up_days must be >= 0, got {self.spin_up_days}"),
             (whole(self.spin_up_days * DAY, self.dt) or self.spin_up_days == 0,
              f"dt = {self.dt} s does not divide the spin-up of {self.spin_up_days} days"),

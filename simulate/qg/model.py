@@ -88,10 +88,10 @@ def release_points(config: QGConfig, key) -> jax.Array:
 
 
 def make_flow_runner(config: QGConfig) -> Callable:
-    """Returns jitted `run(key) -> (release, positions, psi, u, v)` for one flow.
+    """Returns jitted `run(key) -> (release, positions, psi, u, v)` for one spun-up flow and its successive windows.
 
-    Shapes: release `(drifter, 2)` m; positions `(drifter, obs, 2)` m, unwrapped; psi, u, v
-    `(truth, ny, nx)` of the observed (upper) layer at t = 0 and every truth_interval (m^2/s, m/s):
+    Shapes, each with a leading `(window,)`: release `(drifter, 2)` m; positions `(drifter, obs, 2)` m, unwrapped;
+    psi, u, v `(truth, ny, nx)` of the observed (upper) layer at t = 0 and every truth_interval (m^2/s, m/s):
     psi the periodic anomaly streamfunction, u, v the velocity the drifters feel, psi's velocity plus
     `background_velocity(config)`.
     """
@@ -136,6 +136,16 @@ def make_flow_runner(config: QGConfig) -> Callable:
         carry, z = jax.lax.scan(one_obs, carry, m * config.obs_per_truth + jnp.arange(config.obs_per_truth))
         return carry, (z, snapshot(carry[1]))
 
+    def one_window(carry, release_key):
+        state, full = carry
+        release = release_points(config, release_key)
+        start = snapshot(full)
+        (state, full, _, _), (z, fields) = jax.lax.scan(one_truth, (state, full, release, spectral(full)),
+                                                        jnp.arange(config.n_truth))
+        positions = jnp.transpose(z.reshape(config.n_obs, config.n_drifters, 2), (1, 0, 2))
+        fields = jnp.concatenate([start[None], fields])  # (truth, 3, ny, nx)
+        return (state, full), (release, positions, fields[:, 0], fields[:, 1], fields[:, 2])
+
     @jax.jit
     def run(key):
         init_key, release_key = jax.random.split(key)
@@ -145,12 +155,10 @@ def make_flow_runner(config: QGConfig) -> Callable:
         state = stepped.initialize_stepper_state(inner)
         full = model.get_full_state(state.state)
         state, full = jax.lax.fori_loop(0, n_spin, lambda i, c: model_step(*c), (state, full))
-        release = release_points(config, release_key)
-        carry = (state, full, release, spectral(full))
-        _, (z, fields) = jax.lax.scan(one_truth, carry, jnp.arange(config.n_truth))
-        positions = jnp.transpose(z.reshape(config.n_obs, config.n_drifters, 2), (1, 0, 2))
-        fields = jnp.concatenate([snapshot(full)[None], fields])  # (truth, 3, ny, nx)
-        return release, positions, fields[:, 0], fields[:, 1], fields[:, 2]
+        # window 0 releases from release_key itself (a one-window file is as before), window w from fold_in(., w)
+        keys = jnp.stack([release_key] + [jax.random.fold_in(release_key, w) for w in range(1, config.windows)])
+        _, out = jax.lax.scan(one_window, (state, full), keys)
+        return out
 
     return run
 
@@ -166,7 +174,8 @@ class QGFlows(NamedTuple):
 
 
 def simulate_qg(config: QGConfig, progress: Callable[[int, int], None] | None = None) -> QGFlows:
-    """Returns the flows of `config`: flow s from key fold_in(key(seed), s) (module docstring).
+    """Returns the flows of `config`: flow s from key fold_in(key(seed), s) (module docstring), its windows
+    successive (file flow s * windows + w is window w of flow s; with windows = 1 the flows are independent).
 
     Args:
         config: the settings (validated here); progress: called as progress(done, total) after each flow.
@@ -185,4 +194,4 @@ def simulate_qg(config: QGConfig, progress: Callable[[int, int], None] | None = 
             out.append([np.asarray(a, np.float64) for a in run(jax.random.fold_in(key, s))])
             if progress is not None:
                 progress(s + 1, config.n_flows)
-    return QGFlows(*(np.stack(parts) for parts in zip(*out)))
+    return QGFlows(*(np.concatenate(parts) for parts in zip(*out)))

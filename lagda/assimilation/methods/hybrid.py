@@ -25,6 +25,14 @@ The data, by regime (the lag and spacing as found by lagda.assimilation.methods.
 - sparse tracks (spacing above sparse_steps RK4 steps): finite differences, then a
   Gauss-Newton refinement.
 
+In a chosen basis (`--basis`, a time basis and the uniform current; `basis_hybrid_estimates`) the encoder must
+have been trained on pairs in that same basis (lagda.assimilation.basis.write_basis_pairs, a set encoder with the
+inner or l2 similarity, whose conditional has the closed form of learned.closed_form), and the inversion is
+`linear`'s with its OU representation error; the prior is the learned conditional widened by each of INFLATIONS,
+or the climatology's own prior, whichever the whitened velocities' evidence favours (a climatology is needed:
+it gives the prior the learned one is measured against, and the representation error). The encoder reads each
+drifter's fixes thinned to the cadence of its training tracks (`at_cadence`); the inversion reads every fix.
+
 Refinement (HybridConfig.refine): "gauss_newton" continues with a short 4D-Var on the
 positions (lagda.assimilation.methods.search.multistart_map) under the original prior N(0, D),
 lengthening the window as `var` does (HybridConfig.continuation: on sparse tracks one
@@ -165,6 +173,8 @@ def hybrid_estimates(tracks, model: FlowModel, config: HybridConfig, scorer: Sco
     why. Each field is then `assimilate_hybrid` (refine "var": the old hybrid, 4D-Var from the learned
     estimate).
     """
+    if model.time is not None:
+        return basis_hybrid_estimates(tracks, model, config, scorer, key)
     old_hybrid = config.refine == "var"
     first = "retrieve" if old_hybrid and config.start == "retrieve" else "embed"
     learned, problems, shared = learned_conditionals(first, tracks, model, config, scorer, key, bank, cache)
@@ -186,6 +196,90 @@ def hybrid_estimates(tracks, model: FlowModel, config: HybridConfig, scorer: Sco
         out.append(dataclasses.replace(field, candidates=est.candidates, candidate_weights=est.candidate_weights,
                                        info={**field.info, **used}))
         seconds.append(shared / tracks.n_field + time.perf_counter() - start)
+    return out, seconds
+
+
+def basis_problem(model: FlowModel, scorer: Scorer) -> str | None:
+    """Returns why the encoder cannot serve as the prior in the chosen basis of `model`, or None."""
+    spec = (scorer.modes or {}).get("time_basis")
+    if not spec:
+        return "the encoder was trained on lagda's own flows, not on pairs in a chosen basis (write_basis_pairs)"
+    same = (np.array_equal(np.asarray(scorer.modes["k1"]), model.k1)
+            and np.array_equal(np.asarray(scorer.modes["k2"]), model.k2)
+            and np.array_equal(np.asarray(spec["degree"]), model.time.degree))
+    if not same:
+        return (f"the encoder's basis ({len(scorer.modes['k1'])} modes) is not the one chosen for these tracks "
+                f"({model.n_modes} modes): give the --basis, --k-max and --degree it was trained with")
+    if not np.isclose(spec["length"], model.time.length, rtol=1e-3) or not np.isclose(spec["start"], model.time.start):
+        return (f"the encoder's time basis spans [{spec['start']:.6g}, {spec['start'] + spec['length']:.6g}] model "
+                f"time, these tracks' [{model.time.start:.6g}, {model.time.start + model.time.length:.6g}]")
+    if scorer.kind not in ("inner", "l2"):
+        return f"the encoder's similarity {scorer.kind!r} has no closed-form conditional: train with inner or l2"
+    if model.unresolved is None:
+        return ("hybrid in a chosen basis needs --climatology (the prior the learned one is weighed against, and "
+                "the representation error)")
+    return None
+
+
+def training_spacing(scorer: Scorer) -> float:
+    """Returns the spacing of the fixes the encoder was trained on (model time; 0 when unknown)."""
+    times = np.asarray((scorer.modes or {}).get("time") or [], np.float64)
+    return float(np.median(np.diff(times))) if times.size > 1 else 0.0
+
+
+def at_cadence(tracks, spacing: float):
+    """Returns the tracks (lagda.io.tracks.Tracks) with each drifter's fixes thinned to at least `spacing` apart (the
+    rest NaN), as the encoder read them in training: its regime features (token duration and count, roughness) are
+    those of its training cadence. Tracks already as coarse are returned as they are."""
+    from lagda.assimilation.methods.representation import thin_pairs
+
+    valid = np.isfinite(tracks.times) & np.all(np.isfinite(tracks.positions), axis=-1)
+    rows, cols = np.nonzero(valid)
+    keep = np.zeros_like(valid)
+    kept = thin_pairs(tracks.times[rows, cols], rows, spacing)
+    keep[rows[kept], cols[kept]] = True
+    if keep.sum() == valid.sum():
+        return tracks
+    return dataclasses.replace(tracks, positions=np.where(keep[..., None], tracks.positions, np.nan),
+                               times=np.where(keep, tracks.times, np.nan))
+
+
+def basis_hybrid_estimates(tracks, model: FlowModel, config: HybridConfig, scorer: Scorer,
+                           key) -> tuple[list[FieldEstimate], list[float]]:
+    """Returns (FieldEstimates, seconds per field) of hybrid in a chosen basis (module docstring).
+
+    Raises:
+        ValueError: (one line) when the encoder cannot serve in this basis (`basis_problem`).
+    """
+    from lagda.assimilation.methods.learned import closed_form, field_queries
+    from lagda.assimilation.methods.linear import representation_posterior
+
+    problem = basis_problem(model, scorer)
+    if problem:
+        raise ValueError(f"hybrid: {problem}")
+    start = time.perf_counter()
+    spacing = training_spacing(scorer)
+    queries, problems = field_queries(at_cadence(tracks, spacing), scorer)
+    shared = (time.perf_counter() - start) / tracks.n_field
+    out, seconds = [], []
+    for f in range(tracks.n_field):
+        start = time.perf_counter()
+        sub = tracks.for_field(f)
+        if queries[f] is None:
+            raise ValueError(f"hybrid: field {f}: {problems[f]}")
+        mean, var = learned_prior(*closed_form(queries[f], model, scorer), model)
+        candidates = [(mean, np.minimum(var * a, model.prior_var)) for a in INFLATIONS]
+        candidates.append((np.zeros_like(mean), model.prior_var))
+        regime = observation_regime(sub.positions, sub.times, model, config)
+        post_mean, cov, info = representation_posterior(sub.positions, sub.times, sub.release, model, config, regime,
+                                                        *candidates[0], alternatives=candidates[1:])
+        choice = info["prior_choice"]
+        inflation = INFLATIONS[choice] if choice < len(INFLATIONS) else float("inf")
+        info = {**info, "learned_conditional": True, "prior_inflation": inflation, "encoder_fix_spacing": spacing,
+                "prior_candidates": [f"learned x {a:g}" for a in INFLATIONS] + ["climatology"],
+                "noise_source": "given" if config.noise_std else "estimated from the tracks"}
+        out.append(gaussian_estimate(jax.random.fold_in(key, f), post_mean, cov, config.members, info))
+        seconds.append(shared + time.perf_counter() - start)
     return out, seconds
 
 

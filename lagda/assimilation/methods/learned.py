@@ -53,6 +53,7 @@ class Scorer:
     mask: np.ndarray | None = None  # (n_e,) weights applied to both embeddings (None: ones; (1,) for kernel sets)
     times: np.ndarray | None = None  # (obs,) observation times the encoder was trained on (None: not checked)
     any_regime: bool = False  # embed_fn(positions, times, mask) reads any times, gaps and drifters (set encoder)
+    modes: dict | None = None  # the training pairs' "k1", "k2", "time_basis", "time" (PairedData.meta()), or None
 
 
 def scorer_from_run(run_dir) -> tuple[Scorer, dict]:
@@ -80,7 +81,8 @@ def scorer_from_run(run_dir) -> tuple[Scorer, dict]:
     encoder, mask = model.encoder, np.asarray(model.mask[...], np.float64)
     if config.encoder == "set":  # tokens carry their times: any regime
         return Scorer(lambda positions, times, valid: embed_tracks(encoder, positions, times=times, mask=valid),
-                      config.similarity, trained_tau(model), mask, None, True), meta
+                      config.similarity, trained_tau(model), mask, None, True,
+                      {name: meta.get(name) for name in ("k1", "k2", "time_basis", "time")}), meta
     return Scorer(lambda positions: embed_tracks(encoder, positions), config.similarity, trained_tau(model), mask,
                   times), meta
 

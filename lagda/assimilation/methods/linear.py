@@ -25,6 +25,7 @@ from lagda.assimilation.methods.config import LinearConfig
 from lagda.assimilation.methods.linear_gaussian import (
     gaussian_estimate,
     linear_posterior,
+    normal_log_evidence,
     normal_posterior,
 )
 from lagda.assimilation.methods.observations import arrange, simulate_observed
@@ -213,12 +214,13 @@ def _track_chunks(model: FlowModel, points, t, track, chunk: int = 4):
 
 
 def normal_equations(model: FlowModel, points, t, vel, track, error=None):
-    """Returns (G^T C^-1 G `(2K, 2K)`, G^T C^-1 y `(2K,)`), G built a few drifters at a time (`_track_chunks`).
+    """Returns (G^T C^-1 G `(2K, 2K)`, G^T C^-1 y `(2K,)`, y^T C^-1 y), G built a few drifters at a time
+    (`_track_chunks`).
 
     error: (rep_var, tau, noise_var) of the OU + white error covariance C, whitened by
     representation.whiten_tracks; None: C = I (the plain normal equations).
     """
-    gram, rhs = np.zeros((2 * model.n_modes, 2 * model.n_modes)), np.zeros(2 * model.n_modes)
+    gram, rhs, yy = np.zeros((2 * model.n_modes, 2 * model.n_modes)), np.zeros(2 * model.n_modes), 0.0
     for rows, g in _track_chunks(model, points, t, track):
         if error is None:
             gw, yw = g.reshape(-1, g.shape[-1]), vel[rows].reshape(-1)
@@ -226,7 +228,8 @@ def normal_equations(model: FlowModel, points, t, vel, track, error=None):
             gw, yw, _ = whiten_tracks(g, vel[rows], track[rows], t[rows], *error)
         gram += gw.T @ gw
         rhs += gw.T @ yw
-    return gram, rhs
+        yy += float(yw @ yw)
+    return gram, rhs, yy
 
 
 def track_residuals(model: FlowModel, points, t, vel, track, x) -> np.ndarray:
@@ -255,7 +258,7 @@ def white_evidence_fit(gram, rhs, yy: float, n: int, prior_var) -> np.ndarray:
 
 
 def representation_posterior(positions, times, release, model: FlowModel, config: LinearConfig, regime, prior_mean,
-                             prior_var):
+                             prior_var, alternatives=()):
     """Returns (mean `(2K,)`, cov, info) of N(prior_mean, diag prior_var) x the tracks' difference velocities,
     their error an OU process along each track (the representation error) plus white difference noise.
 
@@ -269,6 +272,10 @@ def representation_posterior(positions, times, release, model: FlowModel, config
     errors of empirical-Bayes variance (`white_evidence_fit`), then OU at the estimate. A chosen basis
     without a climatology (model.search) instead takes the prior's spectrum and the error model that
     prior_search.search_prior chooses from the tracks (prior_var unused; its choices in the info).
+
+    alternatives: further priors (mean, var) beside N(prior_mean, diag prior_var) (not with model.search); the one
+    of most evidence under the OU + white error model is used (`most_evident`), its index in info["prior_choice"]
+    (0: prior_mean, prior_var).
     """
     # lag-1 pairs unless set: the correlated error dominates the noise, and pairs keep every fix (their noise,
     # shared by neighbouring pairs, is taken as white)
@@ -295,17 +302,44 @@ def representation_posterior(positions, times, release, model: FlowModel, config
         delta, cov, _, rep_var, tau, found = search_prior(points, t, data, track, noise_var, model, rep_var, tau)
         return prior_mean + delta, cov, {**info, "pairs": len(t), "representation_std": float(np.sqrt(rep_var)),
                                          "representation_time": float(tau), **sources, **found}
+    gram, rhs, yy, system = representation_system(model, config, (points, t, vel, track), noise_var, rep_var, tau,
+                                                  prior_mean, prior_var)
+    if alternatives:
+        choice, evidence = most_evident(gram, rhs, yy, [(prior_mean, prior_var), *alternatives])
+        prior_mean, prior_var = ((prior_mean, prior_var), *alternatives)[choice]
+        system = {**system, "prior_choice": choice, "prior_log_evidence": evidence}
+    delta, cov = normal_posterior(gram, rhs - gram @ prior_mean, prior_var)
+    return prior_mean + delta, cov, {**info, **system, **sources}
+
+
+def most_evident(gram, rhs, yy: float, priors) -> tuple[int, list[float]]:
+    """Returns (index, log evidences) of the prior (mean `(p,)`, var `(p,)`) that whitened data, given by its normal
+    equations gram, rhs, yy, support best: log N(y; G m, I + G D G^T) up to a constant shared by all priors."""
+    evidence = []
+    for mean, var in priors:
+        shifted = rhs - gram @ mean
+        yy_m = yy - 2 * rhs @ mean + mean @ gram @ mean  # |y - G m|^2
+        evidence.append(normal_log_evidence(gram, shifted, yy_m, var) - 0.5 * yy_m)
+    return int(np.argmax(evidence)), [float(e) for e in evidence]
+
+
+def representation_system(model: FlowModel, config: LinearConfig, pairs, noise_var: float, rep_var, tau, prior_mean,
+                          prior_var):
+    """Returns (gram, rhs, yy, info): the normal equations of the velocity pairs whitened against the OU + white error.
+
+    pairs: (points, t, vel, track) of `track_differences`. A variance or time scale given as None is estimated
+    (representation.ou_time_scale) from the residuals of a first fit under N(prior_mean, diag prior_var) with white
+    errors of empirical-Bayes variance (`white_evidence_fit`). The pairs are thinned to config.ou_spacing tau apart.
+    """
+    points, t, vel, track = pairs
     if rep_var is None or tau is None:
-        gram, rhs = normal_equations(model, points, t, vel, track)
-        yy = float(np.sum(vel**2)) - 2 * rhs @ prior_mean + prior_mean @ gram @ prior_mean  # |y - G prior_mean|^2
+        gram, rhs, yy = normal_equations(model, points, t, vel, track)
+        yy = yy - 2 * rhs @ prior_mean + prior_mean @ gram @ prior_mean  # |y - G prior_mean|^2
         first = prior_mean + white_evidence_fit(gram, rhs - gram @ prior_mean, yy, vel.size, prior_var)
         est_var, est_tau = ou_time_scale(track_residuals(model, points, t, vel, track, first), t, track)
         rep_var = rep_var if rep_var is not None else max(est_var - noise_var, 1e-3 * est_var)
         tau = tau if tau is not None else est_tau
-    pairs = len(t)
     keep = thin_pairs(t, track, config.ou_spacing * tau)
-    gram, rhs = normal_equations(model, points[keep], t[keep], vel[keep], track[keep], (rep_var, tau, noise_var))
-    delta, cov = normal_posterior(gram, rhs - gram @ prior_mean, prior_var)
-    mean = prior_mean + delta
-    return mean, cov, {**info, "pairs": pairs, "pairs_used": len(keep), "pair_spacing": config.ou_spacing * tau,
-                       "representation_std": float(np.sqrt(rep_var)), "representation_time": float(tau), **sources}
+    gram, rhs, yy = normal_equations(model, points[keep], t[keep], vel[keep], track[keep], (rep_var, tau, noise_var))
+    return gram, rhs, yy, {"pairs": len(t), "pairs_used": len(keep), "pair_spacing": config.ou_spacing * tau,
+                           "representation_std": float(np.sqrt(rep_var)), "representation_time": float(tau)}

@@ -185,6 +185,7 @@ class Embed(LearnedMethod):
 
 class Hybrid(LearnedMethod):
     name, Config = "hybrid", HybridConfig
+    chosen_basis = True  # with an encoder trained on pairs in that basis (methods.hybrid.basis_hybrid_estimates)
     summary = ("the learned conditional as the prior of the linear inversion; on sparse tracks a Gauss-Newton "
                "4D-Var on the positions follows")
 
