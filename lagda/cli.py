@@ -354,6 +354,11 @@ def _run_assimilate(args: argparse.Namespace) -> int:
     options = _given_method_options(args)
     from lagda.assimilation.assimilate import assimilate_file
 
+    chosen = ASSIM_METHODS[args.method]
+    if args.model is None and chosen.learned and chosen.chosen_basis and args.basis is not None:
+        raise ValueError(f"--method {args.method} with --basis needs --model RUN: an encoder trained on pairs in that "
+                         "basis (lagda.assimilation.basis.write_basis_pairs; experiments/qg_hybrid.py); the shipped "
+                         "encoders know lagda's own flows only")
     if args.model is None and ASSIM_METHODS[args.method].learned and args.basis is None:
         from lagda.demo import DEFAULT_MODEL, shipped
 

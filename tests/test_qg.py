@@ -385,11 +385,16 @@ def test_a_basis_without_climatology_records_its_choices(turbulence_file, tmp_pa
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--method", "hybrid", "--basis", "circular"], "no time basis"),
+    (["--method", "embed", "--basis", "circular"], "no time basis"),
+    (["--method", "hybrid", "--basis", "circular", "--climatology", "{file}"], "with --basis needs --model RUN"),
+    (["--method", "hybrid", "--basis", "circular", "--k-max", "3", "--climatology", "{file}", "--model", "{shipped}"],
+     "trained on lagda's own flows, not on pairs in a chosen basis"),
     (["--method", "linear", "--climatology", "{file}"], "needs a chosen basis (--basis)"),
 ])
 def test_basis_refusals_are_one_line(turbulence_file, tmp_path, capsys, argv, message):
-    argv = [a.replace("{file}", str(turbulence_file)) for a in argv]
+    from lagda.demo import DEFAULT_MODEL, shipped
+
+    argv = [a.replace("{file}", str(turbulence_file)).replace("{shipped}", str(shipped(DEFAULT_MODEL))) for a in argv]
     assert cli.main(["assimilate", "--tracks", str(turbulence_file), "--out", str(tmp_path / "r.nc"), *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err
