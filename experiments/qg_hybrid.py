@@ -5,7 +5,8 @@ inversion (`hybrid --basis`), measured against the climatology's prior (`linear 
    --qg-windows W`), each window's truth fitted in the basis of the defaults (circular k_max 12, Legendre degree 3,
    the uniform current first) against its drifters' tracks (lagda.assimilation.basis.write_basis_pairs). The last
    `--validation` windows are held out for the retrieval metrics of training.
-2. A set encoder (the `learned` preset: ridge head on the basis features, here with their Legendre factors) trained
+2. A set encoder (the `learned` preset: ridge head on the basis features, here with their Legendre factors, started
+   from the design of the velocity in the features, set_init "basis": least squares at the start) trained
    contrastively with the l2 similarity (its conditional is Gaussian in closed form, learned.closed_form) on daily
    fixes in a mixture of observation regimes: 1..64 drifters, strides of 1..2 days, gaps, position noise up to 20 m.
 3. On held-out flows (the first L drifters, hourly fixes, 10 m noise; experiments/qg_benchmark.py's defaults
@@ -58,20 +59,31 @@ def training_pairs(windows, work: pathlib.Path, validation: int, every: int) -> 
         write_basis_pairs(windows, whole, "circular", DEFAULT_K_MAX, DEFAULT_DEGREE, every=every)
     with xr.open_dataset(whole) as ds:
         n = ds.sizes["sample"]
-        ds.isel(sample=slice(0, n - validation)).load().to_netcdf(train)
-        ds.isel(sample=slice(n - validation, n)).load().to_netcdf(held)
+        for part, path in ((slice(0, n - validation), train), (slice(n - validation, n), held)):
+            sub = ds.isel(sample=part).load()
+            sub.attrs["n_samples"] = sub.sizes["sample"]
+            sub.to_netcdf(path)
     return train, held
 
 
-def train_encoder(train, held, run: pathlib.Path, epochs: int, rank: int, batch: int) -> float:
-    """Trains (or resumes) the set encoder on the pairs; returns the seconds spent."""
+def train_encoder(train, held, run: pathlib.Path, epochs: int, batch: int) -> float:
+    """Trains (or resumes) the set encoder on the pairs; returns the seconds spent.
+
+    The temperature starts at the mean squared distance between two training coefficient vectors (logits of order
+    one for the l2 similarity) and is learned.
+    """
     from lagda.learning.config import learned
+    from lagda.learning.data import load_paired
     from lagda.learning.train import train as train_run
+
+    coef = load_paired(train).coef
+    x = np.concatenate([coef.real, coef.imag], axis=1).astype(np.float64)
+    tau = float(2 * np.mean(np.sum((x - x.mean(0)) ** 2, axis=1)))  # E|x_i - x_j|^2
 
     config = learned(epochs=epochs, regime="mixture", regime_max_drifters=64, regime_stride_max=2,
                      regime_gap_max=0.3, regime_noise_max=2e-5, regime_dense_prob=0.0, similarity="l2",
-                     learn_tau=True, tau=1.0, mask_mean_mode=False, set_rank=rank, batch_size=batch,
-                     eval_library=16, eval_batch=16, lr=3e-3, warmup=20)
+                     learn_tau=True, tau=tau, mask_mean_mode=False, set_init="basis", batch_size=batch,
+                     eval_library=16, eval_batch=16, lr=1e-2, warmup=20)
     start = time.perf_counter()
     train_run(config, str(train), str(held), run, resume=(run / "checkpoints").exists(), progress=True)
     return time.perf_counter() - start
@@ -107,7 +119,6 @@ def main(argv=None) -> int:
                         help="turbulence_test.nc and turbulence_climatology.nc")
     parser.add_argument("--work", type=pathlib.Path, default=ROOT / "runs" / "qg_hybrid")
     parser.add_argument("--epochs", type=int, default=20)
-    parser.add_argument("--rank", type=int, default=128, help="r of the ridge head's learned design")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--validation", type=int, default=16, help="windows held out of training")
     parser.add_argument("--every", type=int, default=4, help="keep every n-th fix of the windows file (daily of "
@@ -119,7 +130,7 @@ def main(argv=None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     run = args.work / "run"
     train, held = training_pairs(args.windows, args.work, args.validation, args.every)
-    seconds = train_encoder(train, held, run, args.epochs, args.rank, args.batch_size)
+    seconds = train_encoder(train, held, run, args.epochs, args.batch_size)
     print(f"trained {run} in {seconds:.0f} s", flush=True)
     test, clim = args.data / "turbulence_test.nc", args.data / "turbulence_climatology.nc"
     rows = []

@@ -164,9 +164,9 @@ def test_config_rejects_mixtures_the_transformer_cannot_read():
 
 def test_ridge_head_with_the_basis_design_is_least_squares_in_a_chosen_basis():
     # In a chosen basis (Legendre factors in time, the uniform current first) the velocity is linear in the token
-    # features phi: u = 2 pi k2 (a f sin + b f cos), v = -2 pi k1 (...) for c = a + i b, (u, v) = f (a, b) for the
-    # current. With that design as W, the readout the identity and a vanishing ridge, the head is the least-squares
-    # inversion of the tracks' increments: it returns the coefficients of a flow of the basis
+    # features phi (set_encoder.velocity_design). With that design as W (set_init "basis"), the identity readout and
+    # a vanishing ridge, the head is the least-squares inversion of the tracks' increments: it returns the
+    # coefficients of a flow of the basis
     from lagda.assimilation.methods.observations import simulate_observed
     from simulate.flow import circular_modes, in_time
     from simulate.qg.projection import with_current
@@ -188,16 +188,7 @@ def test_ridge_head_with_the_basis_design_is_least_squares_in_a_chosen_basis():
     meta = {"k1": k1, "k2": k2, "omega": omega, "time": times,
             "time_basis": {"degree": time.degree.tolist(), "start": 0.0, "length": 0.1,
                            "current": time.current.astype(bool).tolist()}}
-    encoder = SetEncoder(2 * n, learned(set_rank=2 * n), meta, rngs=nnx.Rngs(0))
-    design = np.zeros((2 * n, 2, 2 * n))
-    for m in range(n):
-        if time.current[m]:
-            design[m, 0, m], design[m, 1, n + m] = 1.0, 1.0
-            continue
-        for feature, coefficient in ((n + m, m), (m, n + m)):  # f sin multiplies a, f cos multiplies b
-            design[feature, :, coefficient] = 2 * np.pi * k2[m], -2 * np.pi * k1[m]
-    encoder.design[...] = jnp.asarray(design, jnp.float32)
-    encoder.readout[...] = jnp.eye(2 * n, dtype=jnp.float32)
+    encoder = SetEncoder(2 * n, learned(set_init="basis"), meta, rngs=nnx.Rngs(0))  # velocity_design, identity
     encoder.log_ridge[...] = jnp.asarray(np.log(1e-7), jnp.float32)
     estimate = np.asarray(encoder(jnp.asarray(positions), jnp.asarray(times)[None, None]))[0]
     # float32 features and midpoint increments (measured 9e-6); without the Legendre factors it fails (1.06)

@@ -28,12 +28,14 @@ Optimiser = Literal["adam", "adamw"]
 ComputeDtype = Literal["float32", "bfloat16"]
 Encoder = Literal["transformer", "set"]
 SetHead = Literal["ridge", "mlp"]
+SetInit = Literal["random", "basis"]
 Regime = Literal["dense", "mixture"]
 
 _CHOICES = {
     "features": Features, "pooling": Pooling, "positional": Positional, "loss": LossKind,
     "similarity": Similarity, "optimiser": Optimiser, "compute_dtype": ComputeDtype,
-    "encoder": Encoder, "set_head": SetHead, "regime": Regime, "kernel": Kernel, "kernel_coef_set": CoefSet,
+    "encoder": Encoder, "set_head": SetHead, "set_init": SetInit, "regime": Regime, "kernel": Kernel,
+    "kernel_coef_set": CoefSet,
     "nuclr_xi_rule": NuclrRule, "nuclr_zeta_step": NuclrRule,
 }
 STATEFUL_LOSSES = ("sogclr", "nuclr")  # losses with per-sample state (lagda/learning/nuclr.py)
@@ -59,6 +61,8 @@ class TrainConfig:
     set_head: SetHead = setting("ridge", "learned closed-form ridge layer, or an MLP, on the pooled features")
     set_rank: int = setting(0, "r, width of the learned design of the ridge head (0: 2K)")
     set_ridge: float = setting(1e-3, "initial ridge lambda, relative to tr(S) / r (trained)")
+    set_init: SetInit = setting("random", "ridge head's start: random, or basis: the design of the velocity in the "
+                                "features and the identity readout (least squares; r = 2K)")
     set_hidden: int = setting(512, "hidden width of the MLP head")
     set_depth: int = setting(2, "hidden layers of the MLP head")
     # --- observation regimes drawn per batch (lagda/learning/regimes.py; set encoder only) ---
@@ -144,6 +148,8 @@ class TrainConfig:
                              f"{self.nuclr_zeta_init}")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model = {self.d_model} is not divisible by n_heads = {self.n_heads}")
+        if self.set_init == "basis" and (self.set_head != "ridge" or self.set_rank):
+            raise ValueError("set_init = 'basis' needs set_head = 'ridge' and set_rank = 0 (r = 2K)")
         if self.encoder == "set" and self.physics:
             raise ValueError("physics = True needs encoder = 'transformer' (the set encoder is pure-learned)")
         if self.regime != "dense" and self.encoder != "set":

@@ -27,7 +27,9 @@ to the number of observations. The head is learned:
   (in-context least-squares) layer as in differentiable-solver meta-learning; W, U and
   lambda (relative to tr S / r; log lambda affine in three regime features: roughness of
   the track, mean token duration, token count, so noisy or sparse tracks get more
-  regularisation) are trained from scratch, nothing of the physics is given.
+  regularisation) are trained from scratch, nothing of the physics is given (config.set_init
+  "random"), or start from the design of the velocity in the features (`velocity_design`, "basis":
+  the head starts as the least-squares inversion of the increments, with an identity readout).
 - "mlp": an MLP on the flattened (upper-triangle Phi, P).
 """
 
@@ -114,6 +116,29 @@ def pooled_statistics(positions, times, mask, k1, k2, omega, time: TimeBasis | N
     return p, gram, regime_features(dz, dt, valid)
 
 
+def velocity_design(k1, k2, current=None) -> np.ndarray:
+    """Returns W `(2K, 2, 2K)`: the velocity (u, v) of coefficients x = (Re c, Im c) is phi W x at every token.
+
+    For c = a + i b of psi = f(t) Re(c exp(2 pi i k.z)): u = -dpsi/dy = 2 pi k2 (a f sin + b f cos), v = dpsi/dx =
+    -2 pi k1 (a f sin + b f cos), phi = (f cos, f sin); for the uniform current (k = 0): (u, v) = f (a, b).
+
+    Args:
+        k1, k2: `(mode,)`; current: `(mode,)` 1 (or True) where the mode is the uniform current, or None.
+    """
+    k1, k2 = np.asarray(k1, np.float64), np.asarray(k2, np.float64)
+    n = k1.size
+    current = np.zeros(n, bool) if current is None else np.asarray(current, bool)
+    design = np.zeros((2 * n, 2, 2 * n))
+    m = np.arange(n)
+    spatial = m[~current]
+    for feature, coefficient in ((n + spatial, spatial), (spatial, n + spatial)):  # f sin carries a, f cos b
+        design[feature, 0, coefficient] = 2 * np.pi * k2[spatial]
+        design[feature, 1, coefficient] = -2 * np.pi * k1[spatial]
+    design[m[current], 0, m[current]] = 1.0
+    design[m[current], 1, n + m[current]] = 1.0
+    return design
+
+
 class SetEncoder(nnx.Module):
     """g_v on observation sets: positions, times, mask `(batch, drifter, obs)` -> `(batch, n_e)`."""
 
@@ -140,8 +165,16 @@ class SetEncoder(nnx.Module):
         if config.set_head == "ridge":
             rank = config.set_rank or width
             key_w, key_u = rngs.params(), rngs.params()
-            self.design = nnx.Param(jax.random.normal(key_w, (width, 2, rank), jnp.float32) / np.sqrt(width))
-            self.readout = nnx.Param(jax.random.normal(key_u, (rank, n_embed), jnp.float32) / np.sqrt(rank))
+            if config.set_init == "basis":
+                if n_embed != width:
+                    raise ValueError(f"set_init = 'basis' needs the embedding of the coefficients (2K = {width}), "
+                                     f"got {n_embed}")
+                current = None if chosen is None else chosen.current
+                self.design = nnx.Param(jnp.asarray(velocity_design(modes["k1"], modes["k2"], current), jnp.float32))
+                self.readout = nnx.Param(jnp.eye(width, dtype=jnp.float32))
+            else:
+                self.design = nnx.Param(jax.random.normal(key_w, (width, 2, rank), jnp.float32) / np.sqrt(width))
+                self.readout = nnx.Param(jax.random.normal(key_u, (rank, n_embed), jnp.float32) / np.sqrt(rank))
             self.log_ridge = nnx.Param(jnp.asarray(np.log(config.set_ridge), jnp.float32))
             self.ridge_slope = nnx.Param(jnp.zeros((3,), jnp.float32))  # log lambda varies with the regime
         else:
