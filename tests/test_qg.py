@@ -283,9 +283,10 @@ def test_cli_writes_history_and_refuses_an_existing_file(turbulence_file, capsys
     (["--preset", "small"], "--preset does not apply to --flow qg"),
     (["--obs-interval", "5000"], "obs_interval = 5000.0 s is not a multiple of dt = 3600.0 s"),
     (["--k-max", "8"], "k_max must be in [0, 7] for nx = 16"),
-    (["--n-drifters", "0"], "n_flows and n_drifters must be >= 1"),
+    (["--n-drifters", "0"], "n_flows, n_drifters and windows must be >= 1, got 1, 0, 1"),
+    (["--qg-windows", "0"], "n_flows, n_drifters and windows must be >= 1, got 1, 8, 0"),
     (["--release-box", "0.5", "0.2", "0", "1"], "release_box must be (x0, x1, y0, y1)"),
-], ids=["fourier-flag", "fourier-preset", "obs-interval", "k-max", "drifters", "release-box"])
+], ids=["fourier-flag", "fourier-preset", "obs-interval", "k-max", "drifters", "windows", "release-box"])
 def test_bad_qg_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
     code = cli.main(["simulate", "--flow", "qg", "--qg-preset", "tiny", *argv, "--out", str(tmp_path / "x.nc")])
     err = capsys.readouterr().err.strip().splitlines()
