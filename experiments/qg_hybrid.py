@@ -69,20 +69,24 @@ def training_pairs(windows, work: pathlib.Path, validation: int, every: int) -> 
 def train_encoder(train, held, run: pathlib.Path, epochs: int, batch: int) -> float:
     """Trains (or resumes) the set encoder on the pairs; returns the seconds spent.
 
-    The temperature starts at the mean squared distance between two training coefficient vectors (logits of order
-    one for the l2 similarity) and is learned.
+    The similarity compares whitened coefficients (similarity_weights "prior": each mode over its prior std, so the
+    closed-form conditional shrinks every mode alike); the temperature starts at the mean squared distance between
+    two training coefficient vectors so weighted (logits of order one) and is learned.
     """
     from lagda.learning.config import learned
     from lagda.learning.data import load_paired
+    from lagda.learning.encoders import similarity_mask
     from lagda.learning.train import train as train_run
 
-    coef = load_paired(train).coef
-    x = np.concatenate([coef.real, coef.imag], axis=1).astype(np.float64)
-    tau = float(2 * np.mean(np.sum((x - x.mean(0)) ** 2, axis=1)))  # E|x_i - x_j|^2
+    data = load_paired(train)
+    weight = similarity_mask(data.k1, data.k2, False, data.prior_scale)
+    x = np.concatenate([data.coef.real, data.coef.imag], axis=1).astype(np.float64) * weight
+    tau = float(2 * np.mean(np.sum((x - x.mean(0)) ** 2, axis=1)))  # E|x_i - x_j|^2, weighted
 
     config = learned(epochs=epochs, regime="mixture", regime_max_drifters=64, regime_stride_max=2,
                      regime_gap_max=0.3, regime_noise_max=2e-5, regime_dense_prob=0.0, similarity="l2",
-                     learn_tau=True, tau=tau, mask_mean_mode=False, set_init="basis", batch_size=batch,
+                     learn_tau=True, tau=tau, mask_mean_mode=False, set_init="basis", similarity_weights="prior",
+                     batch_size=batch,
                      eval_library=16, eval_batch=16, lr=1e-2, warmup=20)
     start = time.perf_counter()
     train_run(config, str(train), str(held), run, resume=(run / "checkpoints").exists(), progress=True)

@@ -64,6 +64,18 @@ def test_similarity_mask_drops_only_the_mean_mode():
     np.testing.assert_array_equal(similarity_mask(k1, k2, False), np.ones(8))
 
 
+def test_prior_weights_make_the_similarity_compare_whitened_coefficients():
+    # weights rms(a) / a_k: coefficients drawn from the prior N(0, a_k^2) come out with the same variance in every
+    # mode, rms(a)^2 (the mean mode still dropped when asked); a prior without a positive scale is refused
+    k1, k2, scale = np.array([0, 1, 2, 3]), np.array([0, 0, 1, 2]), np.array([1.0, 0.5, 1e-2, 1e-4])
+    weights = similarity_mask(k1, k2, True, scale)
+    rms2 = np.mean(scale**2)
+    np.testing.assert_allclose((weights * np.concatenate([scale, scale])) ** 2, rms2 * np.array([0, 1, 1, 1] * 2),
+                               rtol=1e-6)
+    with pytest.raises(ValueError, match="positive prior_scale"):
+        similarity_mask(k1, k2, False, np.array([1.0, 0.0, 1.0, 1.0]))
+
+
 def test_bad_settings_raise_one_line():
     with pytest.raises(ValueError, match="pooling must be one of"):
         tiny(pooling="max")

@@ -188,7 +188,7 @@ def _climatology(clim: Tracks, tracks: Tracks, k1, k2, degree: int, t_end: float
     process fitted by methods.representation.ou_time_scale (the drifters see the unresolved scales
     in their own, Lagrangian, frame: neither the Eulerian variance nor its decorrelation time).
     """
-    from simulate.qg.projection import climatology_prior, truth_in_basis
+    from simulate.qg.projection import truth_in_basis
 
     ds = clim.gridded_truth
     if ds is None:
@@ -201,11 +201,7 @@ def _climatology(clim: Tracks, tracks: Tracks, k1, k2, degree: int, t_end: float
             raise ValueError(f"the climatology maps a {length:g} m box with {scale_s:g} s per model time unit, "
                              f"the tracks {lx:g} x {ly:g} m with {tracks.mapping.time_scale_s:g} s")
     truth = truth_in_basis(ds, k1, k2, degree, current=True)
-    scale = climatology_prior(truth["coef"], truth["k1"], truth["k2"], degree)
-    # the current's power per degree is the climatology's (its background flow), floored at a fraction of its RMS
-    # speed: one or two flows are few samples of a current that may vary
-    rms = float(np.sqrt(np.mean(truth["u"] ** 2 + truth["v"] ** 2)))
-    scale[: degree + 1] = np.maximum(scale[: degree + 1], CURRENT_FLOOR * rms)
+    scale, rms = truth_prior(truth, degree)
     rep_var, rep_time = _along_track_residual(clim, truth)
     notes = [f"prior: the climatology's {truth['coef'].shape[0]} flow(s): mean power of their truth's "
              f"coefficients per wavenumber shell and degree (the current's at least {CURRENT_FLOOR:g} "
@@ -218,6 +214,18 @@ def _climatology(clim: Tracks, tracks: Tracks, k1, k2, degree: int, t_end: float
         notes.append(f"the climatology's window ({window:.6g} model time) differs from the tracks' ({t_end:.6g}): "
                      "its power per degree is for its own window")
     return scale, rep_var, rep_time, notes
+
+
+def truth_prior(truth: dict, degree: int) -> tuple[np.ndarray, float]:
+    """Returns (prior std `(mode,)`, RMS speed) of flows' truth in a basis (simulate.qg.projection.truth_in_basis with
+    the current): their power per wavenumber shell and degree, the current's (their background flow) floored at
+    CURRENT_FLOOR of their RMS speed, since a few flows are few samples of a current that may vary."""
+    from simulate.qg.projection import climatology_prior
+
+    scale = climatology_prior(truth["coef"], truth["k1"], truth["k2"], degree)
+    rms = float(np.sqrt(np.mean(truth["u"] ** 2 + truth["v"] ** 2)))
+    scale[: degree + 1] = np.maximum(scale[: degree + 1], CURRENT_FLOOR * rms)
+    return scale, rms
 
 
 def _along_track_residual(clim: Tracks, truth: dict) -> tuple[float, float]:
@@ -276,7 +284,7 @@ def write_basis_pairs(qg_path, out, basis: str = "circular", k_max: float = 12.0
     first, as in `basis_model`; simulate.qg.projection.truth_in_basis) and its drifters' tracks in model units,
     every `every`-th fix. The file is a lagda dataset (simulate.schema) with the time basis (to_dataset's
     time_basis), which a set encoder trained on it reads (lagda.learning.set_encoder); prior_scale is the pairs' own
-    power per wavenumber shell and degree.
+    power per wavenumber shell and degree (`truth_prior`, as a climatology's).
 
     Raises:
         ValueError: for a file that is not a QG truth file, a bad basis, or an output that exists (without overwrite).
@@ -286,7 +294,7 @@ def write_basis_pairs(qg_path, out, basis: str = "circular", k_max: float = 12.0
     from lagda.io.formats import read_tracks
     from simulate.config import SimConfig
     from simulate.generate import check_output, write_netcdf
-    from simulate.qg.projection import climatology_prior, truth_in_basis, with_current
+    from simulate.qg.projection import truth_in_basis, with_current
     from simulate.schema import to_dataset
 
     out = pathlib.Path(out)
@@ -307,7 +315,7 @@ def write_basis_pairs(qg_path, out, basis: str = "circular", k_max: float = 12.0
     spacing = float(tracks.times[0, every - 1])
     config = SimConfig(n_samples=n_flow, n_drifters=positions.shape[1], dt=spacing,
                        t_final=spacing * positions.shape[2], stride=1, release="random", precision="float32")
-    scale = climatology_prior(coef, e1, e2, degree)
+    scale, _ = truth_prior(truth, degree)
     pairs = to_dataset(config, k1=e1, k2=e2, omega=omega, prior_scale=scale, coef=coef, release=release,
                        positions=positions, time_basis=time,
                        history=f"training pairs in the {basis} basis k_max {k_max:g}, degree {degree}, of {qg_path}")

@@ -187,6 +187,8 @@ def _describe_field(info: dict) -> str:
     elif "prior_inflation" in info:
         a = info["prior_inflation"]
         words.append("prior original" if a in ("inf", float("inf")) else f"prior learned x{float(a):g}")
+    if info.get("encoder_fix_spacing"):
+        words.append(f"encoder read fixes {info['encoder_fix_spacing']:.3g} apart (its training cadence)")
     if "refined" in info:
         words.append(f"refined {yes(info['refined'])}")
     if "iterations" in info:

@@ -29,13 +29,14 @@ ComputeDtype = Literal["float32", "bfloat16"]
 Encoder = Literal["transformer", "set"]
 SetHead = Literal["ridge", "mlp"]
 SetInit = Literal["random", "basis"]
+SimilarityWeights = Literal["uniform", "prior"]
 Regime = Literal["dense", "mixture"]
 
 _CHOICES = {
     "features": Features, "pooling": Pooling, "positional": Positional, "loss": LossKind,
     "similarity": Similarity, "optimiser": Optimiser, "compute_dtype": ComputeDtype,
     "encoder": Encoder, "set_head": SetHead, "set_init": SetInit, "regime": Regime, "kernel": Kernel,
-    "kernel_coef_set": CoefSet,
+    "kernel_coef_set": CoefSet, "similarity_weights": SimilarityWeights,
     "nuclr_xi_rule": NuclrRule, "nuclr_zeta_step": NuclrRule,
 }
 STATEFUL_LOSSES = ("sogclr", "nuclr")  # losses with per-sample state (lagda/learning/nuclr.py)
@@ -81,6 +82,8 @@ class TrainConfig:
     tau: float = setting(0.07, "temperature (dimensionless); initial value if learn_tau")
     learn_tau: bool = setting(False, "train log(tau) jointly with the encoder")
     mask_mean_mode: bool = setting(False, "drop c_(0,0) (no effect on velocity) from the similarity")
+    similarity_weights: SimilarityWeights = setting("uniform", "weights of the coefficients in the similarity: "
+                                                    "uniform, or prior: 1 / their prior std (whitened)")
     sigmoid_bias: float = setting(-10.0, "initial bias of the sigmoid loss (trained with it)")
     # --- kernel set similarity (loss = "kernel_set", lagda/learning/kernel_set.py) ---
     kernel: Kernel = setting("gaussian", "k~ of k = alpha1 u.v + alpha2 k~: gaussian or imq (inverse multiquadric)")

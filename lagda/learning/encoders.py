@@ -52,14 +52,23 @@ def embed_coefficients(coef):
     return jnp.concatenate([jnp.real(coef), jnp.imag(coef)], axis=-1)
 
 
-def similarity_mask(k1, k2, mask_mean_mode: bool) -> np.ndarray:
+def similarity_mask(k1, k2, mask_mean_mode: bool, prior_scale=None) -> np.ndarray:
     """Returns float32 `(2 * mode,)` weights applied to both embeddings before the similarity.
 
     All ones, except zeros at Re/Im of the mode k = (0, 0) when `mask_mean_mode`: c_(0,0)
     never changes the velocity, so no trajectory can predict it (g_u itself stays (Re c, Im c)).
+    With `prior_scale` `(mode,)` (TrainConfig.similarity_weights "prior") each mode weighs rms(a) / a_k: the
+    similarity of whitened coefficients, in which every mode counts alike (the learned conditional's closed form,
+    learned.closed_form, then shrinks every mode alike instead of zeroing the weak ones).
     """
     keep = ~((np.asarray(k1) == 0) & (np.asarray(k2) == 0)) if mask_mean_mode else np.ones(len(k1), bool)
-    return np.concatenate([keep, keep]).astype(np.float32)
+    weight = keep.astype(np.float64)
+    if prior_scale is not None:
+        scale = np.asarray(prior_scale, np.float64)
+        if not np.all(np.isfinite(scale) & (scale > 0)):
+            raise ValueError("similarity weights from the prior need a positive prior_scale for every mode")
+        weight = weight * np.sqrt(np.mean(scale**2)) / scale
+    return np.concatenate([weight, weight]).astype(np.float32)
 
 
 def track_features(positions, kind: str):

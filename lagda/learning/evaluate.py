@@ -56,7 +56,8 @@ def retrieval_scores(model, data: PairedData, config: TrainConfig, library: int 
         similarity = _RANKING_SIMILARITY["inner"]
     else:
         encoder = model.encoder if isinstance(model, Contrastive) else model
-        mask = jnp.asarray(similarity_mask(data.k1, data.k2, config.mask_mean_mode))
+        scale = data.prior_scale if config.similarity_weights == "prior" else None
+        mask = jnp.asarray(similarity_mask(data.k1, data.k2, config.mask_mean_mode, scale))
         v_emb = jnp.asarray(embed_tracks(encoder, data.positions[:n], config.eval_batch, estimates,
                                          progress)) * mask[None]
         u_emb = embed_coefficients(coef) * mask[None]

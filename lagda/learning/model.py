@@ -41,7 +41,10 @@ class Contrastive(nnx.Module):
             self.encoder = SetEncoder(2 * len(k1), config, modes, rngs=rngs)
         else:
             self.encoder = TrajectoryTransformer(n_obs, 2 * len(k1), config, rngs=rngs, modes=modes)
-        self.mask = FeatureStats(jnp.asarray(similarity_mask(k1, k2, config.mask_mean_mode)))
+        scale = None if config.similarity_weights == "uniform" else (modes or {}).get("prior_scale")
+        if config.similarity_weights == "prior" and scale is None:
+            raise ValueError("similarity_weights = 'prior' needs the dataset's prior_scale (PairedData.meta())")
+        self.mask = FeatureStats(jnp.asarray(similarity_mask(k1, k2, config.mask_mean_mode, scale)))
         log_tau = jnp.asarray(math.log(config.tau), jnp.float32)
         self.log_tau = nnx.Param(log_tau) if config.learn_tau else FeatureStats(log_tau)
         self.bias = nnx.Param(jnp.asarray(config.sigmoid_bias, jnp.float32))
