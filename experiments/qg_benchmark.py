@@ -438,15 +438,20 @@ def defaults_figure(rows, path) -> None:
     rows = [r for r in rows if r["basis"] == "defaults k12P3"]
     if not rows:
         return
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    fig, ax = plt.subplots(figsize=(8.5, 4))
     for method, label, style in (("linear:noclim", "no climatology (the default)", "o-"),
                                  ("linear:clim", "--climatology", "s--"),
-                                 ("oracle", "oracle (resolved velocity given)", "x:")):
+                                 ("oracle", "oracle (resolved velocity given)", "x:"),
+                                 ("window:noclim", "a 1000 km window of a 2000 km flow, no climatology, L per "
+                                                   "1000 km box", "d-.")):
+        window = method.startswith("window")  # its own flow (qg_window.py)
         for f in sorted({r["flow"] for r in rows}):
             rs = sorted((r for r in rows if r["method"] == method and r["flow"] == f), key=lambda r: r["drifters"])
-            ax.plot([r["drifters"] for r in rs], [r["error"] for r in rs], style, color=f"C{f}",
-                    label=f"flow {f}: {label}")
-    limit = float(np.mean([r["limit"] for r in rows]))
+            if not rs:
+                continue
+            ax.plot([r["drifters"] for r in rs], [r["error"] for r in rs], style, color="C2" if window else f"C{f}",
+                    label=label if window else f"flow {f}: {label}")
+    limit = float(np.nanmean([r["limit"] for r in rows]))  # the window rows have none
     ax.axhline(limit, color="k", ls=":", label=f"projection limit k_max 12, P 3 ({limit:.2f})")
     ax.axhline(1.0, color="grey", lw=0.8, label="the prior mean (zero)")
     ax.set(xscale="log", xlabel="drifters L", ylabel="relative velocity error vs full truth", ylim=(0, 1.05),
@@ -454,7 +459,7 @@ def defaults_figure(rows, path) -> None:
     drifters = sorted({r["drifters"] for r in rows})
     ax.set_xticks(drifters, [str(d) for d in drifters], minor=False)
     ax.minorticks_off()
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -469,9 +474,11 @@ def error_figure(rows, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     turb = [r for r in rows if r["regime"] == "turbulence" and r["method"] == "linear:ou" and r["interval_h"] in (1, 3)
             and r["noise_m"] > 0 and r["flow"] == 0 and r["basis"].endswith("P3")]
+    if not turb:  # e.g. --merge of the defaults section alone: keep the existing figure
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for i, basis in enumerate(sorted({r["basis"] for r in turb}, key=lambda b: float(b[1:-2]))):
         rs = sorted((r for r in turb if r["basis"] == basis), key=lambda r: r["drifters"])
         color = f"C{i}"
