@@ -22,7 +22,12 @@ the hybrid setting `refine`; a learned name is skipped without `--run`), plus ro
   `--sample-runs` independent runs), the estimate of least expected error; its rows carry the
   sampler's convergence evidence (`rhat_max`, `runs_agree`: the fraction of coordinates whose runs
   agree within their Monte Carlo error at p 0.99, `tempering_complete`); `posterior-mean:var` starts
-  the same sampler from var's Laplace Gaussian (the speed-up a proposal buys, at equal accuracy).
+  the same sampler from var's Laplace Gaussian (the speed-up a proposal buys, at equal accuracy), and
+  `posterior-mean:learned` (with `--run`, an encoder of the inner or l2 similarity) from the learned
+  conditional of the tracks, hybrid's prior (the posterior amortised by the encoder); a regime whose tracks
+  the encoder cannot read skips that row rather than start it from the prior. Their `seconds_per_track`
+  over posterior-mean's is the speed-up (the first sampler row of a run also pays the stage's compilation:
+  compare fields after the first in the `.fields.csv`, or run each row alone).
 Every method is also the ratio of its median error to posterior-mean's (`vs_posterior_mean`).
 The three searches and hybrid's refinement run the same continuation (the configs' `continuation`)
 with `--search-iterations` Gauss-Newton iterations per stage and start, so `hybrid+search`
@@ -167,11 +172,18 @@ def run_method(method, tracks, model: FlowModel, regime: Regime, settings):
     """
     common = {"members": 64, "noise_std": regime.noise if regime.noise > 0 else None}
     start = time.perf_counter()
-    if method.partition(":")[0] == SAMPLER_ROW:  # posterior-mean, or posterior-mean:var (from var's Laplace)
-        particles, runs = settings.sample_particles, settings.sample_runs
+    if method.partition(":")[0] == SAMPLER_ROW:  # posterior-mean, or from var's Laplace or the learned conditional
+        particles, runs, begin = settings.sample_particles, settings.sample_runs, method.partition(":")[2] or "prior"
+        learned = {}
+        if begin == "learned":  # the run's encoder (restored once); every field's conditional, or the row is skipped
+            from lagda.assimilation.methods.learned import field_queries
+
+            problems = [p for p in field_queries(tracks, settings.scorer)[1] if p]
+            if problems:
+                raise ValueError(f"{method}: the encoder cannot read these tracks ({problems[0]})")
+            learned = {"encoder": settings.scorer, "run": settings.run}
         sampler = METHODS["sample"](**common | {"members": particles * runs, "particles": particles, "runs": runs,
-                                                "particle_batch": settings.sample_batch,
-                                                "start": method.partition(":")[2] or "prior"})
+                                                "particle_batch": settings.sample_batch, "start": begin}, **learned)
         post = sampler(tracks, model, jax.random.key(0))
     elif method in DIRECT:
         config = HybridConfig(**common, iterations=settings.search_iterations)
@@ -361,7 +373,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true",
                    help="K = 9, T = 0.02, 2 fields, strides capped at T / 4: a smoke test")
-    p.add_argument("--run", help="trained run directory (enables retrieve, embed, hybrid; modes from the run)")
+    p.add_argument("--run", help="trained run directory (enables retrieve, embed, hybrid and posterior-mean:learned; "
+                                 "modes from the run)")
     p.add_argument("--fields", type=int, default=16, help="held-out flows per regime")
     p.add_argument("--var-iterations", type=int, default=10, help="var: Gauss-Newton iterations per continuation stage")
     p.add_argument("--truth-iterations", type=int, default=None,
@@ -419,7 +432,8 @@ def main(argv=None) -> int:
     k1, k2, omega, scale, dt = model.k1, model.k2, model.omega, model.scale, model.dt
     n_fields = 2 if args.quick else args.fields
     n_steps = int(round(t_final / dt))
-    methods = [m for m in args.methods.split(",") if args.run or family(m) not in LEARNED]
+    methods = [m for m in args.methods.split(",") if args.run or (family(m) not in LEARNED
+                                                                  and m != SAMPLER_ROW + ":learned")]
     fields = [f for f in range(n_fields) if f % args.shard_count == args.shard_index]
     out = pathlib.Path(args.out)
     records = []

@@ -124,19 +124,67 @@ class Enkf(Method):
         return assimilate_enkf(tracks.positions, tracks.times, tracks.release, model, self.config, key)
 
 
+LEARNED_START = ("sample: start 'learned' needs a trained encoder whose similarity has a closed-form conditional "
+                 "(inner or l2; the shipped encoder's cosine has none): --model RUN, or Sample.from_run(RUN) / run_dir "
+                 "in Python")
+
+
 class Sample(Method):
+    """`sample`; with start "learned" it also holds a trained encoder, whose learned conditional of each field's
+    tracks is the sampler's initial Gaussian (methods.sample.learned_proposal).
+
+    Design: the encoder is needed by that one start, so Sample stays an unlearned method (`learned` False: no encoder
+    for the other starts, and the command line does not default to the shipped encoder, whose cosine similarity has
+    no closed form) that takes an optional encoder: `Sample(config, encoder=scorer, run=name)`, or
+    `Sample.from_run(run_dir, config)` as the learned methods' `from_run`; `make_method` (so `lagda assimilate
+    --method sample --start learned --model RUN`) restores the run for that start only.
+    """
+
     name, Config = "sample", SampleConfig
     summary = ("the posterior itself by tempered SMC with HMC moves (blackjax): its mean, the estimate of least "
-               "expected error, and its spread; the gold standard, slow")
+               "expected error, and its spread; the gold standard, slow (--start learned: from the learned "
+               "conditional of a --model RUN)")
+
+    def __init__(self, config: SampleConfig | None = None, *, encoder=None, run: str | None = None, **options):
+        """Args:
+            encoder: lagda.assimilation.methods.learned.Scorer of a trained run, for start "learned" only.
+            run: the run's identity or name, recorded in each field's info ("learned_run"); from_run sets it.
+        Raises:
+            ValueError: start "learned" without an encoder, or an encoder for another start (one line).
+        """
+        super().__init__(config, **options)
+        if (self.config.start == "learned") != (encoder is not None):
+            raise ValueError(LEARNED_START if encoder is None else
+                             f"sample: an encoder serves start 'learned' only, not {self.config.start!r}")
+        self.encoder, self.run = encoder, run
+
+    @classmethod
+    def from_run(cls, run_dir, config: SampleConfig | None = None, **options) -> "Sample":
+        """Returns the method with the encoder of a trained run (restored once), recorded by its identity."""
+        from lagda.assimilation.methods.learned import scorer_from_run
+        from lagda.learning.model import run_identity
+
+        return cls(config, encoder=scorer_from_run(run_dir)[0], run=run_identity(run_dir), **options)
 
     def estimate(self, tracks, model, key) -> FieldEstimate:
+        import dataclasses
         from contextlib import nullcontext
 
-        from lagda.assimilation.methods.sample import assimilate_sample, progress_bar
+        from lagda.assimilation.methods.sample import assimilate_sample, learned_proposal, progress_bar
 
+        config, proposal, learned = self.config, None, {}
+        if config.start == "learned":  # the field's learned conditional, or hybrid's fallback: the prior
+            proposal, problem = learned_proposal(tracks, model, self.encoder)
+            learned = {"learned_run": self.run, "learned_conditional": problem is None}
+            if problem is not None:
+                config, learned["learned_fallback"] = (dataclasses.replace(config, start="prior"),
+                                                       f"prior instead: {problem}")
         with progress_bar("sample") if self.progress else nullcontext() as progress:
-            return assimilate_sample(tracks.positions, tracks.times, tracks.release, model, self.config, key,
-                                     progress=progress)
+            estimate = assimilate_sample(tracks.positions, tracks.times, tracks.release, model, config, key,
+                                         proposal=proposal, progress=progress)
+        if not learned:
+            return estimate
+        return dataclasses.replace(estimate, info={**estimate.info, "start": "learned", **learned})
 
 
 class LearnedMethod(Method):
@@ -199,16 +247,21 @@ METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (Linear, Var, Enkf,
 
 
 def make_method(name: str, options: dict | None = None, run_dir=None, encoder=None) -> Method:
-    """Returns the method `name` with `options`, a learned one with the encoder given or restored from `run_dir`.
+    """Returns the method `name` with `options`, a learned one (or sample with start "learned") with the encoder given
+    or restored from `run_dir`.
 
     Raises:
-        ValueError: for an unknown method or option, or a learned method without an encoder or run.
+        ValueError: for an unknown method or option, or a learned method (or sample's start "learned") without an
+            encoder or run.
     """
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}")
     cls = METHODS[name]
     config, notes = configure(name, cls.Config, dict(options or {}))  # checked before any run is restored
-    if not cls.learned:
+    if cls is Sample and config.start == "learned":  # the one start of an unlearned method that reads an encoder
+        method = (Sample.from_run(run_dir, config) if encoder is None and run_dir is not None
+                  else Sample(config, encoder=encoder))  # with neither: ValueError(LEARNED_START)
+    elif not cls.learned:
         method = cls(config)
     elif encoder is not None:
         method = cls(encoder, config)

@@ -37,16 +37,35 @@ The noise std sigma of the misfit is the given noise_std, else the one of most e
 (variational.map_fit): the posterior is then the one given that empirical-Bayes sigma, recorded in
 the result ("noise_source": "var evidence").
 
-Start from a proposal (SampleConfig.start = "var": var's Laplace Gaussian at its MAP; "proposal": a
-q = N(m, S) given by the caller in Python, e.g. a learned conditional or `linear`'s Gaussian), with S
-times proposal_scale. The
-bridge q^(1-l) (p0 L)^l is a valid path for any q: its ends are q and pi, and the incremental
-weights (p0 L / q)^(l' - l) make each stage an exact importance step, so the product of the
-stages' mean weights estimates Z = ∫ p0 L dx, the evidence, as from the prior (q = p0 gives the
-usual likelihood tempering). Importance sampling from q and stopping is the special case the
-adaptive schedule picks by itself: if the weights p0 L / q already keep target_ess, the first
+Start from a proposal (SampleConfig.start = "var": var's Laplace Gaussian at its MAP; "learned": the learned
+conditional of the tracks, below; "proposal": a q = N(m, S) given by the caller in Python, e.g. `linear`'s
+Gaussian), with S times proposal_scale. The bridge q^(1-l) (p0 L)^l is a valid path for any q: its ends
+are q and pi, and the incremental weights (p0 L / q)^(l' - l) make each stage an exact importance step,
+so the product of the stages' mean weights estimates Z = ∫ p0 L dx, the evidence, as from the prior
+(q = p0 gives the usual likelihood tempering). Importance sampling from q and stopping is the special
+case the adaptive schedule picks by itself: if the weights p0 L / q already keep target_ess, the first
 stage reaches l = 1. q must cover pi: a posterior mode that q misses is found only if the HMC moves
-reach it, so inflate S (proposal_scale > 1) for a proposal that may be overconfident.
+reach it, so inflate S (proposal_scale > 1) for a proposal that may be overconfident. The diagnostics
+say how far the start was from where the sampler ended (`start_offsets`: q's mean from the posterior
+mean in posterior stds, and q's std over the posterior's), the cheap measure of how good a proposal was.
+
+Start "learned" (the posterior amortised by a trained encoder): q is the learned conditional of the field's
+tracks, the Gaussian N(m_L, diag v_L) that `hybrid` takes as its prior in closed form (in a chosen basis, or
+with --closed-form true; by default hybrid estimates the same conditional from a prior bank's moments): the
+encoder's embedding of the tracks (learned.field_queries) through the closed form of its similarity
+(learned.closed_form, eqs. 41a / 48a), capped at the prior and floored (hybrid.learned_prior);
+`learned_proposal` builds it. The encoder is needed for this start only, so the `Sample` method
+(lagda.assimilation.methods.registry) takes it as an optional Scorer, restored by `Sample.from_run(run)`
+(`lagda assimilate --method sample --start learned --model RUN`), and the result records the run. Refused, one
+line each: a similarity with no closed form (cosine, as the shipped encoder's, and kernel sets: their conditional
+is a bank's reweighting, not a Gaussian), an encoder of other modes than the model's, and a chosen basis
+(--basis; hybrid has its own basis rules). Tracks the encoder cannot read (a transformer encoder away
+from its training times) follow hybrid's rule: the prior instead, said in the field's info ("learned_fallback"),
+which here means the prior start. hybrid's learned_noise_limit is not applied: it guards an estimate that
+multiplies the conditional in, while the bridge's weights correct a proposal exactly, so an untrusted q costs
+stages, not accuracy. A q far outside the prior can cost very many: an untrained encoder whose conditional sat
+~100 prior stds from the truth took ~400 stages on the K = 9 twin and ended with NaN particles (NaN rhat and
+start_offsets in its info); widen q (proposal_scale > 1) for an encoder not known to be calibrated.
 
 Diagnostics (JSON types, per run and across `runs` independent runs, each from its own key): the
 schedule, ESS, acceptance, step size and leapfrog count per stage, the log evidence, the
@@ -283,6 +302,18 @@ def run_diagnostics(runs: list[dict]) -> dict:
             "agreement_fraction_beyond_p99": float(np.mean(chi2 > stats.chi2.ppf(0.99, dof)))}
 
 
+def start_offsets(initial, samples, weights) -> dict:
+    """Returns how far the start q = N(mean, root root^T) (`initial`, the scaled factor) was from the posterior of the
+    weighted samples `(n, d)`, in posterior stds per coordinate: the RMS and largest |q mean - posterior mean| / std,
+    and the median q std / posterior std (above 1: q was wider)."""
+    q_mean, q_root = (np.asarray(a, np.float64) for a in initial)
+    mean = weights @ samples
+    std = np.maximum(np.sqrt(weights @ (samples - mean) ** 2), np.finfo(np.float64).tiny)
+    offset = (q_mean - mean) / std
+    return {"start_offset_rms": float(np.sqrt(np.mean(offset**2))), "start_offset_max": float(np.max(np.abs(offset))),
+            "start_spread_median": float(np.median(np.sqrt(np.sum(q_root**2, axis=1)) / std))}
+
+
 def smc_sample(log_likelihood: Callable, prior: Gaussian, key, config: SampleConfig, data=(),
                proposal: Gaussian | None = None, progress: Callable | None = None):
     """Returns (samples `(run * particle, d)`, weights `(run * particle,)` summing to 1, diagnostics dict)
@@ -299,7 +330,7 @@ def smc_sample(log_likelihood: Callable, prior: Gaussian, key, config: SampleCon
         Run r's particles are rows r N .. (r + 1) N - 1. diagnostics: per run the schedule
         ("tempering"), ESS / N, acceptance, divergent fraction, step size and leapfrog steps per
         stage, stages, log_evidence, tempering_complete; across runs run_diagnostics, the log of the
-        runs' mean evidence estimate, stages_max; seconds.
+        runs' mean evidence estimate, stages_max, start_offsets (q against the pooled posterior); seconds.
     Raises:
         ValueError: for a bad config, a proposal missing or not asked for, or mismatched shapes.
     """
@@ -335,6 +366,7 @@ def smc_sample(log_likelihood: Callable, prior: Gaussian, key, config: SampleCon
                    "stages_max": max(p["stages"] for p in per_run),
                    "tempering_complete": all(p["tempering_complete"] for p in per_run),
                    "log_evidence": float(logsumexp([p["log_evidence"] for p in per_run]) - math.log(config.runs)),
+                   **start_offsets(initial, samples, weights / weights.sum()),
                    "seconds": time.perf_counter() - start_time}
     return samples, weights / weights.sum(), diagnostics
 
@@ -387,23 +419,24 @@ def assimilate_sample(positions, times, release, model: FlowModel, config: Sampl
     The target is exp(-J(x)) with J var's 4D-Var cost at the misfit's noise std sigma: config.noise_std
     when given, else the noise of most evidence at var's MAP (variational.map_fit), so the posterior is
     the one given that empirical-Bayes sigma (info says which). start "var" starts from var's Laplace
-    Gaussian at its MAP (covariance times proposal_scale), "proposal" from the caller's.
+    Gaussian at its MAP (covariance times proposal_scale), "proposal" from the caller's, "learned" from the
+    learned conditional the caller passes as `proposal` (`learned_proposal`; the Sample method does both).
 
     Args:
         positions: `(drifter, obs, 2)` unwrapped; times: `(drifter, obs)`; release: `(drifter, 2)` or None.
         config: SampleConfig; key: JAX PRNG key.
-        proposal: Gaussian over x = (Re c, Im c) `(2K,)` to start from (config.start "proposal"), e.g.
-            the mean and covariance of another method's estimate, or None.
+        proposal: Gaussian over x = (Re c, Im c) `(2K,)` to start from (config.start "proposal" or "learned"),
+            e.g. the mean and covariance of another method's estimate, or None.
         prior: (mean `(2K,)`, var `(2K,)`) replacing N(0, D), or None.
         progress: progress(stage, l) after every stage (progress_bar makes one).
     Returns:
         FieldEstimate of complex samples `(member, mode)`; info: sigma, noise_source, start, the sampler's
         diagnostics (smc_sample), var's MAP cost when it ran, cost_mean (J at the posterior mean), seconds.
     Raises:
-        ValueError: for a bad config, or a proposal missing for start "proposal".
+        ValueError: for a bad config, or a proposal missing for start "proposal" or "learned" (or given for another).
     """
     config.validate()
-    if (config.start == "proposal") != (proposal is not None):
+    if (config.start in ("proposal", "learned")) != (proposal is not None):
         raise ValueError(f"start {config.start!r} {'needs' if proposal is None else 'takes no'} proposal")
     with jax.enable_x64(True):  # sigma may be 1e-6 of positions ~1: float32 cannot hold the misfit
         start_time = time.perf_counter()
@@ -430,3 +463,42 @@ def assimilate_sample(positions, times, release, model: FlowModel, config: Sampl
                  "cost_mean": cost(weights @ samples, problem), "seconds": time.perf_counter() - start_time}
         samples, weights = _kept(samples, weights, config.members, keep_key)
     return FieldEstimate(to_complex(samples), weights, info=info)
+
+
+def learned_proposal(tracks, model: FlowModel, scorer) -> tuple[Gaussian | None, str | None]:
+    """Returns (q, None) for start "learned": the learned conditional of one field's tracks, the Gaussian hybrid takes
+    as its prior (learned.field_queries, learned.closed_form, hybrid.learned_prior); or (None, why) for tracks the
+    encoder cannot read (hybrid's rule: the prior instead; the caller starts from it and says why).
+
+    Args:
+        tracks: one field's lagda.io.tracks.Tracks; model: the FlowModel the encoder was trained in (its modes, their
+            frequencies and prior: `lagda assimilate --model RUN` takes them from the run).
+        scorer: learned.Scorer of a trained run (learned.scorer_from_run).
+    Raises:
+        ValueError: (one line) for a chosen basis, a similarity with no closed-form conditional, or an encoder of
+            other modes than the model's.
+    """
+    from lagda.assimilation.methods.hybrid import learned_prior
+    from lagda.assimilation.methods.learned import closed_form, field_queries
+
+    n_x = 2 * model.n_modes
+    if model.time is not None:
+        raise ValueError("sample --start learned works in lagda's own model, not in a chosen basis (--basis): start "
+                         "from var or the prior there")
+    if scorer.kind not in ("inner", "l2"):
+        kind = scorer.kind if isinstance(scorer.kind, str) else type(scorer.kind).__name__
+        raise ValueError(f"sample --start learned: the encoder's similarity {kind!r} has no closed-form conditional: "
+                         "use a run trained with --similarity inner or l2")
+    modes = scorer.modes or {}
+    same = (scorer.mask is None or np.shape(scorer.mask) == (n_x,)) and (
+        modes.get("k1") is None or (np.array_equal(modes["k1"], model.k1) and np.array_equal(modes["k2"], model.k2)))
+    if not same:
+        raise ValueError(f"sample --start learned: the encoder was trained on other modes than these tracks' model "
+                         f"({model.n_modes} modes): assimilate in the run's model (--model RUN)")
+    (query,), (problem,) = field_queries(tracks, scorer)
+    if problem is not None:
+        return None, problem
+    if np.shape(query) != (n_x,):
+        raise ValueError(f"sample --start learned: the encoder embeds into {np.shape(query)[0]} coordinates, these "
+                         f"tracks' model has {n_x}: assimilate in the run's model (--model RUN)")
+    return Gaussian(*learned_prior(*closed_form(query, model, scorer), model)), None
