@@ -7,6 +7,7 @@ from lagda.assimilation.methods.linear_gaussian import log_evidence, normal_log_
 from lagda.assimilation.methods.prior_search import (
     PriorSearch,
     _Whitened,
+    climb,
     fit_shape,
     log_spectrum_features,
     search_prior,
@@ -103,3 +104,18 @@ def test_zero_guard_on_tracks_without_signal():
     mean, cov, prior_var, _, _, info = search_prior(points, t, vel, track, 1e-4, model)
     assert info["zero_guard"] and "prior mean (zero)" in info["zero_guard_note"]
     assert np.all(mean == 0) and np.allclose(np.diag(cov), prior_var)
+
+
+@pytest.mark.parametrize("minimum", [0, 1, 2, 3, 4])
+def test_climb_finds_the_minimum_of_a_unimodal_grid_without_trying_the_far_side(minimum):
+    grid = (1.0, 2.0, 4.0, 8.0, 16.0)
+    tried = []
+
+    def objective(x):
+        tried.append(x)
+        return (np.log2(x) - minimum) ** 2
+
+    assert climb(grid, objective) == grid[minimum]
+    # from the middle (index 2): its left neighbour, then onwards while the objective falls; never both ends
+    expected = {0: {0, 1, 2}, 1: {0, 1, 2}, 2: {1, 2, 3}, 3: {1, 2, 3, 4}, 4: {1, 2, 3, 4}}[minimum]
+    assert set(tried) == {grid[i] for i in expected} and len(tried) == len(expected)

@@ -8,11 +8,13 @@ the velocities under the OU + white error model of `representation`. The error m
 variance rep_var) is chosen by K-fold cross-validation over held-out drifters: the evidence prefers long,
 small OU errors on the smooth unresolved velocity, which fit worse, while held-out drifters sample the
 Eulerian field the estimate is scored on. The grid is searched coordinate-wise (the time scales at the middle
-variance, then the variances at the best time scale). For speed the shape is fitted once at the grid's middle error
-model and only its amplitude at each of the others, on lag-1 pairs thinned to about one a day (the OU time
-scale of days makes denser pairs redundant). If the best model predicts held-out drifters no better than
-zero (CV ratio >= 1) or its evidence exceeds the zero-signal model's by no more than one nat per fitted
-prior parameter, the estimate is the prior mean (zero) and the info says so: never worse than answering zero.
+variance, then the variances at the best time scale), each coordinate by descending from its middle point while the
+CV ratio falls (`climb`: the grid's far end is tried only when the ratio still falls towards it). For speed the
+shape is fitted once at the grid's middle error model and only its amplitude at each of the others, on lag-1 pairs
+thinned to about one a day (the OU time scale of days makes denser pairs redundant). If the best model predicts
+held-out drifters no better than zero (CV ratio >= 1) or its evidence exceeds the zero-signal model's by no more than
+one nat per fitted prior parameter, the estimate is the prior mean (zero) and the info says so: never worse than
+answering zero.
 """
 
 from __future__ import annotations
@@ -64,8 +66,9 @@ class _Whitened:
         grams, rhss, yy = [], [], 0.0
         for fold in arranged:
             gw, yw, _ = whiten_track_series(fold, *error)
-            upper = dsyrk(1.0, gw, trans=1)  # G^T G in the upper triangle, zeros below
-            grams.append(upper + np.triu(upper, 1).T)
+            gram = dsyrk(1.0, gw, trans=1)  # G^T G in the upper triangle, zeros below
+            gram += np.triu(gram, 1).T
+            grams.append(gram)
             rhss.append(gw.T @ yw)
             yy += float(yw @ yw)
         return cls(grams, rhss, sum(grams), sum(rhss), yy)
@@ -117,7 +120,7 @@ def fit_shape(whitened: _Whitened, features, offset, theta0) -> tuple[np.ndarray
         grad = np.where(np.abs(log_var - top) < LOG_VAR_RANGE, grad, 0.0)
         return -ratio, -(features.T @ grad)
 
-    found = minimize(objective, theta0, jac=True, method="BFGS", options={"gtol": 1e-3, "maxiter": 200})
+    found = minimize(objective, theta0, jac=True, method="BFGS", options={"gtol": 0.05, "maxiter": 200})
     return found.x, float(-found.fun)
 
 
@@ -127,7 +130,7 @@ def fit_amplitude(whitened: _Whitened, features, offset, theta) -> tuple[np.ndar
     shift[: -2] = 1.0
     ratio = lambda s: normal_log_evidence(whitened.gram, whitened.rhs, whitened.yy,
                                           np.exp(features @ (theta + s * shift) + offset))
-    found = minimize_scalar(lambda s: -ratio(s), bounds=(-6.0, 6.0), method="bounded", options={"xatol": 0.02})
+    found = minimize_scalar(lambda s: -ratio(s), bounds=(-6.0, 6.0), method="bounded", options={"xatol": 0.05})
     return theta + found.x * shift, float(-found.fun)
 
 
@@ -142,6 +145,25 @@ def cross_validate(whitened: _Whitened, raw, prior_var) -> float:
         sse += float(np.sum((vel - g @ x) ** 2))
         zero += float(np.sum(vel**2))
     return sse / max(zero, 1e-300)
+
+
+def climb(grid, objective):
+    """Returns the point of `grid` (increasing) of least objective found by descending from its middle point: its
+    two neighbours, then onwards in the better direction while the objective falls. On a unimodal objective this is
+    the grid's minimum; it spares the grid's far end (the CV ratio of the error models falls to one best time scale
+    and variance, then rises)."""
+    values = {}
+
+    def value(i):
+        if i not in values:
+            values[i] = objective(grid[i])
+        return values[i]
+
+    best = (len(grid) - 1) // 2
+    for step in (-1, 1):
+        while 0 <= best + step < len(grid) and value(best + step) < value(best):
+            best += step
+    return grid[best]
 
 
 def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, tau=None):
@@ -185,8 +207,8 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
         return tried[tau_i, var_i]
 
     # coordinate search: the time scales at the middle variance, then the variances at the best time scale
-    tau_best = min((score(tau_i, middle[1]) for tau_i in taus), key=lambda r: r[0])[2]
-    best = min((score(tau_best, var_i) for var_i in variances), key=lambda r: r[0])
+    tau_best = climb(taus, lambda tau_i: score(tau_i, middle[1])[0])
+    best = score(tau_best, climb(variances, lambda var_i: score(tau_best, var_i)[0]))
     _, cv, tau_best, var_best, ratio, theta, prior_var, whitened = best
     # no better than zero on held-out drifters, or no more evidence than the zero-signal model's plus one nat per
     # fitted prior parameter (AIC's penalty: the fitted evidence of pure noise is a little above zero's)
@@ -198,7 +220,8 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
                                    "k0": spectrum_origin(model)},
             "current_prior_var": msq, "cv_ratio": cv, "cv_folds": n_folds, "log_evidence_ratio_to_zero": ratio,
             "search_pairs": len(t), "search_spacing_days": spec.spacing_days, "error_model_table": table,
-            "error_model_search": "time scales at the middle variance, then variances at the best time scale",
+            "error_model_search": "time scales at the middle variance, then variances at the best time scale, each "
+                                  "descending from the grid's middle (climb)",
             "final_solve": "the searched pairs at the chosen prior and error model",
             "zero_guard": zero}
     if zero:
