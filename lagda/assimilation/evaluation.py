@@ -46,8 +46,6 @@ def evaluate_assimilation(tracks_path, methods=("linear", "embed", "hybrid"), ru
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
         raise ValueError(f"unknown method(s) {', '.join(bad) or '(none)'}; valid methods: {', '.join(METHODS)}")
-    if run_dir is None and any(METHODS[m].learned for m in methods):
-        raise ValueError("methods retrieve / embed / hybrid need a trained model (--model RUN)")
     used = set()
     configs = {}
     for m in methods:  # every option must apply to some method
@@ -55,6 +53,11 @@ def evaluate_assimilation(tracks_path, methods=("linear", "embed", "hybrid"), ru
         used |= {name for name in options if name in {f.name for f in dataclasses.fields(METHODS[m].Config)}}
         for line in notes:
             log(f"note: {m}: {line}")
+    # the learned methods, and sample started from the learned conditional, read the trained encoder
+    reads_encoder = {m for m in methods if METHODS[m].learned or getattr(configs[m], "start", None) == "learned"}
+    if run_dir is None and reads_encoder:
+        raise ValueError("methods retrieve / embed / hybrid and sample --start learned need a trained model "
+                         "(--model RUN)")
     unused = sorted(set(options) - used - set(RENAMED))
     if unused:
         raise ValueError(f"option(s) {', '.join(unused)} apply to none of the methods {', '.join(methods)}")
@@ -70,11 +73,16 @@ def evaluate_assimilation(tracks_path, methods=("linear", "embed", "hybrid"), ru
             for line in lines:
                 log(f"{kind}: {line}")
         # the trained model, restored once for every learned method
-        encoder = scorer_from_run(run_dir)[0] if any(METHODS[m].learned for m in methods) else None
+        encoder = scorer_from_run(run_dir)[0] if reads_encoder else None
         table = {}
         for m in methods:
             start = time.perf_counter()
-            method = METHODS[m](encoder, configs[m]) if METHODS[m].learned else METHODS[m](configs[m])
+            if METHODS[m].learned:
+                method = METHODS[m](encoder, configs[m])
+            elif m in reads_encoder:
+                method = METHODS[m](configs[m], encoder=encoder, run=str(run_dir))
+            else:
+                method = METHODS[m](configs[m])
             post = method(tracks, model, jax.random.key(seed))
             scores = score_posterior(post, tracks, model.k1, model.k2, model.omega, model.dt, n_grid=n_grid)
             table[m] = {name: v for name, v in scores.items() if name != "per_field"}
