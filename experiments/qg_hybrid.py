@@ -66,12 +66,13 @@ def training_pairs(windows, work: pathlib.Path, validation: int, every: int) -> 
     return train, held
 
 
-def train_encoder(train, held, run: pathlib.Path, epochs: int, batch: int) -> float:
+def train_encoder(train, held, run: pathlib.Path, epochs: int, batch: int, weights: str = "uniform") -> float:
     """Trains (or resumes) the set encoder on the pairs; returns the seconds spent.
 
-    The similarity compares whitened coefficients (similarity_weights "prior": each mode over its prior std, so the
-    closed-form conditional shrinks every mode alike); the temperature starts at the mean squared distance between
-    two training coefficient vectors so weighted (logits of order one) and is learned.
+    `weights` is the similarity's (TrainConfig.similarity_weights): "uniform" (the run in results/qg_hybrid.md), or
+    "prior" (whitened coefficients: each mode over its prior std, so the closed-form conditional shrinks every mode
+    alike). The temperature starts at the mean squared distance between two training coefficient vectors so weighted
+    (logits of order one) and is learned.
     """
     from lagda.learning.config import learned
     from lagda.learning.data import load_paired
@@ -79,13 +80,13 @@ def train_encoder(train, held, run: pathlib.Path, epochs: int, batch: int) -> fl
     from lagda.learning.train import train as train_run
 
     data = load_paired(train)
-    weight = similarity_mask(data.k1, data.k2, False, data.prior_scale)
+    weight = similarity_mask(data.k1, data.k2, False, data.prior_scale if weights == "prior" else None)
     x = np.concatenate([data.coef.real, data.coef.imag], axis=1).astype(np.float64) * weight
     tau = float(2 * np.mean(np.sum((x - x.mean(0)) ** 2, axis=1)))  # E|x_i - x_j|^2, weighted
 
     config = learned(epochs=epochs, regime="mixture", regime_max_drifters=64, regime_stride_max=2,
                      regime_gap_max=0.3, regime_noise_max=2e-5, regime_dense_prob=0.0, similarity="l2",
-                     learn_tau=True, tau=tau, mask_mean_mode=False, set_init="basis", similarity_weights="prior",
+                     learn_tau=True, tau=tau, mask_mean_mode=False, set_init="basis", similarity_weights=weights,
                      batch_size=batch,
                      eval_library=16, eval_batch=16, lr=1e-2, warmup=20)
     start = time.perf_counter()
@@ -127,6 +128,8 @@ def main(argv=None) -> int:
     parser.add_argument("--validation", type=int, default=16, help="windows held out of training")
     parser.add_argument("--every", type=int, default=4, help="keep every n-th fix of the windows file (daily of "
                         "6-hourly: the encoder's cost grows with the fixes; it reads held-out tracks at this cadence)")
+    parser.add_argument("--similarity-weights", choices=("uniform", "prior"), default="uniform",
+                        help="the similarity's weights (prior: whitened coefficients; not yet measured here)")
     parser.add_argument("--drifters", default="16,64")
     parser.add_argument("--flows", type=int, default=2)
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "results" / "qg_hybrid.csv")
@@ -134,7 +137,7 @@ def main(argv=None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     run = args.work / "run"
     train, held = training_pairs(args.windows, args.work, args.validation, args.every)
-    seconds = train_encoder(train, held, run, args.epochs, args.batch_size)
+    seconds = train_encoder(train, held, run, args.epochs, args.batch_size, args.similarity_weights)
     print(f"trained {run} in {seconds:.0f} s", flush=True)
     test, clim = args.data / "turbulence_test.nc", args.data / "turbulence_climatology.nc"
     rows = []
