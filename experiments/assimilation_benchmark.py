@@ -6,7 +6,9 @@ position noise `noise` (passed as noise_std), `drifters` per flow released at (0
 (jittered by up to 0.2 with several drifters) or uniformly on the torus ("uniform").
 
 Methods (`--methods`): every name the `assimilate` dispatcher knows (`hybrid:REFINE` sets
-the hybrid setting `refine`; a learned name is skipped without `--run`), plus rows computed here:
+the hybrid setting `refine`; a learned name is skipped without `--run`; a name ending in `@estimated`,
+e.g. `hybrid@estimated`, is given no noise level and estimates it, as a user's run does), plus rows computed
+here:
 - `truth-map`: the oracle, Gauss-Newton 4D-Var started from the TRUE coefficients with the
   exact prior and the true noise (lagda.assimilation.methods.search.truth_map); no method can
   use it, it bounds what a method that finds the truth's basin reaches in as many iterations
@@ -116,8 +118,9 @@ SAMPLER_ROW = "posterior-mean"  # the sample method's posterior mean, with every
 
 
 def family(method: str) -> str:
-    """Returns the method's family: 'hybrid' for hybrid:none or hybrid+search, 'search' for search:prior."""
-    return re.split(r"[:+]", method)[0]
+    """Returns the method's family: 'hybrid' for hybrid:none, hybrid+search or hybrid@estimated, 'search' for
+    search:prior."""
+    return re.split(r"[:+@]", method)[0]
 
 
 def make_tracks(modes, scale, dt, n_obs, stride, n_field, n_drifter, noise, seed, release="cluster") -> Tracks:
@@ -167,10 +170,14 @@ def direct_posterior(method: str, tracks: Tracks, model: FlowModel, config: Hybr
 def run_method(method, tracks, model: FlowModel, regime: Regime, settings):
     """Returns (Posterior, wall seconds) of one method on one regime's tracks.
 
-    Every method gets 64 members and the regime's noise (None when exact); var its `--var-iterations`,
+    Every method gets 64 members and the regime's noise (None when exact; none either for a name ending in
+    `@estimated`: the method estimates it, as `lagda assimilate` does by default); var its `--var-iterations`,
     hybrid and the searches `--search-iterations` per stage and start.
     """
-    common = {"members": 64, "noise_std": regime.noise if regime.noise > 0 else None}
+    method, _, noise = method.partition("@")  # hybrid@estimated: no noise level given, as the command's default
+    if noise not in ("", "estimated"):
+        raise ValueError(f"unknown noise setting @{noise} (only @estimated)")
+    common = {"members": 64, "noise_std": regime.noise if regime.noise > 0 and not noise else None}
     start = time.perf_counter()
     if method.partition(":")[0] == SAMPLER_ROW:  # posterior-mean, or from var's Laplace or the learned conditional
         particles, runs, begin = settings.sample_particles, settings.sample_runs, method.partition(":")[2] or "prior"
