@@ -140,7 +140,7 @@ def gaussian_samples(key, mean, cov, n: int) -> np.ndarray:
     """
     cov = (cov + cov.T) / 2.0
     try:  # a Cholesky root: a tenth of an eigendecomposition's time
-        root = cholesky(cov, lower=True, check_finite=False)
+        root = cholesky(cov, lower=True)
     except np.linalg.LinAlgError:  # semidefinite (a direction of zero spread): the eigenvalues clipped at zero
         eigval, eigvec = np.linalg.eigh(cov)
         root = eigvec * np.sqrt(np.clip(eigval, 0.0, None))[None, :]
