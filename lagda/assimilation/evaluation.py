@@ -73,6 +73,8 @@ def evaluate_assimilation(tracks_path, methods=("linear", "embed", "hybrid"), ru
             for line in lines:
                 log(f"{kind}: {line}")
         # the trained model, restored once for every learned method
+        from lagda.learning.model import run_identity
+
         encoder = scorer_from_run(run_dir)[0] if reads_encoder else None
         table = {}
         for m in methods:
@@ -80,7 +82,7 @@ def evaluate_assimilation(tracks_path, methods=("linear", "embed", "hybrid"), ru
             if METHODS[m].learned:
                 method = METHODS[m](encoder, configs[m])
             elif m in reads_encoder:
-                method = METHODS[m](configs[m], encoder=encoder, run=str(run_dir))
+                method = METHODS[m](configs[m], encoder=encoder, run=run_identity(run_dir))  # as Sample.from_run
             else:
                 method = METHODS[m](configs[m])
             post = method(tracks, model, jax.random.key(seed))
