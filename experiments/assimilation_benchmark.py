@@ -27,7 +27,9 @@ here:
   the same sampler from var's Laplace Gaussian (the speed-up a proposal buys, at equal accuracy), and
   `posterior-mean:learned` (with `--run`, an encoder of the inner or l2 similarity) from the learned
   conditional of the tracks, hybrid's prior (the posterior amortised by the encoder); a regime whose tracks
-  the encoder cannot read skips that row rather than start it from the prior. Their `seconds_per_track`
+  the encoder cannot read skips that row rather than start it from the prior; `posterior-mean:hybrid` (with
+  `--run`, any encoder hybrid reads) from hybrid's posterior of the tracks (the learned conditional after the
+  data). Their `seconds_per_track`
   over posterior-mean's is the speed-up (the first sampler row of a run also pays the stage's compilation:
   compare fields after the first in the `.fields.csv`, or run each row alone).
 Every method is also the ratio of its median error to posterior-mean's (`vs_posterior_mean`).
@@ -179,16 +181,16 @@ def run_method(method, tracks, model: FlowModel, regime: Regime, settings):
         raise ValueError(f"unknown noise setting @{noise} (only @estimated)")
     common = {"members": 64, "noise_std": regime.noise if regime.noise > 0 and not noise else None}
     start = time.perf_counter()
-    if method.partition(":")[0] == SAMPLER_ROW:  # posterior-mean, or from var's Laplace or the learned conditional
+    if method.partition(":")[0] == SAMPLER_ROW:  # posterior-mean, or from var's, the learned or hybrid's Gaussian
         particles, runs, begin = settings.sample_particles, settings.sample_runs, method.partition(":")[2] or "prior"
-        learned = {}
-        if begin == "learned":  # the run's encoder (restored once); every field's conditional, or the row is skipped
+        # the run's encoder (restored once) for the learned conditional, or for hybrid's posterior of each field
+        learned = {"encoder": settings.scorer, "run": settings.run} if begin in ("learned", "hybrid") else {}
+        if begin == "learned":  # every field's conditional, or the row is skipped (hybrid has its own fallback)
             from lagda.assimilation.methods.learned import field_queries
 
             problems = [p for p in field_queries(tracks, settings.scorer)[1] if p]
             if problems:
                 raise ValueError(f"{method}: the encoder cannot read these tracks ({problems[0]})")
-            learned = {"encoder": settings.scorer, "run": settings.run}
         sampler = METHODS["sample"](**common | {"members": particles * runs, "particles": particles, "runs": runs,
                                                 "particle_batch": settings.sample_batch, "start": begin}, **learned)
         post = sampler(tracks, model, jax.random.key(0))
@@ -247,9 +249,9 @@ def field_records(post: Posterior, scores: dict, fields, base: dict, drifters: i
     return out
 
 
-def summarise(records) -> list[dict]:
+def summarise(records, yardstick: str = SAMPLER_ROW) -> list[dict]:
     """Returns one row per (regime, method) from per-field records: means over fields, the median
-    field error, the median search cost, and the summed wall time (ratios to truth-map added)."""
+    field error, the median search cost, and the summed wall time (ratios to truth-map and `yardstick` added)."""
     groups = {}
     for r in records:
         groups.setdefault((r["regime"], r["method"]), []).append(r)
@@ -268,7 +270,7 @@ def summarise(records) -> list[dict]:
                      "tempering_complete": (float(np.mean(value("tempering_complete")))
                                             if "tempering_complete" in group[0] else float("nan")),
                      "wall_s": float(np.sum(value("wall_s")))})
-    add_truth_ratios(rows)
+    add_truth_ratios(rows, yardstick)
     return rows
 
 
@@ -285,10 +287,11 @@ def read_csv(path) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
-def add_truth_ratios(rows) -> None:
-    """Sets every row's vs_truth_map and vs_posterior_mean: its median field error over truth-map's and
-    posterior-mean's in the same regime (nan without one)."""
-    for reference, column in (("truth-map", "vs_truth_map"), (SAMPLER_ROW, "vs_posterior_mean")):
+def add_truth_ratios(rows, yardstick: str = SAMPLER_ROW) -> None:
+    """Sets every row's vs_truth_map and vs_posterior_mean: its median field error over truth-map's and the
+    posterior mean's (the `yardstick` row: posterior-mean, or a sampler row of another start) in the same regime
+    (nan without one)."""
+    for reference, column in (("truth-map", "vs_truth_map"), (yardstick, "vs_posterior_mean")):
         ref_error = {r["regime"]: float(r["velocity_rel_l2_median"]) for r in rows if r["method"] == reference}
         for r in rows:
             ref = ref_error.get(r["regime"], float("nan"))
@@ -306,7 +309,7 @@ def _best(group, families):
     return min(rows, key=_err) if rows else None
 
 
-def summary(rows) -> str:
+def summary(rows, yardstick: str = SAMPLER_ROW) -> str:
     """Returns the markdown verdict per regime: truth-map's and posterior-mean's median field error, the best
     classical, search and learned method with their error and ratio to truth-map, hybrid's ratio to
     posterior-mean, and var vs hybrid time."""
@@ -319,7 +322,7 @@ def summary(rows) -> str:
     for regime, group in groups.items():
         by_method = {r["method"]: r for r in group}
         oracle = _err(by_method["truth-map"]) if "truth-map" in by_method else float("nan")
-        mean_error = _err(by_method[SAMPLER_ROW]) if SAMPLER_ROW in by_method else float("nan")
+        mean_error = _err(by_method[yardstick]) if yardstick in by_method else float("nan")
         cells = [regime, f"{oracle:.3g}", f"{mean_error:.3g}"]
         for families in (CLASSICAL, ("search",), LEARNED):
             best = _best(group, families)
@@ -334,7 +337,7 @@ def summary(rows) -> str:
     return "\n".join(lines)
 
 
-def write_tables(rows, out: pathlib.Path, header: str) -> str:
+def write_tables(rows, out: pathlib.Path, header: str, yardstick: str = SAMPLER_ROW) -> str:
     """Writes out (CSV) and out.md (the full table and the summary); returns the markdown."""
     write_csv(rows, out)
     names = [n for n in (*SCORES, "basin_fraction", "map_cost", "rhat_max", "runs_agree", "tempering_complete",
@@ -343,7 +346,7 @@ def write_tables(rows, out: pathlib.Path, header: str) -> str:
     for r in rows:
         lines.append(f"| {r['regime']} | {r['drifters']} | {r['obs']} | {r['method']} | "
                      + " | ".join(f"{float(r[n]):.3g}" for n in names) + " |")
-    text = f"{header}\n\n" + "\n".join(lines) + "\n\n" + summary(rows) + "\n"
+    text = f"{header}\n\n" + "\n".join(lines) + "\n\n" + summary(rows, yardstick) + "\n"
     out.with_suffix(".md").write_text(text)
     return text
 
@@ -379,10 +382,10 @@ def plot(rows, path) -> None:
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true",
-                   help="K = 9, T = 0.02, 2 fields, strides capped at T / 4: a smoke test")
+                   help="K = 9, T = 0.02, 2 fields (unless --fields), strides capped at T / 4: a smoke test")
     p.add_argument("--run", help="trained run directory (enables retrieve, embed, hybrid and posterior-mean:learned; "
                                  "modes from the run)")
-    p.add_argument("--fields", type=int, default=16, help="held-out flows per regime")
+    p.add_argument("--fields", type=int, default=None, help="held-out flows per regime (default 16; 2 with --quick)")
     p.add_argument("--var-iterations", type=int, default=10, help="var: Gauss-Newton iterations per continuation stage")
     p.add_argument("--truth-iterations", type=int, default=None,
                    help="truth-map: Gauss-Newton iterations (default: as many as a search start gets)")
@@ -399,6 +402,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--sample-runs", type=int, default=2, help="posterior-mean: independent SMC runs")
     p.add_argument("--sample-batch", type=int, default=0,
                    help="posterior-mean: particles moved at once (0: all; bounds GPU memory)")
+    p.add_argument("--yardstick", default=SAMPLER_ROW,
+                   help="the sampler row that vs_posterior_mean and the summary's posterior-mean column divide by "
+                        "(e.g. posterior-mean:var on many fields, checked against posterior-mean on some)")
     p.add_argument("--out", default="results/assimilation_benchmark.csv")
     p.add_argument("--figure", default=None, help="also draw the errors, ratios and times (PNG)")
     p.add_argument("--from-csv", default=None, help="only redraw --out's markdown and --figure from this CSV")
@@ -412,6 +418,8 @@ def parse_args(argv=None) -> argparse.Namespace:
             raise ValueError
     except ValueError:
         p.error(f"--shard must be I/N with 0 <= I < N, got {args.shard!r}")
+    if args.fields is not None and args.fields < 1:
+        p.error(f"--fields must be >= 1, got {args.fields}")
     unknown = sorted(set(args.regimes.split(",")) - set(REGIMES))
     if unknown:
         p.error(f"unknown regime(s) {', '.join(unknown)}; valid: {', '.join(REGIMES)}")
@@ -421,9 +429,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.from_csv or args.merge:
-        rows = read_csv(args.from_csv) if args.from_csv else summarise([r for f in args.merge for r in read_csv(f)])
+        rows = (read_csv(args.from_csv) if args.from_csv
+                else summarise([r for f in args.merge for r in read_csv(f)], args.yardstick))
         source = args.from_csv or ", ".join(args.merge)
-        print(write_tables(rows, pathlib.Path(args.out), f"(redrawn from {source})"))
+        print(write_tables(rows, pathlib.Path(args.out), f"(redrawn from {source}; posterior mean: {args.yardstick})",
+                           args.yardstick))
         if args.figure:
             plot(rows, args.figure)
         return 0
@@ -437,10 +447,10 @@ def main(argv=None) -> int:
                            spectrum(k1, k2, 1.5, 10.0), dt)
         args.scorer = None
     k1, k2, omega, scale, dt = model.k1, model.k2, model.omega, model.scale, model.dt
-    n_fields = 2 if args.quick else args.fields
+    n_fields = args.fields or (2 if args.quick else 16)
     n_steps = int(round(t_final / dt))
-    methods = [m for m in args.methods.split(",") if args.run or (family(m) not in LEARNED
-                                                                  and m != SAMPLER_ROW + ":learned")]
+    methods = [m for m in args.methods.split(",") if args.run or (family(m) not in LEARNED and m not in
+                                                                  (SAMPLER_ROW + ":learned", SAMPLER_ROW + ":hybrid"))]
     fields = [f for f in range(n_fields) if f % args.shard_count == args.shard_index]
     out = pathlib.Path(args.out)
     records = []
@@ -459,15 +469,15 @@ def main(argv=None) -> int:
             base = {"regime": name, "drifters": regime.drifters, "obs": n_steps // stride, "method": method}
             records += field_records(post, s, fields, base, regime.drifters, wall)
             write_csv(records, out.with_suffix(".fields.csv"))  # after every method: an interrupted run keeps its rows
-            row = summarise(records[-len(fields):])[0]
+            row = summarise(records[-len(fields):], args.yardstick)[0]
             print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
     if args.shard_count > 1:
         print(f"shard {args.shard}: per-field scores in {out.with_suffix('.fields.csv')}; summarise with --merge")
         return 0
-    rows = summarise(records)
+    rows = summarise(records, args.yardstick)
     command = "python3 experiments/assimilation_benchmark.py " + " ".join(argv if argv is not None else sys.argv[1:])
     header = f"`{command}` ({n_fields} fields per regime, model run: {args.run or 'none'})"
-    print("\n" + write_tables(rows, out, header))
+    print("\n" + write_tables(rows, out, header, args.yardstick))
     if args.figure:
         plot(rows, args.figure)
     if not args.run:

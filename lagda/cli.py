@@ -269,8 +269,9 @@ def _add_assimilate_parser(subparsers) -> None:
         "assimilate", help="recover the velocity field (with uncertainty) from observed drifter tracks",
         description="Assimilate drifter tracks into the flow model: writes the posterior over the Fourier "
                     "coefficients and the posterior mean/std of psi, u, v on a grid to a netCDF result file.")
-    p.add_argument("--model", metavar="RUN", help="trained model run directory (used by retrieve, embed, hybrid; "
-                   "default for them: the encoder shipped with lagda that reads every observation regime, "
+    p.add_argument("--model", metavar="RUN", help="trained model run directory (used by retrieve, embed, hybrid and "
+                   "sample --start learned / hybrid; default for all but --start learned: the encoder shipped with "
+                   "lagda that reads every observation regime, "
                    "lagda/shipped/learned/); for linear, var, enkf it supplies the modes and prior when given, else "
                    "they come from the track file")
     p.add_argument("--tracks", required=True, metavar="FILE",
@@ -355,11 +356,13 @@ def _run_assimilate(args: argparse.Namespace) -> int:
     from lagda.assimilation.assimilate import assimilate_file
 
     chosen = ASSIM_METHODS[args.method]
-    if args.model is None and chosen.learned and chosen.chosen_basis and args.basis is not None:
+    # sample started from hybrid's posterior reads an encoder as the learned methods do, and defaults as they do
+    reads_encoder = chosen.learned or (args.method == "sample" and options.get("start") == "hybrid")
+    if args.model is None and reads_encoder and chosen.chosen_basis and args.basis is not None:
         raise ValueError(f"--method {args.method} with --basis needs --model RUN: an encoder trained on pairs in that "
                          "basis (lagda.assimilation.basis.write_basis_pairs; experiments/qg_hybrid.py); the shipped "
                          "encoders know lagda's own flows only")
-    if args.model is None and ASSIM_METHODS[args.method].learned and args.basis is None:
+    if args.model is None and reads_encoder and args.basis is None:
         from lagda.demo import DEFAULT_MODEL, shipped
 
         args.model = str(shipped(DEFAULT_MODEL))  # the learned methods default to the shipped encoder of every regime

@@ -78,3 +78,8 @@ def test_ratios_to_both_references_per_regime(bench):
     bench.add_truth_ratios(rows)
     assert [r["vs_truth_map"] for r in rows[:3]] == [1.0, 2.0, 2.5] and math.isnan(rows[3]["vs_truth_map"])
     assert [r["vs_posterior_mean"] for r in rows[:3]] == [0.5, 1.0, 1.25] and math.isnan(rows[3]["vs_posterior_mean"])
+    # --yardstick: the posterior mean of another start (here var's Laplace Gaussian) is the reference instead
+    rows.append({"regime": "a", "method": "posterior-mean:var", "velocity_rel_l2_median": 0.25})
+    bench.add_truth_ratios(rows, "posterior-mean:var")
+    assert [r["vs_posterior_mean"] for r in rows[:3]] == [0.8, 1.6, 2.0] and rows[4]["vs_posterior_mean"] == 1.0
+    assert bench.summary(rows, "posterior-mean:var").splitlines()[2].split("|")[3].strip() == "0.25"

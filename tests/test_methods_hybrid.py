@@ -107,9 +107,10 @@ def test_cli_evaluate_assimilation_prints_a_table_and_writes_json(twin, tmp_path
     scores = json.loads(out.read_text())
     assert list(scores) == ["linear"] and scores["linear"]["velocity_rel_l2"] < 0.05
     assert main(["evaluate", "--assimilation", "--tracks", str(tmp_path / "t.nc"), "--methods", "embed"]) == 2
-    assert main(["evaluate", "--assimilation", "--tracks", str(tmp_path / "t.nc"), "--methods", "sample", "--start",
-                 "learned"]) == 2
-    assert "sample --start learned need a trained model" in capsys.readouterr().err
+    for start in ("learned", "hybrid"):
+        assert main(["evaluate", "--assimilation", "--tracks", str(tmp_path / "t.nc"), "--methods", "sample",
+                     "--start", start]) == 2
+        assert "sample --start learned / hybrid need a trained model" in capsys.readouterr().err
     assert main(["evaluate", "--model", str(tmp_path)]) == 2  # retrieval mode still needs --data
 
 

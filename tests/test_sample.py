@@ -1,7 +1,8 @@
 """sample: tempered SMC against the linear-Gaussian twin's closed-form posterior and evidence, from the prior and
 from an offset proposal, one compilation for every stage and call, R-hat and the lineage standard error
 against their definitions, and the field-level method on a tiny noisy track, started from the prior, from var's
-Laplace Gaussian and from the learned conditional of an encoder (start "learned").
+Laplace Gaussian, from the learned conditional of an encoder (start "learned") and from hybrid's posterior
+(start "hybrid").
 
 Tolerances come from the sampler's own Monte Carlo error: each of RUNS independent runs (own key) gives an
 estimate; their spread gives the standard error of the pooled one, so (pooled - exact) / se follows Student's
@@ -380,7 +381,7 @@ def test_learned_start_without_a_usable_encoder_is_one_line(field, tmp_path, cap
         with pytest.raises(ValueError, match="start 'learned' needs a trained encoder") as error:
             build()
         assert "\n" not in str(error.value)
-    with pytest.raises(ValueError, match="an encoder serves start 'learned' only, not 'var'"):
+    with pytest.raises(ValueError, match="an encoder serves starts learned and hybrid only, not 'var'"):
         Sample(start="var", encoder=_oracle(np.zeros(18), twin.model))
     cosine = Scorer(lambda positions, times, valid: np.ones((1, 18)), "cosine", 0.05, any_regime=True)
     with pytest.raises(ValueError, match="similarity 'cosine' has no closed-form conditional: use a run trained with"):
@@ -397,3 +398,77 @@ def test_learned_start_without_a_usable_encoder_is_one_line(field, tmp_path, cap
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "start 'learned' needs a trained encoder" in err[0]
     assert not (tmp_path / "r.nc").exists()
+
+
+# ---------------------------------------------------------------- start "hybrid": hybrid's posterior as q
+
+
+def test_gaussian_of_members_is_their_weighted_mean_and_covariance():
+    """Gaussian.of_members keeps the members' deviations as its root: L L^T is their weighted covariance exactly
+    (an identity, not a Monte Carlo estimate), also for complex members; fewer members than coordinates is refused."""
+    rng = np.random.default_rng(3)
+    x, w = rng.normal(size=(40, 6)) * np.linspace(1e-6, 2.0, 6), rng.uniform(size=40)
+    w /= w.sum()
+    mean, lower = gaussian_root(Gaussian.of_members(x, w))
+    centred = x - w @ x
+    np.testing.assert_allclose(mean, w @ x, rtol=1e-14, atol=1e-16)
+    np.testing.assert_allclose(lower @ lower.T, (centred * w[:, None]).T @ centred, rtol=1e-10, atol=1e-22)
+    np.testing.assert_allclose(np.diag(gaussian_root(Gaussian.of_members(x, w), scale=4.0)[1]), 2 * np.diag(lower))
+    complex_members = Gaussian.of_members(x[:, :3] + 1j * x[:, 3:], w)
+    np.testing.assert_array_equal(complex_members.mean, Gaussian.of_members(x, w).mean)
+    with pytest.raises(ValueError, match=r"root must be \(6, n\) with n >= 6"):
+        gaussian_root(Gaussian.of_members(x[:5], np.full(5, 0.2)))
+
+
+@pytest.fixture(scope="module")
+def hybrid_start(field, run):
+    """Returns the field's estimate started from hybrid's posterior (the one-epoch inner run's encoder, restored by
+    make_method as `lagda assimilate --method sample --start hybrid --model RUN` does), FIELD_RUNS runs."""
+    twin, positions, _ = field
+    method = make_method("sample", FIELD | {"start": "hybrid", "runs": FIELD_RUNS}, run_dir=run)
+    return method, method.estimate(_tracks(twin, positions), twin.model, jax.random.key(7))
+
+
+def test_hybrid_start_reaches_the_prior_starts_posterior_mean(starts, hybrid_start):
+    """From hybrid's posterior the sampler reaches the posterior the prior start reaches: the runs' means agree within
+    Monte Carlo error (Welch t, Bonferroni), in no more stages than from the prior."""
+    prior, hybrid = starts[0], hybrid_start[1]
+    a, b = (_per_run(to_real(e.samples), e.weights, FIELD_RUNS)[0] for e in (prior, hybrid))
+    se = np.sqrt(a.var(axis=0, ddof=1) / FIELD_RUNS + b.var(axis=0, ddof=1) / FIELD_RUNS)
+    t = np.abs(a.mean(axis=0) - b.mean(axis=0)) / se
+    assert np.all(t < stats.t.ppf(1.0 - ALPHA / (2 * a.shape[1]), FIELD_RUNS - 1)), f"max |t| {t.max():.2f}"
+    assert hybrid.info["tempering_complete"] and hybrid.info["stages_max"] <= prior.info["stages_max"]
+
+
+def test_hybrid_start_records_hybrids_decisions_and_the_run(field, run, hybrid_start):
+    """The info says the start, the run, what hybrid decided (its learned conditional used, the noise it was given)
+    and hybrid's seconds; hybrid drew HYBRID_MEMBERS_PER_DIM members per coordinate for q."""
+    from lagda.assimilation.methods.sample import HYBRID_MEMBERS_PER_DIM
+    from lagda.learning.model import run_identity
+
+    method, estimate = hybrid_start
+    info = estimate.info
+    assert isinstance(method, Sample) and method.run == run_identity(run)
+    assert info["start"] == "hybrid" and info["learned_run"] == run_identity(run) and info["hybrid_seconds"] > 0
+    assert info["hybrid"]["learned_conditional"] is True and info["hybrid"]["noise_source"] == "given"
+    assert method.hybrid.config.members == HYBRID_MEMBERS_PER_DIM * 18 and method.hybrid.config.noise_std == NOISE
+    assert np.isfinite(info["start_offset_rms"]) and info["start_spread_median"] > 0
+    json.dumps(info)
+
+
+def test_command_line_starts_hybrid_from_the_shipped_encoder_by_default(tmp_path, monkeypatch):
+    """`lagda assimilate --method sample --start hybrid` without --model reads the shipped encoder, as the learned
+    methods do; start "learned" does not default (its closed form needs another similarity)."""
+    from lagda.assimilation import assimilate as module
+    from lagda.cli import main
+    from lagda.demo import DEFAULT_MODEL, shipped
+    from lagda.testing import write_twin_tracks
+
+    write_twin_tracks(make_twin(n_field=1, n_drifter=1, n_obs=10, stride=6, seed=2), tmp_path / "tracks.nc")
+    calls = []
+    monkeypatch.setattr(module, "assimilate_file", lambda *args, **kwargs: calls.append(kwargs) or
+                        {"notes": [], "warnings": [], "diagnostics": ""})
+    for start in ("hybrid", "var"):
+        main(["assimilate", "--tracks", str(tmp_path / "tracks.nc"), "--method", "sample", "--start", start, "--out",
+              str(tmp_path / "r.nc")])
+    assert calls[0]["run_dir"] == str(shipped(DEFAULT_MODEL)) and calls[1]["run_dir"] is None

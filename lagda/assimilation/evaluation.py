@@ -14,7 +14,7 @@ import numpy as np
 from lagda import report
 from lagda.assimilation.methods.config import RENAMED
 from lagda.assimilation.methods.learned import scorer_from_run
-from lagda.assimilation.methods.registry import METHODS
+from lagda.assimilation.methods.registry import ENCODER_STARTS, METHODS
 from simulate.atomic import write_atomic
 
 COLUMNS = (("velocity_rel_l2", "field err"), ("track_velocity_rel_l2", "track-vel err"),
@@ -53,10 +53,10 @@ def evaluate_assimilation(tracks_path, methods=("linear", "embed", "hybrid"), ru
         used |= {name for name in options if name in {f.name for f in dataclasses.fields(METHODS[m].Config)}}
         for line in notes:
             log(f"note: {m}: {line}")
-    # the learned methods, and sample started from the learned conditional, read the trained encoder
-    reads_encoder = {m for m in methods if METHODS[m].learned or getattr(configs[m], "start", None) == "learned"}
+    # the learned methods, and sample started from the learned conditional or hybrid's posterior, read the encoder
+    reads_encoder = {m for m in methods if METHODS[m].learned or (m == "sample" and configs[m].start in ENCODER_STARTS)}
     if run_dir is None and reads_encoder:
-        raise ValueError("methods retrieve / embed / hybrid and sample --start learned need a trained model "
+        raise ValueError("methods retrieve / embed / hybrid and sample --start learned / hybrid need a trained model "
                          "(--model RUN)")
     unused = sorted(set(options) - used - set(RENAMED))
     if unused:

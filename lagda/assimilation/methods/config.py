@@ -127,7 +127,7 @@ class VarConfig(OptimiserConfig):
         return super().checks() + [(self.iterations >= 1, f"iterations must be >= 1, got {self.iterations}")]
 
 
-SAMPLE_STARTS = ("prior", "var", "learned", "proposal")
+SAMPLE_STARTS = ("prior", "var", "learned", "hybrid", "proposal")
 MASS_MATRICES = ("dense", "diagonal")
 # whitened units: below, the moves stall; above, leapfrog on a unit Gaussian nears its instability (2)
 STEP_SIZE_RANGE = (1e-3, 1.0)
@@ -153,11 +153,12 @@ class SampleConfig(MethodConfig):
                                    "false)")
     final_moves: int = setting(1, "stages of resampling and moves at l = 1 (equal weights afterwards)")
     sigma_floor: float = setting(1e-6, "smallest position noise std used in the misfit (domain lengths)")
-    start: Literal["prior", "var", "learned", "proposal"] = setting(
+    start: Literal["prior", "var", "learned", "hybrid", "proposal"] = setting(
         "prior", "initial particles: the prior (the gold standard), var (its Laplace Gaussian at the MAP), learned "
                  "(the learned conditional of the tracks, hybrid's prior; needs --model RUN, an encoder trained with "
-                 "the inner or l2 similarity) or proposal (a Gaussian given in Python); each but the prior with its "
-                 "covariance times proposal_scale")
+                 "the inner or l2 similarity), hybrid (hybrid's posterior of the tracks: the learned conditional times "
+                 "the likelihood; any encoder hybrid reads, by default the shipped one) or proposal (a Gaussian given "
+                 "in Python); each but the prior with its covariance times proposal_scale")
     proposal_scale: float = setting(1.0, "a proposal's covariance is multiplied by this (> 1 for overconfident ones)")
     particle_batch: int = setting(0, "particles moved at once (lax.map over batches; 0: all by vmap): bounds the "
                                      "memory of the gradient through RK4 (~3.5 MB per particle and drifter for 1000 "

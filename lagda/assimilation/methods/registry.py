@@ -124,26 +124,29 @@ class Enkf(Method):
         return assimilate_enkf(tracks.positions, tracks.times, tracks.release, model, self.config, key)
 
 
-LEARNED_START = ("sample: start 'learned' needs a trained encoder whose similarity has a closed-form conditional "
-                 "(inner or l2; the shipped encoder's cosine has none): --model RUN, or Sample.from_run(RUN) / run_dir "
-                 "in Python")
+ENCODER_STARTS = ("learned", "hybrid")  # sample's starts that read a trained encoder
+LEARNED_START = ("sample: start {start!r} needs a trained encoder (for 'learned', one whose similarity has a "
+                 "closed-form conditional: inner or l2; the shipped encoder's cosine has none): --model RUN, or "
+                 "Sample.from_run(RUN) / run_dir in Python")
 
 
 class Sample(Method):
-    """`sample`; with start "learned" it also holds a trained encoder, whose learned conditional of each field's
-    tracks is the sampler's initial Gaussian (methods.sample.learned_proposal).
+    """`sample`; with start "learned" or "hybrid" it also holds a trained encoder: the learned conditional of each
+    field's tracks (methods.sample.learned_proposal), or hybrid's posterior of them (a Hybrid of the same encoder),
+    is the sampler's initial Gaussian.
 
-    Design: the encoder is needed by that one start, so Sample stays an unlearned method (`learned` False: no encoder
-    for the other starts, and the command line does not default to the shipped encoder, whose cosine similarity has
-    no closed form) that takes an optional encoder: `Sample(config, encoder=scorer, run=name)`, or
+    Design: the encoder is needed by those starts only, so Sample stays an unlearned method (`learned` False: no
+    encoder for the other starts) that takes an optional encoder: `Sample(config, encoder=scorer, run=name)`, or
     `Sample.from_run(run_dir, config)` as the learned methods' `from_run`; `make_method` (so `lagda assimilate
-    --method sample --start learned --model RUN`) restores the run for that start only.
+    --method sample --start learned|hybrid --model RUN`) restores the run for those starts only. The command line
+    defaults start "hybrid" to the shipped encoder, as the learned methods; start "learned" needs a closed-form
+    similarity, which the shipped cosine one has not.
     """
 
     name, Config = "sample", SampleConfig
     summary = ("the posterior itself by tempered SMC with HMC moves (blackjax): its mean, the estimate of least "
-               "expected error, and its spread; the gold standard, slow (--start learned: from the learned "
-               "conditional of a --model RUN)")
+               "expected error, and its spread; the gold standard, slow (--start var, learned or hybrid: from var's "
+               "Laplace Gaussian, the learned conditional of a --model RUN, or hybrid's posterior)")
 
     def __init__(self, config: SampleConfig | None = None, *, encoder=None, run: str | None = None, **options):
         """Args:
@@ -153,10 +156,11 @@ class Sample(Method):
             ValueError: start "learned" without an encoder, or an encoder for another start (one line).
         """
         super().__init__(config, **options)
-        if (self.config.start == "learned") != (encoder is not None):
-            raise ValueError(LEARNED_START if encoder is None else
-                             f"sample: an encoder serves start 'learned' only, not {self.config.start!r}")
-        self.encoder, self.run = encoder, run
+        if (self.config.start in ENCODER_STARTS) != (encoder is not None):
+            raise ValueError(LEARNED_START.format(start=self.config.start) if encoder is None else
+                             f"sample: an encoder serves starts {' and '.join(ENCODER_STARTS)} only, "
+                             f"not {self.config.start!r}")
+        self.encoder, self.run, self.hybrid = encoder, run, None
 
     @classmethod
     def from_run(cls, run_dir, config: SampleConfig | None = None, **options) -> "Sample":
@@ -179,12 +183,30 @@ class Sample(Method):
             if problem is not None:
                 config, learned["learned_fallback"] = (dataclasses.replace(config, start="prior"),
                                                        f"prior instead: {problem}")
+        elif config.start == "hybrid":  # hybrid's posterior of the field, moment-matched
+            proposal, learned = self._hybrid_proposal(tracks, model, key)
         with progress_bar("sample") if self.progress else nullcontext() as progress:
             estimate = assimilate_sample(tracks.positions, tracks.times, tracks.release, model, config, key,
                                          proposal=proposal, progress=progress)
         if not learned:
             return estimate
-        return dataclasses.replace(estimate, info={**estimate.info, "start": "learned", **learned})
+        return dataclasses.replace(estimate, info={**estimate.info, "start": self.config.start, **learned})
+
+    def _hybrid_proposal(self, tracks, model, key):
+        """Returns (q, info) for start "hybrid": hybrid's posterior of one field as a Gaussian, and what hybrid
+        decided (kept under "hybrid") with its seconds."""
+        import jax
+
+        from lagda.assimilation.methods.sample import HYBRID_MEMBERS_PER_DIM, Gaussian
+
+        if self.hybrid is None:  # one Hybrid per sampler: its prior bank serves every field
+            self.hybrid = Hybrid(self.encoder, noise_std=self.config.noise_std,
+                                 members=HYBRID_MEMBERS_PER_DIM * 2 * model.n_modes)
+        start = time.perf_counter()
+        field = self.hybrid.estimate(tracks, model, jax.random.fold_in(key, 1))
+        decided = {k: v for k, v in field.info.items() if isinstance(v, (str, bool, int, float)) or v is None}
+        return (Gaussian.of_members(field.samples, field.weights),
+                {"learned_run": self.run, "hybrid": decided, "hybrid_seconds": time.perf_counter() - start})
 
 
 class LearnedMethod(Method):
@@ -258,7 +280,7 @@ def make_method(name: str, options: dict | None = None, run_dir=None, encoder=No
         raise ValueError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}")
     cls = METHODS[name]
     config, notes = configure(name, cls.Config, dict(options or {}))  # checked before any run is restored
-    if cls is Sample and config.start == "learned":  # the one start of an unlearned method that reads an encoder
+    if cls is Sample and config.start in ENCODER_STARTS:  # the starts of an unlearned method that read an encoder
         method = (Sample.from_run(run_dir, config) if encoder is None and run_dir is not None
                   else Sample(config, encoder=encoder))  # with neither: ValueError(LEARNED_START)
     elif not cls.learned:
