@@ -107,7 +107,7 @@ from lagda.assimilation.methods.variational import cost, map_fit, observation_pr
 from lagda.assimilation.model import FlowModel, to_complex, to_real
 from lagda.assimilation.posterior import FieldEstimate
 
-HYBRID_MEMBERS_PER_DIM = 40  # start "hybrid": members per coordinate of the moment-matched q (covariance error ~15%)
+HYBRID_MEMBERS_PER_DIM = 40  # start "hybrid": members per coordinate of q (its spread within ~sqrt(1/40) = 16%)
 RIDGE = 1e-9  # dense whitening: covariance + RIDGE diag(covariance), positive definite in float64
 INITIAL_DRAW = 2**31 - 1  # fold_in index of a run's initial draw; stage s uses fold_in(run key, s)
 PROPOSAL_RIDGES = (0.0, 1e-12, 1e-9, 1e-6)  # relative ridges tried on a given covariance (gaussian_root)
