@@ -285,6 +285,15 @@ def _oracle(x, model, tau=1.0) -> Scorer:
                   modes={"k1": model.k1.tolist(), "k2": model.k2.tolist()})
 
 
+def _assert_same_posterior_mean(one, other):
+    """Asserts two estimates of FIELD_RUNS runs each have the same posterior mean within Monte Carlo error (Welch t
+    over the runs' means, Bonferroni over the coordinates)."""
+    a, b = (_per_run(to_real(e.samples), e.weights, FIELD_RUNS)[0] for e in (one, other))
+    se = np.sqrt(a.var(axis=0, ddof=1) / FIELD_RUNS + b.var(axis=0, ddof=1) / FIELD_RUNS)
+    t = np.abs(a.mean(axis=0) - b.mean(axis=0)) / se
+    assert np.all(t < stats.t.ppf(1.0 - ALPHA / (2 * a.shape[1]), FIELD_RUNS - 1)), f"max |t| {t.max():.2f}"
+
+
 @pytest.fixture(scope="module")
 def starts(field):
     """Returns (prior start, learned start) estimates of the field, FIELD_RUNS runs each; the learned conditional is
@@ -301,10 +310,7 @@ def test_learned_start_reaches_the_prior_starts_posterior_mean(starts):
     """Both starts sample one posterior: their runs' means agree within Monte Carlo error (Welch t, Bonferroni)."""
     prior, learned = starts
     assert prior.samples.shape == learned.samples.shape == (FIELD_RUNS * 48, 9)  # every particle kept, runs in blocks
-    a, b = (_per_run(to_real(e.samples), e.weights, FIELD_RUNS)[0] for e in (prior, learned))
-    se = np.sqrt(a.var(axis=0, ddof=1) / FIELD_RUNS + b.var(axis=0, ddof=1) / FIELD_RUNS)
-    t = np.abs(a.mean(axis=0) - b.mean(axis=0)) / se
-    assert np.all(t < stats.t.ppf(1.0 - ALPHA / (2 * a.shape[1]), FIELD_RUNS - 1)), f"max |t| {t.max():.2f}"
+    _assert_same_posterior_mean(prior, learned)
     assert prior.info["tempering_complete"] and learned.info["tempering_complete"]
 
 
@@ -433,10 +439,7 @@ def test_hybrid_start_reaches_the_prior_starts_posterior_mean(starts, hybrid_sta
     """From hybrid's posterior the sampler reaches the posterior the prior start reaches: the runs' means agree within
     Monte Carlo error (Welch t, Bonferroni), in no more stages than from the prior."""
     prior, hybrid = starts[0], hybrid_start[1]
-    a, b = (_per_run(to_real(e.samples), e.weights, FIELD_RUNS)[0] for e in (prior, hybrid))
-    se = np.sqrt(a.var(axis=0, ddof=1) / FIELD_RUNS + b.var(axis=0, ddof=1) / FIELD_RUNS)
-    t = np.abs(a.mean(axis=0) - b.mean(axis=0)) / se
-    assert np.all(t < stats.t.ppf(1.0 - ALPHA / (2 * a.shape[1]), FIELD_RUNS - 1)), f"max |t| {t.max():.2f}"
+    _assert_same_posterior_mean(prior, hybrid)
     assert hybrid.info["tempering_complete"] and hybrid.info["stages_max"] <= prior.info["stages_max"]
 
 

@@ -456,10 +456,10 @@ def assimilate_sample(positions, times, release, model: FlowModel, config: Sampl
         FieldEstimate of complex samples `(member, mode)`; info: sigma, noise_source, start, the sampler's
         diagnostics (smc_sample), var's MAP cost when it ran, cost_mean (J at the posterior mean), seconds.
     Raises:
-        ValueError: for a bad config, or a proposal missing for start "proposal" or "learned" (or given for another).
+        ValueError: for a bad config, or a proposal missing for a start but prior and var (or given for those).
     """
     config.validate()
-    if (config.start in ("proposal", "learned", "hybrid")) != (proposal is not None):
+    if (config.start not in ("prior", "var")) != (proposal is not None):  # every other start is the caller's q
         raise ValueError(f"start {config.start!r} {'needs' if proposal is None else 'takes no'} proposal")
     with jax.enable_x64(True):  # sigma may be 1e-6 of positions ~1: float32 cannot hold the misfit
         start_time = time.perf_counter()
