@@ -287,6 +287,12 @@ def read_csv(path) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
+def on_yardstick_flows(records, yardstick: str) -> list[dict]:
+    """Returns the per-field records of the (regime, field) pairs that the `yardstick` row has."""
+    flows = {(r["regime"], r["field"]) for r in records if r["method"] == yardstick}
+    return [r for r in records if (r["regime"], r["field"]) in flows]
+
+
 def add_truth_ratios(rows, yardstick: str = SAMPLER_ROW) -> None:
     """Sets every row's vs_truth_map and vs_posterior_mean: its median field error over truth-map's and the
     posterior mean's (the `yardstick` row: posterior-mean, or a sampler row of another start) in the same regime
@@ -411,6 +417,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--shard", default="0/1", metavar="I/N", help="assimilate only the fields f = I mod N; "
                    "writes only the per-field file (OUT with suffix .fields.csv)")
     p.add_argument("--merge", nargs="+", metavar="FIELDS_CSV", help="summarise shards' per-field files into --out")
+    p.add_argument("--yardstick-flows", action="store_true",
+                   help="with --merge: summarise every method on the flows the yardstick row has in each regime only "
+                        "(a sampler run on some of the flows, compared flow for flow)")
     args = p.parse_args(argv)
     try:
         args.shard_index, args.shard_count = (int(v) for v in args.shard.split("/"))
@@ -423,14 +432,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     unknown = sorted(set(args.regimes.split(",")) - set(REGIMES))
     if unknown:
         p.error(f"unknown regime(s) {', '.join(unknown)}; valid: {', '.join(REGIMES)}")
+    if args.yardstick_flows and not args.merge:
+        p.error("--yardstick-flows needs --merge")
     return args
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.from_csv or args.merge:
-        rows = (read_csv(args.from_csv) if args.from_csv
-                else summarise([r for f in args.merge for r in read_csv(f)], args.yardstick))
+        records = [r for f in args.merge or () for r in read_csv(f)]
+        if args.yardstick_flows:
+            records = on_yardstick_flows(records, args.yardstick)
+        rows = read_csv(args.from_csv) if args.from_csv else summarise(records, args.yardstick)
         source = args.from_csv or ", ".join(args.merge)
         print(write_tables(rows, pathlib.Path(args.out), f"(redrawn from {source}; posterior mean: {args.yardstick})",
                            args.yardstick))

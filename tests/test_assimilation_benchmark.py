@@ -83,3 +83,18 @@ def test_ratios_to_both_references_per_regime(bench):
     bench.add_truth_ratios(rows, "posterior-mean:var")
     assert [r["vs_posterior_mean"] for r in rows[:3]] == [0.8, 1.6, 2.0] and rows[4]["vs_posterior_mean"] == 1.0
     assert bench.summary(rows, "posterior-mean:var").splitlines()[2].split("|")[3].strip() == "0.25"
+
+
+def test_yardstick_flows_keep_only_the_flows_the_sampler_ran_on(bench):
+    """--yardstick-flows: a sampler run on some flows is compared flow for flow, every method on those flows only."""
+    records = [{"regime": regime, "method": method, "field": str(f)}
+               for regime in ("a", "b") for method in ("hybrid", "linear") for f in range(4)]
+    records += [{"regime": "a", "method": "posterior-mean:var", "field": "2"},
+                {"regime": "b", "method": "posterior-mean:var", "field": "0"},
+                {"regime": "b", "method": "posterior-mean:var", "field": "3"}]
+    kept = bench.on_yardstick_flows(records, "posterior-mean:var")
+    assert {(r["regime"], r["field"]) for r in kept} == {("a", "2"), ("b", "0"), ("b", "3")}
+    assert sorted(r["method"] for r in kept if r["regime"] == "b") == ["hybrid"] * 2 + ["linear"] * 2 + [
+        "posterior-mean:var"] * 2
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--yardstick-flows"])  # only a merge has flows to choose

@@ -5,7 +5,9 @@ The target is the posterior of x = (Re c, Im c) `(2K,)` that `var` maximises,
 z(x) the RK4 positions at the observations (variational.residuals without its prior rows), so
 exp(-J(x)) with J the 4D-Var cost is pi up to a constant, for lagda's Fourier model and a chosen
 basis alike. Where the tracks do not determine the field (one sparse track) pi has many modes,
-and its mean, the estimate of least expected error, is not the MAP of any one of them.
+and its mean, the estimate of least expected error, is not the MAP of any one of them. Tracks observed
+every fused.FUSED_MIN_STRIDE or more steps take log L and its gradient from the fused operator
+(`fused_log_likelihood`: the gradient -J^T r by forward sensitivity, ~8x faster than reverse mode at K = 49).
 
 Sampler (blackjax.adaptive_tempered_smc): N particles from an initial Gaussian q move along the
 bridge of densities pi_l ∝ q^(1-l) (p0 L)^l, l = 0 -> 1. Each stage resamples (systematic), moves
