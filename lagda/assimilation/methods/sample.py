@@ -435,8 +435,8 @@ def fused_log_likelihood(op: FusedOperator) -> Callable:
     fused.FUSED_MIN_STRIDE or more steps), data = (Problem.fused_arguments() without op, normalising constant).
 
     The value comes from fused_residuals; its gradient -J^T r from the one fused run of fused_residuals_jacobian,
-    the sensitivity in forward mode, which costs ~1/7 of reverse mode through the RK4 steps (K = 9 and 49 on a
-    CPU: benchmarks/bench_jacobian.py --part sampler). The same log L and gradient to rounding; cached per operator.
+    the sensitivity in forward mode, which costs ~1/8 of reverse mode through the RK4 steps (K = 49 on a CPU:
+    benchmarks/bench_jacobian.py --part sampler). The same log L and gradient to rounding; cached per operator.
     """
 
     def split(r, x):
