@@ -414,6 +414,11 @@ def progress_bar(desc: str = "sample"):
         bar.close()
 
 
+def _misfit_rows(rows, x):
+    """Returns the misfit rows of variational.residuals (or of its Jacobian): those before the 2K prior rows."""
+    return rows[: rows.shape[0] - x.shape[0]]
+
+
 @functools.lru_cache(maxsize=16)
 def track_log_likelihood(n_sim: int, stride: int) -> Callable:
     """Returns log L(x, data) = -|misfit|^2 / 2 + data[1] for the tracks of one field, the misfit the data
@@ -422,9 +427,7 @@ def track_log_likelihood(n_sim: int, stride: int) -> Callable:
 
     def log_likelihood(x, data):
         problem, log_norm = data
-        r = residuals(x, *problem, n_sim, stride)
-        misfit = r[: r.shape[0] - x.shape[0]]  # the rows after it are the prior's
-        return -0.5 * jnp.sum(misfit**2) + log_norm
+        return -0.5 * jnp.sum(_misfit_rows(residuals(x, *problem, n_sim, stride), x) ** 2) + log_norm
 
     return log_likelihood
 
@@ -439,19 +442,16 @@ def fused_log_likelihood(op: FusedOperator) -> Callable:
     benchmarks/bench_jacobian.py --part sampler). The same log L and gradient to rounding; cached per operator.
     """
 
-    def split(r, x):
-        return r[: r.shape[0] - x.shape[0]]  # the rows after the misfit are the prior's
-
     @jax.custom_vjp
     def log_likelihood(x, data):
         arguments, log_norm = data
-        misfit = split(fused_residuals(x, *arguments, op), x)
+        misfit = _misfit_rows(fused_residuals(x, *arguments, op), x)
         return -0.5 * jnp.sum(misfit**2) + log_norm
 
     def forward(x, data):
         arguments, log_norm = data
         r, jac = fused_residuals_jacobian(x, *arguments, op)
-        misfit, jac = split(r, x), split(jac, x)
+        misfit, jac = _misfit_rows(r, x), _misfit_rows(jac, x)
         return -0.5 * jnp.sum(misfit**2) + log_norm, -(jac.T @ misfit)
 
     def backward(gradient, cotangent):
