@@ -69,6 +69,38 @@ def log_evidence(g, y, prior_var, noise_var=None, n_grid: int = 41) -> float:
     return _log_marginal(s, z, rest, len(y), noise_var)
 
 
+def noise_posterior_std(g, y, prior_var, n_grid: int = 1000) -> float:
+    """Returns the posterior median of the noise std s of y = G x + e under a uniform prior on s.
+
+    With fewer informative data than parameters the marginal likelihood N(y; 0, G D G^T + s^2 I) is
+    flat in s below the weakest signal direction (the smallest singular value of G D^{1/2}): it cannot
+    tell noise from signal there, so its maximum (`linear_posterior`'s empirical Bayes) falls to the
+    floor whatever the true noise. A uniform prior on the standard deviation over [0, rms(y)] (no more
+    noise than data; not the log-uniform, whose infinite mass near 0 would take that flat part to the
+    floor too) keeps the estimate on the scale the data allow; where the evidence is peaked (many data)
+    it is the maximum's to within its width. The integral is a log grid over EVIDENCE_RANGE of
+    mean(y^2), then a fine grid where the posterior weight lies.
+
+    Args:
+        g: `(n, p)` design; y: `(n,)` data; prior_var: `(p,)` diagonal prior covariance D.
+    """
+    _, s, _, z, rest = whitened_svd(g, y, prior_var, 0.0)  # the SVD route: resolves the smallest noise
+    n, scale = len(y), max(float(np.mean(y**2)), 1e-300)
+
+    def log_weight(log_v):  # log [p(y | s) p(s) ds / dlog v] with p(s) uniform: + log s
+        return np.array([_log_marginal(s, z, rest, n, np.exp(v)) for v in log_v]) + 0.5 * log_v
+
+    coarse = np.linspace(np.log(EVIDENCE_RANGE[0]), np.log(EVIDENCE_RANGE[1]), 121) + np.log(scale)
+    w = log_weight(coarse)
+    inside = np.flatnonzero(w > w.max() - 20.0)  # outside, under e^-20 of the peak's weight per unit log v
+    step = coarse[1] - coarse[0]
+    fine = np.linspace(max(coarse[inside[0]] - step, coarse[0]), min(coarse[inside[-1]] + step, coarse[-1]), n_grid)
+    w = log_weight(fine)
+    w = np.exp(w - w.max())
+    cumulative = np.concatenate([[0.0], np.cumsum((w[1:] + w[:-1]) / 2.0)])  # trapezoids
+    return float(np.exp(0.5 * np.interp(0.5 * cumulative[-1], cumulative, fine)))
+
+
 def _gram_floor(s, y) -> float:
     """Returns the smallest noise variance the normal-equation route of `whitened_svd` resolves."""
     return GRAM_MARGIN * max(float(np.max(s, initial=0.0)) ** 2, float(y @ y))
