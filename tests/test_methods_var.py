@@ -24,6 +24,7 @@ from lagda.assimilation.methods.variational import (
     residuals,
 )
 from lagda.assimilation.model import to_real
+from lagda.assimilation.posterior import describe_diagnostics
 from lagda.testing import make_twin
 
 NOISE = 1e-3
@@ -150,7 +151,8 @@ def test_one_iteration_from_the_prior_mean_is_not_converged_and_noise_is_estimat
 def test_noise_of_sparse_tracks_is_estimated_from_the_evidence(noise):
     """4 drifters, 10 positions 100 RK4 steps apart: third differences see the track's curvature, not the
     noise (the fit starts at the floor); the evidence of the fit finds the noise. With 80 positions the
-    estimate's sampling error is about 1 / sqrt(2 (80 - 18)) = 9%; the band is four of those."""
+    estimate's sampling error is about 1 / sqrt(2 (80 - 18)) = 9%; the band is four of those, and the
+    recorded 90% interval brackets the estimate."""
     sparse = make_twin(n_field=2, n_drifter=4, n_obs=10, stride=100, seed=2)
     rng = np.random.default_rng(5)
     for f in range(2):
@@ -159,6 +161,9 @@ def test_noise_of_sparse_tracks_is_estimated_from_the_evidence(noise):
                              VarConfig(members=4, iterations=10), jax.random.key(0))
         assert est.info["sigmas_tried"][0] == VarConfig().sigma_floor and est.info["noise_source"] == "evidence"
         assert 0.65 * noise < est.info["sigma"] < 1.35 * noise, est.info["sigmas_tried"]
+        low, high = est.info["sigma_90"]  # the evidence's 90% interval: around the estimate, on the noise's scale
+        assert low < est.info["sigma"] < high and 0.5 * noise < low and high < 2.0 * noise
+        assert f"(90% {low:.2g} to {high:.2g})" in describe_diagnostics("var", [est.info])  # the line users read
 
 
 def test_noise_sigma_sources(twin, noisy):

@@ -178,6 +178,8 @@ def _describe_field(info: dict) -> str:
                        ("velocity_noise_std", "vel noise"), ("data_noise_std", "data noise"), ("sigma", "sigma")):
         if isinstance(info.get(key), (int, float)) and not (label == "pos noise" and "pos noise" in " ".join(words)):
             words.append(f"{label} {info[key]:.2g}")
+            if key == "sigma" and isinstance(info.get("sigma_90"), (list, tuple)):  # the evidence's 90% interval
+                words[-1] += " (90% {:.2g} to {:.2g})".format(*info["sigma_90"])
     given = info.get("noise_source", {True: "given", False: "estimated"}.get(info.get("noise_std_given")))
     if given is not None:
         words.append("noise " + {"empirical_bayes": "estimated",

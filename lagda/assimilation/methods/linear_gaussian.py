@@ -69,8 +69,8 @@ def log_evidence(g, y, prior_var, noise_var=None, n_grid: int = 41) -> float:
     return _log_marginal(s, z, rest, len(y), noise_var)
 
 
-def noise_posterior_std(g, y, prior_var, n_grid: int = 1000) -> float:
-    """Returns the posterior median of the noise std s of y = G x + e under a uniform prior on s.
+def noise_quantiles(g, y, prior_var, quantiles=(0.05, 0.5, 0.95), n_grid: int = 1000) -> np.ndarray:
+    """Returns `quantiles` of the posterior of the noise std s of y = G x + e under a uniform prior on s.
 
     With fewer informative data than parameters the marginal likelihood N(y; 0, G D G^T + s^2 I) is
     flat in s below the weakest signal direction (the smallest singular value of G D^{1/2}): it cannot
@@ -78,11 +78,14 @@ def noise_posterior_std(g, y, prior_var, n_grid: int = 1000) -> float:
     floor whatever the true noise. A uniform prior on the standard deviation over [0, rms(y)] (no more
     noise than data; not the log-uniform, whose infinite mass near 0 would take that flat part to the
     floor too) keeps the estimate on the scale the data allow; where the evidence is peaked (many data)
-    it is the maximum's to within its width. The integral is a log grid over EVIDENCE_RANGE of
+    its median is the maximum's to within its width. The integral is a log grid over EVIDENCE_RANGE of
     mean(y^2), then a fine grid where the posterior weight lies.
 
     Args:
-        g: `(n, p)` design; y: `(n,)` data; prior_var: `(p,)` diagonal prior covariance D.
+        g: `(n, p)` design; y: `(n,)` data; prior_var: `(p,)` diagonal prior covariance D;
+        quantiles: probabilities in (0, 1).
+    Returns:
+        `(len(quantiles),)` noise stds.
     """
     _, s, _, z, rest = whitened_svd(g, y, prior_var, 0.0)  # the SVD route: resolves the smallest noise
     n, scale = len(y), max(float(np.mean(y**2)), 1e-300)
@@ -98,7 +101,7 @@ def noise_posterior_std(g, y, prior_var, n_grid: int = 1000) -> float:
     w = log_weight(fine)
     w = np.exp(w - w.max())
     cumulative = np.concatenate([[0.0], np.cumsum((w[1:] + w[:-1]) / 2.0)])  # trapezoids
-    return float(np.exp(0.5 * np.interp(0.5 * cumulative[-1], cumulative, fine)))
+    return np.exp(0.5 * np.interp(np.asarray(quantiles) * cumulative[-1], cumulative, fine))
 
 
 def _gram_floor(s, y) -> float:

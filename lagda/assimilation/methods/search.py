@@ -121,7 +121,8 @@ def multistart_map(positions, times, release, model: FlowModel, config: Optimise
         FieldEstimate of config.members samples of N(x_best, Laplace covariance), or where the end points lie in
         several basins of their Laplace mixture (the best refitted at the final sigma, the others' lowest end points
         as they ended); info (JSON types): costs (per start, at the starting sigma), distances (whitened, to the
-        best), chosen, n_starts, n_in_best_basin, cost_best (at the final sigma), basin_tol, sigma, noise_source,
+        best), chosen, n_starts, n_in_best_basin, cost_best (at the final sigma), basin_tol, sigma (and sigma_90, its
+        90% interval, when estimated), noise_source,
         sigmas_tried, seconds, and for a mixture modes, mode_weights, mode_costs, mode_starts.
     """
     start_time = time.perf_counter()
@@ -137,15 +138,15 @@ def multistart_map(positions, times, release, model: FlowModel, config: Optimise
     best = int(np.argmin(costs))
     var = model.prior_var if prior is None else np.asarray(prior[1], np.float64)
     dist = whitened_distance(ends, ends[best][None, :], var)
-    x, tried, cost_best = ends[best], [float(sigma)], float(costs[best])
+    x, tried, cost_best, interval = ends[best], [float(sigma)], float(costs[best]), {}
     if source != "given":  # the best end point's evidence sets sigma (variational.fit_noise)
-        x, sigma, tried = fit_noise(x, obs, model, config, iterations, sigma, prior)
-        source = "floored" if sigma <= config.sigma_floor else "evidence"
+        x, sigma, tried, sigma_90 = fit_noise(x, obs, model, config, iterations, sigma, prior)
+        source, interval = ("floored" if sigma <= config.sigma_floor else "evidence"), {"sigma_90": sigma_90}
         cost_best = cost(x, observation_problem(obs, model, sigma, prior=prior))
     info = {"costs": [float(c) for c in costs], "distances": [float(d) for d in dist], "chosen": best,
             "n_starts": int(len(starts)), "n_in_best_basin": int(np.sum(dist < basin_tol)),
             "cost_best": cost_best, "basin_tol": float(basin_tol), "iterations": int(iterations),
-            "stages": [float(f) for f in stages], "sigma": float(sigma), "noise_source": source,
+            "stages": [float(f) for f in stages], "sigma": float(sigma), **interval, "noise_source": source,
             "sigmas_tried": tried}
     others = basin_representatives(ends, costs, var, basin_tol)[1:]  # the other basins' lowest end points
     if not others:

@@ -48,7 +48,7 @@ from lagda.assimilation.methods.fused import (
 )
 from lagda.assimilation.methods.linear_gaussian import (
     gaussian_estimate,
-    noise_posterior_std,
+    noise_quantiles,
 )
 from lagda.assimilation.methods.observations import (
     Observations,
@@ -336,13 +336,14 @@ EVIDENCE_ROUNDS = 3  # at most this many re-estimates of sigma, each followed by
 EVIDENCE_TOL = 0.1  # stop when sigma changes by less than this fraction
 
 
-def evidence_sigma(x, obs: Observations, model: FlowModel, floor: float, prior=None) -> float:
-    """Returns the position noise std the evidence gives for the tracks linearised at x `(2K,)` (at least `floor`).
+def evidence_sigma(x, obs: Observations, model: FlowModel, floor: float, prior=None) -> tuple[float, list]:
+    """Returns (sigma, its 90% interval [low, high]): the position noise std the evidence gives for the tracks
+    linearised at x `(2K,)` (sigma at least `floor`).
 
     Near x the positions are linear in the coefficients, z(x') = z(x) + A (x' - x) with A from one
     sensitivity run, so the tracks are linear data y - z(x) + A x = A x' + e under the prior, and sigma
-    is the posterior mean of the noise std on them under a uniform prior
-    (linear_gaussian.noise_posterior_std): the third differences cannot give it on sparse tracks (their
+    is the posterior median of the noise std on them under a uniform prior (linear_gaussian.noise_quantiles,
+    with its 5% and 95% quantiles): the third differences cannot give it on sparse tracks (their
     truncation error dominates the noise), and the evidence's maximum fell to the floor on 5 of 16
     K = 49 flows of 4 sparse drifters (80 positions, 98 coefficients: the evidence is flat below the
     weakest signal direction), which cost those fits up to 1.6x the field error of the true noise's.
@@ -353,25 +354,28 @@ def evidence_sigma(x, obs: Observations, model: FlowModel, floor: float, prior=N
     keep = np.concatenate([np.repeat(obs.mask.reshape(-1) > 0, 2), np.zeros(2 * model.n_modes, bool)])
     a = jac[keep]
     y = -r[keep] + a @ (np.asarray(x, np.float64) - mean)
-    return max(noise_posterior_std(a, y, np.asarray(var, np.float64)), floor)
+    low, median, high = noise_quantiles(a, y, np.asarray(var, np.float64))
+    return max(float(median), floor), [float(low), float(high)]
 
 
 def fit_noise(x, obs: Observations, model: FlowModel, config: OptimiserConfig, iterations: int, sigma: float,
-              prior=None) -> tuple[np.ndarray, float, list]:
-    """Returns (x_map, sigma, the sigmas tried) refitting on the full window at the evidence sigma until it settles.
+              prior=None) -> tuple[np.ndarray, float, list, list]:
+    """Returns (x_map, sigma, the sigmas tried, sigma's 90% interval) refitting on the full window at the evidence
+    sigma until it settles.
 
-    From a MAP x at `sigma`, the noise std of most evidence at x (`evidence_sigma`) is taken and the MAP
-    refitted from x at it, at most EVIDENCE_ROUNDS times, until sigma changes by less than EVIDENCE_TOL.
+    From a MAP x at `sigma`, the noise std the evidence gives at x (`evidence_sigma`) is taken and the MAP
+    refitted from x at it, at most EVIDENCE_ROUNDS times, until sigma changes by less than EVIDENCE_TOL; the
+    interval is the last evidence's.
     """
     tried = [float(sigma)]
     for _ in range(EVIDENCE_ROUNDS):
-        new = evidence_sigma(x, obs, model, config.sigma_floor, prior)
+        new, interval = evidence_sigma(x, obs, model, config.sigma_floor, prior)
         if abs(new / sigma - 1.0) < EVIDENCE_TOL:
             break
         sigma = new
         tried.append(sigma)
         x, _ = fit(x, obs, model, config, (1.0,), iterations, sigma, prior)
-    return x, sigma, tried
+    return x, sigma, tried, interval
 
 
 def laplace_root(x, obs: Observations, model: FlowModel, sigma: float, prior=None) -> np.ndarray:
@@ -427,13 +431,13 @@ def map_fit(positions, times, release, model: FlowModel, config: OptimiserConfig
     sigma, source = noise_sigma(positions, times, config)
     iterations = iterations or config.iterations
     x, history = fit(x0, obs, model, config, stages, iterations, sigma, prior)
-    tried = [sigma]
+    tried, interval = [sigma], {}
     if source != "given":  # the evidence of the fit says how noisy the tracks are
-        x, sigma, tried = fit_noise(x, obs, model, config, iterations, sigma, prior)
-        source = "floored" if sigma <= config.sigma_floor else "evidence"
+        x, sigma, tried, sigma_90 = fit_noise(x, obs, model, config, iterations, sigma, prior)
+        source, interval = ("floored" if sigma <= config.sigma_floor else "evidence"), {"sigma_90": sigma_90}
     root = laplace_root(x, obs, model, sigma, prior)
     full = observation_problem(obs, model, sigma, prior=prior)
-    info = {"optimizer": config.optimizer, "sigma": sigma, "noise_source": source, "sigmas_tried": tried,
+    info = {"optimizer": config.optimizer, "sigma": sigma, **interval, "noise_source": source, "sigmas_tried": tried,
             "cost_start": cost(x0, full), "cost": cost(x, full),
             "iterations": int(sum(h["iterations"] for h in history)), "converged": bool(history[-1]["converged"]),
             "stop": history[-1]["stop"], "stages": history, "fit_seconds": time.perf_counter() - start}
