@@ -23,7 +23,9 @@ here:
   posterior from the `sample` method (tempered SMC from the prior, `--sample-particles` per run,
   `--sample-runs` independent runs), the estimate of least expected error; its rows carry the
   sampler's convergence evidence (`rhat_max`, `runs_agree`: the fraction of coordinates whose runs
-  agree within their Monte Carlo error at p 0.99, `tempering_complete`); `posterior-mean:var` starts
+  agree within their Monte Carlo error at p 0.99, `tempering_complete`), given the true noise (on exact
+  tracks the misfit's floor, `sigma_floor`: the evidence cannot tell noise from signal there, and a method's
+  estimate of it is the method's own); `posterior-mean:var` starts
   the same sampler from var's Laplace Gaussian (the speed-up a proposal buys, at equal accuracy), and
   `posterior-mean:learned` (with `--run`, an encoder of the inner or l2 similarity) from the learned
   conditional of the tracks, hybrid's prior (the posterior amortised by the encoder); a regime whose tracks
@@ -74,7 +76,7 @@ import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-from lagda.assimilation.methods.config import HybridConfig  # noqa: E402
+from lagda.assimilation.methods.config import HybridConfig, SampleConfig  # noqa: E402
 from lagda.assimilation.methods.learned import scorer_from_run  # noqa: E402
 from lagda.assimilation.methods.linear import assimilate_linear  # noqa: E402
 from lagda.assimilation.methods.registry import METHODS  # noqa: E402
@@ -183,6 +185,8 @@ def run_method(method, tracks, model: FlowModel, regime: Regime, settings):
     start = time.perf_counter()
     if method.partition(":")[0] == SAMPLER_ROW:  # posterior-mean, or from var's, the learned or hybrid's Gaussian
         particles, runs, begin = settings.sample_particles, settings.sample_runs, method.partition(":")[2] or "prior"
+        if regime.noise == 0 and not noise:  # the posterior given the true noise: on exact tracks the misfit's floor
+            common["noise_std"] = SampleConfig().sigma_floor
         # the run's encoder (restored once) for the learned conditional, or for hybrid's posterior of each field
         learned = {"encoder": settings.scorer, "run": settings.run} if begin in ("learned", "hybrid") else {}
         if begin == "learned":  # every field's conditional, or the row is skipped (hybrid has its own fallback)

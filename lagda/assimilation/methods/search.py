@@ -185,7 +185,7 @@ def truth_map(positions, times, release, model: FlowModel, config: VarConfig, ke
     On exact sparse tracks the MAP lies along a narrow curved valley of J and is not reached in
     a few iterations: info["cost_at_truth"] against info["cost_best"] shows how far it moved.
     """
-    config = dataclasses.replace(config, noise_std=float(noise_std) if noise_std > 0 else None)
+    config = dataclasses.replace(config, noise_std=float(noise_std) if noise_std > 0 else config.sigma_floor)
     truth = np.asarray(truth, np.float64)
     est = multistart_map(positions, times, release, model, config, key, truth[None, :],
                          iterations or config.iterations)
