@@ -35,7 +35,7 @@ on the particles they move, which biases the evidence by O(1 / N) when the moves
 the 6-d linear-Gaussian twin, N = 256, dense: -0.13 +- 0.03 in log Z with 2 HMC transitions per
 stage, -0.02 +- 0.02 with 5); the posterior moments carry the usual O(1 / N) SMC bias.
 
-The noise std sigma of the misfit is the given noise_std, else the one of most evidence at var's MAP
+The noise std sigma of the misfit is the given noise_std, else the one the evidence gives at var's MAP
 (variational.map_fit): the posterior is then the one given that empirical-Bayes sigma, recorded in
 the result ("noise_source": "var evidence").
 
@@ -482,7 +482,7 @@ def assimilate_sample(positions, times, release, model: FlowModel, config: Sampl
     """Returns the tempered-SMC posterior of one field: the pooled particles of every run, weighted.
 
     The target is exp(-J(x)) with J var's 4D-Var cost at the misfit's noise std sigma: config.noise_std
-    when given, else the noise of most evidence at var's MAP (variational.map_fit), so the posterior is
+    when given, else the noise the evidence gives at var's MAP (variational.map_fit), so the posterior is
     the one given that empirical-Bayes sigma (info says which). start "var" starts from var's Laplace
     Gaussian at its MAP (covariance times proposal_scale), "proposal" from the caller's, "learned" from the
     learned conditional the caller passes as `proposal` (`learned_proposal`), "hybrid" from hybrid's posterior the

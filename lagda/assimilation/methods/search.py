@@ -109,7 +109,7 @@ def multistart_map(positions, times, release, model: FlowModel, config: Optimise
     """Returns the lowest-cost 4D-Var end point over `starts`, with its Laplace spread.
 
     sigma of the misfit as `var` takes it (variational.noise_sigma: given, else the starts run at the estimated or
-    floored one and the best end point is refitted at the sigma of most evidence, variational.fit_noise).
+    floored one and the best end point is refitted at the sigma its evidence gives, variational.fit_noise).
 
     Args:
         positions: `(drifter, obs, 2)` unwrapped; times: `(drifter, obs)`; release: `(drifter, 2)` or None.

@@ -7,8 +7,9 @@ observation j, started from its release (or its first valid observation), y the 
 unwrapped positions and D the prior variances. Positions are unwrapped, so the misfit compares
 them directly (no torus wrap-around). sigma is noise_std when given; else the fit starts at the
 position noise estimated from the third differences of the tracks (linear.choose_lag; on sparse or
-exact tracks there is none, and it starts at sigma_floor) and then takes the sigma of most evidence
-at the MAP (`fit_noise`: the tracks linearised there, empirical Bayes), refitting until it settles,
+exact tracks there is none, and it starts at sigma_floor) and then takes the sigma the evidence gives
+at the MAP (`fit_noise`: the tracks linearised there, the posterior median of sigma under a uniform
+prior, `evidence_sigma`), refitting until it settles,
 never below sigma_floor: with sigma far below the true noise the prior term would be negligible and
 the fit would chase the noise, far out into the prior's tails.
 
