@@ -166,12 +166,20 @@ def test_noise_of_sparse_tracks_is_estimated_from_the_evidence(noise):
         assert f"(90% {low:.2g} to {high:.2g})" in describe_diagnostics("var", [est.info])  # the line users read
 
 
+def test_a_given_zero_noise_means_exact_tracks_and_the_evidence_is_not_asked():
+    sparse = make_twin(n_field=1, n_drifter=4, n_obs=10, stride=100, seed=2)
+    config = VarConfig(members=4, iterations=10, noise_std=0.0)
+    est = assimilate_var(sparse.positions[0], sparse.times, sparse.release[0], sparse.model, config, jax.random.key(0))
+    assert est.info["noise_source"] == "given" and est.info["sigma"] == config.sigma_floor
+    assert "sigma_90" not in est.info and est.info["sigmas_tried"] == [config.sigma_floor]
+
+
 def test_noise_sigma_sources(twin, noisy):
     positions = noisy[0]
     exact = VarConfig()
     assert noise_sigma(twin.positions[0], twin.times, exact) == (exact.sigma_floor, "floored")
     assert noise_sigma(positions, twin.times, VarConfig(noise_std=2e-3)) == (2e-3, "given")
-    assert noise_sigma(positions, twin.times, VarConfig(noise_std=0.0)) == (exact.sigma_floor, "floored")
+    assert noise_sigma(positions, twin.times, VarConfig(noise_std=0.0)) == (exact.sigma_floor, "given")  # exact
 
 
 @pytest.mark.parametrize("sigma", [1e-3, 1e-8])

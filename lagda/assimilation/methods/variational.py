@@ -161,17 +161,17 @@ def stage_problem(obs: Observations, model: FlowModel, sigma: float, fraction: f
 def noise_sigma(positions, times, config: OptimiserConfig) -> tuple[float, str]:
     """Returns (sigma, source) of the misfit: source "given", "estimated" or "floored".
 
-    Given noise_std wins; else the position noise std estimated from the third differences
-    (linear.choose_lag, which finds none on tracks smooth at lag 1: exact or truncation
-    dominated); "floored" when the result would be below config.sigma_floor.
+    Given noise_std wins, at least config.sigma_floor (a given 0 says the tracks are exact: the floor,
+    and the evidence is not asked, which cannot tell noise from signal on sparse exact tracks); else the
+    position noise std estimated from the third differences (linear.choose_lag, which finds none on
+    tracks smooth at lag 1: exact or truncation dominated); "floored" when that would be below the floor.
     """
     if config.noise_std is not None:
-        sigma, source = float(config.noise_std), "given"
-    else:
-        sigma, source = choose_lag(positions, times)[1].get("noise_std_est", 0.0), "estimated"
+        return max(float(config.noise_std), float(config.sigma_floor)), "given"
+    sigma = choose_lag(positions, times)[1].get("noise_std_est", 0.0)
     if not sigma >= config.sigma_floor:
         return float(config.sigma_floor), "floored"
-    return sigma, source
+    return sigma, "estimated"
 
 
 @dataclasses.dataclass
