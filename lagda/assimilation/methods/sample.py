@@ -511,7 +511,8 @@ def assimilate_sample(positions, times, release, model: FlowModel, config: Sampl
             fit = map_fit(positions, times, release, model,
                           VarConfig(noise_std=config.noise_std, sigma_floor=config.sigma_floor), prior=prior)
             sigma, source = fit.sigma, ("given" if config.noise_std is not None else "var " + fit.info["noise_source"])
-            info |= {"var_cost": fit.info["cost"], "var_seconds": fit.info["fit_seconds"]}
+            info |= {"var_cost": fit.info["cost"], "var_seconds": fit.info["fit_seconds"],
+                     **{k: fit.info[k] for k in ("sigma_90",) if k in fit.info}}  # the evidence's 90% interval
             if config.start == "var":
                 proposal = Gaussian(fit.x, root=fit.root)
         else:
