@@ -234,6 +234,19 @@ def test_field_posterior_mean_fits_better_than_the_prior_mean(field):
     assert twin.field_error(estimate.weights @ estimate.samples, 0) < 1.0
 
 
+def test_var_start_at_a_given_noise_continues_from_the_estimated_noise_fit(field):
+    """With the noise given, start "var" fits var with the noise estimated, then refits at the given noise from
+    there: its recorded cost is at the given sigma, and no worse than var's own fit at it from the prior mean."""
+    from lagda.assimilation.methods.variational import map_fit
+
+    twin, positions, _ = field
+    config = SampleConfig(particles=48, runs=2, mcmc_steps=2, start="var", members=64, noise_std=2 * NOISE)
+    estimate = assimilate_sample(positions, twin.times, twin.release[0], twin.model, config, jax.random.key(0))
+    direct = map_fit(positions, twin.times, twin.release[0], twin.model, VarConfig(noise_std=2 * NOISE))
+    assert estimate.info["sigma"] == 2 * NOISE and estimate.info["noise_source"] == "given"
+    assert estimate.info["var_cost"] <= direct.info["cost"] * (1 + 1e-6)  # the same MAP here, to its convergence
+
+
 def test_noise_from_var_and_its_laplace_start(field):
     """Without a noise level the misfit's sigma is var's evidence estimate (recorded); start "var" begins at
     var's Laplace Gaussian, which on this nearly Gaussian posterior needs no more stages than the prior start;
