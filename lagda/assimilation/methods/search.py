@@ -138,16 +138,14 @@ def multistart_map(positions, times, release, model: FlowModel, config: Optimise
     best = int(np.argmin(costs))
     var = model.prior_var if prior is None else np.asarray(prior[1], np.float64)
     dist = whitened_distance(ends, ends[best][None, :], var)
-    x, tried, cost_best, interval = ends[best], [float(sigma)], float(costs[best]), {}
+    x, cost_best, noise = ends[best], float(costs[best]), {"noise_source": source, "sigmas_tried": [float(sigma)]}
     if source != "given":  # the best end point's evidence sets sigma (variational.fit_noise)
-        x, sigma, tried, sigma_90 = fit_noise(x, obs, model, config, iterations, sigma, prior)
-        source, interval = ("floored" if sigma <= config.sigma_floor else "evidence"), {"sigma_90": sigma_90}
+        x, sigma, noise = fit_noise(x, obs, model, config, iterations, sigma, prior)
         cost_best = cost(x, observation_problem(obs, model, sigma, prior=prior))
     info = {"costs": [float(c) for c in costs], "distances": [float(d) for d in dist], "chosen": best,
             "n_starts": int(len(starts)), "n_in_best_basin": int(np.sum(dist < basin_tol)),
             "cost_best": cost_best, "basin_tol": float(basin_tol), "iterations": int(iterations),
-            "stages": [float(f) for f in stages], "sigma": float(sigma), **interval, "noise_source": source,
-            "sigmas_tried": tried}
+            "stages": [float(f) for f in stages], "sigma": float(sigma), **noise}
     others = basin_representatives(ends, costs, var, basin_tol)[1:]  # the other basins' lowest end points
     if not others:
         cov = laplace_covariance(x, obs, model, sigma, prior)

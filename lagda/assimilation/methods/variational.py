@@ -360,13 +360,13 @@ def evidence_sigma(x, obs: Observations, model: FlowModel, floor: float, prior=N
 
 
 def fit_noise(x, obs: Observations, model: FlowModel, config: OptimiserConfig, iterations: int, sigma: float,
-              prior=None) -> tuple[np.ndarray, float, list, list]:
-    """Returns (x_map, sigma, the sigmas tried, sigma's 90% interval) refitting on the full window at the evidence
-    sigma until it settles.
+              prior=None) -> tuple[np.ndarray, float, dict]:
+    """Returns (x_map, sigma, what was decided) refitting on the full window at the evidence sigma until it settles.
 
     From a MAP x at `sigma`, the noise std the evidence gives at x (`evidence_sigma`) is taken and the MAP
-    refitted from x at it, at most EVIDENCE_ROUNDS times, until sigma changes by less than EVIDENCE_TOL; the
-    interval is the last evidence's.
+    refitted from x at it, at most EVIDENCE_ROUNDS times, until sigma changes by less than EVIDENCE_TOL.
+    What was decided (info keys): noise_source ("evidence", or "floored" at config.sigma_floor), sigmas_tried,
+    and sigma_90, the last evidence's 90% interval.
     """
     tried = [float(sigma)]
     for _ in range(EVIDENCE_ROUNDS):
@@ -376,7 +376,8 @@ def fit_noise(x, obs: Observations, model: FlowModel, config: OptimiserConfig, i
         sigma = new
         tried.append(sigma)
         x, _ = fit(x, obs, model, config, (1.0,), iterations, sigma, prior)
-    return x, sigma, tried, interval
+    source = "floored" if sigma <= config.sigma_floor else "evidence"
+    return x, sigma, {"noise_source": source, "sigmas_tried": tried, "sigma_90": interval}
 
 
 def laplace_root(x, obs: Observations, model: FlowModel, sigma: float, prior=None) -> np.ndarray:
@@ -432,14 +433,12 @@ def map_fit(positions, times, release, model: FlowModel, config: OptimiserConfig
     sigma, source = noise_sigma(positions, times, config)
     iterations = iterations or config.iterations
     x, history = fit(x0, obs, model, config, stages, iterations, sigma, prior)
-    tried, interval = [sigma], {}
+    noise = {"noise_source": source, "sigmas_tried": [sigma]}
     if source != "given":  # the evidence of the fit says how noisy the tracks are
-        x, sigma, tried, sigma_90 = fit_noise(x, obs, model, config, iterations, sigma, prior)
-        source, interval = ("floored" if sigma <= config.sigma_floor else "evidence"), {"sigma_90": sigma_90}
+        x, sigma, noise = fit_noise(x, obs, model, config, iterations, sigma, prior)
     root = laplace_root(x, obs, model, sigma, prior)
     full = observation_problem(obs, model, sigma, prior=prior)
-    info = {"optimizer": config.optimizer, "sigma": sigma, **interval, "noise_source": source, "sigmas_tried": tried,
-            "cost_start": cost(x0, full), "cost": cost(x, full),
+    info = {"optimizer": config.optimizer, "sigma": sigma, **noise, "cost_start": cost(x0, full), "cost": cost(x, full),
             "iterations": int(sum(h["iterations"] for h in history)), "converged": bool(history[-1]["converged"]),
             "stop": history[-1]["stop"], "stages": history, "fit_seconds": time.perf_counter() - start}
     return MapFit(x, sigma, root, info)
