@@ -3,25 +3,25 @@
 Reads a run's metrics.jsonl and draws a grid as the paper's Figure 14 does (rows: trajectory
 -> coefficient, then coefficient -> trajectory; one column per k of R@1, R@5 and, where the
 run has it, R@10), writing a .png and a .csv (one row per evaluated epoch, with its library size).
-`--final FILE` adds the retrieval of the last epoch against larger libraries (the JSON of
-`lagda evaluate`, with "<split>/library" sizes), drawn as stars and written as a last row.
+`--final FILE ...` adds the last checkpoint's retrieval against other libraries (the JSON of
+`lagda evaluate`: the whole set, or with `--library-size 128 --blocks` the mean over the disjoint
+libraries of one training batch), one marker each and a last CSV row each; `--baseline RUN`
+draws another run's curves dashed.
 
     python3 experiments/fig14_retrieval.py --run RUN_DIR          # seconds
     python3 experiments/fig14_retrieval.py --quick                # trains a tiny run first (~1 min)
 
-The paper preset on one H200 (results/paper_gpu: the run's metrics.jsonl and config.json, the
-full-library final_eval.json, the device logs). Two device calls ran, from a copy of this
-library, what follows; the first stopped training at its deadline after epoch 12 (SIGTERM by
-`timeout`), the second (`--resume`, the same machine still warm) after epoch 14:
+The paper preset's 20 epochs on one lent H200 (results/paper_gpu20: the run's metrics.jsonl and
+config.json, the final evaluations, the step benchmark and the device log) ran in one device call:
 
-    lagda simulate --preset paper --seed 1 --out paper_1.nc --chunk-size 32768
-    lagda simulate --preset paper --seed 2 --out paper_2.nc --chunk-size 32768
-    timeout SECONDS lagda train --preset paper --epochs 20 --train paper_1.nc --test paper_2.nc --run-dir run \
-        --eval-library 4096 --keep-checkpoints 1 --no-progress        # then the same with --resume
-    lagda evaluate --model run --data paper_2.nc --split test         # and paper_1.nc --split train
-    python3 benchmarks/bench_simulate.py --fast-batch 65536 --repeats 2
-    python3 experiments/fig14_retrieval.py --run results/paper_gpu --final results/paper_gpu/final_eval.json \
-        --out docs/figures/fig14_paper.png --csv results/fig14_paper.csv --paper
+    OUT=DIR LIMIT=555 bash experiments/paper_gpu.sh    # data, bench_train.py, train, evaluations
+    python3 experiments/fig14_retrieval.py --run results/paper_gpu20 --paper \
+        --final results/paper_gpu20/final_eval.json results/paper_gpu20/final_eval_library128.json \
+        --baseline results/paper_gpu --baseline-label "float32 run" \
+        --out docs/figures/fig14_paper.png --csv results/fig14_paper.csv
+
+results/paper_gpu holds the earlier float32 run of the same preset (14 epochs in two device calls;
+its log_call*.txt give the commands).
 """
 
 from __future__ import annotations
@@ -68,23 +68,30 @@ def run_config(run_dir) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def csv_rows(records: list[dict], ks: list[int], library, final: dict | None) -> list[str]:
-    """Returns the CSV lines: a header, one row per evaluated epoch, and the final full-library row."""
+def csv_rows(records: list[dict], ks: list[int], library, finals: list[dict]) -> list[str]:
+    """Returns the CSV lines: a header, one row per evaluated epoch, and one row per final evaluation."""
     keys = [f"{s}/{d}/R@{k}" for d in DIRECTIONS for k in ks for s in SPLITS]
     rows = ["epoch,train_library,test_library," + ",".join(keys)]
     for r in records:
         rows.append(f"{r['epoch']},{library or ''},{library or ''}," + ",".join(str(r.get(k, "")) for k in keys))
-    if final:
-        sizes = ",".join(str(final.get(f"{s}/library", "")) for s in SPLITS)
+    for final in finals:
+        sizes = ",".join(_library_label(final, s) for s in SPLITS)
         rows.append(f"{records[-1]['epoch']},{sizes}," + ",".join(str(final.get(k, "")) for k in keys))
     return rows
 
 
+def _library_label(final: dict, split: str) -> str:
+    """Returns "32268", or "128x252" for R@k averaged over 252 disjoint libraries of 128 pairs."""
+    size, count = final.get(f"{split}/library", ""), final.get(f"{split}/libraries", 1)
+    return f"{size}x{count}" if count != 1 else str(size)
+
+
 def plot(records: list[dict], out: pathlib.Path, csv: pathlib.Path | None = None, library=None,
-         final: dict | None = None, epochs_planned: int | None = None) -> None:
-    """Draws the Figure-14 grid from the records (and the final full-library stars); writes out and csv.
+         finals: list[dict] = (), epochs_planned: int | None = None, baseline: tuple | None = None) -> None:
+    """Draws the Figure-14 grid from the records (and one marker per final evaluation); writes out and csv.
 
     `epochs_planned`: the run's configured epochs, the x range (a run stopped early shows how far it got).
+    `baseline`: (label, records) of another run, drawn dashed (e.g. the same preset in another precision).
     """
     ks = recall_ks(records)
     fig, axes = plt.subplots(2, len(ks), figsize=(3.6 * len(ks) + 1, 6), sharex=True, sharey=True, squeeze=False)
@@ -96,9 +103,16 @@ def plot(records: list[dict], out: pathlib.Path, csv: pathlib.Path | None = None
                 key = f"{split}/{direction}/R@{k}"
                 label = split if library is None else f"{split} ({library:,} library)"
                 ax.plot(epochs, [r.get(key, float("nan")) for r in records], "o-", color=color, ms=3, label=label)
-                if final and key in final:
-                    ax.plot(epochs[-1], final[key], "*", color=color, ms=12, mec="k",
-                            label=f"{split}, {final[f'{split}/library']:,} library")
+                if baseline:
+                    name, others = baseline
+                    ax.plot([r["epoch"] for r in others], [r.get(key, float("nan")) for r in others], "--",
+                            color=color, lw=1, alpha=0.7, label=f"{split}, {name}")
+                for final, marker in zip(finals, "*Ds^"):
+                    if key in final:
+                        size, count = final[f"{split}/library"], final.get(f"{split}/libraries", 1)
+                        where = f"{size:,} library" if count == 1 else f"mean of {count} libraries of {size}"
+                        ax.plot(epochs[-1], final[key], marker, color=color, ms=12 if marker == "*" else 7, mec="k",
+                                label=f"{split}, {where}")
             source, target = (NAMES[side] for side in direction.split("_to_"))
             ax.set_title(f"{source} -> {target}  R@{k}", fontsize=10)
             ax.set_ylim(0, 1)
@@ -113,20 +127,21 @@ def plot(records: list[dict], out: pathlib.Path, csv: pathlib.Path | None = None
     fig.savefig(out, dpi=120)
     csv = out.with_suffix(".csv") if csv is None else csv
     csv.parent.mkdir(parents=True, exist_ok=True)
-    csv.write_text("\n".join(csv_rows(records, ks, library, final)) + "\n")
+    csv.write_text("\n".join(csv_rows(records, ks, library, finals)) + "\n")
 
 
-def compare_with_paper(records: list[dict], library, final: dict | None) -> str:
-    """Returns lines of our last-epoch R@k (per-epoch and full libraries) beside the paper's Figure 14."""
+def compare_with_paper(records: list[dict], library, finals: list[dict]) -> str:
+    """Returns lines of our last-epoch R@k (per-epoch and final libraries) beside the paper's Figure 14."""
     last, ks = records[-1], recall_ks(records)
     lines = [f"epoch {last['epoch']}: R@k in % (train / test)"]
     for direction in DIRECTIONS:
         for k in ks:
             ours = " / ".join(f"{100 * last[f'{s}/{direction}/R@{k}']:.1f}" for s in SPLITS)
             line = f"  {direction} R@{k}: {ours} ({library or '?'} library)"
-            if final and f"test/{direction}/R@{k}" in final:
-                full = " / ".join(f"{100 * final[f'{s}/{direction}/R@{k}']:.1f}" for s in SPLITS)
-                line += f"; {full} ({final['train/library']:,} / {final['test/library']:,} library)"
+            for final in finals:
+                if f"test/{direction}/R@{k}" in final:
+                    full = " / ".join(f"{100 * final[f'{s}/{direction}/R@{k}']:.1f}" for s in SPLITS)
+                    line += f"; {full} ({' / '.join(_library_label(final, s) for s in SPLITS)} library)"
             lines.append(line)
     lines.append("the paper's Figure 14 (qualitative, from its text):")
     lines += [f"  {key}: {value}" for key, value in PAPER.items()]
@@ -146,7 +161,10 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true", help="train a tiny run and plot it (smoke test)")
     parser.add_argument("--out", default="results/fig14_retrieval.png")
     parser.add_argument("--csv", default=None, help="CSV path (default: --out with .csv)")
-    parser.add_argument("--final", default=None, help="JSON of the last epoch's R@k against larger libraries")
+    parser.add_argument("--final", nargs="+", default=[], metavar="JSON",
+                        help="JSON files of `lagda evaluate` on the last checkpoint (other library sizes)")
+    parser.add_argument("--baseline", default=None, metavar="RUN_DIR", help="another run's metrics, drawn dashed")
+    parser.add_argument("--baseline-label", default="baseline run")
     parser.add_argument("--paper", action="store_true", help="print the last epoch beside the paper's Figure 14")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
@@ -155,11 +173,12 @@ def main(argv=None) -> None:
             parser.error("give --run RUN_DIR or --quick")
         records, config = read_metrics(run), run_config(run)
         library = config.get("eval_library")
-        final = json.loads(pathlib.Path(args.final).read_text()) if args.final else None
-        plot(records, pathlib.Path(args.out), None if args.csv is None else pathlib.Path(args.csv), library, final,
-             config.get("epochs"))
+        finals = [json.loads(pathlib.Path(path).read_text()) for path in args.final]
+        baseline = (args.baseline_label, read_metrics(args.baseline)) if args.baseline else None
+        plot(records, pathlib.Path(args.out), None if args.csv is None else pathlib.Path(args.csv), library, finals,
+             config.get("epochs"), baseline)
     if args.paper:
-        print(compare_with_paper(records, library, final))
+        print(compare_with_paper(records, library, finals))
     else:
         print(" ".join(f"{k}={100 * v:.1f}%" for k, v in records[-1].items() if "/R@" in k))
 

@@ -515,6 +515,9 @@ def _add_evaluate_parser(subparsers) -> None:
                    help="dataset file (.nc) with the run's modes and frequencies (retrieval mode)")
     p.add_argument("--split", default="test", help="name of the split in the metric keys (default: test)")
     p.add_argument("--library-size", type=int, default=None, help="use only the first N pairs")
+    p.add_argument("--blocks", action="store_true",
+                   help="average R@k over every disjoint library of --library-size consecutive pairs (e.g. 128: "
+                        "the in-batch recall of a training batch) instead of the first one")
     p.add_argument("--batch-size", type=int, default=512, help="queries per batch")
     p.add_argument("--out", default=None, help="write the metrics / scores as JSON here")
     p.add_argument("--assimilation", action="store_true",
@@ -533,7 +536,7 @@ def _run_evaluate(args) -> int:
     from lagda.learning.evaluate import evaluate, format_table, write_metrics
 
     metrics = evaluate(args.model, args.data, split=args.split, library_size=args.library_size,
-                       batch_size=args.batch_size, progress=True)
+                       batch_size=args.batch_size, progress=True, blocks=args.blocks)
     print(format_table(metrics))
     if args.out:
         write_metrics(metrics, args.out)

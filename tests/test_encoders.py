@@ -44,6 +44,22 @@ def test_bfloat16_compute_keeps_float32_params():
     assert model(_tracks((2,))).dtype == jnp.float32
 
 
+def test_cudnn_attention_is_the_same_function_off_gpu_and_needs_bfloat16():
+    # cuDNN's fused attention exists on NVIDIA GPUs only; elsewhere the setting computes XLA's attention.
+    tracks = _tracks((2,))
+    outputs = []
+    for attention in ("xla", "cudnn"):
+        model = TrajectoryTransformer(N_OBS, N_EMBED, tiny(patch=5, compute_dtype="bfloat16", attention=attention),
+                                      rngs=nnx.Rngs(0))
+        outputs.append(np.asarray(model(tracks)))
+    if jax.default_backend() == "gpu":  # two kernels of one function, to bfloat16's precision
+        np.testing.assert_allclose(outputs[1], outputs[0], rtol=0.05, atol=0.05)
+    else:
+        np.testing.assert_array_equal(outputs[1], outputs[0])
+    with pytest.raises(ValueError, match="attention = 'cudnn' needs compute_dtype = 'bfloat16'"):
+        tiny(attention="cudnn")
+
+
 def test_drifters_give_one_embedding_invariant_to_order():
     model = TrajectoryTransformer(N_OBS, N_EMBED, tiny(patch=5), rngs=nnx.Rngs(0))
     tracks = _tracks((2, 3))  # (batch, drifter, obs, 2)

@@ -29,9 +29,24 @@ def test_cli_writes_metric_keys(run_and_data, capsys):
     assert main(["evaluate", "--model", str(run_and_data / "run"), "--data", str(run_and_data / "test.npz"),
                  "--out", str(out), "--batch-size", "8"]) == 0
     metrics = json.loads(out.read_text())
-    assert set(metrics) == {f"test/{d}/R@{k}" for d in ("coef_to_traj", "traj_to_coef") for k in (1, 5, 10)}
-    assert all(0.0 <= v <= 1.0 for v in metrics.values())
+    recall = {f"test/{d}/R@{k}" for d in ("coef_to_traj", "traj_to_coef") for k in (1, 5, 10)}
+    assert set(metrics) == recall | {"test/library", "test/libraries"}
+    assert (metrics["test/library"], metrics["test/libraries"]) == (16, 1)
+    assert all(0.0 <= metrics[key] <= 1.0 for key in recall)
     assert metrics["test/coef_to_traj/R@5"] >= metrics["test/coef_to_traj/R@1"]
+    assert "libraries (test: 16 pairs x 1)" in capsys.readouterr().out
+
+
+def test_cli_blocks_average_over_disjoint_libraries(run_and_data, capsys):
+    out = run_and_data / "blocks.json"
+    assert main(["evaluate", "--model", str(run_and_data / "run"), "--data", str(run_and_data / "test.npz"),
+                 "--out", str(out), "--library-size", "5", "--blocks"]) == 0
+    metrics = json.loads(out.read_text())
+    assert (metrics["test/library"], metrics["test/libraries"]) == (5, 3)
+    assert metrics["test/coef_to_traj/R@5"] == 1.0  # R@5 in a library of 5 counts every query
+    assert main(["evaluate", "--model", str(run_and_data / "run"), "--data", str(run_and_data / "test.npz"),
+                 "--blocks"]) == 2
+    assert "blocks needs a library size" in capsys.readouterr().err
 
 
 def test_errors_are_one_line(run_and_data, tmp_path, capsys):

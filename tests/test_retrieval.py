@@ -104,6 +104,30 @@ def test_retrieval_metrics_planted_pairs_are_perfect():
     assert all(value == 1.0 for value in metrics.values())
 
 
+def test_blockwise_recall_of_unrelated_embeddings_is_k_over_the_library():
+    # With v independent of u the true match's rank is uniform on 0..B-1, so E R@k = k / B: a
+    # library of B = 128 gives 5/128 where the whole 12,800-pair set gives 5/12,800.
+    rng = np.random.default_rng(2)
+    u, v = rng.standard_normal((12_800, 8)), rng.standard_normal((12_800, 8))
+    blocks = retrieval.blockwise_retrieval_metrics(u, v, 128, losses.cosine_similarity, ks=(1, 5), batch_size=128)
+    sd = np.sqrt(5 / 128 * (1 - 5 / 128) / 12_800)  # over 2 x 12,800 queries, per direction 12,800
+    for direction in ("coef_to_traj", "traj_to_coef"):
+        assert abs(blocks[f"{direction}/R@5"] - 5 / 128) < 4 * sd
+        assert abs(blocks[f"{direction}/R@1"] - 1 / 128) < 4 * np.sqrt(1 / 128 / 12_800)
+    whole = retrieval.retrieval_metrics(u, v, losses.cosine_similarity, ks=(5,), batch_size=1024)
+    assert whole["coef_to_traj/R@5"] < 0.002
+
+
+def test_blockwise_recall_leaves_out_the_tail_and_rejects_bad_blocks():
+    rng = np.random.default_rng(3)
+    u = rng.standard_normal((10, 4))
+    v = u.copy()
+    v[8:] = -u[8:]  # the 2 pairs after the last whole library of 4 would be misses
+    assert all(x == 1.0 for x in retrieval.blockwise_retrieval_metrics(u, v, 4, losses.cosine_similarity).values())
+    with pytest.raises(ValueError, match="block"):
+        retrieval.blockwise_retrieval_metrics(u, v, 11)
+
+
 def test_retrieval_metrics_rejects_unpaired_shapes():
     with pytest.raises(ValueError, match=r"\(4, 3\).*\(5, 3\)"):
         retrieval.retrieval_metrics(np.zeros((4, 3)), np.zeros((5, 3)))

@@ -26,6 +26,7 @@ NuclrRule = Literal["paper", "code"]
 Similarity = Literal["cosine", "inner", "l2"]
 Optimiser = Literal["adam", "adamw"]
 ComputeDtype = Literal["float32", "bfloat16"]
+Attention = Literal["xla", "cudnn"]
 Encoder = Literal["transformer", "set"]
 SetHead = Literal["ridge", "mlp"]
 SetInit = Literal["random", "basis"]
@@ -34,7 +35,7 @@ Regime = Literal["dense", "mixture"]
 
 _CHOICES = {
     "features": Features, "pooling": Pooling, "positional": Positional, "loss": LossKind,
-    "similarity": Similarity, "optimiser": Optimiser, "compute_dtype": ComputeDtype,
+    "similarity": Similarity, "optimiser": Optimiser, "compute_dtype": ComputeDtype, "attention": Attention,
     "encoder": Encoder, "set_head": SetHead, "set_init": SetInit, "regime": Regime, "kernel": Kernel,
     "kernel_coef_set": CoefSet, "similarity_weights": SimilarityWeights,
     "nuclr_xi_rule": NuclrRule, "nuclr_zeta_step": NuclrRule,
@@ -120,6 +121,8 @@ class TrainConfig:
     epochs: int = setting(20, "passes over the training set")
     seed: int = setting(0, "parameter init and per-epoch shuffling (fold_in(seed, epoch))")
     compute_dtype: ComputeDtype = setting("float32", "activations; parameters stay float32")
+    attention: Attention = setting("xla", "the transformer's attention kernel: XLA's, or cuDNN's fused (flash) "
+                                   "attention on an NVIDIA GPU (needs bfloat16; elsewhere XLA's, the same function)")
     eval_every: int = setting(1, "epochs between retrieval evaluations (metrics.jsonl)")
     eval_library: int = setting(4096, "fields in each retrieval library (train and test), 0 = skip")
     eval_batch: int = setting(512, "fields per embedding / similarity batch during evaluation")
@@ -151,6 +154,9 @@ class TrainConfig:
                              f"{self.nuclr_zeta_init}")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model = {self.d_model} is not divisible by n_heads = {self.n_heads}")
+        if self.attention == "cudnn" and self.compute_dtype != "bfloat16":
+            raise ValueError("attention = 'cudnn' needs compute_dtype = 'bfloat16' (cuDNN's fused attention has no "
+                             "float32 kernel)")
         if self.set_init == "basis" and (self.set_head != "ridge" or self.set_rank):
             raise ValueError("set_init = 'basis' needs set_head = 'ridge' and set_rank = 0 (r = 2K)")
         if self.encoder == "set" and self.physics:

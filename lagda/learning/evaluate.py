@@ -24,7 +24,7 @@ from lagda.learning.model import (
     kernel_set_similarity,
     load_trained,
 )
-from lagda.learning.retrieval import retrieval_metrics
+from lagda.learning.retrieval import blockwise_retrieval_metrics, retrieval_metrics
 from lagda.report import format_table as table
 from simulate.atomic import write_atomic
 
@@ -38,14 +38,17 @@ _RANKING_SIMILARITY = {kind: functools.partial(losses.similarity, kind=kind, tau
 
 
 def retrieval_scores(model, data: PairedData, config: TrainConfig, library: int | None,
-                     prefix: str, estimates=None, progress: bool = False) -> dict:
+                     prefix: str, estimates=None, progress: bool = False, blocks: bool = False) -> dict:
     """Returns {"<prefix>/<direction>/R@<k>": fraction} over the first `library` pairs of `data`.
+
+    `blocks`: instead, the mean over every disjoint library of `library` consecutive pairs of `data`
+    (`retrieval.blockwise_retrieval_metrics`).
 
     `model`: the trained Contrastive model, or its encoder alone (not for kernel_set runs, whose
     similarity also needs the stored random-feature draw). `estimates`: optional precomputed
     `track_estimates` of `data` (physics models).
     """
-    n = data.n_samples if not library else min(library, data.n_samples)
+    n = data.n_samples if not library or blocks else min(library, data.n_samples)
     estimates = None if estimates is None else estimates[:n]
     coef = jnp.asarray(data.coef[:n])
     if config.loss == "kernel_set":
@@ -62,19 +65,25 @@ def retrieval_scores(model, data: PairedData, config: TrainConfig, library: int 
                                          progress)) * mask[None]
         u_emb = embed_coefficients(coef) * mask[None]
         similarity = _RANKING_SIMILARITY[config.similarity]
-    scores = retrieval_metrics(u_emb, v_emb, similarity, ks=RECALL_KS, batch_size=config.eval_batch)
+    if blocks and library:
+        scores = blockwise_retrieval_metrics(u_emb, v_emb, library, similarity, ks=RECALL_KS,
+                                             batch_size=config.eval_batch)
+    else:
+        scores = retrieval_metrics(u_emb, v_emb, similarity, ks=RECALL_KS, batch_size=config.eval_batch)
     return {f"{prefix}/{key}": float(value) for key, value in scores.items()}
 
 
 def evaluate(run_dir, data_path, split: str = "test", library_size: int | None = None,
-             batch_size: int = 512, progress: bool = False) -> dict:
-    """Returns {"<split>/<direction>/R@<k>": fraction} for k in RECALL_KS (1, 5, 10) on a dataset file.
+             batch_size: int = 512, progress: bool = False, blocks: bool = False) -> dict:
+    """Returns {"<split>/<direction>/R@<k>": fraction} for k in RECALL_KS (1, 5, 10) on a dataset file,
+    with "<split>/library" (pairs per library) and "<split>/libraries" (libraries averaged over).
 
     Args:
         run_dir: a training run directory (config.json, dataset.json, checkpoints/).
         data_path: a lagda dataset file with the run's modes, frequencies and obs times.
         split: the name used in the keys (e.g. "test", "train").
         library_size: use only the first this many pairs (None: all).
+        blocks: average over every disjoint library of `library_size` pairs instead of the first.
         batch_size: queries and embeddings per batch.
         progress: show a progress bar while embedding the tracks.
     Raises:
@@ -85,18 +94,27 @@ def evaluate(run_dir, data_path, split: str = "test", library_size: int | None =
     data = load_paired(data_path)
     check_same_modes(meta, data, f"dataset {data_path}")
     config = type(config)(**{**vars(config), "eval_batch": batch_size}).validate()
-    return retrieval_scores(model, data, config, library_size, split, progress=progress)
+    if blocks and not library_size:
+        raise ValueError("blocks needs a library size (the pairs per library)")
+    size = min(library_size or data.n_samples, data.n_samples)
+    scores = retrieval_scores(model, data, config, size, split, progress=progress, blocks=blocks)
+    return {f"{split}/library": size, f"{split}/libraries": data.n_samples // size if blocks else 1, **scores}
 
 
 def format_table(metrics: dict) -> str:
-    """Returns a markdown table of R@k (percent), one row per split/direction."""
+    """Returns a markdown table of R@k (percent), one row per split/direction, after a line naming the libraries."""
 
     rows: dict[str, dict] = {}
     for key, value in metrics.items():
-        row, k = key.rsplit("/", 1)
-        rows.setdefault(row, {})[k] = value
-    ks = sorted({key.rsplit("/", 1)[1] for key in metrics})
-    return table(dict(sorted(rows.items())), [(k, k) for k in ks], first="split/direction", number="{:.2%}")
+        if "/R@" in key:
+            row, k = key.rsplit("/", 1)
+            rows.setdefault(row, {})[k] = value
+    ks = sorted({k for row in rows.values() for k in row}, key=lambda k: int(k.split("@")[1]))
+    splits = [key.split("/")[0] for key in metrics if key.endswith("/library")]
+    libraries = [f"{split}: {int(metrics[f'{split}/library']):,} pairs x {int(metrics.get(f'{split}/libraries', 1))}"
+                 for split in splits]
+    head = f"libraries ({', '.join(libraries)})\n\n" if libraries else ""
+    return head + table(dict(sorted(rows.items())), [(k, k) for k in ks], first="split/direction", number="{:.2%}")
 
 
 def write_metrics(metrics: dict, out) -> None:

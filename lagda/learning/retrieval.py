@@ -180,6 +180,27 @@ def retrieval_metrics(
     return metrics
 
 
+def blockwise_retrieval_metrics(u_emb: jax.Array, v_emb: jax.Array, block: int,
+                                sim_fn: SimilarityFn = cosine_similarity, ks: Sequence[int] = (1, 5),
+                                batch_size: int = 1024) -> dict[str, float]:
+    """Returns `retrieval_metrics` averaged over the disjoint libraries of `block` consecutive pairs.
+
+    Library `b` is pairs `[b * block, (b + 1) * block)`; pairs after the last whole library are left
+    out. With `block` equal to a training batch this is the in-batch recall that training logs of
+    contrastive models often report, against the whole-set recall of `retrieval_metrics`.
+
+    Raises:
+      ValueError: if the shapes differ, or `block` is not in `[1, sample]`.
+    """
+    n = np.shape(u_emb)[0]
+    if np.shape(u_emb) != np.shape(v_emb) or not 1 <= block <= n:
+        raise ValueError(f"expected u_emb and v_emb (sample, n_e) of equal shape and 1 <= block <= sample; got "
+                         f"{np.shape(u_emb)}, {np.shape(v_emb)} and block {block}")
+    per_library = [retrieval_metrics(u_emb[b:b + block], v_emb[b:b + block], sim_fn, ks, batch_size)
+                   for b in range(0, n - block + 1, block)]
+    return {key: float(np.mean([m[key] for m in per_library])) for key in per_library[0]}
+
+
 def merge_top_k(top_scores: jax.Array, top_items: jax.Array, scores: jax.Array, items: jax.Array, k: int):
     """Returns the running top-k `(scores (q, k), items (q, k, ...))` updated with a new chunk.
 
