@@ -88,14 +88,15 @@ def evaluate(run_dir, data_path, split: str = "test", library_size: int | None =
         progress: show a progress bar while embedding the tracks.
     Raises:
         FileNotFoundError: missing run dir or dataset.
-        ValueError: corrupted files, or a dataset whose modes/frequencies differ from the run's.
+        ValueError: corrupted files, a dataset whose modes/frequencies differ from the run's, or blocks without
+            a library size.
     """
+    if blocks and not library_size:
+        raise ValueError("blocks needs a library size (the pairs per library)")
     model, config, meta = load_trained(run_dir)
     data = load_paired(data_path)
     check_same_modes(meta, data, f"dataset {data_path}")
     config = type(config)(**{**vars(config), "eval_batch": batch_size}).validate()
-    if blocks and not library_size:
-        raise ValueError("blocks needs a library size (the pairs per library)")
     size = min(library_size or data.n_samples, data.n_samples)
     scores = retrieval_scores(model, data, config, size, split, progress=progress, blocks=blocks)
     return {f"{split}/library": size, f"{split}/libraries": data.n_samples // size if blocks else 1, **scores}
