@@ -31,7 +31,9 @@ here:
   conditional of the tracks, hybrid's prior (the posterior amortised by the encoder); a regime whose tracks
   the encoder cannot read skips that row rather than start it from the prior; `posterior-mean:hybrid` (with
   `--run`, any encoder hybrid reads) from hybrid's posterior of the tracks (the learned conditional after the
-  data). Their `seconds_per_track`
+  data); a `+is` after the start (`posterior-mean:hybrid+is`) first importance-samples the start (up to
+  IMPORTANCE_DRAWS x the particles per run; `importance_runs`: the runs whose weights passed, the others
+  tempered). Their `seconds_per_track`
   over posterior-mean's is the speed-up (the first sampler row of a run also pays the stage's compilation:
   compare fields after the first in the `.fields.csv`, or run each row alone).
 Every method is also the ratio of its median error to posterior-mean's (`vs_posterior_mean`).
@@ -119,6 +121,7 @@ CLASSICAL = ("linear", "var", "enkf")
 LEARNED = tuple(name for name, cls in METHODS.items() if cls.learned)
 DIRECT = ("truth-map", "search:prior", "search:linear")  # computed here, not by the dispatcher
 SAMPLER_ROW = "posterior-mean"  # the sample method's posterior mean, with every particle kept
+IMPORTANCE_DRAWS = 16  # a +is sampler row draws up to this many times its particles per run before tempering
 
 
 def family(method: str) -> str:
@@ -185,6 +188,9 @@ def run_method(method, tracks, model: FlowModel, regime: Regime, settings):
     start = time.perf_counter()
     if method.partition(":")[0] == SAMPLER_ROW:  # posterior-mean, or from var's, the learned or hybrid's Gaussian
         particles, runs, begin = settings.sample_particles, settings.sample_runs, method.partition(":")[2] or "prior"
+        begin, _, how = begin.partition("+")  # posterior-mean:hybrid+is: importance sampling from the start first
+        if how not in ("", "is"):
+            raise ValueError(f"unknown sampler setting +{how} (only +is)")
         if regime.noise == 0 and not noise:  # the posterior given the true noise: on exact tracks the misfit's floor
             common["noise_std"] = SampleConfig().sigma_floor
         # the run's encoder (restored once) for the learned conditional, or for hybrid's posterior of each field
@@ -196,7 +202,9 @@ def run_method(method, tracks, model: FlowModel, regime: Regime, settings):
             if problems:
                 raise ValueError(f"{method}: the encoder cannot read these tracks ({problems[0]})")
         sampler = METHODS["sample"](**common | {"members": particles * runs, "particles": particles, "runs": runs,
-                                                "particle_batch": settings.sample_batch, "start": begin}, **learned)
+                                                "particle_batch": settings.sample_batch, "start": begin,
+                                                "importance_draws": IMPORTANCE_DRAWS * particles if how else 0},
+                                    **learned)
         post = sampler(tracks, model, jax.random.key(0))
     elif method in DIRECT:
         config = HybridConfig(**common, iterations=settings.search_iterations)
@@ -242,7 +250,8 @@ def field_records(post: Posterior, scores: dict, fields, base: dict, drifters: i
         info = info if isinstance(info, dict) else {}
         sampler = {"rhat_max": float(info.get("rhat_max", float("nan"))),
                    "runs_agree": 1.0 - float(info.get("agreement_fraction_beyond_p99", float("nan"))),
-                   "tempering_complete": float(info.get("tempering_complete", float("nan")))}
+                   "tempering_complete": float(info.get("tempering_complete", float("nan"))),
+                   "importance_runs": float(info.get("importance_runs", float("nan")))}
         out.append({**base, "field": f, **{n: float(scores["per_field"][n][i]) for n in PER_FIELD}, **sampler,
                     "seconds_per_track": float(post.seconds[i]) / drifters if post.seconds is not None
                     else float("nan"),
@@ -273,6 +282,8 @@ def summarise(records, yardstick: str = SAMPLER_ROW) -> list[dict]:
                      "runs_agree": float(np.mean(value("runs_agree"))) if "runs_agree" in group[0] else float("nan"),
                      "tempering_complete": (float(np.mean(value("tempering_complete")))
                                             if "tempering_complete" in group[0] else float("nan")),
+                     "importance_runs": (float(np.mean(value("importance_runs")))
+                                         if "importance_runs" in group[0] else float("nan")),
                      "wall_s": float(np.sum(value("wall_s")))})
     add_truth_ratios(rows, yardstick)
     return rows
@@ -351,7 +362,7 @@ def write_tables(rows, out: pathlib.Path, header: str, yardstick: str = SAMPLER_
     """Writes out (CSV) and out.md (the full table and the summary); returns the markdown."""
     write_csv(rows, out)
     names = [n for n in (*SCORES, "basin_fraction", "map_cost", "rhat_max", "runs_agree", "tempering_complete",
-                         "wall_s") if n in rows[0]]
+                         "importance_runs", "wall_s") if n in rows[0]]
     lines = ["| regime | drifters | obs | method | " + " | ".join(names) + " |", "|" + "---|" * (4 + len(names))]
     for r in rows:
         lines.append(f"| {r['regime']} | {r['drifters']} | {r['obs']} | {r['method']} | "
@@ -466,8 +477,9 @@ def main(argv=None) -> int:
     k1, k2, omega, scale, dt = model.k1, model.k2, model.omega, model.scale, model.dt
     n_fields = args.fields or (2 if args.quick else 16)
     n_steps = int(round(t_final / dt))
-    methods = [m for m in args.methods.split(",") if args.run or (family(m) not in LEARNED and m not in
-                                                                  (SAMPLER_ROW + ":learned", SAMPLER_ROW + ":hybrid"))]
+    encoder_rows = (SAMPLER_ROW + ":learned", SAMPLER_ROW + ":hybrid")  # sampler rows that need --run, +is or not
+    methods = [m for m in args.methods.split(",")
+               if args.run or (family(m) not in LEARNED and m.partition("+")[0] not in encoder_rows)]
     fields = [f for f in range(n_fields) if f % args.shard_count == args.shard_index]
     out = pathlib.Path(args.out)
     records = []

@@ -26,6 +26,7 @@ from lagda.assimilation.methods.sample import (
     gaussian_root,
     learned_proposal,
     lineage_standard_error,
+    pareto_k,
     run_diagnostics,
     smc_sample,
 )
@@ -134,6 +135,49 @@ def test_the_exact_posterior_as_proposal_is_one_importance_step(twin):
     assert diagnostics["log_evidence"] == pytest.approx(twin[4], rel=1e-9)
 
 
+@pytest.mark.parametrize("shape", [0.3, 0.9])
+def test_pareto_k_recovers_the_shape_of_a_generalised_pareto_tail(shape):
+    """Exceedances of a generalised Pareto over any threshold are generalised Pareto of the same shape, so the
+    fit of the top M of n draws estimates it with sd ~ (1 + shape) / sqrt(M)."""
+    n = 10_000
+    draws = stats.genpareto.rvs(shape, size=n, random_state=np.random.default_rng(4))
+    tail = int(min(n / 5, 3 * np.sqrt(n)))
+    assert pareto_k(np.log(draws)) == pytest.approx(shape, abs=4 * (1 + shape) / np.sqrt(tail))
+    assert pareto_k(np.zeros(n)) == -np.inf  # equal weights: no tail
+
+
+@pytest.fixture(scope="module")
+def by_importance(twin, from_prior):  # after from_prior: the linear twin's functions are compiled
+    """Importance sampling from q = N(mean, 1.5 cov), wider than the posterior (bounded weights), and from
+    N(mean, 0.04 cov), narrower (weights with a heavy tail: refused, so the runs temper from q)."""
+    data, prior, mean, cov = twin[:4]
+    config = SampleConfig(particles=PARTICLES, runs=RUNS, start="proposal", importance_draws=16 * PARTICLES)
+    return [smc_sample(linear_log_likelihood, prior, jax.random.key(5), config, data, Gaussian(mean, scale * cov))
+            for scale in (1.5, 0.04)]
+
+
+def test_importance_sampling_from_a_wider_proposal_is_the_exact_posterior(twin, by_importance):
+    samples, weights, diagnostics = by_importance[0]
+    assert diagnostics["importance_runs"] == RUNS and diagnostics["stages_max"] == 0  # no tempering, no moves
+    assert diagnostics["importance_ess_min"] >= 0.5 * PARTICLES and diagnostics["importance_pareto_k_max"] < 0.7
+    per_run = [samples.reshape(RUNS, -1, samples.shape[1])[r] for r in range(RUNS)]
+    w = weights.reshape(RUNS, -1) * RUNS
+    mean = np.stack([w[r] @ per_run[r] for r in range(RUNS)])
+    _assert_within_mc_error(mean, twin[2])
+    variance = np.stack([w[r] @ (per_run[r] - mean[r]) ** 2 for r in range(RUNS)])
+    _assert_within_mc_error(variance, np.diag(twin[3]))
+    _assert_within_mc_error([r["log_evidence"] for r in diagnostics["runs"]], twin[4])
+
+
+def test_importance_sampling_from_a_narrow_proposal_is_refused_and_tempers(twin, by_importance):
+    samples, weights, diagnostics = by_importance[1]
+    refused = [r["importance"] for r in diagnostics["runs"]]
+    assert not any(i["accepted"] for i in refused) and min(i["pareto_k"] for i in refused) > 0.7
+    assert all(i["draws"] == 16 * PARTICLES for i in refused)  # it drew all it could before refusing
+    assert diagnostics["tempering_complete"] and min(r["stages"] for r in diagnostics["runs"]) > 1
+    _assert_within_mc_error(_per_run(samples, weights, RUNS)[0], twin[2])
+
+
 def test_progress_reports_every_stage(from_prior):
     (_, _, diagnostics), calls = from_prior
     stages = [r["stages"] for r in diagnostics["runs"]]
@@ -176,10 +220,11 @@ def test_lineage_standard_error_of_independent_particles_is_std_over_sqrt_n():
 @pytest.mark.parametrize("change, message", [
     ({"particles": 1}, "particles must be >= 2"),
     ({"target_ess": 1.0}, "target_ess must be in (0, 1)"),
+    ({"particles": 64, "importance_draws": 32}, "importance_draws must be 0 (off) or >= particles (64)"),
     ({"mass_matrix": "full"}, "mass_matrix must be one of"),
     ({"start": "laplace"}, "start must be one of"),
     ({"step_size": 5.0}, "step_size must be in"),
-], ids=["particles", "target_ess", "mass_matrix", "start", "step_size"])
+], ids=["particles", "target_ess", "importance_draws", "mass_matrix", "start", "step_size"])
 def test_config_errors_are_one_line(change, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         SampleConfig(**change).validate()
@@ -259,6 +304,23 @@ def test_noise_from_var_and_its_laplace_start(field):
     assert estimate.info["sigma_90"][0] < estimate.info["sigma"] < estimate.info["sigma_90"][1]
     assert estimate.samples.shape == (64, 9) and np.allclose(estimate.weights, 1 / 64)
     assert estimate.info["stages_max"] <= from_prior.info["stages_max"]
+    assert twin.field_error(estimate.weights @ estimate.samples, 0) < 1.0
+
+
+def test_importance_first_on_a_track_is_recorded_and_shown(field):
+    """importance_draws on a real track: each run says whether the start's weights served it, the result's
+    summary and the field's decision line say so, and the estimate beats the prior mean."""
+    from lagda.assimilation.posterior import _describe_field
+
+    twin, positions, _ = field
+    config = SampleConfig(particles=48, runs=2, mcmc_steps=2, start="var", members=64, importance_draws=16 * 48)
+    estimate = assimilate_sample(positions, twin.times, twin.release[0], twin.model, config, jax.random.key(0))
+    runs = [r["importance"] for r in estimate.info["runs"]]
+    assert estimate.info["importance_runs"] == sum(r["accepted"] for r in runs)
+    for r, run in zip(runs, estimate.info["runs"]):  # a served run drew, weighed and stopped; the others tempered
+        assert r["accepted"] == (r["ess"] >= 24 and r["pareto_k"] < 0.7) and (run["stages"] == 0) == r["accepted"]
+    assert f"importance sampled {estimate.info['importance_runs']} of 2 runs" in _describe_field(estimate.info)
+    json.dumps(estimate.info)
     assert twin.field_error(estimate.weights @ estimate.samples, 0) < 1.0
 
 

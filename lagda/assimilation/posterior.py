@@ -184,6 +184,10 @@ def _describe_field(info: dict) -> str:
     if given is not None:
         words.append("noise " + {"empirical_bayes": "estimated",
                                  "evidence": "from the fit's evidence"}.get(given, str(given)))
+    if "importance_runs" in info:  # sample with importance_draws: which runs the start's weights alone served
+        words.append(f"importance sampled {info['importance_runs']} of {info.get('n_runs', '?')} runs (ESS min "
+                     f"{info['importance_ess_min']:.0f}, Pareto k max {info['importance_pareto_k_max']:.2f}"
+                     + ("" if info["importance_runs"] == info.get("n_runs") else "; the others tempered") + ")")
     if info.get("learned_conditional") is False:
         words.append(f"learned prior unused ({info.get('learned_fallback', 'no reason given')})")
     elif "prior_inflation" in info:

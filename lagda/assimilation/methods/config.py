@@ -160,6 +160,10 @@ class SampleConfig(MethodConfig):
                  "the likelihood; any encoder hybrid reads, by default the shipped one) or proposal (a Gaussian given "
                  "in Python); each but the prior with its covariance times proposal_scale")
     proposal_scale: float = setting(1.0, "a proposal's covariance is multiplied by this (> 1 for overconfident ones)")
+    importance_draws: int = setting(0, "importance sampling first (0: off): per run up to this many draws from the "
+                                       "start, weighted by prior x likelihood / start, taken as the run's sample "
+                                       "when their ESS reaches target_ess x particles and their Pareto k < 0.7; "
+                                       "else the run tempers from the start as usual (the result says which)")
     particle_batch: int = setting(0, "particles moved at once (lax.map over batches; 0: all by vmap): bounds the "
                                      "memory of the gradient through RK4 (~3.5 MB per particle and drifter for 1000 "
                                      "steps, K = 49) on a GPU")
@@ -183,6 +187,8 @@ class SampleConfig(MethodConfig):
             (self.start in SAMPLE_STARTS, f"start must be one of {SAMPLE_STARTS}, got {self.start!r}"),
             (self.proposal_scale > 0, f"proposal_scale must be > 0, got {self.proposal_scale}"),
             (self.particle_batch >= 0, f"particle_batch must be >= 0, got {self.particle_batch}"),
+            (self.importance_draws == 0 or self.importance_draws >= self.particles,
+             f"importance_draws must be 0 (off) or >= particles ({self.particles}), got {self.importance_draws}"),
         ]
 
 

@@ -81,6 +81,16 @@ near the posterior like var's Laplace start. On the K = 9 benchmark both took 5-
 (docs/results/assimilation.md). The field's info keeps hybrid's decisions under "hybrid" (its noise estimate,
 prior inflation, refinement) and its seconds.
 
+Importance sampling first (SampleConfig.importance_draws > 0): a start near the posterior (hybrid's or var's
+Gaussian) often needs no bridge at all. Each run then draws q in batches of `particles`, weights every draw by
+p0 L / q (one forward run of the tracks, no gradient: ~1/100 of a stage's HMC moves) until the weights' ESS
+reaches target_ess x particles or importance_draws are drawn, and takes the weighted draws as its sample when
+that ESS is reached and the weights' Pareto k (`pareto_k`, as PSIS estimates it) is below PARETO_K_MAX: the ESS
+alone can look fine while the weights have a heavy tail (q narrower than pi somewhere), which k detects. A run
+whose weights fail tempers from q as without this setting; the run's record says which ("importance": draws,
+ESS, Pareto k, accepted) and the result counts the runs served (importance_runs). Weighted draws keep every
+diagnostic below: each draw is its own lineage, so the lineage standard error is importance sampling's.
+
 Diagnostics (JSON types, per run and across `runs` independent runs, each from its own key): the
 schedule, ESS, acceptance, step size and leapfrog count per stage, the log evidence, the
 particles' lineages, R-hat per coordinate across runs (Gelman-Rubin with runs as chains), the
@@ -115,6 +125,9 @@ from lagda.assimilation.posterior import FieldEstimate
 HYBRID_MEMBERS_PER_DIM = 40  # start "hybrid": members per coordinate of q (its spread within ~sqrt(1/40) = 16%)
 RIDGE = 1e-9  # dense whitening: covariance + RIDGE diag(covariance), positive definite in float64
 INITIAL_DRAW = 2**31 - 1  # fold_in index of a run's initial draw; stage s uses fold_in(run key, s)
+IMPORTANCE_DRAW = 2**31 - 2  # fold_in index of a run's importance draws (batch b: fold_in of that key, b)
+PARETO_K_MAX = 0.7  # importance weights are trusted below this Pareto k (PSIS; Vehtari et al. 2024)
+STAGE_RECORD = ("tempering", "ess", "acceptance", "divergent", "step_size", "leapfrog_steps")  # per stage, per run
 PROPOSAL_RIDGES = (0.0, 1e-12, 1e-9, 1e-6)  # relative ridges tried on a given covariance (gaussian_root)
 
 
@@ -257,13 +270,67 @@ def stage_function(log_likelihood: Callable, mcmc_steps: int, target_ess: float,
     return jax.jit(stage)
 
 
+def pareto_k(log_weights) -> float:
+    """Returns the Pareto shape k of the importance weights' upper tail, as Pareto smoothed importance sampling
+    (PSIS) estimates it: the largest M = min(n / 5, 3 sqrt(n)) weights' excess over the next one, fitted by a
+    generalised Pareto (scipy, maximum likelihood, location 0). The weights have a finite variance for k < 0.5;
+    up to PARETO_K_MAX importance sampling is still reliable in practice, above it the ESS itself is not to be
+    trusted (Vehtari et al. 2024). -inf when the tail is flat (the weights equal within 1e-4). log_weights `(n,)`,
+    n >= 25."""
+    lw = np.sort(np.asarray(log_weights, np.float64))
+    m = int(min(lw.size / 5, 3 * math.sqrt(lw.size)))
+    w = np.exp(lw - lw[-1])
+    excess = w[-m:] - w[-m - 1]
+    if not np.any(excess > 1e-4):  # equal to rounding (q the posterior): no tail to fit
+        return -math.inf
+    return float(stats.genpareto.fit(excess, floc=0.0)[0])
+
+
+@functools.lru_cache(maxsize=16)
+def importance_function(log_likelihood: Callable) -> Callable:
+    """Returns the jitted (v `(n, d)`, data, initial, prior) -> log weights `(n,)`: log p0(x) + log L(x) - log q(x) at
+    x = m_q + R_q v (q = initial, p0 = prior: (mean, lower factor)); no gradient, so one forward run per draw."""
+
+    def log_weight(v, data, initial, prior):
+        x = initial[0] + initial[1] @ v
+        log_q = -0.5 * v @ v - jnp.sum(jnp.log(jnp.diag(initial[1]))) - 0.5 * v.shape[0] * jnp.log(2.0 * jnp.pi)
+        return log_gaussian(x, *prior) + log_likelihood(x, data) - log_q
+
+    return jax.jit(jax.vmap(log_weight, in_axes=(0, None, None, None)))
+
+
+def _importance_run(log_likelihood: Callable, key, config: SampleConfig, data, initial, prior) -> dict:
+    """Returns one run by importance sampling from q alone: batches of `particles` draws until their ESS reaches
+    target_ess x particles or importance_draws are drawn; "importance" says whether they are the run's sample
+    (that ESS and a Pareto k below PARETO_K_MAX), else the caller tempers."""
+    weigh, d = importance_function(log_likelihood), initial[0].shape[0]
+    draws, log_weights, ess = [], [], 0.0
+    while sum(len(v) for v in draws) < config.importance_draws and ess < config.target_ess * config.particles:
+        v = jax.random.normal(jax.random.fold_in(jax.random.fold_in(key, IMPORTANCE_DRAW), len(draws)),
+                              (config.particles, d), initial[0].dtype)
+        draws.append(np.asarray(v))
+        log_weights.append(np.asarray(weigh(v, data, initial, prior)))
+        lw = np.concatenate(log_weights)
+        usable = not np.any(np.isnan(lw) | (lw == np.inf)) and np.any(np.isfinite(lw))  # -inf: a weight of 0
+        w = np.exp(lw - np.max(lw)) if usable else np.zeros_like(lw)
+        ess = float(np.sum(w) ** 2 / max(np.sum(w**2), np.finfo(np.float64).tiny))
+    k = pareto_k(lw) if usable else math.inf
+    accepted = ess >= config.target_ess * config.particles and k < PARETO_K_MAX
+    mean, root = (np.asarray(a) for a in initial)
+    return {"particles": mean[None, :] + np.concatenate(draws) @ root.T,
+            "weights": w / max(np.sum(w), np.finfo(np.float64).tiny),
+            "eves": np.arange(lw.size), "log_evidence": float(logsumexp(lw) - math.log(lw.size)),
+            "tempering_complete": accepted, **{name: [] for name in STAGE_RECORD},
+            "importance": {"draws": int(lw.size), "ess": ess, "pareto_k": k, "accepted": bool(accepted)}}
+
+
 def _run(stage: Callable, key, config: SampleConfig, data, initial, prior, progress) -> dict:
     """Returns one run's final particles x `(particle, d)`, weights, initial ancestors and per-stage record."""
     particles = jax.random.normal(jax.random.fold_in(key, INITIAL_DRAW), (config.particles, initial[0].shape[0]),
                                   initial[0].dtype)  # v ~ N(0, I): x ~ q
     weights = np.full(config.particles, 1.0 / config.particles)
     tempering, step_size, eves = 0.0, config.step_size, np.arange(config.particles)
-    record = {k: [] for k in ("tempering", "ess", "acceptance", "divergent", "step_size", "leapfrog_steps")}
+    record = {k: [] for k in STAGE_RECORD}
     log_evidence, finals, stage_index = 0.0, 0, 0
     while finals < config.final_moves:
         finals += tempering >= 1.0  # a stage at l = 1 resamples and moves only
@@ -350,14 +417,17 @@ def smc_sample(log_likelihood: Callable, prior: Gaussian, key, config: SampleCon
         log_likelihood: (x `(d,)`, data) -> scalar, traceable; pass the same function object to reuse
             the compiled stage (data is traced, so new data does not recompile).
         prior: the Gaussian prior p0. key: JAX PRNG key; run r uses fold_in(key, r).
-        config: SampleConfig (validated here); start "proposal" needs `proposal`, the Gaussian q.
+        config: SampleConfig (validated here); start "proposal" needs `proposal`, the Gaussian q; importance_draws
+            > 0 tries importance sampling from q before tempering, per run (module docstring).
         progress: called as progress(stage, l) after every stage (stages count on across runs).
     Returns:
         The runs' final particles pooled, each run's weights divided by the number of runs;
-        Run r's particles are rows r N .. (r + 1) N - 1. diagnostics: per run the schedule
-        ("tempering"), ESS / N, acceptance, divergent fraction, step size and leapfrog steps per
-        stage, stages, log_evidence, tempering_complete; across runs run_diagnostics, the log of the
-        runs' mean evidence estimate, stages_max, start_offsets (q against the pooled posterior); seconds.
+        run r's particles are the r-th block of rows (N rows each, or an importance-sampled run's draws).
+        diagnostics: per run the schedule ("tempering"), ESS / N, acceptance, divergent fraction, step size
+        and leapfrog steps per stage, stages, log_evidence, tempering_complete (and "importance" with
+        importance_draws); across runs run_diagnostics, the log of the runs' mean evidence estimate,
+        stages_max, start_offsets (q against the pooled posterior), with importance_draws importance_runs,
+        importance_ess_min and importance_pareto_k_max; seconds.
     Raises:
         ValueError: for a bad config, a proposal missing or not asked for, or mismatched shapes.
     """
@@ -383,13 +453,29 @@ def smc_sample(log_likelihood: Callable, prior: Gaussian, key, config: SampleCon
 
     runs = []
     for r in range(config.runs):
-        runs.append(_run(stage, jax.random.fold_in(key, r), config, data, initial, prior_root, counted))
+        run_key, importance = jax.random.fold_in(key, r), None
+        if config.importance_draws:
+            run = _importance_run(log_likelihood, run_key, config, data, initial, prior_root)
+            importance = run["importance"]
+            if importance["accepted"]:
+                counted(0, 1.0)
+        if importance is None or not importance["accepted"]:  # the bridge from q, as without importance sampling
+            run = _run(stage, run_key, config, data, initial, prior_root, counted)
+        runs.append(run if importance is None else {**run, "importance": importance})
         done[0] += len(runs[-1]["tempering"])
     samples = np.concatenate([r["particles"] for r in runs])
     weights = np.concatenate([r["weights"] for r in runs]) / config.runs
     per_run = [{k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in r.items()
                 if k not in ("particles", "weights", "eves")} | {"stages": len(r["tempering"])} for r in runs]
-    diagnostics = {"runs": per_run, **run_diagnostics(runs), "particles": config.particles, "n_runs": config.runs,
+    if config.importance_draws:
+        per_run_importance = [r["importance"] for r in runs]
+        importance = {"importance_runs": sum(i["accepted"] for i in per_run_importance),
+                      "importance_ess_min": min(i["ess"] for i in per_run_importance),
+                      "importance_pareto_k_max": max(i["pareto_k"] for i in per_run_importance)}
+    else:
+        importance = {}
+    diagnostics = {"runs": per_run, **run_diagnostics(runs), **importance, "particles": config.particles,
+                   "n_runs": config.runs,
                    "stages_max": max(p["stages"] for p in per_run),
                    "tempering_complete": all(p["tempering_complete"] for p in per_run),
                    "log_evidence": float(logsumexp([p["log_evidence"] for p in per_run]) - math.log(config.runs)),
