@@ -144,6 +144,7 @@ def test_pareto_k_recovers_the_shape_of_a_generalised_pareto_tail(shape):
     tail = int(min(n / 5, 3 * np.sqrt(n)))
     assert pareto_k(np.log(draws)) == pytest.approx(shape, abs=4 * (1 + shape) / np.sqrt(tail))
     assert pareto_k(np.zeros(n)) == -np.inf  # equal weights: no tail
+    assert pareto_k(np.zeros(24)) == np.inf  # too few weights to see a tail: not trusted
 
 
 @pytest.fixture(scope="module")

@@ -275,9 +275,11 @@ def pareto_k(log_weights) -> float:
     (PSIS) estimates it: the largest M = min(n / 5, 3 sqrt(n)) weights' excess over the next one, fitted by a
     generalised Pareto (scipy, maximum likelihood, location 0). The weights have a finite variance for k < 0.5;
     up to PARETO_K_MAX importance sampling is still reliable in practice, above it the ESS itself is not to be
-    trusted (Vehtari et al. 2024). -inf when the tail is flat (the weights equal within 1e-4). log_weights `(n,)`,
-    n >= 25."""
+    trusted (Vehtari et al. 2024). -inf when the tail is flat (the weights equal within 1e-4); inf for fewer than
+    25 weights (too few to see a tail: not trusted). log_weights `(n,)`."""
     lw = np.sort(np.asarray(log_weights, np.float64))
+    if lw.size < 25:
+        return math.inf
     m = int(min(lw.size / 5, 3 * math.sqrt(lw.size)))
     w = np.exp(lw - lw[-1])
     excess = w[-m:] - w[-m - 1]
