@@ -161,12 +161,9 @@ def test_importance_sampling_from_a_wider_proposal_is_the_exact_posterior(twin, 
     samples, weights, diagnostics = by_importance[0]
     assert diagnostics["importance_runs"] == RUNS and diagnostics["stages_max"] == 0  # no tempering, no moves
     assert diagnostics["importance_ess_min"] >= 0.5 * PARTICLES and diagnostics["importance_pareto_k_max"] < 0.7
-    per_run = [samples.reshape(RUNS, -1, samples.shape[1])[r] for r in range(RUNS)]
-    w = weights.reshape(RUNS, -1) * RUNS
-    mean = np.stack([w[r] @ per_run[r] for r in range(RUNS)])
+    mean, cov = _per_run(samples, weights, RUNS)
     _assert_within_mc_error(mean, twin[2])
-    variance = np.stack([w[r] @ (per_run[r] - mean[r]) ** 2 for r in range(RUNS)])
-    _assert_within_mc_error(variance, np.diag(twin[3]))
+    _assert_within_mc_error(np.diagonal(cov, axis1=1, axis2=2), np.diag(twin[3]))
     _assert_within_mc_error([r["log_evidence"] for r in diagnostics["runs"]], twin[4])
 
 

@@ -201,6 +201,17 @@ def log_gaussian(x, mean, root):
     return -0.5 * z @ z - jnp.sum(jnp.log(jnp.diag(root))) - 0.5 * x.shape[0] * jnp.log(2.0 * jnp.pi)
 
 
+def log_initial_white(v, initial):
+    """Returns log q(x) at x = m_q + R_q v for v `(d,)`: log N(v; 0, I) - log det R_q (initial = (m_q, R_q))."""
+    return -0.5 * v @ v - jnp.sum(jnp.log(jnp.diag(initial[1]))) - 0.5 * v.shape[0] * jnp.log(2.0 * jnp.pi)
+
+
+def from_white(v, initial) -> np.ndarray:
+    """Returns x = m_q + R_q v `(n, d)` for standard coordinates v `(n, d)` under q (initial = (m_q, R_q))."""
+    mean, root = (np.asarray(a) for a in initial)
+    return mean[None, :] + np.asarray(v) @ root.T
+
+
 def _whitening(particles, weights, dense: bool):
     """Returns (mean `(d,)`, lower factor `(d, d)`) of the particles' weighted covariance (or its diagonal)."""
     mean = weights @ particles
@@ -242,11 +253,9 @@ def stage_function(log_likelihood: Callable, mcmc_steps: int, target_ess: float,
     def stage(key, index, particles, weights, tempering, step_size, data, initial, prior):
         mean, root = _whitening(particles, weights, dense)  # v = mean + root u, u the whitened coordinates
         shift, factor = initial[0] + initial[1] @ mean, initial[1] @ root  # x = shift + factor u
-        half_d_log_2pi = 0.5 * particles.shape[1] * jnp.log(2.0 * jnp.pi)
 
-        def log_initial(u):  # log q(x) = log N(v; 0, I) - log det R_q
-            v = mean + root @ u
-            return -0.5 * v @ v - jnp.sum(jnp.log(jnp.diag(initial[1]))) - half_d_log_2pi
+        def log_initial(u):  # log q(x), x = m_q + R_q v
+            return log_initial_white(mean + root @ u, initial)
 
         def log_ratio(u):  # log p0(x) + log L(x) - log q(x)
             return log_gaussian(shift + factor @ u, *prior) + log_likelihood(shift + factor @ u, data) - log_initial(u)
@@ -295,8 +304,7 @@ def importance_function(log_likelihood: Callable) -> Callable:
 
     def log_weight(v, data, initial, prior):
         x = initial[0] + initial[1] @ v
-        log_q = -0.5 * v @ v - jnp.sum(jnp.log(jnp.diag(initial[1]))) - 0.5 * v.shape[0] * jnp.log(2.0 * jnp.pi)
-        return log_gaussian(x, *prior) + log_likelihood(x, data) - log_q
+        return log_gaussian(x, *prior) + log_likelihood(x, data) - log_initial_white(v, initial)
 
     return jax.jit(jax.vmap(log_weight, in_axes=(0, None, None, None)))
 
@@ -318,8 +326,7 @@ def _importance_run(log_likelihood: Callable, key, config: SampleConfig, data, i
         ess = float(np.sum(w) ** 2 / max(np.sum(w**2), np.finfo(np.float64).tiny))
     k = pareto_k(lw) if usable else math.inf
     accepted = ess >= config.target_ess * config.particles and k < PARETO_K_MAX
-    mean, root = (np.asarray(a) for a in initial)
-    return {"particles": mean[None, :] + np.concatenate(draws) @ root.T,
+    return {"particles": from_white(np.concatenate(draws), initial),
             "weights": w / max(np.sum(w), np.finfo(np.float64).tiny),
             "eves": np.arange(lw.size), "log_evidence": float(logsumexp(lw) - math.log(lw.size)),
             "tempering_complete": accepted, **{name: [] for name in STAGE_RECORD},
@@ -351,8 +358,7 @@ def _run(stage: Callable, key, config: SampleConfig, data, initial, prior, progr
             progress(stage_index, tempering)
         if tempering < 1.0 and stage_index >= config.max_stages:
             break
-    mean, root = (np.asarray(a) for a in initial)
-    return {"particles": mean[None, :] + np.asarray(particles) @ root.T, "weights": np.asarray(weights), "eves": eves,
+    return {"particles": from_white(particles, initial), "weights": np.asarray(weights), "eves": eves,
             "log_evidence": log_evidence, "tempering_complete": tempering >= 1.0, **record}
 
 
