@@ -64,6 +64,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import math
 import os
 import pathlib
 import re
@@ -262,9 +263,32 @@ def field_records(post: Posterior, scores: dict, fields, base: dict, drifters: i
     return out
 
 
+def standard_error(values) -> float:
+    """Returns the standard error of the mean of `values` `(n,)` (nan below 2 values)."""
+    values = np.asarray(values, np.float64)
+    return float(np.std(values, ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float("nan")
+
+
+def calibration(row) -> str:
+    """Returns "mean +- se" of a row's 95% coverage over its flows, "narrow" or "wide" where 0.95 is 3 se away.
+
+    Bands of mean +- 1.96 std from the exact posterior cover the truth with probability 0.95 on average over flows
+    drawn from the prior where the posterior's marginals are Gaussian (tests/test_scores.py), so a yardstick
+    whose mean coverage is 3 standard errors below 0.95 is too narrow (or has missed some of the posterior's mass).
+    """
+    mean, se = float(row.get("velocity_calibration", "nan")), float(row.get("velocity_calibration_se", "nan"))
+    if not math.isfinite(mean):
+        return "-"
+    if not math.isfinite(se):
+        return f"{mean:.3f}"
+    verdict = " narrow" if mean + 3 * se < 0.95 else " wide" if mean - 3 * se > 0.95 else ""
+    return f"{mean:.3f} +- {se:.3f}{verdict}"
+
+
 def summarise(records, yardstick: str = SAMPLER_ROW) -> list[dict]:
-    """Returns one row per (regime, method) from per-field records: means over fields, the median
-    field error, the median search cost, and the summed wall time (ratios to truth-map and `yardstick` added)."""
+    """Returns one row per (regime, method) from per-field records: means over fields (with the standard error of
+    the 95% coverage's), the median field error, the median search cost, and the summed wall time (ratios to
+    truth-map and `yardstick` added)."""
     groups = {}
     for r in records:
         groups.setdefault((r["regime"], r["method"]), []).append(r)
@@ -275,6 +299,7 @@ def summarise(records, yardstick: str = SAMPLER_ROW) -> list[dict]:
         rows.append({"regime": regime, "drifters": group[0]["drifters"], "obs": group[0]["obs"], "method": method,
                      "fields": len(group), **{n: float(np.mean(value(n))) for n in PER_FIELD},
                      "velocity_rel_l2_median": float(np.median(value("velocity_rel_l2"))),
+                     "velocity_calibration_se": standard_error(value("velocity_calibration")),
                      "seconds_per_track": float(np.mean(value("seconds_per_track"))),
                      "basin_fraction": float(np.mean(value("basin_fraction"))),
                      "map_cost": float(np.median(costs)) if np.any(np.isfinite(costs)) else float("nan"),
@@ -335,8 +360,8 @@ def summary(rows, yardstick: str = SAMPLER_ROW) -> str:
     classical, search and learned method with their error and ratio to truth-map, hybrid's ratio to
     posterior-mean, and var vs hybrid time."""
     lines = ["| regime | truth-map err | posterior-mean err | best classical | err | / truth-map | best search | err | "
-             "/ truth-map | best lagda | err | / truth-map | hybrid / posterior-mean | var s/track | hybrid s/track | "
-             "var / hybrid time |", "|" + "---|" * 16]
+             "/ truth-map | best lagda | err | / truth-map | hybrid / posterior-mean | posterior-mean cover | "
+             "var s/track | hybrid s/track | var / hybrid time |", "|" + "---|" * 17]
     groups = {}
     for r in rows:
         groups.setdefault(r["regime"], []).append(r)
@@ -350,6 +375,7 @@ def summary(rows, yardstick: str = SAMPLER_ROW) -> str:
             cells += [best["method"], f"{_err(best):.3g}", f"{_err(best) / oracle:.3g}"] if best else ["-", "-", "-"]
         var, hybrid = by_method.get("var"), by_method.get("hybrid")
         cells.append(f"{_err(hybrid) / mean_error:.3g}" if hybrid else "-")
+        cells.append(calibration(by_method[yardstick]) if yardstick in by_method else "-")
         times = ["-", "-", "-"]
         if var and hybrid:
             v, h = float(var["seconds_per_track"]), float(hybrid["seconds_per_track"])
@@ -361,8 +387,8 @@ def summary(rows, yardstick: str = SAMPLER_ROW) -> str:
 def write_tables(rows, out: pathlib.Path, header: str, yardstick: str = SAMPLER_ROW) -> str:
     """Writes out (CSV) and out.md (the full table and the summary); returns the markdown."""
     write_csv(rows, out)
-    names = [n for n in (*SCORES, "basin_fraction", "map_cost", "rhat_max", "runs_agree", "tempering_complete",
-                         "importance_runs", "wall_s") if n in rows[0]]
+    names = [n for n in (*SCORES, "velocity_calibration_se", "basin_fraction", "map_cost", "rhat_max", "runs_agree",
+                         "tempering_complete", "importance_runs", "wall_s") if n in rows[0]]
     lines = ["| regime | drifters | obs | method | " + " | ".join(names) + " |", "|" + "---|" * (4 + len(names))]
     for r in rows:
         lines.append(f"| {r['regime']} | {r['drifters']} | {r['obs']} | {r['method']} | "

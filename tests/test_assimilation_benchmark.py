@@ -24,7 +24,8 @@ def bench():
 
 def _row(regime, method, median, seconds):
     return {"regime": regime, "drifters": "1", "method": method, "velocity_rel_l2": str(2 * median),
-            "velocity_rel_l2_median": str(median), "seconds_per_track": str(seconds)}
+            "velocity_rel_l2_median": str(median), "seconds_per_track": str(seconds), "velocity_calibration": "0.9",
+            "velocity_calibration_se": "0.01"}
 
 
 def test_summary_names_the_best_of_each_family_against_truth_map(bench):
@@ -41,9 +42,9 @@ def test_summary_names_the_best_of_each_family_against_truth_map(bench):
     assert len(lines) == 4
     noisy = [c.strip() for c in lines[2].strip("|").split("|")]
     assert noisy == ["noisy", "0.4", "0.45", "var", "0.8", "2", "search:prior", "0.6", "1.5", "hybrid", "0.5", "1.25",
-                     "1.11", "2", "0.5", "4.0"]
+                     "1.11", "0.900 +- 0.010 narrow", "2", "0.5", "4.0"]
     sparse = [c.strip() for c in lines[3].strip("|").split("|")]
-    assert sparse[:6] == ["sparse", "nan", "nan", "linear", "0.5", "nan"] and sparse[6:] == ["-"] * 10
+    assert sparse[:6] == ["sparse", "nan", "nan", "linear", "0.5", "nan"] and sparse[6:] == ["-"] * 11
 
 
 def test_method_families(bench):
@@ -83,6 +84,21 @@ def test_ratios_to_both_references_per_regime(bench):
     bench.add_truth_ratios(rows, "posterior-mean:var")
     assert [r["vs_posterior_mean"] for r in rows[:3]] == [0.8, 1.6, 2.0] and rows[4]["vs_posterior_mean"] == 1.0
     assert bench.summary(rows, "posterior-mean:var").splitlines()[2].split("|")[3].strip() == "0.25"
+
+
+def test_coverage_over_flows_with_its_standard_error_against_the_calibrated_095(bench):
+    """The summary's coverage of a row is its mean over flows +- the standard error; 0.95 three se away is flagged."""
+    records = [{"regime": "a", "method": "posterior-mean", "field": str(f), "drifters": 1, "obs": 4,
+                "velocity_rel_l2": 0.5, "velocity_calibration": c, "seconds_per_track": 1.0, "basin_fraction": "nan",
+                "map_cost": "nan", "wall_s": 1.0, "track_velocity_rel_l2": 0.1, "resim_rms_true": 0.1,
+                "forecast_rms": 0.1} for f, c in enumerate((0.86, 0.88, 0.90, 0.92))]
+    row = bench.summarise(records)[0]
+    se = math.sqrt(((0.03**2 + 0.01**2) * 2) / 3) / 2  # sample std (ddof 1) / sqrt(4) around the mean 0.89
+    assert row["velocity_calibration"] == pytest.approx(0.89) and row["velocity_calibration_se"] == pytest.approx(se)
+    assert bench.calibration(row) == f"0.890 +- {se:.3f} narrow"  # 0.89 + 3 * 0.0129 < 0.95
+    assert bench.calibration({**row, "velocity_calibration": 0.93}) == f"0.930 +- {se:.3f}"
+    assert bench.calibration({**row, "velocity_calibration": 0.995}) == f"0.995 +- {se:.3f} wide"
+    assert bench.calibration({**row, "velocity_calibration_se": float("nan")}) == "0.890"  # one flow: no se
 
 
 def test_yardstick_flows_keep_only_the_flows_the_sampler_ran_on(bench):

@@ -97,3 +97,26 @@ def test_velocity_calibration_of_a_wide_and_a_narrow_posterior(case):
     np.testing.assert_allclose(velocity_calibration(truth, wide, K1, K2, OMEGA, times, N_GRID), 1.0)
     narrow = Posterior(np.stack([1.5 * truth, 1.5 * truth + 1e-9], axis=1), np.full((2, 2), 0.5), "narrow")
     assert np.all(velocity_calibration(truth, narrow, K1, K2, OMEGA, times, N_GRID) < 0.05)
+
+
+def test_exact_gaussian_posterior_covers_095_on_average_over_flows_drawn_from_its_prior():
+    """The benchmark's calibration reference (its summary's "narrow"/"wide"): on a linear-Gaussian twin, bands of
+    the exact posterior's mean +- 1.96 std cover the truth's grid velocities with probability 0.95 averaged over
+    truths drawn from the prior (each grid velocity is linear in the coefficients, so Gaussian); a posterior
+    0.7x too narrow covers P(|z| < 1.37) = 0.83."""
+    rng = np.random.default_rng(3)
+    n_field, n_member, prior_std, noise_std = 240, 256, 0.05, 0.02
+    g = rng.normal(size=(6, 18))  # 6 linear data of the 18 real coordinates (Re c, Im c)
+    cov = np.linalg.inv(np.eye(18) / prior_std**2 + g.T @ g / noise_std**2)
+    root = np.linalg.cholesky(cov)
+    truth = prior_std * rng.normal(size=(n_field, 18))
+    y = truth @ g.T + noise_std * rng.normal(size=(n_field, 6))
+    mean = y @ g @ cov / noise_std**2
+    times = np.array([0.0, 0.05])
+    as_complex = lambda x: x[..., :9] + 1j * x[..., 9:]  # noqa: E731
+    for scale, expected in ((1.0, 0.95), (0.7, 0.829)):
+        members = mean[:, None, :] + scale * rng.normal(size=(n_field, n_member, 18)) @ root.T
+        post = Posterior(as_complex(members), np.full((n_field, n_member), 1.0 / n_member), "exact")
+        cover = velocity_calibration(as_complex(truth), post, K1, K2, OMEGA, times, N_GRID)
+        se = cover.std(ddof=1) / np.sqrt(n_field)
+        assert abs(cover.mean() - expected) < 4 * se + 0.005, (scale, cover.mean(), se)
