@@ -42,7 +42,7 @@ def test_summary_names_the_best_of_each_family_against_truth_map(bench):
     assert len(lines) == 4
     noisy = [c.strip() for c in lines[2].strip("|").split("|")]
     assert noisy == ["noisy", "0.4", "0.45", "var", "0.8", "2", "search:prior", "0.6", "1.5", "hybrid", "0.5", "1.25",
-                     "1.11", "0.900 +- 0.010 narrow", "2", "0.5", "4.0"]
+                     "1.11", "0.900 +- 0.010 below 0.95", "2", "0.5", "4.0"]
     sparse = [c.strip() for c in lines[3].strip("|").split("|")]
     assert sparse[:6] == ["sparse", "nan", "nan", "linear", "0.5", "nan"] and sparse[6:] == ["-"] * 11
 
@@ -95,9 +95,9 @@ def test_coverage_over_flows_with_its_standard_error_against_the_calibrated_095(
     row = bench.summarise(records)[0]
     se = math.sqrt(((0.03**2 + 0.01**2) * 2) / 3) / 2  # sample std (ddof 1) / sqrt(4) around the mean 0.89
     assert row["velocity_calibration"] == pytest.approx(0.89) and row["velocity_calibration_se"] == pytest.approx(se)
-    assert bench.calibration(row) == f"0.890 +- {se:.3f} narrow"  # 0.89 + 3 * 0.0129 < 0.95
+    assert bench.calibration(row) == f"0.890 +- {se:.3f} below 0.95"  # 0.89 + 3 * 0.0129 < 0.95
     assert bench.calibration({**row, "velocity_calibration": 0.93}) == f"0.930 +- {se:.3f}"
-    assert bench.calibration({**row, "velocity_calibration": 0.995}) == f"0.995 +- {se:.3f} wide"
+    assert bench.calibration({**row, "velocity_calibration": 0.995}) == f"0.995 +- {se:.3f} above 0.95"
     assert bench.calibration({**row, "velocity_calibration_se": float("nan")}) == "0.890"  # one flow: no se
 
 

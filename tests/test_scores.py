@@ -100,7 +100,7 @@ def test_velocity_calibration_of_a_wide_and_a_narrow_posterior(case):
 
 
 def test_exact_gaussian_posterior_covers_095_on_average_over_flows_drawn_from_its_prior():
-    """The benchmark's calibration reference (its summary's "narrow"/"wide"): on a linear-Gaussian twin, bands of
+    """The benchmark's calibration reference (its summary's "below 0.95"): on a linear-Gaussian twin, bands of
     the exact posterior's mean +- 1.96 std cover the truth's grid velocities with probability 0.95 averaged over
     truths drawn from the prior (each grid velocity is linear in the coefficients, so Gaussian); a posterior
     0.7x too narrow covers P(|z| < 1.37) = 0.83."""
