@@ -360,7 +360,7 @@ def _best(group, families):
 def summary(rows, yardstick: str = SAMPLER_ROW) -> str:
     """Returns the markdown verdict per regime: truth-map's and posterior-mean's median field error, the best
     classical, search and learned method with their error and ratio to truth-map, hybrid's ratio to
-    posterior-mean, and var vs hybrid time."""
+    posterior-mean, the posterior mean's 95% coverage over the flows (`calibration`), and var vs hybrid time."""
     lines = ["| regime | truth-map err | posterior-mean err | best classical | err | / truth-map | best search | err | "
              "/ truth-map | best lagda | err | / truth-map | hybrid / posterior-mean | posterior-mean cover | "
              "var s/track | hybrid s/track | var / hybrid time |", "|" + "---|" * 17]
