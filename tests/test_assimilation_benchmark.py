@@ -99,6 +99,8 @@ def test_coverage_over_flows_with_its_standard_error_against_the_calibrated_095(
     assert bench.calibration({**row, "velocity_calibration": 0.93}) == f"0.930 +- {se:.3f}"
     assert bench.calibration({**row, "velocity_calibration": 0.995}) == f"0.995 +- {se:.3f} above 0.95"
     assert bench.calibration({**row, "velocity_calibration_se": float("nan")}) == "0.890"  # one flow: no se
+    # records written before the central-interval coverage existed: not measured, not zero
+    assert math.isnan(row["velocity_quantile_calibration"]) and math.isnan(row["velocity_quantile_calibration_se"])
 
 
 def test_yardstick_flows_keep_only_the_flows_the_sampler_ran_on(bench):

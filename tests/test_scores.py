@@ -16,6 +16,7 @@ from lagda.assimilation.scores import (
     track_velocity_error,
     velocity_calibration,
     velocity_field_error,
+    velocity_quantile_calibration,
 )
 from lagda.io.tracks import Tracks
 from simulate.flow import rectangular_modes
@@ -56,6 +57,7 @@ def test_truth_as_posterior_scores_zero_and_full_calibration(case):
         assert scores[name] < 1e-12, (name, scores[name])
         assert scores["per_field"][name].shape == (2,)
     assert scores["coef_calibration"] == 1.0 and scores["velocity_calibration"] == 1.0
+    assert scores["velocity_quantile_calibration"] == 1.0
     assert scores["seconds_per_track"] == pytest.approx(1.0)
 
 
@@ -77,6 +79,7 @@ def test_scaled_truth_has_known_relative_velocity_error(case):
     assert scores["velocity_rel_l2"] == pytest.approx(eps, rel=1e-10)
     assert scores["resim_rms_obs"] > 1e-4 and scores["forecast_rms"] > scores["resim_rms_true"] > 1e-4
     assert scores["coef_calibration"] == 0.0  # zero spread, wrong mean
+    assert scores["velocity_quantile_calibration"] < 0.05  # every member beside the truth on one side
 
 
 def test_coefficient_calibration_counts_the_modes_outside(case):
@@ -117,6 +120,35 @@ def test_exact_gaussian_posterior_covers_095_on_average_over_flows_drawn_from_it
     for scale, expected in ((1.0, 0.95), (0.7, 0.829)):
         members = mean[:, None, :] + scale * rng.normal(size=(n_field, n_member, 18)) @ root.T
         post = Posterior(as_complex(members), np.full((n_field, n_member), 1.0 / n_member), "exact")
-        cover = velocity_calibration(as_complex(truth), post, K1, K2, OMEGA, times, N_GRID)
-        se = cover.std(ddof=1) / np.sqrt(n_field)
-        assert abs(cover.mean() - expected) < 4 * se + 0.005, (scale, cover.mean(), se)
+        for calibration in (velocity_calibration, velocity_quantile_calibration):  # Gaussian: the two agree
+            cover = calibration(as_complex(truth), post, K1, K2, OMEGA, times, N_GRID)
+            se = cover.std(ddof=1) / np.sqrt(n_field)
+            assert abs(cover.mean() - expected) < 4 * se + 0.005, (calibration.__name__, scale, cover.mean(), se)
+
+
+def test_quantile_calibration_tells_a_two_mode_posterior_from_a_sampler_that_missed_a_mode():
+    """A 90/10 mixture of two narrow modes, truths drawn from it (216 of 240 flows from the heavy mode): its mean
+    +- 1.96 std covers only the heavy mode's truths (0.90), its central 95% interval 0.95 like any exact
+    posterior's; members from the heavy mode alone (a sampler that missed the light one) cover 0.95 x 0.90."""
+    rng = np.random.default_rng(4)
+    n_field, n_member, spread = 240, 256, 1e-3
+    heavy = 0.05 * (rng.normal(size=(n_field, 9)) + 1j * rng.normal(size=(n_field, 9)))
+    light = 0.05 * (rng.normal(size=(n_field, 9)) + 1j * rng.normal(size=(n_field, 9)))
+    jitter = lambda *shape: spread * (rng.normal(size=shape) + 1j * rng.normal(size=shape))  # noqa: E731
+    from_heavy = np.arange(n_field) < 216
+    truth = np.where(from_heavy[:, None], heavy, light) + jitter(n_field, 9)
+    half = n_member // 2
+    members = np.concatenate([heavy[:, None] + jitter(n_field, half, 9), light[:, None] + jitter(n_field, half, 9)],
+                             axis=1)
+    weights = np.concatenate([np.full((n_field, half), 0.9 / half), np.full((n_field, half), 0.1 / half)], axis=1)
+    mixture = Posterior(members, weights, "mixture")
+    missed = Posterior(members[:, :half], np.full((n_field, half), 1.0 / half), "missed")
+    times = np.array([0.0, 0.05])
+    for post, calibration, expected in ((mixture, velocity_calibration, 0.90),
+                                        (mixture, velocity_quantile_calibration, 0.95),
+                                        (missed, velocity_quantile_calibration, 0.95 * 0.90)):
+        cover = calibration(truth, post, K1, K2, OMEGA, times, N_GRID)
+        # the split of the flows between the modes is fixed: the standard error within each part
+        se = np.sqrt(sum((part.sum() / n_field) ** 2 * cover[part].var(ddof=1) / part.sum()
+                         for part in (from_heavy, ~from_heavy)))
+        assert abs(cover.mean() - expected) < 4 * se + 0.01, (post.method, calibration.__name__, cover.mean(), se)
