@@ -180,6 +180,7 @@ def velocity_quantile_calibration(true_coef, posterior: Posterior, k1, k2, omega
     n_pad = -samples.shape[1] % size
     samples = np.concatenate([samples, np.zeros((samples.shape[0], n_pad, samples.shape[2]))], axis=1)
     weights = np.concatenate([weights, np.zeros((weights.shape[0], n_pad))], axis=1)
+    tail = 1.0 - (1.0 - Z_LEVEL) / 2 + 1e-12  # 0.975, with room for the weights' rounding
     fractions = []
     for f in range(samples.shape[0]):
         below, above = np.zeros_like(truths[f]), np.zeros_like(truths[f])
@@ -189,7 +190,6 @@ def velocity_quantile_calibration(true_coef, posterior: Posterior, k1, k2, omega
                                          k1, k2, omega, times, n_grid)
             below += np.asarray(parts[0])
             above += np.asarray(parts[1])
-        tail = 1.0 - (1.0 - Z_LEVEL) / 2 + 1e-12  # 0.975, with room for the weights' rounding
         fractions.append(float(np.mean((below <= tail) & (above <= tail))))
     return np.array(fractions)
 
