@@ -32,6 +32,18 @@ def _moments_batch(dcoef, weights, k1, k2, omega, times, n_grid, time=None):
                  for f in grid_fields(dcoef, k1, k2, omega, times, n_grid, time))
 
 
+def padded_members(samples, weights, batch: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Returns (samples, weights, size): the members padded with zeros of zero weight to a multiple of
+    size = min(batch, member), so that one compilation serves every batch of `size` members.
+
+    samples `(field, member, mode)`; weights `(field, member)`.
+    """
+    size = min(batch, samples.shape[1])
+    n_pad = -samples.shape[1] % size
+    return (np.concatenate([samples, np.zeros((samples.shape[0], n_pad, samples.shape[2]), samples.dtype)], axis=1),
+            np.concatenate([weights, np.zeros((weights.shape[0], n_pad), weights.dtype)], axis=1), size)
+
+
 def grid_posterior(posterior: Posterior, k1, k2, omega, times, n_grid: int = 32, batch: int = 64, time=None) -> dict:
     """Returns posterior mean and std of psi, u, v on the grid: `{psi_mean, psi_std, ...}`, each `(field, time, y, x)`.
 
@@ -50,14 +62,10 @@ def grid_posterior(posterior: Posterior, k1, k2, omega, times, n_grid: int = 32,
     means = [np.asarray(f) for f in _grid(jnp.asarray(mean), k1, k2, omega, times, n_grid=n_grid, time=time)]
     out = {f"{name}_mean": m for name, m in zip(FIELD_NAMES, means)}
     samples, weights = np.asarray(posterior.samples, np.complex128), np.asarray(posterior.weights, np.float64)
-    n_member = samples.shape[1]
-    size = min(batch, n_member)
-    n_pad = -n_member % size
-    dev = np.concatenate([samples - mean[:, None, :], np.zeros((samples.shape[0], n_pad, samples.shape[2]))], axis=1)
-    w = np.concatenate([weights, np.zeros((weights.shape[0], n_pad))], axis=1)
+    dev, w, size = padded_members(samples - mean[:, None, :], weights, batch)
     var = [np.zeros_like(m) for m in means]
     for f in range(samples.shape[0]):
-        for start in range(0, n_member + n_pad, size):
+        for start in range(0, dev.shape[1], size):
             parts = _moments_batch(jnp.asarray(dev[f, start : start + size]), jnp.asarray(w[f, start : start + size]),
                                    k1, k2, omega, times, n_grid, time)
             for v, part in zip(var, parts):

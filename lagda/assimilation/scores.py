@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lagda.assimilation.fields import grid_posterior
+from lagda.assimilation.fields import grid_posterior, padded_members
 from lagda.assimilation.posterior import Posterior
 from lagda.io.physical import physical_fields
 from lagda.io.tracks import Tracks
@@ -175,11 +175,8 @@ def velocity_quantile_calibration(true_coef, posterior: Posterior, k1, k2, omega
     omega, times = jnp.asarray(omega, jnp.float64), jnp.asarray(times, jnp.float64)
     _, u_t, v_t = _grid(jnp.asarray(true_coef), k1, k2, omega, times, n_grid=n_grid)
     truths = np.stack([np.asarray(u_t), np.asarray(v_t)], axis=1)  # (field, 2, time, y, x)
-    samples, weights = np.asarray(posterior.samples, np.complex128), np.asarray(posterior.weights, np.float64)
-    size = min(batch, samples.shape[1])
-    n_pad = -samples.shape[1] % size
-    samples = np.concatenate([samples, np.zeros((samples.shape[0], n_pad, samples.shape[2]))], axis=1)
-    weights = np.concatenate([weights, np.zeros((weights.shape[0], n_pad))], axis=1)
+    samples, weights, size = padded_members(np.asarray(posterior.samples, np.complex128),
+                                            np.asarray(posterior.weights, np.float64), batch)
     tail = 1.0 - (1.0 - Z_LEVEL) / 2 + 1e-12  # 0.975, with room for the weights' rounding
     fractions = []
     for f in range(samples.shape[0]):
