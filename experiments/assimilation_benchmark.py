@@ -23,7 +23,8 @@ here:
   posterior from the `sample` method (tempered SMC from the prior, `--sample-particles` per run,
   `--sample-runs` independent runs), the estimate of least expected error; its rows carry the
   sampler's convergence evidence (`rhat_max`, `runs_agree`: the fraction of coordinates whose runs
-  agree within their Monte Carlo error at p 0.99, `tempering_complete`), given the true noise (on exact
+  agree within their Monte Carlo error at p 0.99, `tempering_complete`, `divergent_max`: the largest
+  fraction of divergent HMC moves in a stage, which runs agreeing cannot reveal), given the true noise (on exact
   tracks the misfit's floor, `sigma_floor`: the evidence cannot tell noise from signal there, and a method's
   estimate of it is the method's own); `posterior-mean:var` starts
   the same sampler from var's Laplace Gaussian (the speed-up a proposal buys, at equal accuracy), and
@@ -256,7 +257,8 @@ def field_records(post: Posterior, scores: dict, fields, base: dict, drifters: i
         sampler = {"rhat_max": float(info.get("rhat_max", float("nan"))),
                    "runs_agree": 1.0 - float(info.get("agreement_fraction_beyond_p99", float("nan"))),
                    "tempering_complete": float(info.get("tempering_complete", float("nan"))),
-                   "importance_runs": float(info.get("importance_runs", float("nan")))}
+                   "importance_runs": float(info.get("importance_runs", float("nan"))),
+                   "divergent_max": float(info.get("divergent_max", float("nan")))}
         out.append({**base, "field": f, **{n: float(scores["per_field"][n][i]) for n in PER_FIELD}, **sampler,
                     "seconds_per_track": float(post.seconds[i]) / drifters if post.seconds is not None
                     else float("nan"),
@@ -319,6 +321,7 @@ def summarise(records, yardstick: str = SAMPLER_ROW) -> list[dict]:
                                             if "tempering_complete" in group[0] else float("nan")),
                      "importance_runs": (float(np.mean(value("importance_runs")))
                                          if "importance_runs" in group[0] else float("nan")),
+                     "divergent_max": float(np.max(value("divergent_max"))),
                      "wall_s": float(np.sum(value("wall_s")))})
     add_truth_ratios(rows, yardstick)
     return rows
@@ -398,7 +401,8 @@ def write_tables(rows, out: pathlib.Path, header: str, yardstick: str = SAMPLER_
     """Writes out (CSV) and out.md (the full table and the summary); returns the markdown."""
     write_csv(rows, out)
     names = [n for n in (*SCORES, "velocity_calibration_se", "velocity_quantile_calibration_se", "basin_fraction",
-                         "map_cost", "rhat_max", "runs_agree", "tempering_complete", "importance_runs", "wall_s")
+                         "map_cost", "rhat_max", "runs_agree", "tempering_complete", "importance_runs",
+                         "divergent_max", "wall_s")
              if n in rows[0]]
     lines = ["| regime | drifters | obs | method | " + " | ".join(names) + " |", "|" + "---|" * (4 + len(names))]
     for r in rows:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from lagda.assimilation.methods.config import SampleConfig, VarConfig
+from lagda.assimilation.methods.config import DIVERGENT_WARN, SampleConfig, VarConfig
 from lagda.assimilation.methods.learned import Scorer
 from lagda.assimilation.methods.registry import Sample, make_method
 from lagda.assimilation.methods.sample import (
@@ -190,6 +190,30 @@ def test_rhat_is_near_one_and_runs_agree(from_prior):
     run = diagnostics["runs"][0]
     assert np.all(np.diff(run["tempering"]) >= 0) and run["tempering"][-1] == 1.0
     assert 0.3 < np.mean(run["acceptance"]) < 0.95  # the step size adapts towards target_acceptance 0.65
+    assert diagnostics["divergent_max"] == max(max(r["divergent"]) for r in diagnostics["runs"])
+    assert diagnostics["divergent_max"] < DIVERGENT_WARN  # a Gaussian posterior: the moves follow it everywhere
+
+
+def funnel_log_likelihood(x, data):
+    """Neal's funnel over the prior N(0, 9 I): x0 ~ N(0, 9), x_i | x0 ~ N(0, exp(x0)), i = 1..d-1 (data unused)."""
+    funnel = -x[0] ** 2 / 18.0 - 0.5 * jnp.sum(x[1:] ** 2) * jnp.exp(-x[0]) - 0.5 * (x.shape[0] - 1) * x[0]
+    return funnel + 0.5 * jnp.sum(x**2) / 9.0
+
+
+def test_divergent_moves_flag_a_spread_too_narrow():
+    """On Neal's funnel HMC cannot enter the narrow neck: the sample's x0 is far narrower than the exact N(0, 9)
+    (std 3), and the diagnostics and the field's decision line say the moves diverged."""
+    from lagda.assimilation.posterior import _describe_field
+
+    d = 10
+    samples, weights, diagnostics = smc_sample(funnel_log_likelihood, Gaussian(np.zeros(d), np.full(d, 9.0)),
+                                               jax.random.key(0), SampleConfig(particles=128, runs=2), ())
+    x0_std = np.sqrt(weights @ (samples[:, 0] - weights @ samples[:, 0]) ** 2)
+    assert x0_std < 2.0  # measured 1.2
+    assert diagnostics["divergent_max"] > DIVERGENT_WARN  # measured 0.53
+    line = _describe_field(diagnostics)
+    assert f"R-hat max {diagnostics['rhat_max']:.3g}" in line and "spread may be too narrow" in line
+    assert "spread may be too narrow" not in _describe_field(diagnostics | {"divergent_max": 0.0})
 
 
 def test_rhat_of_shifted_runs_is_its_formula():

@@ -14,6 +14,8 @@ import math
 
 import numpy as np
 
+from lagda.assimilation.methods.config import DIVERGENT_WARN
+
 # info entries left out of the diagnostics: the learned conditional's moments (2K values each),
 # which the result file already holds as the posterior's coefficients
 LARGE_INFO = ("mean", "var")
@@ -184,6 +186,15 @@ def _describe_field(info: dict) -> str:
     if given is not None:
         words.append("noise " + {"empirical_bayes": "estimated",
                                  "evidence": "from the fit's evidence"}.get(given, str(given)))
+    if "stages_max" in info:  # sample: its convergence evidence, and where its moves failed
+        words.append(f"stages {info['stages_max']}" + ("" if info.get("tempering_complete", True) else
+                                                       " (tempering incomplete: the last stage's l is below 1)"))
+        if isinstance(info.get("rhat_max"), (int, float)):
+            words.append(f"R-hat max {info['rhat_max']:.3g}")
+        if isinstance(info.get("divergent_max"), (int, float)):
+            words.append(f"divergent moves up to {info['divergent_max']:.0%} of a stage"
+                         + (": the moves could not follow the posterior's curvature, so its spread may be too narrow"
+                            if info["divergent_max"] > DIVERGENT_WARN else ""))
     if "importance_runs" in info:  # sample with importance_draws: which runs the start's weights alone served
         words.append(f"importance sampled {info['importance_runs']} of {info.get('n_runs', '?')} runs (ESS min "
                      f"{info['importance_ess_min']:.0f}, Pareto k max {info['importance_pareto_k_max']:.2f}"

@@ -131,6 +131,7 @@ SAMPLE_STARTS = ("prior", "var", "learned", "hybrid", "proposal")
 MASS_MATRICES = ("dense", "diagonal")
 # whitened units: below, the moves stall; above, leapfrog on a unit Gaussian nears its instability (2)
 STEP_SIZE_RANGE = (1e-3, 1.0)
+DIVERGENT_WARN = 0.01  # sample: a stage with more divergent HMC transitions than this is named in the decision line
 
 
 @dataclasses.dataclass(frozen=True)
