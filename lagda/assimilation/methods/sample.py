@@ -101,7 +101,7 @@ energy error exceeds 1000). R-hat and agreement compare runs that start from the
 region that every run misses; divergences can: they mark where the moves could not follow the posterior's
 curvature, and the particles then do not reach those regions. Above config.DIVERGENT_WARN the field's decision line
 says so (lagda.assimilation.posterior): the sample's spread may be too narrow. Measured at K = 49 on a
-4-drifter sparse track (docs/results/assimilation.md): stages with 10-34% divergent moves, and a spread 0.86x
+4-drifter sparse track (docs/results/assimilation.md): stages with 5.5-34% divergent moves, and a spread 0.86x
 the Laplace Gaussian's where long HMC chains spread as wide as it.
 """
 
