@@ -295,6 +295,12 @@ def calibration(row) -> str:
     return f"{mean:.3f} +- {se:.3f}{verdict}"
 
 
+def finite_max(values) -> float:
+    """Returns the largest finite value, nan when none is (a score no per-field file measured)."""
+    finite = values[np.isfinite(values)]
+    return float(np.max(finite)) if finite.size else float("nan")
+
+
 def summarise(records, yardstick: str = SAMPLER_ROW) -> list[dict]:
     """Returns one row per (regime, method) from per-field records: means over fields (with the standard error of
     the 95% coverage's), the median field error, the median search cost, and the summed wall time (ratios to
@@ -321,7 +327,7 @@ def summarise(records, yardstick: str = SAMPLER_ROW) -> list[dict]:
                                             if "tempering_complete" in group[0] else float("nan")),
                      "importance_runs": (float(np.mean(value("importance_runs")))
                                          if "importance_runs" in group[0] else float("nan")),
-                     "divergent_max": float(np.max(value("divergent_max"))),
+                     "divergent_max": finite_max(value("divergent_max")),
                      "wall_s": float(np.sum(value("wall_s")))})
     add_truth_ratios(rows, yardstick)
     return rows

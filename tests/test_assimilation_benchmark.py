@@ -101,6 +101,10 @@ def test_coverage_over_flows_with_its_standard_error_against_the_calibrated_095(
     assert bench.calibration({**row, "velocity_calibration_se": float("nan")}) == "0.890"  # one flow: no se
     # records written before the central-interval coverage existed: not measured, not zero
     assert math.isnan(row["velocity_quantile_calibration"]) and math.isnan(row["velocity_quantile_calibration_se"])
+    assert math.isnan(row["divergent_max"])
+    # a regime merged from older files and newer ones: the largest divergence measured, not nan
+    mixed = records[:2] + [{**r, "divergent_max": d} for r, d in zip(records[2:], (0.2, 0.05))]
+    assert bench.summarise(mixed)[0]["divergent_max"] == 0.2
 
 
 def test_yardstick_flows_keep_only_the_flows_the_sampler_ran_on(bench):
