@@ -113,6 +113,10 @@ class Regime:
     # "cluster": (0.75, 0.75) + U(0, 0.2)^2 per drifter (exactly (0.75, 0.75) alone); "uniform": U(0, 1)^2
     release: str = "cluster"
 
+    def stride_within(self, n_steps: int) -> int:
+        """The stride over n_steps RK4 steps: at least 4 observations (--quick's short window)."""
+        return min(self.stride, n_steps // 4)
+
 
 REGIMES = {
     "dense": Regime(1, 0.0, 1),
@@ -230,6 +234,20 @@ def run_method(method, tracks, model: FlowModel, regime: Regime, settings):
 
 PER_FIELD = ("velocity_rel_l2", "track_velocity_rel_l2", "resim_rms_true", "forecast_rms", "velocity_calibration",
              "velocity_quantile_calibration")
+
+
+def default_model(quick: bool, dt: float = 1e-4) -> FlowModel:
+    """Returns the benchmark's model without --run: K = 49 modes (--quick: K = 9), frequencies from key 0."""
+    k1, k2 = rectangular_modes((-1, 1), (-1, 1)) if quick else rectangular_modes()
+    return flow_model(k1, k2, draw_frequencies(jax.random.key(0), len(k1), 20 * np.pi), spectrum(k1, k2, 1.5, 10.0), dt)
+
+
+def regime_tracks(model: FlowModel, regime: Regime, n_steps: int, n_fields: int, fields) -> Tracks:
+    """Returns the tracks of a regime's held-out flows `fields` (of n_fields drawn with seed 1), n_steps RK4 steps
+    long, observed every regime.stride_within(n_steps) steps."""
+    stride = regime.stride_within(n_steps)
+    return subset(make_tracks((model.k1, model.k2, model.omega), model.scale, model.dt, n_steps // stride, stride,
+                              n_fields, regime.drifters, regime.noise, seed=1, release=regime.release), fields)
 
 
 def subset(tracks: Tracks, fields) -> Tracks:
@@ -517,11 +535,9 @@ def main(argv=None) -> int:
         model = model_settings(None, args.run)
         args.scorer = scorer_from_run(args.run)[0]  # the trained model, restored once for every regime and method
     else:
-        k1, k2 = rectangular_modes((-1, 1), (-1, 1)) if args.quick else rectangular_modes()
-        model = flow_model(k1, k2, draw_frequencies(jax.random.key(0), len(k1), 20 * np.pi),
-                           spectrum(k1, k2, 1.5, 10.0), dt)
+        model = default_model(args.quick, dt)
         args.scorer = None
-    k1, k2, omega, scale, dt = model.k1, model.k2, model.omega, model.scale, model.dt
+    k1, k2, omega, dt = model.k1, model.k2, model.omega, model.dt
     n_fields = args.fields or (2 if args.quick else 16)
     n_steps = int(round(t_final / dt))
     encoder_rows = (SAMPLER_ROW + ":learned", SAMPLER_ROW + ":hybrid")  # sampler rows that need --run, +is or not
@@ -532,9 +548,7 @@ def main(argv=None) -> int:
     records = []
     for name in args.regimes.split(","):
         regime = REGIMES[name]
-        stride = min(regime.stride, n_steps // 4)
-        tracks = subset(make_tracks((k1, k2, omega), scale, dt, n_steps // stride, stride, n_fields, regime.drifters,
-                                    regime.noise, seed=1, release=regime.release), fields)
+        tracks = regime_tracks(model, regime, n_steps, n_fields, fields)
         for method in methods:
             try:
                 post, wall = run_method(method, tracks, model, regime, args)
@@ -542,7 +556,8 @@ def main(argv=None) -> int:
                 print(f"regime={name} method={method}: skipped ({error})", flush=True)
                 continue
             s = score_posterior(post, tracks, k1, k2, omega, dt)
-            base = {"regime": name, "drifters": regime.drifters, "obs": n_steps // stride, "method": method}
+            base = {"regime": name, "drifters": regime.drifters, "obs": n_steps // regime.stride_within(n_steps),
+                    "method": method}
             records += field_records(post, s, fields, base, regime.drifters, wall)
             write_csv(records, out.with_suffix(".fields.csv"))  # after every method: an interrupted run keeps its rows
             row = summarise(records[-len(fields):], args.yardstick)[0]

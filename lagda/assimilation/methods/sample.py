@@ -381,11 +381,17 @@ def lineage_standard_error(particles, weights, eves) -> np.ndarray:
     return np.sqrt(np.sum(sums**2, axis=0))
 
 
+def gelman_rubin(means, variances, n: int) -> np.ndarray:
+    """Returns R-hat `(d,)` of chains (or runs) of n draws each from their means and variances `(chain, d)`:
+    sqrt(((n - 1) / n W + B) / W), W the mean within-chain variance, B the variance of the chain means."""
+    within, between = np.mean(variances, axis=0), np.var(means, axis=0, ddof=1)
+    return np.sqrt(((n - 1) / n * within + between) / within)
+
+
 def run_diagnostics(runs: list[dict]) -> dict:
     """Returns the across-run diagnostics (JSON types): R-hat, MC standard errors, agreement of the runs.
 
-    R-hat per coordinate (Gelman-Rubin with each run a chain of n particles): sqrt(((n - 1) / n W + B) / W),
-    W the mean within-run variance, B the variance of the run means. The runs agree within their
+    R-hat per coordinate (`gelman_rubin`, each run a chain of n particles). The runs agree within their
     own errors when chi2 = sum_r (mean_r - mean)^2 / se_r^2 (se_r the lineage standard error, mean the
     inverse-variance weighted one) follows chi2 with runs - 1 degrees of freedom.
     """
@@ -398,8 +404,8 @@ def run_diagnostics(runs: list[dict]) -> dict:
            "lineages_min": int(min(len(np.unique(r["eves"])) for r in runs))}
     if len(runs) < 2:
         return out
-    n, within, between = runs[0]["particles"].shape[0], np.mean(variances, axis=0), np.var(means, axis=0, ddof=1)
-    rhat = np.sqrt(((n - 1) / n * within + between) / within)
+    between = np.var(means, axis=0, ddof=1)
+    rhat = gelman_rubin(means, variances, runs[0]["particles"].shape[0])
     precision = 1.0 / np.maximum(se, np.finfo(np.float64).tiny) ** 2
     pooled = np.sum(precision * means, axis=0) / np.sum(precision, axis=0)
     chi2 = np.sum(precision * (means - pooled) ** 2, axis=0)
@@ -582,6 +588,25 @@ def _kept(samples, weights, members: int, key):
     return samples[index], np.full(members, 1.0 / members)
 
 
+def var_laplace(positions, times, release, model: FlowModel, noise_std: float | None, sigma_floor: float,
+                prior=None):
+    """Returns (var's MapFit, its seconds): the MAP with the noise estimated, then (noise_std given) refitted from
+    there at sigmas stepping at most 10x at a time to the given one (floored at sigma_floor). Its x and root are
+    var's Laplace Gaussian N(x, root root^T), the "var" start; arguments as assimilate_sample's."""
+    # a continuation in sigma, which a fit at a small given noise from the prior mean lacks (on an exact sparse
+    # K = 49 track at the 1e-6 floor it ended at a cost of 1e10, against 11.7 and converged down the steps)
+    fit = map_fit(positions, times, release, model, VarConfig(sigma_floor=sigma_floor), prior=prior)
+    seconds = fit.info["fit_seconds"]
+    if noise_std is not None:
+        given = max(noise_std, sigma_floor)
+        steps = max(1, math.ceil(abs(math.log10(fit.sigma / given))))
+        for step in np.geomspace(fit.sigma, given, steps + 1)[1:]:
+            fit = map_fit(positions, times, release, model, VarConfig(noise_std=float(step), sigma_floor=sigma_floor),
+                          x_init=fit.x, stages=(1.0,), prior=prior)
+            seconds += fit.info["fit_seconds"]
+    return fit, seconds
+
+
 def assimilate_sample(positions, times, release, model: FlowModel, config: SampleConfig, key, proposal=None,
                       prior=None, progress=None) -> FieldEstimate:
     """Returns the tempered-SMC posterior of one field: the pooled particles of every run, weighted.
@@ -613,19 +638,8 @@ def assimilate_sample(positions, times, release, model: FlowModel, config: Sampl
         start_time = time.perf_counter()
         info = {"start": config.start}
         if config.noise_std is None or config.start == "var":
-            # var's MAP with the noise estimated, then (noise given) refitted from there at sigmas stepping at most
-            # 10x at a time to the given one: a continuation in sigma, which a fit at a small given noise from the
-            # prior mean lacks (on an exact sparse K = 49 track at the 1e-6 floor it ended at a cost of 1e10,
-            # against 11.7 and converged down the steps)
-            fit = map_fit(positions, times, release, model, VarConfig(sigma_floor=config.sigma_floor), prior=prior)
-            var_seconds = fit.info["fit_seconds"]
-            if config.noise_std is not None:
-                given = max(config.noise_std, config.sigma_floor)
-                steps = max(1, math.ceil(abs(math.log10(fit.sigma / given))))
-                for step in np.geomspace(fit.sigma, given, steps + 1)[1:]:
-                    fit = map_fit(positions, times, release, model, VarConfig(noise_std=float(step),
-                                  sigma_floor=config.sigma_floor), x_init=fit.x, stages=(1.0,), prior=prior)
-                    var_seconds += fit.info["fit_seconds"]
+            fit, var_seconds = var_laplace(positions, times, release, model, config.noise_std, config.sigma_floor,
+                                           prior)
             sigma, source = fit.sigma, ("given" if config.noise_std is not None else "var " + fit.info["noise_source"])
             info |= {"var_cost": fit.info["cost"], "var_seconds": var_seconds,
                      **({"sigma_90": fit.info["sigma_90"]} if "sigma_90" in fit.info else {})}
