@@ -102,7 +102,8 @@ region that every run misses; divergences can: they mark where the moves could n
 curvature, and the particles then do not reach those regions. Above config.DIVERGENT_WARN the field's decision line
 says so (lagda.assimilation.posterior): the sample's spread may be too narrow. Measured at K = 49 on a
 4-drifter sparse track (docs/results/assimilation.md): stages with 5.5-34% divergent moves, and a spread 0.86x
-the Laplace Gaussian's where long HMC chains spread as wide as it.
+the Laplace Gaussian's where long HMC chains spread as wide as it; with smaller steps the divergences stayed under 2%
+of a stage until l = 0.84 and the spread was as narrow (0.85x), so a narrow sample does not need divergences.
 """
 
 from __future__ import annotations
