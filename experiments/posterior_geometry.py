@@ -16,7 +16,8 @@ the posterior is pi(x) ∝ N(x; 0, D) L(x), as `lagda assimilate --method sample
 - chains: blackjax HMC chains in the Laplace-whitened coordinates (unit mass), started at m + L (s z), z ~ N(0, I);
   the last 3/4 of each chain kept. Prints the per-coordinate std against the Laplace Gaussian's, the whitened
   stds, R-hat across chains, each chain's mean -log pi above its value at m (a Gaussian's: d / 2), and each
-  chain's and the pooled draws' field error and 95% coverage (scores).
+  chain's and the pooled draws' field error and 95% coverage (scores), and the pooled draws' grid-velocity std
+  against the truth-started MAP's Laplace Gaussian, as the sampler probe gives it.
 - sampler: `sample` started from var (the benchmark's posterior-mean:var) with any SampleConfig setting
   (--set NAME=VALUE), its scores, per-stage records, and its grid-velocity std against the truth-started
   MAP's Laplace Gaussian (the benchmark's truth-map row, true noise).
@@ -141,10 +142,25 @@ def chain_rhat(draws) -> np.ndarray:
 
 def scores(samples, tracks: Tracks, model: FlowModel) -> dict:
     """Returns the field error and 95% coverage (bands, central interval) of equally weighted samples `(n, 2K)`."""
-    post = Posterior(to_complex(samples)[None], np.full((1, len(samples)), 1.0 / len(samples)), "draws")
-    s = score_posterior(post, tracks, model.k1, model.k2, model.omega, model.dt)["per_field"]
+    s = score_posterior(draws_posterior(samples), tracks, model.k1, model.k2, model.omega, model.dt)["per_field"]
     return {"err": float(s["velocity_rel_l2"][0]), "cover": float(s["velocity_calibration"][0]),
             "cover_quantile": float(s["velocity_quantile_calibration"][0])}
+
+
+def spread_vs_truth_map(post: Posterior, flow: Flow) -> np.ndarray:
+    """Returns the grid-velocity std of post over that of the truth-started MAP's Laplace Gaussian (the benchmark's
+    truth-map row, true noise), u and v on the scores' 32 x 32 grid at 4 window times, flattened."""
+    truth_map = bench.direct_posterior(
+        "truth-map", flow.tracks, flow.model, HybridConfig(members=1024, noise_std=flow.noise), jax.random.key(0),
+        flow.noise, argparse.Namespace(truth_iterations=None, search_iterations=HybridConfig.iterations))
+    times = window_times(flow.tracks, 4)
+    grids = [grid_posterior(p, flow.model.k1, flow.model.k2, flow.model.omega, times, 32) for p in (post, truth_map)]
+    return np.concatenate([(grids[0][f"{n}_std"] / grids[1][f"{n}_std"]).ravel() for n in "uv"])
+
+
+def draws_posterior(samples) -> Posterior:
+    """Equally weighted samples `(n, 2K)` as a one-field Posterior."""
+    return Posterior(to_complex(samples)[None], np.full((1, len(samples)), 1.0 / len(samples)), "draws")
 
 
 def quantiles(values, name: str) -> dict:
@@ -188,7 +204,8 @@ def probe_chains(args, flow: Flow) -> dict:
             "white_std_min": float(white_std.min()), "white_std_max": float(white_std.max()),
             "rhat_max": float(rhat.max()), "rhat_above_1.1": int(np.sum(rhat > 1.1)),
             "chain_err": [scores(thinned(x[:, c]), flow.tracks, flow.model)["err"] for c in range(x.shape[1])],
-            "pooled": scores(thinned(x), flow.tracks, flow.model)}
+            "pooled": scores(thinned(x), flow.tracks, flow.model),
+            **quantiles(spread_vs_truth_map(draws_posterior(thinned(x)), flow), "std_vs_truth_map")}
 
 
 def parse_settings(pairs) -> dict:
@@ -208,12 +225,7 @@ def parse_settings(pairs) -> dict:
 def probe_sampler(args, flow: Flow) -> dict:
     settings = {"particles": args.particles, "runs": 2, "members": 2 * args.particles, **parse_settings(args.set)}
     post = METHODS["sample"](noise_std=flow.noise, start="var", **settings)(flow.tracks, flow.model, jax.random.key(0))
-    truth_map = bench.direct_posterior(
-        "truth-map", flow.tracks, flow.model, HybridConfig(members=1024, noise_std=flow.noise), jax.random.key(0),
-        flow.noise, argparse.Namespace(truth_iterations=None, search_iterations=HybridConfig.iterations))
-    times = window_times(flow.tracks, 4)
-    grids = [grid_posterior(p, flow.model.k1, flow.model.k2, flow.model.omega, times, 32) for p in (post, truth_map)]
-    ratio = np.concatenate([(grids[0][f"{n}_std"] / grids[1][f"{n}_std"]).ravel() for n in "uv"])
+    ratio = spread_vs_truth_map(post, flow)
     s = score_posterior(post, flow.tracks, flow.model.k1, flow.model.k2, flow.model.omega, flow.model.dt)["per_field"]
     info = post.info[0]
     for r, run in enumerate(info["runs"]):
