@@ -100,12 +100,16 @@ def whitened_hessian(log_density: Callable, mean, root) -> np.ndarray:
     return np.linalg.eigvalsh(np.asarray(white(jnp.zeros(len(mean)))))
 
 
+def energy_rise(log_density: Callable, mean, points) -> np.ndarray:
+    """Returns -log_density(x) + log_density(mean) `(n,)` at the points x `(n, d)` (one batched evaluation)."""
+    energy = jax.jit(jax.vmap(lambda x: -log_density(x)))
+    return np.asarray(energy(jnp.asarray(points))) + float(log_density(jnp.asarray(mean)))
+
+
 def ray_energies(log_density: Callable, mean, root, directions, radii) -> np.ndarray:
     """Returns -log_density(mean + r root e) + log_density(mean) `(direction, radius)` for unit rows e of directions."""
     points = mean[None, None, :] + np.asarray(radii)[None, :, None] * (directions @ root.T)[:, None, :]
-    energy = jax.jit(jax.vmap(lambda x: -log_density(x)))
-    rise = np.asarray(energy(jnp.asarray(points.reshape(-1, len(mean))))) + float(log_density(jnp.asarray(mean)))
-    return rise.reshape(len(directions), len(radii))
+    return energy_rise(log_density, mean, points.reshape(-1, len(mean))).reshape(len(directions), len(radii))
 
 
 def hmc_chains(log_density: Callable, mean, root, chains: int, transitions: int, step: float, leapfrog: int,
@@ -195,10 +199,7 @@ def probe_chains(args, flow: Flow) -> dict:
         flat = a.reshape(-1, a.shape[-1])
         return flat[:: max(1, flat.shape[0] // KEPT_DRAWS)]
 
-
-    energy = jax.jit(jax.vmap(lambda x_: -flow.log_density(x_)))
-    floor = -float(flow.log_density(jnp.asarray(flow.mean)))
-    rise = [float(np.mean(energy(jnp.asarray(thinned(x[:, c])))) - floor) for c in range(x.shape[1])]
+    rise = [float(np.mean(energy_rise(flow.log_density, flow.mean, thinned(x[:, c])))) for c in range(x.shape[1])]
     return {"acceptance": acceptance, **quantiles(x.reshape(-1, x.shape[-1]).std(0) / laplace_std, "std_vs_laplace"),
             "energy_rise": rise, "gaussian_energy_rise": len(flow.mean) / 2,
             "white_std_min": float(white_std.min()), "white_std_max": float(white_std.max()),
