@@ -53,7 +53,7 @@ from lagda.assimilation.methods.config import HybridConfig, SampleConfig  # noqa
 from lagda.assimilation.methods.observations import arrange  # noqa: E402
 from lagda.assimilation.methods.registry import METHODS  # noqa: E402
 from lagda.assimilation.methods.variational import observation_problem  # noqa: E402
-from lagda.assimilation.model import FlowModel, to_complex  # noqa: E402
+from lagda.assimilation.model import FlowModel, to_complex, to_real  # noqa: E402
 from lagda.assimilation.posterior import Posterior  # noqa: E402
 from lagda.assimilation.scores import score_posterior, window_times  # noqa: E402
 from lagda.io.tracks import Tracks  # noqa: E402
@@ -112,15 +112,15 @@ def ray_energies(log_density: Callable, mean, root, directions, radii) -> np.nda
     return energy_rise(log_density, mean, points.reshape(-1, len(mean))).reshape(len(directions), len(radii))
 
 
-def hmc_chains(log_density: Callable, mean, root, chains: int, transitions: int, step: float, leapfrog: int,
-               init_scale: float, key) -> tuple[np.ndarray, float]:
+def hmc_chains(log_density: Callable, mean, root, start, transitions: int, step: float, leapfrog: int,
+               key) -> tuple[np.ndarray, float]:
     """Returns (whitened draws `(transition, chain, d)`, mean acceptance) of HMC chains on log_density in the
-    coordinates u of x = mean + root u (unit mass), each started at init_scale N(0, I); transitions in blocks of
-    BLOCK (rounded down)."""
+    coordinates u of x = mean + root u (unit mass), started at the whitened points start `(chain, d)`;
+    transitions in blocks of BLOCK (rounded down)."""
     mean_, root_ = jnp.asarray(mean), jnp.asarray(root)
     hmc = blackjax.hmc(lambda u: log_density(mean_ + root_ @ u), step, jnp.ones(len(mean)), leapfrog)
-    init_key, step_key = jax.random.split(key)
-    state = jax.vmap(hmc.init)(init_scale * jax.random.normal(init_key, (chains, len(mean))))
+    chains = len(start)
+    state = jax.vmap(hmc.init)(jnp.asarray(start))
 
     @jax.jit
     def block(state, key):
@@ -131,7 +131,7 @@ def hmc_chains(log_density: Callable, mean, root, chains: int, transitions: int,
 
     draws, acceptance = [], []
     for b in range(transitions // BLOCK):
-        state, (u, a) = block(state, jax.random.fold_in(step_key, b))
+        state, (u, a) = block(state, jax.random.fold_in(key, b))
         draws.append(np.asarray(u))
         acceptance.append(np.asarray(a))
     return np.concatenate(draws), float(np.mean(np.concatenate(acceptance)))
@@ -187,8 +187,10 @@ def probe_rays(args, flow: Flow) -> dict:
 
 
 def probe_chains(args, flow: Flow) -> dict:
-    u, acceptance = hmc_chains(flow.log_density, flow.mean, flow.root, args.chains, args.transitions, args.step,
-                               args.leapfrog, args.init_scale, jax.random.key(args.seed))
+    init_key, key = jax.random.split(jax.random.key(args.seed))
+    start = args.init_scale * jax.random.normal(init_key, (args.chains, len(flow.mean)))
+    u, acceptance = hmc_chains(flow.log_density, flow.mean, flow.root, start, args.transitions, args.step,
+                               args.leapfrog, key)
     u = u[u.shape[0] // 4:]  # burn-in
     x = flow.mean + u @ flow.root.T  # (transition, chain, d)
     laplace_std = np.sqrt(np.sum(flow.root**2, axis=1))
@@ -231,10 +233,31 @@ def probe_sampler(args, flow: Flow) -> dict:
     info = post.info[0]
     for r, run in enumerate(info["runs"]):
         print(json.dumps({"run": r, **{k: run[k] for k in sm.STAGE_RECORD}}, default=float), flush=True)
-    return {**settings, "err": float(s["velocity_rel_l2"][0]), "cover": float(s["velocity_calibration"][0]),
-            "cover_quantile": float(s["velocity_quantile_calibration"][0]),
-            **quantiles(ratio, "std_vs_truth_map"),
-            **{k: v for k, v in info.items() if np.ndim(v) == 0 and not isinstance(v, dict)}}
+    x, w = to_real(post.samples[0]), post.weights[0]
+    out = {**settings, "err": float(s["velocity_rel_l2"][0]), "cover": float(s["velocity_calibration"][0]),
+           "cover_quantile": float(s["velocity_quantile_calibration"][0]),
+           **quantiles(ratio, "std_vs_truth_map"),
+           "energy_rise": float(w @ energy_rise(flow.log_density, flow.mean, x)),
+           "gaussian_energy_rise": len(flow.mean) / 2,
+           **{k: v for k, v in info.items() if np.ndim(v) == 0 and not isinstance(v, dict)}}
+    if args.continue_chains:
+        out["continued"] = continue_sample(args, flow, x, w)
+    return out
+
+
+def continue_sample(args, flow: Flow, x, w) -> dict:
+    """The chains' HMC (--step, --leapfrog) continued from --continue-chains of the sample's members x `(n, d)`
+    (drawn by their weights w) for --transitions: the members' grid-velocity spread and -log pi above var's mode,
+    at the start and after the transitions, from the same number of points (the chains' last states)."""
+    pick = np.random.default_rng(args.seed).choice(len(x), args.continue_chains, p=w)
+    start = np.linalg.solve(flow.root, (x[pick] - flow.mean).T).T
+    u, acceptance = hmc_chains(flow.log_density, flow.mean, flow.root, start, args.transitions, args.step,
+                               args.leapfrog, jax.random.key(args.seed))
+    out = {"chains": args.continue_chains, "transitions": u.shape[0], "acceptance": acceptance}
+    for name, points in (("start", x[pick]), ("end", flow.mean + u[-1] @ flow.root.T)):
+        out[name] = {"energy_rise": float(np.mean(energy_rise(flow.log_density, flow.mean, points))),
+                     **quantiles(spread_vs_truth_map(draws_posterior(points), flow), "std_vs_truth_map")}
+    return out
 
 
 def probe_targets(args) -> dict:
@@ -290,6 +313,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--init-scale", type=float, default=1.0, help="chains start at m + L (s N(0, I))")
     parser.add_argument("--seed", type=int, default=3, help="the chains' key")
     parser.add_argument("--particles", type=int, default=512, help="sampler / targets: particles per run")
+    parser.add_argument("--continue-chains", type=int, default=0,
+                        help="sampler: continue this many of its members by the chains' HMC for --transitions")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="sampler / targets: a SampleConfig setting, e.g. mass_matrix=diagonal (repeatable)")
     parser.add_argument("--target", choices=("gaussian", "quartic"), default="gaussian")

@@ -57,7 +57,8 @@ def test_ray_energies_rise_as_r_squared_over_two_for_a_gaussian_and_faster_with_
 
 def test_hmc_chains_draw_the_gaussian_and_agree(geometry, gaussian):
     log_density, mean, root = gaussian
-    u, acceptance = geometry.hmc_chains(log_density, mean, root, 4, 400, 0.3, 5, 1.0, jax.random.key(0))
+    start = jax.random.normal(jax.random.key(1), (4, 5))
+    u, acceptance = geometry.hmc_chains(log_density, mean, root, start, 400, 0.3, 5, jax.random.key(0))
     assert u.shape == (400, 4, 5) and acceptance > 0.8
     kept = u[100:].reshape(-1, 5)  # 1200 draws, correlated: the std's error is a few percent
     np.testing.assert_allclose(kept.std(0), 1.0, atol=0.12)
