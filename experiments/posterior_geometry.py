@@ -8,6 +8,7 @@ the posterior is pi(x) ∝ N(x; 0, D) L(x), as `lagda assimilate --method sample
     python3 experiments/posterior_geometry.py rays --flow 5      # -log pi along random whitened rays, vs r^2 / 2
     python3 experiments/posterior_geometry.py chains --flow 5 --chains 4 --transitions 800 --step 0.04 --leapfrog 32
     python3 experiments/posterior_geometry.py sampler --flow 5 --particles 512 --set mass_matrix=diagonal
+    python3 experiments/posterior_geometry.py sampler --flow 5 --continue-chains 128 --transitions 150
     python3 experiments/posterior_geometry.py targets --target quartic --c 0.2 --set mass_matrix=diagonal
 
 - hessian: the full Hessian of -log pi (jax.hessian through the RK4 steps) in the Laplace-whitened coordinates;
@@ -19,8 +20,10 @@ the posterior is pi(x) ∝ N(x; 0, D) L(x), as `lagda assimilate --method sample
   chain's and the pooled draws' field error and 95% coverage (scores), and the pooled draws' grid-velocity std
   against the truth-started MAP's Laplace Gaussian, as the sampler probe gives it.
 - sampler: `sample` started from var (the benchmark's posterior-mean:var) with any SampleConfig setting
-  (--set NAME=VALUE), its scores, per-stage records, and its grid-velocity std against the truth-started
-  MAP's Laplace Gaussian (the benchmark's truth-map row, true noise).
+  (--set NAME=VALUE), its scores, per-stage records, its grid-velocity std against the truth-started
+  MAP's Laplace Gaussian (the benchmark's truth-map row, true noise) and its mean -log pi above var's mode
+  (a Gaussian's: d / 2). With --continue-chains N: N of its members continued by the chains' HMC (--step,
+  --leapfrog) for --transitions, their spread and -log pi before and after (does the sample lack travel?).
 - targets: the same SMC (smc_sample) on targets whose moments are known: a Gaussian with the flow's Laplace
   covariance, started 1.2x wider; or 98 independent light-tailed coordinates exp(-z^2 / 2 - c z^4) mixed by a
   linear map of condition 1e5, started from their Laplace Gaussian. Prints the sample's std over the exact one.
