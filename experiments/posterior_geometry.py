@@ -34,6 +34,7 @@ Every probe prints one JSON line (the sampler also one per run's stage record). 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import pathlib
 import sys
@@ -103,10 +104,15 @@ def whitened_hessian(log_density: Callable, mean, root) -> np.ndarray:
     return np.linalg.eigvalsh(np.asarray(white(jnp.zeros(len(mean)))))
 
 
+@functools.cache
+def batched_energy(log_density: Callable) -> Callable:
+    """Returns the jitted x `(n, d)` -> -log_density(x) `(n,)`, compiled once per log_density and shape."""
+    return jax.jit(jax.vmap(lambda x: -log_density(x)))
+
+
 def energy_rise(log_density: Callable, mean, points) -> np.ndarray:
     """Returns -log_density(x) + log_density(mean) `(n,)` at the points x `(n, d)` (one batched evaluation)."""
-    energy = jax.jit(jax.vmap(lambda x: -log_density(x)))
-    return np.asarray(energy(jnp.asarray(points))) + float(log_density(jnp.asarray(mean)))
+    return np.asarray(batched_energy(log_density)(jnp.asarray(points))) + float(log_density(jnp.asarray(mean)))
 
 
 def ray_energies(log_density: Callable, mean, root, directions, radii) -> np.ndarray:
@@ -154,15 +160,20 @@ def scores(samples, tracks: Tracks, model: FlowModel) -> dict:
             "cover_quantile": float(s["velocity_quantile_calibration"][0])}
 
 
-def spread_vs_truth_map(post: Posterior, flow: Flow) -> np.ndarray:
-    """Returns the grid-velocity std of post over that of the truth-started MAP's Laplace Gaussian (the benchmark's
-    truth-map row, true noise), u and v on the scores' 32 x 32 grid at 4 window times, flattened."""
+def spread_vs_truth_map(flow: Flow) -> Callable[[Posterior], np.ndarray]:
+    """Returns post -> the grid-velocity std of post over that of the truth-started MAP's Laplace Gaussian (the
+    benchmark's truth-map row, true noise), u and v on the scores' 32 x 32 grid at 4 window times, flattened; the
+    truth-map fit and its grid once per flow."""
     truth_map = bench.direct_posterior(
         "truth-map", flow.tracks, flow.model, HybridConfig(members=1024, noise_std=flow.noise), jax.random.key(0),
         flow.noise, argparse.Namespace(truth_iterations=None, search_iterations=HybridConfig.iterations))
     times = window_times(flow.tracks, 4)
-    grids = [grid_posterior(p, flow.model.k1, flow.model.k2, flow.model.omega, times, 32) for p in (post, truth_map)]
-    return np.concatenate([(grids[0][f"{n}_std"] / grids[1][f"{n}_std"]).ravel() for n in "uv"])
+
+    def grid_std(post):
+        grid = grid_posterior(post, flow.model.k1, flow.model.k2, flow.model.omega, times, 32)
+        return np.concatenate([grid[f"{n}_std"].ravel() for n in "uv"])
+    reference = grid_std(truth_map)
+    return lambda post: grid_std(post) / reference
 
 
 def draws_posterior(samples) -> Posterior:
@@ -211,7 +222,7 @@ def probe_chains(args, flow: Flow) -> dict:
             "rhat_max": float(rhat.max()), "rhat_above_1.1": int(np.sum(rhat > 1.1)),
             "chain_err": [scores(thinned(x[:, c]), flow.tracks, flow.model)["err"] for c in range(x.shape[1])],
             "pooled": scores(thinned(x), flow.tracks, flow.model),
-            **quantiles(spread_vs_truth_map(draws_posterior(thinned(x)), flow), "std_vs_truth_map")}
+            **quantiles(spread_vs_truth_map(flow)(draws_posterior(thinned(x))), "std_vs_truth_map")}
 
 
 def parse_settings(pairs) -> dict:
@@ -231,7 +242,8 @@ def parse_settings(pairs) -> dict:
 def probe_sampler(args, flow: Flow) -> dict:
     settings = {"particles": args.particles, "runs": 2, "members": 2 * args.particles, **parse_settings(args.set)}
     post = METHODS["sample"](noise_std=flow.noise, start="var", **settings)(flow.tracks, flow.model, jax.random.key(0))
-    ratio = spread_vs_truth_map(post, flow)
+    spread = spread_vs_truth_map(flow)
+    ratio = spread(post)
     s = score_posterior(post, flow.tracks, flow.model.k1, flow.model.k2, flow.model.omega, flow.model.dt)["per_field"]
     info = post.info[0]
     for r, run in enumerate(info["runs"]):
@@ -244,14 +256,15 @@ def probe_sampler(args, flow: Flow) -> dict:
            "gaussian_energy_rise": len(flow.mean) / 2,
            **{k: v for k, v in info.items() if np.ndim(v) == 0 and not isinstance(v, dict)}}
     if args.continue_chains:
-        out["continued"] = continue_sample(args, flow, x, w)
+        out["continued"] = continue_sample(args, flow, x, w, spread)
     return out
 
 
-def continue_sample(args, flow: Flow, x, w) -> dict:
+def continue_sample(args, flow: Flow, x, w, spread: Callable) -> dict:
     """The chains' HMC (--step, --leapfrog) continued from --continue-chains of the sample's members x `(n, d)`
     (drawn by their weights w) for --transitions: the members' grid-velocity spread and -log pi above var's mode,
-    at the start and after the transitions, from the same number of points (the chains' last states)."""
+    at the start and after the transitions, from the same number of points (the chains' last states); spread:
+    spread_vs_truth_map(flow)."""
     pick = np.random.default_rng(args.seed).choice(len(x), args.continue_chains, p=w)
     start = np.linalg.solve(flow.root, (x[pick] - flow.mean).T).T
     u, acceptance = hmc_chains(flow.log_density, flow.mean, flow.root, start, args.transitions, args.step,
@@ -259,7 +272,7 @@ def continue_sample(args, flow: Flow, x, w) -> dict:
     out = {"chains": args.continue_chains, "transitions": u.shape[0], "acceptance": acceptance}
     for name, points in (("start", x[pick]), ("end", flow.mean + u[-1] @ flow.root.T)):
         out[name] = {"energy_rise": float(np.mean(energy_rise(flow.log_density, flow.mean, points))),
-                     **quantiles(spread_vs_truth_map(draws_posterior(points), flow), "std_vs_truth_map")}
+                     **quantiles(spread(draws_posterior(points)), "std_vs_truth_map")}
     return out
 
 
