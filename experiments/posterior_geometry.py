@@ -34,6 +34,7 @@ Every probe prints one JSON line (the sampler also one per run's stage record). 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import pathlib
@@ -239,9 +240,37 @@ def parse_settings(pairs) -> dict:
     return out
 
 
+@contextlib.contextmanager
+def final_stage_particles():
+    """Yields a list that collects, for every SMC stage run at l = 1 inside the block, its output particles x
+    `(particle, d)` (equal weights: a stage at l = 1 resamples and moves only); wraps sample.stage_function."""
+    collected, original = [], sm.stage_function
+
+    def recording(*settings):
+        stage = original(*settings)
+
+        def recorded(key, index, particles, weights, tempering, step_size, data, initial, prior):
+            out = stage(key, index, particles, weights, tempering, step_size, data, initial, prior)
+            if float(tempering) >= 1.0:
+                collected.append(sm.from_white(out[0], initial))
+            return out
+        return recorded
+
+    sm.stage_function = recording
+    try:
+        yield collected
+    finally:
+        sm.stage_function = original
+
+
 def probe_sampler(args, flow: Flow) -> dict:
     settings = {"particles": args.particles, "runs": 2, "members": 2 * args.particles, **parse_settings(args.set)}
-    post = METHODS["sample"](noise_std=flow.noise, start="var", **settings)(flow.tracks, flow.model, jax.random.key(0))
+    checkpoints = sorted({int(c) for c in args.final_checkpoints.split(",")}) if args.final_checkpoints else []
+    if checkpoints:
+        settings["final_moves"] = checkpoints[-1]
+    with final_stage_particles() as finals:
+        post = METHODS["sample"](noise_std=flow.noise, start="var", **settings)(flow.tracks, flow.model,
+                                                                                jax.random.key(0))
     spread = spread_vs_truth_map(flow)
     ratio = spread(post)
     s = score_posterior(post, flow.tracks, flow.model.k1, flow.model.k2, flow.model.omega, flow.model.dt)["per_field"]
@@ -257,6 +286,12 @@ def probe_sampler(args, flow: Flow) -> dict:
            **{k: v for k, v in info.items() if np.ndim(v) == 0 and not isinstance(v, dict)}}
     if args.continue_chains:
         out["continued"] = continue_sample(args, flow, x, w, spread)
+    if checkpoints:  # run 0's particles after each checkpoint's number of stages at l = 1
+        steps = settings.get("mcmc_steps", SampleConfig.mcmc_steps)
+        out["final_checkpoints"] = [{"stages_at_1": c, "transitions_at_1": c * steps,
+            "energy_rise": float(np.mean(energy_rise(flow.log_density, flow.mean, finals[c - 1]))),
+            **quantiles(spread(draws_posterior(finals[c - 1])), "std_vs_truth_map"),
+            **scores(finals[c - 1], flow.tracks, flow.model)} for c in checkpoints]
     return out
 
 
@@ -331,6 +366,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--particles", type=int, default=512, help="sampler / targets: particles per run")
     parser.add_argument("--continue-chains", type=int, default=0,
                         help="sampler: continue this many of its members by the chains' HMC for --transitions")
+    parser.add_argument("--final-checkpoints", default="", metavar="C1,C2,...",
+                        help="sampler: final_moves = the largest; run 0's spread after each count of stages at l = 1")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="sampler / targets: a SampleConfig setting, e.g. mass_matrix=diagonal (repeatable)")
     parser.add_argument("--target", choices=("gaussian", "quartic"), default="gaussian")
