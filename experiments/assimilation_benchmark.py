@@ -212,6 +212,7 @@ def run_method(method, tracks, model: FlowModel, regime: Regime, settings):
                 raise ValueError(f"{method}: the encoder cannot read these tracks ({problems[0]})")
         sampler = METHODS["sample"](**common | {"members": particles * runs, "particles": particles, "runs": runs,
                                                 "particle_batch": settings.sample_batch, "start": begin,
+                                                "final_moves": settings.sample_final_moves,
                                                 "importance_draws": IMPORTANCE_DRAWS * particles if how else 0},
                                     **learned)
         post = sampler(tracks, model, jax.random.key(0))
@@ -486,6 +487,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--regimes", default=",".join(REGIMES), help=f"comma list of {', '.join(REGIMES)}")
     p.add_argument("--sample-particles", type=int, default=1024, help="posterior-mean: SMC particles per run")
     p.add_argument("--sample-runs", type=int, default=2, help="posterior-mean: independent SMC runs")
+    p.add_argument("--sample-final-moves", type=int, default=SampleConfig.final_moves,
+                   help="posterior-mean: SMC stages of moves at l = 1 (more: a sample that travels further)")
     p.add_argument("--sample-batch", type=int, default=0,
                    help="posterior-mean: particles moved at once (0: all; bounds GPU memory)")
     p.add_argument("--yardstick", default=SAMPLER_ROW,

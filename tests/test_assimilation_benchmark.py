@@ -124,19 +124,21 @@ def test_yardstick_flows_keep_only_the_flows_the_sampler_ran_on(bench):
 
 def test_the_yardstick_sampler_is_given_the_true_noise(bench, monkeypatch):
     """posterior-mean is the posterior given the regime's noise, on exact tracks the misfit's floor (the evidence
-    cannot tell noise from signal there); with @estimated it estimates, as a user's run does."""
+    cannot tell noise from signal there); with @estimated it estimates, as a user's run does; --sample-final-moves
+    reaches the sampler."""
     import argparse
 
     given = []
 
     def sampler(**options):
-        given.append(options["noise_std"])
+        given.append((options["noise_std"], options["final_moves"]))
         raise RuntimeError("only the options are checked")
 
     monkeypatch.setitem(bench.METHODS, "sample", sampler)
-    settings = argparse.Namespace(sample_particles=8, sample_runs=2, sample_batch=0, scorer=None, run=None)
+    settings = argparse.Namespace(sample_particles=8, sample_runs=2, sample_batch=0, sample_final_moves=3, scorer=None,
+                                  run=None)
     for method, regime in (("posterior-mean", "sparse100"), ("posterior-mean:var", "sparse10-noisy"),
                            ("posterior-mean@estimated", "sparse100")):
         with pytest.raises(RuntimeError):
             bench.run_method(method, None, None, bench.REGIMES[regime], settings)
-    assert given == [bench.SampleConfig().sigma_floor, 1e-3, None]
+    assert given == [(bench.SampleConfig().sigma_floor, 3), (1e-3, 3), (None, 3)]
