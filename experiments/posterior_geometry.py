@@ -9,6 +9,7 @@ the posterior is pi(x) ∝ N(x; 0, D) L(x), as `lagda assimilate --method sample
     python3 experiments/posterior_geometry.py chains --flow 5 --chains 4 --transitions 800 --step 0.04 --leapfrog 32
     python3 experiments/posterior_geometry.py sampler --flow 5 --particles 512 --set mass_matrix=diagonal
     python3 experiments/posterior_geometry.py sampler --flow 5 --continue-chains 128 --transitions 150
+    python3 experiments/posterior_geometry.py sampler --flow 5 --set runs=1 --set members=512 --final-checkpoints 1,4,16
     python3 experiments/posterior_geometry.py targets --target quartic --c 0.2 --set mass_matrix=diagonal
 
 - hessian: the full Hessian of -log pi (jax.hessian through the RK4 steps) in the Laplace-whitened coordinates;
@@ -24,6 +25,8 @@ the posterior is pi(x) ∝ N(x; 0, D) L(x), as `lagda assimilate --method sample
   MAP's Laplace Gaussian (the benchmark's truth-map row, true noise) and its mean -log pi above var's mode
   (a Gaussian's: d / 2). With --continue-chains N: N of its members continued by the chains' HMC (--step,
   --leapfrog) for --transitions, their spread and -log pi before and after (does the sample lack travel?).
+  With --final-checkpoints C1,C2,...: final_moves the largest, and run 0's spread, -log pi and scores after C1, C2, ...
+  stages at l = 1 (do the sampler's own moves give it the travel?).
 - targets: the same SMC (smc_sample) on targets whose moments are known: a Gaussian with the flow's Laplace
   covariance, started 1.2x wider; or 98 independent light-tailed coordinates exp(-z^2 / 2 - c z^4) mixed by a
   linear map of condition 1e5, started from their Laplace Gaussian. Prints the sample's std over the exact one.
