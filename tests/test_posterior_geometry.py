@@ -88,3 +88,23 @@ def test_rays_of_a_benchmark_flow_start_quadratic_at_var_s_mode(geometry, capsys
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["d"] == 18 and out["radii"][0] == 0.25
     assert 0.95 * 0.25**2 / 2 < out["rise_min"][0] <= out["rise_max"][0] < 1.05 * 0.25**2 / 2
+
+
+def test_final_stage_particles_records_every_stage_at_l_1_and_the_last_is_the_sample(geometry):
+    """final_moves 3 from the prior of a 2-d Gaussian twin: three stages at l = 1 recorded, the last one's particles
+    the returned sample (one run), and the stage function restored afterwards."""
+    sm = geometry.sm
+    original = sm.stage_function
+
+    def log_likelihood(x, data):
+        return -2.0 * jnp.sum((x - 1.0) ** 2)
+
+    config = geometry.SampleConfig(particles=16, runs=1, members=16, mcmc_steps=1, final_moves=3)
+    with geometry.final_stage_particles() as finals:
+        samples, weights, diagnostics = sm.smc_sample(log_likelihood, sm.Gaussian(np.zeros(2), np.ones(2)),
+                                                      jax.random.key(0), config)
+    assert sm.stage_function is original
+    entered_at_1 = sum(level >= 1.0 for level in diagnostics["runs"][0]["tempering"][:-1])  # stage input: previous l
+    assert len(finals) == 3 == entered_at_1
+    assert all(f.shape == (16, 2) for f in finals)
+    np.testing.assert_allclose(finals[-1], samples, rtol=1e-12)
