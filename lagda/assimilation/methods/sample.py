@@ -105,7 +105,8 @@ says so (lagda.assimilation.posterior): the sample's spread may be too narrow. M
 the Laplace Gaussian's where long HMC chains spread as wide as it; with smaller steps the divergences stayed under 2%
 of a stage until l = 0.84 and the spread was as narrow (0.85x), so a narrow sample does not need divergences.
 The sample there lacks travel along a curved valley: more stages at l = 1 (final_moves) widen it, 0.89x / 0.90x /
-0.92x after 2 / 4 / 16 of them for 1.3x / 1.9x / 6.3x the default's HMC gradients.
+0.92x after 2 / 4 / 16 of them for 1.3x / 1.9x / 6.3x the default's HMC gradients; with target_acceptance 0.9 and
+max_leapfrog_steps 48 (smaller steps, trajectories as long) 0.90x / 0.94x after 1 / 4 for 1.4x / 2.6x.
 """
 
 from __future__ import annotations
