@@ -271,7 +271,7 @@ def probe_sampler(args, flow: Flow) -> dict:
     checkpoints = sorted({int(c) for c in args.final_checkpoints.split(",")}) if args.final_checkpoints else []
     if checkpoints:
         settings["final_moves"] = checkpoints[-1]
-    with final_stage_particles() as finals:
+    with final_stage_particles() if checkpoints else contextlib.nullcontext([]) as finals:
         post = METHODS["sample"](noise_std=flow.noise, start="var", **settings)(flow.tracks, flow.model,
                                                                                 jax.random.key(0))
     spread = spread_vs_truth_map(flow)
@@ -292,9 +292,8 @@ def probe_sampler(args, flow: Flow) -> dict:
     if checkpoints:  # run 0's particles after each checkpoint's number of stages at l = 1
         steps = settings.get("mcmc_steps", SampleConfig.mcmc_steps)
         out["final_checkpoints"] = [{"stages_at_1": c, "transitions_at_1": c * steps,
-            "energy_rise": float(np.mean(energy_rise(flow.log_density, flow.mean, finals[c - 1]))),
-            **quantiles(spread(draws_posterior(finals[c - 1])), "std_vs_truth_map"),
-            **scores(finals[c - 1], flow.tracks, flow.model)} for c in checkpoints]
+                                     **points_summary(flow, finals[c - 1], spread),
+                                     **scores(finals[c - 1], flow.tracks, flow.model)} for c in checkpoints]
     return out
 
 
@@ -309,9 +308,15 @@ def continue_sample(args, flow: Flow, x, w, spread: Callable) -> dict:
                                args.leapfrog, jax.random.key(args.seed))
     out = {"chains": args.continue_chains, "transitions": u.shape[0], "acceptance": acceptance}
     for name, points in (("start", x[pick]), ("end", flow.mean + u[-1] @ flow.root.T)):
-        out[name] = {"energy_rise": float(np.mean(energy_rise(flow.log_density, flow.mean, points))),
-                     **quantiles(spread(draws_posterior(points)), "std_vs_truth_map")}
+        out[name] = points_summary(flow, points, spread)
     return out
+
+
+def points_summary(flow: Flow, points, spread: Callable) -> dict:
+    """Returns the mean -log pi above var's mode and the grid-velocity spread quantiles of equally weighted points
+    `(n, d)`; spread: spread_vs_truth_map(flow)."""
+    return {"energy_rise": float(np.mean(energy_rise(flow.log_density, flow.mean, points))),
+            **quantiles(spread(draws_posterior(points)), "std_vs_truth_map")}
 
 
 def probe_targets(args) -> dict:
