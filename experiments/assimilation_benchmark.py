@@ -73,6 +73,7 @@ import pathlib
 import re
 import sys
 import time
+import typing
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # the SVD of `linear` oversubscribes a shared 2-core box
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
@@ -90,6 +91,7 @@ from lagda.assimilation.methods.search import multistart_map, prior_starts, trut
 from lagda.assimilation.model import FlowModel, flow_model, model_settings, to_real  # noqa: E402
 from lagda.assimilation.posterior import Posterior  # noqa: E402
 from lagda.assimilation.scores import score_posterior  # noqa: E402
+from lagda.cli import add_config_options  # noqa: E402
 from lagda.io.tracks import Tracks  # noqa: E402
 from simulate import (  # noqa: E402
     draw_coefficients,
@@ -183,6 +185,41 @@ def direct_posterior(method: str, tracks: Tracks, model: FlowModel, config: Hybr
                      seconds=np.asarray(seconds), info=info)
 
 
+def sample_settings(pairs, option: str = "--sample-set") -> dict:
+    """NAME=VALUE strings (given as `option`) -> settings of `sample`, typed and checked as `lagda assimilate --NAME
+    VALUE` reads them.
+
+    Raises:
+        ValueError: one line for a pair without "=", a setting `sample` does not have, or a bad value.
+    """
+    parser = argparse.ArgumentParser(prog=option, add_help=False, allow_abbrev=False, exit_on_error=False)
+    add_config_options(parser, {name: (kind, "") for name, kind in typing.get_type_hints(SampleConfig).items()})
+    argv = []
+    for pair in pairs:
+        name, equals, value = pair.partition("=")
+        if not equals:
+            raise ValueError(f"{option} expects NAME=VALUE, got {pair!r}")
+        argv += ["--" + name.replace("_", "-"), value]
+    try:
+        values, unknown = parser.parse_known_args(argv)
+    except argparse.ArgumentError as error:
+        raise ValueError(f"{option}: {error}") from None
+    if unknown:
+        raise ValueError(f"{option}: sample has no setting {unknown[0][2:].replace('-', '_')}; valid: "
+                         f"{', '.join(f.name for f in dataclasses.fields(SampleConfig))}")
+    values = {name: value for name, value in vars(values).items() if value is not None}
+    try:
+        dataclasses.replace(SampleConfig(), **values).validate()
+    except ValueError as error:
+        raise ValueError(f"{option}: {error}") from None
+    return values
+
+
+def is_sampler_row(method: str) -> bool:
+    """Whether `method` is a sampler row (posterior-mean, posterior-mean:var, posterior-mean@estimated, ...)."""
+    return method.partition("@")[0].partition(":")[0] == SAMPLER_ROW
+
+
 def run_method(method, tracks, model: FlowModel, regime: Regime, settings):
     """Returns (Posterior, wall seconds) of one method on one regime's tracks.
 
@@ -195,7 +232,7 @@ def run_method(method, tracks, model: FlowModel, regime: Regime, settings):
         raise ValueError(f"unknown noise setting @{noise} (only @estimated)")
     common = {"members": 64, "noise_std": regime.noise if regime.noise > 0 and not noise else None}
     start = time.perf_counter()
-    if method.partition(":")[0] == SAMPLER_ROW:  # posterior-mean, or from var's, the learned or hybrid's Gaussian
+    if is_sampler_row(method):  # posterior-mean, or from var's, the learned or hybrid's Gaussian
         particles, runs, begin = settings.sample_particles, settings.sample_runs, method.partition(":")[2] or "prior"
         begin, _, how = begin.partition("+")  # posterior-mean:hybrid+is: importance sampling from the start first
         if how not in ("", "is"):
@@ -212,9 +249,8 @@ def run_method(method, tracks, model: FlowModel, regime: Regime, settings):
                 raise ValueError(f"{method}: the encoder cannot read these tracks ({problems[0]})")
         sampler = METHODS["sample"](**common | {"members": particles * runs, "particles": particles, "runs": runs,
                                                 "particle_batch": settings.sample_batch, "start": begin,
-                                                "final_moves": settings.sample_final_moves,
-                                                "importance_draws": IMPORTANCE_DRAWS * particles if how else 0},
-                                    **learned)
+                                                "importance_draws": IMPORTANCE_DRAWS * particles if how else 0}
+                                    | sample_settings(settings.sample_set), **learned)
         post = sampler(tracks, model, jax.random.key(0))
     elif method in DIRECT:
         config = HybridConfig(**common, iterations=settings.search_iterations)
@@ -347,7 +383,8 @@ def summarise(records, yardstick: str = SAMPLER_ROW) -> list[dict]:
                      "importance_runs": (float(np.mean(value("importance_runs")))
                                          if "importance_runs" in group[0] else float("nan")),
                      "divergent_max": finite_max(value("divergent_max")),
-                     "wall_s": float(np.sum(value("wall_s")))})
+                     "wall_s": float(np.sum(value("wall_s"))),
+                     "sampler_settings": "; ".join(sorted({r.get("sampler_settings") or "" for r in group} - {""}))})
     add_truth_ratios(rows, yardstick)
     return rows
 
@@ -487,8 +524,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--regimes", default=",".join(REGIMES), help=f"comma list of {', '.join(REGIMES)}")
     p.add_argument("--sample-particles", type=int, default=1024, help="posterior-mean: SMC particles per run")
     p.add_argument("--sample-runs", type=int, default=2, help="posterior-mean: independent SMC runs")
-    p.add_argument("--sample-final-moves", type=int, default=SampleConfig.final_moves,
-                   help="posterior-mean: SMC stages of moves at l = 1 (more: a sample that travels further)")
+    p.add_argument("--sample-set", action="append", default=[], metavar="NAME=VALUE",
+                   help="posterior-mean: a setting of `lagda assimilate --method sample` (repeatable), e.g. "
+                        "final_moves=4 target_acceptance=0.9 max_leapfrog_steps=48; recorded in each row")
     p.add_argument("--sample-batch", type=int, default=0,
                    help="posterior-mean: particles moved at once (0: all; bounds GPU memory)")
     p.add_argument("--yardstick", default=SAMPLER_ROW,
@@ -517,6 +555,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(f"unknown regime(s) {', '.join(unknown)}; valid: {', '.join(REGIMES)}")
     if args.yardstick_flows and not args.merge:
         p.error("--yardstick-flows needs --merge")
+    try:
+        sample_settings(args.sample_set)
+    except ValueError as error:
+        p.error(str(error))
     return args
 
 
@@ -560,7 +602,7 @@ def main(argv=None) -> int:
                 continue
             s = score_posterior(post, tracks, k1, k2, omega, dt)
             base = {"regime": name, "drifters": regime.drifters, "obs": n_steps // regime.stride_within(n_steps),
-                    "method": method}
+                    "method": method, "sampler_settings": " ".join(args.sample_set) if is_sampler_row(method) else ""}
             records += field_records(post, s, fields, base, regime.drifters, wall)
             write_csv(records, out.with_suffix(".fields.csv"))  # after every method: an interrupted run keeps its rows
             row = summarise(records[-len(fields):], args.yardstick)[0]

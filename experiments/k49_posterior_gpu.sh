@@ -5,8 +5,9 @@
 # packed as $OUT/pm.tgz with each flow's log (a device call returns at most 8 files). On an H200, sparse100-noisy-4
 # took 124-170 s a field with four at a time (against 35-43 minutes on a 2-core CPU). METHOD picks the sampler row
 # (posterior-mean:var by default; posterior-mean starts from the prior, the check of the var start's spread), PARTICLES
-# its particles per run, FINAL_MOVES its stages of moves at l = 1 (1, the default; on flow 5 a 2-core CPU measured the
-# sample's spread 0.86x / 0.89x / 0.90x / 0.92x the Laplace Gaussian's after 1 / 2 / 4 / 16 of them).
+# its particles per run, SAMPLE_SET its other settings, space-separated NAME=VALUE pairs (none: the defaults; on flow 5 a
+# 2-core CPU measured the sample's spread 0.86x the Laplace Gaussian's with the defaults and 0.94x with
+# SAMPLE_SET="final_moves=4 target_acceptance=0.9 max_leapfrog_steps=48", at 2.6x the HMC gradients).
 #
 #     OUT=DIR REGIME=sparse100-noisy-4 FLOWS="4 8 9 10" PARALLEL=4 LIMIT=540 bash experiments/k49_posterior_gpu.sh
 #     python3 experiments/assimilation_benchmark.py --merge results/assimilation_benchmark.fields.csv \
@@ -20,7 +21,9 @@ PARALLEL=${PARALLEL:-4}
 LIMIT=${LIMIT:-540}
 METHOD=${METHOD:-posterior-mean:var}
 PARTICLES=${PARTICLES:-512}
-FINAL_MOVES=${FINAL_MOVES:-1}
+SAMPLE_SET=${SAMPLE_SET:-}
+SET_OPTIONS=()
+for pair in $SAMPLE_SET; do SET_OPTIONS+=(--sample-set "$pair"); done
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1  # several processes share the GPU's memory
 start=$(date +%s)
 elapsed() { echo $(( $(date +%s) - start )); }
@@ -33,7 +36,7 @@ while [ $# -gt 0 ]; do
     for f in "${@:1:$PARALLEL}"; do
         timeout $left python3 experiments/assimilation_benchmark.py --fields 16 --shard "$f/16" --regimes "$REGIME" \
             --methods "$METHOD" --sample-particles "$PARTICLES" \
-            --sample-final-moves "$FINAL_MOVES" --out "$OUT/pm/pm_${REGIME}_f$f.csv" \
+            "${SET_OPTIONS[@]}" --out "$OUT/pm/pm_${REGIME}_f$f.csv" \
             > "$OUT/pm/log_f$f.txt" 2>&1 &
     done
     wait

@@ -229,20 +229,6 @@ def probe_chains(args, flow: Flow) -> dict:
             **quantiles(spread_vs_truth_map(flow)(draws_posterior(thinned(x))), "std_vs_truth_map")}
 
 
-def parse_settings(pairs) -> dict:
-    """NAME=VALUE strings -> SampleConfig settings (ints, floats, else strings)."""
-    out = {}
-    for pair in pairs:
-        name, _, value = pair.partition("=")
-        for cast in (int, float, str):
-            try:
-                out[name] = cast(value)
-                break
-            except ValueError:
-                continue
-    return out
-
-
 @contextlib.contextmanager
 def final_stage_particles():
     """Yields a list that collects, for every SMC stage run at l = 1 inside the block, its output particles x
@@ -267,7 +253,8 @@ def final_stage_particles():
 
 
 def probe_sampler(args, flow: Flow) -> dict:
-    settings = {"particles": args.particles, "runs": 2, "members": 2 * args.particles, **parse_settings(args.set)}
+    settings = {"particles": args.particles, "runs": 2, "members": 2 * args.particles,
+                **bench.sample_settings(args.set, "--set")}
     checkpoints = sorted({int(c) for c in args.final_checkpoints.split(",")}) if args.final_checkpoints else []
     if checkpoints:
         settings["final_moves"] = checkpoints[-1]
@@ -320,7 +307,7 @@ def points_summary(flow: Flow, points, spread: Callable) -> dict:
 
 
 def probe_targets(args) -> dict:
-    settings = parse_settings(args.set)
+    settings = bench.sample_settings(args.set, "--set")
     if args.target == "gaussian":  # N(m, L L^T) of the flow, q = N(m, (1.2 L)(1.2 L)^T)
         flow = flow_posterior(args.regime, args.flow, args.quick)
         mean, root = flow.mean, flow.root
@@ -381,9 +368,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--target", choices=("gaussian", "quartic"), default="gaussian")
     parser.add_argument("--c", type=float, default=0.05, help="quartic target: the z^4 weight")
     args = parser.parse_args(argv)
-    unknown = set(parse_settings(args.set)) - set(SampleConfig.__dataclass_fields__)
-    if unknown:
-        parser.error(f"--set: no SampleConfig setting {sorted(unknown)}")
+    try:
+        bench.sample_settings(args.set, "--set")
+    except ValueError as error:
+        parser.error(str(error))
     return args
 
 

@@ -124,21 +124,40 @@ def test_yardstick_flows_keep_only_the_flows_the_sampler_ran_on(bench):
 
 def test_the_yardstick_sampler_is_given_the_true_noise(bench, monkeypatch):
     """posterior-mean is the posterior given the regime's noise, on exact tracks the misfit's floor (the evidence
-    cannot tell noise from signal there); with @estimated it estimates, as a user's run does; --sample-final-moves
-    reaches the sampler."""
+    cannot tell noise from signal there); with @estimated it estimates, as a user's run does; --sample-set settings
+    reach the sampler, typed."""
     import argparse
 
     given = []
 
     def sampler(**options):
-        given.append((options["noise_std"], options["final_moves"]))
+        given.append((options["noise_std"], options["final_moves"], options["target_acceptance"]))
         raise RuntimeError("only the options are checked")
 
     monkeypatch.setitem(bench.METHODS, "sample", sampler)
-    settings = argparse.Namespace(sample_particles=8, sample_runs=2, sample_batch=0, sample_final_moves=3, scorer=None,
-                                  run=None)
+    settings = argparse.Namespace(sample_particles=8, sample_runs=2, sample_batch=0, scorer=None, run=None,
+                                  sample_set=["final_moves=3", "target_acceptance=0.9"])
     for method, regime in (("posterior-mean", "sparse100"), ("posterior-mean:var", "sparse10-noisy"),
                            ("posterior-mean@estimated", "sparse100")):
         with pytest.raises(RuntimeError):
             bench.run_method(method, None, None, bench.REGIMES[regime], settings)
-    assert given == [(bench.SampleConfig().sigma_floor, 3), (1e-3, 3), (None, 3)]
+    assert given == [(bench.SampleConfig().sigma_floor, 3, 0.9), (1e-3, 3, 0.9), (None, 3, 0.9)]
+
+
+def test_sample_set_is_typed_checked_and_recorded_in_the_rows(bench):
+    """--sample-set NAME=VALUE: typed as `lagda assimilate` reads the option, one error line for a bad pair, and a
+    summary row names the settings its flows ran with (none for records written before the column existed)."""
+    assert bench.sample_settings(["final_moves=4", "target_acceptance=0.9", "mass_matrix=diagonal"]) == {
+        "final_moves": 4, "target_acceptance": 0.9, "mass_matrix": "diagonal"}
+    for bad, reason in ((["final_moves"], "expects NAME=VALUE"), (["leapfrog=3"], "no setting leapfrog"),
+                        (["final_moves=x"], "invalid int"), (["final_moves=0"], "final_moves must be >= 1"),
+                        (["mass_matrix=full"], "invalid choice")):
+        with pytest.raises(ValueError, match=reason):
+            bench.sample_settings(bad)
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--sample-set", "leapfrog=3"])
+    record = {"regime": "a", "method": "posterior-mean", "drifters": 1, "obs": 4, "velocity_rel_l2": 0.5,
+              "velocity_calibration": 0.9, "seconds_per_track": 1.0, "wall_s": 1.0}
+    records = [{**record, "field": "0", "sampler_settings": "final_moves=4"}, {**record, "field": "1"}]
+    assert bench.summarise(records)[0]["sampler_settings"] == "final_moves=4"
+    assert bench.summarise(records[1:])[0]["sampler_settings"] == ""
