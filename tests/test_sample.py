@@ -130,7 +130,8 @@ def test_the_exact_posterior_as_proposal_is_one_importance_step(twin):
     config = SampleConfig(particles=PARTICLES, runs=2, start="proposal")
     _, weights, diagnostics = smc_sample(linear_log_likelihood, prior, jax.random.key(3), config, data,
                                          Gaussian(mean, cov))
-    assert [r["tempering"] for r in diagnostics["runs"]] == [[1.0, 1.0]] * 2  # one step, then the final moves
+    # one step, then the stages of moves at l = 1
+    assert [r["tempering"] for r in diagnostics["runs"]] == [[1.0] * (1 + config.final_moves)] * 2
     assert diagnostics["runs"][0]["ess"][0] == pytest.approx(1.0, rel=1e-9)
     assert diagnostics["log_evidence"] == pytest.approx(twin[4], rel=1e-9)
 

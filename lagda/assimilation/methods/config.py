@@ -145,14 +145,14 @@ class SampleConfig(MethodConfig):
     target_ess: float = setting(0.5, "each stage's next tempering l keeps this fraction of the particles as ESS")
     mcmc_steps: int = setting(5, "HMC transitions per particle per stage")
     step_size: float = setting(0.5, "initial leapfrog step, in units of the particles' spread (whitened coordinates)")
-    target_acceptance: float = setting(0.65, "the step size is multiplied by exp(acceptance - this) after each stage")
+    target_acceptance: float = setting(0.9, "the step size is multiplied by exp(acceptance - this) after each stage")
     trajectory_length: float = setting(1.5, "leapfrog steps per transition: ceil(trajectory_length / step size), ...")
-    max_leapfrog_steps: int = setting(16, "... at most this many")
+    max_leapfrog_steps: int = setting(48, "... at most this many")
     mass_matrix: Literal["dense", "diagonal"] = setting("dense", "whitening by the particles' covariance or its "
                                                                  "diagonal")
     max_stages: int = setting(500, "tempering stages before giving up (the result then says tempering_complete "
                                    "false)")
-    final_moves: int = setting(1, "stages of resampling and moves at l = 1 (equal weights afterwards)")
+    final_moves: int = setting(4, "stages of resampling and moves at l = 1 (equal weights afterwards)")
     sigma_floor: float = setting(1e-6, "smallest position noise std used in the misfit (domain lengths)")
     start: Literal["prior", "var", "learned", "hybrid", "proposal"] = setting(
         "prior", "initial particles: the prior (the gold standard), var (its Laplace Gaussian at the MAP), learned "

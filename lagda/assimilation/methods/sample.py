@@ -100,13 +100,17 @@ fraction of divergent HMC transitions in any stage (`divergent_max`; blackjax ca
 energy error exceeds 1000). R-hat and agreement compare runs that start from the same q, so they cannot see a
 region that every run misses; divergences can: they mark where the moves could not follow the posterior's
 curvature, and the particles then do not reach those regions. Above config.DIVERGENT_WARN the field's decision line
-says so (lagda.assimilation.posterior): the sample's spread may be too narrow. Measured at K = 49 on a
-4-drifter sparse track (docs/results/assimilation.md): stages with 5.5-34% divergent moves, and a spread 0.86x
-the Laplace Gaussian's where long HMC chains spread as wide as it; with smaller steps the divergences stayed under 2%
-of a stage until l = 0.84 and the spread was as narrow (0.85x), so a narrow sample does not need divergences.
-The sample there lacks travel along a curved valley: more stages at l = 1 (final_moves) widen it, 0.89x / 0.90x /
-0.92x after 2 / 4 / 16 of them for 1.3x / 1.9x / 6.3x the default's HMC gradients; with target_acceptance 0.9 and
-max_leapfrog_steps 48 (smaller steps, trajectories as long) 0.90x / 0.94x after 1 / 4 for 1.4x / 2.6x.
+says so (lagda.assimilation.posterior): the sample's spread may be too narrow.
+
+The defaults (target_acceptance 0.9, at most 48 leapfrog steps, 4 stages at l = 1) were chosen on K = 49
+4-drifter sparse tracks (docs/results/assimilation.md), where the posterior has a curved valley. The earlier
+defaults (0.65, 16, 1) moved with larger steps, diverged in up to 38% of a stage's moves and lacked travel along
+the valley: their sample's grid-velocity spread was 0.86x and 0.73x the Laplace Gaussian's on two flows (bands
+covering 0.77 and 0.80), where long HMC chains spread as wide as the Laplace Gaussian (first flow) and cover 0.94
+(second). Smaller steps on trajectories as long (ceil(1.5 / step) leapfrog steps, so more of them) and more moves
+at l = 1 reach 0.94x and 0.90x (coverage 0.83 and 0.91) at the same error, for 2.6-2.8x the HMC gradients. At
+K = 9 the change took 2.0-2.4x the time for the same posterior mean within its Monte Carlo error; on the
+linear-Gaussian twin the mean, covariance and evidence stay within it (tests/test_sample.py).
 """
 
 from __future__ import annotations
