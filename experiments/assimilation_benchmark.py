@@ -526,7 +526,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--sample-runs", type=int, default=2, help="posterior-mean: independent SMC runs")
     p.add_argument("--sample-set", action="append", default=[], metavar="NAME=VALUE",
                    help="posterior-mean: a setting of `lagda assimilate --method sample` (repeatable), e.g. "
-                        "final_moves=4 target_acceptance=0.9 max_leapfrog_steps=48; recorded in each row")
+                        "final_moves=1 target_acceptance=0.65 max_leapfrog_steps=16 (the kernel before the current "
+                        "defaults); recorded in each row")
     p.add_argument("--sample-batch", type=int, default=0,
                    help="posterior-mean: particles moved at once (0: all; bounds GPU memory)")
     p.add_argument("--yardstick", default=SAMPLER_ROW,

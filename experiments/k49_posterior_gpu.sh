@@ -5,9 +5,10 @@
 # packed as $OUT/pm.tgz with each flow's log (a device call returns at most 8 files). On an H200, sparse100-noisy-4
 # took 124-170 s a field with four at a time (against 35-43 minutes on a 2-core CPU). METHOD picks the sampler row
 # (posterior-mean:var by default; posterior-mean starts from the prior, the check of the var start's spread), PARTICLES
-# its particles per run, SAMPLE_SET its other settings, space-separated NAME=VALUE pairs (none: the defaults; on flow 5 a
-# 2-core CPU measured the sample's spread 0.86x the Laplace Gaussian's with the defaults and 0.94x with
-# SAMPLE_SET="final_moves=4 target_acceptance=0.9 max_leapfrog_steps=48", at 2.6x the HMC gradients).
+# its particles per run, SAMPLE_SET its other settings, space-separated NAME=VALUE pairs (none: `sample`'s defaults;
+# SAMPLE_SET="final_moves=1 target_acceptance=0.65 max_leapfrog_steps=16" is the earlier kernel, whose sample a 2-core
+# CPU measured 0.86x and 0.73x as wide as the Laplace Gaussian on flows 5 and 12, the defaults' 0.94x and 0.90x at
+# 2.6-2.8x the HMC gradients; the H200 times above are the earlier kernel's).
 #
 #     OUT=DIR REGIME=sparse100-noisy-4 FLOWS="4 8 9 10" PARALLEL=4 LIMIT=540 bash experiments/k49_posterior_gpu.sh
 #     python3 experiments/assimilation_benchmark.py --merge results/assimilation_benchmark.fields.csv \

@@ -136,12 +136,13 @@ def test_the_yardstick_sampler_is_given_the_true_noise(bench, monkeypatch):
 
     monkeypatch.setitem(bench.METHODS, "sample", sampler)
     settings = argparse.Namespace(sample_particles=8, sample_runs=2, sample_batch=0, scorer=None, run=None,
-                                  sample_set=["final_moves=3", "target_acceptance=0.9"])
+                                  sample_set=["final_moves=3", "target_acceptance=0.7"])
     for method, regime in (("posterior-mean", "sparse100"), ("posterior-mean:var", "sparse10-noisy"),
                            ("posterior-mean@estimated", "sparse100")):
         with pytest.raises(RuntimeError):
             bench.run_method(method, None, None, bench.REGIMES[regime], settings)
-    assert given == [(bench.SampleConfig().sigma_floor, 3, 0.9), (1e-3, 3, 0.9), (None, 3, 0.9)]
+    assert bench.SampleConfig().final_moves != 3 and bench.SampleConfig().target_acceptance != 0.7  # not the defaults
+    assert given == [(bench.SampleConfig().sigma_floor, 3, 0.7), (1e-3, 3, 0.7), (None, 3, 0.7)]
 
 
 def test_sample_set_is_typed_checked_and_recorded_in_the_rows(bench):
