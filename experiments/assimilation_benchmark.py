@@ -83,7 +83,7 @@ import numpy as np  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-from lagda.assimilation.methods.config import HybridConfig, SampleConfig  # noqa: E402
+from lagda.assimilation.methods.config import HybridConfig, SampleConfig, configure  # noqa: E402
 from lagda.assimilation.methods.learned import scorer_from_run  # noqa: E402
 from lagda.assimilation.methods.linear import assimilate_linear  # noqa: E402
 from lagda.assimilation.methods.registry import METHODS  # noqa: E402
@@ -209,7 +209,7 @@ def sample_settings(pairs, option: str = "--sample-set") -> dict:
                          f"{', '.join(f.name for f in dataclasses.fields(SampleConfig))}")
     values = {name: value for name, value in vars(values).items() if value is not None}
     try:
-        dataclasses.replace(SampleConfig(), **values).validate()
+        configure("sample", SampleConfig, values)
     except ValueError as error:
         raise ValueError(f"{option}: {error}") from None
     return values
