@@ -1,0 +1,100 @@
+"""How a benchmark regime's field error moves with the position noise sigma the fit is given.
+
+For each held-out flow of a regime of experiments/assimilation_benchmark.py (K = 49 without --quick, K = 9 with
+it), `var` fits the MAP at each sigma of --sigmas (variational.map_fit from the prior mean, noise given) and once
+with the noise estimated as a user runs it; each fit's Laplace log evidence is
+    log p(y | sigma) ~ -J(x_sigma) + log |det S_sigma| - n log sigma   (S S^T the Laplace covariance, n data),
+and the sigma-marginal estimate is the mean of the MAPs weighted by that evidence under a uniform prior on sigma
+(the prior of linear_gaussian.noise_quantiles). Prints one line per flow and the medians over the flows, each
+against the benchmark's posterior-mean row given the true noise (--yardstick, a per-field CSV):
+
+    python3 experiments/noise_scan.py --quick --regime sparse100
+    python3 experiments/noise_scan.py --quick --regime sparse100-noisy-4 --sigmas 1e-5,3e-5,1e-4,3e-4,1e-3,3e-3
+
+Results: docs/results/assimilation.md ("The same information as hybrid").
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import pathlib
+import sys
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import assimilation_benchmark as bench  # noqa: E402
+
+from lagda.assimilation.methods.config import VarConfig  # noqa: E402
+from lagda.assimilation.methods.observations import arrange  # noqa: E402
+from lagda.assimilation.methods.variational import map_fit  # noqa: E402
+from lagda.assimilation.model import to_complex  # noqa: E402
+from lagda.assimilation.posterior import Posterior  # noqa: E402
+from lagda.assimilation.scores import score_posterior  # noqa: E402
+
+
+def field_error(x, tracks, model) -> float:
+    """Returns the grid-velocity relative error of the field x `(2K,)` against the one-field tracks' truth."""
+    post = Posterior(samples=to_complex(x)[None, None, :], weights=np.ones((1, 1)), method="scan")
+    scores = score_posterior(post, tracks, model.k1, model.k2, model.omega, model.dt)
+    return float(scores["per_field"]["velocity_rel_l2"][0])
+
+
+def sigma_fits(tracks, model, sigmas) -> tuple[list, np.ndarray]:
+    """Returns (var's MapFit at each sigma, their Laplace log evidences `(sigma,)` up to one constant) of one flow."""
+    n_data = int(2 * np.sum(arrange(tracks.positions, tracks.times, tracks.release, model.dt).mask > 0))
+    fits = [map_fit(tracks.positions, tracks.times, tracks.release, model, VarConfig(noise_std=float(s), iterations=10))
+            for s in sigmas]
+    log_evidence = np.array([-f.info["cost"] + np.linalg.slogdet(f.root)[1] - n_data * np.log(f.sigma) for f in fits])
+    return fits, log_evidence
+
+
+def scan_flow(tracks, model, sigmas) -> dict:
+    """Returns {name: field error} of one flow's MAPs at each sigma, at the estimated one ("estimated") and of
+    the sigma-marginal mean ("marginal"), with the estimate's sigma and 90% interval."""
+    fits, log_evidence = sigma_fits(tracks, model, sigmas)
+    log_weight = log_evidence + np.log(sigmas)  # a uniform prior on sigma over a log grid
+    weight = np.exp(log_weight - log_weight.max())
+    marginal = (weight / weight.sum()) @ np.stack([f.x for f in fits])
+    estimated = map_fit(tracks.positions, tracks.times, tracks.release, model, VarConfig(iterations=10))
+    errors = {f"sigma={s:g}": field_error(f.x, tracks, model) for s, f in zip(sigmas, fits)}
+    return errors | {"estimated": field_error(estimated.x, tracks, model),
+                     "marginal": field_error(marginal, tracks, model),
+                     "sigma_estimated": estimated.sigma, "sigma_90": estimated.info.get("sigma_90")}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="K = 9, T = 0.02 (the benchmark's --quick)")
+    p.add_argument("--regime", default="sparse100", choices=sorted(bench.REGIMES))
+    p.add_argument("--fields", type=int, default=16, help="held-out flows (the benchmark's --fields)")
+    p.add_argument("--sigmas", default="1e-6,3e-6,1e-5,3e-5,1e-4,3e-4,1e-3,3e-3", help="comma list of noise stds")
+    p.add_argument("--yardstick", default="results/assimilation_benchmark_posterior16_quick.fields.csv",
+                   help="per-field CSV with the posterior-mean:var row of this regime's flows")
+    args = p.parse_args(argv)
+    sigmas = np.array([float(s) for s in args.sigmas.split(",")])
+    model = bench.default_model(args.quick)
+    n_steps = int(round((0.02 if args.quick else 0.1) / model.dt))
+    tracks = bench.regime_tracks(model, bench.REGIMES[args.regime], n_steps, args.fields, range(args.fields))
+    with open(args.yardstick, newline="") as fh:
+        yardstick = {int(r["field"]): float(r["velocity_rel_l2"]) for r in csv.DictReader(fh)
+                     if r["regime"] == args.regime and r["method"] == "posterior-mean:var"}
+    if sorted(yardstick) != list(range(args.fields)):
+        p.error(f"{args.yardstick} lacks the posterior-mean:var row of some of the {args.fields} {args.regime} flows")
+    rows = []
+    for f in range(args.fields):
+        row = scan_flow(tracks.for_field(f), model, sigmas)
+        rows.append(row)
+        errors = " ".join(f"{k} {v:.4g}" for k, v in row.items() if not k.startswith("sigma_"))
+        print(f"flow {f}: posterior mean {yardstick[f]:.4g} | {errors} | sigma estimated {row['sigma_estimated']:.2g} "
+              f"(90% {row['sigma_90']})", flush=True)
+    reference = np.median([yardstick[f] for f in range(args.fields)])
+    for name in [k for k in rows[0] if not k.startswith("sigma_")]:
+        median = np.median([r[name] for r in rows])
+        print(f"{name}: median error {median:.4g} = {median / reference:.3f}x the posterior mean's ({reference:.4g})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
