@@ -3,7 +3,6 @@ determine it (a dense noisy K = 9 benchmark flow), and its sigma-marginal estima
 
 import importlib.util
 import pathlib
-import sys
 
 import numpy as np
 
@@ -11,7 +10,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _scan():
-    sys.path.insert(0, str(ROOT / "experiments"))
     spec = importlib.util.spec_from_file_location("noise_scan", ROOT / "experiments" / "noise_scan.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
