@@ -251,6 +251,7 @@ def run_method(method, tracks, model: FlowModel, regime: Regime, settings):
                                                 "particle_batch": settings.sample_batch, "start": begin,
                                                 "importance_draws": IMPORTANCE_DRAWS * particles if how else 0}
                                     | sample_settings(settings.sample_set), **learned)
+        sampler.progress = True  # a row can take an hour a field: its log shows each stage's l
         post = sampler(tracks, model, jax.random.key(0))
     elif method in DIRECT:
         config = HybridConfig(**common, iterations=settings.search_iterations)
@@ -608,6 +609,9 @@ def main(argv=None) -> int:
             write_csv(records, out.with_suffix(".fields.csv"))  # after every method: an interrupted run keeps its rows
             row = summarise(records[-len(fields):], args.yardstick)[0]
             print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+    if not records:  # every method was skipped: no table to write, and none is overwritten
+        print("error: no method ran (each was skipped, as said above)", file=sys.stderr)
+        return 2
     if args.shard_count > 1:
         print(f"shard {args.shard}: per-field scores in {out.with_suffix('.fields.csv')}; summarise with --merge")
         return 0

@@ -70,6 +70,13 @@ def test_quick_run_writes_the_tables_with_truth_map_as_the_reference(bench, tmp_
     assert "| sparse100 |" in out.with_suffix(".md").read_text()
 
 
+def test_a_run_where_every_method_is_skipped_is_an_error_and_writes_nothing(bench, tmp_path, capsys):
+    out = tmp_path / "bench.csv"
+    assert bench.main(["--quick", "--regimes", "sparse100", "--methods", "nonsense", "--out", str(out)]) == 2
+    assert "error: no method ran" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_ratios_to_both_references_per_regime(bench):
     """vs_truth_map and vs_posterior_mean divide each row's median error by the reference row's of its regime."""
     rows = [{"regime": "a", "method": "truth-map", "velocity_rel_l2_median": 0.2},

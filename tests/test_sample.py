@@ -27,6 +27,7 @@ from lagda.assimilation.methods.sample import (
     learned_proposal,
     lineage_standard_error,
     pareto_k,
+    progress_bar,
     run_diagnostics,
     smc_sample,
 )
@@ -182,6 +183,18 @@ def test_progress_reports_every_stage(from_prior):
     stages = [r["stages"] for r in diagnostics["runs"]]
     assert [c[0] for c in calls] == list(range(1, sum(stages) + 1))  # counted on across the runs
     assert [c[1] for c in calls] == [t for r in diagnostics["runs"] for t in r["tempering"]]
+
+
+def test_progress_bar_appears_on_the_first_stage_only(capsys):
+    """An error before the first stage (a setting the field's size rules out) prints no empty bar before it."""
+    with progress_bar("sample"):
+        pass
+    assert capsys.readouterr().err == ""
+    with progress_bar("sample") as progress:
+        progress(1, 0.25)
+        progress(2, 1.0)
+    err = capsys.readouterr().err
+    assert "stage 2, l = 1" in err and "100% of l" in err
 
 
 def test_rhat_is_near_one_and_runs_agree(from_prior):

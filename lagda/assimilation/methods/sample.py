@@ -517,20 +517,27 @@ def smc_sample(log_likelihood: Callable, prior: Gaussian, key, config: SampleCon
 
 @contextmanager
 def progress_bar(desc: str = "sample"):
-    """Yields a `progress(stage, l)` callback that draws l in [0, 1] as a tqdm bar; closes it on exit."""
+    """Yields a `progress(stage, l)` callback that draws l in [0, 1] as a tqdm bar; closes it on exit.
+
+    The bar appears on the first stage, so an error before any (a setting the field's size rules out) prints no
+    empty bar before its message.
+    """
     from tqdm import tqdm
 
-    bar = tqdm(total=1.0, desc=desc, bar_format="{desc}: {percentage:3.0f}% of l |{bar}| {postfix}",
-               dynamic_ncols=True)
+    bars = []
 
     def update(stage: int, tempering: float) -> None:
-        bar.n = min(tempering, 1.0)
-        bar.set_postfix_str(f"stage {stage}, l = {tempering:.3g}")
+        if not bars:
+            bars.append(tqdm(total=1.0, desc=desc, bar_format="{desc}: {percentage:3.0f}% of l |{bar}| {postfix}",
+                             dynamic_ncols=True))
+        bars[0].n = min(tempering, 1.0)
+        bars[0].set_postfix_str(f"stage {stage}, l = {tempering:.3g}")
 
     try:
         yield update
     finally:
-        bar.close()
+        for bar in bars:
+            bar.close()
 
 
 def _misfit_rows(rows, x):
