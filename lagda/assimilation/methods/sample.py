@@ -524,19 +524,20 @@ def progress_bar(desc: str = "sample"):
     """
     from tqdm import tqdm
 
-    bars = []
+    bar = None
 
     def update(stage: int, tempering: float) -> None:
-        if not bars:
-            bars.append(tqdm(total=1.0, desc=desc, bar_format="{desc}: {percentage:3.0f}% of l |{bar}| {postfix}",
-                             dynamic_ncols=True))
-        bars[0].n = min(tempering, 1.0)
-        bars[0].set_postfix_str(f"stage {stage}, l = {tempering:.3g}")
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(total=1.0, desc=desc, bar_format="{desc}: {percentage:3.0f}% of l |{bar}| {postfix}",
+                       dynamic_ncols=True)
+        bar.n = min(tempering, 1.0)
+        bar.set_postfix_str(f"stage {stage}, l = {tempering:.3g}")
 
     try:
         yield update
     finally:
-        for bar in bars:
+        if bar is not None:
             bar.close()
 
 
