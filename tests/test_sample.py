@@ -301,6 +301,21 @@ def test_config_errors_are_one_line(change, message):
         SampleConfig(**change).validate()
 
 
+def test_too_few_particles_for_the_field_are_refused_before_var_fits(monkeypatch):
+    """The dense mass matrix needs particles > 2 d, d = 2K: a field's sampler says so before the noise estimate's
+    var fit, which on a large field takes seconds to minutes before the sampler could find out."""
+    import lagda.assimilation.methods.sample as sample_module
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("var ran before the particles were checked")
+
+    monkeypatch.setattr(sample_module, "var_laplace", no_fit)
+    twin = make_twin(n_field=1, n_drifter=1, n_obs=10, stride=6, seed=2)  # K = 9: d = 18
+    with pytest.raises(ValueError, match=r"mass_matrix 'dense' needs particles > 2 d = 36, got 36"):
+        assimilate_sample(twin.positions[0], twin.times, twin.release[0], twin.model, SampleConfig(particles=36),
+                          jax.random.key(0))
+
+
 def test_gaussian_root_of_a_covariance_singular_to_rounding():
     """A rank-deficient PSD covariance factorises with the smallest relative ridge; an indefinite one is refused;
     a given square root S is factorised without forming S S^T (L^-1 S is orthogonal)."""

@@ -437,6 +437,13 @@ def start_offsets(initial, samples, weights) -> dict:
             "start_spread_median": float(np.median(np.sqrt(np.sum(q_root**2, axis=1)) / std))}
 
 
+def check_particles(config: SampleConfig, d: int) -> None:
+    """Raises ValueError (one line) where the dense mass matrix's covariance of d coordinates cannot be estimated
+    from config.particles (it needs more than 2 d)."""
+    if config.mass_matrix == "dense" and config.particles <= 2 * d:
+        raise ValueError(f"mass_matrix 'dense' needs particles > 2 d = {2 * d}, got {config.particles}")
+
+
 def smc_sample(log_likelihood: Callable, prior: Gaussian, key, config: SampleConfig, data=(),
                proposal: Gaussian | None = None, progress: Callable | None = None):
     """Returns (samples `(run * particle, d)`, weights `(run * particle,)` summing to 1, diagnostics dict)
@@ -471,8 +478,7 @@ def smc_sample(log_likelihood: Callable, prior: Gaussian, key, config: SampleCon
     d = prior_root[0].shape[0]
     if initial[0].shape != (d,):
         raise ValueError(f"proposal mean {initial[0].shape} does not match prior mean {(d,)}")
-    if config.mass_matrix == "dense" and config.particles <= 2 * d:
-        raise ValueError(f"mass_matrix 'dense' needs particles > 2 d = {2 * d}, got {config.particles}")
+    check_particles(config, d)
     stage = stage_function(log_likelihood, config.mcmc_steps, float(config.target_ess), config.mass_matrix == "dense",
                            float(config.trajectory_length), config.max_leapfrog_steps, config.particle_batch)
     done = [0]
@@ -645,9 +651,11 @@ def assimilate_sample(positions, times, release, model: FlowModel, config: Sampl
         FieldEstimate of complex samples `(member, mode)`; info: sigma, noise_source, start, the sampler's
         diagnostics (smc_sample), var's MAP cost when it ran, cost_mean (J at the posterior mean), seconds.
     Raises:
-        ValueError: for a bad config, or a proposal missing for a start but prior and var (or given for those).
+        ValueError: for a bad config (too few particles for the dense mass matrix included, before var's fit),
+            or a proposal missing for a start but prior and var (or given for those).
     """
     config.validate()
+    check_particles(config, 2 * model.n_modes)  # before var's fit, which the noise estimate may run first
     if (config.start not in ("prior", "var")) != (proposal is not None):  # every other start is the caller's q
         raise ValueError(f"start {config.start!r} {'needs' if proposal is None else 'takes no'} proposal")
     with jax.enable_x64(True):  # sigma may be 1e-6 of positions ~1: float32 cannot hold the misfit
