@@ -386,6 +386,8 @@ def _run_assimilate(args: argparse.Namespace) -> int:
               f"{summary['velocity_error_vs_truth']:.3f}; against the truth's fit in the basis "
               f"{summary['velocity_error_vs_projection']:.3f}; the basis's projection limit "
               f"{summary['projection_limit']:.3f}")
+        print(f"95% bands (u_std, v_std: the field in the basis) cover {summary['velocity_coverage_vs_truth']:.3f} of "
+              f"the QG truth's grid velocities, {summary['velocity_coverage_vs_projection']:.3f} of its fit's")
     print(summary["diagnostics"])
     return 0
 

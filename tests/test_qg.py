@@ -336,6 +336,7 @@ def test_qg_tracks_assimilate_in_a_chosen_basis(anomaly_file, tmp_path, capsys):
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
     assert "velocity error against the QG truth" in captured.out and "representation error ou" in captured.out
+    assert "95% bands (u_std, v_std: the field in the basis) cover" in captured.out
     assert "prior: the climatology's 1 flow(s)" in captured.err
     from lagda.assimilation.assimilate import assimilate_file
 
@@ -357,6 +358,34 @@ def test_qg_tracks_assimilate_in_a_chosen_basis(anomaly_file, tmp_path, capsys):
         # (no bound on its error)
         assert limit < error and (method != "linear" or error < 1.0), (method, error)
         assert error**2 == pytest.approx(limit**2 + to_fit**2 * (1 - limit**2), rel=1e-6)
+
+
+def test_qg_scores_of_posteriors_around_the_truths_fit(anomaly_file):
+    """qg_scores against closed forms: the members c_fit +- d/2 (equal weights) have mean c_fit and, at each grid
+    velocity, std |w(d)| / 2, so their errors are 0 against the fit and the projection limit against the truth,
+    their bands cover the whole fit, and the truth where |w_true - w_fit| <= 1.96 |w(d)| / 2 (basis_fields on the
+    truth's cell centres, which the scores must match)."""
+    from lagda.assimilation.basis import basis_model, qg_scores
+    from lagda.assimilation.posterior import Posterior
+    from simulate.qg.projection import basis_fields, truth_in_basis
+
+    tracks = read_tracks(anomaly_file)
+    model = basis_model(tracks, "circular", 3, 2)
+    degree, current = 2, model.time.current is not None
+    k1, k2 = model.k1[:: degree + 1][int(current):], model.k2[:: degree + 1][int(current):]
+    truth = truth_in_basis(tracks.gridded_truth, k1, k2, degree, flows=[0, 1], current=current)
+    fit, n = truth["coef"], int(tracks.gridded_truth.attrs["qg_nx"])
+    d = 0.5 * np.roll(fit, 1, axis=-1)  # a spread unlike the fit itself
+    posterior = Posterior(np.stack([fit + d / 2, fit - d / 2], axis=1), np.full((2, 2), 0.5), "test")
+    scores = qg_scores(tracks, posterior, model)
+    assert scores["velocity_error_vs_projection"] < 1e-12
+    assert scores["velocity_error_vs_truth"] == pytest.approx(scores["projection_limit"], rel=1e-9)
+    assert scores["velocity_coverage_vs_projection"] == 1.0
+    _, du, dv = basis_fields(d, k1, k2, degree, model.time.start, model.time.length, truth["times"], n, current)
+    inside = [np.abs(truth[a] - truth[f"{a}_fit"]) <= 1.96 * np.abs(b) / 2 for a, b in (("u", du), ("v", dv))]
+    expected = np.mean([(inside[0][f].mean() + inside[1][f].mean()) / 2 for f in range(2)])
+    assert 0.05 < expected < 0.95  # the check can tell
+    assert scores["velocity_coverage_vs_truth"] == pytest.approx(expected, abs=1e-9)
 
 
 def test_a_basis_without_climatology_records_its_choices(turbulence_file, tmp_path, capsys):

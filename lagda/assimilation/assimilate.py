@@ -67,7 +67,8 @@ def assimilate_file(tracks_path, out_path, method: str = "hybrid", run_dir=None,
     then models the velocity the basis leaves out as an OU error along each track (its
     representation "auto"). For a QG truth file (lagda simulate --flow qg) the summary adds
     "velocity_error_vs_truth" (relative L2 of the posterior-mean velocity against the gridded truth,
-    over its grid, times and flows), "velocity_error_vs_projection" and "projection_limit"
+    over its grid, times and flows), "velocity_error_vs_projection", "projection_limit" and the coverage of
+    the 95% bands, "velocity_coverage_vs_truth" and "velocity_coverage_vs_projection"
     (lagda.assimilation.basis.qg_scores).
 
     Args:
@@ -143,7 +144,7 @@ def _scores(posterior: Posterior, tracks: Tracks, model: FlowModel, result, n_gr
     if model.time is not None:
         from lagda.assimilation.basis import qg_scores
 
-        return qg_scores(tracks, posterior.mean, model)
+        return qg_scores(tracks, posterior, model)
     if tracks.true_coef is None:
         return {}
     from lagda.assimilation.scores import physical_velocity_error, score_posterior

@@ -247,19 +247,26 @@ def _along_track_residual(clim: Tracks, truth: dict) -> tuple[float, float]:
     return ou_time_scale(np.concatenate(residuals), np.concatenate(times), np.concatenate(track))
 
 
-def qg_scores(tracks: Tracks, coef, model: FlowModel) -> dict:
-    """Returns the velocity errors of posterior means `coef` `(field, mode)` against the QG truth the tracks
-    carry, or {}.
+def qg_scores(tracks: Tracks, posterior, model: FlowModel) -> dict:
+    """Returns the velocity errors and band coverages of a Posterior `(field, member, mode)` against the QG truth
+    the tracks carry, or {}.
 
-    Field f is the file's flow f. Over the truth grid, truth times and fields (relative L2):
-    "velocity_error_vs_truth" against the full gridded truth, "velocity_error_vs_projection" against
-    the truth's least-squares fit in the basis, and "projection_limit", that fit's own error (no
-    estimate in the basis can do better); {} for tracks without a gridded truth (`Tracks.gridded_truth`).
+    Field f is the file's flow f. Over the truth grid, truth times and fields: "velocity_error_vs_truth" (relative
+    L2 of the posterior-mean velocity) against the full gridded truth, "velocity_error_vs_projection" against the
+    truth's least-squares fit in the basis, and "projection_limit", that fit's own error (no estimate in the basis
+    can do better); "velocity_coverage_vs_truth" and "velocity_coverage_vs_projection", the fraction of the truth's
+    (and of its fit's) grid velocities inside the posterior mean +- 1.96 std (the bands of the result's u_std,
+    v_std: the field in the basis, without the velocity it leaves out). {} for tracks without a gridded truth
+    (`Tracks.gridded_truth`).
 
     Args:
+        posterior: lagda.assimilation.posterior.Posterior in the model's modes.
         model: the chosen basis (its modes: each spatial mode repeated for p = 0..degree, and the TimeBasis).
     """
-    from simulate.qg.projection import basis_fields, projection_limit, truth_in_basis
+    from lagda.assimilation.fields import grid_posterior
+    from lagda.assimilation.posterior import Posterior
+    from lagda.assimilation.scores import band_coverage
+    from simulate.qg.projection import at_cell_centres, projection_limit, truth_in_basis
 
     ds, time = tracks.gridded_truth, model.time
     if ds is None or time is None:
@@ -267,13 +274,17 @@ def qg_scores(tracks: Tracks, coef, model: FlowModel) -> dict:
     degree = int(np.max(time.degree))
     current = time.current is not None  # the uniform current comes first (basis_model)
     k1, k2 = model.k1[:: degree + 1][int(current):], model.k2[:: degree + 1][int(current):]
-    truth = truth_in_basis(ds, k1, k2, degree, flows=list(range(len(coef))), current=current)
+    truth = truth_in_basis(ds, k1, k2, degree, flows=list(range(posterior.n_field)), current=current)
     n = int(ds.attrs["qg_nx"])
-    _, u, v = basis_fields(coef, k1, k2, degree, time.start, time.length, truth["times"], n, current)
+    centred = Posterior(at_cell_centres(posterior.samples, model.k1, model.k2, n), posterior.weights, posterior.method)
+    grid = grid_posterior(centred, model.k1, model.k2, model.omega, truth["times"], n, time=time)
+    u, v = grid["u_mean"], grid["v_mean"]
     # projection_limit: relative L2 against the first pair
     return {"velocity_error_vs_truth": projection_limit(truth["u"], truth["v"], u, v),
             "velocity_error_vs_projection": projection_limit(truth["u_fit"], truth["v_fit"], u, v),
-            "projection_limit": projection_limit(truth["u"], truth["v"], truth["u_fit"], truth["v_fit"])}
+            "projection_limit": projection_limit(truth["u"], truth["v"], truth["u_fit"], truth["v_fit"]),
+            "velocity_coverage_vs_truth": float(np.mean(band_coverage(truth["u"], truth["v"], grid))),
+            "velocity_coverage_vs_projection": float(np.mean(band_coverage(truth["u_fit"], truth["v_fit"], grid)))}
 
 
 def write_basis_pairs(qg_path, out, basis: str = "circular", k_max: float = 12.0, degree: int = 3, every: int = 1,

@@ -139,8 +139,13 @@ def velocity_calibration(true_coef, posterior: Posterior, k1, k2, omega, times, 
     grid = grid_posterior(posterior, k1, k2, omega, times, n_grid)
     _, u_t, v_t = _grid(jnp.asarray(true_coef), jnp.asarray(k1), jnp.asarray(k2), jnp.asarray(omega),
                         jnp.asarray(times), n_grid=n_grid)
+    return band_coverage(np.asarray(u_t), np.asarray(v_t), grid)
+
+
+def band_coverage(u, v, grid: dict) -> np.ndarray:
+    """Returns the fraction of velocities u, v `(field, ...)` inside grid_posterior's mean +- 1.96 std, `(field,)`."""
     fractions = []
-    for name, truth in (("u", np.asarray(u_t)), ("v", np.asarray(v_t))):
+    for name, truth in (("u", np.asarray(u)), ("v", np.asarray(v))):
         inside = np.abs(truth - grid[f"{name}_mean"]) <= Z * grid[f"{name}_std"] + 1e-12 * np.abs(truth)
         fractions.append(inside.reshape(inside.shape[0], -1).mean(axis=1))
     return (fractions[0] + fractions[1]) / 2

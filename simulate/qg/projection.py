@@ -100,6 +100,12 @@ def with_current(k1, k2):
             np.arange(k1.size + 1) == 0)
 
 
+def at_cell_centres(coef, k1, k2, n: int) -> np.ndarray:
+    """Returns coefficients `(..., mode)` shifted by half a cell of an n-grid, c_k exp(i pi (k1 + k2) / n): the field
+    `grid_fields` evaluates at i/n is then the original one at the cell centres (i + 1/2)/n; k1, k2 `(mode,)`."""
+    return np.asarray(coef, np.complex128) * np.exp(1j * np.pi * (np.asarray(k1) + np.asarray(k2)) / n)
+
+
 def basis_fields(coef, k1, k2, degree: int, start: float, length: float, times, n: int, current: bool = False):
     """Returns psi, u, v, each float64 `(..., time, ny, nx)`, of coefficients in the basis in time.
 
@@ -121,7 +127,7 @@ def basis_fields(coef, k1, k2, degree: int, start: float, length: float, times, 
     if coef.shape[-1] != k1.size * (degree + 1):
         raise ValueError(f"coef has {coef.shape[-1]} modes, the basis {k1.size} x {degree + 1}")
     mk1, mk2, _, basis = in_time(k1, k2, np.zeros(k1.size), degree, start, length, flags)
-    shifted = (coef * np.exp(1j * np.pi * (mk1 + mk2) / n)).reshape(-1, coef.shape[-1])
+    shifted = at_cell_centres(coef, mk1, mk2, n).reshape(-1, coef.shape[-1])
     times = np.asarray(times, np.float64).ravel()
     with jax.enable_x64(True):
         fields = grid_fields(jnp.asarray(shifted), jnp.asarray(mk1, jnp.float64), jnp.asarray(mk2, jnp.float64),
