@@ -374,7 +374,8 @@ def _run_assimilate(args: argparse.Namespace) -> int:
         for line in summary[kind + "s"]:
             print(f"lagda assimilate: {kind}: {line}", file=sys.stderr)
     scalars = {key: value for key, value in summary.items() if isinstance(value, (int, float, str))}
-    scalars.pop("diagnostics", None)
+    for printed_below in ("diagnostics", "projection_note"):
+        scalars.pop(printed_below, None)
     details = ", ".join(f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}"
                         for key, value in scalars.items())
     print(f"wrote {args.out}" + (f" and {args.plot}" if args.plot else "") + (f": {details}" if details else ""))
@@ -382,12 +383,14 @@ def _run_assimilate(args: argparse.Namespace) -> int:
         print(f"velocity error against the truth: RMS {summary['velocity_rms_error_m_s']:.3g} m/s over the box and "
               f"window (true RMS speed {summary['velocity_rms_true_m_s']:.3g} m/s)")
     if "velocity_error_vs_truth" in summary:
+        fit = ("; " + summary["projection_note"] if "projection_note" in summary else
+               f"; against the truth's fit in the basis {summary['velocity_error_vs_projection']:.3f}; the basis's "
+               f"projection limit {summary['projection_limit']:.3f}")
         print(f"velocity error against the QG truth (relative L2 over its grid, times and flows): "
-              f"{summary['velocity_error_vs_truth']:.3f}; against the truth's fit in the basis "
-              f"{summary['velocity_error_vs_projection']:.3f}; the basis's projection limit "
-              f"{summary['projection_limit']:.3f}")
+              f"{summary['velocity_error_vs_truth']:.3f}{fit}")
         print(f"95% bands (u_std, v_std: the field in the basis) cover {summary['velocity_coverage_vs_truth']:.3f} of "
-              f"the QG truth's grid velocities, {summary['velocity_coverage_vs_projection']:.3f} of its fit's")
+              "the QG truth's grid velocities" + ("" if "projection_note" in summary else
+                                                   f", {summary['velocity_coverage_vs_projection']:.3f} of its fit's"))
     print(summary["diagnostics"])
     return 0
 

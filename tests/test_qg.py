@@ -386,6 +386,17 @@ def test_qg_scores_of_posteriors_around_the_truths_fit(anomaly_file):
     expected = np.mean([(inside[0][f].mean() + inside[1][f].mean()) / 2 for f in range(2)])
     assert 0.05 < expected < 0.95  # the check can tell
     assert scores["velocity_coverage_vs_truth"] == pytest.approx(expected, abs=1e-9)
+    # a basis finer than the 16^2 truth grid (|k| up to 8) has no fit there: the same members, zero in its extra
+    # modes, score the same against the truth, and the note says why the rest is missing
+    fine = basis_model(tracks, "circular", 8, 2)
+    where = {key: m for m, key in enumerate(zip(fine.k1.tolist(), fine.k2.tolist(), fine.time.degree.tolist()))}
+    index = [where[key] for key in zip(model.k1.tolist(), model.k2.tolist(), model.time.degree.tolist())]
+    samples = np.zeros((2, 2, fine.n_modes), complex)
+    samples[..., index] = posterior.samples
+    fine_scores = qg_scores(tracks, Posterior(samples, posterior.weights, "test"), fine)
+    assert "projection_limit" not in fine_scores and "|k| < 8" in fine_scores["projection_note"]
+    for name in ("velocity_error_vs_truth", "velocity_coverage_vs_truth"):
+        assert fine_scores[name] == pytest.approx(scores[name], rel=1e-9), name
 
 
 def test_a_basis_without_climatology_records_its_choices(turbulence_file, tmp_path, capsys):

@@ -256,8 +256,9 @@ def qg_scores(tracks: Tracks, posterior, model: FlowModel) -> dict:
     truth's least-squares fit in the basis, and "projection_limit", that fit's own error (no estimate in the basis
     can do better); "velocity_coverage_vs_truth" and "velocity_coverage_vs_projection", the fraction of the truth's
     (and of its fit's) grid velocities inside the posterior mean +- 1.96 std (the bands of the result's u_std,
-    v_std: the field in the basis, without the velocity it leaves out). {} for tracks without a gridded truth
-    (`Tracks.gridded_truth`).
+    v_std: the field in the basis, without the velocity it leaves out). A basis finer than the truth's grid
+    (|k1| or |k2| >= n/2 on its n^2 grid) has no fit there: the scores against the truth only, and
+    "projection_note" says why. {} for tracks without a gridded truth (`Tracks.gridded_truth`).
 
     Args:
         posterior: lagda.assimilation.posterior.Posterior in the model's modes.
@@ -266,7 +267,7 @@ def qg_scores(tracks: Tracks, posterior, model: FlowModel) -> dict:
     from lagda.assimilation.fields import grid_posterior
     from lagda.assimilation.posterior import Posterior
     from lagda.assimilation.scores import band_coverage
-    from simulate.qg.projection import at_cell_centres, projection_limit, truth_in_basis
+    from simulate.qg.projection import at_cell_centres, gridded_truth, projection_limit, truth_in_basis
 
     ds, time = tracks.gridded_truth, model.time
     if ds is None or time is None:
@@ -274,17 +275,26 @@ def qg_scores(tracks: Tracks, posterior, model: FlowModel) -> dict:
     degree = int(np.max(time.degree))
     current = time.current is not None  # the uniform current comes first (basis_model)
     k1, k2 = model.k1[:: degree + 1][int(current):], model.k2[:: degree + 1][int(current):]
-    truth = truth_in_basis(ds, k1, k2, degree, flows=list(range(posterior.n_field)), current=current)
-    n = int(ds.attrs["qg_nx"])
+    flows, n = list(range(posterior.n_field)), int(ds.attrs["qg_nx"])
+    k_top = int(max(np.max(np.abs(k1)), np.max(np.abs(k2)))) if k1.size else 0
+    fits = 2 * k_top < n  # a fit in the basis needs its modes below the truth grid's Nyquist wavenumber
+    if fits:
+        truth = truth_in_basis(ds, k1, k2, degree, flows=flows, current=current)
+    else:
+        truth = dict(zip(("psi", "u", "v", "times"), gridded_truth(ds, flows)))
     centred = Posterior(at_cell_centres(posterior.samples, model.k1, model.k2, n), posterior.weights, posterior.method)
     grid = grid_posterior(centred, model.k1, model.k2, model.omega, truth["times"], n, time=time)
     u, v = grid["u_mean"], grid["v_mean"]
     # projection_limit: relative L2 against the first pair
-    return {"velocity_error_vs_truth": projection_limit(truth["u"], truth["v"], u, v),
-            "velocity_error_vs_projection": projection_limit(truth["u_fit"], truth["v_fit"], u, v),
-            "projection_limit": projection_limit(truth["u"], truth["v"], truth["u_fit"], truth["v_fit"]),
-            "velocity_coverage_vs_truth": float(np.mean(band_coverage(truth["u"], truth["v"], grid))),
-            "velocity_coverage_vs_projection": float(np.mean(band_coverage(truth["u_fit"], truth["v_fit"], grid)))}
+    scores = {"velocity_error_vs_truth": projection_limit(truth["u"], truth["v"], u, v),
+              "velocity_coverage_vs_truth": float(np.mean(band_coverage(truth["u"], truth["v"], grid)))}
+    if not fits:
+        return scores | {"projection_note": f"the basis's |k| up to {k_top} is finer than the truth's {n}^2 grid "
+                                            f"resolves (|k| < {n / 2:g}): no fit in the basis, no projection limit"}
+    return scores | {
+        "velocity_error_vs_projection": projection_limit(truth["u_fit"], truth["v_fit"], u, v),
+        "projection_limit": projection_limit(truth["u"], truth["v"], truth["u_fit"], truth["v_fit"]),
+        "velocity_coverage_vs_projection": float(np.mean(band_coverage(truth["u_fit"], truth["v_fit"], grid)))}
 
 
 def write_basis_pairs(qg_path, out, basis: str = "circular", k_max: float = 12.0, degree: int = 3, every: int = 1,

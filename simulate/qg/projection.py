@@ -160,6 +160,19 @@ def _seconds(values) -> np.ndarray:
     return values.astype(np.float64)
 
 
+def gridded_truth(ds, flows=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Returns the QG truth of a file in model units: psi, u, v `(flow, time, ny, nx)` on the cell centres and the
+    model times `(time,)` (truth_time[0] is the release t = 0); flows as truth_in_basis's."""
+    if flows is not None:
+        ds = ds.isel(flow=np.atleast_1d(np.arange(ds.sizes["flow"])[flows]))
+    L, T = float(ds.attrs["qg_L"]), float(ds.attrs["lagda_mapping_time_scale_s"])
+    seconds = _seconds(ds["truth_time"].values)
+    psi = np.asarray(ds["psi"].values, np.float64) * T / L**2
+    u = np.asarray(ds["u"].values, np.float64) * T / L
+    v = np.asarray(ds["v"].values, np.float64) * T / L
+    return psi, u, v, (seconds - seconds[0]) / T
+
+
 def truth_in_basis(ds, k1, k2, degree: int, flows=None, current: bool = False) -> dict:
     """Returns the QG truth of a file and its least-squares fit in the basis in time, model units.
 
@@ -175,14 +188,7 @@ def truth_in_basis(ds, k1, k2, degree: int, flows=None, current: bool = False) -
         release t = 0); "time_basis" the `TimeBasis` (start 0, length the last truth time); "k1", "k2"
         (mode,) expanded; "unresolved_variance" float over all flows.
     """
-    if flows is not None:
-        ds = ds.isel(flow=np.atleast_1d(np.arange(ds.sizes["flow"])[flows]))
-    L, T = float(ds.attrs["qg_L"]), float(ds.attrs["lagda_mapping_time_scale_s"])
-    seconds = _seconds(ds["truth_time"].values)
-    times = (seconds - seconds[0]) / T
-    psi = np.asarray(ds["psi"].values, np.float64) * T / L**2
-    u = np.asarray(ds["u"].values, np.float64) * T / L
-    v = np.asarray(ds["v"].values, np.float64) * T / L
+    psi, u, v, times = gridded_truth(ds, flows)
     length = float(times[-1])
     coef = window_projection(psi, times, k1, k2, degree, 0.0, length)
     flags, spatial = None, (np.asarray(k1), np.asarray(k2))
