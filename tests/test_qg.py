@@ -386,6 +386,16 @@ def test_qg_scores_of_posteriors_around_the_truths_fit(anomaly_file):
     expected = np.mean([(inside[0][f].mean() + inside[1][f].mean()) / 2 for f in range(2)])
     assert 0.05 < expected < 0.95  # the check can tell
     assert scores["velocity_coverage_vs_truth"] == pytest.approx(expected, abs=1e-9)
+    assert "velocity_coverage_vs_truth_with_unresolved" not in scores  # no representation error recorded
+    # with linear's representation std r per field: the bands mean +- 1.96 sqrt(std^2 + r^2)
+    r = np.array([0.3, 0.1]) * np.std(truth["u"])
+    widened = qg_scores(tracks, dataclasses.replace(posterior, info=tuple({"representation_std": x} for x in r)),
+                        model)["velocity_coverage_vs_truth_with_unresolved"]
+    inside = [np.abs(truth[a] - truth[f"{a}_fit"]) <= 1.96 * np.sqrt((b / 2) ** 2 + r[:, None, None, None] ** 2)
+              for a, b in (("u", du), ("v", dv))]
+    assert widened == pytest.approx(np.mean([(inside[0][f].mean() + inside[1][f].mean()) / 2 for f in range(2)]),
+                                    abs=1e-9)
+    assert widened > expected
     # a basis finer than the 16^2 truth grid (|k| up to 8) has no fit there: the same members, zero in its extra
     # modes, score the same against the truth, and the note says why the rest is missing
     fine = basis_model(tracks, "circular", 8, 2)

@@ -256,7 +256,10 @@ def qg_scores(tracks: Tracks, posterior, model: FlowModel) -> dict:
     truth's least-squares fit in the basis, and "projection_limit", that fit's own error (no estimate in the basis
     can do better); "velocity_coverage_vs_truth" and "velocity_coverage_vs_projection", the fraction of the truth's
     (and of its fit's) grid velocities inside the posterior mean +- 1.96 std (the bands of the result's u_std,
-    v_std: the field in the basis, without the velocity it leaves out). A basis finer than the truth's grid
+    v_std: the field in the basis, without the velocity it leaves out); where the posterior's fields record
+    `linear`'s representation_std r (the std per component of the velocity the basis leaves out),
+    "velocity_coverage_vs_truth_with_unresolved", that of the bands mean +- 1.96 sqrt(std^2 + r^2), the
+    predictive bands of the full velocity. A basis finer than the truth's grid
     (|k1| or |k2| >= n/2 on its n^2 grid) has no fit there: the scores against the truth only, and
     "projection_note" says why. {} for tracks without a gridded truth (`Tracks.gridded_truth`).
 
@@ -288,6 +291,12 @@ def qg_scores(tracks: Tracks, posterior, model: FlowModel) -> dict:
     # projection_limit: relative L2 against the first pair
     scores = {"velocity_error_vs_truth": projection_limit(truth["u"], truth["v"], u, v),
               "velocity_coverage_vs_truth": float(np.mean(band_coverage(truth["u"], truth["v"], grid)))}
+    info = posterior.info or ()
+    if info and all("representation_std" in i for i in info):  # linear's error model of the velocity left out
+        r2 = np.array([i["representation_std"] ** 2 for i in info])[:, None, None, None]
+        wide = grid | {f"{c}_std": np.sqrt(grid[f"{c}_std"] ** 2 + r2) for c in ("u", "v")}
+        scores["velocity_coverage_vs_truth_with_unresolved"] = float(np.mean(band_coverage(truth["u"], truth["v"],
+                                                                                           wide)))
     if not fits:
         return scores | {"projection_note": f"the basis's |k| up to {k_top} is finer than the truth's {n}^2 grid "
                                             f"resolves (|k| < {n / 2:g}): no fit in the basis, no projection limit"}
