@@ -339,11 +339,19 @@ def test_qg_tracks_assimilate_in_a_chosen_basis(anomaly_file, tmp_path, capsys):
     assert "95% bands (u_std, v_std: the field in the basis) cover" in captured.out
     assert "prior: the climatology's 1 flow(s)" in captured.err
     from lagda.assimilation.assimilate import assimilate_file
+    from lagda.io.results import read_result
 
     with xr.open_dataset(out) as ds:
         assert ds["degree"].values.max() == 2 and ds["degree"].attrs["window_length"] == pytest.approx(0.1)
-        assert ds["u_mean"].attrs["units"] == "m s-1"
+        assert ds["u_mean"].attrs["units"] == "m s-1" and ds["u_total_std"].attrs["units"] == "m s-1"
         (info,) = json.loads(ds.attrs["diagnostics"])
+    # the predictive std of the full velocity: sqrt(std^2 + r^2), r the representation std (model units) in m/s
+    result = read_result(out)
+    lat = result.mapping.from_model(np.zeros_like(result.y), result.y)[1]
+    for name, factor in zip(("u", "v"), result.mapping.velocity_factors(lat)):
+        added = result.fields[f"{name}_total_std"] ** 2 - result.fields[f"{name}_std"] ** 2  # (field, time, y, x)
+        expected = (info["representation_std"] * np.broadcast_to(factor, result.y.shape)) ** 2
+        np.testing.assert_allclose(added, np.broadcast_to(expected[:, None], added.shape), rtol=1e-6)
     # the climatology's OU time scale: pairs kept a quarter of it apart, at most every pair
     assert info["pair_spacing"] == pytest.approx(0.25 * info["representation_time"])
     assert 0 < info["pairs_used"] <= info["pairs"]
@@ -358,6 +366,9 @@ def test_qg_tracks_assimilate_in_a_chosen_basis(anomaly_file, tmp_path, capsys):
         # (no bound on its error)
         assert limit < error and (method != "linear" or error < 1.0), (method, error)
         assert error**2 == pytest.approx(limit**2 + to_fit**2 * (1 - limit**2), rel=1e-6)
+        # only linear models the velocity the basis leaves out: var's result has no predictive std of it
+        assert ("u_total_std" in read_result(tmp_path / f"{method}.nc").fields) == (method == "linear")
+        assert ("velocity_coverage_vs_truth_with_unresolved" in summary) == (method == "linear")
 
 
 def test_qg_scores_of_posteriors_around_the_truths_fit(anomaly_file):

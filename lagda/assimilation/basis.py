@@ -258,16 +258,16 @@ def qg_scores(tracks: Tracks, posterior, model: FlowModel) -> dict:
     (and of its fit's) grid velocities inside the posterior mean +- 1.96 std (the bands of the result's u_std,
     v_std: the field in the basis, without the velocity it leaves out); where the posterior's fields record
     `linear`'s representation_std r (the std per component of the velocity the basis leaves out),
-    "velocity_coverage_vs_truth_with_unresolved", that of the bands mean +- 1.96 sqrt(std^2 + r^2), the
-    predictive bands of the full velocity. A basis finer than the truth's grid
-    (|k1| or |k2| >= n/2 on its n^2 grid) has no fit there: the scores against the truth only, and
-    "projection_note" says why. {} for tracks without a gridded truth (`Tracks.gridded_truth`).
+    "velocity_coverage_vs_truth_with_unresolved", that of the bands mean +- 1.96 sqrt(std^2 + r^2) (the result's
+    u_total_std, v_total_std: fields.total_std), the predictive bands of the full velocity. A basis finer than
+    the truth's grid (|k1| or |k2| >= n/2 on its n^2 grid) has no fit there: the scores against the truth only,
+    and "projection_note" says why. {} for tracks without a gridded truth (`Tracks.gridded_truth`).
 
     Args:
         posterior: lagda.assimilation.posterior.Posterior in the model's modes.
         model: the chosen basis (its modes: each spatial mode repeated for p = 0..degree, and the TimeBasis).
     """
-    from lagda.assimilation.fields import grid_posterior
+    from lagda.assimilation.fields import grid_posterior, total_std
     from lagda.assimilation.posterior import Posterior
     from lagda.assimilation.scores import band_coverage
     from simulate.qg.projection import at_cell_centres, gridded_truth, projection_limit, truth_in_basis
@@ -291,10 +291,9 @@ def qg_scores(tracks: Tracks, posterior, model: FlowModel) -> dict:
     # projection_limit: relative L2 against the first pair
     scores = {"velocity_error_vs_truth": projection_limit(truth["u"], truth["v"], u, v),
               "velocity_coverage_vs_truth": float(np.mean(band_coverage(truth["u"], truth["v"], grid)))}
-    info = posterior.info or ()
-    if info and all("representation_std" in i for i in info):  # linear's error model of the velocity left out
-        r2 = np.array([i["representation_std"] ** 2 for i in info])[:, None, None, None]
-        wide = grid | {f"{c}_std": np.sqrt(grid[f"{c}_std"] ** 2 + r2) for c in ("u", "v")}
+    total = total_std(grid, posterior)  # linear's error model of the velocity the basis leaves out, if any
+    if total:
+        wide = grid | {f"{c}_std": total[f"{c}_total_std"] for c in ("u", "v")}
         scores["velocity_coverage_vs_truth_with_unresolved"] = float(np.mean(band_coverage(truth["u"], truth["v"],
                                                                                            wide)))
     if not fits:

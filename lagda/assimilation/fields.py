@@ -125,6 +125,17 @@ def result_times(tracks: Tracks, times: int | str | None = None) -> tuple[np.nda
     return model_times, f"grid times {what} from the window's start ({len(model_times)} times)"
 
 
+def total_std(grid: dict, posterior: Posterior) -> dict:
+    """Returns {u_total_std, v_total_std} = sqrt(std^2 + r_f^2) `(field, time, y, x)` of grid_posterior's u, v, with
+    r_f the std per component of the velocity the basis leaves out that `linear` modelled for field f (its info's
+    representation_std): the predictive std of the full velocity; {} where a field has none."""
+    info = posterior.info or ()
+    if not info or not all("representation_std" in i for i in info):
+        return {}
+    r2 = np.array([float(i["representation_std"]) ** 2 for i in info])[:, None, None, None]
+    return {f"{c}_total_std": np.sqrt(grid[f"{c}_std"] ** 2 + r2) for c in ("u", "v")}
+
+
 def posterior_result(posterior: Posterior, model: FlowModel, times, n_grid: int = 32, tracks: Tracks | None = None,
                      attrs: dict | None = None) -> Result:
     """Returns the `Result` of a posterior: coefficient moments, psi, u, v mean and std on the grid x_i = i / n_grid
@@ -138,6 +149,7 @@ def posterior_result(posterior: Posterior, model: FlowModel, times, n_grid: int 
     grid = np.arange(n_grid) / n_grid
     times = np.asarray(times, np.float64)
     fields = grid_posterior(posterior, model.k1, model.k2, model.omega, times, n_grid, time=model.time)
+    fields |= total_std(fields, posterior)
     mapping = None if tracks is None else tracks.mapping
     if mapping is not None:
         fields = physical_fields(fields, mapping, grid)

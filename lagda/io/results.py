@@ -5,7 +5,9 @@ The file has dims `field`, `mode`, `rank`, `model_time`, `y`, `x`: the model's m
 `omega(mode)`; the posterior coefficient mean and std `coef_mean_re/_im`, `coef_std_re/_im
 (field, mode)`; for retrieval `candidate_coef_re/_im (field, rank, mode)` and `candidate_weight
 (field, rank)`; and the posterior mean and std of psi, u, v on the regular grid x_i = i / n_grid
-`(field, model_time, y, x)`. When the observed tracks are given they are stored too (`track_x`,
+`(field, model_time, y, x)`; in a chosen basis, where the method modelled the velocity the basis leaves out
+(`linear`'s representation error, std r per component), also `u_total_std`, `v_total_std` = sqrt(std^2 + r^2),
+the predictive std of the full velocity. When the observed tracks are given they are stored too (`track_x`,
 `track_y`, `track_time (trajectory, obs)`, `track_field (trajectory)`, in model units), and so is
 the truth when the tracks know it. The global attribute `diagnostics` holds, as a JSON list with
 one object per field, what the method decided (Posterior.diagnostics: chosen lag, noise
@@ -35,6 +37,7 @@ from simulate.schema import CONVENTIONS
 FIELD_NAMES = ("psi", "u", "v")
 LONG_NAMES = {"psi": "streamfunction psi", "u": "velocity component u = -d psi/dy",
               "v": "velocity component v = d psi/dx"}
+TOTAL_NAMES = ("u_total_std", "v_total_std")  # only where the method modelled the velocity the basis leaves out
 PHYSICAL = {  # name -> (units, long name, standard name of the mean) in physical units
     "psi": ("m2 s-1", "streamfunction psi on the tangent plane", None),
     "u": ("m s-1", "eastward velocity u", "eastward_sea_water_velocity"),
@@ -82,6 +85,13 @@ def write_result(path, result: "Result") -> None:
                 if stat == "mean" and standard_name:
                     var_attrs["standard_name"] = standard_name
             data[f"{name}_{stat}"] = (grid_dims, result.fields[f"{name}_{stat}"], var_attrs)
+    for name in TOTAL_NAMES:
+        if name in result.fields:
+            component = name.split("_")[0]
+            what = PHYSICAL[component][1] if mapping is not None else LONG_NAMES[component]
+            long_name = f"posterior predictive standard deviation of {what}, the velocity the basis leaves out included"
+            data[name] = (grid_dims, result.fields[name], {"units": PHYSICAL[component][0], "long_name": long_name}
+                          if mapping is not None else one(long_name))
     if result.candidates is not None:
         cand = np.asarray(result.candidates, np.complex128)
         data["candidate_coef_re"] = (("field", "rank", "mode"), cand.real,
@@ -232,6 +242,7 @@ def read_result(path) -> Result:
                         trajectory_ids(get("track_id")), true_coef=cplx("true_coef"), k1=get("k1"), k2=get("k2"),
                         omega=get("omega"), release=release, mapping=mapping)
     fields = {f"{n}_{s}": get(f"{n}_{s}") for n in FIELD_NAMES for s in ("mean", "std")}
+    fields |= {name: get(name) for name in TOTAL_NAMES if name in ds.variables}
     times = get("model_time") if "model_time" in ds.variables else get("time")  # before format 2: time(time), units "1"
     time_basis = None
     if "degree" in ds.variables:
