@@ -4,8 +4,14 @@ The target is the posterior of x = (Re c, Im c) `(2K,)` that `var` maximises,
     pi(x) ∝ p0(x) L(x),  p0 = N(m0, D),  log L(x) = -|z(x) - y|^2 / (2 sigma^2) - n log(2 pi sigma^2) / 2,
 z(x) the RK4 positions at the observations (variational.residuals without its prior rows), so
 exp(-J(x)) with J the 4D-Var cost is pi up to a constant, for lagda's Fourier model and a chosen
-basis alike. Where the tracks do not determine the field (one sparse track) pi has many modes,
-and its mean, the estimate of least expected error, is not the MAP of any one of them. Tracks observed
+basis alike (tests/test_sample.py checks the chosen basis's time-basis path against the closed-form
+posterior of a uniform current). In a chosen basis this is var's strong-constraint model: the flow in
+the basis, white position noise, no error for the velocity the basis leaves out (`linear` models that
+one), so on flows not in the basis (a QG ocean) it is not the truth's posterior (docs/results/ocean.md:
+var there errs 1.061 and its bands cover 0.667 of the truth on the tiny preset's turbulence).
+
+Where the tracks do not determine the field (one sparse track) pi has many modes, and its mean, the
+estimate of least expected error, is not the MAP of any one of them. Tracks observed
 every fused.FUSED_MIN_STRIDE or more steps take log L and its gradient from the fused operator
 (`fused_log_likelihood`: the gradient -J^T r by forward sensitivity, ~8x faster than reverse mode at K = 49).
 
