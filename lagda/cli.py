@@ -388,12 +388,12 @@ def _run_assimilate(args: argparse.Namespace) -> int:
                f"projection limit {summary['projection_limit']:.3f}")
         print(f"velocity error against the QG truth (relative L2 over its grid, times and flows): "
               f"{summary['velocity_error_vs_truth']:.3f}{fit}")
-        print(f"95% bands (u_std, v_std: the field in the basis) cover {summary['velocity_coverage_vs_truth']:.3f} of "
-              "the QG truth's grid velocities" + ("" if "projection_note" in summary else
-                                                   f", {summary['velocity_coverage_vs_projection']:.3f} of its fit's")
+        print(f"95% bands of u_std, v_std (the field in the basis) cover {summary['velocity_coverage_vs_truth']:.3f} "
+              "of the QG truth's grid velocities" + ("" if "projection_note" in summary else
+                                                     f", {summary['velocity_coverage_vs_projection']:.3f} of its fit's")
               + ("" if "velocity_coverage_vs_truth_with_unresolved" not in summary else
-                 f"; widened by the representation error's std (sqrt(std^2 + r^2), the velocity the basis leaves "
-                 f"out) {summary['velocity_coverage_vs_truth_with_unresolved']:.3f} of the truth's"))
+                 "; of u_total_std, v_total_std (the velocity the basis leaves out included) "
+                 f"{summary['velocity_coverage_vs_truth_with_unresolved']:.3f} of the truth's"))
     print(summary["diagnostics"])
     return 0
 

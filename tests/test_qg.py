@@ -336,7 +336,8 @@ def test_qg_tracks_assimilate_in_a_chosen_basis(anomaly_file, tmp_path, capsys):
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
     assert "velocity error against the QG truth" in captured.out and "representation error ou" in captured.out
-    assert "95% bands (u_std, v_std: the field in the basis) cover" in captured.out
+    assert "95% bands of u_std, v_std (the field in the basis) cover" in captured.out
+    assert "of u_total_std, v_total_std (the velocity the basis leaves out included)" in captured.out
     assert "prior: the climatology's 1 flow(s)" in captured.err
     from lagda.assimilation.assimilate import assimilate_file
     from lagda.io.results import read_result
