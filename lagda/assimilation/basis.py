@@ -270,7 +270,14 @@ def qg_scores(tracks: Tracks, posterior, model: FlowModel) -> dict:
     from lagda.assimilation.fields import grid_posterior, total_std
     from lagda.assimilation.posterior import Posterior
     from lagda.assimilation.scores import band_coverage
-    from simulate.qg.projection import at_cell_centres, gridded_truth, projection_limit, truth_in_basis
+    from simulate.qg.projection import (
+        at_cell_centres,
+        grid_holds,
+        gridded_truth,
+        projection_limit,
+        top_wavenumber,
+        truth_in_basis,
+    )
 
     ds, time = tracks.gridded_truth, model.time
     if ds is None or time is None:
@@ -279,8 +286,7 @@ def qg_scores(tracks: Tracks, posterior, model: FlowModel) -> dict:
     current = time.current is not None  # the uniform current comes first (basis_model)
     k1, k2 = model.k1[:: degree + 1][int(current):], model.k2[:: degree + 1][int(current):]
     flows, n = list(range(posterior.n_field)), int(ds.attrs["qg_nx"])
-    k_top = int(max(np.max(np.abs(k1)), np.max(np.abs(k2)))) if k1.size else 0
-    fits = 2 * k_top < n  # a fit in the basis needs its modes below the truth grid's Nyquist wavenumber
+    fits = grid_holds(k1, k2, n)  # a fit in the basis needs its modes below the truth grid's Nyquist wavenumber
     if fits:
         truth = truth_in_basis(ds, k1, k2, degree, flows=flows, current=current)
     else:
@@ -297,8 +303,9 @@ def qg_scores(tracks: Tracks, posterior, model: FlowModel) -> dict:
         scores["velocity_coverage_vs_truth_with_unresolved"] = float(np.mean(band_coverage(truth["u"], truth["v"],
                                                                                            wide)))
     if not fits:
-        return scores | {"projection_note": f"the basis's |k| up to {k_top} is finer than the truth's {n}^2 grid "
-                                            f"resolves (|k| < {n / 2:g}): no fit in the basis, no projection limit"}
+        return scores | {"projection_note": f"the basis's |k| up to {top_wavenumber(k1, k2)} is finer than the truth's "
+                                            f"{n}^2 grid resolves (|k| < {n / 2:g}): no fit in the basis, no "
+                                            "projection limit"}
     return scores | {
         "velocity_error_vs_projection": projection_limit(truth["u_fit"], truth["v_fit"], u, v),
         "projection_limit": projection_limit(truth["u"], truth["v"], truth["u_fit"], truth["v_fit"]),

@@ -42,10 +42,19 @@ def _check_modes(k1, k2, n: int | None = None):
         raise ValueError(f"k1 and k2 differ in length: {k1.size} and {k2.size}")
     if len(set(zip(k1.tolist(), k2.tolist()))) != k1.size:
         raise ValueError("the mode set repeats a wavevector")
-    if n is not None and k1.size and max(np.abs(k1).max(), np.abs(k2).max()) >= n / 2:
-        raise ValueError(f"modes need |k1|, |k2| < n/2 = {n / 2} on a {n}^2 grid, got max "
-                         f"{max(np.abs(k1).max(), np.abs(k2).max())}")
+    if n is not None and not grid_holds(k1, k2, n):
+        raise ValueError(f"modes need |k1|, |k2| < n/2 = {n / 2} on a {n}^2 grid, got max {top_wavenumber(k1, k2)}")
     return k1, k2
+
+
+def top_wavenumber(k1, k2) -> int:
+    """Returns max(|k1|, |k2|) over the modes `(mode,)`, 0 for none."""
+    return int(max(np.max(np.abs(k1)), np.max(np.abs(k2)))) if np.size(k1) else 0
+
+
+def grid_holds(k1, k2, n: int) -> bool:
+    """Returns whether an n^2 grid resolves the modes: |k1|, |k2| below its Nyquist wavenumber n/2."""
+    return 2 * top_wavenumber(k1, k2) < n
 
 
 def window_projection(psi, truth_t, k1, k2, degree: int, start: float, length: float) -> np.ndarray:
