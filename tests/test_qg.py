@@ -501,6 +501,19 @@ def test_tracks_whose_mapping_was_inferred_take_the_climatologys(turbulence_file
     assert adopt_climatology_mapping(given, climatology) == (given, [])  # box and time scale given by the user
 
 
+def test_a_climatology_too_coarse_for_the_basis_is_one_clear_error(turbulence_file, tmp_path, capsys):
+    """The default k_max 12 on a climatology of the tiny preset's 16^2 grid: one line that says what to change, before
+    anything is written (the truth's fit in the basis would alias above |k| = 8)."""
+    climatology, test = (_flows(turbulence_file, [0], tmp_path / "clim.nc"),
+                         _flows(turbulence_file, [1], tmp_path / "t.nc"))
+    out = tmp_path / "r.nc"
+    assert cli.main(["assimilate", "--tracks", str(test), "--method", "linear", "--basis", "circular",
+                     "--climatology", str(climatology), "--out", str(out)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert not out.exists()
+    assert "climatology's 16^2 grid resolves |k| < 8, the basis reaches |k| = 12: give --k-max below 8" in error
+
+
 def test_the_background_current_is_recovered_in_a_chosen_basis(turbulence_file, tmp_path):
     """Drifters feel pyqg's background U1 (here 10 times the tiny flow's anomaly): the basis's uniform current holds
     it, so linear recovers the full velocity, and its degree-0 current is U1 in model units (U1 T / L)."""

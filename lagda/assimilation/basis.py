@@ -188,12 +188,16 @@ def _climatology(clim: Tracks, tracks: Tracks, k1, k2, degree: int, t_end: float
     process fitted by methods.representation.ou_time_scale (the drifters see the unresolved scales
     in their own, Lagrangian, frame: neither the Eulerian variance nor its decorrelation time).
     """
-    from simulate.qg.projection import truth_in_basis
+    from simulate.qg.projection import grid_holds, top_wavenumber, truth_in_basis
 
     ds = clim.gridded_truth
     if ds is None:
         raise ValueError("the climatology is not a QG truth file (lagda simulate --flow qg): "
                          "it has no gridded truth psi")
+    n = int(ds.attrs["qg_nx"])
+    if not grid_holds(k1, k2, n):
+        raise ValueError(f"the climatology's {n}^2 grid resolves |k| < {n / 2:g}, the basis reaches |k| = "
+                         f"{top_wavenumber(k1, k2)}: give --k-max below {n / 2:g} or a climatology on a finer grid")
     scale_s, length = float(ds.attrs["lagda_mapping_time_scale_s"]), float(ds.attrs["qg_L"])
     if tracks.mapping is not None:
         lx, ly = tracks.mapping.lengths_m
