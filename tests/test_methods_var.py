@@ -163,7 +163,25 @@ def test_noise_of_sparse_tracks_is_estimated_from_the_evidence(noise):
         assert 0.65 * noise < est.info["sigma"] < 1.35 * noise, est.info["sigmas_tried"]
         low, high = est.info["sigma_90"]  # the evidence's 90% interval: around the estimate, on the noise's scale
         assert low < est.info["sigma"] < high and 0.5 * noise < low and high < 2.0 * noise
-        assert f"(90% {low:.2g} to {high:.2g})" in describe_diagnostics("var", [est.info])  # the line users read
+        assert est.info["noise_determined"]  # 80 positions for 18 coefficients: the evidence has a peak
+        line = describe_diagnostics("var", [est.info])  # the line users read
+        assert f"(90% {low:.2g} to {high:.2g})" in line and "do not determine the noise" not in line
+
+
+def test_noise_the_tracks_cannot_determine_is_said_with_the_way_out():
+    """One exact drifter, 4 fixes (8 data for 18 coefficients): any noise std below the weakest signal
+    direction fits as well, so the evidence is flat from 0 up to there (its 5% quantile about 0.1 of its
+    median, as a uniform's) and the estimate is only the middle of that range: the user is told, with
+    the setting that decides it."""
+    sparse = make_twin(n_field=1, n_drifter=1, n_obs=4, stride=50, seed=3)
+    est = assimilate_var(sparse.positions[0], sparse.times, sparse.release[0], sparse.model,
+                         VarConfig(members=4, iterations=10), jax.random.key(0))
+    low, high = est.info["sigma_90"]
+    assert est.info["noise_source"] == "evidence" and low < 0.2 * est.info["sigma"] < high
+    assert est.info["noise_determined"] is False
+    line = describe_diagnostics("var", [est.info])
+    assert f"do not determine the noise: they fit any std below about {high:.2g}" in line
+    assert "give --noise-std if it is known (0 for exact tracks)" in line
 
 
 def test_a_given_zero_noise_means_exact_tracks_and_the_evidence_is_not_asked():

@@ -182,6 +182,10 @@ def _describe_field(info: dict) -> str:
             words.append(f"{label} {info[key]:.2g}")
             if key == "sigma" and isinstance(info.get("sigma_90"), (list, tuple)):  # the evidence's 90% interval
                 words[-1] += " (90% {:.2g} to {:.2g})".format(*info["sigma_90"])
+            if key == "sigma" and info.get("noise_determined") is False:
+                words.append("the tracks do not determine the noise: they fit any std below about {:.2g} as well, "
+                             "and the middle of that range is used; give --noise-std if it is known (0 for exact "
+                             "tracks)".format(info["sigma_90"][1]))
     given = info.get("noise_source", {True: "given", False: "estimated"}.get(info.get("noise_std_given")))
     if given is not None:
         words.append("noise " + {"empirical_bayes": "estimated",

@@ -672,7 +672,7 @@ def assimilate_sample(positions, times, release, model: FlowModel, config: Sampl
                                            prior)
             sigma, source = fit.sigma, ("given" if config.noise_std is not None else "var " + fit.info["noise_source"])
             info |= {"var_cost": fit.info["cost"], "var_seconds": var_seconds,
-                     **({"sigma_90": fit.info["sigma_90"]} if "sigma_90" in fit.info else {})}
+                     **{k: fit.info[k] for k in ("sigma_90", "noise_determined") if k in fit.info}}
             if config.start == "var":
                 proposal = Gaussian(fit.x, root=fit.root)
         else:
