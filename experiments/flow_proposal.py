@@ -41,7 +41,13 @@ import numpy as np  # noqa: E402
 from lagda.assimilation.methods.config import SampleConfig  # noqa: E402
 from lagda.assimilation.methods.learned import scorer_from_run  # noqa: E402
 from lagda.assimilation.methods.observations import arrange  # noqa: E402
-from lagda.assimilation.methods.sample import PARETO_K_MAX, log_gaussian, pareto_k, problem_likelihood  # noqa: E402
+from lagda.assimilation.methods.sample import (  # noqa: E402
+    PARETO_K_MAX,
+    importance_weights,
+    log_gaussian,
+    pareto_k,
+    problem_likelihood,
+)
 from lagda.assimilation.methods.variational import observation_problem  # noqa: E402
 from lagda.assimilation.model import model_settings, to_complex, to_real  # noqa: E402
 from lagda.assimilation.posterior import Posterior  # noqa: E402
@@ -106,10 +112,9 @@ def importance(flow, y, std, log_likelihood, data, prior_var, key, draws: int):
     x = z * std
     prior = (jnp.zeros(x.shape[1]), jnp.diag(jnp.sqrt(prior_var)))
     lw = np.asarray(jax.vmap(lambda v: log_gaussian(v, *prior) + log_likelihood(v, data))(x) - log_q)
-    lw = np.where(np.isnan(lw), -np.inf, lw)
-    w = np.exp(lw - np.max(lw))
-    ess = float(np.sum(w) ** 2 / np.sum(w**2))
-    return np.asarray(x), w / np.sum(w), ess, pareto_k(lw)
+    lw = np.where(np.isnan(lw), -np.inf, lw)  # a draw whose log likelihood is NaN: weight 0
+    w, ess = importance_weights(lw)
+    return np.asarray(x), w, ess, pareto_k(lw)
 
 
 def main(argv=None) -> int:

@@ -25,6 +25,7 @@ from lagda.assimilation.methods.sample import (
     Gaussian,
     assimilate_sample,
     gaussian_root,
+    importance_weights,
     learned_proposal,
     lineage_standard_error,
     pareto_k,
@@ -148,6 +149,20 @@ def test_pareto_k_recovers_the_shape_of_a_generalised_pareto_tail(shape):
     assert pareto_k(np.log(draws)) == pytest.approx(shape, abs=4 * (1 + shape) / np.sqrt(tail))
     assert pareto_k(np.zeros(n)) == -np.inf  # equal weights: no tail
     assert pareto_k(np.zeros(24)) == np.inf  # too few weights to see a tail: not trusted
+
+
+def test_importance_weights_and_their_ess():
+    """ESS = (sum w)^2 / sum w^2: n equal weights give n, one weight k times the rest of n (n - 1 + k)^2 /
+    (n - 1 + k^2); -inf is a weight of 0; a NaN or +inf, or nothing finite, leaves no usable draw."""
+    w, ess = importance_weights(np.zeros(8))
+    assert np.allclose(w, 1 / 8) and ess == pytest.approx(8.0)
+    w, ess = importance_weights(np.log([1.0, 1.0, 1.0, 3.0]) + 700.0)  # far from 0: no overflow
+    assert np.allclose(w, np.array([1, 1, 1, 3]) / 6) and ess == pytest.approx(36 / 12)
+    w, ess = importance_weights(np.array([0.0, -np.inf, 0.0]))
+    assert np.allclose(w, [0.5, 0.0, 0.5]) and ess == pytest.approx(2.0)
+    for unusable in ([0.0, np.nan], [0.0, np.inf], [-np.inf, -np.inf]):
+        w, ess = importance_weights(np.array(unusable))
+        assert ess == 0.0 and not np.any(w)
 
 
 @pytest.fixture(scope="module")

@@ -318,6 +318,16 @@ def pareto_k(log_weights) -> float:
     return float(stats.genpareto.fit(excess, floc=0.0)[0])
 
 
+def importance_weights(log_weights) -> tuple[np.ndarray, float]:
+    """Returns (normalised weights `(n,)`, their ESS) of importance log weights `(n,)`; -inf is a weight of 0. A NaN
+    or +inf, or no finite weight, makes the draws unusable: weights 0 and ESS 0."""
+    lw = np.asarray(log_weights, np.float64)
+    if np.any(np.isnan(lw) | (lw == np.inf)) or not np.any(np.isfinite(lw)):
+        return np.zeros_like(lw), 0.0
+    w = np.exp(lw - np.max(lw))
+    return w / np.sum(w), float(np.sum(w) ** 2 / np.sum(w**2))
+
+
 @functools.lru_cache(maxsize=16)
 def importance_function(log_likelihood: Callable) -> Callable:
     """Returns the jitted (v `(n, d)`, data, initial, prior) -> log weights `(n,)`: log p0(x) + log L(x) - log q(x) at
@@ -342,13 +352,10 @@ def _importance_run(log_likelihood: Callable, key, config: SampleConfig, data, i
         draws.append(np.asarray(v))
         log_weights.append(np.asarray(weigh(v, data, initial, prior)))
         lw = np.concatenate(log_weights)
-        usable = not np.any(np.isnan(lw) | (lw == np.inf)) and np.any(np.isfinite(lw))  # -inf: a weight of 0
-        w = np.exp(lw - np.max(lw)) if usable else np.zeros_like(lw)
-        ess = float(np.sum(w) ** 2 / max(np.sum(w**2), np.finfo(np.float64).tiny))
-    k = pareto_k(lw) if usable else math.inf
+        w, ess = importance_weights(lw)
+    k = pareto_k(lw) if ess > 0 else math.inf
     accepted = ess >= config.target_ess * config.particles and k < PARETO_K_MAX
-    return {"particles": from_white(np.concatenate(draws), initial),
-            "weights": w / max(np.sum(w), np.finfo(np.float64).tiny),
+    return {"particles": from_white(np.concatenate(draws), initial), "weights": w,
             "eves": np.arange(lw.size), "log_evidence": float(logsumexp(lw) - math.log(lw.size)),
             "tempering_complete": accepted, **{name: [] for name in STAGE_RECORD},
             "importance": {"draws": int(lw.size), "ess": ess, "pareto_k": k, "accepted": bool(accepted)}}
