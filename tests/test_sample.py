@@ -403,6 +403,7 @@ def test_noise_from_var_and_its_laplace_start(field):
     assert estimate.info["noise_source"] == "var evidence" and estimate.info["start"] == "var"
     assert NOISE / 2 < estimate.info["sigma"] < 2 * NOISE
     assert estimate.info["sigma_90"][0] < estimate.info["sigma"] < estimate.info["sigma_90"][1]
+    assert estimate.info["noise_determined"]  # var's verdict on the noise travels with its sigma
     assert estimate.samples.shape == (64, 9) and np.allclose(estimate.weights, 1 / 64)
     assert estimate.info["stages_max"] <= from_prior.info["stages_max"]
     assert twin.field_error(estimate.weights @ estimate.samples, 0) < 1.0
