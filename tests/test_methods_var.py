@@ -165,7 +165,7 @@ def test_noise_of_sparse_tracks_is_estimated_from_the_evidence(noise):
         assert low < est.info["sigma"] < high and 0.5 * noise < low and high < 2.0 * noise
         assert est.info["noise_determined"]  # 80 positions for 18 coefficients: the evidence has a peak
         line = describe_diagnostics("var", [est.info])  # the line users read
-        assert f"(90% {low:.2g} to {high:.2g})" in line and "do not determine the noise" not in line
+        assert f"(90% {low:.2g} to {high:.2g})" in line and "undetermined" not in line
 
 
 def test_noise_the_tracks_cannot_determine_is_said_with_the_way_out():
@@ -179,9 +179,10 @@ def test_noise_the_tracks_cannot_determine_is_said_with_the_way_out():
     low, high = est.info["sigma_90"]
     assert est.info["noise_source"] == "evidence" and low < 0.2 * est.info["sigma"] < high
     assert est.info["noise_determined"] is False
-    line = describe_diagnostics("var", [est.info])
-    assert f"do not determine the noise: they fit any std below about {high:.2g}" in line
-    assert "give --noise-std if it is known (0 for exact tracks)" in line
+    line = describe_diagnostics("var", [est.info, est.info])
+    assert line.count(f"undetermined: any std below about {high:.2g} fits as well") == 1  # fields 0-1 alike
+    assert line.endswith(". The tracks of fields 0-1 do not determine the noise (the middle of the range they "
+                         "allow is used): give --noise-std if it is known (0 for exact tracks)")
 
 
 def test_a_given_zero_noise_means_exact_tracks_and_the_evidence_is_not_asked():

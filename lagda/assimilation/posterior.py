@@ -146,7 +146,12 @@ def describe_diagnostics(method: str, diagnostics: list[dict]) -> str:
     for f, info in enumerate(diagnostics):
         groups.setdefault(_describe_field(info) or "no diagnostics", []).append(f)
     parts = [f"{_field_range(fields)}: {text}" for text, fields in groups.items()]
-    return f"{method}: " + "; ".join(parts) if parts else f"{method}: no fields"
+    if not parts:
+        return f"{method}: no fields"
+    undetermined = [f for f, info in enumerate(diagnostics) if info.get("noise_determined") is False]
+    advice = (f". The tracks of {_field_range(undetermined)} do not determine the noise (the middle of the range "
+              "they allow is used): give --noise-std if it is known (0 for exact tracks)") if undetermined else ""
+    return f"{method}: " + "; ".join(parts) + advice
 
 
 def _field_range(fields: list[int]) -> str:
@@ -183,9 +188,7 @@ def _describe_field(info: dict) -> str:
             if key == "sigma" and isinstance(info.get("sigma_90"), (list, tuple)):  # the evidence's 90% interval
                 words[-1] += " (90% {:.2g} to {:.2g})".format(*info["sigma_90"])
             if key == "sigma" and info.get("noise_determined") is False:
-                words.append("the tracks do not determine the noise: they fit any std below about {:.2g} as well, "
-                             "and the middle of that range is used; give --noise-std if it is known (0 for exact "
-                             "tracks)".format(info["sigma_90"][1]))
+                words[-1] += ", undetermined: any std below about {:.2g} fits as well".format(info["sigma_90"][1])
     given = info.get("noise_source", {True: "given", False: "estimated"}.get(info.get("noise_std_given")))
     if given is not None:
         words.append("noise " + {"empirical_bayes": "estimated",
