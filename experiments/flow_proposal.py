@@ -9,7 +9,8 @@ observation regime (neural posterior estimation). On the benchmark's held-out fl
 - `flow`: q's own draws (512, equal weights) as the posterior: no likelihood, no fit, the embedding and the draws;
 - `flow+is`: q as the proposal of an importance sampler for the posterior given the true noise (the yardstick's
   target): draws x ~ q, weights p0(x) L(x) / q(x), no tempering; `importance_runs` is 1 where the weights pass
-  sample's own rule (ESS >= target_ess x particles of SampleConfig's defaults, Pareto k < sample.PARETO_K_MAX).
+  sample's own rule, `sample.importance_served` (ESS >= target_ess x particles of SampleConfig's defaults,
+  Pareto k < sample.PARETO_K_MAX).
 
 flowjax is needed for this script only (`python3 -m pip install -e ".[flows]"`); lagda does not import it.
 
@@ -42,7 +43,7 @@ from lagda.assimilation.methods.config import SampleConfig  # noqa: E402
 from lagda.assimilation.methods.learned import scorer_from_run  # noqa: E402
 from lagda.assimilation.methods.observations import arrange  # noqa: E402
 from lagda.assimilation.methods.sample import (  # noqa: E402
-    PARETO_K_MAX,
+    importance_served,
     importance_weights,
     log_gaussian,
     pareto_k,
@@ -170,7 +171,7 @@ def main(argv=None) -> int:
                 log_l, data = problem_likelihood(problem, -0.5 * n_data * math.log(2.0 * math.pi * sigma**2))
                 xs, w, ess, k = importance(flow, y_held[f], std, log_l, data, model.prior_var,
                                            jax.random.key(100 + f), args.draws)
-                served = ess >= config.target_ess * config.particles and k < PARETO_K_MAX
+                served = importance_served(ess, k, config)
                 weighted.append((to_complex(xs), w))
                 seconds.append(time.perf_counter() - start)
                 start = time.perf_counter()  # q's own draws: the flow's estimate without the likelihood

@@ -328,6 +328,12 @@ def importance_weights(log_weights) -> tuple[np.ndarray, float]:
     return w / np.sum(w), float(np.sum(w) ** 2 / np.sum(w**2))
 
 
+def importance_served(ess: float, k: float, config: SampleConfig) -> bool:
+    """Whether importance draws are a run's sample: ESS at least target_ess x particles and Pareto k below
+    PARETO_K_MAX (else the run tempers)."""
+    return ess >= config.target_ess * config.particles and k < PARETO_K_MAX
+
+
 @functools.lru_cache(maxsize=16)
 def importance_function(log_likelihood: Callable) -> Callable:
     """Returns the jitted (v `(n, d)`, data, initial, prior) -> log weights `(n,)`: log p0(x) + log L(x) - log q(x) at
@@ -354,7 +360,7 @@ def _importance_run(log_likelihood: Callable, key, config: SampleConfig, data, i
         lw = np.concatenate(log_weights)
         w, ess = importance_weights(lw)
     k = pareto_k(lw) if ess > 0 else math.inf
-    accepted = ess >= config.target_ess * config.particles and k < PARETO_K_MAX
+    accepted = importance_served(ess, k, config)
     return {"particles": from_white(np.concatenate(draws), initial), "weights": w,
             "eves": np.arange(lw.size), "log_evidence": float(logsumexp(lw) - math.log(lw.size)),
             "tempering_complete": accepted, **{name: [] for name in STAGE_RECORD},

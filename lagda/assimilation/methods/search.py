@@ -122,7 +122,7 @@ def multistart_map(positions, times, release, model: FlowModel, config: Optimise
         several basins of their Laplace mixture (the best refitted at the final sigma, the others' lowest end points
         as they ended); info (JSON types): costs (per start, at the starting sigma), distances (whitened, to the
         best), chosen, n_starts, n_in_best_basin, cost_best (at the final sigma), basin_tol, sigma (and sigma_90, its
-        90% interval, when estimated), noise_source,
+        90% interval, and noise_determined, when estimated), noise_source,
         sigmas_tried, seconds, and for a mixture modes, mode_weights, mode_costs, mode_starts.
     """
     start_time = time.perf_counter()
