@@ -97,7 +97,7 @@ def window_k_max(tracks: Tracks, k_max: float) -> tuple[float, list[str]]:
 
 
 def basis_model(tracks: Tracks, basis: str, k_max: float, degree: int, climatology: Tracks | None = None,
-                dt: float | None = None) -> FlowModel:
+                dt: float | None = None, window: float | None = None) -> FlowModel:
     """Returns the `FlowModel` of `basis` with k_max and Legendre degree over the tracks' window.
 
     Args:
@@ -105,6 +105,7 @@ def basis_model(tracks: Tracks, basis: str, k_max: float, degree: int, climatolo
         climatology: the tracks of a QG truth file (lagda simulate --flow qg, read by read_tracks: its gridded
             truth in `gridded_truth`) of other flows, or None.
         dt: RK4 step (var, enkf), default the file's dt attribute, else guessed from the times (a note).
+        window: the end of the time basis's window [0, window] in model time (default: the tracks' last time).
     Raises:
         ValueError: for a bad basis, k_max or degree, tracks without a time after 0, or a
             climatology in another mapping (box or time scale) than the tracks.
@@ -115,7 +116,7 @@ def basis_model(tracks: Tracks, basis: str, k_max: float, degree: int, climatolo
         raise ValueError(f"degree must be >= 0, got {degree}")
     k_max, window_notes = window_k_max(tracks, k_max)
     k1, k2 = spatial_modes(basis, k_max)
-    t_end = float(np.nanmax(tracks.times))
+    t_end = float(np.nanmax(tracks.times)) if window is None else float(window)
     if not t_end > 0:
         raise ValueError("the tracks have no time after 0: no window for the time basis")
     e1, e2, omega, time = in_time(*with_current(k1, k2)[:2], np.zeros(len(k1) + 1), degree, 0.0, t_end,

@@ -1,0 +1,320 @@
+"""`lagda map`: tiles on Dask, each finished tile written at once, blended into one CF dataset on (time, lat, lon).
+
+The run keeps its state in `OUT.partial/`: `manifest.json` (the settings and the archive's identity) and one
+`tiles/KEY.npz` per finished tile (written to a temporary name, then renamed), so a killed run resumes at the next
+tile (`resume=True`) and a finished one is not redone. The blend reads the pieces in layout order, so a resumed run
+writes the same dataset as an uninterrupted one. The final dataset is written to a temporary name and renamed; the
+partial folder is removed after.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import time
+
+import numpy as np
+
+from lagda.mapping.archive import Fixes, select_fixes
+from lagda.mapping.invert import Grid, invert_tile, tile_fixes
+from lagda.mapping.tiles import DAY_S, Tile, region_width, tile_layout
+
+VARIABLES = ("u", "v", "u_std", "v_std")
+
+
+@dataclasses.dataclass(frozen=True)
+class MapSettings:
+    """What a map is made of (every field is part of what a resume compares).
+
+    Attributes:
+        region: (west, east, south, north) degrees (east < west crosses the dateline).
+        period: (start, end) seconds since 1970-01-01T00:00:00Z.
+        resolution: cell size in degrees; cadence_s: seconds between map times.
+        tile_deg, halo_deg: tile height (and about its width in distance) and halo in degrees of latitude.
+        window_days, step_days: each tile's time window and the step between windows.
+        k_max, degree: the tile basis (circular Fourier modes per box side, Legendre degree in time).
+        keep_undrogued: keep fixes with drogue_status 0.
+    """
+
+    region: tuple[float, float, float, float]
+    period: tuple[float, float]
+    resolution: float = 0.25
+    cadence_s: float = DAY_S
+    tile_deg: float = 10.0
+    halo_deg: float = 2.5
+    window_days: float = 30.0
+    step_days: float = 15.0
+    k_max: float = 10.0
+    degree: int = 3
+    keep_undrogued: bool = False
+
+    def __post_init__(self):
+        if not (self.resolution > 0 and self.cadence_s > 0 and self.k_max >= 1 and self.degree >= 0):
+            raise ValueError("resolution, cadence and k_max must be positive, degree >= 0")
+
+    def grid(self) -> Grid:
+        """Returns the map's cells (centres) and times."""
+        west, _, south, north = self.region
+        nx = max(1, int(round(region_width(self.region) / self.resolution)))
+        ny = max(1, int(round((north - south) / self.resolution)))
+        days = np.arange(self.period[0], self.period[1] + 1e-6, self.cadence_s)
+        return Grid(west + self.resolution * (np.arange(nx) + 0.5), south + self.resolution * (np.arange(ny) + 0.5),
+                    days)
+
+
+def _identity(archive) -> dict:
+    stat = os.stat(archive)
+    size = stat.st_size if os.path.isfile(archive) else sum(
+        os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(archive) for f in files)
+    return {"archive": os.path.abspath(archive), "archive_bytes": int(size)}
+
+
+def _manifest(archive, settings: MapSettings) -> dict:
+    return {"settings": json.loads(json.dumps(dataclasses.asdict(settings))), **_identity(archive)}
+
+
+def _prepare(out: str, manifest: dict, resume: bool, overwrite: bool, say) -> tuple[str, bool]:
+    """Returns (the partial folder, whether the output is already complete); checks resume and overwrite."""
+    partial = out + ".partial"
+    exists = os.path.exists(out)
+    if overwrite:
+        for path in (out, partial):
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            elif os.path.exists(path):
+                os.remove(path)
+        exists = False
+    if os.path.isdir(partial) and resume:
+        try:
+            with open(os.path.join(partial, "manifest.json")) as handle:
+                stored = json.load(handle)
+        except (OSError, ValueError):
+            stored = None
+        if stored is not None and stored != manifest:
+            changed = sorted({k for k in set(stored["settings"]) | set(manifest["settings"])
+                              if stored["settings"].get(k) != manifest["settings"].get(k)}
+                             | {k for k in ("archive", "archive_bytes") if stored.get(k) != manifest.get(k)})
+            raise ValueError(f"cannot resume {out}: its partial run was made with other settings "
+                             f"({', '.join(changed)}); pass --overwrite to start again")
+        if stored is None:
+            say(f"{partial} has no readable manifest (killed as it started): starting again")
+            shutil.rmtree(partial)
+    if exists:
+        if resume and not os.path.isdir(partial):
+            return partial, True
+        if not resume:
+            raise ValueError(f"{out} exists; pass --overwrite to replace it, or --resume to finish an interrupted run")
+        os.remove(out) if os.path.isfile(out) else shutil.rmtree(out)  # killed between rename and cleanup
+    if os.path.isdir(partial) and not resume:
+        raise ValueError(f"{partial} holds an interrupted run: pass --resume to finish it or --overwrite to start "
+                         "again")
+    if resume and not os.path.isdir(partial):
+        say("nothing to resume: starting a new run")
+    os.makedirs(os.path.join(partial, "tiles"), exist_ok=True)
+    path = os.path.join(partial, "manifest.json")
+    if not os.path.exists(path):
+        _atomic_write(path, lambda tmp: open(tmp, "w").write(json.dumps(manifest, indent=1)))
+    for name in os.listdir(os.path.join(partial, "tiles")):  # pieces a kill left half-written
+        if ".tmp-" in name:
+            os.remove(os.path.join(partial, "tiles", name))
+    return partial, False
+
+
+def _atomic_write(path: str, write) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def _run_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int) -> dict:
+    """Returns invert_tile's piece; a tile whose tracks cannot be inverted (ValueError) is a skipped piece."""
+    try:
+        return invert_tile(fixes, tile, grid, k_max, degree)
+    except ValueError as error:
+        return {"info": {"tile": tile.key, "fixes": int(len(fixes)), "skipped": str(error)}}
+
+
+def _save_piece(partial: str, piece: dict) -> None:
+    path = os.path.join(partial, "tiles", piece["info"]["tile"] + ".npz")
+    arrays = {name: piece[name] for name in VARIABLES if name in piece}
+
+    def write(tmp):
+        with open(tmp, "wb") as handle:
+            np.savez(handle, info=np.array(json.dumps(piece["info"])), **arrays)
+
+    _atomic_write(path, write)
+
+
+def _load_piece(partial: str, key: str) -> dict:
+    with np.load(os.path.join(partial, "tiles", key + ".npz")) as data:
+        return {"info": json.loads(str(data["info"])), **{name: data[name] for name in VARIABLES if name in data}}
+
+
+def map_archive(archive, out, settings: MapSettings, workers: int | None = None, scheduler: str | None = None,
+                resume: bool = False, overwrite: bool = False, progress: bool = True, say=print) -> dict:
+    """Maps the archive's drifters to daily velocity maps with their std; writes `out` (.zarr or .nc); returns a
+    summary {"tiles", "inverted", "skipped", "seconds", "notes"}.
+
+    Args:
+        archive: ragged netCDF or Zarr (lagda.mapping.archive); out: the output path, ending in .zarr or .nc.
+        workers: Dask LocalCluster worker processes (default: the CPUs); scheduler: the address of a running Dask
+            scheduler instead. resume: finish an interrupted run (a finished one is left as it is); overwrite: start
+            again. say: where the progress notes go (one line each).
+    Raises:
+        FileNotFoundError: missing archive. ValueError: bad settings, an existing output, a resume with other
+            settings, no fix in the region and period.
+    """
+    out = os.fspath(out)
+    if not out.endswith((".zarr", ".nc")):
+        raise ValueError(f"--out {out}: the map store must end in .zarr or .nc")
+    if not os.path.exists(archive):
+        raise FileNotFoundError(f"no such archive: {archive}")
+    start = time.perf_counter()
+    tiles = tile_layout(settings.region, settings.period, settings.tile_deg, settings.halo_deg,
+                        settings.window_days, settings.step_days)
+    partial, complete = _prepare(out, _manifest(archive, settings), resume, overwrite, say)
+    if complete:
+        say(f"{out} is already complete: nothing to do")
+        return {"tiles": len(tiles), "already_complete": True, "seconds": 0.0, "notes": []}
+    grid = settings.grid()
+    fixes = select_fixes(archive, settings.region, (min(t.start_s for t in tiles), max(t.end_s for t in tiles)),
+                         margin_deg=settings.halo_deg / np.cos(np.deg2rad(max(abs(settings.region[2]),
+                                                                              abs(settings.region[3])))),
+                         keep_undrogued=settings.keep_undrogued)
+    fixes = clean(fixes)
+    for line in fixes.notes:
+        say(f"note: {line}")
+    done = {name[:-4] for name in os.listdir(os.path.join(partial, "tiles")) if name.endswith(".npz")}
+    pending = [t for t in tiles if t.key not in done]
+    say(f"note: {len(tiles)} tiles ({settings.tile_deg:g} degrees with a {settings.halo_deg:g}-degree halo, "
+        f"{settings.window_days:g}-day windows every {settings.step_days:g} days)"
+        + (f", {len(done)} done before" if done else ""))
+    _compute(pending, fixes, grid, settings, partial, len(done), len(tiles), workers, scheduler, progress)
+    infos = _write(out, partial, tiles, grid, settings, fixes)
+    shutil.rmtree(partial)
+    skipped = [i for i in infos if "skipped" in i]
+    zero = sum(bool(i.get("zero_guard")) for i in infos)
+    notes = list(fixes.notes) + [f"{len(infos) - len(skipped)} tiles inverted, {len(skipped)} without enough "
+                                 f"drifters (left to the others, else NaN), {zero} answered the prior mean (zero) "
+                                 "because their tracks predicted held-out drifters no better"]
+    return {"tiles": len(tiles), "inverted": len(infos) - len(skipped), "skipped": len(skipped),
+            "seconds": time.perf_counter() - start, "notes": notes}
+
+
+def clean(fixes: Fixes) -> Fixes:
+    """Returns the fixes without exact duplicates (same drifter and time), a note counting them."""
+    dup = np.zeros(len(fixes), bool)
+    dup[1:] = (np.diff(fixes.traj) == 0) & (np.diff(fixes.time) <= 0)
+    if not dup.any():
+        return fixes
+    return dataclasses.replace(fixes.subset(~dup), notes=fixes.notes + (f"{int(dup.sum())} fixes at a time their "
+                                                                          "drifter already had: left out",))
+
+
+def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, scheduler, progress) -> None:
+    """Runs the pending tiles on Dask and saves each piece as it finishes."""
+    if not pending:
+        return
+    from dask.distributed import Client, LocalCluster, as_completed
+    from tqdm import tqdm
+
+    cluster = None
+    if scheduler is None:
+        cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                               dashboard_address=None, silence_logs=40)
+    with Client(scheduler or cluster) as client:
+        futures = [client.submit(_run_tile, tile_fixes(fixes, t), t, grid, settings.k_max, settings.degree,
+                                 key=f"tile-{t.key}", pure=False) for t in pending]
+        bar = tqdm(total=n_tiles, initial=n_done, unit="tile", disable=not progress, desc="lagda map")
+        for future in as_completed(futures):
+            _save_piece(partial, future.result())
+            future.release()
+            bar.update(1)
+        bar.close()
+    if cluster is not None:
+        cluster.close()
+
+
+def _write(out, partial, tiles, grid: Grid, settings: MapSettings, fixes: Fixes) -> list[dict]:
+    """Blends the pieces (in layout order) and writes the dataset; returns the pieces' infos."""
+    shape = (len(grid.days), len(grid.lat), len(grid.lon))
+    sw, swu, swv, swu2, swv2 = (np.zeros(shape) for _ in range(5))
+    infos = []
+    for tile in tiles:
+        piece = _load_piece(partial, tile.key)
+        infos.append(piece["info"])
+        if "u" not in piece:
+            continue
+        days, rows, cols = grid.window(tile)
+        lon2, lat2 = np.meshgrid(tile.relative_lon(grid.lon[cols]), grid.lat[rows])
+        w = tile.time_weight(grid.days[days])[:, None, None] * tile.space_weight(lon2, lat2)[None]
+        u, v = piece["u"].astype(np.float64), piece["v"].astype(np.float64)
+        sw[days, rows, cols] += w
+        swu[days, rows, cols] += w * u
+        swv[days, rows, cols] += w * v
+        swu2[days, rows, cols] += w * (piece["u_std"].astype(np.float64) ** 2 + u**2)
+        swv2[days, rows, cols] += w * (piece["v_std"].astype(np.float64) ** 2 + v**2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        u, v = swu / sw, swv / sw
+        u_std = np.sqrt(np.maximum(swu2 / sw - u**2, 0.0))
+        v_std = np.sqrt(np.maximum(swv2 / sw - v**2, 0.0))
+    ds = _dataset(grid, settings, {"u": u, "v": v, "u_std": u_std, "v_std": v_std},
+                  _fix_counts(fixes, grid, settings), infos)
+    tmp = f"{out}.tmp-{os.getpid()}"
+    if out.endswith(".zarr"):
+        ds.to_zarr(tmp, mode="w", consolidated=True)
+    else:
+        ds.to_netcdf(tmp, engine="netcdf4")
+    os.replace(tmp, out)
+    return infos
+
+
+def _fix_counts(fixes: Fixes, grid: Grid, settings: MapSettings) -> np.ndarray:
+    """Returns the fixes in each cell within half a cadence of each map time `(time, lat, lon)`."""
+    res, west, south = settings.resolution, settings.region[0], settings.region[2]
+    i = np.floor(((fixes.lon - west) % 360.0) / res).astype(np.int64)
+    j = np.floor((fixes.lat - south) / res).astype(np.int64)
+    k = np.floor((fixes.time - grid.days[0]) / settings.cadence_s + 0.5).astype(np.int64)
+    ok = (i >= 0) & (i < len(grid.lon)) & (j >= 0) & (j < len(grid.lat)) & (k >= 0) & (k < len(grid.days))
+    counts = np.zeros((len(grid.days), len(grid.lat), len(grid.lon)), np.int32)
+    np.add.at(counts, (k[ok], j[ok], i[ok]), 1)
+    return counts
+
+
+def _dataset(grid: Grid, settings: MapSettings, fields: dict, counts, infos):
+    import xarray as xr
+
+    from lagda import __version__
+
+    lon = grid.lon if grid.lon[-1] < 180.0 or grid.lon[0] >= 180.0 else grid.lon  # monotonic across the dateline
+    times = (grid.days * 1e9).astype("datetime64[ns]")
+    names = {"u": ("eastward_sea_water_velocity", "eastward velocity"),
+             "v": ("northward_sea_water_velocity", "northward velocity")}
+    data = {}
+    for c in ("u", "v"):
+        standard, long = names[c]
+        data[c] = (("time", "lat", "lon"), fields[c].astype(np.float32),
+                   {"standard_name": standard, "long_name": f"{long}, posterior mean", "units": "m s-1"})
+        data[f"{c}_std"] = (("time", "lat", "lon"), fields[f"{c}_std"].astype(np.float32),
+                            {"long_name": f"{long}, total predictive standard deviation (the field in the tile basis "
+                                          "and the velocity it leaves out)", "units": "m s-1"})
+    data["n_fixes"] = (("time", "lat", "lon"), counts,
+                       {"long_name": "drifter fixes in the cell within half a map interval", "units": "1"})
+    ds = xr.Dataset(data, coords={
+        "time": ("time", times, {"standard_name": "time", "axis": "T"}),
+        "lat": ("lat", grid.lat, {"standard_name": "latitude", "units": "degrees_north", "axis": "Y"}),
+        "lon": ("lon", lon, {"standard_name": "longitude", "units": "degrees_east", "axis": "X"})})
+    skipped = sum("skipped" in i for i in infos)
+    ds.attrs = {"Conventions": "CF-1.11", "title": "lagda map: daily velocity maps from drifters",
+                "source": f"lagda {__version__}", "tile_size_deg": settings.tile_deg,
+                "halo_deg": settings.halo_deg, "window_days": settings.window_days,
+                "window_step_days": settings.step_days, "k_max": settings.k_max, "degree": settings.degree,
+                "tiles": len(infos), "tiles_skipped": skipped,
+                "tiles_zero_guard": sum(bool(i.get("zero_guard")) for i in infos),
+                "settings": json.dumps(dataclasses.asdict(settings)),
+                "settings_hash": hashlib.sha256(json.dumps(dataclasses.asdict(settings)).encode()).hexdigest()[:16]}
+    ds.time.encoding["units"] = "seconds since 1970-01-01T00:00:00Z"
+    return ds
