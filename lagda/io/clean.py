@@ -27,7 +27,7 @@ from lagda.io.physical import EARTH_RADIUS_M
 from lagda.io.tracks import RawTracks
 
 MAX_SPEED_M_S = 3.0  # surface drifters: apparent speeds above this between fixes are position errors
-SPEED_FACTOR = 5.0  # ... or above this many times the track's median speed, whichever bound is larger
+SPEED_FACTOR = 4.0  # ... or above this many times the track's median speed, whichever bound is larger
 SPIKE_RESIDUAL = 0.5  # a spike lies off its neighbours' straight line by this fraction of its mean hop or more
 DUPLICATE_RADIUS_M = 300.0  # fixes of one time this close are one position measured twice: averaged
 SPIKE_PASSES = 3  # the spike rule is applied again after removals, at most this many times
@@ -189,6 +189,8 @@ def spike_mask(t: np.ndarray, p: np.ndarray, coordinates: str) -> np.ndarray:
 
 def _duplicates_and_order(t, p, v, coordinates, counts):
     """Returns (t, p, v) sorted by time with exact duplicates dropped and conflicting ones averaged or dropped."""
+    if len(t) == 0:
+        return t, p, v
     if len(t) > 1 and np.any(np.diff(t) < 0):
         counts["trajectories_sorted"] += 1
     order = np.lexsort((p[:, 1], p[:, 0], t))  # by time, then position: exact duplicates become neighbours
