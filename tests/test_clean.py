@@ -218,3 +218,15 @@ def test_gap_and_missing_lines_are_one_summary_each_with_the_file_ids(tmp_path):
     assert len(lines) == 4 and lines[:3] == [f"trajectory 30023406000000{i}: 1 missing positions" for i in range(3)]
     assert lines[3] == ("gaps: 3 of 3 drifters have steps over 1.5x their median step (median step 1 h); largest "
                         "31 h (drifter 300234060000002)")
+
+
+def test_a_subset_of_an_archive_is_cleaned_from_its_dataset(tmp_path):
+    from lagda.io.formats import raw_from_dataset
+
+    _gdp_file(tmp_path / "gdp.nc")
+    with xr.open_dataset(tmp_path / "gdp.nc", decode_times=False) as ds, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        raw = raw_from_dataset(ds.isel(traj=[1], obs=slice(31, 71)), "subset")  # drifter 1's rows
+    assert raw.ids.tolist() == [300234060000001] and len(raw.times[0]) == 40 and "drogue_status" in raw.per_fix
+    cleaned, report = clean_fixes(raw)
+    assert (report.trajectories_sorted, report.spikes_dropped, report.undrogued_dropped) == (1, 1, 6)

@@ -6,14 +6,19 @@ Formats, detected from the content (not the name):
   trajectory file (`featureType = "trajectory"`; Parcels' `feature_type` is read with a
   warning) in the incomplete multidimensional (`time(trajectory, obs)`), orthogonal
   (`time(obs)`) or contiguous ragged layout (a count variable with `sample_dimension`, e.g.
-  clouddrift's `rowsize`). A file without these attributes is read when its dimensions show the
-  layout: a 1-D integer count (`rowsize`) over one dimension that sums to the size of the
-  dimension of `time` and the positions (clouddrift without attributes), or positions over two
-  dimensions (trajectory, obs); a warning says what was assumed.
+  clouddrift's `rowsize`). A file without the count's attribute is read when its dimensions show
+  the layout, whatever its featureType: a 1-D integer count (`rowsize`) over one dimension that
+  sums to the size of the dimension of `time` and the positions (clouddrift's adapters), or
+  positions over two dimensions (trajectory, obs); a warning says what was assumed (none for a
+  featureType file over two dimensions, the CF layout). The GDP variables `GDP_VARIABLES`
+  (per fix, or per trajectory) are read when present, into `RawTracks.per_fix`.
 - Parquet, Parcels v4 output: one row per particle and observation, columns `particle_id`,
   `t` (CF units in the column's metadata), `x` = longitude, `y` = latitude (metres on a flat mesh).
 - CSV with a header: `id,time,x,y[,field]` in model units, or `id,time,lon,lat[,field]` with
   ISO 8601 datetimes (longitude/latitude also accepted as column names).
+
+Every track file is quality-controlled before it is mapped (lagda.io.clean: duplicates, order,
+spikes, undrogued fixes; a count and a note for each rule that acted).
 
 Without a `field` variable (or column), each model-unit trajectory is its own flow, while
 physical tracks all sample one flow (field 0): real drifters of one file share one ocean.
@@ -189,6 +194,21 @@ def _read_zarr(path):
     with ds:
         ds.load()
         return _checked(_from_dataset, ds, path)
+
+
+def raw_from_dataset(ds, name="dataset") -> RawTracks:
+    """Returns the `RawTracks` of an xarray Dataset of a trajectory file (e.g. a subset of an archive), not cleaned.
+
+    The layouts and GDP variables of `read_tracks`; the values are loaded (subset a lazy archive first).
+    `to_tracks` (or `lagda.io.clean.clean_fixes` alone) takes it on.
+
+    Raises:
+        ValueError: one line naming `name`, for a lagda dataset or a dataset that is no trajectory file.
+    """
+    raw = _checked(_from_dataset, ds, name)
+    if isinstance(raw, Tracks):
+        raise ValueError(f"{name}: a lagda dataset, not a trajectory file: read it with read_tracks")
+    return raw
 
 
 def _checked(read, ds, path):
