@@ -10,7 +10,7 @@ from lagda import cli
 from lagda.io.export import cut_gaps
 from lagda.io.formats import read_tracks
 from lagda.io.physical import Mapping, iso_time, parse_time
-from lagda.io.tracks import Tracks, write_tracks
+from lagda.io.tracks import Tracks, pack_tracks, write_tracks
 
 BOX = (-45.0, -35.0, 30.0, 38.0)
 ORIGIN = parse_time("2025-03-01T00:00:00Z")
@@ -209,3 +209,27 @@ def test_projected_metres_round_trip(tmp_path):
     back = read_tracks(tmp_path / "m.nc")
     assert_close(back, projected)
     assert back.mapping.coordinates == "projected" and back.mapping.lengths_m == (5e5, 5e5)
+
+
+def test_featuretype_trajectory_without_ragged_attributes_is_read_from_its_dimensions(tmp_path):
+    tracks = _physical()
+    ds = _ragged_dataset(tracks, with_attributes=False)
+    ds.attrs["featureType"] = "trajectory"  # as clouddrift's adapters write: no sample_dimension, no cf_role
+    ds.to_netcdf(tmp_path / "r.nc")
+    with pytest.warns(UserWarning, match=r"without CF ragged attributes .*rowsize\(traj\)"):
+        back = read_tracks(tmp_path / "r.nc", box=BOX, time_scale=3.6e7)
+    np.testing.assert_allclose(back.positions, tracks.positions, atol=1e-12)
+    assert back.trajectory_id.tolist() == tracks.trajectory_id.tolist()
+
+
+def test_duplicated_and_unsorted_times_are_cleaned_not_refused_and_ids_print_as_written(tmp_path):
+    lines = ["id,time,lon,lat"]
+    for k in (0, 2, 1, 3, 3, 4):  # hour 2 before hour 1, hour 3 twice (an exact duplicate)
+        lines.append(f"300234060000000,2025-03-01T0{k}:00:00Z,{-40 + 0.01 * k},34")
+    (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
+    tracks = read_tracks(tmp_path / "t.csv")
+    np.testing.assert_allclose(np.diff(tracks.times[0]) * tracks.mapping.time_scale_s / HOUR, [1, 1, 1, 1])
+    assert tracks.clean.exact_duplicates_dropped == 1 and tracks.clean.trajectories_sorted == 1
+    assert any("times sorted in 1 trajectories" in note for note in tracks.notes)
+    with pytest.raises(ValueError, match=r"^trajectory 300234060000000: times are not strictly increasing$"):
+        pack_tracks([np.array([0.0, 0.0])], [np.zeros((2, 2))], np.array([300234060000000]), [0])

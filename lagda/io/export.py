@@ -14,7 +14,7 @@ import numpy as np
 
 from lagda.io.formats import read_tracks
 from lagda.io.physical import Mapping, box_of_size, parse_time
-from lagda.io.tracks import Tracks, pack_tracks, write_tracks
+from lagda.io.tracks import Tracks, id_text, pack_tracks, write_tracks
 
 
 def export_tracks(source, out, *, n_fields: int | None = None, box=None, start: str | None = None,
@@ -103,8 +103,8 @@ def cut_gaps(tracks: Tracks, count: int, longest: int, seed: int = 0) -> Tracks:
         valid = np.flatnonzero(np.isfinite(tracks.times[i]))
         stretch = len(valid) // count
         if stretch < longest + 2:
-            raise ValueError(f"trajectory {tracks.trajectory_id[i]!r}: {len(valid)} fixes are too few for {count} gaps "
-                             f"of up to {longest}")
+            raise ValueError(f"trajectory {id_text(tracks.trajectory_id[i])}: {len(valid)} fixes are too few for "
+                             f"{count} gaps of up to {longest}")
         drop = np.zeros(len(valid), bool)
         for g in range(count):
             length = int(rng.integers(1, longest + 1))

@@ -6,14 +6,19 @@ Formats, detected from the content (not the name):
   trajectory file (`featureType = "trajectory"`; Parcels' `feature_type` is read with a
   warning) in the incomplete multidimensional (`time(trajectory, obs)`), orthogonal
   (`time(obs)`) or contiguous ragged layout (a count variable with `sample_dimension`, e.g.
-  clouddrift's `rowsize`). A file without these attributes is read when its dimensions show the
-  layout: a 1-D integer count (`rowsize`) over one dimension that sums to the size of the
-  dimension of `time` and the positions (clouddrift without attributes), or positions over two
-  dimensions (trajectory, obs); a warning says what was assumed.
+  clouddrift's `rowsize`). A file without the count's attribute is read when its dimensions show
+  the layout, whatever its featureType: a 1-D integer count (`rowsize`) over one dimension that
+  sums to the size of the dimension of `time` and the positions (clouddrift's adapters), or
+  positions over two dimensions (trajectory, obs); a warning says what was assumed (none for a
+  featureType file over two dimensions, the CF layout). The GDP variables `GDP_VARIABLES`
+  (per fix, or per trajectory) are read when present, into `RawTracks.per_fix`.
 - Parquet, Parcels v4 output: one row per particle and observation, columns `particle_id`,
   `t` (CF units in the column's metadata), `x` = longitude, `y` = latitude (metres on a flat mesh).
 - CSV with a header: `id,time,x,y[,field]` in model units, or `id,time,lon,lat[,field]` with
   ISO 8601 datetimes (longitude/latitude also accepted as column names).
+
+Every track file is quality-controlled before it is mapped (lagda.io.clean: duplicates, order,
+spikes, undrogued fixes; a count and a note for each rule that acted).
 
 Without a `field` variable (or column), each model-unit trajectory is its own flow, while
 physical tracks all sample one flow (field 0): real drifters of one file share one ocean.
@@ -33,8 +38,9 @@ import warnings
 
 import numpy as np
 
+from lagda.io.clean import clean_fixes
 from lagda.io.physical import EPOCH, Mapping, infer_mapping, unwrap_longitudes
-from lagda.io.tracks import Tracks, pack_tracks
+from lagda.io.tracks import RawTracks, Tracks, pack_tracks
 
 _NOT_TRACKS = (
     "is not a track file: expected a CF trajectory file (featureType = \"trajectory\", or a clouddrift ragged "
@@ -43,46 +49,26 @@ _NOT_TRACKS = (
 _LON_UNITS = {"degrees_east", "degree_east", "degree_e", "degrees_e", "degreee", "degreese"}
 _LAT_UNITS = {"degrees_north", "degree_north", "degree_n", "degrees_n", "degreen", "degreesn"}
 _STANDARD_CALENDARS = ("standard", "gregorian", "proleptic_gregorian")
+GDP_VARIABLES = ("drogue_status", "location_type", "err_lat", "err_lon", "err_ve", "err_vn")  # read when present
 QG_TRUTH = {"psi", "u", "v", "truth_time"}  # the gridded truth of a QG truth file (lagda simulate --flow qg)
 
 
-@dataclasses.dataclass
-class RawTracks:
-    """Tracks as read, before the mapping: per-trajectory lists in the file's units.
-
-    Attributes:
-        times: per trajectory `(n,)`: model time, or seconds since 1970-01-01T00:00:00Z when `physical_time`.
-        positions: per trajectory `(n, 2)`: model x, y, lon/lat degrees or x/y metres (`coordinates`).
-        ids: `(trajectory,)`; field: `(trajectory,)` or None when the file does not say (then each
-            model-unit trajectory is its own flow, and physical tracks all sample one ocean: flow 0).
-        coordinates: "model", "lonlat" or "projected".
-        attrs: the file's global attributes; release, truth: as in `Tracks`; notes: what was assumed.
-    """
-
-    times: list
-    positions: list
-    ids: np.ndarray
-    field: np.ndarray | None
-    coordinates: str
-    physical_time: bool
-    attrs: dict = dataclasses.field(default_factory=dict)
-    release: np.ndarray | None = None
-    truth: dict = dataclasses.field(default_factory=dict)
-
-
-def read_tracks(path, box=None, time_scale: float | None = None) -> Tracks:
+def read_tracks(path, box=None, time_scale: float | None = None, *, keep_undrogued: bool = False) -> Tracks:
     """Returns the tracks of a file in model units, detecting its format and layout.
 
     Formats (lagda.io.formats): CF trajectory netCDF (incomplete multidimensional, orthogonal or
     contiguous ragged, e.g. clouddrift's), a lagda dataset, Parcels output (v4 Parquet, v3 zarr)
     and CSV. Physical tracks (lon/lat or x/y metres, CF times) are mapped onto the torus
     (lagda.io.physical): through `box` and `time_scale` when given, else the file's stored
-    mapping, else an inferred one; `Tracks.mapping` and `Tracks.notes` say which.
+    mapping, else an inferred one; `Tracks.mapping` and `Tracks.notes` say which. Track files
+    (not lagda datasets) are quality-controlled first (lagda.io.clean.clean_fixes: duplicates,
+    order, spikes, undrogued fixes); `Tracks.clean` holds its report and `Tracks.notes` its lines.
 
     Args:
         path: the track file (a directory for zarr).
         box: (west, east, south, north) in degrees (or metres for projected x/y), optional.
         time_scale: seconds per model time unit, optional.
+        keep_undrogued: keep the fixes a GDP `drogue_status` marks undrogued (dropped by default).
     Raises:
         FileNotFoundError: if `path` does not exist.
         ValueError: one line, if the file is none of these or is inconsistent.
@@ -106,11 +92,17 @@ def read_tracks(path, box=None, time_scale: float | None = None) -> Tracks:
             raise ValueError(f"{path}: --box and --time-scale apply to physical tracks; this lagda dataset is in model "
                              "units")
         return raw
-    return to_tracks(raw, path, box, time_scale)
+    return to_tracks(raw, path, box, time_scale, keep_undrogued=keep_undrogued)
 
 
-def to_tracks(raw: RawTracks, path, box=None, time_scale: float | None = None) -> Tracks:
-    """Returns `Tracks` in model units of `raw`, mapping physical tracks (module docstring).
+def to_tracks(raw: RawTracks, path, box=None, time_scale: float | None = None, *,
+              keep_undrogued: bool = False) -> Tracks:
+    """Returns `Tracks` in model units of `raw`, cleaned (lagda.io.clean) and mapping physical tracks.
+
+    Every file goes through `clean_fixes` (so duplicated or unsorted times never refuse it); in model
+    units its rules that need metres (averaging close duplicates, spikes) do not apply: conflicting
+    duplicates are dropped. `Tracks.clean` is the report, its notes end `Tracks.notes`, and the GDP errors
+    become `Tracks.position_std_m` and `Tracks.velocity_std_m_s`.
 
     Raises:
         ValueError: for model positions with CF times or the reverse, a box or time scale given for
@@ -122,11 +114,15 @@ def to_tracks(raw: RawTracks, path, box=None, time_scale: float | None = None) -
                              "give physical positions (lon/lat, or x/y in metres) or model times")
         if box is not None or time_scale is not None:
             raise ValueError(f"{path}: --box and --time-scale apply to physical tracks; this file is in model units")
-        field = np.arange(len(raw.ids)) if raw.field is None else raw.field
-        return pack_tracks(raw.times, raw.positions, raw.ids, field, raw.release, dt=file_dt(raw.attrs), **raw.truth)
-    if not raw.physical_time:
+    elif not raw.physical_time:
         raise ValueError(f"{path}: positions are {'lon/lat' if raw.coordinates == 'lonlat' else 'in metres'} but time "
                          "has no CF units (\"seconds since ...\", or ISO datetimes in CSV)")
+    raw, report = clean_fixes(raw, keep_undrogued=keep_undrogued)
+    per_fix = {name: raw.per_fix[name] for name in ("position_std_m", "velocity_std_m_s") if name in raw.per_fix}
+    if raw.coordinates == "model":
+        field = np.arange(len(raw.ids)) if raw.field is None else raw.field
+        return pack_tracks(raw.times, raw.positions, raw.ids, field, raw.release, dt=file_dt(raw.attrs),
+                           notes=report.notes(), clean=report, per_fix=per_fix, **raw.truth)
     positions = [np.asarray(p, np.float64).reshape(-1, 2).copy() for p in raw.positions]
     try:
         stored = Mapping.from_attrs(raw.attrs)
@@ -164,8 +160,9 @@ def to_tracks(raw: RawTracks, path, box=None, time_scale: float | None = None) -
     model_pos = [np.stack(mapping.to_model(p[:, 0], p[:, 1]), axis=-1) for p in positions]
     model_t = [mapping.time_to_model(t) for t in raw.times]
     field = np.zeros(len(raw.ids), np.int64) if raw.field is None else raw.field
-    return pack_tracks(model_t, model_pos, raw.ids, field, raw.release, mapping=mapping, notes=mapping.notes,
-                       dt=file_dt(raw.attrs), **truth)
+    return pack_tracks(model_t, model_pos, raw.ids, field, raw.release, mapping=mapping,
+                       notes=mapping.notes + report.notes(), dt=file_dt(raw.attrs), clean=report, per_fix=per_fix,
+                       **truth)
 
 
 # ---------------------------------------------------------------- netCDF and zarr
@@ -199,6 +196,21 @@ def _read_zarr(path):
         return _checked(_from_dataset, ds, path)
 
 
+def raw_from_dataset(ds, name="dataset") -> RawTracks:
+    """Returns the `RawTracks` of an xarray Dataset of a trajectory file (e.g. a subset of an archive), not cleaned.
+
+    The layouts and GDP variables of `read_tracks`; the values are loaded (subset a lazy archive first).
+    `to_tracks` (or `lagda.io.clean.clean_fixes` alone) takes it on.
+
+    Raises:
+        ValueError: one line naming `name`, for a lagda dataset or a dataset that is no trajectory file.
+    """
+    raw = _checked(_from_dataset, ds, name)
+    if isinstance(raw, Tracks):
+        raise ValueError(f"{name}: a lagda dataset, not a trajectory file: read it with read_tracks")
+    return raw
+
+
 def _checked(read, ds, path):
     """Returns read(ds, path), turning a lookup error on a malformed file into one ValueError line."""
     try:
@@ -224,10 +236,11 @@ def _from_dataset(ds, path):
         warnings.warn(f"{path}: reading Parcels-style attribute feature_type; CF spells it featureType", stacklevel=4)
     counts = [(name, var.attrs["sample_dimension"]) for name, var in ds.variables.items()
               if "sample_dimension" in var.attrs]
-    if feature is None:
-        counts = _guess_layout(ds, path)
-    elif str(feature).lower() != "trajectory":
+    if feature is not None and str(feature).lower() != "trajectory":
         raise ValueError(f"{path}: featureType is {feature!r}; lagda reads only featureType = \"trajectory\"")
+    if not counts:  # the layout from the dimensions, whatever featureType says
+        position = None if feature is None else _position_names(ds, path)[0]
+        counts = _guess_layout(ds, path, "no featureType attribute" if feature is None else None, position)
     a, b, coordinates = _position_names(ds, path)
     t_name = _time_name(ds, path)
     time, physical_time = _time_values(ds[t_name], path)
@@ -246,6 +259,7 @@ def _from_dataset(ds, path):
         times = np.split(time, splits)
         positions = np.split(scale * np.stack([ds[a].values, ds[b].values], axis=-1).astype(np.float64), splits)
         instance = ds[count_name].dims[0]
+        per_fix = _gdp_variables(ds, instance, (sample_dim,), lambda values: np.split(values, splits), sizes)
     else:
         x = ds[a]
         if x.ndim != 2:
@@ -255,32 +269,64 @@ def _from_dataset(ds, path):
         time = np.broadcast_to(time, x.shape) if time.ndim == 1 else time  # orthogonal: time(obs) shared
         positions = list(scale * np.stack([x.values, ds[b].transpose(*x.dims).values], axis=-1).astype(np.float64))
         times, instance = list(time), x.dims[0]
-    return _raw(ds, instance, times, positions, coordinates, physical_time)
+        per_fix = _gdp_variables(ds, instance, x.dims, list, np.full(x.shape[0], x.shape[1]))
+    return _raw(ds, instance, times, positions, coordinates, physical_time, per_fix)
 
 
-def _guess_layout(ds, path) -> list:
-    """Returns [(count, sample_dim)] for an attribute-less ragged array, [] for (trajectory, obs) arrays; warns which.
+def _gdp_variables(ds, instance_dim, obs_dims, split, sizes) -> dict:
+    """Returns the GDP variables of `ds` present (`GDP_VARIABLES`) as per-trajectory lists of per-fix values.
+
+    A variable over `obs_dims` is split per trajectory by `split`; one over `instance_dim` alone (e.g. a
+    drifter's drogue status) is repeated over its fixes (`sizes` per trajectory).
+    """
+    out = {}
+    for name in GDP_VARIABLES:
+        if name not in ds.variables:
+            continue
+        var = ds[name]
+        if var.dims == tuple(obs_dims):
+            out[name] = split(np.asarray(var.values))
+        elif var.dims == (instance_dim,):
+            out[name] = [np.repeat(value, n) for value, n in zip(np.asarray(var.values), sizes)]
+    return out
+
+
+def _guess_layout(ds, path, why: str | None, position: str | None = None) -> list:
+    """Returns [(count, sample_dim)] for a ragged array without attributes, [] for (trajectory, obs) arrays.
+
+    Found from the dimensions: a 1-D integer variable (names with "size" or "count" first) that sums to the
+    size of another dimension is the count of a contiguous ragged array (clouddrift's `rowsize`); else
+    positions over two dimensions are the incomplete multidimensional layout. A warning says which was assumed
+    and `why` (the attributes that were missing); `why` None (featureType trajectory was given) warns only of an
+    assumed ragged array. With `position` (the name of the x-like variable) the layout is read from its dims.
 
     Raises:
         ValueError: if neither layout shows in the dimensions.
     """
     named_first = sorted(ds.variables.items(),
                          key=lambda item: "size" not in item[0].lower() and "count" not in item[0].lower())
-    for name, var in named_first:
-        if var.ndim != 1 or var.dtype.kind not in "iu" or name in ds.dims:
-            continue
-        for sample_dim, size in ds.sizes.items():
-            if sample_dim != var.dims[0] and int(var.values.sum()) == size and size > 0:
-                warnings.warn(f"{path}: no featureType attribute; assumed a contiguous ragged array (clouddrift "
-                              f"layout): {name}({var.dims[0]}) counts the observations along "
-                              f"{sample_dim!r}", stacklevel=5)
-                return [(name, sample_dim)]
-    two_d = [name for name in ("lon", "longitude", "x") if name in ds.variables and ds[name].ndim == 2]
+    names = ("lon", "longitude", "x") if position is None else (position,)
+    two_d = [name for name in names if name in ds.variables and ds[name].ndim == 2]
+    if not two_d:
+        for name, var in named_first:
+            if var.ndim != 1 or var.dtype.kind not in "iu" or name in ds.dims:
+                continue
+            for sample_dim, size in ds.sizes.items():
+                if position is not None and ds[position].dims != (sample_dim,):
+                    continue
+                if sample_dim != var.dims[0] and int(var.values.sum()) == size and size > 0:
+                    why = why or "featureType trajectory without CF ragged attributes (sample_dimension)"
+                    warnings.warn(f"{path}: {why}; assumed a contiguous ragged array (clouddrift layout): "
+                                  f"{name}({var.dims[0]}) counts the observations along {sample_dim!r}", stacklevel=5)
+                    return [(name, sample_dim)]
     if two_d:
-        warnings.warn(f"{path}: no featureType attribute; assumed a trajectory array {two_d[0]}{ds[two_d[0]].dims} "
+        if why is None:  # featureType trajectory over two dimensions: the CF multidimensional layout
+            return []
+        warnings.warn(f"{path}: {why}; assumed a trajectory array {two_d[0]}{ds[two_d[0]].dims} "
                       "(incomplete multidimensional layout)", stacklevel=5)
         return []
-    raise ValueError(f"{path} {_NOT_TRACKS} (no featureType attribute)")
+    why = why or "featureType trajectory, but neither a ragged count nor positions over two dimensions"
+    raise ValueError(f"{path} {_NOT_TRACKS} ({why})")
 
 
 def _position_names(ds, path) -> tuple[str, str, str]:
@@ -364,7 +410,7 @@ def _seconds(dates: np.ndarray) -> np.ndarray:
     return np.where(np.isnat(dates), np.nan, out)
 
 
-def _raw(ds, instance_dim, times, positions, coordinates, physical_time) -> RawTracks:
+def _raw(ds, instance_dim, times, positions, coordinates, physical_time, per_fix=None) -> RawTracks:
     """Returns `RawTracks` from per-trajectory lists plus the instance variables of `ds`."""
     n = ds.sizes[instance_dim]
     id_vars = [name for name, var in ds.variables.items() if var.attrs.get("cf_role") == "trajectory_id"]
@@ -381,7 +427,7 @@ def _raw(ds, instance_dim, times, positions, coordinates, physical_time) -> RawT
     if QG_TRUTH <= set(ds.variables) and "qg_L" in ds.attrs:  # a QG truth file: its gridded truth, in memory
         truth["gridded_truth"] = ds[sorted(QG_TRUTH)].copy()
     return RawTracks(list(times), list(positions), ids, field, coordinates, physical_time, dict(ds.attrs), release,
-                     truth)
+                     truth, per_fix or {})
 
 
 def file_dt(attrs) -> float | None:
@@ -398,15 +444,16 @@ def file_dt(attrs) -> float | None:
 
 
 def _group_rows(ids, times, a, b, fields=None):
-    """Returns (ids, times list, positions list, field or None) of rows grouped by id, in order of first appearance."""
+    """Returns (ids, times list, positions list, field or None) of rows grouped by id, in order of first appearance.
+
+    Each trajectory's rows keep the file's order."""
     ids, times = np.asarray(ids), np.asarray(times, np.float64)  # converted once, not per trajectory
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     unique, first = np.unique(ids, return_index=True)
     unique = unique[np.argsort(first)]
     times_out, positions_out, field = [], [], []
     for j, tid in enumerate(unique):
-        rows = np.flatnonzero(ids == tid)
-        rows = rows[np.argsort(times[rows], kind="stable")]
+        rows = np.flatnonzero(ids == tid)  # in file order: lagda.io.clean sorts them and says so
         times_out.append(times[rows])
         positions_out.append(np.stack([a[rows], b[rows]], axis=-1))
         field.append(j if fields is None or fields[rows[0]] in (None, "") else int(fields[rows[0]]))

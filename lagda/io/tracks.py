@@ -38,6 +38,12 @@ class Tracks:
         dt: the RK4 step stated by the file (its global `dt` attribute), else None.
         gridded_truth: for a QG truth file (lagda simulate --flow qg), its truth psi, u, v on the model grid
             with the file's attributes (an xarray Dataset held in memory), else None.
+        position_std_m: float64 `(trajectory, obs)` per-fix position error std (m, per component; the file's
+            GDP `err_lat`/`err_lon`), NaN where unknown, or None when the file has none.
+        velocity_std_m_s: float64 `(trajectory, obs)` per-fix velocity error std (m/s, per component; GDP
+            `err_ve`/`err_vn`), NaN where unknown, or None.
+        clean: the `lagda.io.clean.CleanReport` of a track file's quality control, else None (its `attrs()`
+            are the counts for a result file).
     """
 
     positions: np.ndarray
@@ -53,6 +59,9 @@ class Tracks:
     notes: tuple[str, ...] = ()
     dt: float | None = None  # the RK4 step the file states (its `dt` attribute, e.g. a lagda dataset's)
     gridded_truth: object | None = None  # a QG truth file's gridded truth (xarray Dataset, in memory), or None
+    position_std_m: np.ndarray | None = None  # (trajectory, obs) metres, from GDP err_lat / err_lon
+    velocity_std_m_s: np.ndarray | None = None  # (trajectory, obs) m/s, from GDP err_ve / err_vn
+    clean: object | None = None  # lagda.io.clean.CleanReport
 
     def __post_init__(self):
         p, t = np.shape(self.positions), np.shape(self.times)
@@ -62,6 +71,10 @@ class Tracks:
                 f"Tracks: positions {p} must be (trajectory, obs, 2), times {t} (trajectory, obs), "
                 f"field {np.shape(self.field)} and trajectory_id {np.shape(self.trajectory_id)} (trajectory,)"
             )
+        for name in ("position_std_m", "velocity_std_m_s"):
+            value = getattr(self, name)
+            if value is not None and np.shape(value) != t:
+                raise ValueError(f"Tracks: {name} {np.shape(value)} must be (trajectory, obs) like times {t}")
 
     @property
     def n_field(self) -> int:
@@ -84,6 +97,8 @@ class Tracks:
             trajectory_id=self.trajectory_id[sel],
             true_coef=None if self.true_coef is None else self.true_coef[f : f + 1],
             release=None if self.release is None else self.release[sel],
+            position_std_m=None if self.position_std_m is None else self.position_std_m[sel],
+            velocity_std_m_s=None if self.velocity_std_m_s is None else self.velocity_std_m_s[sel],
         )
 
 
@@ -107,41 +122,88 @@ def remap_tracks(tracks: Tracks, mapping) -> Tracks:
                                times=mapping.time_to_model(old.time_from_model(tracks.times)), mapping=mapping)
 
 
+@dataclasses.dataclass
+class RawTracks:
+    """Tracks as read, before the mapping: per-trajectory lists in the file's units.
+
+    Attributes:
+        times: per trajectory `(n,)`: model time, or seconds since 1970-01-01T00:00:00Z when `physical_time`.
+        positions: per trajectory `(n, 2)`: model x, y, lon/lat degrees or x/y metres (`coordinates`).
+        ids: `(trajectory,)`; field: `(trajectory,)` or None when the file does not say (then each
+            model-unit trajectory is its own flow, and physical tracks all sample one ocean: flow 0).
+        coordinates: "model", "lonlat" or "projected".
+        attrs: the file's global attributes; release, truth: as in `Tracks`.
+        per_fix: optional per-fix variables, name -> per trajectory `(n,)` aligned with `times`: the GDP
+            variables a file holds (`drogue_status`, `location_type`, `err_lat`, `err_lon` in degrees,
+            `err_ve`, `err_vn` in m/s), and after `lagda.io.clean.clean_fixes` `position_std_m` and
+            `velocity_std_m_s` derived from them.
+    """
+
+    times: list
+    positions: list
+    ids: np.ndarray
+    field: np.ndarray | None
+    coordinates: str
+    physical_time: bool
+    attrs: dict = dataclasses.field(default_factory=dict)
+    release: np.ndarray | None = None
+    truth: dict = dataclasses.field(default_factory=dict)
+    per_fix: dict = dataclasses.field(default_factory=dict)
+
+
 FILL = 9.969209968386869e36  # netCDF's default double fill value (NC_FILL_DOUBLE)
 TRACK_FORMAT_VERSION = "2"  # 2: physical units and the contiguous ragged layout (1: model units only)
 LAYOUTS = ("multidimensional", "ragged")
+GAP_FACTOR = 1.5  # check_fits_model: a step over this many times the drifter's median step is a gap
 
 
-def pack_tracks(times, positions, ids, field, release=None, **truth) -> Tracks:
+def id_text(tid) -> str:
+    """Returns a trajectory id as the file writes it: `300234060000000` or `drifter7`, never a numpy repr."""
+    tid = tid.item() if isinstance(tid, np.generic) else tid
+    return tid.decode() if isinstance(tid, bytes) else str(tid)
+
+
+def pack_tracks(times, positions, ids, field, release=None, per_fix: dict | None = None, **truth) -> Tracks:
     """Returns canonical `Tracks` from per-trajectory lists of times `(n,)` and positions `(n, 2)`.
 
     Canonical form: observations with a non-finite time are dropped, leading and trailing
     observations without a position are dropped (the drifter was not yet / no longer at sea),
     interior missing positions stay NaN; each track is left-aligned and NaN-padded to the
-    longest. Field numbers are renumbered 0..n_field-1 in sorted order.
+    longest. Field numbers are renumbered 0..n_field-1 in sorted order. `per_fix` maps Tracks
+    fields `(trajectory, obs)` (position_std_m, velocity_std_m_s) to per-trajectory `(n,)` lists,
+    which follow their observations. Track files reach this through lagda.io.clean, which sorts
+    times and resolves duplicates; here, for internal callers, they are an error.
 
     Raises:
         ValueError: if a track's times are not strictly increasing.
     """
-    kept_t, kept_p = [], []
+    per_fix = per_fix or {}
+    kept_t, kept_p, kept_v = [], [], {name: [] for name in per_fix}
     for i, (t, p) in enumerate(zip(times, positions)):
         t, p = np.asarray(t, np.float64), np.asarray(p, np.float64).reshape(-1, 2)
+        v = {name: np.asarray(values[i], np.float64) for name, values in per_fix.items()}
         ok = np.isfinite(t)
-        t, p = t[ok], p[ok]
+        t, p, v = t[ok], p[ok], {name: a[ok] for name, a in v.items()}
         valid = np.flatnonzero(np.all(np.isfinite(p), axis=1))
-        t, p = (t[valid[0] : valid[-1] + 1], p[valid[0] : valid[-1] + 1]) if len(valid) else (t[:0], p[:0])
+        span = slice(valid[0], valid[-1] + 1) if len(valid) else slice(0, 0)
+        t, p, v = t[span], p[span], {name: a[span] for name, a in v.items()}
         if np.any(np.diff(t) <= 0):
-            raise ValueError(f"trajectory {ids[i]!r}: times are not strictly increasing")
+            raise ValueError(f"trajectory {id_text(ids[i])}: times are not strictly increasing")
         kept_t.append(t)
         kept_p.append(p)
+        for name, a in v.items():
+            kept_v[name].append(a)
     n_obs = max((len(t) for t in kept_t), default=0)
     out_t = np.full((len(kept_t), n_obs), np.nan)
     out_p = np.full((len(kept_t), n_obs, 2), np.nan)
+    out_v = {name: np.full((len(kept_t), n_obs), np.nan) for name in kept_v}
     for i, (t, p) in enumerate(zip(kept_t, kept_p)):
         out_t[i, : len(t)], out_p[i, : len(t)] = t, p
+        for name, values in kept_v.items():
+            out_v[name][i, : len(t)] = values[i]
     field = np.unique(np.asarray(field, np.int64), return_inverse=True)[1].astype(np.int64).ravel()
     rel = None if release is None else np.asarray(release, np.float64).reshape(-1, 2)
-    return Tracks(out_p, out_t, field, trajectory_ids(ids), release=rel, **truth)
+    return Tracks(out_p, out_t, field, trajectory_ids(ids), release=rel, **out_v, **truth)
 
 
 def write_tracks(tracks: Tracks, path, attrs: dict | None = None, layout: str = "multidimensional",
@@ -303,35 +365,61 @@ def check_fits_model(tracks: Tracks, model_dt: float, k1=None, k2=None, omega=No
     Raises:
         ValueError: one line naming the first problem (and how many more there are).
     """
-    problems, warnings = [], []
+    problems, missing, gaps = [], [], []
     if tracks.n_trajectory == 0:
         raise ValueError("the track file holds no trajectories")
-    for i, tid in enumerate(np.asarray(tracks.trajectory_id).tolist()):  # Python ids: `0`, not `np.int64(0)`
+    for i, tid in enumerate(map(id_text, np.asarray(tracks.trajectory_id))):
         valid = np.all(np.isfinite(tracks.positions[i]), axis=-1) & np.isfinite(tracks.times[i])
         n_valid = int(valid.sum())
         if n_valid == 0:
-            problems.append(f"trajectory {tid!r} has no valid observation (all NaN)")
+            problems.append(f"trajectory {tid} has no valid observation (all NaN)")
             continue
         if n_valid < 3:
-            problems.append(f"trajectory {tid!r} has {n_valid} valid observations; at least 3 are needed")
+            problems.append(f"trajectory {tid} has {n_valid} valid observations; at least 3 are needed")
         t = tracks.times[i][np.isfinite(tracks.times[i])]
         steps = t / model_dt
         off = np.abs(t - np.round(steps) * model_dt) > 1e-6 * np.maximum(np.abs(t), model_dt)
         if np.any(off):
-            problems.append(f"trajectory {tid!r}: time {t[off][0]!r} is not a multiple of the model's dt = "
+            problems.append(f"trajectory {tid}: time {float(t[off][0])!r} is not a multiple of the model's dt = "
                             f"{model_dt!r}")
         n_missing = int(np.sum(np.isfinite(tracks.times[i]) & ~valid))
         if n_missing:
-            warnings.append(f"trajectory {tid!r}: {n_missing} missing positions")
-        gaps = np.diff(t)
-        if len(gaps) > 1 and np.any(gaps > 1.5 * np.median(gaps)):
-            warnings.append(f"trajectory {tid!r}: {int(np.sum(gaps > 1.5 * np.median(gaps)))} gaps in time (largest "
-                            f"{gaps.max():.3g})")
+            missing.append((n_missing, tid))
+        step = np.diff(t)
+        if len(step) > 1 and np.any(step > GAP_FACTOR * np.median(step)):
+            gaps.append((float(step.max()), tid, float(np.median(step))))
     problems += _mode_problems(tracks, k1, k2, omega)
     if problems:
         more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
         raise ValueError(problems[0] + more)
-    return warnings
+    return _missing_lines(missing, tracks.n_trajectory) + _gap_lines(gaps, tracks)
+
+
+def _missing_lines(missing: list, n_trajectory: int) -> list[str]:
+    """Returns one line per drifter with missing positions, or one summary line when more than three have some."""
+    if len(missing) <= 3:
+        return [f"trajectory {tid}: {n} missing positions" for n, tid in missing]
+    n, tid = max(missing)
+    return [f"missing positions: {sum(m for m, _ in missing)} in {len(missing)} of {n_trajectory} drifters (most: "
+            f"{n} in drifter {tid})"]
+
+
+def _gap_lines(gaps: list, tracks: Tracks) -> list[str]:
+    """Returns one summary line of the drifters with gaps (steps over GAP_FACTOR times their median step).
+
+    In hours for physical tracks (through their mapping), else in model time units.
+    """
+    if not gaps:
+        return []
+    largest, tid, median = max(gaps)
+    if tracks.mapping is not None:
+        hours = tracks.mapping.time_scale_s / 3600.0
+        size = lambda dt: f"{dt * hours:.3g} h"
+    else:
+        size = lambda dt: f"{dt:.3g} (model time)"
+    medians = np.median([g[2] for g in gaps])
+    return [f"gaps: {len(gaps)} of {tracks.n_trajectory} drifters have steps over {GAP_FACTOR:g}x their median step "
+            f"(median step {size(medians)}); largest {size(largest)} (drifter {tid})"]
 
 
 def _mode_problems(tracks: Tracks, k1, k2, omega) -> list[str]:

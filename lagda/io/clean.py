@@ -1,0 +1,302 @@
+"""Quality control of drifter fixes as read, before they are mapped: `clean_fixes` and its `CleanReport`.
+
+Rules, in this order, on each trajectory of a `RawTracks` (lagda.io.tracks):
+
+1. fixes without a finite time are dropped;
+2. fixes with the GDP `drogue_status` 0 (undrogued: the drifter no longer follows the mixed layer) are
+   dropped, unless `keep_undrogued`;
+3. exact duplicates (same time and position) are dropped, keeping one;
+4. unsorted times are sorted;
+5. conflicting duplicates (same time, different positions) are averaged into one fix when every pair lies within
+   `DUPLICATE_RADIUS_M`, else the group is dropped (no metric in model units: always dropped);
+6. isolated position spikes are dropped (physical coordinates only; `spike_mask` states the rule);
+7. trajectories left with no fix are dropped.
+
+The GDP per-fix errors are carried, not used to drop: `err_lat`/`err_lon` (degrees) become `position_std_m` and
+`err_ve`/`err_vn` (m/s) `velocity_std_m_s` in `RawTracks.per_fix`, each the RMS of its two components; a
+negative or non-finite error is missing (NaN). `location_type` (0 Argos, 1 GPS) is counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from lagda.io.physical import EARTH_RADIUS_M
+from lagda.io.tracks import RawTracks
+
+MAX_SPEED_M_S = 3.0  # surface drifters: apparent speeds above this between fixes are position errors
+SPEED_FACTOR = 4.0  # ... or above this many times the track's median speed, whichever bound is larger
+SPIKE_RESIDUAL = 0.5  # a spike lies off its neighbours' straight line by this fraction of its mean hop or more
+DUPLICATE_RADIUS_M = 300.0  # fixes of one time this close are one position measured twice: averaged
+SPIKE_PASSES = 3  # the spike rule is applied again after removals, at most this many times
+_DEG_M = EARTH_RADIUS_M * np.pi / 180  # metres per degree of latitude
+
+
+@dataclasses.dataclass(frozen=True)
+class CleanReport:
+    """What `clean_fixes` did: counts of fixes (or trajectories, or groups of one time) per rule.
+
+    Location counts and error medians are None when the file has no such variable.
+    """
+
+    fixes_read: int = 0
+    fixes_kept: int = 0
+    missing_times_dropped: int = 0
+    undrogued_dropped: int = 0
+    undrogued_kept: int = 0
+    exact_duplicates_dropped: int = 0
+    trajectories_sorted: int = 0
+    conflicts_averaged: int = 0  # groups of one time averaged into one fix
+    conflicts_dropped: int = 0  # groups of one time dropped whole
+    conflict_fixes_dropped: int = 0  # the fixes of those groups
+    spikes_dropped: int = 0
+    trajectories_emptied: int = 0
+    location_gps: int | None = None
+    location_argos: int | None = None
+    position_std_median_m: float | None = None
+    velocity_std_median_m_s: float | None = None
+    spike_rule: bool = True  # False for model units: no physical speed to judge spikes by
+
+    def notes(self) -> tuple[str, ...]:
+        """Returns one short line per rule that did something (and per GDP variable found)."""
+        lines = []
+        if self.missing_times_dropped:
+            lines.append(f"clean: {self.missing_times_dropped} fixes without a time dropped")
+        if self.undrogued_dropped:
+            lines.append(f"clean: {self.undrogued_dropped} undrogued fixes dropped (drogue_status 0; "
+                         "--keep-undrogued keeps them)")
+        if self.undrogued_kept:
+            lines.append(f"clean: {self.undrogued_kept} undrogued fixes kept (keep_undrogued)")
+        if self.exact_duplicates_dropped:
+            lines.append(f"clean: {self.exact_duplicates_dropped} exact duplicate fixes dropped")
+        if self.trajectories_sorted:
+            lines.append(f"clean: times sorted in {self.trajectories_sorted} trajectories")
+        if self.conflicts_averaged:
+            lines.append(f"clean: {self.conflicts_averaged} times with conflicting positions within "
+                         f"{DUPLICATE_RADIUS_M:g} m averaged into one fix")
+        if self.conflicts_dropped:
+            within = f"more than {DUPLICATE_RADIUS_M:g} m apart" if self.spike_rule else "in model units"
+            lines.append(f"clean: {self.conflicts_dropped} times with conflicting positions {within} dropped "
+                         f"({self.conflict_fixes_dropped} fixes)")
+        if self.spikes_dropped:
+            lines.append(f"clean: {self.spikes_dropped} position spikes dropped (faster than "
+                         f"max({MAX_SPEED_M_S:g} m/s, {SPEED_FACTOR:g}x the track's median speed) to both neighbours "
+                         "and off their line)")
+        if self.trajectories_emptied:
+            lines.append(f"clean: {self.trajectories_emptied} trajectories left without fixes dropped")
+        if self.location_gps is not None:
+            lines.append(f"clean: location_type: {self.location_gps} GPS and {self.location_argos} Argos fixes kept")
+        if self.position_std_median_m is not None:
+            lines.append(f"clean: position error (err_lat/err_lon) median {self.position_std_median_m:.3g} m")
+        if self.velocity_std_median_m_s is not None:
+            lines.append(f"clean: velocity error (err_ve/err_vn) median {self.velocity_std_median_m_s:.3g} m/s")
+        return tuple(lines)
+
+    def attrs(self) -> dict:
+        """Returns the counts as netCDF global attributes `clean_<field>` (None fields left out, bools as 0/1)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is not None:
+                out[f"clean_{f.name}"] = int(value) if isinstance(value, (bool, np.bool_)) else value
+        return out
+
+
+def clean_fixes(raw: RawTracks, *, keep_undrogued: bool = False) -> tuple[RawTracks, CleanReport]:
+    """Returns `raw` with the module's rules applied, and the report of what they did.
+
+    The result's trajectories are those of `raw` less the ones left empty (ids, field and release subset
+    alike), each with increasing times; `per_fix` variables follow their fixes, plus `position_std_m` and
+    `velocity_std_m_s` when the errors are present. `raw` is not modified. Positions are lon/lat degrees,
+    metres or model units as `raw.coordinates` says; times in seconds (physical) or model units.
+    """
+    counts = dict.fromkeys(["missing_times_dropped", "undrogued_dropped", "undrogued_kept",
+                            "exact_duplicates_dropped", "trajectories_sorted", "conflicts_averaged",
+                            "conflicts_dropped", "conflict_fixes_dropped", "spikes_dropped"], 0)
+    metric = raw.coordinates in ("lonlat", "projected")
+    per_fix = _derived_errors(raw)
+    out_t, out_p, out_v, keep_traj = [], [], {name: [] for name in per_fix}, []
+    n_read = 0
+    for i, (t, p) in enumerate(zip(raw.times, raw.positions)):
+        t, p = np.asarray(t, np.float64).ravel(), np.asarray(p, np.float64).reshape(-1, 2)
+        v = {name: np.asarray(values[i]).ravel() for name, values in per_fix.items()}
+        n_read += len(t)
+        ok = np.isfinite(t)
+        counts["missing_times_dropped"] += int(np.sum(~ok))
+        if "drogue_status" in v:
+            undrogued = ok & _is_zero(v["drogue_status"])
+            counts["undrogued_kept" if keep_undrogued else "undrogued_dropped"] += int(np.sum(undrogued))
+            ok &= keep_undrogued | ~undrogued
+        t, p, v = t[ok], p[ok], {name: a[ok] for name, a in v.items()}
+        t, p, v = _duplicates_and_order(t, p, v, raw.coordinates, counts)
+        if metric and len(t) >= 3:
+            spikes = np.zeros(len(t), bool)
+            for _ in range(SPIKE_PASSES):
+                new = spike_mask(t, np.where(spikes[:, None], np.nan, p), raw.coordinates)
+                if not new.any():
+                    break
+                spikes |= new
+            counts["spikes_dropped"] += int(spikes.sum())
+            t, p, v = t[~spikes], p[~spikes], {name: a[~spikes] for name, a in v.items()}
+        if len(t) == 0 and np.size(raw.times[i]) > 0:
+            continue
+        keep_traj.append(i)
+        out_t.append(t)
+        out_p.append(p)
+        for name in out_v:
+            out_v[name].append(v[name])
+    keep = np.asarray(keep_traj, np.int64)
+    cleaned = dataclasses.replace(
+        raw, times=out_t, positions=out_p, ids=np.asarray(raw.ids)[keep], per_fix=out_v,
+        field=None if raw.field is None else np.asarray(raw.field)[keep],
+        release=None if raw.release is None else np.asarray(raw.release)[keep])
+    report = CleanReport(fixes_read=n_read, fixes_kept=int(sum(len(t) for t in out_t)),
+                         trajectories_emptied=len(raw.times) - len(keep), spike_rule=metric,
+                         **counts, **_variable_summary(out_v))
+    return cleaned, report
+
+
+def spike_mask(t: np.ndarray, p: np.ndarray, coordinates: str) -> np.ndarray:
+    """Returns a bool `(n,)`: the isolated position spikes of one track with increasing times `t` `(n,)`.
+
+    With `v` the speeds of the hops between consecutive finite fixes and `bound = max(MAX_SPEED_M_S,
+    SPEED_FACTOR * median(v))`: an interior fix is a spike when both its hops are faster than `bound` and its
+    distance from the straight line between its neighbours (at its time) exceeds `SPIKE_RESIDUAL` times the
+    mean of its two hops; an end fix is a spike when its hop is faster than `bound` and the next hop is not.
+    A jet at constant speed below the bound is never cut, at any speed its median sets. NaN fixes are
+    skipped. `p`: `(n, 2)` lon/lat degrees ("lonlat") or metres ("projected"); `t` in seconds.
+    """
+    mask = np.zeros(len(t), bool)
+    idx = np.flatnonzero(np.all(np.isfinite(p), axis=1))
+    if len(idx) < 3:
+        return mask
+    tt, pp = t[idx], p[idx]
+    hop = _distance(pp[:-1], pp[1:], coordinates)
+    speed = hop / np.diff(tt)
+    fast = speed > max(MAX_SPEED_M_S, SPEED_FACTOR * float(np.median(speed)))
+    w = ((tt[1:-1] - tt[:-2]) / (tt[2:] - tt[:-2]))[:, None]
+    a, b = pp[:-2], pp[2:].copy()
+    if coordinates == "lonlat":
+        b[:, 0] = a[:, 0] + _wrap(b[:, 0] - a[:, 0])
+    residual = _distance(pp[1:-1], a + w * (b - a), coordinates)
+    mask[idx[1:-1]] = fast[:-1] & fast[1:] & (residual > SPIKE_RESIDUAL * 0.5 * (hop[:-1] + hop[1:]))
+    mask[idx[0]] = fast[0] & ~fast[1]
+    mask[idx[-1]] = fast[-1] & ~fast[-2]
+    return mask
+
+
+def _duplicates_and_order(t, p, v, coordinates, counts):
+    """Returns (t, p, v) sorted by time with exact duplicates dropped and conflicting ones averaged or dropped."""
+    if len(t) == 0:
+        return t, p, v
+    if len(t) > 1 and np.any(np.diff(t) < 0):
+        counts["trajectories_sorted"] += 1
+    order = np.lexsort((p[:, 1], p[:, 0], t))  # by time, then position: exact duplicates become neighbours
+    t, p, v = t[order], p[order], {name: a[order] for name, a in v.items()}
+    same_p = np.all((p[1:] == p[:-1]) | (np.isnan(p[1:]) & np.isnan(p[:-1])), axis=1)
+    exact = np.concatenate([[False], (t[1:] == t[:-1]) & same_p])
+    counts["exact_duplicates_dropped"] += int(exact.sum())
+    t, p, v = t[~exact], p[~exact], {name: a[~exact] for name, a in v.items()}
+    if len(t) < 2 or not np.any(t[1:] == t[:-1]):
+        return t, p, v
+    starts = np.flatnonzero(np.concatenate([[True], t[1:] != t[:-1]]))
+    ends = np.append(starts[1:], len(t))
+    rows, new_p, new_v = [], [], {name: [] for name in v}
+    for s, e in zip(starts, ends):
+        group = p[s:e]
+        if e - s > 1:
+            finite = group[np.all(np.isfinite(group), axis=1)]
+            close = coordinates != "model" and _max_pairwise(finite, coordinates) <= DUPLICATE_RADIUS_M
+            if not close:
+                counts["conflicts_dropped"] += 1
+                counts["conflict_fixes_dropped"] += e - s
+                continue
+            counts["conflicts_averaged"] += 1
+            group = _mean_position(finite, coordinates)[None] if len(finite) else group[:1]
+        rows.append(s)
+        new_p.append(group[0])
+        for name, a in v.items():
+            new_v[name].append(_group_value(a[s:e]))
+    rows = np.asarray(rows, np.int64)
+    return (t[rows], np.asarray(new_p, np.float64).reshape(-1, 2),
+            {name: np.asarray(values, dtype=v[name].dtype) for name, values in new_v.items()})
+
+
+def _group_value(values: np.ndarray):
+    """Returns one value for a group of duplicates: the mean of float errors, else the first."""
+    if values.dtype.kind == "f":
+        return np.nanmean(values) if np.any(np.isfinite(values)) else np.nan
+    return values[0]
+
+
+def _max_pairwise(p: np.ndarray, coordinates: str) -> float:
+    """Returns the largest distance (m) between two of the positions `p` `(k, 2)`; 0 for fewer than two."""
+    if len(p) < 2:
+        return 0.0
+    i, j = np.triu_indices(len(p), 1)
+    return float(np.max(_distance(p[i], p[j], coordinates)))
+
+
+def _mean_position(p: np.ndarray, coordinates: str) -> np.ndarray:
+    """Returns the mean of positions `p` `(k, 2)`, longitudes unwrapped around the first."""
+    p = p.copy()
+    if coordinates == "lonlat":
+        p[:, 0] = p[0, 0] + _wrap(p[:, 0] - p[0, 0])
+    return p.mean(axis=0)
+
+
+def _wrap(dlon):
+    """Returns longitude differences in [-180, 180)."""
+    return (np.asarray(dlon) + 180.0) % 360.0 - 180.0
+
+
+def _distance(a: np.ndarray, b: np.ndarray, coordinates: str) -> np.ndarray:
+    """Returns distances (m) between positions `a` and `b` `(k, 2)`: haversine for lon/lat, else Euclidean."""
+    if coordinates != "lonlat":
+        return np.hypot(b[:, 0] - a[:, 0], b[:, 1] - a[:, 1])
+    lon1, lat1, lon2, lat2 = (np.deg2rad(x) for x in (a[:, 0], a[:, 1], b[:, 0], b[:, 1]))
+    h = np.sin(0.5 * (lat2 - lat1)) ** 2 + np.cos(lat1) * np.cos(lat2) * np.sin(0.5 * (lon2 - lon1)) ** 2
+    return 2 * EARTH_RADIUS_M * np.arcsin(np.sqrt(np.clip(h, 0.0, 1.0)))
+
+
+def _is_zero(values: np.ndarray) -> np.ndarray:
+    """Returns where a status flag is 0 / False (a missing, NaN flag is not)."""
+    values = np.asarray(values)
+    if values.dtype.kind == "f":
+        return np.isfinite(values) & (values == 0)
+    return values == 0
+
+
+def _error(values) -> np.ndarray:
+    """Returns an error variable as float64 with negative or non-finite values (fill values) as NaN."""
+    values = np.asarray(values, np.float64)
+    return np.where(np.isfinite(values) & (values >= 0), values, np.nan)
+
+
+def _derived_errors(raw: RawTracks) -> dict:
+    """Returns `raw.per_fix` plus `position_std_m` and `velocity_std_m_s` where their components are present."""
+    per_fix = dict(raw.per_fix)
+    if {"err_lat", "err_lon"} <= set(per_fix) and raw.coordinates == "lonlat":
+        cos_lat = [np.cos(np.deg2rad(np.asarray(p, np.float64).reshape(-1, 2)[:, 1])) for p in raw.positions]
+        per_fix["position_std_m"] = [_DEG_M * np.sqrt(0.5 * (_error(e_lat) ** 2 + (_error(e_lon) * c) ** 2))
+                                     for e_lat, e_lon, c in zip(per_fix["err_lat"], per_fix["err_lon"], cos_lat)]
+    if {"err_ve", "err_vn"} <= set(per_fix):
+        per_fix["velocity_std_m_s"] = [np.sqrt(0.5 * (_error(e) ** 2 + _error(n) ** 2))
+                                       for e, n in zip(per_fix["err_ve"], per_fix["err_vn"])]
+    return per_fix
+
+
+def _variable_summary(per_fix: dict) -> dict:
+    """Returns the report's location counts and error medians of the kept fixes (None where absent)."""
+    out = {}
+    if "location_type" in per_fix:
+        kind = np.concatenate([np.asarray(a, np.float64) for a in per_fix["location_type"]] or [np.zeros(0)])
+        out["location_gps"], out["location_argos"] = int(np.sum(kind == 1)), int(np.sum(kind == 0))
+    for name, key in (("position_std_m", "position_std_median_m"), ("velocity_std_m_s", "velocity_std_median_m_s")):
+        if name in per_fix:
+            values = np.concatenate([np.asarray(a, np.float64) for a in per_fix[name]] or [np.zeros(0)])
+            finite = values[np.isfinite(values)]
+            out[key] = float(np.median(finite)) if len(finite) else None
+    return out
