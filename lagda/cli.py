@@ -398,6 +398,70 @@ def _run_assimilate(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- map
+
+
+def _add_map_parser(subparsers) -> None:
+    from lagda.mapping.run import MapSettings
+
+    d = MapSettings((0, 1, 0, 1), (0, 1))
+    p = subparsers.add_parser(
+        "map", help="daily velocity maps with their std from a drifter archive (tiles on Dask)",
+        description="Map a drifter archive (a clouddrift/GDP ragged netCDF or Zarr store, read in slices) to velocity "
+                    "maps on (time, lat, lon) with their total predictive std: overlapping tiles, each an inversion "
+                    "in its own tangent plane, blended with tapered weights. Each finished tile is saved at once: "
+                    "--resume continues an interrupted run.")
+    p.add_argument("--tracks", required=True, metavar="ARCHIVE", help="ragged drifter archive (.nc or .zarr)")
+    p.add_argument("--region", required=True, type=float, nargs=4, metavar=("LON0", "LON1", "LAT0", "LAT1"),
+                   help="west east south north in degrees (LON1 < LON0 crosses the dateline); latitudes within 80")
+    p.add_argument("--period", required=True, nargs=2, metavar=("START", "END"),
+                   help="first and last map time, ISO 8601 (e.g. 2025-01-01 2025-12-31)")
+    p.add_argument("--resolution", type=float, default=d.resolution, metavar="DEG",
+                   help=f"cell size in degrees (default {d.resolution:g})")
+    p.add_argument("--out", required=True, metavar="STORE", help="output map, .zarr or .nc")
+    p.add_argument("--cadence", default="1d", metavar="STEP", help="time between maps: 6h, 1d, ... (default 1d)")
+    p.add_argument("--workers", type=int, metavar="N", help="Dask worker processes on this machine (default: the CPUs)")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler (tcp://host:8786) instead")
+    p.add_argument("--resume", action="store_true", help="finish an interrupted run (a finished one is left as is)")
+    p.add_argument("--overwrite", action="store_true", help="start again, replacing the output and any partial run")
+    p.add_argument("--keep-undrogued", action="store_true",
+                   help="keep fixes with drogue_status 0 (default: left out, counted)")
+    tiles = p.add_argument_group("tiles")
+    tiles.add_argument("--tile-size", type=float, default=d.tile_deg, metavar="DEG",
+                       help=f"tile height in degrees (about its width in km) (default {d.tile_deg:g})")
+    tiles.add_argument("--halo", type=float, default=d.halo_deg, metavar="DEG",
+                       help=f"overlap of neighbouring tiles on each side (default {d.halo_deg:g})")
+    tiles.add_argument("--window-days", type=float, default=d.window_days,
+                       help=f"each tile's time window (default {d.window_days:g})")
+    tiles.add_argument("--window-step", type=float, default=d.step_days, metavar="DAYS",
+                       help=f"days between windows (default {d.step_days:g})")
+    tiles.add_argument("--k-max", type=float, default=d.k_max,
+                       help=f"largest Fourier wavenumber per tile box side (default {d.k_max:g})")
+    tiles.add_argument("--degree", type=int, default=d.degree,
+                       help=f"largest Legendre degree in time per window (default {d.degree})")
+    p.set_defaults(run=_run_map)
+
+
+def _run_map(args: argparse.Namespace) -> int:
+    from lagda.assimilation.fields import parse_step
+    from lagda.io.physical import parse_time
+    from lagda.mapping.run import MapSettings, map_archive
+
+    settings = MapSettings(tuple(args.region), (parse_time(args.period[0]), parse_time(args.period[1])),
+                           args.resolution, parse_step(args.cadence, "--cadence"), args.tile_size, args.halo,
+                           args.window_days, args.window_step, args.k_max, args.degree, args.keep_undrogued)
+    say = lambda line: print(f"lagda map: {line}", file=sys.stderr)
+    summary = map_archive(args.tracks, args.out, settings, workers=args.workers, scheduler=args.scheduler,
+                          resume=args.resume, overwrite=args.overwrite, say=say)
+    if summary.get("already_complete"):
+        return 0
+    for line in summary["notes"][-1:]:
+        say(f"note: {line}")
+    print(f"wrote {args.out}: {summary['tiles']} tiles in {summary['seconds']:.1f} s "
+          f"({summary['tiles'] / max(summary['seconds'], 1e-9):.3g} tiles/s)")
+    return 0
+
+
 # ---------------------------------------------------------------- export-tracks
 
 
@@ -603,6 +667,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_simulate_parser(subparsers)
     _add_assimilate_parser(subparsers)
+    _add_map_parser(subparsers)
     _add_export_parser(subparsers)
     _add_train_parser(subparsers)
     _add_evaluate_parser(subparsers)

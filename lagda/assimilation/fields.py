@@ -81,6 +81,18 @@ MODEL_TIMES = 11  # model-unit tracks: grid times every tenth of the window by d
 _UNITS = {"min": 60.0, "h": 3600.0, "d": DAY}
 
 
+def parse_step(text: str, option: str) -> float:
+    """Returns the seconds of a step such as "30min", "6h" or "1d".
+
+    Raises:
+        ValueError: one line naming `option`, for anything else.
+    """
+    match = re.fullmatch(r"\s*([0-9.]+)\s*(min|h|d)\s*", str(text))
+    if match is None or not float(match.group(1)) > 0:
+        raise ValueError(f"{option} must be a step such as 30min, 6h or 1d; got {text!r}")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
 def result_times(tracks: Tracks, times: int | str | None = None) -> tuple[np.ndarray, str]:
     """Returns (the model times `(time,)` at which a result holds its fields, a note saying how they were chosen).
 
@@ -113,11 +125,9 @@ def result_times(tracks: Tracks, times: int | str | None = None) -> tuple[np.nda
             step = max(step, window_s / (MAX_TIMES - 1))
             what = f"every {step:g} s (the observations' spacing)"
     else:
-        match = re.fullmatch(r"\s*([0-9.]+)\s*(min|h|d)\s*", times)
-        if scale is None or match is None or not float(match.group(1)) > 0:
-            raise ValueError(f"--times must be a number of grid times, or for physical tracks a step such as 30min, "
-                             f"6h or 1d; got {times!r}")
-        step, what = float(match.group(1)) * _UNITS[match.group(2)], f"every {times.strip()}"
+        if scale is None:
+            raise ValueError(f"--times must be a number of grid times for model-unit tracks; got {times!r}")
+        step, what = parse_step(times, "--times"), f"every {times.strip()}"
     model_times = np.arange(0.0, t_end * (1 + 1e-12), step / scale)
     if len(model_times) > MAX_ASKED_TIMES:
         raise ValueError(f"--times {times}: {len(model_times)} grid times, more than {MAX_ASKED_TIMES}: choose a "

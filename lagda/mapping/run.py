@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from lagda.mapping.archive import Fixes, select_fixes
+from lagda.mapping.archive import Fixes, clean, select_fixes
 from lagda.mapping.invert import Grid, invert_tile, tile_fixes
 from lagda.mapping.tiles import DAY_S, Tile, region_width, tile_layout
 
@@ -80,12 +80,9 @@ def _prepare(out: str, manifest: dict, resume: bool, overwrite: bool, say) -> tu
     """Returns (the partial folder, whether the output is already complete); checks resume and overwrite."""
     partial = out + ".partial"
     exists = os.path.exists(out)
-    if overwrite:
-        for path in (out, partial):
-            if os.path.isdir(path):
-                shutil.rmtree(path)
-            elif os.path.exists(path):
-                os.remove(path)
+    if overwrite:  # the old output stays until the new one replaces it
+        if os.path.isdir(partial):
+            shutil.rmtree(partial)
         exists = False
     if os.path.isdir(partial) and resume:
         try:
@@ -113,6 +110,11 @@ def _prepare(out: str, manifest: dict, resume: bool, overwrite: bool, say) -> tu
                          "again")
     if resume and not os.path.isdir(partial):
         say("nothing to resume: starting a new run")
+    return partial, False
+
+
+def _start_partial(partial: str, manifest: dict) -> None:
+    """Creates the partial folder with its manifest (if new) and removes pieces a kill left half-written."""
     os.makedirs(os.path.join(partial, "tiles"), exist_ok=True)
     path = os.path.join(partial, "manifest.json")
     if not os.path.exists(path):
@@ -120,7 +122,6 @@ def _prepare(out: str, manifest: dict, resume: bool, overwrite: bool, say) -> tu
     for name in os.listdir(os.path.join(partial, "tiles")):  # pieces a kill left half-written
         if ".tmp-" in name:
             os.remove(os.path.join(partial, "tiles", name))
-    return partial, False
 
 
 def _atomic_write(path: str, write) -> None:
@@ -175,16 +176,17 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
     start = time.perf_counter()
     tiles = tile_layout(settings.region, settings.period, settings.tile_deg, settings.halo_deg,
                         settings.window_days, settings.step_days)
-    partial, complete = _prepare(out, _manifest(archive, settings), resume, overwrite, say)
+    manifest = _manifest(archive, settings)
+    partial, complete = _prepare(out, manifest, resume, overwrite, say)
     if complete:
         say(f"{out} is already complete: nothing to do")
         return {"tiles": len(tiles), "already_complete": True, "seconds": 0.0, "notes": []}
     grid = settings.grid()
     fixes = select_fixes(archive, settings.region, (min(t.start_s for t in tiles), max(t.end_s for t in tiles)),
                          margin_deg=settings.halo_deg / np.cos(np.deg2rad(max(abs(settings.region[2]),
-                                                                              abs(settings.region[3])))),
-                         keep_undrogued=settings.keep_undrogued)
-    fixes = clean(fixes)
+                                                                              abs(settings.region[3])))))
+    fixes = clean(fixes, settings.keep_undrogued)
+    _start_partial(partial, manifest)
     for line in fixes.notes:
         say(f"note: {line}")
     done = {name[:-4] for name in os.listdir(os.path.join(partial, "tiles")) if name.endswith(".npz")}
@@ -202,16 +204,6 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
                                  "because their tracks predicted held-out drifters no better"]
     return {"tiles": len(tiles), "inverted": len(infos) - len(skipped), "skipped": len(skipped),
             "seconds": time.perf_counter() - start, "notes": notes}
-
-
-def clean(fixes: Fixes) -> Fixes:
-    """Returns the fixes without exact duplicates (same drifter and time), a note counting them."""
-    dup = np.zeros(len(fixes), bool)
-    dup[1:] = (np.diff(fixes.traj) == 0) & (np.diff(fixes.time) <= 0)
-    if not dup.any():
-        return fixes
-    return dataclasses.replace(fixes.subset(~dup), notes=fixes.notes + (f"{int(dup.sum())} fixes at a time their "
-                                                                          "drifter already had: left out",))
 
 
 def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, scheduler, progress) -> None:
@@ -263,11 +255,15 @@ def _write(out, partial, tiles, grid: Grid, settings: MapSettings, fixes: Fixes)
         v_std = np.sqrt(np.maximum(swv2 / sw - v**2, 0.0))
     ds = _dataset(grid, settings, {"u": u, "v": v, "u_std": u_std, "v_std": v_std},
                   _fix_counts(fixes, grid, settings), infos)
+    ds.attrs.update({"notes": json.dumps(list(fixes.notes)), **fixes.clean})
     tmp = f"{out}.tmp-{os.getpid()}"
     if out.endswith(".zarr"):
-        ds.to_zarr(tmp, mode="w", consolidated=True)
+        ds.to_zarr(tmp, mode="w", zarr_format=2, consolidated=True)  # v2: read by every zarr
     else:
         ds.to_netcdf(tmp, engine="netcdf4")
+    if os.path.isdir(out):  # a store being overwritten: moved aside, then removed
+        os.replace(out, f"{out}.old-{os.getpid()}")
+        shutil.rmtree(f"{out}.old-{os.getpid()}")
     os.replace(tmp, out)
     return infos
 

@@ -1,0 +1,125 @@
+"""lagda map: tiles and blend on known currents (one crossing the dateline), resume after a kill, Dask workers."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from lagda.io.physical import EARTH_RADIUS_M, parse_time
+from lagda.mapping.run import MapSettings, map_archive
+from lagda.mapping.tiles import tile_layout
+
+START = "2025-01-01T00:00:00Z"
+U, V = 0.12, -0.05  # m/s
+
+
+def write_archive(path, lon0, lat0, size=6.0, days=16, n=14, seed=0, spikes=0):
+    """Writes a GDP-like ragged archive of drifters in the uniform current (U, V), hourly fixes with 20 m noise."""
+    rng = np.random.default_rng(seed)
+    t0 = np.datetime64("2025-01-01T00:00:00", "ns")
+    rows, lons, lats, times = [], [], [], []
+    for _ in range(n):
+        lon, lat = lon0 + rng.uniform(0, size), lat0 + rng.uniform(0, size)
+        s = 3600.0 * np.arange(int(days * 24))
+        lat_t = lat + np.degrees((V * s + rng.normal(0, 20, len(s))) / EARTH_RADIUS_M)
+        lon_t = lon + np.degrees((U * s + rng.normal(0, 20, len(s))) / (EARTH_RADIUS_M * np.cos(np.radians(lat_t))))
+        if spikes:
+            k = rng.choice(np.arange(5, len(s) - 5), spikes, replace=False)
+            lat_t[k] += 0.45  # 50 km off
+        rows.append(len(s))
+        lons.append((lon_t + 180.0) % 360.0 - 180.0)
+        lats.append(lat_t)
+        times.append(t0 + (s * 1e9).astype("timedelta64[ns]"))
+    xr.Dataset({"rowsize": ("traj", np.array(rows)), "id": ("traj", 300234060000000 + np.arange(n)),
+                "lon": ("obs", np.concatenate(lons), {"units": "degrees_east"}),
+                "lat": ("obs", np.concatenate(lats), {"units": "degrees_north"}),
+                "time": ("obs", np.concatenate(times))}).to_netcdf(path)
+
+
+def settings(lon0, lat0, size=6.0):
+    return MapSettings((lon0, (lon0 + size + 180.0) % 360.0 - 180.0, lat0, lat0 + size),
+                       (parse_time(START), parse_time(START) + 14 * 86400.0), resolution=0.5, tile_deg=3.0,
+                       halo_deg=1.0, window_days=10.0, step_days=5.0, k_max=3.0, degree=1)
+
+
+@pytest.fixture(scope="module")
+def uniform(tmp_path_factory):
+    """(archive, settings, an uninterrupted map) of a uniform current north of the equator."""
+    folder = tmp_path_factory.mktemp("map")
+    archive = folder / "gdp.nc"
+    write_archive(archive, -40.0, 30.0, spikes=3)
+    out = folder / "map.nc"
+    summary = map_archive(archive, out, settings(-40.0, 30.0), workers=2, progress=False, say=lambda _: None)
+    return archive, settings(-40.0, 30.0), out, summary
+
+
+def test_uniform_current_is_recovered_on_every_tile_without_seams(uniform):
+    _, s, out, summary = uniform
+    assert summary["inverted"] == summary["tiles"] == len(tile_layout(s.region, s.period, s.tile_deg, s.halo_deg,
+                                                                      s.window_days, s.step_days))
+    with xr.open_dataset(out) as ds:
+        assert ds.u.dims == ("time", "lat", "lon") and ds.u.attrs["units"] == "m s-1"
+        where = ds.n_fixes > 0
+        assert int(where.sum()) > 100
+        u, v = ds.u.where(where), ds.v.where(where)
+        # every cell with drifters, in every tile and across tile edges, within 10% of the current's speed
+        speed = np.hypot(U, V)
+        assert float(np.nanmax(np.abs(u - U))) < 0.1 * speed and float(np.nanmax(np.abs(v - V))) < 0.1 * speed
+        assert float(np.nanmedian(ds.u_std.where(where))) > 0
+        assert "spikes" in ds.attrs["notes"] and ds.attrs["clean_spikes_dropped"] == 3 * 14  # 3 per drifter
+
+
+def test_a_current_across_the_dateline_keeps_the_input_longitudes(tmp_path):
+    archive, out = tmp_path / "dateline.nc", tmp_path / "dateline.zarr"
+    write_archive(archive, 176.0, -20.0, n=10)
+    s = settings(176.0, -20.0)
+    assert s.region[1] < s.region[0]  # 176 .. -178
+    map_archive(archive, out, s, workers=1, progress=False, say=lambda _: None)
+    with xr.open_zarr(out) as ds:
+        lon = ds.lon.values
+        assert np.all(np.diff(lon) > 0) and lon[0] == pytest.approx(176.25) and lon[-1] == pytest.approx(181.75)
+        where = ds.n_fixes > 0
+        assert int(where.sum()) > 50
+        assert float(np.nanmax(np.abs(ds.u.where(where) - U))) < 0.1 * np.hypot(U, V)
+
+
+def test_a_killed_map_resumes_to_the_same_store(uniform, tmp_path):
+    archive, s, reference, _ = uniform
+    out = tmp_path / "map.nc"
+    cmd = [sys.executable, "-m", "lagda", "map", "--tracks", str(archive), "--region", *map(str, s.region),
+           "--period", "2025-01-01", "2025-01-15", "--resolution", "0.5", "--tile-size", "3", "--halo", "1",
+           "--window-days", "10", "--window-step", "5", "--k-max", "3", "--degree", "1", "--workers", "1",
+           "--out", str(out)]
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    tiles = tmp_path / "map.nc.partial" / "tiles"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (tiles.is_dir() and any(p.suffix == ".npz" for p in tiles.iterdir())):
+        time.sleep(0.05)
+    os.killpg(child.pid, signal.SIGKILL)  # the command and its Dask workers
+    child.wait()
+    assert not out.exists(), "killed after the end: the test did not interrupt the run"
+    resumed = subprocess.run([*cmd, "--resume"], capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert not (tmp_path / "map.nc.partial").exists()
+    with xr.open_dataset(out) as a, xr.open_dataset(reference) as b:
+        for name in ("u", "v", "u_std", "v_std", "n_fixes"):
+            np.testing.assert_array_equal(a[name].values, b[name].values)
+    again = subprocess.run([*cmd, "--resume"], capture_output=True, text=True)
+    assert again.returncode == 0 and "already complete" in again.stderr
+
+
+def test_map_refuses_bad_input_in_one_line(uniform, tmp_path):
+    archive, s, _, _ = uniform
+    run = lambda *extra: subprocess.run([sys.executable, "-m", "lagda", "map", "--tracks", str(archive), "--region",
+                                         "-40", "-34", "30", "36", "--period", "2025-01-01", "2025-01-15",
+                                         "--out", str(tmp_path / "m.nc"), *extra], capture_output=True, text=True)
+    bad = run("--region", "-40", "-34", "80", "86")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "latitudes" in bad.stderr
+    none = run("--period", "2030-01-01", "2030-01-15")
+    assert none.returncode == 2 and "no fix" in none.stderr
+    assert not any(p.name.startswith("m.nc") for p in tmp_path.iterdir())
