@@ -43,23 +43,22 @@ def fault_point(name: str) -> None:
 
     Raises:
         KeyboardInterrupt: with ACTION `interrupt`. ACTION `kill` sends SIGKILL to this process.
-        ValueError: if `LAGDA_FAULT` names an unknown action.
     """
     spec = os.environ.get(FAULT_ENV)
     if not spec:
         return
-    point, _, action = spec.partition(":")
+    point, _, action = spec.rpartition(":")
+    if action not in ("kill", "interrupt"):
+        point, action = spec, "kill"
     point, _, nth = point.partition("@")
     if point != name:
         return
     _passed[name] = _passed.get(name, 0) + 1
     if _passed[name] != int(nth or 1):
         return
-    if action in ("", "kill"):
+    if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
-    if action == "interrupt":
-        raise KeyboardInterrupt
-    raise ValueError(f"{FAULT_ENV}={spec!r}: action must be kill or interrupt")
+    raise KeyboardInterrupt
 
 
 def reset_fault_counts() -> None:
@@ -166,8 +165,10 @@ def remove_tree(path, fault: str = "folder-removal") -> None:
     stale temporary. Fault point: `FAULT:renamed` (renamed, not yet deleted)."""
     tmp = temporary_name(path)
     os.rename(path, tmp)
-    fault_point(f"{fault}:renamed")
-    shutil.rmtree(tmp)
+    try:
+        fault_point(f"{fault}:renamed")
+    finally:
+        shutil.rmtree(tmp)
 
 
 def write_netcdf(ds, path, encoding: dict | None = None, fault: str = "netcdf") -> Path:

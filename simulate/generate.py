@@ -384,23 +384,17 @@ def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | o
     partial = partial_dir(out)
     manifest = _manifest(config, modes, (index, count))
     plan = _plan(out, partial, manifest, resume, overwrite)
-    state = {"stage": "start", "done": 0, "total": 0}
+    block = schema.shard_block(config.n_samples, index, count)
+    state = {"stage": "start", "total": block[1] - block[0], "size": min(config.chunk_size, block[1] - block[0])}
     try:
         _clean(out, partial, plan, resume, overwrite, report)
         if plan == "complete":
             report(f"{out} is {ALREADY_COMPLETE} (same settings): nothing changed")
             return out
+        state["stage"] = "chunks"
         if plan == "fresh":
             _create_partial(partial, manifest)
-        state["stage"] = "chunks"
-
-        def saved(done, total):
-            state.update(done=done, total=total)
-            if progress is not None:
-                progress(done, total)
-
-        coef, release, positions = _run_chunks(config, modes, partial, saved, schema.shard_block(config.n_samples,
-                                                                                                  index, count))
+        coef, release, positions = _run_chunks(config, modes, partial, progress, block)
         state["stage"] = "final"
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         history = f"{stamp} {history or 'simulate.generate.generate_dataset'}"
@@ -412,8 +406,18 @@ def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | o
         remove_tree(partial, "partial-removal")
         fault_point("final:done")
     except KeyboardInterrupt:
+        if state["stage"] == "final" and _output_matches(out, manifest):  # stopped just after the rename
+            state["stage"] = "written"
         raise Interrupted(_interrupted_message(state, out, partial)) from None
     return out
+
+
+def _output_matches(out: Path, manifest: dict) -> bool:
+    """Whether `out` is a readable dataset of the settings of `manifest`."""
+    try:
+        return out.exists() and _file_manifest(out)["config_hash"] == manifest["config_hash"]
+    except ValueError:
+        return False
 
 
 def _interrupted_message(state: dict, out: Path, partial: Path) -> str:
@@ -423,10 +427,12 @@ def _interrupted_message(state: dict, out: Path, partial: Path) -> str:
         return f"{out} is complete; the same command with --resume reports it {ALREADY_COMPLETE}"
     if state["stage"] == "final":
         return f"all fields are saved in {partial} but {out} is not written: {again}"
-    if state["stage"] == "chunks":
-        return f"{state['done']} of {state['total']} fields are saved in {partial}: {again}"
+    if (partial / "manifest.json").exists() and state["stage"] == "chunks":
+        total, size = state["total"], state["size"]
+        done = sum(min(size, total - int(p.stem[6:]) * size) for p in partial.glob("chunk_*.npz"))
+        return f"{done} of {total} fields are saved in {partial}: {again}"
     if (partial / "manifest.json").exists():
-        return f"the unfinished run in {partial} is as it was: {again}"
+        return f"the unfinished run in {partial} is kept: {again}"
     return "nothing was saved: rerun the command (with --resume it starts afresh)"
 
 
