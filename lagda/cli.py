@@ -528,8 +528,17 @@ def _run_train(args) -> int:
                  if getattr(args, f.name) is not None}
     config = PRESETS[args.preset](**overrides)
     test = args.test[0] if args.test and len(args.test) == 1 else args.test
-    run_dir = train(config, args.train[0] if len(args.train) == 1 else args.train, test, args.run_dir,
-                    resume=args.resume, progress=not args.no_progress)
+    try:
+        run_dir = train(config, args.train[0] if len(args.train) == 1 else args.train, test, args.run_dir,
+                        resume=args.resume, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        from lagda.learning.checkpoint import latest_epoch
+
+        saved = latest_epoch(os.path.join(args.run_dir, "checkpoints"))
+        state = ("no epoch was saved: rerun the command (with --resume it starts afresh)" if saved is None else
+                 f"epoch {saved} is saved in {args.run_dir}: rerun the same command with --resume to continue")
+        print(f"lagda train: interrupted: {state}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     print(f"run directory: {run_dir}")
     return 0
 

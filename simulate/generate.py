@@ -12,8 +12,9 @@ one compilation serves the run. A shard (`shard=(i, n)`, `lagda simulate --shard
 the contiguous block of samples `schema.shard_block(n_samples, i, n)` with the same per-sample keys, so
 its file holds exactly those rows of the unsharded file; `schema.open_dataset` over all n shard
 files returns the unsharded dataset (the union is bit-identical to a single run). Each finished chunk is saved in
-`OUT.partial/` (a directory next to the output, with a manifest holding the config hash); the final file is written to a
-temporary name and renamed, then the partial directory is removed.
+`OUT.partial/` (a directory next to the output, created whole with a manifest of the settings that determine the
+samples, the shard included); the final file is written to a temporary name and renamed, then the partial directory
+is removed. Every step is a rename (`simulate.atomic`), so a kill at any instant is followed by a correct `resume`.
 """
 
 from __future__ import annotations
