@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import shlex
 import sys
@@ -68,8 +69,12 @@ def _add_simulate_parser(subparsers) -> None:
                    help="generate only shard I of N: the contiguous block of samples I*n/N .. (I+1)*n/N - 1 with the "
                         "same per-sample keys (the N shard files together equal one run; lagda train reads them as "
                         "one)")
-    p.add_argument("--resume", action="store_true", help="continue an interrupted run of the same settings")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output / unfinished run")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an interrupted run of the same settings (refused if one differs, the shard "
+                        "included); a complete output of the same settings is left as it is (exit 0); with nothing "
+                        "to resume, start afresh")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing output / unfinished run (with --resume: start again)")
     p.add_argument("--flow", choices=("fourier", "qg"), default="fourier",
                    help="fourier: lagda's Fourier model (default); qg: flows of the pyqg-jax ocean model with their "
                         "gridded truth (needs lagda[qg]); with qg, --n-samples counts flows")
@@ -129,7 +134,8 @@ def _shard(text: str | None) -> tuple[int, int]:
 def _run_simulate(args: argparse.Namespace) -> int:
     from lagda.progress import FieldProgress
     from simulate import schema
-    from simulate.generate import generate_dataset, partial_dir, wander_statistics
+    from simulate.atomic import Interrupted, fault_point
+    from simulate.generate import ALREADY_COMPLETE, generate_dataset, wander_statistics
     from simulate.kernels import use_host_cores
 
     if args.flow == "qg":
@@ -140,17 +146,31 @@ def _run_simulate(args: argparse.Namespace) -> int:
     shard = _shard(args.shard)
     progress = FieldProgress("simulate")
     start = time.perf_counter()
+    notes = []
+
+    def report(line: str) -> None:  # a line the bar does not overwrite
+        notes.append(line)
+        (progress.bar.write if progress.bar is not None else functools.partial(print, file=sys.stderr))(line)
+
     try:
         out = generate_dataset(config, args.out, like=args.like, resume=args.resume, overwrite=args.overwrite,
-                               progress=progress, history="lagda " + shlex.join(args.argv), shard=shard)
-    except KeyboardInterrupt:
+                               progress=progress, history="lagda " + shlex.join(args.argv), shard=shard,
+                               report=report)
+    except Interrupted as interrupted:
         progress.close()
-        print(f"lagda simulate: interrupted; finished chunks are kept in {partial_dir(args.out)}: "
-              "rerun the same command with --resume to continue", file=sys.stderr)
+        print(f"lagda simulate: interrupted: {interrupted}", file=sys.stderr)
         return EXIT_INTERRUPTED
     progress.close()
-    with schema.open_dataset(out) as ds:
-        stats, n_modes, n_fields = wander_statistics(ds), ds.sizes["mode"], ds.sizes["sample"]
+    if any(ALREADY_COMPLETE in line for line in notes):
+        return 0
+    try:
+        fault_point("summary")
+        with schema.open_dataset(out) as ds:
+            stats, n_modes, n_fields = wander_statistics(ds), ds.sizes["mode"], ds.sizes["sample"]
+    except KeyboardInterrupt:
+        print(f"lagda simulate: interrupted: {out} is complete; the same command with --resume reports it "
+              f"{ALREADY_COMPLETE}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     what = f"shard {args.shard} ({n_fields} of {config.n_samples} fields)" if args.shard else f"{n_fields} fields"
     print(f"wrote {out}: {what} x {config.n_drifters} drifter(s) x {config.n_obs} obs, "
           f"{n_modes} modes, {time.perf_counter() - start:.1f} s; median displacement at T = {config.t_final:g}: "
@@ -572,8 +592,17 @@ def _run_train(args) -> int:
                  if getattr(args, f.name) is not None}
     config = PRESETS[args.preset](**overrides)
     test = args.test[0] if args.test and len(args.test) == 1 else args.test
-    run_dir = train(config, args.train[0] if len(args.train) == 1 else args.train, test, args.run_dir,
-                    resume=args.resume, progress=not args.no_progress)
+    try:
+        run_dir = train(config, args.train[0] if len(args.train) == 1 else args.train, test, args.run_dir,
+                        resume=args.resume, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        from lagda.learning.checkpoint import latest_epoch
+
+        saved = latest_epoch(os.path.join(args.run_dir, "checkpoints"))
+        state = ("no epoch was saved: rerun the command (with --resume it starts afresh)" if saved is None else
+                 f"epoch {saved} is saved in {args.run_dir}: rerun the same command with --resume to continue")
+        print(f"lagda train: interrupted: {state}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     print(f"run directory: {run_dir}")
     return 0
 

@@ -1,23 +1,193 @@
-"""Writing files so that a failure never leaves a half-written output: temporary name, then rename."""
+"""Files of long jobs that survive a kill at any instant: temporary names, renames, stale-temporary cleanup.
+
+Every file or folder a job writes is first made under a temporary name beside its final one,
+`.NAME.tmp-PID` (`temporary_name`), and renamed into place when complete, so the final name
+only ever holds complete content. A SIGKILL can leave such temporaries behind; the next run on the
+same output removes those whose process is gone (`remove_stale`) and reports each one.
+
+A folder is removed by renaming it to a temporary name first (`remove_tree`), so a folder cut
+short while being deleted is a stale temporary, never a half-empty folder under its real name.
+
+`write_netcdf` writes a netCDF file this way and stays interruptible: xarray's default netCDF4
+lock is a combination of two non-reentrant locks, and a Ctrl-C that lands while it releases them
+leaves one held, so the `close()` in xarray's own cleanup then waits on it forever. Writing
+through a store with a private reentrant lock lets the cleanup close the file and the
+KeyboardInterrupt propagate.
+
+`fault_point(name)` is the test hook of the fault-injection tests: with the environment variable
+`LAGDA_FAULT=NAME[@K][:ACTION]` the process stops the K-th time (default 1) it passes the named
+state transition, by SIGKILL (ACTION `kill`, the default) or by a KeyboardInterrupt (`interrupt`).
+"""
 
 from __future__ import annotations
 
+import glob
 import os
+import shutil
+import signal
+import threading
 from pathlib import Path
 from typing import Callable
 
+FAULT_ENV = "LAGDA_FAULT"
+_TMP = ".tmp-"
+_passed: dict[str, int] = {}
 
-def write_atomic(path, write: Callable[[Path], None]) -> Path:
+
+class Interrupted(KeyboardInterrupt):
+    """A KeyboardInterrupt whose message says what is on disk at that moment and what a rerun does."""
+
+
+def fault_point(name: str) -> None:
+    """Stops the process here if `LAGDA_FAULT` names this point and this pass (see the module docstring).
+
+    Raises:
+        KeyboardInterrupt: with ACTION `interrupt`. ACTION `kill` sends SIGKILL to this process.
+    """
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    point, _, action = spec.rpartition(":")
+    if action not in ("kill", "interrupt"):
+        point, action = spec, "kill"
+    point, _, nth = point.partition("@")
+    if point != name:
+        return
+    _passed[name] = _passed.get(name, 0) + 1
+    if _passed[name] != int(nth or 1):
+        return
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise KeyboardInterrupt
+
+
+def reset_fault_counts() -> None:
+    """Forgets how often each fault point was passed (for tests that inject several faults in one process)."""
+    _passed.clear()
+
+
+def temporary_name(path) -> Path:
+    """Returns the temporary name of `path` for this process: `.NAME.tmp-PID` in the same folder."""
+    path = Path(path)
+    return path.with_name(f".{path.name}{_TMP}{os.getpid()}")
+
+
+def _running(pid: int) -> bool:
+    if pid == os.getpid():  # this process writes its temporaries after the cleanup, never during it
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _stale(entry: Path) -> bool:
+    """Whether `entry` is a temporary `.NAME.tmp-PID` whose process is not running."""
+    head, _, pid = entry.name.rpartition(_TMP)
+    return entry.name.startswith(".") and bool(head[1:]) and pid.isdigit() and not _running(int(pid))
+
+
+def stale_temporaries(path) -> list[Path]:
+    """Returns the temporaries of `path` (files or folders `.NAME.tmp-PID`) whose process is not running."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        return []
+    return sorted(p for p in path.parent.glob(f".{glob.escape(path.name)}{_TMP}*") if _stale(p))
+
+
+def _remove(entries: list[Path], report: Callable[[str], None] | None) -> list[Path]:
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink(missing_ok=True)
+        if report is not None:
+            report(f"removed {entry}, left by an interrupted run")
+    return entries
+
+
+def remove_stale(path, report: Callable[[str], None] | None = None) -> list[Path]:
+    """Removes the stale temporaries of `path` (`stale_temporaries`), reporting one line each; returns them."""
+    return _remove(stale_temporaries(path), report)
+
+
+def remove_stale_inside(folder, report: Callable[[str], None] | None = None) -> list[Path]:
+    """Removes the stale temporaries of every name in `folder` (`.*.tmp-PID`), reporting each; returns them."""
+    return _remove(sorted(p for p in Path(folder).glob(f".*{_TMP}*") if _stale(p)), report)
+
+
+def write_atomic(path, write: Callable[[Path], None], fault: str = "file") -> Path:
     """Returns `path` after `write(tmp_path)` filled a temporary file beside it, renamed into place.
 
-    The temporary file lives in the same directory (so the rename is atomic) and is removed
-    if `write` fails or is interrupted.
+    The temporary file (`temporary_name`) lives in the same folder, so the rename is atomic, and
+    is removed if `write` fails or is interrupted. Fault points: `FAULT:written` (the temporary is
+    complete, not renamed) and `FAULT:renamed`.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = temporary_name(path)
     try:
         write(tmp)
+        fault_point(f"{fault}:written")
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+    fault_point(f"{fault}:renamed")
     return path
+
+
+def make_folder_atomic(path, fill: Callable[[Path], None], fault: str = "folder") -> Path:
+    """Returns `path`, a new folder that `fill(tmp_folder)` filled under a temporary name before it was renamed.
+
+    Fault points: `FAULT:created` (the empty temporary folder exists) and `FAULT:renamed`.
+
+    Raises:
+        OSError: if `path` exists or cannot be made; the temporary folder is then removed.
+    """
+    path = Path(path)
+    tmp = temporary_name(path)
+    try:
+        tmp.mkdir()
+        fault_point(f"{fault}:created")
+        fill(tmp)
+        os.rename(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    fault_point(f"{fault}:renamed")
+    return path
+
+
+def remove_tree(path, fault: str = "folder-removal") -> None:
+    """Removes the folder `path`: renamed to its temporary name first, so a removal cut short leaves only a
+    stale temporary. Fault point: `FAULT:renamed` (renamed, not yet deleted)."""
+    tmp = temporary_name(path)
+    os.rename(path, tmp)
+    try:
+        fault_point(f"{fault}:renamed")
+    finally:
+        shutil.rmtree(tmp)
+
+
+def write_netcdf(ds, path, encoding: dict | None = None, fault: str = "netcdf") -> Path:
+    """Returns `path` after writing the xarray Dataset `ds` there as NETCDF4 through a temporary file (atomic).
+
+    Equivalent to `ds.to_netcdf(path, engine="netcdf4", format="NETCDF4", encoding=encoding)` for data
+    held in memory, but a KeyboardInterrupt during the write closes and removes the temporary file and
+    propagates instead of hanging (the module docstring says why). Other threads of the process must not
+    use netCDF meanwhile. Fault points: `FAULT:open` (the temporary file is open and partly written),
+    then those of `write_atomic`.
+    """
+    import xarray as xr
+
+    def write(tmp: Path) -> None:
+        store = xr.backends.NetCDF4DataStore.open(tmp, mode="w", format="NETCDF4", lock=threading.RLock())
+        try:
+            fault_point(f"{fault}:open")
+            ds.dump_to_store(store, encoding=encoding or {})
+        finally:
+            store.close()
+
+    return write_atomic(path, write, fault)

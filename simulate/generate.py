@@ -12,8 +12,9 @@ one compilation serves the run. A shard (`shard=(i, n)`, `lagda simulate --shard
 the contiguous block of samples `schema.shard_block(n_samples, i, n)` with the same per-sample keys, so
 its file holds exactly those rows of the unsharded file; `schema.open_dataset` over all n shard
 files returns the unsharded dataset (the union is bit-identical to a single run). Each finished chunk is saved in
-`OUT.partial/` (a directory next to the output, with a manifest holding the config hash); the final file is written to a
-temporary name and renamed, then the partial directory is removed.
+`OUT.partial/` (a directory next to the output, created whole with a manifest of the settings that determine the
+samples, the shard included); the final file is written to a temporary name and renamed, then the partial directory
+is removed. Every step is a rename (`simulate.atomic`), so a kill at any instant is followed by a correct `resume`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import functools
 import hashlib
 import json
 import os
-import shutil
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -34,12 +35,22 @@ import jax.numpy as jnp
 import numpy as np
 
 from simulate import schema
-from simulate.atomic import write_atomic
+from simulate.atomic import (
+    Interrupted,
+    fault_point,
+    make_folder_atomic,
+    remove_stale,
+    remove_stale_inside,
+    remove_tree,
+    write_atomic,
+)
+from simulate.atomic import write_netcdf as write_netcdf_atomic
 from simulate.config import SimConfig
 from simulate.flow import rectangular_modes
 from simulate.kernels import fast_tracks
 from simulate.prior import draw_coefficients, draw_frequencies, spectrum
 
+ALREADY_COMPLETE = "already complete"
 LIKE_FIELDS = ("frequency_seed", "k1_min", "k1_max", "k2_min", "k2_max",
                "spectrum_exponent", "rms_speed", "omega_max", "steady")
 
@@ -142,15 +153,34 @@ def dataset_modes(config: SimConfig, like: str | os.PathLike | None = None):
         return tuple(ds[name].values.copy() for name in ("k1", "k2", "omega", "prior_scale"))
 
 
-def _manifest(config: SimConfig, modes) -> dict:
-    """Returns the partial-run manifest: the config, the modes and their hash."""
+def _manifest(config: SimConfig, modes, shard: tuple[int, int] = (0, 1)) -> dict:
+    """Returns the partial-run manifest: everything that determines the samples (the config, the modes, the
+    shard and the schema version) and the hash of it that a resume compares."""
     content = {
         "config": dataclasses.asdict(config),
         "modes": {name: np.asarray(a).tolist() for name, a in zip(("k1", "k2", "omega", "prior_scale"), modes)},
+        "shard": [int(v) for v in shard],
         "schema_version": schema.SCHEMA_VERSION,
     }
     digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
     return {**content, "config_hash": digest}
+
+
+def _file_manifest(out: Path) -> dict:
+    """Returns the manifest of the settings an existing output file records.
+
+    Raises:
+        ValueError: if `out` is not a readable dataset of this schema.
+    """
+    try:
+        with schema.open_dataset(out) as ds:
+            config = schema.config_from_attrs(ds)
+            modes = tuple(ds[name].values for name in ("k1", "k2", "omega", "prior_scale"))
+            shard = (int(ds.attrs.get("lagda_shard_index", 0)), int(ds.attrs.get("lagda_shard_count", 1)))
+    except (OSError, ValueError, KeyError) as error:
+        raise ValueError(f"output {out} exists but is not a readable dataset ({error}): pass --overwrite to "
+                         "replace it") from None
+    return _manifest(config, modes, shard)
 
 
 def partial_dir(out: str | os.PathLike) -> Path:
@@ -159,8 +189,9 @@ def partial_dir(out: str | os.PathLike) -> Path:
     return out.with_name(out.name + ".partial")
 
 
-def check_output(out: Path, overwrite: bool) -> None:
-    """Raises ValueError if the output cannot or must not be written (checked before computing)."""
+def check_output(out: Path, overwrite: bool = True) -> None:
+    """Raises ValueError if the output cannot (or, without `overwrite`, must not) be written; checked before
+    computing."""
     parent = out.parent
     if out.is_dir():
         raise ValueError(f"output {out} is a directory")
@@ -173,43 +204,81 @@ def check_output(out: Path, overwrite: bool) -> None:
 
 
 def _differences(old: dict, new: dict) -> list[str]:
+    """Returns the names of the settings in which two manifests differ."""
     fields = [name for name in new["config"] if old.get("config", {}).get(name) != new["config"][name]]
-    return fields or (["modes"] if old.get("modes") != new["modes"] else ["schema version"])
+    fields += [name for name in ("modes", "shard", "schema_version") if old.get(name) != new[name]]
+    return [name.replace("_", " ") if name == "schema_version" else name for name in fields] or ["settings hash"]
 
 
-def _prepare_partial(partial: Path, manifest: dict, resume: bool, overwrite: bool) -> None:
-    """Creates or checks the partial directory; raises ValueError if it may not be used."""
-    if partial.exists() and resume:
-        try:
-            old = json.loads((partial / "manifest.json").read_text())
-        except (OSError, ValueError):
-            raise ValueError(f"cannot resume: {partial} has no readable manifest; pass --overwrite to start "
-                             "again") from None
-        if old.get("config_hash") != manifest["config_hash"]:
-            changed = ", ".join(_differences(old, manifest))
-            raise ValueError(f"cannot resume: the unfinished run in {partial} used different settings ({changed}); "
-                             "rerun with the original settings or pass --overwrite to start again")
-        return
-    if partial.exists():
-        if not overwrite:
-            raise ValueError(f"an unfinished run exists in {partial}: pass --resume to continue it or --overwrite to "
-                             "start again")
-        shutil.rmtree(partial)
+def _read_manifest(partial: Path) -> dict:
     try:
-        partial.mkdir()
-        _write_atomic(partial / "manifest.json", lambda f: f.write(json.dumps(manifest, indent=1).encode()))
+        return json.loads((partial / "manifest.json").read_text())
+    except (OSError, ValueError):
+        raise ValueError(f"cannot resume: {partial} has no readable manifest; pass --overwrite to start "
+                         "again") from None
+
+
+def _plan(out: Path, partial: Path, manifest: dict, resume: bool, overwrite: bool) -> str:
+    """Returns what the run does: "complete" (the output is done), "resume" or "fresh"; raises before any write.
+
+    Raises:
+        ValueError: the output or an unfinished run exists and may not be used or replaced, or a resume
+            would change a setting (named).
+    """
+    if out.exists() and not overwrite:
+        if not resume:
+            raise ValueError(f"output {out} already exists: pass --overwrite to replace it")
+        existing = _file_manifest(out)
+        if existing["config_hash"] != manifest["config_hash"]:
+            raise ValueError(f"cannot resume: output {out} already exists with different settings "
+                             f"({', '.join(_differences(existing, manifest))}); pass --overwrite to replace it")
+        return "complete"
+    if not partial.exists() or overwrite:
+        return "fresh"
+    if not resume:
+        raise ValueError(f"an unfinished run exists in {partial}: pass --resume to continue it or --overwrite to "
+                         "start again")
+    old = _read_manifest(partial)
+    if old.get("config_hash") != manifest["config_hash"]:
+        raise ValueError(f"cannot resume: the unfinished run in {partial} used different settings "
+                         f"({', '.join(_differences(old, manifest))}); rerun with the original settings or pass "
+                         "--overwrite to start again")
+    return "resume"
+
+
+def _clean(out: Path, partial: Path, plan: str, resume: bool, overwrite: bool, report: Callable) -> None:
+    """Removes this output's stale temporaries, and the unfinished run a fresh or complete run replaces (reported)."""
+    for path in (out, partial):
+        remove_stale(path, report)
+    if partial.exists() and plan == "resume":
+        remove_stale_inside(partial, report)
+    elif partial.exists():
+        why = "the output is complete" if plan == "complete" else "--overwrite: starting again"
+        remove_tree(partial)
+        report(f"removed the unfinished run {partial} ({why})")
+    elif resume and not overwrite and plan == "fresh":
+        report(f"nothing to resume ({partial} does not exist): starting afresh")
+
+
+def _create_partial(partial: Path, manifest: dict) -> None:
+    """Makes `partial` holding its manifest, atomically (a folder under a temporary name, renamed)."""
+    def fill(folder: Path) -> None:
+        _write_atomic(folder / "manifest.json", lambda f: f.write(json.dumps(manifest, indent=1).encode()), "manifest")
+
+    try:
+        make_folder_atomic(partial, fill, "partial")
     except OSError as error:
         raise ValueError(f"cannot write {partial}: {error.strerror or error}") from None
 
 
-def _write_atomic(path: Path, write: Callable) -> None:
+def _write_atomic(path: Path, write: Callable, fault: str = "file") -> None:
     """Writes a file through `write(binary_file)` to a temporary name, then renames it."""
 
     def to_file(tmp):
         with open(tmp, "wb") as f:
             write(f)
 
-    write_atomic(path, to_file)
+    write_atomic(path, to_file, fault)
 
 
 def _chunk_path(partial: Path, index: int) -> Path:
@@ -247,7 +316,7 @@ def _run_chunks(config: SimConfig, modes, partial: Path, progress: Callable | No
         for out, part in zip(arrays, chunk):
             out[rows] = np.asarray(part)[:count]
         saved = dict(zip(("coef", "release", "positions"), (out[rows] for out in arrays)))
-        _write_atomic(_chunk_path(partial, index), lambda f: np.savez(f, **saved))
+        _write_atomic(_chunk_path(partial, index), lambda f: np.savez(f, **saved), "chunk")
         if progress is not None:
             progress(done + count, total)
         return count
@@ -272,27 +341,39 @@ def _run_chunks(config: SimConfig, modes, partial: Path, progress: Callable | No
 
 def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | os.PathLike | None = None,
                      resume: bool = False, overwrite: bool = False, progress: Callable | None = None,
-                     history: str | None = None, shard: tuple[int, int] = (0, 1)) -> Path:
+                     history: str | None = None, shard: tuple[int, int] = (0, 1),
+                     report: Callable[[str], None] | None = None) -> Path:
     """Returns the path of a new dataset file of `config.n_samples` (c, tracks) pairs (or one shard of them).
 
     Tracks are RK4 (with Brownian forcing when diffusivity > 0) of the field (58)-(59) of the
     paper from the release points, recorded every `stride` steps, plus observation noise.
 
+    A run killed at any instant leaves either the finished output or `OUT.partial` (a manifest and the
+    finished chunks) plus stale temporaries; the same call with `resume=True` then ends with the file an
+    uninterrupted run writes, or, when the output is already complete with the same settings, changes
+    nothing and reports `ALREADY_COMPLETE`. Every run removes the stale temporaries of its output and says so.
+
     Args:
         config: generator settings (validated here).
         out: output netCDF path, written to a temporary name and renamed at the end.
         like: a dataset whose modes, frequencies and prior are copied (see `dataset_modes`).
-        resume: continue the unfinished run in `OUT.partial` (refused if its settings differ).
-        overwrite: replace an existing output and discard an unfinished run.
+        resume: continue the unfinished run in `OUT.partial` (refused if a setting that changes the samples,
+            the shard included, differs); with no unfinished run, start afresh (reported); with a complete
+            output of the same settings, do nothing (reported).
+        overwrite: replace an existing output and discard an unfinished run (with `resume`: start again).
         progress: called as progress(fields_done, fields_total) after every chunk.
         history: the CF `history` line (default: this function and a UTC time stamp).
         shard: (i, n): only the samples `schema.shard_block(config.n_samples, i, n)`, the file marked as
             shard i of n (schema.open_dataset joins the n files into the unsharded dataset).
+        report: called with one line for each thing decided or cleaned up on the user's behalf (default:
+            printed to stderr).
     Raises:
-        ValueError: bad settings, a --like conflict, an existing output or unfinished run,
-            or an unwritable output path; all checked before any computing.
-        KeyboardInterrupt: passed on; finished chunks stay in `OUT.partial` for `resume`.
+        ValueError: bad settings, a --like conflict, an existing output or unfinished run that may not be
+            used, a resume with another setting (named), or an unwritable output path; all checked before
+            anything is written.
+        Interrupted: a KeyboardInterrupt, whose message says what is saved and whether --resume continues.
     """
+    report = report or (lambda line: print(line, file=sys.stderr))
     config = _normalized(config)
     index, count = shard
     if not 0 <= index < count or config.n_samples < count:
@@ -300,25 +381,65 @@ def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | o
                          "n_samples)")
     out = Path(out)
     modes = dataset_modes(config, like)
-    check_output(out, overwrite)
+    check_output(out)
     partial = partial_dir(out)
-    manifest = _manifest(config, modes)
-    _prepare_partial(partial, {**manifest, "shard": [index, count]} if count > 1 else manifest, resume, overwrite)
+    manifest = _manifest(config, modes, (index, count))
+    plan = _plan(out, partial, manifest, resume, overwrite)
     block = schema.shard_block(config.n_samples, index, count)
-    coef, release, positions = _run_chunks(config, modes, partial, progress, block)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    history = f"{stamp} {history or 'simulate.generate.generate_dataset'}"
-    k1, k2, omega, scale = modes
-    ds = schema.to_dataset(config, k1=k1, k2=k2, omega=omega, prior_scale=scale, coef=coef,
-                           release=release, positions=positions, history=history, shard=(index, count))
-    write_netcdf(ds, out)
-    shutil.rmtree(partial)
+    state = {"stage": "start", "total": block[1] - block[0], "size": min(config.chunk_size, block[1] - block[0])}
+    try:
+        _clean(out, partial, plan, resume, overwrite, report)
+        if plan == "complete":
+            report(f"{out} is {ALREADY_COMPLETE} (same settings): nothing changed")
+            return out
+        state["stage"] = "chunks"
+        if plan == "fresh":
+            _create_partial(partial, manifest)
+        coef, release, positions = _run_chunks(config, modes, partial, progress, block)
+        state["stage"] = "final"
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        history = f"{stamp} {history or 'simulate.generate.generate_dataset'}"
+        k1, k2, omega, scale = modes
+        ds = schema.to_dataset(config, k1=k1, k2=k2, omega=omega, prior_scale=scale, coef=coef,
+                               release=release, positions=positions, history=history, shard=(index, count))
+        write_netcdf(ds, out)
+        state["stage"] = "written"
+        remove_tree(partial, "partial-removal")
+        fault_point("final:done")
+    except KeyboardInterrupt:
+        if state["stage"] == "final" and _output_matches(out, manifest):  # stopped just after the rename
+            state["stage"] = "written"
+        raise Interrupted(_interrupted_message(state, out, partial)) from None
     return out
 
 
+def _output_matches(out: Path, manifest: dict) -> bool:
+    """Whether `out` is a readable dataset of the settings of `manifest`."""
+    try:
+        return out.exists() and _file_manifest(out)["config_hash"] == manifest["config_hash"]
+    except ValueError:
+        return False
+
+
+def _interrupted_message(state: dict, out: Path, partial: Path) -> str:
+    """Returns what is true on disk after an interrupt at `state["stage"]`, and what a rerun does."""
+    again = "rerun the same command with --resume to continue"
+    if state["stage"] == "written":
+        return f"{out} is complete; the same command with --resume reports it {ALREADY_COMPLETE}"
+    if state["stage"] == "final":
+        return f"all fields are saved in {partial} but {out} is not written: {again}"
+    if (partial / "manifest.json").exists() and state["stage"] == "chunks":
+        total, size = state["total"], state["size"]
+        done = sum(min(size, total - int(p.stem[6:]) * size) for p in partial.glob("chunk_*.npz"))
+        return f"{done} of {total} fields are saved in {partial}: {again}"
+    if (partial / "manifest.json").exists():
+        return f"the unfinished run in {partial} is kept: {again}"
+    return "nothing was saved: rerun the command (with --resume it starts afresh)"
+
+
 def write_netcdf(ds, out: Path) -> None:
-    """Writes the dataset to a temporary name in the output's directory, then renames it."""
-    write_atomic(out, lambda tmp: ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=schema.encoding(ds)))
+    """Writes the dataset to a temporary name in the output's directory, then renames it (interruptible)."""
+    write_netcdf_atomic(ds, out, schema.encoding(ds), "final")
 
 
 def wander_statistics(ds) -> dict:

@@ -129,11 +129,10 @@ def test_resume_after_interruption_gives_the_uninterrupted_file(reference, tmp_p
 
 
 def test_no_output_left_after_a_failed_write(monkeypatch, tmp_path):
-    def failing_write(self, path, **kwargs):
-        open(path, "wb").write(b"half a file")
-        raise OSError("disk full")
+    def failing_write(self, store, **kwargs):
+        raise OSError("disk full")  # the temporary file is open and holds the header
 
-    monkeypatch.setattr(xr.Dataset, "to_netcdf", failing_write)
+    monkeypatch.setattr(xr.Dataset, "dump_to_store", failing_write)
     with pytest.raises(OSError, match="disk full"):
         generate.generate_dataset(CONFIG, tmp_path / "f.nc")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.nc.partial"]  # kept for --resume

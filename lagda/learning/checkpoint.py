@@ -14,6 +14,15 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+TMP_SUFFIX = ".orbax-checkpoint-tmp"  # orbax's name for a checkpoint being written
+
+
+def latest_epoch(directory: pathlib.Path) -> int | None:
+    """Returns the epoch of the newest finished checkpoint in `directory` (None if none), without a manager."""
+    directory = pathlib.Path(directory)
+    epochs = [int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit()] if directory.is_dir() else []
+    return max(epochs, default=None)
+
 
 def manager(directory: pathlib.Path, keep: int) -> ocp.CheckpointManager:
     """Returns a CheckpointManager over `directory` keeping the newest `keep` checkpoints."""

@@ -24,6 +24,8 @@ import json
 import math
 import os
 import pathlib
+import shutil
+import sys
 import time
 
 import jax
@@ -45,7 +47,7 @@ from lagda.learning.encoders import (
 from lagda.learning.evaluate import retrieval_scores
 from lagda.learning.model import Contrastive, build_model, track_estimates
 from lagda.learning.optimizer import make_optimizer
-from simulate.atomic import write_atomic
+from simulate.atomic import fault_point, remove_stale_inside, write_atomic
 
 
 class TrainingDiverged(ValueError):
@@ -154,26 +156,65 @@ def make_train_step(config: TrainConfig, total_steps: int, run_length: tuple | N
 
 
 def _write_json(path: pathlib.Path, text: str) -> None:
-    write_atomic(path, lambda tmp: tmp.write_text(text))
+    write_atomic(path, lambda tmp: tmp.write_text(text), path.stem)
+
+
+ALREADY_COMPLETE = "already complete"
+
+
+def _report(line: str) -> None:
+    print(f"lagda train: {line}", file=sys.stderr)
+
+
+def _dataset_record(train_data: PairedData) -> dict:
+    """Returns dataset.json's content: the training data's modes, prior, times, generator settings and size."""
+    return json.loads(json.dumps({**train_data.meta(), "n_pairs": train_data.n_samples}))
 
 
 def _prepare_run_dir(run_dir: pathlib.Path, config: TrainConfig, train_data: PairedData, resume: bool,
-                     write: bool = True) -> None:
-    """Checks the run dir for a new or resumed run and (if `write`: process 0) writes config.json, dataset.json."""
-    if resume:
-        if not (run_dir / "config.json").is_file():
-            raise FileNotFoundError(f"cannot resume: {run_dir} has no config.json")
-        saved = TrainConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
-        differ = [k for k, v in vars(saved).items() if k != "epochs" and getattr(config, k) != v]
+                     write: bool = True) -> bool:
+    """Checks the run dir for a new or resumed run; returns whether a resume continues a saved run.
+
+    Process 0 (`write`) removes the stale temporaries of an interrupted run and writes config.json and
+    dataset.json. `--resume` with no saved run starts afresh (reported).
+
+    Raises:
+        ValueError: a resume whose config (epochs aside) or training data differs from the saved ones (named),
+            or a new run into a folder that holds checkpoints.
+    """
+    saved = resume and (run_dir / "config.json").is_file()
+    if resume and not saved:
+        _report(f"nothing to resume ({run_dir / 'config.json'} does not exist): starting afresh")
+    if saved:
+        old = TrainConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
+        differ = [k for k, v in vars(old).items() if k != "epochs" and getattr(config, k) != v]
         if differ:
             raise ValueError(f"cannot resume {run_dir}: config differs from the saved one in {differ}")
+        if (run_dir / "dataset.json").is_file():
+            old_data, data = json.loads((run_dir / "dataset.json").read_text()), _dataset_record(train_data)
+            differ = sorted(k for k in set(old_data) | set(data) if old_data.get(k) != data.get(k))
+            if differ:
+                raise ValueError(f"cannot resume {run_dir}: the training data differs from the saved run's in "
+                                 f"{differ}")
     elif (run_dir / "checkpoints").exists() and any((run_dir / "checkpoints").iterdir()):
         raise ValueError(f"{run_dir} already holds checkpoints: pass resume=True (--resume) or use a new run dir")
     run_dir.mkdir(parents=True, exist_ok=True)
     if write:
+        remove_stale_inside(run_dir, _report)
+        for tmp in sorted((run_dir / "checkpoints").glob(f"*{checkpoint.TMP_SUFFIX}*")):
+            shutil.rmtree(tmp)
+            _report(f"removed {tmp}, an unfinished checkpoint of an interrupted run")
         _write_json(run_dir / "config.json", config.to_json())
-        _write_json(run_dir / "dataset.json",
-                    json.dumps({**train_data.meta(), "n_pairs": train_data.n_samples}, indent=1))
+        _write_json(run_dir / "dataset.json", json.dumps(_dataset_record(train_data), indent=1))
+    return saved
+
+
+def _complete(run_dir: pathlib.Path, config: TrainConfig, latest: int | None) -> bool:
+    """Whether the run holds the checkpoint and metrics of its last epoch (nothing left to do)."""
+    if latest != config.epochs or not (run_dir / "metrics.jsonl").is_file():
+        return False
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return bool(lines) and json.loads(lines[-1])["epoch"] == config.epochs
 
 
 _DISTRIBUTED = {"initialized": False}
@@ -303,6 +344,10 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
     steps_per_epoch = train_data.n_samples // config.batch_size
     if steps_per_epoch < 1:
         raise ValueError(f"batch_size = {config.batch_size} exceeds the {train_data.n_samples} training pairs")
+    if resume and _complete(run_dir, config, checkpoint.latest_epoch(run_dir / "checkpoints")):
+        _prepare_run_dir(run_dir, config, train_data, resume, write=False)  # the settings must match
+        _report(f"{run_dir} is {ALREADY_COMPLETE} ({config.epochs} epochs): nothing changed")
+        return run_dir
     _prepare_run_dir(run_dir, config, train_data, resume, write=jax.process_index() == 0)
     progress = progress and jax.process_index() == 0  # one process logs
     model = build_model(config, train_data.positions.shape[2], train_data.k1, train_data.k2, train_data.meta())
@@ -319,6 +364,10 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
     first_epoch = 0
     if resume and mngr.latest_step() is not None:
         state, first_epoch = checkpoint.restore(mngr, state)
+        if progress:
+            _report(f"resuming after epoch {first_epoch} of {config.epochs}")
+    elif resume and (run_dir / "checkpoints").exists():
+        _report("no checkpoint saved yet: starting from epoch 0")
     replicated, sharded = NamedSharding(mesh, PartitionSpec()), NamedSharding(mesh, PartitionSpec("data"))
     state = _replicated(state, replicated)
     step_fn = make_train_step(config, total_steps, run_length)
@@ -332,15 +381,16 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
         batches = _epoch_batches(key, epoch, train_data.n_samples, config.batch_size)
         state, stats = _run_epoch(state, epoch, train_data, estimates, batches, step_fn, graphdef, sharded, progress,
                                   config)
-        checkpoint.save(mngr, epoch + 1, state)
         record = {"epoch": epoch + 1, "step": (epoch + 1) * steps_per_epoch, **stats}
         if config.eval_library and ((epoch + 1) % config.eval_every == 0 or epoch + 1 == config.epochs):
             trained = nnx.merge(graphdef, *checkpoint.local_copy(state[:2]))  # every process evaluates its replica
             record.update(retrieval_scores(trained, train_data, config, config.eval_library, "train", estimates))
             if test_data is not None:
                 record.update(retrieval_scores(trained, test_data, config, config.eval_library, "test", test_estimates))
-        if jax.process_index() == 0:
+        if jax.process_index() == 0:  # metrics first: a resume from the previous checkpoint redoes and replaces them
             _append_metrics(run_dir / "metrics.jsonl", record, keep_below=epoch + 1 if epoch == first_epoch else None)
+        checkpoint.save(mngr, epoch + 1, state)
+        fault_point("checkpoint:saved")
         if progress:
             print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in record.items()))
     mngr.close()
