@@ -298,8 +298,10 @@ def _add_assimilate_parser(subparsers) -> None:
                    help="track file: CF trajectory netCDF (multidimensional, orthogonal or contiguous ragged, e.g. "
                         "clouddrift's), Parcels output (v4 Parquet, v3 zarr), a lagda dataset, or CSV with header "
                         "id,time,x,y[,field] (model units) or id,time,lon,lat[,field] (ISO datetimes)")
-    p.add_argument("--method", choices=list(ASSIM_METHODS), default="hybrid",
-                   help="; ".join(f"{name}: {cls.summary}" for name, cls in ASSIM_METHODS.items()) + "; default hybrid")
+    p.add_argument("--method", choices=list(ASSIM_METHODS), default=None,
+                   help="; ".join(f"{name}: {cls.summary}" for name, cls in ASSIM_METHODS.items())
+                   + "; default: linear in the circular basis for physical tracks (lon/lat or metres) without a lagda "
+                     "model (the ocean path), else hybrid with the shipped encoder")
     p.add_argument("--out", required=True, metavar="RESULT.nc", help="output netCDF result file")
     p.add_argument("--plot", metavar="FIG.png",
                    help="also draw the result (true psi if known, posterior mean, std, tracks)")
@@ -327,6 +329,8 @@ def _add_assimilate_parser(subparsers) -> None:
                         "prior spectrum and the variance of the velocity the basis leaves out (default: the default "
                         "spectrum, and that variance estimated from the tracks)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.add_argument("--keep-undrogued", action="store_true",
+                   help="keep fixes a GDP file marks undrogued (drogue_status 0; default: left out, counted)")
     add_config_options(p.add_argument_group("method settings (each applies to the methods it names)"),
                        _method_options())
     for old in RENAMED:  # the previous release's names, accepted with a deprecation note
@@ -350,6 +354,8 @@ def _given_method_options(args) -> dict:
     """Returns the method settings given on the command line, refusing one the chosen method does not take."""
     options = {name: getattr(args, name) for name in list(_method_options()) + list(RENAMED)
                if getattr(args, name, None) is not None}
+    if args.method is None:  # the default method is chosen from the file: its settings are checked then
+        return {name: tuple(value) if isinstance(value, list) else value for name, value in options.items()}
     fields = {f.name for f in dataclasses.fields(ASSIM_METHODS[args.method].Config)}
     for name, value in list(options.items()):
         if isinstance(value, list):
@@ -375,9 +381,10 @@ def _run_assimilate(args: argparse.Namespace) -> int:
     options = _given_method_options(args)
     from lagda.assimilation.assimilate import assimilate_file
 
-    chosen = ASSIM_METHODS[args.method]
+    chosen = ASSIM_METHODS[args.method or "linear"]
     # sample started from hybrid's posterior reads an encoder as the learned methods do, and defaults as they do
-    reads_encoder = chosen.learned or (args.method == "sample" and options.get("start") == "hybrid")
+    reads_encoder = args.method is not None and (chosen.learned or (args.method == "sample"
+                                                                    and options.get("start") == "hybrid"))
     if args.model is None and reads_encoder and chosen.chosen_basis and args.basis is not None:
         raise ValueError(f"--method {args.method} with --basis needs --model RUN: an encoder trained on pairs in that "
                          "basis (lagda.assimilation.basis.write_basis_pairs; experiments/qg_hybrid.py); the shipped "
@@ -389,7 +396,8 @@ def _run_assimilate(args: argparse.Namespace) -> int:
     summary = assimilate_file(args.tracks, args.out, args.method, run_dir=args.model, n_grid=args.n_grid,
                               plot=args.plot, overwrite=args.overwrite, seed=args.seed, dt=args.dt, box=args.box,
                               time_scale=args.time_scale, basis=args.basis, k_max=args.k_max, degree=args.degree,
-                              climatology=args.climatology, times=args.times, **options)
+                              climatology=args.climatology, times=args.times, keep_undrogued=args.keep_undrogued,
+                              **options)
     for kind in ("note", "warning"):
         for line in summary[kind + "s"]:
             print(f"lagda assimilate: {kind}: {line}", file=sys.stderr)

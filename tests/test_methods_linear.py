@@ -248,3 +248,17 @@ def test_linear_reads_noisy_dense_tracks_as_displacements(twin):
     est = assimilate_linear(noisy, twin.times, twin.release[0], twin.model, LinearConfig(members=2), jax.random.key(0))
     assert est.info["data"] == "displacements" and est.info["noise_source"] == "empirical_bayes"
     assert est.info["lag"] > 1 and len(est.info["eiv_relative_changes"]) == 2
+
+
+def test_normal_posterior_survives_a_gram_that_rounding_made_indefinite():
+    from lagda.assimilation.methods.linear_gaussian import normal_posterior
+
+    gram = np.array([[1.0, 1.0], [1.0, 1.0 - 1e-12]])  # rank one, one eigenvalue rounded below zero
+    assert np.linalg.eigvalsh(gram).min() < 0
+    prior_var = np.full(2, 1e16)  # I + D^1/2 G D^1/2 is then indefinite as stored
+    with pytest.raises(np.linalg.LinAlgError):
+        np.linalg.cholesky(np.eye(2) + 1e16 * gram)
+    mean, cov = normal_posterior(gram, np.array([2.0, 2.0]), prior_var)
+    # the data fix c1 + c2 = 2 (y = G^T-whitened ones): the posterior mean satisfies it, its spread is finite
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(cov))
+    assert mean.sum() == pytest.approx(2.0, rel=1e-3)

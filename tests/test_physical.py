@@ -127,3 +127,10 @@ def test_a_known_shear_current_in_m_per_s_is_recovered_in_m_per_s(tmp_path):
     w = velocity(np.array([0.3, rows[0] / n_grid]), 0.0, res.coef_mean[0], res.k1, res.k2, res.omega)
     assert float(w[0]) * fu[rows[0]] == pytest.approx(2 * np.pi * np.sin(2 * np.pi * rows[0] / n_grid) * fu[rows[0]],
                                                       rel=2e-3)
+
+
+def test_fixes_outside_a_given_box_are_a_warning(tmp_path):
+    lines = ["id,time,lon,lat"] + [f"a,2025-01-01T{h:02d}:00:00Z,{-40 + 0.1 * h},30.5" for h in range(20)]
+    (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
+    with pytest.warns(UserWarning, match=r"10 of 20 fixes \(50%\) lie outside --box"):
+        read_tracks(tmp_path / "t.csv", box=(-40.05, -39.05, 30.0, 31.0), time_scale=1e6)

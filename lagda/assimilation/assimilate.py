@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from lagda.assimilation.methods.registry import METHODS, Method, make_method
+from lagda.assimilation.methods.registry import METHODS, Method, check_options, make_method
 from lagda.assimilation.model import FlowModel, model_settings
 from lagda.assimilation.posterior import Posterior, describe_diagnostics
 from lagda.io.tracks import Tracks
@@ -42,10 +42,11 @@ def assimilate(tracks: Tracks, method: Method | str, model: FlowModel, key=None,
     return method(tracks, model, key)
 
 
-def assimilate_file(tracks_path, out_path, method: str = "hybrid", run_dir=None, n_grid: int = 32, plot=None,
+def assimilate_file(tracks_path, out_path, method: str | None = None, run_dir=None, n_grid: int = 32, plot=None,
                     overwrite: bool = False, seed: int = 0, dt: float | None = None, box=None,
                     time_scale: float | None = None, basis: str | None = None, k_max: float = 12, degree: int = 3,
-                    climatology=None, times: int | str | None = None, **method_options) -> dict:
+                    climatology=None, times: int | str | None = None, keep_undrogued: bool = False,
+                    **method_options) -> dict:
     """Returns a summary dict after assimilating a track file and writing the result netCDF.
 
     Reads `tracks_path` (lagda.io.formats.read_tracks), finds the model (`model_settings`, or the
@@ -72,13 +73,16 @@ def assimilate_file(tracks_path, out_path, method: str = "hybrid", run_dir=None,
     (lagda.assimilation.basis.qg_scores).
 
     Args:
-        method: a name of lagda.assimilation.methods.METHODS; run_dir: trained run (needed by the learned
-            methods; for the others it supplies the modes and prior).
+        method: a name of lagda.assimilation.methods.METHODS, or None for the default (`default_method`: the
+            ocean path, linear in the circular basis, for physical tracks without a lagda model; else hybrid with
+            the shipped encoder); run_dir: trained run (needed by the learned methods; for the others it supplies
+            the modes and prior).
         dt: RK4 step (default: the run's, else the file's dt attribute, else guessed; see model_settings).
         box: (west, east, south, north) of physical tracks (default: the file's, else inferred).
         time_scale: seconds per model time unit for physical tracks (default: the file's, else inferred).
         times: the result's grid times (fields.result_times): None (daily for physical tracks, else 11 over the
             window), a count, or a step such as "6h" for physical tracks.
+        keep_undrogued: keep fixes a GDP file marks undrogued (drogue_status 0; default: left out, counted).
         method_options: fields of the method's config (members, top_k, ...; the previous release's names
             are accepted with a note).
     Raises:
@@ -96,6 +100,16 @@ def assimilate_file(tracks_path, out_path, method: str = "hybrid", run_dir=None,
 
     if os.path.exists(out_path) and not overwrite:
         raise ValueError(f"{out_path} exists; pass overwrite=True to replace it")
+    if method is not None:
+        check_options(method, method_options)  # before the file is read
+    with python_warnings.catch_warnings(record=True) as caught:  # the reader's assumptions become summary warnings
+        python_warnings.simplefilter("always")
+        tracks = read_tracks(tracks_path, box=box, time_scale=time_scale, keep_undrogued=keep_undrogued)
+    read_warnings = [str(w.message) for w in caught]  # e.g. a layout assumed from the dimensions
+    default_note = ()
+    if method is None:
+        method, basis, run_dir, note = default_method(tracks, basis, climatology, run_dir)
+        default_note = (note,)
     if basis is None and climatology is not None:
         raise ValueError("a climatology (--climatology) needs a chosen basis (--basis)")
     if basis is not None and method in METHODS and not METHODS[method].chosen_basis:
@@ -103,10 +117,6 @@ def assimilate_file(tracks_path, out_path, method: str = "hybrid", run_dir=None,
                          "use --method linear, var or enkf")
     method_obj = make_method(method, method_options, run_dir)
     method_obj.progress = True  # a file's user waits: the slow methods show how far they are
-    with python_warnings.catch_warnings(record=True) as caught:  # the reader's assumptions become summary warnings
-        python_warnings.simplefilter("always")
-        tracks = read_tracks(tracks_path, box=box, time_scale=time_scale)
-    read_warnings = [str(w.message) for w in caught]  # e.g. a layout assumed from the dimensions
     with jax.enable_x64(True):  # inversions and scores in float64 whatever the caller's JAX setting
         if basis is None:
             model = model_settings(tracks, run_dir, dt)
@@ -121,11 +131,12 @@ def assimilate_file(tracks_path, out_path, method: str = "hybrid", run_dir=None,
             model = basis_model(tracks, basis, k_max, degree, clim, dt)
             warnings = read_warnings + check_fits_model(tracks, model.dt)  # a chosen basis: the times only
         grid_times, times_note = result_times(tracks, times)
-        notes = tuple(tracks.notes) + model.notes + method_obj.notes + (times_note,)
+        notes = default_note + tuple(tracks.notes) + model.notes + method_obj.notes + (times_note,)
         posterior = method_obj(tracks, model, jax.random.key(seed))
         attrs = {"assim_config": json.dumps(dataclasses.asdict(method_obj.config)), "model_run": _run_name(run_dir),
                  "seed": int(seed), "dt": float(model.dt), "settings_notes": json.dumps(list(notes)),
-                 "read_warnings": json.dumps(read_warnings)}
+                 "read_warnings": json.dumps(list(warnings)),
+                 **(tracks.clean.attrs() if tracks.clean is not None else {})}
         result = posterior_result(posterior, model, grid_times, n_grid, tracks, attrs)
         write_result(out_path, result)
         summary = {"method": method, "fields": tracks.n_field, "seconds": float(np.sum(posterior.seconds)),
@@ -137,6 +148,28 @@ def assimilate_file(tracks_path, out_path, method: str = "hybrid", run_dir=None,
 
         plot_assimilation(result, plot, tracks=tracks)
     return summary
+
+
+def default_method(tracks: Tracks, basis, climatology, run_dir) -> tuple[str, str | None, object, str]:
+    """Returns (method, basis, run_dir, note) of a file assimilated without a method.
+
+    Physical tracks (lon/lat or metres) without a lagda model (no wavevectors in the file, no run given) take the
+    ocean path: `linear` in the circular basis (its prior and error model chosen from the tracks, or from the
+    climatology). Anything else takes `hybrid` with the run given, else the shipped encoder of every regime.
+    """
+    if tracks.mapping is not None and tracks.k1 is None and run_dir is None:
+        basis = basis or "circular"
+        return "linear", basis, None, (
+            f"method: linear in the {basis} basis (physical tracks without a lagda model: the ocean path; "
+            "--method picks another)")
+    if basis is not None or climatology is not None:
+        return "linear", basis, run_dir, "method: linear (a chosen basis; --method picks another)"
+    if run_dir is None:
+        from lagda.demo import DEFAULT_MODEL, shipped
+
+        run_dir = str(shipped(DEFAULT_MODEL))
+    return "hybrid", None, run_dir, f"method: hybrid with the encoder {_run_name(run_dir) or run_dir} (--method " \
+                                    "picks another)"
 
 
 def _scores(posterior: Posterior, tracks: Tracks, model: FlowModel, result, n_grid: int) -> dict:

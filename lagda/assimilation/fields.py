@@ -126,7 +126,8 @@ def result_times(tracks: Tracks, times: int | str | None = None) -> tuple[np.nda
             what = f"every {step:g} s (the observations' spacing)"
     else:
         if scale is None:
-            raise ValueError(f"--times must be a number of grid times for model-unit tracks; got {times!r}")
+            raise ValueError(f"--times must be a number of grid times for model-unit tracks (a step such as 6h is for "
+                             f"physical tracks); got {times!r}")
         step, what = parse_step(times, "--times"), f"every {times.strip()}"
     model_times = np.arange(0.0, t_end * (1 + 1e-12), step / scale)
     if len(model_times) > MAX_ASKED_TIMES:

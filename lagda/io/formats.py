@@ -158,11 +158,24 @@ def to_tracks(raw: RawTracks, path, box=None, time_scale: float | None = None, *
         raise ValueError(f"{path}: {error}") from None
     mapping = dataclasses.replace(mapping, notes=tuple(notes) + mapping.notes)
     model_pos = [np.stack(mapping.to_model(p[:, 0], p[:, 1]), axis=-1) for p in positions]
+    if box is not None:
+        _warn_outside(model_pos, path)
     model_t = [mapping.time_to_model(t) for t in raw.times]
     field = np.zeros(len(raw.ids), np.int64) if raw.field is None else raw.field
     return pack_tracks(model_t, model_pos, raw.ids, field, raw.release, mapping=mapping,
                        notes=mapping.notes + report.notes(), dt=file_dt(raw.attrs), clean=report, per_fix=per_fix,
                        **truth)
+
+
+def _warn_outside(model_pos: list, path) -> None:
+    """Warns when fixes lie outside the box given: the periodic model would wrap them in."""
+    xy = np.concatenate(model_pos) if model_pos else np.zeros((0, 2))
+    xy = xy[np.all(np.isfinite(xy), axis=1)]
+    outside = int(np.sum(np.any((xy < 0) | (xy > 1), axis=1)))
+    if outside:
+        warnings.warn(f"{path}: {outside} of {len(xy)} fixes ({100 * outside / len(xy):.0f}%) lie outside --box; the "
+                      "periodic model wraps them in across the opposite edge: widen --box, or leave it out to fit "
+                      "the tracks", stacklevel=3)
 
 
 # ---------------------------------------------------------------- netCDF and zarr

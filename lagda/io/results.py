@@ -19,6 +19,12 @@ m^2/s, u eastward and v northward in m/s; lagda.io.physical) with auxiliary coor
 `lon(x)`, `lat(y)` (or `x_m(x)`, `y_m(y)` in metres) and `time(model_time)` (a CF time), the
 observed fixes as `track_lon`, `track_lat`, and the mapping in the global attributes; the
 coefficients stay in model units.
+
+A result of one flow from longitude/latitude tracks speaks its user's coordinates: its fields are on dims
+(time, lat, lon) with CF coordinates `time`, `lat`, `lon` (longitudes as the tracks have them, east of 180 only
+where the grid crosses the dateline, so that they increase), the means named `u`, `v`, `psi` (the std keep their
+names), and the model grid as auxiliary coordinates `x(lon)`, `y(lat)`, `model_time(time)`. `read_result` reads
+both layouts.
 """
 
 from __future__ import annotations
@@ -118,10 +124,30 @@ def write_result(path, result: "Result") -> None:
                 "diagnostics": json.dumps(result.diagnostics or []),
                 "history": f"written by lagda.io.results.write_result (lagda {lagda_version()})",
                 **({} if mapping is None else mapping.attrs()), **result.attrs}
+    if mapping is not None and mapping.coordinates == "lonlat" and ds.sizes["field"] == 1:
+        ds = user_layout(ds)
     encoding = {name: {"_FillValue": None} for name in ds.variables}
     encoding.update({name: {"_FillValue": FILL} for name in ("track_x", "track_y", "track_time", "track_lon",
                                                                               "track_lat") if name in ds})
     write_netcdf_atomic(ds, path, encoding)
+
+
+USER_NAMES = {"u_mean": "u", "v_mean": "v", "psi_mean": "psi"}  # the means' names on (time, lat, lon)
+
+
+def user_layout(ds):
+    """Returns a one-flow lon/lat result dataset on (time, lat, lon) with the means named u, v, psi (module
+    docstring); the model grid stays as auxiliary coordinates x(lon), y(lat), model_time(time)."""
+    grid = [name for name, var in ds.data_vars.items() if var.dims == ("field", "model_time", "y", "x")]
+    ds = ds.swap_dims({"x": "lon", "y": "lat", "model_time": "time"})
+    for name in grid:
+        ds[name] = ds[name].isel(field=0, drop=True)
+    ds = ds.rename({old: new for old, new in USER_NAMES.items() if old in ds})
+    for name, axis in (("lon", "X"), ("lat", "Y"), ("time", "T")):
+        ds[name].attrs["axis"] = axis
+    if np.any(ds["lon"].values >= 180.0):
+        ds["lon"].attrs["comment"] = "the grid crosses the dateline: longitudes east of it are given above 180"
+    return ds
 
 
 def _physical_coordinates(mapping: Mapping, grid, times) -> dict:
@@ -226,6 +252,12 @@ def read_result(path) -> Result:
         ds = xr.open_dataset(path, engine="netcdf4", decode_times=False).load()
     except Exception:
         raise ValueError(f"{path} is not a netCDF file") from None
+    if "u" in ds.variables and "u_mean" not in ds.variables:  # user_layout: back to (field, model_time, y, x)
+        ds = ds.rename({new: old for old, new in USER_NAMES.items() if new in ds.variables})
+        for name, var in list(ds.data_vars.items()):
+            if var.dims == ("time", "lat", "lon"):
+                ds[name] = var.expand_dims("field")
+        ds = ds.swap_dims({"lon": "x", "lat": "y", "time": "model_time"})
     missing = [n for n in ("k1", "coef_mean_re", "coef_std_re", "psi_mean", "u_std") if n not in ds.variables]
     if missing:
         raise ValueError(f"{path} is not a lagda assimilation result (lacks {missing})")

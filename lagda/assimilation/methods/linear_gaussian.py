@@ -218,8 +218,17 @@ def _scaled_factor(gram, prior_var):
     b = np.multiply(gram, root[:, None])
     b *= root[None, :]
     b.flat[:: len(root) + 1] += 1.0
-    # b is symmetric, so its transpose is the same matrix in Fortran order: LAPACK factors it without a copy
-    return root, cholesky(b.T, lower=True, overwrite_a=True, check_finite=False)
+    try:  # b is symmetric, so its transpose is the same matrix in Fortran order: LAPACK factors it without a copy
+        return root, cholesky(b.T, lower=True, overwrite_a=True, check_finite=False)
+    except np.linalg.LinAlgError:  # rounding in a gram of huge prior variances: symmetrised, with a jitter
+        b = np.multiply(gram, root[:, None]) * root[None, :]
+        sym = 0.5 * (b + b.T)
+        sym.flat[:: len(root) + 1] += 1.0 + 1e-10 * float(np.max(np.abs(np.diag(sym))))
+        try:
+            return root, cholesky(sym, lower=True, check_finite=False)
+        except np.linalg.LinAlgError:
+            raise np.linalg.LinAlgError("the normal equations are not positive definite (the data's gram matrix "
+                                        "is not positive semidefinite: non-finite or inconsistent tracks)") from None
 
 
 def normal_posterior(gram, rhs, prior_var, covariance: bool = True):

@@ -268,6 +268,17 @@ class Hybrid(LearnedMethod):
 METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (Linear, Var, Enkf, Sample, Retrieve, Embed, Hybrid)}
 
 
+def check_options(name: str, options: dict | None = None) -> None:
+    """Checks that `name` is a method and `options` are settings it takes (the checks of `make_method`).
+
+    Raises:
+        ValueError: for an unknown method or option, or a bad value.
+    """
+    if name not in METHODS:
+        raise ValueError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}")
+    configure(name, METHODS[name].Config, dict(options or {}))
+
+
 def make_method(name: str, options: dict | None = None, run_dir=None, encoder=None) -> Method:
     """Returns the method `name` with `options`, a learned one (or sample with start "learned") with the encoder given
     or restored from `run_dir`.
@@ -276,8 +287,7 @@ def make_method(name: str, options: dict | None = None, run_dir=None, encoder=No
         ValueError: for an unknown method or option, or a learned method (or sample's start "learned") without an
             encoder or run.
     """
-    if name not in METHODS:
-        raise ValueError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}")
+    check_options(name, options)
     cls = METHODS[name]
     config, notes = configure(name, cls.Config, dict(options or {}))  # checked before any run is restored
     if cls is Sample and config.start in ENCODER_STARTS:  # the starts of an unlearned method that read an encoder
