@@ -34,3 +34,39 @@ def test_the_block_goes_below_the_title_then_is_replaced_in_place():
     assert results_pages.with_summary(once, block.replace("table", "new")) == once.replace("table", "new")
     with pytest.raises(ValueError, match="title"):
         results_pages.with_summary("no title\n", block)
+
+
+def _blocks(text: str):
+    """Yields (first line number, kind, text) of each heading and paragraph of a Markdown page: a paragraph is a
+    run of non-blank lines outside code fences, tables and HTML lines; a list item starts one of its own."""
+    lines, inside, start, para = text.split("\n"), False, 0, []
+    for number, line in enumerate(lines + [""], start=1):
+        if line.startswith("```"):
+            inside, para = not inside, []
+            continue
+        if inside:
+            continue
+        ends = not line.strip() or line.startswith(("#", "|", "<")) or line.startswith("- ")
+        if ends and para:
+            yield start, "paragraph", " ".join(para)
+            para = []
+        if line.startswith("#"):
+            yield number, "heading", line
+        elif line.strip() and not line.startswith(("|", "<")):
+            start = number if not para else start
+            para.append(line.strip())
+
+
+@pytest.mark.parametrize("page", sorted(p.name for p in (results_pages.ROOT / "docs" / "results").glob("*.md")))
+def test_results_page_has_a_heading_every_60_lines_and_short_paragraphs(page):
+    text = (results_pages.ROOT / "docs" / "results" / page).read_text()
+    headings = [n for n, kind, _ in _blocks(text) if kind == "heading"] + [len(text.split("\n")) + 1]
+    assert not [(a, b) for a, b in zip(headings, headings[1:]) if b - a > 60], "sections of over 60 lines"
+    assert not [(n, len(p)) for n, kind, p in _blocks(text) if kind == "paragraph" and len(p) > 1000]
+
+
+def test_the_page_checker_sees_long_paragraphs_and_sections():
+    long = "# T\n\n" + "word " * 250 + "\n"
+    assert [len(p) for _, kind, p in _blocks(long) if kind == "paragraph"] == [len("word " * 250) - 1]
+    listed = "# T\n\n- one\n- two\n\n```\n# not a heading\n```\n"
+    assert [(n, kind) for n, kind, _ in _blocks(listed)] == [(1, "heading"), (3, "paragraph"), (4, "paragraph")]
