@@ -13,7 +13,7 @@ The sampler part: in the same sparse regimes, the value and gradient of `sample`
 particles (vmap, as its HMC moves take them), the fused one (gradient -J^T r from the forward sensitivity) against
 reverse mode through the reference RK4 run, timed alternately.
 
-    python3 benchmarks/bench_jacobian.py [--repeats 3] [--part dense|sparse|sampler|all] [--particles 64]
+    python -m benchmarks.bench_jacobian [--repeats 3] [--part dense|sparse|sampler|all] [--particles 64]
 """
 
 from __future__ import annotations
@@ -24,10 +24,8 @@ import pathlib
 import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
+import jax
+import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 

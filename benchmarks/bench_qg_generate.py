@@ -6,22 +6,19 @@ the whole `lagda simulate --flow qg --n-drifters 256` (spin-up, drifters, gridde
 projection, the netCDF file). Each is timed after a first call that compiles; (b) is also
 given as a ratio to (a) measured in the same run, and against the aim of 5 minutes.
 
-    python3 benchmarks/bench_qg_generate.py [--drifters 256] [--spin-up-days 1825]
+    python -m benchmarks.bench_qg_generate [--drifters 256] [--spin-up-days 1825]
 """
 
 from __future__ import annotations
 
 import argparse
 import pathlib
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+import jax
 
-import jax  # noqa: E402
-
-from simulate import qg  # noqa: E402
+from simulate import qg
 
 
 def model_only(config: qg.QGConfig):

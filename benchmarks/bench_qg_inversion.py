@@ -6,8 +6,8 @@ p^3 / 3). Two paths: with `--climatology` (the prior and OU error from other flo
 pairs thinned to a quarter of the OU time scale), and without (the default: the prior's spectrum by the evidence
 and the OU error model by cross-validation over held-out drifters, several Grams and many Choleskys).
 
-    python3 benchmarks/bench_qg_inversion.py                       # generates runs/bench_qg/*.nc first (~1 min)
-    python3 benchmarks/bench_qg_inversion.py --tracks qg.nc --climatology clim.nc
+    python -m benchmarks.bench_qg_inversion                       # generates runs/bench_qg/*.nc first (~1 min)
+    python -m benchmarks.bench_qg_inversion --tracks qg.nc --climatology clim.nc
 """
 
 from __future__ import annotations
@@ -15,13 +15,10 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
-import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
+import jax
+import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 

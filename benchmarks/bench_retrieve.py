@@ -7,7 +7,7 @@ bank_cache_mb=0) and kept in memory by the method object (the default, bank_cach
 draws it); the speed-up over the baseline is printed, and whether both give identical
 candidates. Also reports the 8 example fields sharing one pass.
 
-    python3 benchmarks/bench_retrieve.py [--bank-size 1000000] [--repeats 3]
+    python -m benchmarks.bench_retrieve [--bank-size 1000000] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -17,15 +17,13 @@ import pathlib
 import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+import jax
+import numpy as np
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-
-from lagda.assimilation.methods.learned import scorer_from_run  # noqa: E402
-from lagda.assimilation.methods.registry import Retrieve  # noqa: E402
-from lagda.assimilation.model import model_settings  # noqa: E402
-from lagda.io.formats import read_tracks  # noqa: E402
+from lagda.assimilation.methods.learned import scorer_from_run
+from lagda.assimilation.methods.registry import Retrieve
+from lagda.assimilation.model import model_settings
+from lagda.io.formats import read_tracks
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BANKS = {"iid streamed": {"bank_cache_mb": 0}, "iid cached": {}}

@@ -14,7 +14,7 @@ counted as two); and the paper dataset end to end, `lagda simulate --preset pape
 in a fresh process (start-up, compilation, generation and the netCDF file), set against what
 the numpy RK4 of row (a) would take for the same particle-steps.
 
-    python3 benchmarks/bench_simulate.py [--quick] [--e2e-samples N] [--fast-batch N]
+    python -m benchmarks.bench_simulate [--quick] [--e2e-samples N] [--fast-batch N]
 
 --quick: tiny sizes and a 2,048-field end-to-end run (a smoke test; the full-dataset time is
 then an extrapolation, marked as such). The load average is printed beside every timing.
@@ -30,21 +30,21 @@ import os
 # 1024 x 49 zgemv under load); the baseline sums over modes with numpy ufuncs instead.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
-import functools  # noqa: E402
-import re  # noqa: E402
-import resource  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import functools
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
+import jax
+import jax.numpy as jnp
+import numpy as np
 
-from simulate import kernels  # noqa: E402
+from simulate import kernels
 
 kernels.use_host_cores()  # one CPU device per core, as `lagda simulate` does (before JAX starts)
 jax.config.update("jax_enable_x64", True)

@@ -8,8 +8,8 @@ attention, the paper's setting) measured in the same run, and the variants' firs
 from the same parameters, so a kernel that changes the function shows. A variant that fails to
 compile (cuDNN's fused attention on a machine without it) is reported and skipped.
 
-    python3 benchmarks/bench_train.py --data paper_1.nc [--steps 20] [--json OUT]
-    python3 benchmarks/bench_train.py --quick          # tiny model and data (a smoke test, CPU)
+    python -m benchmarks.bench_train --data paper_1.nc [--steps 20] [--json OUT]
+    python -m benchmarks.bench_train --quick          # tiny model and data (a smoke test, CPU)
 """
 
 from __future__ import annotations
@@ -17,20 +17,17 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+import jax
+from flax import nnx
 
-import jax  # noqa: E402
-from flax import nnx  # noqa: E402
-
-from lagda.learning.config import paper, tiny  # noqa: E402
-from lagda.learning.data import load_paired  # noqa: E402
-from lagda.learning.model import build_model  # noqa: E402
-from lagda.learning.optimizer import make_optimizer  # noqa: E402
-from lagda.learning.train import make_train_step  # noqa: E402
-from lagda.testing import make_pairs  # noqa: E402
+from lagda.learning.config import paper, tiny
+from lagda.learning.data import load_paired
+from lagda.learning.model import build_model
+from lagda.learning.optimizer import make_optimizer
+from lagda.learning.train import make_train_step
+from lagda.testing import make_pairs
 
 VARIANTS = (("float32", "xla"), ("bfloat16", "xla"), ("bfloat16", "cudnn"))
 

@@ -5,14 +5,13 @@ the periodic domain [0, 1]^2. This script draws `--n` samples of a lagda dataset
 mod 1 and broken where they wrap, and writes results/fig13_samples.png.
 
 Commands (from the repository root):
-    python3 experiments/fig13_samples.py --data data/example_small.nc    # about 5 s
-    python3 experiments/fig13_samples.py --quick    # makes a 4-field small dataset first, about 15 s
+    python -m experiments.fig13_samples --data data/example_small.nc    # about 5 s
+    python -m experiments.fig13_samples --quick    # makes a 4-field small dataset first, about 15 s
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,12 +20,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from simulate import schema  # noqa: E402
-from simulate.config import small  # noqa: E402
-from simulate.generate import generate_dataset, wander_statistics  # noqa: E402
-from simulate.plot import plot_samples  # noqa: E402
+from simulate import schema
+from simulate.config import small
+from simulate.generate import generate_dataset, wander_statistics
+from simulate.plot import plot_samples
 
 
 def main(argv=None) -> int:

@@ -8,14 +8,14 @@ run has it, R@10), writing a .png and a .csv (one row per evaluated epoch, with 
 libraries of one training batch), one marker each and a last CSV row each; `--baseline RUN`
 draws another run's curves dashed.
 
-    python3 experiments/fig14_retrieval.py --run RUN_DIR          # seconds
-    python3 experiments/fig14_retrieval.py --quick                # trains a tiny run first (~1 min)
+    python -m experiments.fig14_retrieval --run RUN_DIR          # seconds
+    python -m experiments.fig14_retrieval --quick                # trains a tiny run first (~1 min)
 
 The paper preset's 20 epochs on one lent H200 (results/paper_gpu20: the run's metrics.jsonl and
 config.json, the final evaluations, the step benchmark and the device log) ran in one device call:
 
     OUT=DIR LIMIT=555 bash experiments/paper_gpu.sh    # data, bench_train.py, train, evaluations
-    python3 experiments/fig14_retrieval.py --run results/paper_gpu20 --paper \
+    python -m experiments.fig14_retrieval --run results/paper_gpu20 --paper \
         --final results/paper_gpu20/final_eval.json results/paper_gpu20/final_eval_library128.json \
         --baseline results/paper_gpu --baseline-label "float32 run" \
         --out docs/figures/fig14_paper.png --csv results/fig14_paper.csv
@@ -29,15 +29,13 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import sys
 import tempfile
 
 import matplotlib
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 
 DIRECTIONS = ("traj_to_coef", "coef_to_traj")  # the paper's rows: top, bottom
 SPLITS = ("train", "test")

@@ -5,8 +5,8 @@ vectors of the test library (Algorithm 1 with the masked cosine similarity of th
 draws them with their softmax weights (eq. 28, at the run's temperature). Writes
 results/fig15_retrieval.png.
 
-    python3 experiments/fig15_retrieval.py --run RUN_DIR --data TEST.nc [--index 0]
-    python3 experiments/fig15_retrieval.py --quick       # tiny run on data/example_small.nc (~1 min)
+    python -m experiments.fig15_retrieval --run RUN_DIR --data TEST.nc [--index 0]
+    python -m experiments.fig15_retrieval --quick       # tiny run on data/example_small.nc (~1 min)
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import tempfile
 import matplotlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 matplotlib.use("Agg")
 import jax.numpy as jnp  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402

@@ -14,8 +14,8 @@ observation regime (neural posterior estimation). On the benchmark's held-out fl
 
 flowjax is needed for this script only (`python3 -m pip install -e ".[flows]"`); lagda does not import it.
 
-    python3 experiments/flow_proposal.py --run runs/q9/run --regimes sparse10-noisy,sparse100 --out runs/flow/f.csv
-    python3 experiments/assimilation_benchmark.py --merge runs/flow/f.csv \
+    python -m experiments.flow_proposal --run runs/q9/run --regimes sparse10-noisy,sparse100 --out runs/flow/f.csv
+    python -m experiments.assimilation_benchmark --merge runs/flow/f.csv \
         results/assimilation_benchmark_posterior16_quick.fields.csv --yardstick posterior-mean:var --out runs/flow/m.csv
 
 Seconds per track of `flow`: the embedding and the 512 draws (jitted; the first field's compilation included); of
@@ -29,30 +29,29 @@ import argparse
 import functools
 import math
 import pathlib
-import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from experiments import assimilation_benchmark as bench  # first: sets the thread settings and x64 before jax loads
 
-import assimilation_benchmark as bench  # noqa: E402  (sets the path, x64 and thread settings)
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
+# isort: split
+import jax
+import jax.numpy as jnp
+import numpy as np
 
-from lagda.assimilation.methods.config import SampleConfig  # noqa: E402
-from lagda.assimilation.methods.learned import scorer_from_run  # noqa: E402
-from lagda.assimilation.methods.observations import arrange  # noqa: E402
-from lagda.assimilation.methods.sample import (  # noqa: E402
+from lagda.assimilation.methods.config import SampleConfig
+from lagda.assimilation.methods.learned import scorer_from_run
+from lagda.assimilation.methods.observations import arrange
+from lagda.assimilation.methods.sample import (
     importance_served,
     importance_weights,
     log_gaussian,
     pareto_k,
     problem_likelihood,
 )
-from lagda.assimilation.methods.variational import observation_problem  # noqa: E402
-from lagda.assimilation.model import model_settings, to_complex, to_real  # noqa: E402
-from lagda.assimilation.posterior import Posterior  # noqa: E402
-from lagda.assimilation.scores import score_posterior  # noqa: E402
+from lagda.assimilation.methods.variational import observation_problem
+from lagda.assimilation.model import model_settings, to_complex, to_real
+from lagda.assimilation.posterior import Posterior
+from lagda.assimilation.scores import score_posterior
 
 MEMBERS = 512  # q's own draws kept for the "flow" row
 SPLINE_INTERVAL = 5.0  # in prior stds: the splines' range

@@ -8,8 +8,8 @@ inferred, as for a real file). Then `lagda assimilate` as the README runs it, wi
 and with `--basis circular` (no climatology), scored against the QG truth: the relative L2 error of the mean
 velocity over the truth cells inside the drifters' extent, at the daily truth times inside the window.
 
-    python3 experiments/gdp_like.py                  # writes runs/gdp/ and prints one row per method
-    python3 experiments/gdp_like.py --ship           # also copies the file to lagda/shipped/gdp_like.nc
+    python -m experiments.gdp_like                  # writes runs/gdp/ and prints one row per method
+    python -m experiments.gdp_like --ship           # also copies the file to lagda/shipped/gdp_like.nc
 """
 
 from __future__ import annotations
@@ -18,13 +18,10 @@ import argparse
 import json
 import pathlib
 import shutil
-import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
-from scipy.interpolate import RegularGridInterpolator  # noqa: E402
+import numpy as np
+import xarray as xr
+from scipy.interpolate import RegularGridInterpolator
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SIMULATE = ["simulate", "--flow", "qg", "--n-samples", "1", "--n-drifters", "8", "--release-box", "0.3", "0.7",

@@ -11,7 +11,7 @@
 # 2.6-2.8x the HMC gradients; the H200 times above are the earlier kernel's).
 #
 #     OUT=DIR REGIME=sparse100-noisy-4 FLOWS="4 8 9 10" PARALLEL=4 LIMIT=540 bash experiments/k49_posterior_gpu.sh
-#     python3 experiments/assimilation_benchmark.py --merge results/assimilation_benchmark.fields.csv \
+#     python -m experiments.assimilation_benchmark --merge results/assimilation_benchmark.fields.csv \
 #         results/k49/hybrid_est.fields.csv results/k49/pm_*.fields.csv --yardstick posterior-mean:var \
 #         --yardstick-flows --out results/assimilation_benchmark_posterior_k49.csv
 set -u
@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
     [ $left -lt 60 ] && { echo "[$(elapsed) s] stopping: flows $* not started"; break; }
     echo "[$(elapsed) s] flows$(printf ' %s' "${@:1:$PARALLEL}"), at most $left s"
     for f in "${@:1:$PARALLEL}"; do
-        timeout $left python3 experiments/assimilation_benchmark.py --fields 16 --shard "$f/16" --regimes "$REGIME" \
+        timeout $left python -m experiments.assimilation_benchmark --fields 16 --shard "$f/16" --regimes "$REGIME" \
             --methods "$METHOD" --sample-particles "$PARTICLES" \
             "${SET_OPTIONS[@]}" --out "$OUT/pm/pm_${REGIME}_f$f.csv" \
             > "$OUT/pm/log_f$f.txt" 2>&1 &

@@ -8,9 +8,9 @@ and the sigma-marginal estimate is the mean of the MAPs weighted by that evidenc
 (the prior of linear_gaussian.noise_quantiles). Prints one line per flow and the medians over the flows, each
 against the benchmark's posterior-mean row given the true noise (--yardstick, a per-field CSV):
 
-    python3 experiments/noise_scan.py --quick --regime sparse100
-    python3 experiments/noise_scan.py --quick --regime sparse100-noisy-4 --sigmas 1e-5,3e-5,1e-4,3e-4,1e-3,3e-3
-    python3 experiments/noise_scan.py --regime sparse100-noisy-4 --flows 5,11 --yardstick results/k49/pm_s*.fields.csv
+    python -m experiments.noise_scan --quick --regime sparse100
+    python -m experiments.noise_scan --quick --regime sparse100-noisy-4 --sigmas 1e-5,3e-5,1e-4,3e-4,1e-3,3e-3
+    python -m experiments.noise_scan --regime sparse100-noisy-4 --flows 5,11 --yardstick results/k49/pm_s*.fields.csv
 
 Results: docs/results/assimilation.md ("The same information as hybrid").
 """
@@ -19,19 +19,16 @@ from __future__ import annotations
 
 import argparse
 import csv
-import pathlib
 import sys
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import assimilation_benchmark as bench  # noqa: E402
-
-from lagda.assimilation.methods.config import VarConfig  # noqa: E402
-from lagda.assimilation.methods.observations import arrange  # noqa: E402
-from lagda.assimilation.methods.variational import map_fit  # noqa: E402
-from lagda.assimilation.model import to_complex  # noqa: E402
-from lagda.assimilation.scores import velocity_field_error, window_times  # noqa: E402
+from experiments import assimilation_benchmark as bench
+from lagda.assimilation.methods.config import VarConfig
+from lagda.assimilation.methods.observations import arrange
+from lagda.assimilation.methods.variational import map_fit
+from lagda.assimilation.model import to_complex
+from lagda.assimilation.scores import velocity_field_error, window_times
 
 
 def field_error(x, tracks, model) -> float:

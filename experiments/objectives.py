@@ -22,8 +22,8 @@ Two studies (README "Training objectives compared"):
 
 Command (measured: about 30 CPU minutes, 28 wall minutes on the shared 2-core machine; README):
     lagda simulate --preset small --n-samples 4096 --seed 2 --out /tmp/obj/test4096.nc
-    nice -n 10 python3 experiments/objectives.py --train small_train.nc --test /tmp/obj/test4096.nc
-    python3 experiments/objectives.py --quick      # tiny synthetic smoke run (about a minute)
+    nice -n 10 python -m experiments.objectives --train small_train.nc --test /tmp/obj/test4096.nc
+    python -m experiments.objectives --quick      # tiny synthetic smoke run (about a minute)
 Writes results/objectives.csv (one row per objective and seed), results/objectives_summary.csv
 (mean and std over seeds), results/objectives_gaussian.csv and docs/figures/objectives.png.
 """
@@ -35,13 +35,11 @@ import csv
 import json
 import os
 import pathlib
-import sys
 import tempfile
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -105,8 +103,7 @@ def _gaussian_run(kind: str, z, n_u: int, steps: int, batch: int, lr: float, key
 def gaussian_study(seeds=(0, 1, 2), n: int = 512, steps: int = 3000, batch: int = 64, lr: float = 0.03) -> list[dict]:
     """Returns one row per (objective, seed): |A - A*| / |A*| (Theorem 5.1) and the zeta diagnostics."""
     jax.config.update("jax_enable_x64", True)
-    sys.path.insert(0, str(ROOT / "experiments"))
-    from gaussian_theory import random_6d
+    from experiments.gaussian_theory import random_6d
 
     cov, n_u = random_6d()
     a_star = gaussian.cond_minimizer(cov, n_u)

@@ -31,7 +31,7 @@ for seed in 1 2; do
 done
 
 say "bench_train (at most 150 s)"
-timeout 150 python3 benchmarks/bench_train.py --data "$WORK/paper_1.nc" --steps 10 --json "$OUT/bench_train.json"
+timeout 150 python -m benchmarks.bench_train --data "$WORK/paper_1.nc" --steps 10 --json "$OUT/bench_train.json"
 variant=$(python3 -c "
 import json
 try:

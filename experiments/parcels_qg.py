@@ -9,7 +9,7 @@ linear --basis circular` with every default (no --box, no --climatology, no --no
 against the truth on the result's grid points inside the drifters' lon/lat extent, at the result's daily times
 (relative L2 of the mean velocity; the truth interpolated bilinearly, periodically, from its cell centres).
 
-    python3 experiments/parcels_qg.py --flow runs/qg_benchmark/turbulence_test.nc --drifters 64
+    python -m experiments.parcels_qg --flow runs/qg_benchmark/turbulence_test.nc --drifters 64
 """
 
 from __future__ import annotations
@@ -17,14 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
-from scipy.interpolate import RegularGridInterpolator  # noqa: E402
+import numpy as np
+import xarray as xr
+from scipy.interpolate import RegularGridInterpolator
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CENTRE = (-40.0, 34.0)

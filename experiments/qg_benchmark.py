@@ -24,11 +24,11 @@ least-squares fit in the basis, and `limit`, that fit's own error against the tr
 projection limit: no estimate in the basis beats it; for the rossby model, the least-squares fit
 of each mode's amplitude c_k e^{i omega_k t} over the truth times).
 
-    python3 experiments/qg_benchmark.py                       # every section, then the tables and figures
-    python3 experiments/qg_benchmark.py --quick               # a smoke run on the tiny preset
-    python3 experiments/qg_benchmark.py --sections rossby,kmax --out a.csv &   # two processes ...
-    python3 experiments/qg_benchmark.py --sections sampling --out b.csv; wait
-    python3 experiments/qg_benchmark.py --merge a.csv b.csv                    # ... then the tables and figures
+    python -m experiments.qg_benchmark                       # every section, then the tables and figures
+    python -m experiments.qg_benchmark --quick               # a smoke run on the tiny preset
+    python -m experiments.qg_benchmark --sections rossby,kmax --out a.csv &   # two processes ...
+    python -m experiments.qg_benchmark --sections sampling --out b.csv; wait
+    python -m experiments.qg_benchmark --merge a.csv b.csv                    # ... then the tables and figures
 Sections: `rossby`; `kmax` (turbulence, flow 0, hourly, GPS noise: k_max in 5, 8, 12, 16 at P = 3 against
 L, P = 1 and 6 at k_max 12 with 64 drifters, and the white-noise linear at k_max 8); `oracle` (flow 0,
 k_max 12 and 16: the truth's fit given exactly at the drifters, 6-hourly: the reference without
@@ -53,14 +53,12 @@ import dataclasses
 import functools
 import os
 import pathlib
-import sys
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
+import jax
+import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 

@@ -15,7 +15,7 @@ inversion (`hybrid --basis`), measured against the climatology's prior (`linear 
 
     lagda simulate --flow qg --n-samples 4 --qg-windows 64 --n-drifters 64 --obs-interval 21600 \\
         --truth-interval 432000 --seed 500 --out runs/qg_hybrid/windows.nc
-    python3 experiments/qg_hybrid.py --windows runs/qg_hybrid/windows.nc --data runs/qg_benchmark
+    python -m experiments.qg_hybrid --windows runs/qg_hybrid/windows.nc --data runs/qg_benchmark
 (--data holds turbulence_test.nc and turbulence_climatology.nc, as for qg_benchmark.py --sections defaults.)
 Writes results/qg_hybrid.csv and .md.
 """
@@ -26,14 +26,11 @@ import argparse
 import csv
 import json
 import pathlib
-import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
-from qg_benchmark import (  # noqa: E402
+from experiments.qg_benchmark import (
     DEFAULT_DEGREE,
     DEFAULT_K_MAX,
     default_run,

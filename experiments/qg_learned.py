@@ -15,7 +15,7 @@ training set of pairs (coefficients, drifter tracks) in lagda's conventions. Thi
 
     lagda simulate --flow qg --regime rossby --n-samples 4096 --n-drifters 8 --seed 21 --out runs/qg_learned/train.nc
     lagda simulate --flow qg --regime rossby --n-samples 16 --n-drifters 16 --seed 22 --out runs/qg_learned/test.nc
-    python3 experiments/qg_learned.py --train runs/qg_learned/train.nc --test runs/qg_learned/test.nc
+    python -m experiments.qg_learned --train runs/qg_learned/train.nc --test runs/qg_learned/test.nc
 Writes results/qg_learned.csv and .md.
 """
 
@@ -25,14 +25,10 @@ import argparse
 import csv
 import dataclasses
 import pathlib
-import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
+import jax
+import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
@@ -88,8 +84,7 @@ def main(argv=None) -> int:
     parser.add_argument("--every", type=int, default=6, help="keep every N-th hourly fix (training and test)")
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "results" / "qg_learned.csv")
     args = parser.parse_args(argv)
-    from qg_benchmark import GPS_M, RossbyCase, observe, relative
-
+    from experiments.qg_benchmark import GPS_M, RossbyCase, observe, relative
     from lagda.assimilation.methods.learned import scorer_from_run
     from lagda.assimilation.methods.registry import METHODS
     from lagda.assimilation.model import flow_model

@@ -8,7 +8,7 @@ plain CF trajectory file in metres with no lagda mapping (drifters enter and lea
 climatology, no noise level), then the relative L2 error of the mean velocity against the full truth on the
 window's truth cells at the daily truth times (the result's grid interpolated bilinearly onto them).
 
-    python3 experiments/qg_window.py --flow runs/qg_window/window.nc        # generated there if missing (~8 min)
+    python -m experiments.qg_window --flow runs/qg_window/window.nc        # generated there if missing (~8 min)
 """
 
 from __future__ import annotations
@@ -16,14 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
-from scipy.interpolate import RegularGridInterpolator  # noqa: E402
+import numpy as np
+import xarray as xr
+from scipy.interpolate import RegularGridInterpolator
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GPS_M = 10.0

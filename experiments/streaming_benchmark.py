@@ -7,9 +7,9 @@ batch i + 1 while step i runs, in both modes. `--cgroup DIR` (a cgroup v1 memory
 with memory.limit_in_bytes set, root only) also runs both modes inside that memory limit: a
 dataset larger than the limit trains only streamed.
 
-    python3 experiments/streaming_benchmark.py --train small_train.nc --epochs 2
+    python -m experiments.streaming_benchmark --train small_train.nc --epochs 2
     mkdir /sys/fs/cgroup/memory/lagda && echo 1200M > /sys/fs/cgroup/memory/lagda/memory.limit_in_bytes
-    python3 experiments/streaming_benchmark.py --train big.nc --epochs 1 --cgroup /sys/fs/cgroup/memory/lagda
+    python -m experiments.streaming_benchmark --train big.nc --epochs 1 --cgroup /sys/fs/cgroup/memory/lagda
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ import textwrap
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 CHILD = textwrap.dedent("""
-    import json, resource, sys
-    sys.path.insert(0, {root!r})
+    import json, resource
     from lagda.learning.config import learned
     from lagda.learning.train import train
     run = train(learned(epochs={epochs}, eval_library=0, stream={stream}), {train!r}, None, {run_dir!r}, progress=False)
@@ -42,10 +41,11 @@ def measure(train_file: str, epochs: int, stream: bool, cgroup: str | None = Non
     cgroup: a cgroup v1 directory the process is moved into as soon as it starts.
     """
     with tempfile.TemporaryDirectory() as tmp:
-        script = CHILD.format(root=str(ROOT), epochs=epochs, stream=stream, train=train_file,
+        script = CHILD.format(epochs=epochs, stream=stream, train=train_file,
                               run_dir=str(pathlib.Path(tmp) / "run"))
-        proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+        # run in the checkout's root, as `python -m` does, so that the child imports this checkout's lagda
+        proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
         if cgroup:
             (pathlib.Path(cgroup) / "cgroup.procs").write_text(str(proc.pid))
         out, err = proc.communicate()

@@ -2,6 +2,7 @@
 (lagda.io) up into the methods (lagda.assimilation), and the track file read once by `assimilate_file`."""
 
 import ast
+import os
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -51,3 +52,19 @@ def test_assimilate_file_opens_the_track_file_once(tmp_path, monkeypatch):
     monkeypatch.setattr(netCDF4, "Dataset", Counting("Dataset", (), {}))
     assimilate_file(path, tmp_path / "r.nc", "linear", n_grid=4)
     assert opened.count(path) == 1, opened
+
+
+def _code_files():
+    """Yields every .py, .sh and .ipynb file of the checkout outside hidden folders (.venv, .git) and build output."""
+    skip = {"runs", "site", "build", "dist", "node_modules", "__pycache__"}
+    for folder, subfolders, files in os.walk(ROOT):
+        subfolders[:] = [d for d in subfolders if not (d.startswith(".") or d in skip or d.endswith(".egg-info"))]
+        yield from (pathlib.Path(folder) / f for f in files if f.endswith((".py", ".sh", ".ipynb")))
+
+
+def test_no_code_edits_the_import_path():
+    """experiments and benchmarks are packages run as `python -m`; tests import them: nothing edits sys.path."""
+    needles = ("sys.path" + ".insert", "sys.path" + ".append", "spec_from_file" + "_location")
+    found = [f"{path.relative_to(ROOT)}: {needle}" for path in _code_files()
+             for needle in needles if needle in path.read_text(errors="replace")]
+    assert not found, found

@@ -2,24 +2,16 @@
 and a smoke run of the script (--quick, one regime, the cheap methods)."""
 
 import csv
-import importlib.util
 import math
-import pathlib
-import sys
 
 import pytest
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("assimilation_benchmark",
-                                                  ROOT / "experiments" / "assimilation_benchmark.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass (Regime) looks its module up
-    spec.loader.exec_module(module)
-    return module
+    from experiments import assimilation_benchmark
+
+    return assimilation_benchmark
 
 
 def _row(regime, method, median, seconds):

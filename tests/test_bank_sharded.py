@@ -17,8 +17,7 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 COMMON = """
-    import sys, jax, jax.numpy as jnp, numpy as np
-    sys.path.insert(0, {root!r})
+    import jax, jax.numpy as jnp, numpy as np
     from lagda.assimilation.methods.config import EmbedConfig
     from lagda.assimilation.methods.bank import bank_search
     from lagda.assimilation.methods.learned import Scorer
@@ -57,8 +56,9 @@ PROCESS = """
 
 def _run(script: str, env_extra: dict) -> subprocess.Popen:
     env = dict(os.environ, JAX_PLATFORMS="cpu", **env_extra)
-    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    # cwd: the checkout comes first on the child's sys.path, as with `python -m`
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _wait(proc: subprocess.Popen) -> None:
@@ -76,7 +76,7 @@ def _assert_same(a: dict, b: dict, prefix_b: str = "") -> None:
 
 def test_bank_over_two_devices_equals_one_device(tmp_path):
     out = tmp_path / "two.npz"
-    _wait(_run(TWO_DEVICES.format(root=str(ROOT), out=str(out)),
+    _wait(_run(TWO_DEVICES.format(out=str(out)),
                {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}))
     res = dict(np.load(out))
     _assert_same(res, res, prefix_b="one_")
@@ -87,9 +87,9 @@ def test_bank_over_two_processes_equals_one_process(tmp_path):
     with socket.socket() as s:  # a free loopback port for the coordinator
         s.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{s.getsockname()[1]}"
-    procs = [_run(PROCESS.format(root=str(ROOT), address=address, n=2, pid=i, out=str(tmp_path / f"p{i}.npz")), {})
+    procs = [_run(PROCESS.format(address=address, n=2, pid=i, out=str(tmp_path / f"p{i}.npz")), {})
              for i in range(2)]
-    single = _run(COMMON.format(root=str(ROOT)) + f"    np.savez({str(tmp_path / 'single.npz')!r}, **out)\n", {})
+    single = _run(COMMON.format() + f"    np.savez({str(tmp_path / 'single.npz')!r}, **out)\n", {})
     for proc in (*procs, single):
         _wait(proc)
     reference = dict(np.load(tmp_path / "single.npz"))

@@ -1,9 +1,6 @@
 """Section 5 closed forms (lagda.learning.gaussian) and the --quick Gaussian experiment."""
 import csv
-import importlib.util
 import math
-import pathlib
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -12,20 +9,12 @@ import pytest
 
 from lagda.learning import gaussian, losses
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-
-
-def _load_experiment():
-    spec = importlib.util.spec_from_file_location("gaussian_theory", ROOT / "experiments" / "gaussian_theory.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their module through sys.modules
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.fixture(scope="module")
 def experiment():
-    return _load_experiment()
+    from experiments import gaussian_theory
+
+    return gaussian_theory
 
 
 @pytest.fixture(scope="module")

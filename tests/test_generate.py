@@ -196,17 +196,12 @@ def test_wrapped_segments_break_where_the_track_wraps():
 
 
 def test_fig13_script_draws_the_samples(reference, tmp_path):
-    import importlib.util
-    from pathlib import Path
-
     from matplotlib.image import imread
+
+    from experiments import fig13_samples as module
 
     path = tmp_path / "d.nc"
     reference.to_netcdf(path, encoding=schema.encoding(reference))
-    script = Path(__file__).resolve().parents[1] / "experiments" / "fig13_samples.py"
-    spec = importlib.util.spec_from_file_location("fig13_samples", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     out = tmp_path / "fig.png"
     assert module.main(["--data", str(path), "--n", "2", "--out", str(out)]) == 0
     image = imread(out)

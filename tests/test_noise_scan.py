@@ -1,19 +1,14 @@
 """experiments/noise_scan.py: its Laplace evidence of the position noise peaks at the true noise where the tracks
 determine it (a dense noisy K = 9 benchmark flow), and its sigma-marginal estimate is a mean of the MAPs."""
 
-import importlib.util
-import pathlib
 
 import numpy as np
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-
 
 def _scan():
-    spec = importlib.util.spec_from_file_location("noise_scan", ROOT / "experiments" / "noise_scan.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from experiments import noise_scan
+
+    return noise_scan
 
 
 def test_laplace_evidence_of_the_noise_peaks_at_the_true_noise_of_dense_noisy_tracks():

@@ -1,26 +1,19 @@
 """experiments/posterior_geometry.py: its probes on Gaussian targets, where their answers are known in closed form,
 and one probe of a benchmark flow (--quick)."""
 
-import importlib.util
 import json
-import pathlib
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
 def geometry():
-    spec = importlib.util.spec_from_file_location("posterior_geometry", ROOT / "experiments" / "posterior_geometry.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    from experiments import posterior_geometry
+
+    return posterior_geometry
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,7 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 SCRIPT = textwrap.dedent("""
-    import sys, jax
-    sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
+    import jax
     from lagda.testing import make_pairs
     from lagda.learning.config import tiny
     from lagda.learning.train import initialize_distributed, train
@@ -48,10 +47,10 @@ def _start(n: int, run_dir: pathlib.Path, epochs: int, resume: bool) -> list:
         env.pop("XLA_FLAGS", None)  # one device per process
         if n > 1:
             env.update(JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES=str(n), JAX_PROCESS_ID=str(pid))
-        script = SCRIPT.format(root=str(ROOT), tests=str(ROOT / "tests"), epochs=epochs, run_dir=str(run_dir),
-                               resume=resume, n=n)
-        procs.append(subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
+        script = SCRIPT.format(epochs=epochs, run_dir=str(run_dir), resume=resume, n=n)
+        # cwd: the checkout comes first on the child's sys.path, as with `python -m`
+        procs.append(subprocess.Popen([sys.executable, "-c", script], env=env, cwd=ROOT,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     return procs
 
 

@@ -16,8 +16,7 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 SCRIPT = textwrap.dedent("""
-    import json, sys, jax, numpy as np
-    sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
+    import json, jax, numpy as np
     from lagda.testing import make_pairs
     from lagda.learning.config import tiny
     from lagda.learning.train import train
@@ -31,10 +30,12 @@ SCRIPT = textwrap.dedent("""
 
 def _train_on(devices: int, tmp_path) -> np.ndarray:
     out = tmp_path / f"losses_{devices}.npy"
-    script = SCRIPT.format(root=str(ROOT), tests=str(ROOT / "tests"), devices=devices,
+    script = SCRIPT.format(devices=devices,
                            run_dir=str(tmp_path / f"run_{devices}"), out=str(out))
     env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu")
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    # cwd: the checkout comes first on the child's sys.path, as with `python -m`
+    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return np.load(out)
 

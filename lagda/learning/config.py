@@ -195,17 +195,16 @@ def paper(**overrides) -> TrainConfig:
 
 
 def cpu(**overrides) -> TrainConfig:
-    """A small physics-informed encoder that reaches high test recall in ~15 min on a 2-core CPU.
+    """A small physics-informed encoder for dense tracks, trained on a CPU (docs/results/training.md: its recall).
 
     BEYOND the paper: g_v = gain * theta_hat(v) + head(transformer(v)), where theta_hat is the
     linear-Gaussian posterior mean of (Re c, Im c) from finite-difference velocities along the
     track (lagda/learning/physics.py) and the head starts at zero, so training learns a correction to a
-    physics estimate (which alone gives ~97% test R@5 on `small` data; the plain transformer
-    of the previous cpu preset reached 16-22% in 14 min). The transformer: 2 blocks, d = 64,
-    patches of 20 observations, increments + sin/cos features, mean pooling.
-    c_(0,0) is masked out of the similarity: it never affects the velocity, and with the
-    default prior it carries ~58% of E|g_u(c)|^2, so under plain cosine even an oracle
-    encoder gets only ~80% trajectory -> coefficient R@5 on a 4,096 library.
+    physics estimate. The transformer: 2 blocks, d = 64, patches of 20 observations, increments + sin/cos
+    features, mean pooling.
+    c_(0,0) is masked out of the similarity: it never affects the velocity, yet under the default prior it
+    carries a large share of E|g_u(c)|^2, which under plain cosine would cap even an oracle encoder's
+    trajectory -> coefficient recall.
     """
     base = dict(n_blocks=2, d_model=64, n_heads=4, mlp_ratio=2, patch=20, features="increments+sincos",
                 pooling="mean", physics=True, physics_noise=1e-6, physics_stride=8, lr=1e-3, warmup=50,

@@ -18,10 +18,9 @@ The data, by regime (the lag and spacing as found by lagda.assimilation.methods.
 - noisy tracks (lag above 1): the displacements (lagda.assimilation.methods.track_data.displacement_data),
   whose noise is the white position noise instead of the amplified difference noise; above
   learned_noise_limit (given or estimated position noise std) under the original prior:
-  the shipped encoder was trained on noise-free (float32-rounded, ~2e-8) tracks and its
-  conditional for noisy ones is not trusted (measured at sigma = 1e-3: it made the estimate
-  worse); a set encoder trained on the noisy regime mixture, trusted there, changed the median
-  error by -0.7% to +0.4% and lowered the 95% coverage by about 2 points, so the limit stays;
+  the shipped encoder was trained on noise-free (float32-rounded) tracks and its conditional
+  for noisy ones is not trusted, nor is that of a set encoder trained on the noisy regime mixture
+  (docs/results/assimilation.md measures both on noisy tracks);
 - sparse tracks (spacing above sparse_steps RK4 steps): finite differences, then a
   Gauss-Newton refinement.
 
@@ -41,8 +40,8 @@ full-window Gauss-Newton run from the product mean often stays in a wrong basin)
 start and is not multiplied into the position likelihood a second time. With `starts` > 1
 the learned conditional's mean and draws from it are further starts (a learned global search),
 and the end point of least 4D-Var cost is kept. "auto" (default) refines sparse tracks only,
-where finite differences are biased; "none" never refines; "var" is the old hybrid (4D-Var from
-the embed / retrieve estimate, no product). Measured in experiments/assimilation_benchmark.py
+where finite differences are biased; "none" never refines; "var" runs 4D-Var from the embed /
+retrieve estimate, without the product. Measured in experiments/assimilation_benchmark.py
 (results/assimilation_benchmark.md).
 """
 

@@ -7,13 +7,14 @@ exp(-J(x)) with J the 4D-Var cost is pi up to a constant, for lagda's Fourier mo
 basis alike (tests/test_sample.py checks the chosen basis's time-basis path against the closed-form
 posterior of a uniform current). In a chosen basis this is var's strong-constraint model: the flow in
 the basis, white position noise, no error for the velocity the basis leaves out (`linear` models that
-one), so on flows not in the basis (a QG ocean) it is not the truth's posterior (docs/results/ocean.md:
-var there errs 1.061 and its bands cover 0.667 of the truth on the tiny preset's turbulence).
+one), so on flows not in the basis (a QG ocean) it is not the truth's posterior (docs/results/ocean.md
+measures the difference).
 
 Where the tracks do not determine the field (one sparse track) pi has many modes, and its mean, the
 estimate of least expected error, is not the MAP of any one of them. Tracks observed
 every fused.FUSED_MIN_STRIDE or more steps take log L and its gradient from the fused operator
-(`fused_log_likelihood`: the gradient -J^T r by forward sensitivity, ~8x faster than reverse mode at K = 49).
+(`fused_log_likelihood`: the gradient -J^T r by forward sensitivity instead of reverse mode through the RK4
+steps; docs/results/assimilation.md times the two).
 
 Sampler (blackjax.adaptive_tempered_smc): N particles from an initial Gaussian q move along the
 bridge of densities pi_l ∝ q^(1-l) (p0 L)^l, l = 0 -> 1. Each stage resamples (systematic), moves
@@ -37,9 +38,8 @@ ceil(trajectory_length / step size), at most max_leapfrog_steps. A dense covaria
 coordinates estimated from N particles is itself noisy (its whitened eigenvalues spread over
 (1 +- sqrt(d / N))^2), which shrinks the usable step: keep N at several times d (the default 1024
 is ~10 d for K = 49), or whiten by the diagonal. Tuning from the particles makes the moves depend
-on the particles they move, which biases the evidence by O(1 / N) when the moves mix poorly (on
-the 6-d linear-Gaussian twin, N = 256, dense: -0.13 +- 0.03 in log Z with 2 HMC transitions per
-stage, -0.02 +- 0.02 with 5); the posterior moments carry the usual O(1 / N) SMC bias.
+on the particles they move, which biases the evidence by O(1 / N) when the moves mix poorly (more
+HMC transitions per stage reduce it); the posterior moments carry the usual O(1 / N) SMC bias.
 
 The noise std sigma of the misfit is the given noise_std, else the one the evidence gives at var's MAP
 (variational.map_fit): the posterior is then the one given that empirical-Bayes sigma, recorded in
@@ -73,9 +73,8 @@ is a bank's reweighting, not a Gaussian), an encoder of other modes than the mod
 from its training times) follow hybrid's rule: the prior instead, said in the field's info ("learned_fallback"),
 which here means the prior start. hybrid's learned_noise_limit is not applied: it guards an estimate that
 multiplies the conditional in, while the bridge's weights correct a proposal exactly, so an untrusted q costs
-stages, not accuracy. A q far outside the prior can cost very many: an untrained encoder whose conditional sat
-~100 prior stds from the truth took ~400 stages on the K = 9 twin and ended with NaN particles (NaN rhat and
-start_offsets in its info); widen q (proposal_scale > 1) for an encoder not known to be calibrated.
+stages, not accuracy. A q far outside the prior can cost very many, and can end with NaN particles (NaN rhat
+and start_offsets in the field's info); widen q (proposal_scale > 1) for an encoder not known to be calibrated.
 
 Start "hybrid" (the learned conditional after the data have weighed in): q is `hybrid`'s posterior of the field,
 the learned conditional as the prior of the velocity inversion, refined by Gauss-Newton 4D-Var on sparse tracks,
@@ -83,13 +82,13 @@ as the Gaussian of its members (`Gaussian.of_members`: their mean and weighted d
 x 2K members). Any encoder hybrid reads serves, the shipped cosine one too, so the command defaults to it as the
 learned methods do. The learned start is the encoder's guess before the data, nearly as wide as the prior on
 informative tracks, so the bridge still has all of the data's information to cross; this start is after the data,
-near the posterior like var's Laplace start. On the K = 9 benchmark both took 5-16x less time than the prior start
-(docs/results/assimilation.md). The field's info keeps hybrid's decisions under "hybrid" (its noise estimate,
+near the posterior like var's Laplace start. docs/results/assimilation.md times both against the prior start.
+The field's info keeps hybrid's decisions under "hybrid" (its noise estimate,
 prior inflation, refinement) and its seconds.
 
 Importance sampling first (SampleConfig.importance_draws > 0): a start near the posterior (hybrid's or var's
 Gaussian) often needs no bridge at all. Each run then draws q in batches of `particles`, weights every draw by
-p0 L / q (one forward run of the tracks, no gradient: ~1/100 of a stage's HMC moves) until the weights' ESS
+p0 L / q (one forward run of the tracks, no gradient: far cheaper than a stage's HMC moves) until the weights' ESS
 reaches target_ess x particles or importance_draws are drawn, and takes the weighted draws as its sample when
 that ESS is reached and the weights' Pareto k (`pareto_k`, as PSIS estimates it) is below PARETO_K_MAX: the ESS
 alone can look fine while the weights have a heavy tail (q narrower than pi somewhere), which k detects. A run
@@ -108,15 +107,11 @@ region that every run misses; divergences can: they mark where the moves could n
 curvature, and the particles then do not reach those regions. Above config.DIVERGENT_WARN the field's decision line
 says so (lagda.assimilation.posterior): the sample's spread may be too narrow.
 
-The defaults (target_acceptance 0.9, at most 48 leapfrog steps, 4 stages at l = 1) were chosen on K = 49
-4-drifter sparse tracks (docs/results/assimilation.md), where the posterior has a curved valley. The earlier
-defaults (0.65, 16, 1) moved with larger steps, diverged in up to 38% of a stage's moves and lacked travel along
-the valley: their sample's grid-velocity spread was 0.86x and 0.73x the Laplace Gaussian's on two flows (bands
-covering 0.77 and 0.80), where long HMC chains spread as wide as the Laplace Gaussian (first flow) and cover 0.94
-(second). Smaller steps on trajectories as long (ceil(1.5 / step) leapfrog steps, so more of them) and more moves
-at l = 1 reach 0.94x and 0.90x (coverage 0.83 and 0.91) at the same error, for 2.6-2.8x the HMC gradients. At
-K = 9 the change took 2.0-2.4x the time for the same posterior mean within its Monte Carlo error; on the
-linear-Gaussian twin the mean, covariance and evidence stay within it (tests/test_sample.py).
+The defaults (target_acceptance 0.9, at most 48 leapfrog steps, 4 stages at l = 1) are for posteriors with a
+curved valley, as on K = 49 sparse tracks of several drifters: small steps on trajectories as long
+(ceil(trajectory_length / step) leapfrog steps, so more of them) and several moves at l = 1 follow the valley,
+for more HMC gradients per particle. docs/results/assimilation.md ("The sampler's kernel") measures them; on the
+linear-Gaussian twin the mean, covariance and evidence stay within their Monte Carlo error (tests/test_sample.py).
 """
 
 from __future__ import annotations

@@ -329,8 +329,8 @@ def difference_velocities(positions, times, release, config: LinearConfig, regim
     """Returns points `(n, 2)`, times `(n,)`, velocities `(n, 2)`, spans `(n,)`, order and noise gain.
 
     Smooth dense tracks (lag 1, not sparse) get the sixth-order seven-point difference
-    (`central_differences`), unless config.fd_order says otherwise (at 100-step spacing the
-    five-point difference was worse than the pairs, linear 0.93 against 0.90 with one drifter);
+    (`central_differences`), unless config.fd_order says otherwise (at wide spacings the
+    five-point difference is worse than the pairs: docs/results/assimilation.md);
     where no regular stencil of valid observations exists, the second-order pairs at the
     regime's lag. The noise gain: velocity noise = gain * sigma^2 / spacing^2.
     Raises:

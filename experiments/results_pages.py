@@ -1,0 +1,149 @@
+"""Writes the summary table at the top of each results page (docs/results/*.md) from the tracked results/*.csv.
+
+Each page's summary sits between two marker comments right below its title; everything else on the page is
+left as it is. `--check` writes nothing and exits 1 naming the pages whose summary differs from the CSVs
+(tests/test_results_pages.py runs the same comparison).
+
+Usage, from the checkout's root:
+
+    python -m experiments.results_pages            # rewrite the summaries
+    python -m experiments.results_pages --check    # exit 1 if a page and its CSVs disagree
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import pathlib
+import sys
+from typing import Callable
+
+import pandas as pd
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+BEGIN = "<!-- summary: begin (written by `python -m experiments.results_pages` from results/*.csv; do not edit) -->"
+END = "<!-- summary: end -->"
+
+
+def _number(value) -> str:
+    """Three significant digits; an empty cell for a value not measured (nan)."""
+    return "" if pd.isna(value) else f"{value:.3g}"
+
+
+def _markdown(frame: pd.DataFrame) -> str:
+    """Returns `frame` (index included) as a Markdown table, numbers to three significant digits."""
+    frame = frame.reset_index()
+    header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
+    rule = "|" + "---|" * len(frame.columns)
+    rows = ["| " + " | ".join(v if isinstance(v, str) else _number(v) for v in row) + " |"
+            for row in frame.itertuples(index=False)]
+    return "\n".join([header, rule, *rows])
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """One table of a page: its caption, the CSV it reads, and how the table is made from the CSV's rows."""
+
+    caption: str
+    csv: str  # path relative to the checkout's root
+    table: Callable[[pd.DataFrame], pd.DataFrame]
+
+    def render(self, root: pathlib.Path = ROOT) -> str:
+        return f"{self.caption} (`{self.csv}`):\n\n{_markdown(self.table(pd.read_csv(root / self.csv)))}"
+
+
+def _assimilation(rows: pd.DataFrame) -> pd.DataFrame:
+    methods = list(dict.fromkeys(rows["method"]))
+    table = rows.pivot(index="regime", columns="method", values="velocity_rel_l2_median")
+    return table[methods].reindex(list(dict.fromkeys(rows["regime"])))
+
+
+def _qg_defaults(rows: pd.DataFrame) -> pd.DataFrame:
+    table = rows.groupby(["drifters", "method"], sort=False)["error"].mean().unstack("method")
+    table["projection limit"] = rows.groupby("drifters", sort=False)["limit"].mean()
+    return table
+
+
+def _fig14(rows: pd.DataFrame) -> pd.DataFrame:
+    last = rows[rows["epoch"] == rows["epoch"].max()]
+    columns = {f"test/{d}/R@{k}": f"{d.replace('_to_', ' to ')} R@{k}" for d in ("traj_to_coef", "coef_to_traj")
+               for k in (1, 5, 10)}
+    return last.set_index("test_library")[list(columns)].rename(columns=columns).rename_axis("test library")
+
+
+def _objectives(rows: pd.DataFrame) -> pd.DataFrame:
+    columns = {"traj_to_coef/R@1_mean": "traj to coef R@1", "traj_to_coef/R@5_mean": "traj to coef R@5",
+               "embed/dense_mean": "embed dense", "hybrid/dense_mean": "hybrid dense",
+               "embed/sparse_mean": "embed sparse", "hybrid/sparse_mean": "hybrid sparse"}
+    return rows.set_index("objective")[list(columns)].rename(columns=columns)
+
+
+PAGES = {
+    "docs/results/assimilation.md": [
+        Summary("Median relative velocity error over the held-out flows, per observation regime and method "
+                "(K = 49; `truth-map` is 4D-Var started from the truth, which no method can use)",
+                "results/assimilation_benchmark.csv", _assimilation),
+    ],
+    "docs/results/ocean.md": [
+        Summary("Relative velocity error on QG turbulence with every default (`--basis circular`), mean over the "
+                "flows, per number of drifters: without (`noclim`) and with (`clim`) a climatology, the oracle, "
+                "and the error of the truth's projection on the basis",
+                "results/qg_defaults.csv", _qg_defaults),
+    ],
+    "docs/results/training.md": [
+        Summary("Test retrieval of the paper preset after its last epoch (Figure 14), per test library: the "
+                "per-epoch evaluation's 4,096 fields, the whole test set, and 252 libraries of 128 fields",
+                "results/fig14_paper.csv", _fig14),
+        Summary("The training objectives compared: test retrieval and the downstream relative velocity error of "
+                "`embed` and `hybrid` on dense and sparse tracks, mean over seeds",
+                "results/objectives_summary.csv", _objectives),
+    ],
+}
+
+
+def summary_block(page: str, root: pathlib.Path = ROOT) -> str:
+    """Returns the marked summary block of `page` (a key of PAGES) made from its CSV files."""
+    return "\n".join([BEGIN, "", "\n\n".join(s.render(root) for s in PAGES[page]), "", END])
+
+
+def with_summary(text: str, block: str) -> str:
+    """Returns page `text` with its marked block replaced by `block`, or `block` inserted below the title."""
+    if BEGIN in text:
+        head, rest = text.split(BEGIN, 1)
+        if END not in rest:
+            raise ValueError(f"a summary begins ({BEGIN}) but does not end ({END})")
+        return head + block + rest.split(END, 1)[1]
+    title, _, body = text.partition("\n")
+    if not title.startswith("# "):
+        raise ValueError(f"the page does not start with a '# ' title: {title[:60]!r}")
+    return f"{title}\n\n{block}\n{body}"
+
+
+def stale_pages(root: pathlib.Path = ROOT) -> list[str]:
+    """Returns the pages whose marked summary differs from what their CSV files give."""
+    return [page for page in PAGES
+            if (root / page).read_text() != with_summary((root / page).read_text(), summary_block(page, root))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page is stale")
+    args = parser.parse_args(argv)
+    if args.check:
+        stale = stale_pages()
+        for page in stale:
+            print(f"error: {page}: its summary differs from its CSV files (run python -m experiments.results_pages)",
+                  file=sys.stderr)
+        return 1 if stale else 0
+    for page in PAGES:
+        path = ROOT / page
+        text = path.read_text()
+        new = with_summary(text, summary_block(page))
+        if new != text:
+            path.write_text(new)
+            print(f"wrote the summary of {page}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
