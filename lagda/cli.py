@@ -250,20 +250,29 @@ def _option_kind(kind) -> dict:
     return {"type": kind if kind in (int, float) else str}
 
 
-def add_config_options(parser, fields: dict) -> None:
-    """Adds one option --NAME per config field to `parser`: `fields` maps a field name to (annotation, help)."""
+def add_config_options(parser, fields: dict, shown: dict | None = None) -> None:
+    """Adds one option --NAME per config field to `parser`: `fields` maps a field name to (annotation, help);
+    with `shown`, only its fields appear in --help, with its help texts (the others are accepted, unlisted)."""
     for name, (kind, help_text) in fields.items():
-        parser.add_argument("--" + name.replace("_", "-"), dest=name, default=None, help=help_text.replace("%", "%%"),
+        if shown is not None:
+            help_text = shown[name][1] if name in shown else None
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, default=None,
+                            help=argparse.SUPPRESS if help_text is None else help_text.replace("%", "%%"),
                             **_option_kind(kind))
 
 
-def _method_options() -> dict:
-    """Returns {field: (annotation, help)} over every method's config, the help naming each method and default."""
+def _method_options(only: str | None = "") -> dict:
+    """Returns {field: (annotation, help)} over every method's config, the help naming each method and default;
+    with `only` a method's name, that method's fields alone; with None, none."""
     from lagda.assimilation.methods.registry import METHODS
     from lagda.settings import setting_help
 
+    if only is None:
+        return {}
     uses: dict = {}
     for name, cls in METHODS.items():
+        if only and name != only:
+            continue
         for field in dataclasses.fields(cls.Config):
             kind = typing.get_type_hints(cls.Config)[field.name]
             known, by_help = uses.setdefault(field.name, (kind, {}))
@@ -284,16 +293,11 @@ from lagda.assimilation.methods.config import RENAMED  # noqa: E402  (no jax imp
 from lagda.assimilation.methods.registry import METHODS as ASSIM_METHODS  # noqa: E402  (no jax import)
 
 
-def _add_assimilate_parser(subparsers) -> None:
+def _add_assimilate_parser(subparsers, help_method: str | None = None) -> None:
     p = subparsers.add_parser(
         "assimilate", help="recover the velocity field (with uncertainty) from observed drifter tracks",
         description="Assimilate drifter tracks into the flow model: writes the posterior over the Fourier "
                     "coefficients and the posterior mean/std of psi, u, v on a grid to a netCDF result file.")
-    p.add_argument("--model", metavar="RUN", help="trained model run directory (used by retrieve, embed, hybrid and "
-                   "sample --start learned / hybrid; default for all but --start learned: the encoder shipped with "
-                   "lagda that reads every observation regime, "
-                   "lagda/shipped/learned/); for linear, var, enkf it supplies the modes and prior when given, else "
-                   "they come from the track file")
     p.add_argument("--tracks", required=True, metavar="FILE",
                    help="track file: CF trajectory netCDF (multidimensional, orthogonal or contiguous ragged, e.g. "
                         "clouddrift's), Parcels output (v4 Parquet, v3 zarr), a lagda dataset, or CSV with header "
@@ -329,10 +333,18 @@ def _add_assimilate_parser(subparsers) -> None:
                         "prior spectrum and the variance of the velocity the basis leaves out (default: the default "
                         "spectrum, and that variance estimated from the tracks)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    p.add_argument("--model", metavar="RUN", help="trained model run directory (used by retrieve, embed, hybrid and "
+                   "sample --start learned / hybrid; default for all but --start learned: the encoder shipped with "
+                   "lagda that reads every observation regime, "
+                   "lagda/shipped/learned/); for linear, var, enkf it supplies the modes and prior when given, else "
+                   "they come from the track file")
     p.add_argument("--keep-undrogued", action="store_true",
                    help="keep fixes a GDP file marks undrogued (drogue_status 0; default: left out, counted)")
-    add_config_options(p.add_argument_group("method settings (each applies to the methods it names)"),
-                       _method_options())
+    shown = _method_options(help_method)
+    group = p.add_argument_group(
+        f"settings of --method {help_method}" if help_method else "method settings",
+        None if help_method else "each method has settings of its own: `lagda assimilate --method M --help` lists M's")
+    add_config_options(group, _method_options(), shown)
     for old in RENAMED:  # the previous release's names, accepted with a deprecation note
         p.add_argument("--" + old.replace("_", "-"), dest=old, default=None, help=argparse.SUPPRESS,
                        **_option_kind(typing.get_type_hints(ASSIM_METHODS[RENAMED[old][0][0]].Config)[RENAMED[old][1]]))
@@ -697,13 +709,13 @@ def _run_demo(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """Returns the `lagda` parser with every subcommand (each with --debug)."""
     parser = argparse.ArgumentParser(prog="lagda", description="Lagrangian data assimilation by contrastive learning.")
     parser.add_argument("--version", action="version", version=f"lagda {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_simulate_parser(subparsers)
-    _add_assimilate_parser(subparsers)
+    _add_assimilate_parser(subparsers, _help_method(argv or []))
     _add_map_parser(subparsers)
     _add_export_parser(subparsers)
     _add_train_parser(subparsers)
@@ -712,6 +724,16 @@ def build_parser() -> argparse.ArgumentParser:
     for sub in subparsers.choices.values():
         sub.add_argument("--debug", action="store_true", help="on an error, show the full traceback")
     return parser
+
+
+def _help_method(argv: list[str]) -> str | None:
+    """Returns M of `lagda assimilate --method M --help`, whose settings that help lists, else None."""
+    if len(argv) < 2 or argv[0] != "assimilate" or not {"-h", "--help"} & set(argv):
+        return None
+    for i, word in enumerate(argv[:-1]):
+        if word == "--method" and argv[i + 1] in ASSIM_METHODS:
+            return argv[i + 1]
+    return None
 
 
 def compile_cache_dir() -> str | None:
@@ -747,7 +769,7 @@ def main(argv: list[str] | None = None) -> int:
     cache between runs (`compile_cache_dir`).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser()
+    parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # argparse: --help, --version, usage errors

@@ -73,3 +73,15 @@ def test_the_command_keeps_compiled_programs_in_a_per_user_cache(tmp_path):
 
     with xr.open_dataset(tmp_path / "a.nc") as a, xr.open_dataset(tmp_path / "b.nc") as b:
         np.testing.assert_array_equal(a["coef_mean_re"].values, b["coef_mean_re"].values)
+
+
+def test_assimilate_help_lists_a_method_s_settings_only_when_asked(capsys):
+    from lagda.cli import main
+
+    assert main(["assimilate", "--help"]) == 0
+    short = capsys.readouterr().out
+    assert "--tracks" in short and "--iterations" not in short and "--method M --help" in short
+    assert main(["assimilate", "--method", "var", "--help"]) == 0
+    var = capsys.readouterr().out
+    assert "settings of --method var" in var and "--iterations" in var and "--fd-lag" not in var
+    assert len(short.splitlines()) < 120
