@@ -134,3 +134,24 @@ def test_fixes_outside_a_given_box_are_a_warning(tmp_path):
     (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
     with pytest.warns(UserWarning, match=r"10 of 20 fixes \(50%\) lie outside --box"):
         read_tracks(tmp_path / "t.csv", box=(-40.05, -39.05, 30.0, 31.0), time_scale=1e6)
+
+
+def test_the_fixes_panel_names_a_few_of_hundreds_of_drifters():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from lagda.assimilation.plot import MAX_LABELLED_DRIFTERS, _draw_timeline
+    from lagda.io.tracks import pack_tracks
+
+    n = 300
+    times = [np.linspace(0.0, 0.1, 5)] * n
+    positions = [np.full((5, 2), 0.5)] * n
+    mapping = Mapping((-41.0, -39.0, 29.0, 31.0), "lonlat", 1.7e9, 2.6e7)
+    tracks = pack_tracks(times, positions, 300234060000000 + np.arange(n), np.zeros(n, np.int64), mapping=mapping)
+    fig, ax = plt.subplots()
+    _draw_timeline(ax, tracks, 0, mapping, 0.05)
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert len(labels) == MAX_LABELLED_DRIFTERS and labels[0] == "300234060000000" and "300" in ax.get_ylabel()
+    plt.close(fig)

@@ -116,21 +116,30 @@ def _map_coordinates(mapping):
     return lambda x, y: tuple(v / 1e3 for v in mapping.from_model(x, y))
 
 
+MAX_LABELLED_DRIFTERS = 12  # the fixes panel names at most this many drifters
+
+
 def _draw_timeline(ax, tracks: Tracks, field: int, mapping, t: float) -> None:
     """Draws each drifter's fixes of the field against the date (gaps show as breaks), a line at time t."""
     import matplotlib.dates as mdates
 
     rows = np.flatnonzero(np.asarray(tracks.field) == field)
     to_date = lambda model_t: (mapping.time_from_model(model_t) * 1e3).astype("datetime64[ms]")
+    marker = max(0.5, min(6.0, 200.0 / max(len(rows), 1)))  # thinner rows for many drifters
     for row, i in enumerate(rows):
         ok = np.isfinite(tracks.times[i]) & np.all(np.isfinite(tracks.positions[i]), axis=-1)
-        ax.plot(to_date(tracks.times[i][ok]), np.full(int(ok.sum()), row), "|", color="orange", ms=6)
+        ax.plot(to_date(tracks.times[i][ok]), np.full(int(ok.sum()), row), "|", color="orange", ms=marker)
     ax.axvline(to_date(np.array(t)), color="k", lw=0.8)
-    ax.set_yticks(range(len(rows)), [str(v) for v in np.asarray(tracks.trajectory_id)[rows]])
+    ids = np.asarray(tracks.trajectory_id)[rows]
+    if len(rows) <= MAX_LABELLED_DRIFTERS:
+        ax.set_yticks(range(len(rows)), [str(v) for v in ids])
+    else:  # a few ids as labels: hundreds of them are unreadable
+        ticks = np.linspace(0, len(rows) - 1, MAX_LABELLED_DRIFTERS).round().astype(int)
+        ax.set_yticks(ticks, [str(ids[k]) for k in ticks], fontsize=6)
     locator = mdates.AutoDateLocator(maxticks=5)
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
-    ax.set(xlabel="date (UTC)", ylabel="drifter", title="fixes per drifter (gaps)")
+    ax.set(xlabel="date (UTC)", ylabel=f"drifter ({len(rows)})", title="fixes per drifter (gaps)")
 
 
 def _without_mean(image) -> np.ndarray:
