@@ -119,21 +119,22 @@ def track_features(positions, time_, k1, k2, omega, stride: int, chunk: int = CH
     return np.concatenate(_chunked(features, len(positions), chunk))
 
 
-def velocity_noise(data: PairedData, stride: int, n_fields: int, chunk: int = CHUNK) -> tuple[float, float]:
-    """Returns (sigma_v, lag-1 correlation): the rms of the finite-difference velocity error v - G theta at the
-    true coefficients, per component, over the first `n_fields` fields' first drifter, and the correlation of
-    consecutive intervals' errors."""
+def velocity_noise(data: PairedData, stride: int, n_fields: int, chunk: int = CHUNK) -> tuple[float, float, float]:
+    """Returns (sigma_v, lag-1 correlation, v_rms): the rms of the finite-difference velocity error v - G theta at
+    the true coefficients, per component, over the first `n_fields` fields' first drifter, the correlation of
+    consecutive intervals' errors, and the rms of v itself per component."""
     theta = _theta(data.coef[:n_fields])
 
     def sums(part):
         g, v = physics.design_matrix(data.positions[:n_fields][part, 0], data.time, data.k1, data.k2, data.omega,
                                      stride)
         residual = v - np.einsum("tjcm,tm->tjc", g, theta[part])
-        return np.sum(residual**2), np.sum(residual[:, 1:] * residual[:, :-1]), residual.size, residual[:, 1:].size
+        return (np.sum(residual**2), np.sum(residual[:, 1:] * residual[:, :-1]), residual.size,
+                residual[:, 1:].size, np.sum(v**2))
 
-    square, lagged, size, lagged_size = np.sum(_chunked(sums, len(theta), chunk), axis=0)
+    square, lagged, size, lagged_size, speed = np.sum(_chunked(sums, len(theta), chunk), axis=0)
     variance = square / size
-    return float(np.sqrt(variance)), float(lagged / lagged_size / variance)
+    return float(np.sqrt(variance)), float(lagged / lagged_size / variance), float(np.sqrt(speed / size))
 
 
 def misfit_margins(u: np.ndarray, v: np.ndarray, chunk: int = 1024) -> dict[str, float]:
@@ -219,13 +220,13 @@ def measure(train: PairedData, test: PairedData, strides, noise_fields: int, bat
         print(" ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in rows[-1].items()),
               flush=True)
 
-    sigma_cpu, _ = velocity_noise(train, cpu.physics_stride, noise_fields)
+    sigma_cpu, _, _ = velocity_noise(train, cpu.physics_stride, noise_fields)
     run("posterior-mean:cpu-preset", cpu.physics_stride, sigma_cpu, cpu.physics_noise,
         lambda: posterior_mean_recall(test, cpu.physics_noise, cpu.physics_stride, batch))
     for stride in strides:
-        sigma_v, lag1 = velocity_noise(train, stride, noise_fields)
+        sigma_v, lag1, v_rms = velocity_noise(train, stride, noise_fields)
         print(f"stride {stride}: velocity error rms {sigma_v:.3g} at the true coefficients (first {noise_fields} "
-              f"training fields), lag-1 correlation {lag1:.2f}", flush=True)
+              f"training fields; the velocity's rms {v_rms:.3g}), lag-1 correlation {lag1:.2f}", flush=True)
         run("likelihood", stride, sigma_v, "", lambda: likelihood_recall(test, stride, batch))
         ridge = stride * sigma_v**2
         run("posterior-mean:estimated-noise", stride, sigma_v, ridge,

@@ -38,11 +38,13 @@ def test_velocity_noise_of_noisy_positions(pairs):
     noisy = data.positions + np.random.default_rng(1).normal(0.0, eps, data.positions.shape).astype(np.float32)
     noisy = dataclasses.replace(data, positions=noisy)
     for stride in (1, 2):
-        sigma, lag1 = ceiling.velocity_noise(noisy, stride, n_fields=8)
+        sigma, lag1, _ = ceiling.velocity_noise(noisy, stride, n_fields=8)
         assert sigma == pytest.approx(np.sqrt(2) * eps / (stride * dt), rel=0.1)
         assert lag1 == pytest.approx(-0.5, abs=0.1)
-    exact_sigma, _ = ceiling.velocity_noise(data, 1, n_fields=8)
+    exact_sigma, _, v_rms = ceiling.velocity_noise(data, 1, n_fields=8)
     assert exact_sigma < 1e-2 * np.sqrt(2) * eps / dt
+    z = data.positions[:, 0].astype(np.float64)
+    assert v_rms == pytest.approx(np.sqrt(np.mean(((z[:, 1:] - z[:, :-1]) / dt) ** 2)), rel=1e-6)
 
 
 def test_likelihood_ranks_exact_tracks_first(pairs):
