@@ -80,8 +80,9 @@ def run_parcels(truth: xr.Dataset, flow: int, n_drifters: int, out: pathlib.Path
 
 
 def error_in_extent(result_path, truth: xr.Dataset, flow: int, parquet) -> tuple[float, int, int]:
-    """Returns (relative L2 error of the result's u_mean, v_mean, grid points scored, times scored)."""
+    """Returns (relative L2 error of the result's mean u, v, grid points scored, times scored)."""
     from lagda.io.formats import read_tracks
+    from lagda.io.results import mean_velocity
 
     mapping = placement(truth)
     u, v, centres = periodic_truth(truth, flow)
@@ -104,7 +105,7 @@ def error_in_extent(result_path, truth: xr.Dataset, flow: int, parquet) -> tuple
             scored += 1
             for name, field in (("u", u), ("v", v)):
                 true = RegularGridInterpolator((centres, centres), field[i])(points)
-                est = res[f"{name}_mean"].values[0, j][inside]
+                est = mean_velocity(res, name)[j][inside]
                 err, ref = err + float(np.sum((est - true) ** 2)), ref + float(np.sum(true**2))
     return float(np.sqrt(err / ref)), int(inside.sum()), scored
 

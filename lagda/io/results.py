@@ -150,6 +150,14 @@ def user_layout(ds):
     return ds
 
 
+def mean_velocity(ds, component: str) -> np.ndarray:
+    """Returns the posterior-mean velocity `component` ("u" or "v") of flow 0 of an opened result dataset,
+    `(time, lat, lon)` (or `(model_time, y, x)`), in either layout (`user_layout` or the per-flow one)."""
+    if component in ds.variables and f"{component}_mean" not in ds.variables:
+        return ds[component].values
+    return ds[f"{component}_mean"].values[0]
+
+
 def _physical_coordinates(mapping: Mapping, grid, times) -> dict:
     """Returns the auxiliary coordinates of a physical result: lon(x), lat(y) (or metres) and time(model_time)."""
     a, b = mapping.from_model(grid, grid)
