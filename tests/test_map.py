@@ -74,18 +74,25 @@ def test_uniform_current_is_recovered_on_every_tile_without_seams(uniform):
         assert "spikes" in ds.attrs["notes"] and ds.attrs["clean_spikes_dropped"] == 3 * 14  # 3 per drifter
 
 
-def test_a_current_across_the_dateline_keeps_the_input_longitudes(tmp_path):
-    archive, out = tmp_path / "dateline.nc", tmp_path / "dateline.zarr"
-    write_archive(archive, 176.0, -20.0, n=10)
-    s = settings(176.0, -20.0)
-    assert s.region[1] < s.region[0]  # 176 .. -178
+@pytest.mark.parametrize("lon0, lat0", [(176.0, -20.0), (-40.0, 66.0)], ids=["dateline", "65N"])
+def test_a_current_across_the_dateline_or_at_high_latitude(tmp_path, lon0, lat0):
+    archive, out = tmp_path / "tracks.nc", tmp_path / "map.zarr"
+    write_archive(archive, lon0, lat0, n=10)
+    s = settings(lon0, lat0)
     map_archive(archive, out, s, workers=1, progress=False, say=lambda _: None)
     with xr.open_zarr(out) as ds:
         lon = ds.lon.values
-        assert np.all(np.diff(lon) > 0) and lon[0] == pytest.approx(176.25) and lon[-1] == pytest.approx(181.75)
+        assert np.all(np.diff(lon) > 0) and lon[0] == pytest.approx(lon0 + 0.25)
+        assert lon[-1] == pytest.approx(lon0 + 5.75)  # 176 .. -178 is given as 176.25 .. 181.75: increasing
         where = ds.n_fixes > 0
         assert int(where.sum()) > 50
-        assert float(np.nanmax(np.abs(ds.u.where(where) - U))) < 0.1 * np.hypot(U, V)
+        speed = np.hypot(U, V)
+        # at 65-71 N the tangent plane's east-west scale varies by up to 20% across a tile's box, a trend the
+        # periodic basis fits only in part: the typical cell is off by a few per cent there
+        worst, typical = (0.1, 0.03) if lat0 < 60 else (0.2, 0.05)
+        for c, true in (("u", U), ("v", V)):
+            error = np.abs(ds[c].where(where).values - true)
+            assert np.nanmax(error) < worst * speed and np.nanmedian(error) < typical * speed
 
 
 def test_a_killed_map_resumes_to_the_same_store(uniform, tmp_path):
