@@ -43,11 +43,11 @@ class MapSettings:
     period: tuple[float, float]
     resolution: float = 0.25
     cadence_s: float = DAY_S
-    tile_deg: float = 10.0
-    halo_deg: float = 2.5
+    tile_deg: float = 6.0
+    halo_deg: float = 1.5
     window_days: float = 30.0
     step_days: float = 15.0
-    k_max: float = 10.0
+    k_max: float = 8.0
     degree: int = 3
     keep_undrogued: bool = False
 
