@@ -367,6 +367,15 @@ def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | o
             shard i of n (schema.open_dataset joins the n files into the unsharded dataset).
         report: called with one line for each thing decided or cleaned up on the user's behalf (default:
             printed to stderr).
+    Example:
+        >>> import os, tempfile
+        >>> from simulate import open_dataset, small
+        >>> out = os.path.join(tempfile.mkdtemp(), "pairs.nc")
+        >>> path = generate_dataset(small(n_samples=2, t_final=0.002), out, report=lambda line: None)
+        >>> with open_dataset(path) as ds:
+        ...     print(ds.x.shape)  # (sample, drifter, obs)
+        (2, 1, 20)
+
     Raises:
         ValueError: bad settings, a --like conflict, an existing output or unfinished run that may not be
             used, a resume with another setting (named), or an unwritable output path; all checked before

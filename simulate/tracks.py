@@ -31,6 +31,15 @@ def simulate_tracks(coef, release, k1, k2, omega, dt, n_obs: int, stride: int, d
         dt: time step; n_obs, stride: static integers.
         diffusivity: Brownian forcing kappa (static); 0 gives plain RK4.
         key: PRNG key for the Brownian increments (required when diffusivity > 0).
+    Example:
+        A uniform eastward current u = 1 (the one mode k = (0, 1) with c = i / (2 pi)), from the origin:
+
+        >>> import numpy as np
+        >>> coef = np.array([[1j / (2 * np.pi)]])  # (sample, mode)
+        >>> z = simulate_tracks(coef, np.zeros((1, 1, 2)), np.array([0]), np.array([1]), np.zeros(1), 0.01, 3, 10)
+        >>> np.round(np.asarray(z[0, 0], np.float64), 6).tolist()  # x = t at t = 0.1, 0.2, 0.3
+        [[0.1, 0.0], [0.2, 0.0], [0.3, 0.0]]
+
     Raises:
         ValueError: on mismatched shapes.
     """

@@ -85,6 +85,16 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, run_dir=No
         keep_undrogued: keep fixes a GDP file marks undrogued (drogue_status 0; default: left out, counted).
         method_options: fields of the method's config (members, top_k, ...; the previous release's names
             are accepted with a note).
+    Example:
+        >>> import os, tempfile
+        >>> from simulate import generate_dataset, small
+        >>> folder = tempfile.mkdtemp()
+        >>> data = generate_dataset(small(n_samples=4, t_final=0.02), os.path.join(folder, "pairs.nc"),
+        ...                         report=lambda line: None)
+        >>> summary = assimilate_file(data, os.path.join(folder, "result.nc"), "linear")
+        >>> summary["fields"], summary["velocity_rel_l2"] < 1  # better than the prior mean, zero
+        (4, True)
+
     Raises:
         ValueError: bad method / option, existing output without overwrite, tracks that do not fit.
         FileNotFoundError: missing track file or run directory.

@@ -69,6 +69,14 @@ def read_tracks(path, box=None, time_scale: float | None = None, *, keep_undrogu
         box: (west, east, south, north) in degrees (or metres for projected x/y), optional.
         time_scale: seconds per model time unit, optional.
         keep_undrogued: keep the fixes a GDP `drogue_status` marks undrogued (dropped by default).
+    Example:
+        The shipped GDP-like file (a clouddrift ragged array in lon/lat, hourly fixes):
+
+        >>> from lagda.demo import shipped
+        >>> tracks = read_tracks(shipped("gdp_like.nc"))
+        >>> tracks.n_trajectory, tracks.mapping.coordinates, tracks.positions.shape[-1]
+        (8, 'lonlat', 2)
+
     Raises:
         FileNotFoundError: if `path` does not exist.
         ValueError: one line, if the file is none of these or is inconsistent.

@@ -209,6 +209,12 @@ def read_run_files(run_dir):
 def load_run(run_dir):
     """Returns (encoder g_v, TrainConfig, dataset meta) of the latest checkpoint of a run.
 
+    Example:
+        >>> from lagda.demo import shipped
+        >>> encoder, config, meta = load_run(shipped("learned"))
+        >>> config.encoder
+        'set'
+
     Raises:
         FileNotFoundError: if run_dir, its config/dataset json or checkpoints are missing.
         ValueError: if they are corrupted or do not match.

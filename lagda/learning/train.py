@@ -329,6 +329,19 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
             merged (`merge_drifters`: e.g. a fixed-release file and a random-release file).
         resume: continue from the latest checkpoint in run_dir; bit-for-bit identical to an
             uninterrupted run (shuffling uses fold_in(seed, epoch)).
+    Example:
+        One epoch of the `tiny` preset on 64 pairs:
+
+        >>> import json, os, tempfile
+        >>> from lagda.learning.config import tiny
+        >>> from simulate import generate_dataset, small
+        >>> folder = tempfile.mkdtemp()
+        >>> data = generate_dataset(small(n_samples=64, t_final=0.002), os.path.join(folder, "pairs.nc"),
+        ...                         report=lambda line: None)
+        >>> run = train(tiny(epochs=1), data, None, os.path.join(folder, "run"), progress=False)
+        >>> sorted(json.loads(open(run / "metrics.jsonl").readline()))[:3]
+        ['epoch', ...]
+
     Raises:
         ValueError / FileNotFoundError: bad config, data or run dir (one line).
         TrainingDiverged: NaN/inf loss (a ValueError), last good checkpoint kept.

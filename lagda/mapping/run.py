@@ -37,6 +37,13 @@ class MapSettings:
         window_days, step_days: each tile's time window and the step between windows.
         k_max, degree: the tile basis (circular Fourier modes per box side, Legendre degree in time).
         keep_undrogued: keep fixes with drogue_status 0.
+
+    Example:
+        >>> from lagda.io.physical import parse_time
+        >>> s = MapSettings(region=(-60, -20, 20, 60), period=(parse_time("2025-01-01"), parse_time("2025-01-31")))
+        >>> grid = s.grid()  # cells of 0.25 degree, daily
+        >>> len(grid.days), len(grid.lat), len(grid.lon)
+        (31, 160, 160)
     """
 
     region: tuple[float, float, float, float]

@@ -8,6 +8,13 @@ validated on construction) and, for the learned methods, a trained encoder (`Sco
 `Embed.from_run(run_dir)`). The classes here are thin: each imports its implementation module (JAX)
 on first call, so `METHODS` can be read at start-up by the command line, which makes one option per
 config field.
+
+Example:
+    >>> from lagda.assimilation import METHODS
+    >>> sorted(METHODS)
+    ['embed', 'enkf', 'hybrid', 'linear', 'retrieve', 'sample', 'var']
+    >>> METHODS["var"](iterations=10).config.iterations
+    10
 """
 
 from __future__ import annotations
