@@ -225,13 +225,20 @@ def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, 
         cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
                                dashboard_address=None, silence_logs=40)
     with Client(scheduler or cluster) as client:
-        futures = [client.submit(_run_tile, tile_fixes(fixes, t), t, grid, settings.k_max, settings.degree,
-                                 key=f"tile-{t.key}", pure=False) for t in pending]
+        # a bounded number of tiles in flight: the client holds the fixes of those tiles only
+        limit = 2 * max(1, len(client.scheduler_info().get("workers", {})) or workers or 1)
+        queue = iter(pending)
+        submit = lambda t: client.submit(_run_tile, tile_fixes(fixes, t), t, grid, settings.k_max, settings.degree,
+                                         key=f"tile-{t.key}", pure=False)
+        running = as_completed([submit(t) for _, t in zip(range(limit), queue)])  # range first: no tile lost
         bar = tqdm(total=n_tiles, initial=n_done, unit="tile", disable=not progress, desc="lagda map")
-        for future in as_completed(futures):
+        for future in running:
             _save_piece(partial, future.result())
             future.release()
             bar.update(1)
+            following = next(queue, None)
+            if following is not None:
+                running.add(submit(following))
         bar.close()
     if cluster is not None:
         cluster.close()
