@@ -345,7 +345,7 @@ def _add_assimilate_parser(subparsers, help_method: str | None = None) -> None:
         f"settings of --method {help_method}" if help_method else "method settings",
         None if help_method else "each method has settings of its own: `lagda assimilate --method M --help` lists M's")
     add_config_options(group, _method_options(), shown)
-    for old in RENAMED:  # the previous release's names, accepted with a deprecation note
+    for old in RENAMED:  # renamed options (CHANGELOG.md), accepted with a deprecation note
         p.add_argument("--" + old.replace("_", "-"), dest=old, default=None, help=argparse.SUPPRESS,
                        **_option_kind(typing.get_type_hints(ASSIM_METHODS[RENAMED[old][0][0]].Config)[RENAMED[old][1]]))
     p.set_defaults(run=_run_assimilate)

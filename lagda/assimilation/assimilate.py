@@ -83,8 +83,9 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, run_dir=No
         times: the result's grid times (fields.result_times): None (daily for physical tracks, else 11 over the
             window), a count, or a step such as "6h" for physical tracks.
         keep_undrogued: keep fixes a GDP file marks undrogued (drogue_status 0; default: left out, counted).
-        method_options: fields of the method's config (members, top_k, ...; the previous release's names
+        method_options: fields of the method's config (members, top_k, ...; the renamed options of CHANGELOG.md
             are accepted with a note).
+
     Example:
         >>> import os, tempfile
         >>> from simulate import generate_dataset, small

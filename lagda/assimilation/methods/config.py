@@ -270,7 +270,7 @@ class HybridConfig(LinearConfig, EmbedConfig, OptimiserConfig):
         ]
 
 
-# option names of the previous release (one AssimConfig for every method) -> (methods, new name); accepted
+# renamed option names (CHANGELOG.md; one AssimConfig for every method in 0.1.0) -> (methods, new name); accepted
 # with a deprecation note until the next release
 RENAMED = {
     "var_iterations": (("var",), "iterations"), "var_lr": (("var", "hybrid"), "lr"),
@@ -285,7 +285,7 @@ RENAMED = {
 def configure(method: str, config_class, options: dict, strict: bool = True) -> tuple[Any, list[str]]:
     """Returns (the validated config of `method` with `options` applied, deprecation notes).
 
-    Options are field names of `config_class`; a name of the previous release (`RENAMED`) is mapped to
+    Options are field names of `config_class`; a renamed option (`RENAMED`, CHANGELOG.md) is mapped to
     its new name with a note (dropped, with a note, for a method it never applied to).
 
     Args:

@@ -52,8 +52,8 @@ class Method(abc.ABC):
     progress: bool = False  # draw a progress bar on stderr (the methods that take long: sample)
 
     def __init__(self, config: MethodConfig | None = None, **options):
-        """Builds the method from `config`, or from `options` (its config's field names; the previous release's
-        names are accepted with a note in `self.notes`).
+        """Builds the method from `config`, or from `options` (its config's field names; the renamed options
+        of CHANGELOG.md are accepted with a note in `self.notes`).
 
         Raises:
             ValueError: for an unknown option or a bad value (one line); TypeError: for another method's config.
