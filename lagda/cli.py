@@ -485,14 +485,18 @@ def _add_map_parser(subparsers) -> None:
 def _run_map(args: argparse.Namespace) -> int:
     from lagda.assimilation.fields import parse_step
     from lagda.io.physical import parse_time
-    from lagda.mapping.run import MapSettings, map_archive
+    from lagda.mapping.run import MapSettings, interrupted_state, map_archive
 
     settings = MapSettings(tuple(args.region), (parse_time(args.period[0]), parse_time(args.period[1])),
                            args.resolution, parse_step(args.cadence, "--cadence"), args.tile_size, args.halo,
                            args.window_days, args.window_step, args.k_max, args.degree, args.keep_undrogued)
     say = lambda line: print(f"lagda map: {line}", file=sys.stderr)
-    summary = map_archive(args.tracks, args.out, settings, workers=args.workers, scheduler=args.scheduler,
-                          resume=args.resume, overwrite=args.overwrite, say=say)
+    try:
+        summary = map_archive(args.tracks, args.out, settings, workers=args.workers, scheduler=args.scheduler,
+                              resume=args.resume, overwrite=args.overwrite, say=say)
+    except KeyboardInterrupt:
+        print(f"lagda map: interrupted: {interrupted_state(args.out)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if summary.get("already_complete"):
         return 0
     for line in summary["notes"][-1:]:

@@ -136,3 +136,41 @@ def test_map_refuses_bad_input_in_one_line(uniform, tmp_path):
     none = run("--period", "2030-01-01", "2030-01-15")
     assert none.returncode == 2 and "no fix" in none.stderr
     assert not any(p.name.startswith("m.nc") for p in tmp_path.iterdir())
+
+
+FAULTS = ["map-partial:created", "map-partial:renamed", "map-tile:written@2", "map-tile:renamed@2", "map-final:open",
+          "map-final:written", "map-final:renamed", "map-partial-removal:renamed"]
+
+
+@pytest.fixture(scope="module")
+def small_map(uniform, tmp_path_factory):
+    """(archive, settings of a 3-tile map, a running in-process scheduler, its uninterrupted map)."""
+    from dask.distributed import LocalCluster
+
+    archive = uniform[0]
+    s = MapSettings((-40.0, -37.0, 30.0, 33.0), (parse_time(START), parse_time(START) + 8 * 86400.0),
+                    resolution=0.5, tile_deg=3.0, halo_deg=1.0, window_days=8.0, step_days=4.0, k_max=3.0, degree=1)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        out = tmp_path_factory.mktemp("reference") / "map.nc"
+        map_archive(archive, out, s, scheduler=cluster.scheduler_address, progress=False, say=lambda _: None)
+        yield archive, s, cluster.scheduler_address, out
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_an_interrupt_at_each_transition_then_resume_gives_the_same_map(small_map, tmp_path, monkeypatch, fault):
+    from simulate.atomic import FAULT_ENV, reset_fault_counts
+
+    archive, s, scheduler, reference = small_map
+    out = tmp_path / "map.nc"
+    run = lambda **kw: map_archive(archive, out, s, scheduler=scheduler, progress=False, say=lambda _: None, **kw)
+    reset_fault_counts()
+    monkeypatch.setenv(FAULT_ENV, f"{fault}:interrupt")
+    with pytest.raises(KeyboardInterrupt):
+        run()
+    monkeypatch.delenv(FAULT_ENV)
+    summary = run(resume=True)
+    assert summary.get("already_complete", False) == fault.startswith(("map-final:renamed", "map-partial-removal"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["map.nc"]  # no temporary, no partial folder left
+    with xr.open_dataset(out) as a, xr.open_dataset(reference) as b:
+        for name in ("u", "v", "u_std", "v_std", "n_fixes"):
+            np.testing.assert_array_equal(a[name].values, b[name].values)

@@ -21,6 +21,16 @@ import numpy as np
 from lagda.mapping.archive import Fixes, clean, select_fixes
 from lagda.mapping.invert import Grid, invert_tile, tile_fixes
 from lagda.mapping.tiles import DAY_S, Tile, region_width, tile_layout
+from simulate.atomic import (
+    fault_point,
+    make_folder_atomic,
+    remove_stale,
+    remove_stale_inside,
+    remove_tree,
+    temporary_name,
+    write_atomic,
+    write_netcdf,
+)
 
 VARIABLES = ("u", "v", "u_std", "v_std")
 
@@ -83,58 +93,93 @@ def _manifest(archive, settings: MapSettings) -> dict:
     return {"settings": json.loads(json.dumps(dataclasses.asdict(settings))), **_identity(archive)}
 
 
+def _stored(path: str) -> dict | None:
+    """Returns the manifest a partial folder or a finished map records, None when it cannot be read."""
+    try:
+        if path.endswith(".partial"):
+            with open(os.path.join(path, "manifest.json")) as handle:
+                return json.load(handle)
+        import xarray as xr
+
+        opened = xr.open_zarr(path) if os.path.isdir(path) else xr.open_dataset(path)
+        with opened as ds:
+            return json.loads(ds.attrs["manifest"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _differences(stored: dict, manifest: dict) -> list[str]:
+    settings = set(stored.get("settings", {})) | set(manifest["settings"])
+    return sorted({k for k in settings if stored.get("settings", {}).get(k) != manifest["settings"].get(k)}
+                  | {k for k in ("archive", "archive_bytes") if stored.get(k) != manifest.get(k)})
+
+
 def _prepare(out: str, manifest: dict, resume: bool, overwrite: bool, say) -> tuple[str, bool]:
-    """Returns (the partial folder, whether the output is already complete); checks resume and overwrite."""
+    """Returns (the partial folder, whether the output is already complete) after checking resume and overwrite
+    and removing what interrupted runs left (stale temporaries)."""
     partial = out + ".partial"
-    exists = os.path.exists(out)
+    for path in (out, partial):
+        remove_stale(path, lambda line: say(f"note: {line}"))
+    if os.path.isdir(partial):
+        remove_stale_inside(os.path.join(partial, "tiles"), lambda line: say(f"note: {line}"))
     if overwrite:  # the old output stays until the new one replaces it
         if os.path.isdir(partial):
-            shutil.rmtree(partial)
-        exists = False
-    if os.path.isdir(partial) and resume:
-        try:
-            with open(os.path.join(partial, "manifest.json")) as handle:
-                stored = json.load(handle)
-        except (OSError, ValueError):
-            stored = None
-        if stored is not None and stored != manifest:
-            changed = sorted({k for k in set(stored["settings"]) | set(manifest["settings"])
-                              if stored["settings"].get(k) != manifest["settings"].get(k)}
-                             | {k for k in ("archive", "archive_bytes") if stored.get(k) != manifest.get(k)})
-            raise ValueError(f"cannot resume {out}: its partial run was made with other settings "
-                             f"({', '.join(changed)}); pass --overwrite to start again")
-        if stored is None:
-            say(f"{partial} has no readable manifest (killed as it started): starting again")
-            shutil.rmtree(partial)
-    if exists:
-        if resume and not os.path.isdir(partial):
-            return partial, True
+            remove_tree(partial)
+        if resume:
+            say("note: --resume --overwrite: starting again")
+        return partial, False
+    if os.path.exists(out):
         if not resume:
             raise ValueError(f"{out} exists; pass --overwrite to replace it, or --resume to finish an interrupted run")
-        os.remove(out) if os.path.isfile(out) else shutil.rmtree(out)  # killed between rename and cleanup
-    if os.path.isdir(partial) and not resume:
-        raise ValueError(f"{partial} holds an interrupted run: pass --resume to finish it or --overwrite to start "
-                         "again")
-    if resume and not os.path.isdir(partial):
-        say("nothing to resume: starting a new run")
+        stored = _stored(out)
+        if stored is not None and not _differences(stored, manifest):
+            if os.path.isdir(partial):  # killed after the rename, before the cleanup
+                remove_tree(partial)
+                say(f"note: removed {partial}, left by a run killed after its map was written")
+            return partial, True
+        if not os.path.isdir(partial):
+            raise ValueError(f"{out} exists with other settings and there is no interrupted run to resume: pass "
+                             "--overwrite to replace it")
+    if os.path.isdir(partial):
+        if not resume:
+            raise ValueError(f"{partial} holds an interrupted run: pass --resume to finish it or --overwrite to start "
+                             "again")
+        stored = _stored(partial)
+        if stored is None:  # lagda makes a partial folder whole with its manifest: this one is not lagda's
+            raise ValueError(f"{partial} has no readable manifest: pass --overwrite to start again")
+        changed = _differences(stored, manifest)
+        if changed:
+            raise ValueError(f"cannot resume {out}: its partial run was made with other settings "
+                             f"({', '.join(changed)}); pass --overwrite to start again")
+    elif resume:
+        say("note: nothing to resume: starting a new run")
     return partial, False
 
 
 def _start_partial(partial: str, manifest: dict) -> None:
-    """Creates the partial folder with its manifest (if new) and removes pieces a kill left half-written."""
-    os.makedirs(os.path.join(partial, "tiles"), exist_ok=True)
-    path = os.path.join(partial, "manifest.json")
-    if not os.path.exists(path):
-        _atomic_write(path, lambda tmp: open(tmp, "w").write(json.dumps(manifest, indent=1)))
-    for name in os.listdir(os.path.join(partial, "tiles")):  # pieces a kill left half-written
-        if ".tmp-" in name:
-            os.remove(os.path.join(partial, "tiles", name))
+    """Creates the partial folder, whole with its manifest and tiles folder, unless it exists."""
+    if os.path.isdir(partial):
+        return
+
+    def fill(folder):
+        os.mkdir(os.path.join(folder, "tiles"))
+        with open(os.path.join(folder, "manifest.json"), "w") as handle:
+            json.dump(manifest, handle, indent=1)
+
+    make_folder_atomic(partial, fill, fault="map-partial")
 
 
-def _atomic_write(path: str, write) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    write(tmp)
-    os.replace(tmp, path)
+def interrupted_state(out) -> str:
+    """Returns what an interrupted `lagda map` left at `out`, and what the same command with --resume does."""
+    out = os.fspath(out)
+    tiles = os.path.join(out + ".partial", "tiles")
+    if os.path.exists(out) and not os.path.isdir(tiles):
+        return f"{out} is complete; the same command with --resume reports it already complete"
+    if os.path.isdir(tiles):
+        saved = sum(name.endswith(".npz") for name in os.listdir(tiles))
+        return (f"{saved} tiles are saved in {out}.partial: rerun the same command with --resume to continue "
+                "from the next tile")
+    return "nothing was saved: rerun the command"
 
 
 def _run_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int) -> dict:
@@ -153,7 +198,7 @@ def _save_piece(partial: str, piece: dict) -> None:
         with open(tmp, "wb") as handle:
             np.savez(handle, info=np.array(json.dumps(piece["info"])), **arrays)
 
-    _atomic_write(path, write)
+    write_atomic(path, write, fault="map-tile")
 
 
 def _load_piece(partial: str, key: str) -> dict:
@@ -202,8 +247,8 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
         f"{settings.window_days:g}-day windows every {settings.step_days:g} days)"
         + (f", {len(done)} done before" if done else ""))
     _compute(pending, fixes, grid, settings, partial, len(done), len(tiles), workers, scheduler, progress)
-    infos = _write(out, partial, tiles, grid, settings, fixes)
-    shutil.rmtree(partial)
+    infos = _write(out, partial, tiles, grid, settings, fixes, manifest)
+    remove_tree(partial, fault="map-partial-removal")
     skipped = [i for i in infos if "skipped" in i]
     zero = sum(bool(i.get("zero_guard")) for i in infos)
     notes = list(fixes.notes) + [f"{len(infos) - len(skipped)} tiles inverted, {len(skipped)} without enough "
@@ -228,8 +273,16 @@ def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, 
         # a bounded number of tiles in flight: the client holds the fixes of those tiles only
         limit = 2 * max(1, len(client.scheduler_info().get("workers", {})) or workers or 1)
         queue = iter(pending)
-        submit = lambda t: client.submit(_run_tile, tile_fixes(fixes, t), t, grid, settings.k_max, settings.degree,
-                                         key=f"tile-{t.key}", pure=False)
+        by_time = np.argsort(fixes.time, kind="stable")
+        sorted_time = fixes.time[by_time]
+
+        def submit(tile):  # the window's fixes first (a binary search), then the box among them
+            lo = np.searchsorted(sorted_time, tile.start_s, side="left")
+            hi = np.searchsorted(sorted_time, tile.end_s, side="right")
+            in_window = fixes.subset(np.sort(by_time[lo:hi]))  # back in (drifter, time) order
+            return client.submit(_run_tile, tile_fixes(in_window, tile), tile, grid, settings.k_max, settings.degree,
+                                 key=f"tile-{tile.key}", pure=False)
+
         running = as_completed([submit(t) for _, t in zip(range(limit), queue)])  # range first: no tile lost
         bar = tqdm(total=n_tiles, initial=n_done, unit="tile", disable=not progress, desc="lagda map")
         for future in running:
@@ -244,7 +297,7 @@ def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, 
         cluster.close()
 
 
-def _write(out, partial, tiles, grid: Grid, settings: MapSettings, fixes: Fixes) -> list[dict]:
+def _write(out, partial, tiles, grid: Grid, settings: MapSettings, fixes: Fixes, manifest: dict) -> list[dict]:
     """Blends the pieces (in layout order) and writes the dataset; returns the pieces' infos."""
     shape = (len(grid.days), len(grid.lat), len(grid.lon))
     sw, swu, swv, swu2, swv2 = (np.zeros(shape) for _ in range(5))
@@ -269,16 +322,19 @@ def _write(out, partial, tiles, grid: Grid, settings: MapSettings, fixes: Fixes)
         v_std = np.sqrt(np.maximum(swv2 / sw - v**2, 0.0))
     ds = _dataset(grid, settings, {"u": u, "v": v, "u_std": u_std, "v_std": v_std},
                   _fix_counts(fixes, grid, settings), infos)
-    ds.attrs.update({"notes": json.dumps(list(fixes.notes)), **fixes.clean})
-    tmp = f"{out}.tmp-{os.getpid()}"
-    if out.endswith(".zarr"):
-        ds.to_zarr(tmp, mode="w", zarr_format=2, consolidated=True)  # v2: read by every zarr
-    else:
-        ds.to_netcdf(tmp, engine="netcdf4")
-    if os.path.isdir(out):  # a store being overwritten: moved aside, then removed
-        os.replace(out, f"{out}.old-{os.getpid()}")
-        shutil.rmtree(f"{out}.old-{os.getpid()}")
-    os.replace(tmp, out)
+    ds.attrs.update({"notes": json.dumps(list(fixes.notes)), "manifest": json.dumps(manifest), **fixes.clean})
+    if out.endswith(".nc"):
+        write_netcdf(ds, out, fault="map-final")
+        return infos
+    tmp = temporary_name(out)
+    ds.to_zarr(tmp, mode="w", zarr_format=2, consolidated=True)  # v2: read by every zarr
+    fault_point("map-final:written")
+    if os.path.isdir(out):  # a store being overwritten: moved aside to a temporary name, then removed
+        old = temporary_name(out).with_name(temporary_name(out).name + "-old")
+        os.rename(out, old)
+        shutil.rmtree(old)
+    os.rename(tmp, out)
+    fault_point("map-final:renamed")
     return infos
 
 
