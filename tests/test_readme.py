@@ -43,7 +43,7 @@ def test_every_lagda_command_is_a_valid_command():
     from lagda.cli import _given_method_options, build_parser
 
     commands = _lagda_commands()
-    assert {c.split()[1] for c in commands} >= {"simulate", "train", "evaluate", "assimilate"}
+    assert {c.split()[1] for c in commands} >= {"simulate", "train", "evaluate", "assimilate", "map"}
     parser = build_parser()
     for command in commands:
         try:
@@ -55,4 +55,18 @@ def test_every_lagda_command_is_a_valid_command():
 
 
 def test_readme_is_short():
-    assert len(README.read_text().splitlines()) <= 300
+    text = README.read_text()
+    assert len(text.splitlines()) <= 150 and len(text) <= 9000
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    assert max(len(line) for line in prose.splitlines()) <= 120
+
+
+def test_readme_shows_the_drifter_jobs_first_and_links_the_docs():
+    text = README.read_text()
+    assimilate = [c for c in _lagda_commands() if c.startswith(("lagda assimilate", "lagda map"))]
+    first = assimilate[0]
+    assert first.startswith("lagda assimilate --tracks lagda/shipped/gdp_like.nc") and "--method" not in first
+    assert any(c.startswith("lagda map ") for c in assimilate)
+    for link in re.findall(r"\]\(([^)#]+)", text):
+        if not link.startswith("http"):
+            assert (README.parent / link).exists(), link
