@@ -11,7 +11,7 @@
   independent, each with a space-time squared-exponential kernel
   k = s2 exp(-|dx|^2 / (2 l^2) - dt^2 / (2 tau^2)) plus noise n2 on the diagonal, the prior mean the subsample's
   mean, its hyperparameters (l km, tau days, s2, n2) by maximising the summed log marginal likelihood over
-  `fit_tiles` tile-windows of `fit_n` velocities (scipy L-BFGS-B with the analytic gradient).
+  `fit_tiles` tile-windows of `fit_n` velocities (scipy L-BFGS-B with the analytic gradient, <= 100 iterations).
   Tiles as `lagda map`'s: a regular grid of `tile_size_deg` from
   (LON0, LAT0), data from each tile widened by `halo_deg`, at most `n_sub` fixes (random) per tile and time window of
   `window_days` every `window_step_days`; each day is predicted by the window whose centre is nearest, on its tile's
@@ -148,8 +148,10 @@ class Tiling:
 
 def _se_kernel(xa, xb, ell_km, tau_d):
     """Returns exp(-|dx|^2 / (2 l^2) - dt^2 / (2 tau^2)) `(a, b)` of points `(., 3)`: x km, y km, t days."""
-    d2 = ((xa[:, None, :2] - xb[None, :, :2]) ** 2).sum(-1) / ell_km**2
-    return np.exp(-0.5 * d2 - 0.5 * (xa[:, None, 2] - xb[None, :, 2]) ** 2 / tau_d**2)
+    from scipy.spatial.distance import cdist
+
+    d2 = cdist(xa[:, :2], xb[:, :2], "sqeuclidean") / ell_km**2
+    return np.exp(-0.5 * d2 - 0.5 * np.subtract.outer(xa[:, 2], xb[:, 2]) ** 2 / tau_d**2)
 
 
 def _se_parts(x, ell, tau):
@@ -189,7 +191,8 @@ def fit_gp(sets, start=(100.0, 5.0, 0.01, 0.001)) -> dict:
 
     bounds = [(np.log(5.0), np.log(2000.0)), (np.log(0.2), np.log(200.0)), (np.log(1e-6), np.log(10.0)),
               (np.log(1e-8), np.log(1.0))]
-    best = minimize(gp_neg_log_likelihood, np.log(start), args=(sets,), jac=True, method="L-BFGS-B", bounds=bounds)
+    best = minimize(gp_neg_log_likelihood, np.log(start), args=(sets,), jac=True, method="L-BFGS-B", bounds=bounds,
+                    options={"maxiter": 100})
     return dict(zip(("ell_km", "tau_days", "s2", "n2"), map(float, np.exp(best.x))), nll=float(best.fun))
 
 

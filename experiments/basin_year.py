@@ -22,14 +22,29 @@ Steps (each cached in the work folder, default runs/basin_year/; `--quick` uses 
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
 import json
+import math
 import pathlib
+import re
+import subprocess
+import sys
 import time
 
 import numpy as np
+import xarray as xr
 
 from experiments.basin_archive import ArchiveConfig, make_archive, to_gdp_dataset
+from experiments.basin_methods import (
+    Tiling,
+    binned_means,
+    fd_velocities,
+    gp_tiles,
+    relative_l2,
+    score_map,
+    score_on_own_cells,
+)
 from experiments.basin_ocean import OceanConfig, simulate_year, truth_on_grid
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -119,15 +134,348 @@ def _plain(d: dict) -> dict:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in d.items()}
 
 
+
+
+def tiling_of(bench: Benchmark) -> Tiling:
+    """Returns the benchmark's own tiling (used by the GP baseline when no map store says otherwise)."""
+    return Tiling(bench.tile_size_deg, bench.halo_deg, bench.window_days, bench.window_step_days)
+
+
+def open_store(path) -> xr.Dataset:
+    """Returns a `lagda map` store (.zarr directory or .nc file), opened lazily."""
+    path = pathlib.Path(path)
+    return xr.open_zarr(path) if path.suffix == ".zarr" else xr.open_dataset(path)
+
+
+def baselines(bench: Benchmark, work: pathlib.Path, store: xr.Dataset | None = None, log=print) -> list[dict]:
+    """Returns one CSV row per baseline (binned means at 0.25, 0.5, 1 degree, daily and 11-day windows; the GP per
+    tile, cached as work/gp.nc), each scored on its own cells (and the map's error there when `store` is given)."""
+    archive, truth_path = make(bench, work, log)
+    truth = xr.open_dataset(truth_path)
+    began = time.perf_counter()
+    with xr.open_dataset(archive) as ds:
+        fixes, counts = fd_velocities(ds.load())
+    log(f"finite differences: {json.dumps(counts)} in {time.perf_counter() - began:.0f} s")
+    lon, lat = bench.grid()
+    times = truth["time"].values
+    rows = []
+    for bin_deg in (0.25, 0.5, 1.0):
+        if bin_deg < bench.resolution:
+            continue
+        for window in (1, 11):
+            began = time.perf_counter()
+            maps = binned_means(fixes, lon, lat, times, bin_deg, window)
+            rows.append(_row(f"binned {bin_deg:g} deg", f"{window}-day window", maps, store, truth,
+                             time.perf_counter() - began, "numpy bincount (clouddrift 0.44 has no binning)"))
+    gp_path = work / "gp.nc"
+    tiling = Tiling.from_attrs(store.attrs) if store is not None else tiling_of(bench)
+    seconds = None
+    if gp_path.exists():
+        gp = xr.open_dataset(gp_path)
+        log(f"GP: cached {gp_path}")
+    else:
+        began = time.perf_counter()
+        gp = gp_tiles(fixes, lon, lat, times, tiling, log=log)
+        seconds = time.perf_counter() - began
+        gp.attrs["seconds"] = seconds
+        gp.to_netcdf(gp_path)
+    seconds = seconds or float(gp.attrs.get("seconds", float("nan")))
+    note = (f"{gp.attrs['tile_windows']} tile-windows, <= 400 velocities each ({gp.attrs['velocities_used']} in all); "
+            f"u: l {gp.attrs['gp_u_ell_km']:.0f} km, tau {gp.attrs['gp_u_tau_days']:.1f} d; "
+            f"v: l {gp.attrs['gp_v_ell_km']:.0f} km, tau {gp.attrs['gp_v_tau_days']:.1f} d")
+    row = _row("GP per tile", f"tile {tiling.tile_size_deg:g} deg, halo {tiling.halo_deg:g}, window "
+               f"{tiling.window_days:g}/{tiling.window_step_days:g} d", gp, store, truth, seconds, note)
+    informed = np.isfinite(gp["u"].values) & np.isfinite(gp["u_std"].values)
+    tr = truth.sel(time=gp["time"].values)
+    inside = [np.abs(gp[c].values - tr[c].values)[informed] <= 1.96 * gp[f"{c}_std"].values[informed] for c in "uv"]
+    row["coverage"] = float(np.concatenate(inside).mean())
+    rows.append(row)
+    for r in rows:
+        log(f"{r['method']} ({r['config']}): error {r['error']:.3f} on {r['cells']} cell-days"
+            + (f", map {r['map_error_same_cells']:.3f} there" if store is not None else ""))
+    return rows
+
+
+def _row(method, config, maps, store, truth, seconds, notes) -> dict:
+    score = score_on_own_cells(maps, store, truth)
+    return {"method": method, "config": config, "error": score["error"], "cells": score["cells"],
+            "map_error_same_cells": score.get("map_error", float("nan")),
+            "method_error_shared": score.get("method_error_shared", float("nan")), "wall_s": seconds, "notes": notes}
+
+
+def peak_tree_rss(process, interval: float = 0.5) -> tuple[float, float]:
+    """Returns (wall seconds, peak resident bytes of the process and all its descendants), sampling every
+    `interval` seconds until `process` (a subprocess.Popen) ends."""
+    import psutil
+
+    began, peak = time.perf_counter(), 0
+    root = psutil.Process(process.pid)
+    while process.poll() is None:
+        try:
+            tree = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            break
+        rss = 0
+        for p in tree:
+            try:
+                rss += p.memory_info().rss
+            except psutil.NoSuchProcess:
+                pass
+        peak = max(peak, rss)
+        time.sleep(interval)
+    process.wait()
+    return time.perf_counter() - began, float(peak)
+
+
+def count_tiles(store: xr.Dataset, bench: Benchmark, last_line: str) -> tuple[int, str]:
+    """Returns (tiles, how it was found): the store's `n_tiles` attribute, else "N tiles" in the command's last line,
+    else space tiles x time windows from the store's tiling attributes."""
+    if "n_tiles" in store.attrs:
+        return int(store.attrs["n_tiles"]), "store attribute n_tiles"
+    found = re.search(r"(\d+)\s+tiles", last_line)
+    if found:
+        return int(found.group(1)), "the command's last line"
+    tiling = Tiling.from_attrs(store.attrs)
+    lon0, lon1, lat0, lat1 = bench.region
+    space = math.ceil((lon1 - lon0) / tiling.tile_size_deg - 1e-9) * math.ceil((lat1 - lat0) / tiling.tile_size_deg
+                                                                               - 1e-9)
+    windows = tiling.windows(float(bench.ocean.days)).size
+    return space * windows, f"computed: {space} space tiles x {windows} time windows"
+
+
+def run_map(bench: Benchmark, archive, store: pathlib.Path, workers: int, extra=(), log=print) -> dict:
+    """Returns {wall_s, peak_rss_gb, tiles, tiles_per_s, tiles_from, last_line} of one fresh `lagda map` run.
+
+    Raises:
+        RuntimeError: if the command exits non-zero (its last output lines in the message).
+    """
+    import shutil
+
+    if store.exists():
+        shutil.rmtree(store) if store.is_dir() else store.unlink()
+    cmd = [sys.executable, "-m", "lagda", "map", "--tracks", str(archive), "--region", *map(str, bench.region),
+           "--period", *bench.period, "--resolution", str(bench.resolution), "--out", str(store),
+           "--workers", str(workers), *extra]
+    log("run: " + " ".join(cmd[1:]))
+    out_path = store.with_suffix(".log")
+    with open(out_path, "w") as out:
+        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        wall, peak = peak_tree_rss(process)
+    lines = [line for line in out_path.read_text().splitlines() if line.strip()]
+    if process.returncode != 0:
+        raise RuntimeError(f"lagda map exited {process.returncode}: " + " | ".join(lines[-3:]))
+    last = lines[-1] if lines else ""
+    tiles, source = count_tiles(open_store(store), bench, last)
+    return {"wall_s": wall, "peak_rss_gb": peak / 2**30, "tiles": tiles, "tiles_per_s": tiles / wall,
+            "tiles_from": source, "last_line": last}
+
+
+def busiest_box(bench: Benchmark, archive: xr.Dataset, tiling: Tiling) -> tuple[tuple, float]:
+    """Returns ((west, east, south, north), start day) of the interior tile and 30-day window (starting on a
+    window_step_days multiple) holding the most drogued fixes."""
+    lon0, lon1, lat0, lat1 = bench.region
+    size = tiling.tile_size_deg
+    t = (archive["time"].values - START.astype("datetime64[ns]")) / np.timedelta64(1, "D")
+    ok = archive["drogue_status"].values == 1 if "drogue_status" in archive else np.ones(t.size, bool)
+    best, pick = -1, None
+    for west in np.arange(lon0 + size, lon1 - size - 1e-9, size):
+        for south in np.arange(lat0 + size, lat1 - size - 1e-9, size):
+            inside = ok & (archive["lon"].values >= west) & (archive["lon"].values < west + size)
+            inside &= (archive["lat"].values >= south) & (archive["lat"].values < south + size)
+            for start in np.arange(0, bench.ocean.days - 30 + 1e-9, tiling.window_step_days):
+                n = int((inside & (t >= start) & (t < start + 30)).sum())
+                if n > best:
+                    best, pick = n, ((float(west), float(west + size), float(south), float(south + size)), start)
+    return pick
+
+
+def _subset_archive(archive: xr.Dataset, keep: np.ndarray) -> xr.Dataset:
+    """Returns the ragged archive's fixes where `keep` `(obs,)`, trajectories without any left out."""
+    traj = np.repeat(np.arange(archive.sizes["traj"]), archive["rowsize"].values)
+    rowsize = np.bincount(traj[keep], minlength=archive.sizes["traj"])
+    sub = archive.isel(obs=np.flatnonzero(keep)).isel(traj=np.flatnonzero(rowsize > 0))
+    sub["rowsize"] = ("traj", rowsize[rowsize > 0], archive["rowsize"].attrs)
+    return sub
+
+
+def result_velocity(ds: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
+    """Returns u, v `(time, lat, lon)` of a `lagda assimilate` result: `u`, `v` on (time, lat, lon), or today's
+    `u_mean`, `v_mean` on (field, model_time, y, x) with coordinates lon(x), lat(y), time(model_time)."""
+    if "u" in ds and {"lat", "lon", "time"} <= set(ds["u"].dims):
+        return ds["u"].squeeze(drop=True), ds["v"].squeeze(drop=True)
+    out = []
+    for name in ("u_mean", "v_mean"):
+        da = ds[name].isel(field=0) if "field" in ds[name].dims else ds[name]
+        out.append(xr.DataArray(da.transpose("model_time", "y", "x").values, dims=("time", "lat", "lon"),
+                                coords={"time": ds["time"].values, "lat": ds["lat"].values,
+                                        "lon": (ds["lon"].values + 180) % 360 - 180}))
+    return out[0], out[1]
+
+
+def box_comparison(bench: Benchmark, archive_path, store: xr.Dataset, truth: xr.Dataset, work: pathlib.Path,
+                   extra=(), log=print) -> dict:
+    """Returns the one-box comparison: `lagda assimilate` on the archive's fixes in the busiest interior tile and
+    30-day window, its error and the map's on the same cells (the map's n_fixes > 0) and days, and their ratio.
+
+    Raises:
+        RuntimeError: if `lagda assimilate` exits non-zero.
+    """
+    tiling = Tiling.from_attrs(store.attrs)
+    with xr.open_dataset(archive_path) as archive:
+        archive = archive.load()
+    (west, east, south, north), start = busiest_box(bench, archive, tiling)
+    t = (archive["time"].values - START.astype("datetime64[ns]")) / np.timedelta64(1, "D")
+    keep = (archive["lon"].values >= west) & (archive["lon"].values < east) & (archive["lat"].values >= south)
+    keep &= (archive["lat"].values < north) & (t >= start) & (t < start + 30)
+    sub_path, result_path = work / "box_tracks.nc", work / "box_result.nc"
+    _subset_archive(archive, keep).to_netcdf(sub_path)
+    cmd = [sys.executable, "-m", "lagda", "assimilate", "--tracks", str(sub_path), "--out", str(result_path),
+           "--overwrite", *extra]
+    began = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"lagda assimilate exited {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
+    seconds = time.perf_counter() - began
+    days = START.astype("datetime64[ns]") + (np.arange(int(start), int(start) + 30)) * np.timedelta64(1, "D")
+    cut = store.sel(lon=slice(west, east), lat=slice(south, north)).sel(time=days).load()
+    tr = truth.sel(lon=cut["lon"], lat=cut["lat"], time=days)
+    with xr.open_dataset(result_path) as res:
+        u, v = (da.interp(time=days, lat=cut["lat"], lon=cut["lon"]).values for da in result_velocity(res.load()))
+    mask = (cut["n_fixes"].values > 0) & np.isfinite(u) & np.isfinite(v) & np.isfinite(cut["u"].values)
+    box_err = relative_l2(u, v, tr["u"].values, tr["v"].values, mask)
+    map_err = relative_l2(cut["u"].values, cut["v"].values, tr["u"].values, tr["v"].values, mask)
+    log(f"one box {west:g}..{east:g} E, {south:g}..{north:g} N, days {start:g}..{start + 30:g} "
+        f"({int(keep.sum())} fixes): assimilate {box_err:.3f}, map {map_err:.3f} on {int(mask.sum())} cell-days")
+    return {"box": [west, east, south, north], "start_day": float(start), "fixes": int(keep.sum()),
+            "cells": int(mask.sum()), "box_error": box_err, "map_error": map_err, "ratio": map_err / box_err,
+            "assimilate_s": seconds}
+
+
+COLUMNS = ["method", "config", "workers", "error", "cells", "coverage", "seam_ratio", "box_ratio",
+           "map_error_same_cells", "method_error_shared", "wall_s", "tiles", "tiles_per_s", "peak_rss_gb", "notes"]
+
+
+def write_csv(rows: list[dict], path: pathlib.Path) -> pathlib.Path:
+    """Returns `path` with `rows` merged in: a row replaces the one of the same (method, config)."""
+    old = []
+    if path.exists():
+        with open(path, newline="") as f:
+            old = list(csv.DictReader(f))
+    keys = {(r["method"], r["config"]) for r in rows}
+    merged = [r for r in old if (r["method"], r["config"]) not in keys] + rows
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        for r in merged:
+            writer.writerow({k: _fmt(r.get(k, "")) for k in COLUMNS})
+    return path
+
+
+def _fmt(value):
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.4g}"
+    return value
+
+
+def page_table(csv_path: pathlib.Path) -> str:
+    """Returns the results page's summary table (markdown) from the CSV."""
+    with open(csv_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    head = ("| method | configuration | error on its cells | cell-days | lagda map on the same cells | coverage (95%) "
+            "| seam ratio | one box (map / assimilate) | wall s | tiles/s | peak GB |")
+    lines = [head, "|" + "---|" * 11]
+    for r in rows:
+        lines.append("| " + " | ".join(r.get(k, "") or "" for k in (
+            "method", "config", "error", "cells", "map_error_same_cells", "coverage", "seam_ratio", "box_ratio",
+            "wall_s", "tiles_per_s", "peak_rss_gb")) + " |")
+    return "\n".join(lines)
+
+
+def write_page(csv_path: pathlib.Path, page: pathlib.Path) -> pathlib.Path:
+    """Returns `page` with the text between its table markers replaced by `page_table(csv_path)`.
+
+    Raises:
+        ValueError: if the page lacks the markers.
+    """
+    begin, end = "<!-- basin-year table: begin -->", "<!-- basin-year table: end -->"
+    text = page.read_text()
+    if begin not in text or end not in text:
+        raise ValueError(f"{page} has no {begin} ... {end} markers")
+    head, rest = text.split(begin, 1)
+    page.write_text(head + begin + "\n" + page_table(csv_path) + "\n" + end + rest.split(end, 1)[1])
+    return page
+
+
+def score_store(bench: Benchmark, store_path, truth: xr.Dataset, label: str) -> dict:
+    """Returns the CSV row of a `lagda map` store scored against the truth (`score_map`)."""
+    store = open_store(store_path)
+    score = score_map(store, truth)
+    return {"method": "lagda map", "config": label, "error": score["error"], "cells": score["cells"],
+            "coverage": score["coverage"], "seam_ratio": score["seam_ratio"],
+            "notes": f"coverage u {score['coverage_u']:.3f}, v {score['coverage_v']:.3f}; error within a halo of a "
+                     f"tile edge {score['error_seam']:.3f}, elsewhere {score['error_interior']:.3f}"}
+
+
+def run(bench: Benchmark, work: pathlib.Path, workers=(1, 2), map_args=(), assimilate_args=(), log=print) -> list:
+    """Returns the CSV rows of `lagda map` with each number of workers (timed, scored), the one-box comparison on
+    the first store, and the baselines scored beside the map."""
+    archive, truth_path = make(bench, work, log)
+    truth = xr.open_dataset(truth_path)
+    rows, first = [], None
+    for n in workers:
+        store = work / f"map_w{n}.zarr"
+        measured = run_map(bench, archive, store, n, map_args, log)
+        row = score_store(bench, store, truth, f"{n} worker{'s' * (n > 1)}")
+        row.update(workers=n, wall_s=measured["wall_s"], tiles=measured["tiles"],
+                   tiles_per_s=measured["tiles_per_s"], peak_rss_gb=measured["peak_rss_gb"])
+        row["notes"] += f"; tiles from {measured['tiles_from']}"
+        log(f"lagda map, {n} workers: {measured['wall_s']:.0f} s, {measured['tiles']} tiles "
+            f"({measured['tiles_from']}), peak {measured['peak_rss_gb']:.2f} GB; error {row['error']:.3f}, "
+            f"coverage {row['coverage']:.3f}, seams {row['seam_ratio']:.3f}")
+        rows.append(row)
+        first = first or store
+    if first is not None:
+        box = box_comparison(bench, archive, open_store(first), truth, work, assimilate_args, log)
+        rows[0]["box_ratio"] = box["ratio"]
+        rows[0]["notes"] += (f"; one box {box['box']} days {box['start_day']:g}+30 ({box['fixes']} fixes): "
+                             f"assimilate {box['box_error']:.3f}, map {box['map_error']:.3f}")
+    return rows + baselines(bench, work, open_store(first) if first else None, log)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("step", choices=["make"])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--work", type=pathlib.Path)
+    parser.add_argument("step", choices=["make", "baselines", "score", "run", "page", "all"])
+    parser.add_argument("--quick", action="store_true", help="the tiny configuration (quick())")
+    parser.add_argument("--work", type=pathlib.Path, help="the cache folder (default runs/basin_year[_quick])")
+    parser.add_argument("--csv", type=pathlib.Path, help="results/basin_year.csv (--quick: WORK/basin_year.csv)")
+    parser.add_argument("--store", type=pathlib.Path, help="score: a lagda map store")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--map-args", default="", help="extra arguments for lagda map, one string")
+    parser.add_argument("--assimilate-args", default="", help="extra arguments for the one-box lagda assimilate")
     args = parser.parse_args(argv)
     bench = quick() if args.quick else full()
     work = args.work or ROOT / "runs" / ("basin_year_quick" if args.quick else "basin_year")
-    make(bench, work)
+    table = args.csv or (work / "basin_year.csv" if args.quick else CSV)
+    rows = []
+    try:
+        if args.step in ("make", "all"):
+            make(bench, work)
+        if args.step == "baselines":
+            rows = baselines(bench, work, open_store(args.store) if args.store else None)
+        if args.step == "score":
+            if args.store is None:
+                parser.error("score needs --store")
+            rows = [score_store(bench, args.store, xr.open_dataset(make(bench, work)[1]), args.store.name)]
+        if args.step in ("run", "all"):
+            rows = run(bench, work, args.workers, args.map_args.split(), args.assimilate_args.split())
+    except (ValueError, RuntimeError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if rows:
+        print(f"wrote {write_csv(rows, table)}")
+    if args.step in ("page", "all") or (rows and table == CSV):
+        print(f"wrote {write_page(table, PAGE)}")
     return 0
 
 

@@ -231,3 +231,55 @@ def test_lagda_reads_the_archive_with_its_deployment_variables(tmp_path):
                            3600.0, TIMES[0])
     to_gdp_dataset(rows).to_netcdf(tmp_path / "archive.nc")
     assert len(read_tracks(tmp_path / "archive.nc").trajectory_id) == 1
+
+
+def test_peak_tree_rss_sees_a_child_process():
+    import subprocess
+    import sys
+
+    from experiments.basin_year import peak_tree_rss
+
+    code = ("import subprocess, sys; subprocess.run([sys.executable, '-c', "
+            "'import time; b = bytearray(300 * 2**20); time.sleep(2)'])")
+    wall, peak = peak_tree_rss(subprocess.Popen([sys.executable, "-c", code]), interval=0.1)
+    assert peak > 300 * 2**20 and wall > 2.0  # the grandchild's 300 MiB count
+
+
+def test_count_tiles_prefers_the_store_then_the_last_line_then_the_tiling():
+    from experiments.basin_year import count_tiles, quick
+
+    bench = quick()  # 10 x 10 degrees, 60 days
+    store = xr.Dataset(attrs={"tile_size_deg": 5.0, "halo_deg": 1.0, "window_days": 20.0, "window_step_days": 10.0})
+    assert count_tiles(store, bench, "done: 7 tiles in 3 s")[0] == 7
+    assert count_tiles(store, bench, "done") == (4 * 5, "computed: 4 space tiles x 5 time windows")
+    store.attrs["n_tiles"] = 9
+    assert count_tiles(store, bench, "done: 7 tiles")[0] == 9
+
+
+def test_result_velocity_reads_both_result_layouts():
+    from experiments.basin_year import result_velocity
+
+    u = np.arange(2 * 3 * 4, dtype=float).reshape(1, 2, 3, 4)
+    old = xr.Dataset({"u_mean": (("field", "model_time", "y", "x"), u), "v_mean": (("field", "model_time", "y", "x"),
+                                                                                   -u)},
+                     coords={"lon": ("x", [350.0, 351.0, 352.0, 353.0]), "lat": ("y", [1.0, 2.0, 3.0]),
+                             "time": ("model_time", TIMES[:2])})
+    a, b = result_velocity(old)
+    assert a.dims == ("time", "lat", "lon") and a["lon"].values.tolist() == [-10.0, -9.0, -8.0, -7.0]
+    np.testing.assert_array_equal(b.values, -u[0])
+    new = xr.Dataset({"u": (("time", "lat", "lon"), u[0]), "v": (("time", "lat", "lon"), -u[0])},
+                     coords={"time": TIMES[:2], "lat": [1.0, 2.0, 3.0], "lon": [-10.0, -9.0, -8.0, -7.0]})
+    np.testing.assert_array_equal(result_velocity(new)[0].values, u[0])
+
+
+def test_csv_rows_merge_and_the_page_table_follows(tmp_path):
+    from experiments.basin_year import write_csv, write_page
+
+    path = write_csv([{"method": "a", "config": "x", "error": 0.5}, {"method": "b", "config": "y", "error": 0.25}],
+                     tmp_path / "t.csv")
+    write_csv([{"method": "a", "config": "x", "error": 0.125}], path)
+    page = tmp_path / "p.md"
+    page.write_text("intro\n<!-- basin-year table: begin -->\nold\n<!-- basin-year table: end -->\nafter\n")
+    text = write_page(path, page).read_text()
+    assert "old" not in text and text.startswith("intro") and text.endswith("after\n")
+    assert "| b | y | 0.25 |" in text and "| a | x | 0.125 |" in text and "0.5 " not in text
