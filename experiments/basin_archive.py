@@ -32,6 +32,7 @@ import numpy as np
 from experiments.basin_ocean import EARTH_RADIUS_M, OceanConfig, plane_to_lonlat
 
 ID_BASE = 300534060000000  # GDP-like 15-digit ids: ID_BASE + 1000 drifter + piece
+START = np.datetime64("2001-01-01T00:00:00", "ms")  # the time of the year's first record
 
 
 @dataclasses.dataclass(frozen=True)

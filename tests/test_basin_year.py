@@ -237,7 +237,7 @@ def test_peak_tree_rss_sees_a_child_process():
     import subprocess
     import sys
 
-    from experiments.basin_year import peak_tree_rss
+    from experiments.basin_run import peak_tree_rss
 
     code = ("import subprocess, sys; subprocess.run([sys.executable, '-c', "
             "'import time; b = bytearray(300 * 2**20); time.sleep(2)'])")
@@ -246,7 +246,8 @@ def test_peak_tree_rss_sees_a_child_process():
 
 
 def test_count_tiles_prefers_the_store_then_the_last_line_then_the_tiling():
-    from experiments.basin_year import count_tiles, quick
+    from experiments.basin_run import count_tiles
+    from experiments.basin_year import quick
 
     bench = quick()  # 10 x 10 degrees, 60 days
     store = xr.Dataset(attrs={"tile_size_deg": 5.0, "halo_deg": 1.0, "window_days": 20.0, "window_step_days": 10.0})
@@ -257,7 +258,7 @@ def test_count_tiles_prefers_the_store_then_the_last_line_then_the_tiling():
 
 
 def test_result_velocity_reads_both_result_layouts():
-    from experiments.basin_year import result_velocity
+    from experiments.basin_run import result_velocity
 
     u = np.arange(2 * 3 * 4, dtype=float).reshape(1, 2, 3, 4)
     old = xr.Dataset({"u_mean": (("field", "model_time", "y", "x"), u), "v_mean": (("field", "model_time", "y", "x"),
