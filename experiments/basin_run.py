@@ -99,18 +99,21 @@ def run_map(bench: Benchmark, archive, store: pathlib.Path, workers: int, extra=
 
 
 def busiest_box(bench: Benchmark, archive: xr.Dataset, tiling: Tiling) -> tuple[tuple, float]:
-    """Returns ((west, east, south, north), start day) of the interior tile and 30-day window (starting on a
-    window_step_days multiple) holding the most drogued fixes."""
+    """Returns ((west, east, south, north), start day) of the tile (an interior one when the region has any) and
+    30-day window (starting on a window_step_days multiple) holding the most drogued fixes."""
     lon0, lon1, lat0, lat1 = bench.region
     size = tiling.tile_size_deg
+    wests, souths = np.arange(lon0, lon1 - 1e-9, size), np.arange(lat0, lat1 - 1e-9, size)
+    if wests.size > 2 and souths.size > 2:
+        wests, souths = wests[1:-1], souths[1:-1]
     t = (archive["time"].values - START.astype("datetime64[ns]")) / np.timedelta64(1, "D")
     ok = archive["drogue_status"].values == 1 if "drogue_status" in archive else np.ones(t.size, bool)
+    lon, lat = archive["lon"].values, archive["lat"].values
     best, pick = -1, None
-    for west in np.arange(lon0 + size, lon1 - size - 1e-9, size):
-        for south in np.arange(lat0 + size, lat1 - size - 1e-9, size):
-            inside = ok & (archive["lon"].values >= west) & (archive["lon"].values < west + size)
-            inside &= (archive["lat"].values >= south) & (archive["lat"].values < south + size)
-            for start in np.arange(0, bench.ocean.days - 30 + 1e-9, tiling.window_step_days):
+    for west in wests:
+        for south in souths:
+            inside = ok & (lon >= west) & (lon < west + size) & (lat >= south) & (lat < south + size)
+            for start in np.arange(0, max(bench.ocean.days - 30, 0) + 1e-9, tiling.window_step_days):
                 n = int((inside & (t >= start) & (t < start + 30)).sum())
                 if n > best:
                     best, pick = n, ((float(west), float(west + size), float(south), float(south + size)), start)
