@@ -224,8 +224,7 @@ def _tiles(grid_lon, grid_lat, tile_deg):
             yield np.flatnonzero(tx == i), np.flatnonzero(ty == j), (lon0 + i * tile_deg, lat0 + j * tile_deg)
 
 
-def _subset(fixes, mask, n_sub, rng):
-    idx = np.flatnonzero(mask)
+def _subset(idx, n_sub, rng):
     if idx.size > n_sub:
         idx = np.sort(rng.choice(idx, n_sub, replace=False))
     return idx
@@ -254,14 +253,14 @@ def gp_tiles(fixes: dict, grid_lon, grid_lat, times, tiling: Tiling, n_sub: int 
         for w, s in enumerate(starts):
             if not np.any(nearest == w):
                 continue
-            mask = space & (tday >= s) & (tday <= s + tiling.window_days)
-            jobs.append((ix, iy, (west + size / 2, south + size / 2), w, mask))
-    rich = [j for j in jobs if j[4].sum() >= fit_n]
+            members = np.flatnonzero(space & (tday >= s) & (tday <= s + tiling.window_days))
+            jobs.append((ix, iy, (west + size / 2, south + size / 2), w, members))
+    rich = [j for j in jobs if j[4].size >= fit_n]
     picks = rng.choice(len(rich), min(fit_tiles, len(rich)), replace=False) if rich else []
     points, values = [], []
     for p in picks:
-        ix, iy, centre, w, mask = rich[p]
-        idx = _subset(fixes, mask, fit_n, rng)
+        ix, iy, centre, w, members = rich[p]
+        idx = _subset(members, fit_n, rng)
         x, y = _local_km(fixes["lon"][idx], fixes["lat"][idx], centre)
         points.append(np.stack([x, y, tday[idx]], -1))
         values.append(idx)
@@ -276,10 +275,12 @@ def gp_tiles(fixes: dict, grid_lon, grid_lat, times, tiling: Tiling, n_sub: int 
     shape = (times.size, grid_lat.size, grid_lon.size)
     out = {k: np.full(shape, np.nan) for k in ("u", "v", "u_std", "v_std")}
     used = 0
-    for ix, iy, centre, w, mask in jobs:
-        if mask.sum() < min_fixes:
+    for j, (ix, iy, centre, w, members) in enumerate(jobs):
+        if j and j % max(len(jobs) // 10, 1) == 0:
+            log(f"GP: {j} of {len(jobs)} tile-windows")
+        if members.size < min_fixes:
             continue
-        idx = _subset(fixes, mask, n_sub, rng)
+        idx = _subset(members, n_sub, rng)
         used += idx.size
         x, y = _local_km(fixes["lon"][idx], fixes["lat"][idx], centre)
         k = np.flatnonzero(nearest == w)
