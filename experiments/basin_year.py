@@ -192,6 +192,9 @@ def baselines(bench: Benchmark, work: pathlib.Path, store: xr.Dataset | None = N
     inside = [np.abs(gp[c].values - tr[c].values)[informed] <= 1.96 * gp[f"{c}_std"].values[informed] for c in "uv"]
     row["coverage"] = float(np.concatenate(inside).mean())
     rows.append(row)
+    where = np.isfinite(binned_means(fixes, lon, lat, times, bench.resolution, 1)["u"].values)
+    rows.append(_row("GP per tile", "cells with a fix that day", gp.where(where), store, truth, seconds,
+                     "the GP's map on the cells holding a quality-controlled velocity within half a day"))
     for r in rows:
         log(f"{r['method']} ({r['config']}): error {r['error']:.3f} on {r['cells']} cell-days"
             + (f", map {r['map_error_same_cells']:.3f} there" if store is not None else ""))
