@@ -6,7 +6,7 @@ Steps (each cached in the work folder, default runs/basin_year/; `--quick` uses 
   4,500 km domain with its mean current, placed at 30 W, 30 N; 400 drifters released over the year, hourly fixes
   with GDP-like problems, written as `archive.nc` (GDP-hourly ragged, no lagda attributes) and `archive_stats.json`;
   the truth, daily u, v on the region's grid (lon -50..-10, lat 10..50 at 0.25 degree), as `truth.nc`.
-- `baselines`: binned means (0.25, 0.5, 1 degree; daily and 10-day windows) and a Goncalves-style GP per tile
+- `baselines`: binned means (0.25, 0.5, 1 degree; daily and 11-day windows) and a Goncalves-style GP per tile
   (experiments.basin_methods), each scored; rows in the CSV.
 - `score --store STORE`: a `lagda map` store against the truth (experiments.basin_methods.score_map).
 - `run`: `lagda map` with 1 and 2 workers (wall time, tiles/s, peak memory of the process tree), scored; the
@@ -16,7 +16,7 @@ Steps (each cached in the work folder, default runs/basin_year/; `--quick` uses 
     python -m experiments.basin_year baselines
     python -m experiments.basin_year run [--workers 1 2]
     python -m experiments.basin_year page          # regenerate docs/results/basin-year.md's table from the CSV
-    python -m experiments.basin_year all --quick    # a tiny configuration end to end (for tests)
+    python -m experiments.basin_year all --quick    # a tiny configuration end to end (needs `lagda map`)
 """
 
 from __future__ import annotations
