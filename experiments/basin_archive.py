@@ -1,0 +1,191 @@
+"""The basin-year archive: a year of QG drifter tracks with GDP-like problems, written as a GDP-hourly ragged file.
+
+From the year's tracks (experiments.basin_ocean, uniform at day 0, recorded every dt) each drifter gets a release
+day (uniform in [0, `release_days`)) and a life (uniform in [`min_life_days`, days]), ending at the year's end at
+the latest; the track cut there is a drifter released at its first fix. A track that crosses the periodic domain's
+edge is split there (each piece its own id), so no drifter jumps across the map; pieces shorter than `min_fixes`
+fixes are dropped. Then, as GDP files have them:
+
+- **noise**: each fix gets a standard deviation drawn uniformly in [`noise_m`[0], `noise_m`[1]] metres, Gaussian
+  east and north, written (in degrees) as `err_lon`, `err_lat`;
+- **gaps**: per piece, Poisson(`gaps_per_30d` x days / 30) gaps of uniform length in `gap_hours`, and a fraction
+  `missing` of single fixes dropped;
+- **spikes**: a fraction `spike_rate` of fixes moved `spike_km` km in a random direction;
+- **duplicated times**: a fraction `duplicate_rate` of fixes repeated at the same time, half exactly and half with
+  a fresh noise draw (a conflicting duplicate);
+- **undrogued tails**: a fraction `undrogued` of drifters lose their drogue at a uniform fraction in [0.3, 0.9] of
+  their life; from then `drogue_status` is 0 and their fixes are moved by the integral of a windage slip of
+  `slip_speed` m/s in a direction of their own that swings +-0.5 rad over a week (the slip is added to the
+  water-following track: the undrogued fixes' velocities are the water's plus the slip).
+
+The file (`to_gdp_dataset`) is a CF contiguous ragged array as clouddrift's GDP-hourly has it: dims `traj`, `obs`;
+`id`, `rowsize`, `deploy_date`, `deploy_lon`, `deploy_lat` per trajectory; `time`, `lon`, `lat`, `err_lon`,
+`err_lat`, `drogue_status`, `location_type` (1 = GPS) per fix; no lagda attributes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from experiments.basin_ocean import EARTH_RADIUS_M, OceanConfig, plane_to_lonlat
+
+ID_BASE = 300534060000000  # GDP-like 15-digit ids: ID_BASE + 1000 drifter + piece
+START = np.datetime64("2001-01-01T00:00:00", "ms")  # the time of the year's first record
+
+
+@dataclasses.dataclass(frozen=True)
+class ArchiveConfig:
+    """The archive's release, life and GDP-like problems (module docstring)."""
+
+    release_days: float = 300.0  # releases uniform over the first release_days days
+    min_life_days: float = 60.0  # lives uniform in [min_life_days, days]
+    min_fixes: int = 24  # pieces (between domain-edge crossings) shorter than this are dropped
+    noise_m: tuple[float, float] = (10.0, 100.0)  # per-fix position noise std range, m
+    gaps_per_30d: float = 1.0  # gaps per piece per 30 days
+    gap_hours: tuple[float, float] = (3.0, 72.0)  # gap length range, hours
+    missing: float = 0.02  # single fixes dropped
+    spike_rate: float = 0.003  # fixes moved spike_km away
+    spike_km: float = 50.0
+    duplicate_rate: float = 0.005  # fixes repeated at the same time
+    undrogued: float = 0.4  # drifters that lose their drogue
+    slip_speed: float = 0.1  # windage slip of an undrogued drifter, m/s
+    seed: int = 1
+
+
+def _pieces(track: np.ndarray, L: float) -> list[slice]:
+    """Returns the slices of `track` `(obs, 2)` m (unwrapped) between crossings of the periodic domain's edge."""
+    cell = np.floor(track / L).astype(np.int64)
+    breaks = np.flatnonzero(np.any(np.diff(cell, axis=0) != 0, axis=1)) + 1
+    edges = np.concatenate([[0], breaks, [len(track)]])
+    return [slice(a, b) for a, b in zip(edges[:-1], edges[1:])]
+
+
+def _slip(n: int, dt: float, rng) -> np.ndarray:
+    """Returns the cumulative windage displacement `(n, 2)` m of an undrogued drifter over n steps of dt s."""
+    theta0, t = rng.uniform(0, 2 * np.pi), np.arange(n) * dt
+    theta = theta0 + 0.5 * np.sin(2 * np.pi * t / (7 * 86400.0) + rng.uniform(0, 2 * np.pi))
+    velocity = np.stack([np.cos(theta), np.sin(theta)], -1)
+    return np.cumsum(velocity, axis=0) * dt
+
+
+def _keep_mask(n: int, acfg: ArchiveConfig, dt: float, rng) -> np.ndarray:
+    """Returns which of n fixes survive the gaps and the single missing fixes."""
+    keep = rng.random(n) >= acfg.missing
+    for _ in range(rng.poisson(acfg.gaps_per_30d * n * dt / (30 * 86400.0))):
+        length = int(round(rng.uniform(*acfg.gap_hours) * 3600.0 / dt))
+        start = rng.integers(0, n)
+        keep[start:start + length] = False
+    return keep
+
+
+def make_archive(ocean: OceanConfig, acfg: ArchiveConfig, positions: np.ndarray, dt: float, start) -> tuple:
+    """Returns (rows, stats): the archive's rows as a dict of per-fix and per-trajectory arrays, and the counts.
+
+    Args:
+        positions: `(drifter, obs, 2)` m, unwrapped, at start + j dt (j = 0..obs - 1).
+        start: numpy datetime64 of the first record.
+    """
+    rng = np.random.default_rng(acfg.seed)
+    n_drifter, n_obs = positions.shape[:2]
+    metre_lat = np.rad2deg(1.0 / EARTH_RADIUS_M)
+    fixes = {k: [] for k in ("time", "lon", "lat", "err_lon", "err_lat", "drogue_status")}
+    ids, rowsize = [], []
+    stats = dict(drifters=0, pieces=0, dropped_short_pieces=0, spikes=0, exact_duplicates=0,
+                 conflicting_duplicates=0, undrogued_drifters=0, undrogued_fixes=0, edge_splits=0)
+    for i in range(n_drifter):
+        first = int(rng.uniform(0, acfg.release_days) * 86400.0 / dt)
+        life = int(rng.uniform(acfg.min_life_days, n_obs * dt / 86400.0) * 86400.0 / dt)
+        last = min(n_obs, first + life)
+        track = positions[i, first:last]
+        moved = track.copy()
+        drogue = np.ones(len(track), np.int8)
+        if rng.random() < acfg.undrogued:
+            loss = int(rng.uniform(0.3, 0.9) * len(track))
+            drogue[loss:] = 0
+            moved[loss:] += acfg.slip_speed * _slip(len(track) - loss, dt, rng)
+            stats["undrogued_drifters"] += 1
+        stats["drifters"] += 1
+        pieces = _pieces(track, ocean.L)
+        stats["edge_splits"] += len(pieces) - 1
+        for p, piece in enumerate(pieces):
+            n = piece.stop - piece.start
+            if n < acfg.min_fixes:
+                stats["dropped_short_pieces"] += 1
+                continue
+            xy = moved[piece] - np.floor(track[piece] / ocean.L) * ocean.L
+            keep = _keep_mask(n, acfg, dt, rng)
+            idx = np.flatnonzero(keep)
+            sigma = rng.uniform(*acfg.noise_m, size=idx.size)
+            noisy = xy[idx] + sigma[:, None] * rng.standard_normal((idx.size, 2))
+            spikes = rng.random(idx.size) < acfg.spike_rate
+            angle = rng.uniform(0, 2 * np.pi, spikes.sum())
+            noisy[spikes] += acfg.spike_km * 1e3 * np.stack([np.cos(angle), np.sin(angle)], -1)
+            stats["spikes"] += int(spikes.sum())
+            dup = np.flatnonzero(rng.random(idx.size) < acfg.duplicate_rate)
+            conflicting = rng.random(dup.size) < 0.5
+            stats["exact_duplicates"] += int((~conflicting).sum())
+            stats["conflicting_duplicates"] += int(conflicting.sum())
+            order = np.sort(np.concatenate([np.arange(idx.size), dup]), kind="stable")
+            extra = np.zeros(order.size, bool)
+            extra[np.flatnonzero(np.diff(order) == 0) + 1] = True  # the second of each repeated row
+            rows = noisy[order]
+            redraw = np.zeros(order.size, bool)
+            redraw[np.flatnonzero(extra)[conflicting]] = True
+            rows[redraw] = xy[idx[order[redraw]]] + sigma[order[redraw], None] * rng.standard_normal(
+                (redraw.sum(), 2))
+            lon, lat = plane_to_lonlat(ocean, rows[:, 0], rows[:, 1])
+            s = sigma[order]
+            fixes["time"].append(start + ((first + piece.start + idx[order]) * dt * 1e3).astype("timedelta64[ms]"))
+            fixes["lon"].append(lon)
+            fixes["lat"].append(lat)
+            fixes["err_lat"].append(s * metre_lat)
+            fixes["err_lon"].append(s * metre_lat / np.cos(np.deg2rad(lat)))
+            fixes["drogue_status"].append(drogue[piece][idx[order]])
+            stats["undrogued_fixes"] += int((drogue[piece][idx[order]] == 0).sum())
+            ids.append(ID_BASE + 1000 * i + p)
+            rowsize.append(order.size)
+            stats["pieces"] += 1
+    rows = {k: np.concatenate(v) for k, v in fixes.items()}
+    rows["id"], rows["rowsize"] = np.asarray(ids, np.int64), np.asarray(rowsize, np.int64)
+    stats["fixes"] = int(rowsize and sum(rowsize))
+    stats["trajectories"] = len(ids)
+    return rows, stats
+
+
+def to_gdp_dataset(rows: dict, deploy: bool = True):
+    """Returns the GDP-hourly-like xarray Dataset (dims traj, obs) of `make_archive`'s rows; `deploy` False leaves
+    out `deploy_date`, `deploy_lon`, `deploy_lat`."""
+    import xarray as xr
+
+    starts = np.concatenate([[0], np.cumsum(rows["rowsize"])[:-1]]).astype(np.int64)
+    deg = lambda name, units: {"long_name": name, "units": units}
+    ds = xr.Dataset(
+        {
+            "rowsize": ("traj", rows["rowsize"], {"long_name": "number of observations per trajectory",
+                                                  "sample_dimension": "obs", "units": "-"}),
+            "deploy_date": ("traj", rows["time"][starts], {"long_name": "deployment date and time"}),
+            "deploy_lon": ("traj", rows["lon"][starts], deg("deployment longitude", "degrees_east")),
+            "deploy_lat": ("traj", rows["lat"][starts], deg("deployment latitude", "degrees_north")),
+            "lon": ("obs", rows["lon"], {**deg("longitude", "degrees_east"), "standard_name": "longitude"}),
+            "lat": ("obs", rows["lat"], {**deg("latitude", "degrees_north"), "standard_name": "latitude"}),
+            "err_lon": ("obs", rows["err_lon"], deg("1-sigma error of longitude", "degrees_east")),
+            "err_lat": ("obs", rows["err_lat"], deg("1-sigma error of latitude", "degrees_north")),
+            "drogue_status": ("obs", rows["drogue_status"].astype(np.int8),
+                              {"long_name": "status of the drogue", "flag_values": np.array([0, 1], np.int8),
+                               "flag_meanings": "lost attached"}),
+            "location_type": ("obs", np.ones(rows["lon"].size, np.int8),
+                              {"long_name": "satellite-based location system", "flag_values": np.array([0, 1], np.int8),
+                               "flag_meanings": "argos gps"}),
+        },
+        coords={"id": ("traj", rows["id"], {"long_name": "global drifter program buoy id",
+                                            "cf_role": "trajectory_id"}),
+                "time": ("obs", rows["time"], {"long_name": "time", "standard_name": "time"})},
+        attrs={"title": "Global Drifter Program hourly-like drifting buoy data (synthetic basin-year archive)",
+               "Conventions": "CF-1.6", "featureType": "trajectory",
+               "summary": "hourly positions of drifters in a pyqg-jax QG ocean placed on the sphere, with position "
+                          "noise, gaps, spikes, duplicated times and undrogued segments"})
+    ds["time"].encoding.update(units="seconds since 1970-01-01 00:00:00", dtype="float64")
+    ds["deploy_date"].encoding.update(units="seconds since 1970-01-01 00:00:00", dtype="float64")
+    return ds if deploy else ds.drop_vars(["deploy_date", "deploy_lon", "deploy_lat"])
