@@ -220,8 +220,6 @@ def _undrogued_duplicates(ds) -> int:
     return int((repeat & (ds["drogue_status"].values == 0)).sum())
 
 
-@pytest.mark.xfail(reason="read_tracks takes the per-trajectory deploy_lon (units degrees_east) for the position "
-                          "(issue 44, real-file hygiene)", raises=ValueError)
 def test_lagda_reads_the_archive_with_its_deployment_variables(tmp_path):
     from lagda.io.formats import read_tracks
 

@@ -355,6 +355,8 @@ def _position_names(ds, path) -> tuple[str, str, str]:
     def find(standard_name, units, names):
         hits = [n for n, v in ds.variables.items()
                 if v.attrs.get("standard_name") == standard_name or str(v.attrs.get("units", "")).lower() in units]
+        # the positions are the largest such variable (a GDP file's deploy_lon is one per drifter), lon before others
+        hits.sort(key=lambda n: (-ds[n].size, n not in names))
         return hits or [n for n in names if n in ds.variables]
 
     lon, lat = find("longitude", _LON_UNITS, ("lon", "longitude")), find("latitude", _LAT_UNITS, ("lat", "latitude"))
