@@ -150,7 +150,8 @@ def tiling_of(bench: Benchmark) -> Tiling:
 
 def baselines(bench: Benchmark, work: pathlib.Path, store: xr.Dataset | None = None, log=print) -> list[dict]:
     """Returns one CSV row per baseline (binned means at 0.25, 0.5, 1 degree, daily and 11-day windows; the GP per
-    tile, cached in work per tiling), each scored on its own cells (and the map's error there when `store` is given)."""
+    tile in its own tiling, cached in work), each scored on its own cells (and the map's error there when `store` is
+    given)."""
     archive, truth_path = make(bench, work, log)
     truth = xr.open_dataset(truth_path)
     began = time.perf_counter()
@@ -168,7 +169,7 @@ def baselines(bench: Benchmark, work: pathlib.Path, store: xr.Dataset | None = N
             maps = binned_means(fixes, lon, lat, times, bin_deg, window)
             rows.append(_row(f"binned {bin_deg:g} deg", f"{window}-day window", maps, store, truth,
                              time.perf_counter() - began, "numpy bincount (clouddrift 0.44 has no binning)"))
-    tiling = Tiling.from_attrs(store.attrs) if store is not None else tiling_of(bench)
+    tiling = tiling_of(bench)  # the GP's own tiling (5-degree tiles, 30-day windows every 10 days), not the map's
     gp_path = work / "gp_{:g}_{:g}_{:g}_{:g}.nc".format(*dataclasses.astuple(tiling))
     seconds = None
     if gp_path.exists():
