@@ -206,7 +206,7 @@ def test_cli_assimilate_bad_method_and_existing_output(tmp_path, capsys):
 def test_cli_assimilate_help_names_the_default_model(capsys):
     from lagda.cli import main
 
-    assert main(["assimilate", "--help"]) == 0
+    assert main(["assimilate", "--method", "hybrid", "--help"]) == 0
     out = capsys.readouterr().out
     assert "lagda/shipped/learned/" in out and "--members" in out and "--n-grid" in out and "--noise-std" in out
     assert "--bank-size" in out and "--refine" in out and "--hybrid-refine" not in out  # old names: accepted, not shown

@@ -166,6 +166,9 @@ def _report(line: str) -> None:
     print(f"lagda train: {line}", file=sys.stderr)
 
 
+PROVENANCE = {"history", "source", "title", "date_created", "date_modified"}  # attributes that name, not define
+
+
 def _dataset_record(train_data: PairedData) -> dict:
     """Returns dataset.json's content: the training data's modes, prior, times, generator settings and size."""
     return json.loads(json.dumps({**train_data.meta(), "n_pairs": train_data.n_samples}))
@@ -192,7 +195,12 @@ def _prepare_run_dir(run_dir: pathlib.Path, config: TrainConfig, train_data: Pai
             raise ValueError(f"cannot resume {run_dir}: config differs from the saved one in {differ}")
         if (run_dir / "dataset.json").is_file():
             old_data, data = json.loads((run_dir / "dataset.json").read_text()), _dataset_record(train_data)
-            differ = sorted(k for k in set(old_data) | set(data) if old_data.get(k) != data.get(k))
+            differ = sorted(k for k in set(old_data) | set(data) if k != "attrs" and old_data.get(k) != data.get(k))
+            old_attrs, attrs = old_data.get("attrs") or {}, data.get("attrs") or {}
+            # the generator settings both records hold (a file's provenance lines, and an array file's lack of
+            # attributes, say nothing of the samples)
+            differ += sorted(f"attrs.{k}" for k in set(old_attrs) & set(attrs) - PROVENANCE
+                             if old_attrs[k] != attrs[k])
             if differ:
                 raise ValueError(f"cannot resume {run_dir}: the training data differs from the saved run's in "
                                  f"{differ}")
