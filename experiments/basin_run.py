@@ -130,17 +130,16 @@ def _subset_archive(archive: xr.Dataset, keep: np.ndarray) -> xr.Dataset:
 
 
 def result_velocity(ds: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
-    """Returns u, v `(time, lat, lon)` of a `lagda assimilate` result: `u`, `v` on (time, lat, lon), or today's
-    `u_mean`, `v_mean` on (field, model_time, y, x) with coordinates lon(x), lat(y), time(model_time)."""
-    if "u" in ds and {"lat", "lon", "time"} <= set(ds["u"].dims):
-        return ds["u"].squeeze(drop=True), ds["v"].squeeze(drop=True)
-    out = []
-    for name in ("u_mean", "v_mean"):
-        da = ds[name].isel(field=0) if "field" in ds[name].dims else ds[name]
-        out.append(xr.DataArray(da.transpose("model_time", "y", "x").values, dims=("time", "lat", "lon"),
-                                coords={"time": ds["time"].values, "lat": ds["lat"].values,
-                                        "lon": (ds["lon"].values + 180) % 360 - 180}))
-    return out[0], out[1]
+    """Returns u, v `(time, lat, lon)` of a `lagda assimilate` result in either layout (lagda.io.results.mean_velocity),
+    with the grid's time, lat and lon as coordinates (an older result's lon(x) wrapped to [-180, 180))."""
+    from lagda.io.results import mean_velocity
+
+    lon = ds["lon"].values
+    if "u_mean" in ds:
+        lon = (lon + 180) % 360 - 180
+    coords = {"time": ds["time"].values, "lat": ds["lat"].values, "lon": lon}
+    u, v = (xr.DataArray(mean_velocity(ds, c), dims=("time", "lat", "lon"), coords=coords) for c in ("u", "v"))
+    return u, v
 
 
 def box_comparison(bench: Benchmark, archive_path, store: xr.Dataset, truth: xr.Dataset, work: pathlib.Path,

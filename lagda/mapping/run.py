@@ -271,7 +271,7 @@ def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, 
                                dashboard_address=None, silence_logs=40)
     with Client(scheduler or cluster) as client:
         # a bounded number of tiles in flight: the client holds the fixes of those tiles only
-        limit = 2 * max(1, len(client.scheduler_info().get("workers", {})) or workers or 1)
+        limit = 2 * max(1, len(client.scheduler_info().get("workers", {})))
         queue = iter(pending)
         by_time = np.argsort(fixes.time, kind="stable")
         sorted_time = fixes.time[by_time]
@@ -355,7 +355,6 @@ def _dataset(grid: Grid, settings: MapSettings, fields: dict, counts, infos):
 
     from lagda import __version__
 
-    lon = grid.lon if grid.lon[-1] < 180.0 or grid.lon[0] >= 180.0 else grid.lon  # monotonic across the dateline
     times = (grid.days * 1e9).astype("datetime64[ns]")
     names = {"u": ("eastward_sea_water_velocity", "eastward velocity"),
              "v": ("northward_sea_water_velocity", "northward velocity")}
@@ -372,7 +371,7 @@ def _dataset(grid: Grid, settings: MapSettings, fields: dict, counts, infos):
     ds = xr.Dataset(data, coords={
         "time": ("time", times, {"standard_name": "time", "axis": "T"}),
         "lat": ("lat", grid.lat, {"standard_name": "latitude", "units": "degrees_north", "axis": "Y"}),
-        "lon": ("lon", lon, {"standard_name": "longitude", "units": "degrees_east", "axis": "X"})})
+        "lon": ("lon", grid.lon, {"standard_name": "longitude", "units": "degrees_east", "axis": "X"})})
     skipped = sum("skipped" in i for i in infos)
     ds.attrs = {"Conventions": "CF-1.11", "title": "lagda map: daily velocity maps from drifters",
                 "source": f"lagda {__version__}", "tile_size_deg": settings.tile_deg,
