@@ -26,6 +26,8 @@ import dataclasses
 import numpy as np
 import xarray as xr
 
+from lagda.mapping.residual import fit, predict
+
 EARTH_RADIUS_M = 6_371_008.8
 DAY_S = 86400.0
 
@@ -146,68 +148,6 @@ class Tiling:
         return np.unique(np.append(starts, last))
 
 
-def _se_kernel(xa, xb, ell_km, tau_d):
-    """Returns exp(-|dx|^2 / (2 l^2) - dt^2 / (2 tau^2)) `(a, b)` of points `(., 3)`: x km, y km, t days."""
-    from scipy.spatial.distance import cdist
-
-    d2 = cdist(xa[:, :2], xb[:, :2], "sqeuclidean") / ell_km**2
-    return np.exp(-0.5 * d2 - 0.5 * np.subtract.outer(xa[:, 2], xb[:, 2]) ** 2 / tau_d**2)
-
-
-def _se_parts(x, ell, tau):
-    """Returns (exp part K0, scaled squared distance, scaled squared lag) `(n, n)` of points x `(n, 3)`."""
-    d2 = ((x[:, None, :2] - x[None, :, :2]) ** 2).sum(-1) / ell**2
-    t2 = (x[:, None, 2] - x[None, :, 2]) ** 2 / tau**2
-    return np.exp(-0.5 * d2 - 0.5 * t2), d2, t2
-
-
-def gp_neg_log_likelihood(theta, sets) -> tuple[float, np.ndarray]:
-    """Returns (-sum log p(y | theta), its gradient in theta) over `sets` [(points `(n, 3)`, values `(n,)`)],
-    theta = log (l km, tau days, s2, n2), each set's mean removed."""
-    from scipy.linalg import cho_factor, cho_solve
-
-    ell, tau, s2, n2 = np.exp(theta)
-    total, grad = 0.0, np.zeros(4)
-    for x, y in sets:
-        k0, d2, t2 = _se_parts(x, ell, tau)
-        try:
-            factor = cho_factor(s2 * k0 + n2 * np.eye(len(x)), lower=True)
-        except np.linalg.LinAlgError:
-            return 1e30, np.zeros(4)
-        r = y - y.mean()
-        alpha = cho_solve(factor, r)
-        total += 0.5 * float(r @ alpha) + float(np.log(np.diag(factor[0])).sum()) + 0.5 * len(x) * np.log(2 * np.pi)
-        inner = cho_solve(factor, np.eye(len(x))) - np.outer(alpha, alpha)  # K^-1 - alpha alpha^T
-        for i, dk in enumerate((s2 * k0 * d2, s2 * k0 * t2, s2 * k0)):
-            grad[i] += 0.5 * float((inner * dk).sum())
-        grad[3] += 0.5 * n2 * float(np.trace(inner))
-    return total, grad
-
-
-def fit_gp(sets, start=(100.0, 5.0, 0.01, 0.001)) -> dict:
-    """Returns the hyperparameters {ell_km, tau_days, s2, n2} maximising the marginal likelihood of `sets` (as in
-    `gp_neg_log_likelihood`), bounded to l in [5, 2000] km, tau in [0.2, 200] days."""
-    from scipy.optimize import minimize
-
-    bounds = [(np.log(5.0), np.log(2000.0)), (np.log(0.2), np.log(200.0)), (np.log(1e-6), np.log(10.0)),
-              (np.log(1e-8), np.log(1.0))]
-    best = minimize(gp_neg_log_likelihood, np.log(start), args=(sets,), jac=True, method="L-BFGS-B", bounds=bounds,
-                    options={"maxiter": 100})
-    return dict(zip(("ell_km", "tau_days", "s2", "n2"), map(float, np.exp(best.x))), nll=float(best.fun))
-
-
-def gp_predict(x, y, xs, hyper: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Returns (mean `(m,)`, latent std `(m,)`) at points xs `(m, 3)` from data x `(n, 3)`, values y `(n,)`, the
-    prior mean the data's mean."""
-    from scipy.linalg import cho_factor, cho_solve, solve_triangular
-
-    ell, tau, s2, n2 = (hyper[k] for k in ("ell_km", "tau_days", "s2", "n2"))
-    factor = cho_factor(s2 * _se_kernel(x, x, ell, tau) + n2 * np.eye(len(x)), lower=True)
-    ks = s2 * _se_kernel(xs, x, ell, tau)
-    w = solve_triangular(factor[0], ks.T, lower=True)
-    return y.mean() + ks @ cho_solve(factor, y - y.mean()), np.sqrt(np.maximum(s2 - (w**2).sum(0), 0.0))
-
-
 def _local_km(lon, lat, centre):
     return (np.deg2rad(lon - centre[0]) * EARTH_RADIUS_M * np.cos(np.deg2rad(centre[1])) / 1e3,
             np.deg2rad(lat - centre[1]) * EARTH_RADIUS_M / 1e3)
@@ -268,10 +208,10 @@ def gp_tiles(fixes: dict, grid_lon, grid_lat, times, tiling: Tiling, n_sub: int 
         raise ValueError(f"no tile and window holds {fit_n} velocities to fit the GP's hyperparameters")
     hyper = {}
     for name in ("u", "v"):
-        hyper[name] = fit_gp([(x, fixes[name][idx]) for x, idx in zip(points, values)])
+        hyper[name] = fit([(x, fixes[name][idx]) for x, idx in zip(points, values)])
         h = hyper[name]
-        log(f"GP {name}: hyperparameters from {len(points)} tile-windows of {fit_n}: l = {h['ell_km']:.0f} km, "
-            f"tau = {h['tau_days']:.1f} days, s = {np.sqrt(h['s2']):.3f} m/s, noise {np.sqrt(h['n2']):.3f} m/s")
+        log(f"GP {name}: hyperparameters from {len(points)} tile-windows of {fit_n}: l = {h.ell_km:.0f} km, "
+            f"tau = {h.tau_days:.1f} days, s = {np.sqrt(h.s2):.3f} m/s, noise {np.sqrt(h.n2):.3f} m/s")
     shape = (times.size, grid_lat.size, grid_lon.size)
     out = {k: np.full(shape, np.nan) for k in ("u", "v", "u_std", "v_std")}
     used = 0
@@ -289,13 +229,13 @@ def gp_tiles(fixes: dict, grid_lon, grid_lat, times, tiling: Tiling, n_sub: int 
         xs = np.concatenate([np.stack([gx, gy, np.full(gx.size, d)], -1) for d in days[k]])
         sel, cells = np.ix_(k, iy, ix), (k.size, iy.size, ix.size)
         for name in ("u", "v"):
-            mean, std = gp_predict(np.stack([x, y, tday[idx]], -1), fixes[name][idx], xs, hyper[name])
+            mean, std = predict(np.stack([x, y, tday[idx]], -1), fixes[name][idx], xs, hyper[name])
             out[name][sel], out[f"{name}_std"][sel] = mean.reshape(cells), std.reshape(cells)
     data = {name: (("time", "lat", "lon"), values) for name, values in out.items()}
     return xr.Dataset(data, coords=_map_frame(grid_lon, grid_lat, times),
                       attrs={"method": f"GP per tile (n_sub {n_sub})", "tile_windows": len(jobs),
                              "velocities_used": used,
-                             **{f"gp_{c}_{k}": v for c, h in hyper.items() for k, v in h.items()}})
+                             **{f"gp_{c}_{k}": v for c, h in hyper.items() for k, v in dataclasses.asdict(h).items()}})
 
 
 def relative_l2(u, v, ut, vt, mask) -> float:
@@ -340,7 +280,7 @@ def aligned_truth(store: xr.Dataset, truth: xr.Dataset) -> xr.Dataset:
 def score_map(store: xr.Dataset, truth: xr.Dataset, tiling: Tiling | None = None, z: float = 1.96) -> dict:
     """Returns the map's scores against the truth on informed cells (n_fixes > 0, u and v finite):
     `error` (relative L2), `coverage` (fraction of u and v components with |est - truth| <= z std), `coverage_u`,
-    `coverage_v`, `seam_ratio` (the error within one halo of an interior tile edge over the error elsewhere, with
+    `coverage_v`, `coverage_all` and `error_all` (on every cell with a value, informed or not), `seam_ratio` (the error within one halo of an interior tile edge over the error elsewhere, with
     `error_seam`, `error_interior`) and `cells` (informed cell-days).
 
     Args:
@@ -360,6 +300,11 @@ def score_map(store: xr.Dataset, truth: xr.Dataset, tiling: Tiling | None = None
         out[f"coverage_{name}"] = float(cover[name].mean()) if cover[name].size else float("nan")
     both = np.concatenate([cover["u"], cover["v"]])
     out["coverage"] = float(both.mean()) if both.size else float("nan")
+    every = [np.abs(est - true)[np.isfinite(est) & np.isfinite(std)] <= z * std[np.isfinite(est) & np.isfinite(std)]
+             for est, true, std in ((u, ut, np.asarray(store["u_std"], np.float64)),
+                                    (v, vt, np.asarray(store["v_std"], np.float64)))]
+    out["coverage_all"] = float(np.concatenate(every).mean())
+    out["error_all"] = relative_l2(u, v, ut, vt, np.isfinite(u) & np.isfinite(v))
     seam = np.broadcast_to(seam_mask(store["lon"].values, store["lat"].values, tiling), informed.shape)
     out["error_seam"] = relative_l2(u, v, ut, vt, informed & seam)
     out["error_interior"] = relative_l2(u, v, ut, vt, informed & ~seam)

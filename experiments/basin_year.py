@@ -271,7 +271,8 @@ def score_store(bench: Benchmark, store_path, truth: xr.Dataset, label: str) -> 
     score = score_map(store, truth)
     return {"method": "lagda map", "config": label, "error": score["error"], "cells": score["cells"],
             "coverage": score["coverage"], "seam_ratio": score["seam_ratio"],
-            "notes": f"coverage u {score['coverage_u']:.3f}, v {score['coverage_v']:.3f}; error within a halo of a "
+            "notes": f"coverage u {score['coverage_u']:.3f}, v {score['coverage_v']:.3f}; on every cell with a value "
+                     f"error {score['error_all']:.3f}, coverage {score['coverage_all']:.3f}; error within a halo of a "
                      f"tile edge {score['error_seam']:.3f}, elsewhere {score['error_interior']:.3f}"}
 
 

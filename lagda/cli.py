@@ -479,6 +479,9 @@ def _add_map_parser(subparsers) -> None:
                        help=f"largest Fourier wavenumber per tile box side (default {d.k_max:g})")
     tiles.add_argument("--degree", type=int, default=d.degree,
                        help=f"largest Legendre degree in time per window (default {d.degree})")
+    tiles.add_argument("--no-local-gp", dest="local_gp", action="store_false",
+                       help="leave out the local Gaussian process of the velocity each tile's basis leaves out at the "
+                            "drifters (then that velocity is the error model's std alone)")
     p.set_defaults(run=_run_map)
 
 
@@ -489,7 +492,8 @@ def _run_map(args: argparse.Namespace) -> int:
 
     settings = MapSettings(tuple(args.region), (parse_time(args.period[0]), parse_time(args.period[1])),
                            args.resolution, parse_step(args.cadence, "--cadence"), args.tile_size, args.halo,
-                           args.window_days, args.window_step, args.k_max, args.degree, args.keep_undrogued)
+                           args.window_days, args.window_step, args.k_max, args.degree, args.keep_undrogued,
+                           args.local_gp)
     say = lambda line: print(f"lagda map: {line}", file=sys.stderr)
     try:
         summary = map_archive(args.tracks, args.out, settings, workers=args.workers, scheduler=args.scheduler,

@@ -12,9 +12,6 @@ from experiments.basin_methods import (
     Tiling,
     binned_means,
     fd_velocities,
-    fit_gp,
-    gp_neg_log_likelihood,
-    gp_predict,
     gp_tiles,
     score_map,
     score_on_own_cells,
@@ -120,32 +117,6 @@ def test_binned_means_average_within_bins_and_windows():
     assert float(window["u"][1, 0, 0]) == pytest.approx((1 + 3 + 7) / 3)
     assert float(window["u"][0, 0, 0]) == 2.0 and float(window["u"][5, 0, 0]) == 7.0
     assert np.isnan(window["u"][6, 0, 0])
-
-
-def test_gp_gradient_matches_finite_differences():
-    rng = np.random.default_rng(1)
-    x = np.stack([rng.uniform(0, 300, 40), rng.uniform(0, 300, 40), rng.uniform(0, 20, 40)], -1)
-    y = np.sin(x[:, 0] / 80.0) * 0.1 + 0.01 * rng.standard_normal(40)
-    theta = np.log([90.0, 4.0, 0.02, 0.002])
-    _, grad = gp_neg_log_likelihood(theta, [(x, y)])
-    step = 1e-6
-    numeric = [(gp_neg_log_likelihood(theta + step * e, [(x, y)])[0]
-                - gp_neg_log_likelihood(theta - step * e, [(x, y)])[0]) / (2 * step) for e in np.eye(4)]
-    np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-6)
-
-
-def test_gp_recovers_a_smooth_field():
-    rng = np.random.default_rng(2)
-    field = lambda p: 0.1 + 0.08 * np.sin(2 * np.pi * p[:, 0] / 400.0) * np.cos(2 * np.pi * p[:, 1] / 500.0)
-    x = np.stack([rng.uniform(0, 500, 200), rng.uniform(0, 500, 200), rng.uniform(0, 10, 200)], -1)
-    y = field(x) + 0.005 * rng.standard_normal(200)
-    hyper = fit_gp([(x, y)])
-    assert np.sqrt(hyper["n2"]) == pytest.approx(0.005, rel=0.5)
-    g = np.stack(np.meshgrid(np.linspace(50, 450, 9), np.linspace(50, 450, 9)), -1).reshape(-1, 2)
-    xs = np.concatenate([g, np.full((len(g), 1), 5.0)], -1)
-    mean, std = gp_predict(x, y, xs, hyper)
-    assert np.sqrt(np.mean((mean - field(xs)) ** 2)) < 0.1 * np.sqrt(np.mean(field(xs) ** 2))
-    assert np.all(std > 0) and np.all(std < 0.02)
 
 
 def test_gp_tiles_map_a_uniform_current():

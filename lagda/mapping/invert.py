@@ -17,11 +17,15 @@ import dataclasses
 import numpy as np
 
 from lagda.mapping.archive import Fixes
-from lagda.mapping.tiles import Tile
+from lagda.mapping.tiles import DAY_S, Tile
 
 MAX_GAP_S = 6 * 3600.0  # a drifter's fixes further apart than this are separate segments
 MIN_SEGMENTS = 2  # a tile with fewer drifter segments is not inverted (too little to choose a prior from)
 STD_EVERY = 2  # the predictive std is computed on every STD_EVERY-th cell and day, and interpolated between
+LOCAL_CHUNK_S = 6 * 3600.0  # the drifter velocities of the local fit: displacements over chunks of this length
+LOCAL_MAX_POINTS = 1200  # at most this many velocities per tile (longer chunks beyond)
+LOCAL_FIT_POINTS = 300  # the hyperparameters are fitted on at most this many of them
+MIN_LOCAL_POINTS = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +67,7 @@ def _segments(fixes: Fixes) -> list[np.ndarray]:
     return [s for s in np.split(np.arange(len(fixes)), breaks) if len(s) >= 3]
 
 
-def invert_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int) -> dict:
+def invert_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int, local_gp: bool = True) -> dict:
     """Returns the tile's piece of the map: {"u", "v", "u_std", "v_std"} `(day, lat, lon)` float32 m/s on the cells
     of `grid.window(tile)`, and "info" (a dict of what the inversion chose), or {"info": ...} alone when the tile has
     fewer than MIN_SEGMENTS drifter segments (nothing to invert).
@@ -85,8 +89,27 @@ def invert_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int)
     tracks = pack_tracks(times, positions, np.arange(len(segments)), np.zeros(len(segments), np.int64),
                          mapping=mapping)
     mean, cov, rep_std, chosen = _posterior(tracks, k_max, degree)
-    return {**_on_grid(mean, cov, rep_std, chosen["model"], mapping, tile, grid),
-            "info": {**info, **{k: v for k, v in chosen.items() if k != "model"}}}
+    model = chosen.pop("model")
+    field = _on_grid(mean, cov, model, mapping, tile, grid)
+    info.update(chosen)
+    local = _local_fit(fixes, segments, mean, model, mapping, tile, k_max) if local_gp else None
+    if local is None:  # the velocity the basis leaves out: the error model's std alone
+        var_u = field.pop("var_u") + (rep_std * field["fu"]) ** 2
+        var_v = field.pop("var_v") + (rep_std * field["fv"]) ** 2
+        if local_gp:
+            info["local_gp"] = f"fewer than {MIN_LOCAL_POINTS} drifter velocities: not fitted"
+    else:
+        gp, hyper, points = local
+        du, dv, var_local = _local_on_grid(gp, tile, grid)
+        field["u"], field["v"] = field["u"] + du, field["v"] + dv
+        # near a drifter the local fit corrects the basis field's error too: its variance shrinks by the same
+        # fraction as the residual's
+        remaining = var_local / hyper.s2
+        var_u, var_v = field.pop("var_u") * remaining + var_local, field.pop("var_v") * remaining + var_local
+        info["local_gp"] = {"velocities": points, "ell_km": hyper.ell_km, "tau_days": hyper.tau_days,
+                            "std_m_s": float(np.sqrt(hyper.s2)), "noise_m_s": float(np.sqrt(hyper.n2))}
+    return {"u": field["u"], "v": field["v"], "u_std": np.sqrt(var_u).astype(np.float32),
+            "v_std": np.sqrt(var_v).astype(np.float32), "info": info}
 
 
 def _posterior(tracks, k_max: float, degree: int):
@@ -107,8 +130,9 @@ def _posterior(tracks, k_max: float, degree: int):
                                                                                if k in found}}
 
 
-def _on_grid(mean, cov, rep_std: float, model, mapping, tile: Tile, grid: Grid) -> dict:
-    """Returns u, v and their total std `(day, lat, lon)` in m/s on the tile's cells of `grid`.
+def _on_grid(mean, cov, model, mapping, tile: Tile, grid: Grid) -> dict:
+    """Returns u, v `(day, lat, lon)` m/s on the tile's cells of `grid`, the variance of the field in the basis
+    var_u, var_v `(day, lat, lon)` (m/s)^2, and fu, fv `(lat, lon)`, m/s per model velocity unit.
 
     The basis has no frequencies (omega = 0): its velocity at (z, t) is the spatial part at z, evaluated once, times
     each mode's Legendre factor at t, so every day costs one matrix product.
@@ -138,10 +162,8 @@ def _on_grid(mean, cov, rep_std: float, model, mapping, tile: Tile, grid: Grid) 
         f = factor(seconds[d])
         scaled = sub * f  # G F, so that var = diag(G F C F G^T)
         var[i] = np.einsum("nk,nk->n", scaled @ cov, scaled).reshape(len(sub_y), len(sub_x), 2)
-    var = np.maximum(var, 0.0) + rep_std**2
-    var = _interpolate(var, (sub_d, sub_y, sub_x), shape)
-    return {"u": u, "v": v, "u_std": (np.sqrt(var[..., 0]) * fu).astype(np.float32),
-            "v_std": (np.sqrt(var[..., 1]) * fv).astype(np.float32)}
+    var = _interpolate(np.maximum(var, 0.0), (sub_d, sub_y, sub_x), shape)
+    return {"u": u, "v": v, "var_u": var[..., 0] * fu**2, "var_v": var[..., 1] * fv**2, "fu": fu, "fv": fv}
 
 
 def _lattice(n: int) -> np.ndarray:
@@ -161,3 +183,76 @@ def _interpolate(values, axes, shape) -> np.ndarray:
     interp = RegularGridInterpolator(axes, vals, bounds_error=False, fill_value=None)
     mesh = np.stack(np.meshgrid(*[np.arange(n) for n in shape], indexing="ij"), axis=-1)
     return interp(mesh)
+
+
+def _chunk_velocities(fixes: Fixes, segments: list[np.ndarray], chunk_s: float):
+    """Returns (lon, lat, seconds, velocity `(n, 2)` m/s) of each drifter segment's chunks of `chunk_s`: the
+    displacement from a chunk's first fix to its last over their time apart (chunks spanning under half `chunk_s`
+    left out), at the midpoint; (u, v) = (R cos(lat) dlon/dt, R dlat/dt)."""
+    from lagda.io.physical import EARTH_RADIUS_M
+
+    first, last = [], []
+    for s in segments:
+        block = np.floor((fixes.time[s] - fixes.time[s[0]]) / chunk_s).astype(np.int64)
+        starts = np.flatnonzero(np.r_[True, np.diff(block) != 0])
+        ends = np.r_[starts[1:], len(s)] - 1
+        ok = fixes.time[s[ends]] - fixes.time[s[starts]] >= 0.5 * chunk_s
+        first.append(s[starts[ok]])
+        last.append(s[ends[ok]])
+    i, j = (np.concatenate(a) if a else np.zeros(0, np.int64) for a in (first, last))
+    lon, lat = 0.5 * (fixes.lon[i] + fixes.lon[j]), 0.5 * (fixes.lat[i] + fixes.lat[j])
+    dt = fixes.time[j] - fixes.time[i]
+    u = EARTH_RADIUS_M * np.cos(np.deg2rad(lat)) * np.deg2rad(fixes.lon[j] - fixes.lon[i]) / dt
+    v = EARTH_RADIUS_M * np.deg2rad(fixes.lat[j] - fixes.lat[i]) / dt
+    return lon, lat, 0.5 * (fixes.time[i] + fixes.time[j]), np.stack([u, v], axis=-1)
+
+
+def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: float):
+    """Returns (the residual's GP, its Hyper, the number of velocities) for the drifters' chunk velocities less the
+    basis field's there, or None with fewer than MIN_LOCAL_POINTS velocities.
+
+    Its hyperparameters maximise the marginal likelihood of at most LOCAL_FIT_POINTS of them (u and v sharing
+    them), its length scale bounded by half the basis's shortest wavelength (the box's side over k_max): the scales
+    the basis resolves are the basis's.
+    """
+    from lagda.mapping.residual import Predictor, fit, local_km
+    from simulate.flow import velocity_basis
+
+    lon, lat, seconds, velocity = _chunk_velocities(fixes, segments, LOCAL_CHUNK_S)
+    if len(lon) > LOCAL_MAX_POINTS:  # longer chunks, fewer velocities
+        lon, lat, seconds, velocity = _chunk_velocities(fixes, segments,
+                                                        LOCAL_CHUNK_S * np.ceil(len(lon) / LOCAL_MAX_POINTS))
+    if len(lon) < MIN_LOCAL_POINTS:
+        return None
+    k1, k2, omega, time = model.modes
+    g = velocity_basis(np.stack(mapping.to_model(lon, lat), axis=-1), mapping.time_to_model(seconds), k1, k2, omega,
+                       time)  # (n, 2, 2K)
+    fu, fv = mapping.velocity_factors(lat)
+    residual = velocity - (g @ mean) * np.stack([fu, fv], axis=-1)
+    x, y = local_km(lon, lat, tile.centre)
+    points = np.stack([x, y, (seconds - tile.start_s) / DAY_S], axis=-1)
+    pick = np.random.default_rng(0).permutation(len(points))[:LOCAL_FIT_POINTS]
+    side_km = np.deg2rad(tile.box[3] - tile.box[2]) * 6371.0088
+    window_days = (tile.end_s - tile.start_s) / DAY_S
+    spread = float(np.mean(residual**2))
+    bounds = ((10.0, max(0.5 * side_km / k_max, 11.0)), (0.25, window_days), (1e-6, 1.0), (1e-6, 0.25))
+    hyper = fit([(points[pick], residual[pick, 0]), (points[pick], residual[pick, 1])],
+                start=(30.0, 3.0, spread, 0.1 * spread), bounds=bounds, centre=False, maxiter=50)
+    return Predictor(points, residual, hyper, centre=False), hyper, len(points)
+
+
+def _local_on_grid(gp, tile: Tile, grid: Grid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Returns the residual GP's mean (du, dv) and its latent variance `(day, lat, lon)` on the tile's cells."""
+    from lagda.mapping.residual import local_km
+
+    days, rows, cols = grid.window(tile)
+    lon2, lat2 = np.meshgrid(tile.relative_lon(grid.lon[cols]), grid.lat[rows])
+    x, y = local_km(lon2, lat2, tile.centre)
+    day = (grid.days[days] - tile.start_s) / DAY_S
+    shape = (len(day), *x.shape)
+    cells = lambda d, ix=np.s_[:, :]: np.stack([x[ix].ravel(), y[ix].ravel(), np.full(x[ix].size, d)], axis=-1)
+    mean = np.stack([gp.mean(cells(d)) for d in day]).reshape(*shape, 2)
+    sub_d, sub_y, sub_x = (_lattice(n) for n in shape)
+    var = np.stack([gp.std(cells(day[d], np.ix_(sub_y, sub_x))) ** 2 for d in sub_d])
+    var = _interpolate(var.reshape(len(sub_d), len(sub_y), len(sub_x)), (sub_d, sub_y, sub_x), shape)
+    return mean[..., 0], mean[..., 1], var

@@ -47,6 +47,8 @@ class MapSettings:
         window_days, step_days: each tile's time window and the step between windows.
         k_max, degree: the tile basis (circular Fourier modes per box side, Legendre degree in time).
         keep_undrogued: keep fixes with drogue_status 0.
+        local_gp: add to each tile's field a space-time Gaussian process of what the basis leaves out at the
+            drifters (lagda.mapping.residual), fitted per tile; without it that velocity is the error model's std.
 
     Example:
         >>> from lagda.io.physical import parse_time
@@ -67,6 +69,7 @@ class MapSettings:
     k_max: float = 8.0
     degree: int = 3
     keep_undrogued: bool = False
+    local_gp: bool = True
 
     def __post_init__(self):
         if not (self.resolution > 0 and self.cadence_s > 0 and self.k_max >= 1 and self.degree >= 0):
@@ -182,10 +185,10 @@ def interrupted_state(out) -> str:
     return "nothing was saved: rerun the command"
 
 
-def _run_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int) -> dict:
+def _run_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int, local_gp: bool) -> dict:
     """Returns invert_tile's piece; a tile whose tracks cannot be inverted (ValueError) is a skipped piece."""
     try:
-        return invert_tile(fixes, tile, grid, k_max, degree)
+        return invert_tile(fixes, tile, grid, k_max, degree, local_gp)
     except ValueError as error:
         return {"info": {"tile": tile.key, "fixes": int(len(fixes)), "skipped": str(error)}}
 
@@ -281,7 +284,7 @@ def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, 
             hi = np.searchsorted(sorted_time, tile.end_s, side="right")
             in_window = fixes.subset(np.sort(by_time[lo:hi]))  # back in (drifter, time) order
             return client.submit(_run_tile, tile_fixes(in_window, tile), tile, grid, settings.k_max, settings.degree,
-                                 key=f"tile-{tile.key}", pure=False)
+                                 settings.local_gp, key=f"tile-{tile.key}", pure=False)
 
         running = as_completed([submit(t) for _, t in zip(range(limit), queue)])  # range first: no tile lost
         bar = tqdm(total=n_tiles, initial=n_done, unit="tile", disable=not progress, desc="lagda map")
