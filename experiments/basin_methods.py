@@ -280,8 +280,9 @@ def aligned_truth(store: xr.Dataset, truth: xr.Dataset) -> xr.Dataset:
 def score_map(store: xr.Dataset, truth: xr.Dataset, tiling: Tiling | None = None, z: float = 1.96) -> dict:
     """Returns the map's scores against the truth on informed cells (n_fixes > 0, u and v finite):
     `error` (relative L2), `coverage` (fraction of u and v components with |est - truth| <= z std), `coverage_u`,
-    `coverage_v`, `coverage_all` and `error_all` (on every cell with a value, informed or not), `seam_ratio` (the error within one halo of an interior tile edge over the error elsewhere, with
-    `error_seam`, `error_interior`) and `cells` (informed cell-days).
+    `coverage_v`, `coverage_all` and `error_all` (on every cell with a value, informed or not), `seam_ratio` (the
+    error within one halo of an interior tile edge over the error elsewhere, with `error_seam`, `error_interior`)
+    and `cells` (informed cell-days).
 
     Args:
         store: `lagda map`'s store: u, v, u_std, v_std, n_fixes `(time, lat, lon)`, tiling attributes (unless
