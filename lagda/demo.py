@@ -79,7 +79,7 @@ def run_demo(out_dir="lagda-demo", *, model=None, tracks=None, methods=DEFAULT_M
         model, tracks: run directory and track file; default the shipped encoder of every regime
             (lagda/shipped/learned) and example tracks (lagda/shipped/).
         methods: assimilation methods to run.
-        full: simulate, train and evaluate from scratch first (3.6 min measured on 2 cores).
+        full: simulate, train and evaluate from scratch first.
     """
     from lagda.assimilation.assimilate import assimilate_file
 

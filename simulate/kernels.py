@@ -1,4 +1,4 @@
-"""A fast batched drifter integrator for dataset generation .
+"""A fast batched drifter integrator for dataset generation.
 
 `fast_tracks` has the inputs and outputs of the reference `simulate.tracks.simulate_tracks`
 for a rectangular mode set and computes the same RK4 tracks, restructured for speed on CPU:
@@ -21,16 +21,15 @@ for a rectangular mode set and computes the same RK4 tracks, restructured for sp
   each recompute the whole step; one complex output computes it once.
 * Compensated (Kahan) summation of the position update, so float32 tracks do not
   accumulate the rounding of O(1) positions plus O(1e-4) increments over 10^4 steps
-  (paper setting, 512 tracks released at (0.75, 0.75): max error vs float64 2.7e-4 plain,
-  1.3e-6 compensated; `benchmarks/bench_simulate.py` prints both).
-* sin/cos by polynomials (`sincos_turns`): XLA CPU's jnp.sin / jnp.cos run ~9x slower than
-  plain multiply-adds and took ~40% of the step's time; 512-bit vectors (COMPILER_OPTIONS).
+  (`benchmarks/bench_simulate.py` prints the error against float64 with and without it).
+* sin/cos by polynomials (`sincos_turns`): XLA CPU's jnp.sin / jnp.cos cost many
+  multiply-adds each; 512-bit vectors (COMPILER_OPTIONS).
 * Several cores: XLA splits one device's loop over threads with a barrier per step;
-  `n_devices` splits the samples over host devices instead, one thread each, which measured
-  1.2x the particle-steps per CPU-second on 2 cores (`use_host_cores` makes one device per core).
+  `n_devices` splits the samples over host devices instead, one thread each
+  (`use_host_cores` makes one device per core).
 
 Brownian forcing (diffusivity > 0) uses exactly the reference's keys, so it costs two
-threefry hashes per particle-step (about half the speed of the deterministic kernel).
+threefry hashes per particle-step on top of the deterministic kernel.
 """
 
 from __future__ import annotations
@@ -109,9 +108,9 @@ def sincos_turns(x):
 
     4x = q + r with q = round(4x), |r| <= 1/2 (both exact), so 2 pi x = q pi / 2 + a with
     a = (pi / 2) r, |a| <= pi / 4: cos a and sin a are the polynomials above, and q mod 4 swaps
-    and negates them. Why not jnp.cos / jnp.sin: XLA CPU evaluates those at ~2e8 pairs per
-    second per core against ~1.7e9 for these plain multiply-adds (measured), and the kernel
-    needs 8 pairs per particle-step. Reducing x in turns also keeps float32 phases small.
+    and negates them. Why not jnp.cos / jnp.sin: on XLA CPU these plain multiply-adds evaluate
+    several times as many pairs per second, and the kernel needs 8 pairs per particle-step.
+    Reducing x in turns also keeps float32 phases small.
     """
     size = jnp.dtype(x.dtype).itemsize
     quarter = jnp.round(4 * x)
@@ -227,8 +226,8 @@ def _rk4_step(state, n, dt, coefs, rotations, modes, noise_fn, compensated):
     return z_new, (z_new - z) - dz
 
 
-# 512-bit vectors on CPU: measured 1.5x the particle-steps per CPU-second of XLA's default 256 on
-# an AVX-512 machine (fewer instructions for the same work); CPUs without AVX-512 use their widest.
+# 512-bit vectors on CPU: fewer instructions for the same work than XLA's default 256 on an AVX-512
+# machine; CPUs without AVX-512 use their widest.
 COMPILER_OPTIONS = {"xla_cpu_prefer_vector_width": 512}
 
 

@@ -46,7 +46,7 @@ def draw_coefficients(key, scale, n_samples: int, dtype=jnp.complex64):
     """
     real_dtype = jnp.finfo(dtype).dtype
     # drawn flat and reshaped: the same numbers as a (2, sample, mode) draw, but the flat
-    # threefry compiles several times faster on CPU (measured, jax 0.10.2)
+    # threefry compiles faster on CPU
     xi = jax.random.normal(key, (2 * n_samples * len(scale),), real_dtype).reshape(2, n_samples, len(scale))
     scale = jnp.asarray(scale, real_dtype) / jnp.sqrt(jnp.asarray(2.0, real_dtype))
     return ((xi[0] + 1j * xi[1]) * scale[None, :]).astype(dtype)

@@ -3,7 +3,8 @@
 `simulate_tracks` is the reference: the one-point `velocity` of `simulate.flow`, stepped by
 the generic RK4 of `simulate.integrate`, vmapped over drifters and fields. It is the
 definition the other integrators are tested against, and differentiable (assimilation uses it). `fast_tracks`
-(simulate.kernels), re-exported here, computes the same tracks ~50x faster for rectangular mode sets.
+(simulate.kernels), re-exported here, computes the same tracks faster for rectangular mode sets
+(docs/results/simulator.md).
 """
 
 from __future__ import annotations
