@@ -207,17 +207,36 @@ def read_run_files(run_dir):
 
 
 def load_run(run_dir):
-    """Returns (encoder g_v, TrainConfig, dataset meta) of the latest checkpoint of a run.
+    """Returns the trajectory encoder g_v, its TrainConfig and its data's description, from a run's latest checkpoint.
 
-    Example:
-        >>> from lagda.demo import shipped
-        >>> encoder, config, meta = load_run(shipped("learned"))
-        >>> config.encoder
-        'set'
+    Parameters
+    ----------
+    run_dir : str or os.PathLike
+        A run directory written by `lagda.learning.train.train` (config.json, dataset.json, checkpoints/).
 
-    Raises:
-        FileNotFoundError: if run_dir, its config/dataset json or checkpoints are missing.
-        ValueError: if they are corrupted or do not match.
+    Returns
+    -------
+    encoder : TrajectoryTransformer or SetEncoder
+        g_v: tracks `(field, drifter, obs, 2)` in model units to embeddings `(field, n_e)` (`embed_tracks`).
+    config : TrainConfig
+        The run's settings.
+    meta : dict
+        The training data's description (dataset.json): modes `k1`, `k2` and frequencies `omega` `(mode,)`,
+        `prior_scale` `(mode,)`, observation times `time` `(obs,)`, `n_drifters` and the generator's `attrs`.
+
+    Raises
+    ------
+    FileNotFoundError
+        If `run_dir`, its config.json / dataset.json or its checkpoints are missing.
+    ValueError
+        If they are corrupted or do not match.
+
+    Examples
+    --------
+    >>> from lagda.demo import shipped
+    >>> encoder, config, meta = load_run(shipped("learned"))
+    >>> config.encoder
+    'set'
     """
     model, config, meta = load_trained(run_dir)
     return model.encoder, config, meta
