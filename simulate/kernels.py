@@ -313,27 +313,48 @@ def fast_tracks(coef, release, k1, k2, omega, dt, n_obs: int, stride: int, diffu
     sqrt(2 kappa dt) N(fold_in(keys[s * drifter + d], n)), keys = split(key, sample * drifter):
     the reference's random stream, so results depend only on (key, sample, drifter).
 
-    Args:
-        coef: complex `(sample, mode)`.
-        release: `(sample, drifter, 2)` release points.
-        k1, k2: integer `(mode,)`, a k1-major rectangular set (`rectangular_modes`);
-            concrete arrays, they fix the compiled kernel.
-        omega: `(mode,)` frequencies.
-        dt: time step; n_obs, stride: static integers.
-        diffusivity: Brownian forcing kappa; 0 gives plain RK4.
-        key: PRNG key for the Brownian increments (required when diffusivity > 0).
-        trajectory_keys: optional PRNG keys `(sample * drifter,)` used instead of
-            split(key, sample * drifter), so a caller can tie each track's noise to its own
-            sample (dataset generation does, to be independent of chunking).
-        dtype: float32 or float64 arithmetic (float64 needs jax_enable_x64).
-        compensated: Kahan-compensated position sums (default); False adds increments
-            plainly, as the reference does (kept to measure what compensation buys).
-        unroll: RK4 steps unrolled per loop iteration (a speed knob; results identical).
-        n_devices: local devices to split the samples over; None uses all of them
-            (samples are padded to a multiple; results do not depend on it).
-    Raises:
-        ValueError: on mismatched shapes, a non-rectangular mode set, a missing key,
-            or float64 without jax_enable_x64.
+    Parameters
+    ----------
+    coef : array_like
+        Complex `(sample, mode)`.
+    release : array_like
+        `(sample, drifter, 2)` release points, domain lengths.
+    k1, k2 : array_like
+        Integer `(mode,)`, a k1-major rectangular set (`rectangular_modes`); concrete arrays, they fix the
+        compiled kernel.
+    omega : array_like
+        `(mode,)` frequencies, radians per model time unit.
+    dt : float
+        RK4 time step, model time units.
+    n_obs, stride : int
+        Number of observations and RK4 steps between two of them (static).
+    diffusivity : float, default 0
+        Brownian forcing kappa, domain lengths^2 per model time unit; 0 gives plain RK4.
+    key : jax.Array, optional
+        PRNG key of the Brownian increments (required when `diffusivity` > 0).
+    dtype : {jnp.float32, jnp.float64}
+        Arithmetic precision (float64 needs jax_enable_x64).
+    compensated : bool, default True
+        Kahan-compensated position sums; False adds increments plainly, as the reference does (kept to
+        measure what compensation buys).
+    unroll : int, default 1
+        RK4 steps unrolled per loop iteration (a speed knob; results identical).
+    n_devices : int, optional
+        Local devices to split the samples over; None uses all of them (samples are padded to a multiple;
+        results do not depend on it).
+    trajectory_keys : jax.Array, optional
+        PRNG keys `(sample * drifter,)` used instead of split(key, sample * drifter), so a caller can tie each
+        track's noise to its own sample (dataset generation does, to be independent of chunking).
+
+    Returns
+    -------
+    jax.Array
+        Positions `(sample, drifter, obs, 2)` in `dtype`, unwrapped, domain lengths.
+
+    Raises
+    ------
+    ValueError
+        On mismatched shapes, a non-rectangular mode set, a missing key, or float64 without jax_enable_x64.
     """
     if coef.ndim != 2 or release.ndim != 3 or release.shape[0] != coef.shape[0] or release.shape[2] != 2:
         raise ValueError(f"expected coef (sample, mode) and release (sample, drifter, 2), got {coef.shape} and "
