@@ -74,12 +74,27 @@ def run_demo(out_dir="lagda-demo", *, model=None, tracks=None, methods=DEFAULT_M
     table of errors against the truth (velocity-field relative L2 error over the domain and
     window, along-track velocity error, forecast RMS to 1.5 T, 95% coverage, seconds).
 
-    Args:
-        out_dir: output folder (created).
-        model, tracks: run directory and track file; default the shipped encoder of every regime
-            (lagda/shipped/learned) and example tracks (lagda/shipped/).
-        methods: assimilation methods to run.
-        full: simulate, train and evaluate from scratch first (3.6 min measured on 2 cores).
+    Parameters
+    ----------
+    out_dir : str or os.PathLike, default "lagda-demo"
+        Output folder (created).
+    model : str or os.PathLike, optional
+        Run directory; default the shipped encoder of every regime (lagda/shipped/learned).
+    tracks : str or os.PathLike, optional
+        Track file; default the shipped example tracks (lagda/shipped/example_tracks.nc).
+    methods : sequence of str
+        Assimilation methods to run (`lagda.assimilation.METHODS`).
+    full : bool, default False
+        Simulate, train and evaluate from scratch first (`model` and `tracks` are then the new ones).
+    progress : bool, default True
+        Show progress bars.
+    log : callable, default print
+        Called with each line of the report.
+
+    Returns
+    -------
+    dict
+        `{method: summary}`, each the summary `lagda.assimilation.assimilate.assimilate_file` returns.
     """
     from lagda.assimilation.assimilate import assimilate_file
 

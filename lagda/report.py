@@ -6,11 +6,29 @@ from __future__ import annotations
 def format_table(rows: dict, columns, first: str = "method", number: str = "{:.3g}") -> str:
     """Returns a markdown table: one row per `rows` key, one column per (key, label) of `columns`.
 
-    Args:
-        rows: `{row name: {column key: value}}`; a missing key prints "-".
-        columns: `((key, label), ...)` in print order.
-        first: the label of the row-name column.
-        number: format of a value (str.format), e.g. "{:.3g}" or "{:.2%}".
+    Parameters
+    ----------
+    rows : dict
+        `{row name: {column key: value}}`; a missing key prints "-".
+    columns : sequence of (str, str)
+        `((key, label), ...)` in print order.
+    first : str, default "method"
+        The label of the row-name column.
+    number : str, default "{:.3g}"
+        Format of a value (`str.format`), e.g. "{:.3g}" or "{:.2%}".
+
+    Returns
+    -------
+    str
+        The table, lines joined by newlines.
+
+    Examples
+    --------
+    >>> print(format_table({"linear": {"error": 0.12345}, "hybrid": {}}, [("error", "relative error")]))
+    | method | relative error |
+    |---|---|
+    | linear | 0.123 |
+    | hybrid | - |
     """
     lines = [f"| {first} | " + " | ".join(label for _, label in columns) + " |", "|---|" + "---|" * len(columns)]
     for name, values in rows.items():

@@ -114,8 +114,20 @@ def rectangular_modes(k1_range=(-3, 3), k2_range=(-3, 3)):
     Modes are ordered k1-major: mode index m = i1 * n2 + i2. The default is the paper's
     {-3..3}^2 (K = 49).
 
-    Raises:
-        ValueError: if a range is empty (min > max).
+    Parameters
+    ----------
+    k1_range, k2_range : tuple of int
+        `(min, max)` of each wavenumber, inclusive.
+
+    Returns
+    -------
+    k1, k2 : numpy.ndarray
+        Integer `(mode,)`, mode = (k1 max - k1 min + 1) (k2 max - k2 min + 1).
+
+    Raises
+    ------
+    ValueError
+        If a range is empty (min > max).
     """
     (a1, b1), (a2, b2) = k1_range, k2_range
     if a1 > b1 or a2 > b2:
@@ -131,15 +143,28 @@ def _mode_terms(position, t, coef, k1, k2, omega, time=None):
 
 
 def psi(position, t, coef, k1, k2, omega, time=None):
-    """Returns the streamfunction psi(z, t), a scalar.
+    """Returns the streamfunction psi(z, t), a scalar in model units (domain lengths^2 per model time unit).
 
-    Args:
-        position: `(2,)` point z = (x, y), unwrapped or not (psi is 1-periodic, but for a uniform current's ramp).
-        t: scalar time.
-        coef: complex `(mode,)` coefficients c_k.
-        k1, k2: integer `(mode,)` wavevectors.
-        omega: real `(mode,)` frequencies.
-        time: `TimeBasis` or None (f_k = 1).
+    Parameters
+    ----------
+    position : array_like
+        `(2,)` point z = (x, y) in domain lengths, unwrapped or not (psi is 1-periodic, but for a uniform
+        current's ramp).
+    t : float
+        Model time.
+    coef : array_like
+        Complex `(mode,)` coefficients c_k.
+    k1, k2 : array_like
+        Integer `(mode,)` wavevectors.
+    omega : array_like
+        Real `(mode,)` frequencies, radians per model time unit.
+    time : TimeBasis, optional
+        The temporal factors f_k (module docstring); None gives f_k = 1.
+
+    Returns
+    -------
+    jax.Array
+        psi(z, t), a scalar.
     """
     terms = _mode_terms(position, t, coef, k1, k2, omega, time)
     current = current_mask(time)
@@ -154,7 +179,16 @@ def velocity(position, t, coef, k1, k2, omega, time=None):
     """Returns the velocity w = J grad psi = (-d psi/dy, d psi/dx) at one point, `(2,)`.
 
     Worked example: k = (0, 1), c = 1, omega = 0 gives w = (2 pi sin 2 pi y, 0).
-    Args as in `psi`.
+
+    Parameters
+    ----------
+    position, t, coef, k1, k2, omega, time
+        As in `psi`.
+
+    Returns
+    -------
+    jax.Array
+        `(2,)` velocity (u, v) in domain lengths per model time unit.
     """
     terms = _mode_terms(position, t, coef, k1, k2, omega, time)
     dpsi_dx = jnp.real(jnp.sum(1j * TWO_PI * k1 * terms))
@@ -198,12 +232,22 @@ def velocity_basis(points, t, k1, k2, omega, time=None) -> np.ndarray:
 def many_points(fn, positions, t, coef, k1, k2, omega):
     """Evaluates `psi` or `velocity` for several fields at several points.
 
-    Args:
-        fn: `psi` or `velocity`.
-        positions: `(sample, point, 2)`.
-        t: scalar or `(sample, point)` times.
-        coef: complex `(sample, mode)`.
-    Returns:
+    Parameters
+    ----------
+    fn : callable
+        `psi` or `velocity`.
+    positions : array_like
+        `(sample, point, 2)` in domain lengths.
+    t : float or array_like
+        Model time, a scalar or `(sample, point)`.
+    coef : array_like
+        Complex `(sample, mode)`.
+    k1, k2, omega : array_like
+        `(mode,)`, as in `psi`.
+
+    Returns
+    -------
+    jax.Array
         `(sample, point)` for psi, `(sample, point, 2)` for velocity.
     """
     t = jnp.broadcast_to(jnp.asarray(t, positions.dtype), positions.shape[:-1])
@@ -218,9 +262,23 @@ def grid_fields(coef, k1, k2, omega, times, n_grid, time=None):
     separable Fourier sum, so cost is O(sample * time * mode * n_grid^2) without any
     Python loop.
 
-    Args:
-        coef: complex `(sample, mode)`; k1, k2, omega: `(mode,)`; times: `(time,)`;
-        time: `TimeBasis` or None.
+    Parameters
+    ----------
+    coef : array_like
+        Complex `(sample, mode)`.
+    k1, k2, omega : array_like
+        `(mode,)`, as in `psi`.
+    times : array_like
+        `(time,)` model times.
+    n_grid : int
+        Grid points per side.
+    time : TimeBasis, optional
+        As in `psi`.
+
+    Returns
+    -------
+    psi, u, v
+        Each `(sample, time, y, x)`, in model units.
     """
     grid = jnp.arange(n_grid) / n_grid
     ex = jnp.exp(1j * TWO_PI * k1[:, None] * grid[None, :])  # (mode, x)

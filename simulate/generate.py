@@ -353,34 +353,54 @@ def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | o
     uninterrupted run writes, or, when the output is already complete with the same settings, changes
     nothing and reports `ALREADY_COMPLETE`. Every run removes the stale temporaries of its output and says so.
 
-    Args:
-        config: generator settings (validated here).
-        out: output netCDF path, written to a temporary name and renamed at the end.
-        like: a dataset whose modes, frequencies and prior are copied (see `dataset_modes`).
-        resume: continue the unfinished run in `OUT.partial` (refused if a setting that changes the samples,
-            the shard included, differs); with no unfinished run, start afresh (reported); with a complete
-            output of the same settings, do nothing (reported).
-        overwrite: replace an existing output and discard an unfinished run (with `resume`: start again).
-        progress: called as progress(fields_done, fields_total) after every chunk.
-        history: the CF `history` line (default: this function and a UTC time stamp).
-        shard: (i, n): only the samples `schema.shard_block(config.n_samples, i, n)`, the file marked as
-            shard i of n (schema.open_dataset joins the n files into the unsharded dataset).
-        report: called with one line for each thing decided or cleaned up on the user's behalf (default:
-            printed to stderr).
-    Example:
-        >>> import os, tempfile
-        >>> from simulate import open_dataset, small
-        >>> out = os.path.join(tempfile.mkdtemp(), "pairs.nc")
-        >>> path = generate_dataset(small(n_samples=2, t_final=0.002), out, report=lambda line: None)
-        >>> with open_dataset(path) as ds:
-        ...     print(ds.x.shape)  # (sample, drifter, obs)
-        (2, 1, 20)
+    Parameters
+    ----------
+    config : SimConfig
+        Generator settings (validated here); model units throughout (domain lengths, model time units).
+    out : str or os.PathLike
+        Output netCDF path, written to a temporary name and renamed at the end.
+    like : str or os.PathLike, optional
+        A dataset whose modes, frequencies and prior are copied (see `dataset_modes`).
+    resume : bool, default False
+        Continue the unfinished run in `OUT.partial` (refused if a setting that changes the samples, the shard
+        included, differs); with no unfinished run, start afresh (reported); with a complete output of the same
+        settings, do nothing (reported).
+    overwrite : bool, default False
+        Replace an existing output and discard an unfinished run (with `resume`: start again).
+    progress : callable, optional
+        Called as `progress(fields_done, fields_total)` after every chunk.
+    history : str, optional
+        The CF `history` line (default: this function and a UTC time stamp).
+    shard : tuple of int, default (0, 1)
+        `(i, n)`: only the samples `schema.shard_block(config.n_samples, i, n)`, the file marked as shard i of n
+        (`schema.open_dataset` joins the n files into the unsharded dataset).
+    report : callable, optional
+        Called with one line for each thing decided or cleaned up on the user's behalf (default: printed to
+        stderr).
 
-    Raises:
-        ValueError: bad settings, a --like conflict, an existing output or unfinished run that may not be
-            used, a resume with another setting (named), or an unwritable output path; all checked before
-            anything is written.
-        Interrupted: a KeyboardInterrupt, whose message says what is saved and whether --resume continues.
+    Returns
+    -------
+    pathlib.Path
+        `out`: a lagda dataset (`simulate.schema`) with coefficients `coef_re`, `coef_im` `(sample, mode)` and positions
+        `x`, `y` `(sample, drifter, obs)`.
+
+    Raises
+    ------
+    ValueError
+        Bad settings, a `like` conflict, an existing output or unfinished run that may not be used, a resume
+        with another setting (named), or an unwritable output path; all checked before anything is written.
+    Interrupted
+        On a KeyboardInterrupt; its message says what is saved and whether `resume` continues.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from simulate import open_dataset, small
+    >>> out = os.path.join(tempfile.mkdtemp(), "pairs.nc")
+    >>> path = generate_dataset(small(n_samples=2, t_final=0.002), out, report=lambda line: None)
+    >>> with open_dataset(path) as ds:
+    ...     print(ds.x.shape)  # (sample, drifter, obs)
+    (2, 1, 20)
     """
     report = report or (lambda line: print(line, file=sys.stderr))
     config = _normalized(config)

@@ -1,4 +1,4 @@
-"""A fast batched drifter integrator for dataset generation .
+"""A fast batched drifter integrator for dataset generation.
 
 `fast_tracks` has the inputs and outputs of the reference `simulate.tracks.simulate_tracks`
 for a rectangular mode set and computes the same RK4 tracks, restructured for speed on CPU:
@@ -21,16 +21,15 @@ for a rectangular mode set and computes the same RK4 tracks, restructured for sp
   each recompute the whole step; one complex output computes it once.
 * Compensated (Kahan) summation of the position update, so float32 tracks do not
   accumulate the rounding of O(1) positions plus O(1e-4) increments over 10^4 steps
-  (paper setting, 512 tracks released at (0.75, 0.75): max error vs float64 2.7e-4 plain,
-  1.3e-6 compensated; `benchmarks/bench_simulate.py` prints both).
-* sin/cos by polynomials (`sincos_turns`): XLA CPU's jnp.sin / jnp.cos run ~9x slower than
-  plain multiply-adds and took ~40% of the step's time; 512-bit vectors (COMPILER_OPTIONS).
+  (`benchmarks/bench_simulate.py` prints the error against float64 with and without it).
+* sin/cos by polynomials (`sincos_turns`): XLA CPU's jnp.sin / jnp.cos cost many
+  multiply-adds each; 512-bit vectors (COMPILER_OPTIONS).
 * Several cores: XLA splits one device's loop over threads with a barrier per step;
-  `n_devices` splits the samples over host devices instead, one thread each, which measured
-  1.2x the particle-steps per CPU-second on 2 cores (`use_host_cores` makes one device per core).
+  `n_devices` splits the samples over host devices instead, one thread each
+  (`use_host_cores` makes one device per core).
 
 Brownian forcing (diffusivity > 0) uses exactly the reference's keys, so it costs two
-threefry hashes per particle-step (about half the speed of the deterministic kernel).
+threefry hashes per particle-step on top of the deterministic kernel.
 """
 
 from __future__ import annotations
@@ -109,9 +108,9 @@ def sincos_turns(x):
 
     4x = q + r with q = round(4x), |r| <= 1/2 (both exact), so 2 pi x = q pi / 2 + a with
     a = (pi / 2) r, |a| <= pi / 4: cos a and sin a are the polynomials above, and q mod 4 swaps
-    and negates them. Why not jnp.cos / jnp.sin: XLA CPU evaluates those at ~2e8 pairs per
-    second per core against ~1.7e9 for these plain multiply-adds (measured), and the kernel
-    needs 8 pairs per particle-step. Reducing x in turns also keeps float32 phases small.
+    and negates them. Why not jnp.cos / jnp.sin: on XLA CPU these plain multiply-adds evaluate
+    several times as many pairs per second, and the kernel needs 8 pairs per particle-step.
+    Reducing x in turns also keeps float32 phases small.
     """
     size = jnp.dtype(x.dtype).itemsize
     quarter = jnp.round(4 * x)
@@ -227,8 +226,8 @@ def _rk4_step(state, n, dt, coefs, rotations, modes, noise_fn, compensated):
     return z_new, (z_new - z) - dz
 
 
-# 512-bit vectors on CPU: measured 1.5x the particle-steps per CPU-second of XLA's default 256 on
-# an AVX-512 machine (fewer instructions for the same work); CPUs without AVX-512 use their widest.
+# 512-bit vectors on CPU: fewer instructions for the same work than XLA's default 256 on an AVX-512
+# machine; CPUs without AVX-512 use their widest.
 COMPILER_OPTIONS = {"xla_cpu_prefer_vector_width": 512}
 
 
@@ -314,27 +313,48 @@ def fast_tracks(coef, release, k1, k2, omega, dt, n_obs: int, stride: int, diffu
     sqrt(2 kappa dt) N(fold_in(keys[s * drifter + d], n)), keys = split(key, sample * drifter):
     the reference's random stream, so results depend only on (key, sample, drifter).
 
-    Args:
-        coef: complex `(sample, mode)`.
-        release: `(sample, drifter, 2)` release points.
-        k1, k2: integer `(mode,)`, a k1-major rectangular set (`rectangular_modes`);
-            concrete arrays, they fix the compiled kernel.
-        omega: `(mode,)` frequencies.
-        dt: time step; n_obs, stride: static integers.
-        diffusivity: Brownian forcing kappa; 0 gives plain RK4.
-        key: PRNG key for the Brownian increments (required when diffusivity > 0).
-        trajectory_keys: optional PRNG keys `(sample * drifter,)` used instead of
-            split(key, sample * drifter), so a caller can tie each track's noise to its own
-            sample (dataset generation does, to be independent of chunking).
-        dtype: float32 or float64 arithmetic (float64 needs jax_enable_x64).
-        compensated: Kahan-compensated position sums (default); False adds increments
-            plainly, as the reference does (kept to measure what compensation buys).
-        unroll: RK4 steps unrolled per loop iteration (a speed knob; results identical).
-        n_devices: local devices to split the samples over; None uses all of them
-            (samples are padded to a multiple; results do not depend on it).
-    Raises:
-        ValueError: on mismatched shapes, a non-rectangular mode set, a missing key,
-            or float64 without jax_enable_x64.
+    Parameters
+    ----------
+    coef : array_like
+        Complex `(sample, mode)`.
+    release : array_like
+        `(sample, drifter, 2)` release points, domain lengths.
+    k1, k2 : array_like
+        Integer `(mode,)`, a k1-major rectangular set (`rectangular_modes`); concrete arrays, they fix the
+        compiled kernel.
+    omega : array_like
+        `(mode,)` frequencies, radians per model time unit.
+    dt : float
+        RK4 time step, model time units.
+    n_obs, stride : int
+        Number of observations and RK4 steps between two of them (static).
+    diffusivity : float, default 0
+        Brownian forcing kappa, domain lengths^2 per model time unit; 0 gives plain RK4.
+    key : jax.Array, optional
+        PRNG key of the Brownian increments (required when `diffusivity` > 0).
+    dtype : {jnp.float32, jnp.float64}
+        Arithmetic precision (float64 needs jax_enable_x64).
+    compensated : bool, default True
+        Kahan-compensated position sums; False adds increments plainly, as the reference does (kept to
+        measure what compensation buys).
+    unroll : int, default 1
+        RK4 steps unrolled per loop iteration (a speed knob; results identical).
+    n_devices : int, optional
+        Local devices to split the samples over; None uses all of them (samples are padded to a multiple;
+        results do not depend on it).
+    trajectory_keys : jax.Array, optional
+        PRNG keys `(sample * drifter,)` used instead of split(key, sample * drifter), so a caller can tie each
+        track's noise to its own sample (dataset generation does, to be independent of chunking).
+
+    Returns
+    -------
+    jax.Array
+        Positions `(sample, drifter, obs, 2)` in `dtype`, unwrapped, domain lengths.
+
+    Raises
+    ------
+    ValueError
+        On mismatched shapes, a non-rectangular mode set, a missing key, or float64 without jax_enable_x64.
     """
     if coef.ndim != 2 or release.ndim != 3 or release.shape[0] != coef.shape[0] or release.shape[2] != 2:
         raise ValueError(f"expected coef (sample, mode) and release (sample, drifter, 2), got {coef.shape} and "

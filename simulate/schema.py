@@ -68,8 +68,19 @@ def config_attrs(config: SimConfig) -> dict:
 def config_from_attrs(ds: xr.Dataset) -> SimConfig:
     """Returns the SimConfig stored in a dataset's global attributes.
 
-    Raises:
-        ValueError: if an attribute is missing or cannot be converted to the field's type.
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A lagda dataset.
+
+    Returns
+    -------
+    SimConfig
+
+    Raises
+    ------
+    ValueError
+        If an attribute is missing or cannot be converted to the field's type.
     """
     values = {}
     for field in dataclasses.fields(SimConfig):
@@ -99,20 +110,39 @@ def to_dataset(config: SimConfig, *, k1, k2, omega, prior_scale, coef, release, 
                shard: tuple[int, int] | None = None, time_basis=None) -> xr.Dataset:
     """Returns the dataset of a generation run, following `VARIABLES` exactly.
 
-    Args:
-        config: the resolved generator settings (stored as global attributes).
-        k1, k2: integer `(mode,)`; omega, prior_scale: `(mode,)`.
-        coef: complex `(sample, mode)`, stored as float64 real and imaginary parts.
-        release: `(sample, drifter, 2)` release points, stored as float64.
-        positions: `(sample, drifter, obs, 2)` unwrapped, stored in the config's precision.
-        history: one line saying how the file was made (CF `history`).
-        shard: (index, count) of a shard file holding the samples shard_block(n_samples, index,
-            count) of the run (SHARD_ATTRS), or None (or count 1) for a whole run.
-        time_basis: for pairs in a chosen basis (its modes, not the config's rectangle), the simulate.flow.TimeBasis
-            of the modes, stored as `time_basis_degree`, `time_basis_current` (mode,) and the attributes
-            `time_basis_start`, `time_basis_length`; None for lagda's own modes.
-    Raises:
-        ValueError: if the result does not satisfy the schema (shapes inconsistent with config).
+    Parameters
+    ----------
+    config : SimConfig
+        The resolved generator settings (stored as global attributes).
+    k1, k2 : array_like
+        Integer `(mode,)` wavevectors.
+    omega, prior_scale : array_like
+        `(mode,)` frequencies (radians per model time unit) and prior standard deviations a_k.
+    coef : array_like
+        Complex `(sample, mode)`, stored as float64 real and imaginary parts.
+    release : array_like
+        `(sample, drifter, 2)` release points, stored as float64.
+    positions : array_like
+        `(sample, drifter, obs, 2)` unwrapped, stored in the config's precision.
+    history : str
+        One line saying how the file was made (CF `history`).
+    shard : tuple of int, optional
+        `(index, count)` of a shard file holding the samples `shard_block(n_samples, index, count)` of the run
+        (`SHARD_ATTRS`), or None (or count 1) for a whole run.
+    time_basis : simulate.flow.TimeBasis, optional
+        For pairs in a chosen basis (its modes, not the config's rectangle), the time basis of the modes,
+        stored as `time_basis_degree`, `time_basis_current` `(mode,)` and the attributes `time_basis_start`,
+        `time_basis_length`; None for lagda's own modes.
+
+    Returns
+    -------
+    xarray.Dataset
+        Everything in model units ("1").
+
+    Raises
+    ------
+    ValueError
+        If the result does not satisfy the schema (shapes inconsistent with config).
     """
     real = _real_dtype(config.precision)
     positions, release, coef = np.asarray(positions), np.asarray(release), np.asarray(coef)
@@ -176,8 +206,20 @@ def validate_dataset(ds: xr.Dataset) -> SimConfig:
     variable's presence, dims, dtype, units and long_name, and that the sizes agree with the
     stored settings (n_samples, n_drifters, n_obs, the rectangular mode set).
 
-    Raises:
-        ValueError: one line naming the first problem found.
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The dataset to check.
+
+    Returns
+    -------
+    SimConfig
+        The settings stored in its attributes.
+
+    Raises
+    ------
+    ValueError
+        One line naming the first problem found.
     """
     for key in REQUIRED_ATTRS:
         if key not in ds.attrs:
@@ -210,12 +252,26 @@ def validate_dataset(ds: xr.Dataset) -> SimConfig:
 def open_dataset(path, *, load: bool = False) -> xr.Dataset:
     """Returns a validated lagda dataset read from a netCDF file (lazily unless `load`).
 
-    `path` may also be a list of the shard files of one run (`lagda simulate --shard I/N`, in any
-    order): they are joined along `sample` into the dataset a single run writes (`join_shards`).
+    Parameters
+    ----------
+    path : str, os.PathLike or list of them
+        The file, or the shard files of one run (`lagda simulate --shard I/N`, in any order): they are joined
+        along `sample` into the dataset a single run writes (`join_shards`).
+    load : bool, default False
+        Read the arrays into memory.
 
-    Raises:
-        FileNotFoundError: if the file does not exist.
-        ValueError: "not a lagda dataset: ..." for a file that is not netCDF or breaks the schema.
+    Returns
+    -------
+    xarray.Dataset
+        Coefficients `coef_re`, `coef_im` `(sample, mode)`, positions `x`, `y` `(sample, drifter, obs)`,
+        times `time` `(obs,)`, everything in model units (`VARIABLES`).
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file does not exist.
+    ValueError
+        "not a lagda dataset: ..." for a file that is not netCDF or breaks the schema.
     """
     if isinstance(path, (list, tuple)):
         return join_shards([open_dataset(p, load=load) for p in path], [str(p) for p in path])

@@ -5,8 +5,9 @@ import importlib
 
 import pytest
 
-MODULES = ["simulate.tracks", "simulate.generate", "lagda.io.formats", "lagda.assimilation.methods.registry",
-           "lagda.assimilation.assimilate", "lagda.learning.model", "lagda.learning.train", "lagda.mapping.run"]
+MODULES = ["simulate.tracks", "simulate.generate", "lagda.io.formats", "lagda.io.tracks", "lagda.io.physical",
+           "lagda.io.clean", "lagda.report", "lagda.assimilation.methods.registry", "lagda.assimilation.assimilate",
+           "lagda.learning.model", "lagda.learning.train", "lagda.mapping.run"]
 
 
 @pytest.mark.parametrize("name", MODULES)

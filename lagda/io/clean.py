@@ -109,8 +109,37 @@ def clean_fixes(raw: RawTracks, *, keep_undrogued: bool = False) -> tuple[RawTra
 
     The result's trajectories are those of `raw` less the ones left empty (ids, field and release subset
     alike), each with increasing times; `per_fix` variables follow their fixes, plus `position_std_m` and
-    `velocity_std_m_s` when the errors are present. `raw` is not modified. Positions are lon/lat degrees,
-    metres or model units as `raw.coordinates` says; times in seconds (physical) or model units.
+    `velocity_std_m_s` when the errors are present. `raw` is not modified.
+
+    Parameters
+    ----------
+    raw : RawTracks
+        Per trajectory, times `(n,)` (seconds since 1970-01-01T00:00:00Z when `raw.physical_time`, else model
+        units) and positions `(n, 2)` (lon/lat degrees, metres or model units, as `raw.coordinates` says).
+    keep_undrogued : bool, default False
+        Keep the fixes with GDP `drogue_status` 0.
+
+    Returns
+    -------
+    cleaned : RawTracks
+        The fixes that pass, in the units of `raw`.
+    report : CleanReport
+        What each rule did: counts, and `notes()` one line per rule that acted.
+
+    Examples
+    --------
+    One model-unit track with an exact duplicate and unsorted times:
+
+    >>> import numpy as np
+    >>> from lagda.io.tracks import RawTracks
+    >>> raw = RawTracks(times=[np.array([0.0, 2.0, 1.0, 2.0])], positions=[np.array([[0.1, 0.1], [0.3, 0.3],
+    ...                 [0.2, 0.2], [0.3, 0.3]])], ids=np.array([7]), field=None, coordinates="model",
+    ...                 physical_time=False)
+    >>> cleaned, report = clean_fixes(raw)
+    >>> cleaned.times[0].tolist()
+    [0.0, 1.0, 2.0]
+    >>> report.notes()
+    ('clean: 1 exact duplicate fixes dropped', 'clean: times sorted in 1 trajectories')
     """
     counts = dict.fromkeys(["missing_times_dropped", "undrogued_dropped", "undrogued_kept",
                             "exact_duplicates_dropped", "trajectories_sorted", "conflicts_averaged",

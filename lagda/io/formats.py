@@ -64,22 +64,38 @@ def read_tracks(path, box=None, time_scale: float | None = None, *, keep_undrogu
     (not lagda datasets) are quality-controlled first (lagda.io.clean.clean_fixes: duplicates,
     order, spikes, undrogued fixes); `Tracks.clean` holds its report and `Tracks.notes` its lines.
 
-    Args:
-        path: the track file (a directory for zarr).
-        box: (west, east, south, north) in degrees (or metres for projected x/y), optional.
-        time_scale: seconds per model time unit, optional.
-        keep_undrogued: keep the fixes a GDP `drogue_status` marks undrogued (dropped by default).
-    Example:
-        The shipped GDP-like file (a clouddrift ragged array in lon/lat, hourly fixes):
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The track file (a directory for zarr).
+    box : tuple of float, optional
+        `(west, east, south, north)` in degrees (metres for projected x/y).
+    time_scale : float, optional
+        Seconds per model time unit.
+    keep_undrogued : bool, default False
+        Keep the fixes a GDP `drogue_status` marks undrogued (dropped by default).
 
-        >>> from lagda.demo import shipped
-        >>> tracks = read_tracks(shipped("gdp_like.nc"))
-        >>> tracks.n_trajectory, tracks.mapping.coordinates, tracks.positions.shape[-1]
-        (8, 'lonlat', 2)
+    Returns
+    -------
+    Tracks
+        Positions `(trajectory, obs, 2)` in domain lengths and times `(trajectory, obs)` in model time units
+        (NaN-padded), with `mapping` (None for model-unit files), `notes` and `clean`.
 
-    Raises:
-        FileNotFoundError: if `path` does not exist.
-        ValueError: one line, if the file is none of these or is inconsistent.
+    Raises
+    ------
+    FileNotFoundError
+        If `path` does not exist.
+    ValueError
+        One line, if the file is none of these formats or is inconsistent.
+
+    Examples
+    --------
+    The shipped GDP-like file (a clouddrift ragged array in lon/lat, hourly fixes):
+
+    >>> from lagda.demo import shipped
+    >>> tracks = read_tracks(shipped("gdp_like.nc"))
+    >>> tracks.n_trajectory, tracks.mapping.coordinates, tracks.positions.shape[-1]
+    (8, 'lonlat', 2)
     """
     path = os.fspath(path)
     if os.path.isdir(path):

@@ -135,8 +135,8 @@ class Mapping:
         """Returns one line: the box, its size in km, the time origin and scale."""
         west, east, south, north = self.box
         lx, ly = self.lengths_m
-        unit = "deg" if self.coordinates == "lonlat" else "m"
-        return (f"box lon {west:.4g}..{east:.4g}, lat {south:.4g}..{north:.4g} {unit} ({lx / 1e3:.0f} x {ly / 1e3:.0f} "
+        a, b, unit = ("lon", "lat", "deg") if self.coordinates == "lonlat" else ("x", "y", "m")
+        return (f"box {a} {west:.4g}..{east:.4g}, {b} {south:.4g}..{north:.4g} {unit} ({lx / 1e3:.0f} x {ly / 1e3:.0f} "
                 f"km), t = 0 at {iso_time(self.time_origin)}, 1 model time unit = {self.time_scale_s:.6g} s "
                 f"({self.time_scale_s / 86400:.4g} days)")
 
@@ -224,14 +224,45 @@ def infer_mapping(positions: list, seconds: list, coordinates: Literal["lonlat",
                   box=None, time_scale_s: float | None = None, time_origin: float | None = None) -> Mapping:
     """Returns the mapping of tracks, inferring what is not given (module docstring); notes say what.
 
-    Args:
-        positions: per track `(obs, 2)` lon/lat degrees (longitudes unwrapped) or x/y metres; NaN = missing.
-        seconds: per track `(obs,)` seconds since 1970-01-01T00:00:00Z; NaN = missing.
-        coordinates: "lonlat" or "projected".
-        box: (west, east, south, north) or None to infer; time_scale_s: T or None to infer;
-        time_origin: t = 0 in seconds since 1970, or None for the first observation.
-    Raises:
-        ValueError: if there is no valid observation to infer from, or one time only.
+    Parameters
+    ----------
+    positions : list of array_like
+        Per track `(obs, 2)`: lon/lat in degrees (longitudes unwrapped) or x/y in metres; NaN = missing.
+    seconds : list of array_like
+        Per track `(obs,)`: seconds since 1970-01-01T00:00:00Z; NaN = missing.
+    coordinates : {"lonlat", "projected"}
+        The units of `positions`.
+    box : tuple of float, optional
+        `(west, east, south, north)` in the units of `positions`; inferred from the tracks' extent if None.
+    time_scale_s : float, optional
+        Seconds per model time unit T; if None, the observation window maps onto model time `MODEL_WINDOW`.
+    time_origin : float, optional
+        Model time t = 0 in seconds since 1970-01-01T00:00:00Z; the first observation if None.
+
+    Returns
+    -------
+    Mapping
+        With `inferred` naming what was inferred and `notes` one line per inference.
+
+    Raises
+    ------
+    ValueError
+        If there is no valid observation to infer from, or a single observation time and no `time_scale_s`.
+
+    Examples
+    --------
+    A 10-day track in metres, in a given 10 km box: the time origin and time scale are inferred.
+
+    >>> import numpy as np
+    >>> day = 86400.0
+    >>> mapping = infer_mapping([np.array([[0.0, 0.0], [2500.0, -5000.0]])], [np.array([0.0, 10 * day])],
+    ...                         "projected", box=(-5e3, 5e3, -5e3, 5e3))
+    >>> mapping.inferred
+    ('time_origin', 'time_scale')
+    >>> mapping.time_scale_s / day  # the 10-day window is model time 0.1
+    100.0
+    >>> mapping.to_model(np.array([0.0, 2500.0]), np.array([0.0, -5000.0]))  # the centre, then the south edge
+    (array([0.5 , 0.75]), array([0.5, 0. ]))
     """
     xy = np.concatenate([np.asarray(p, np.float64).reshape(-1, 2) for p in positions] or [np.zeros((0, 2))])
     xy = xy[np.all(np.isfinite(xy), axis=1)]

@@ -54,10 +54,14 @@ PHYSICAL = {  # name -> (units, long name, standard name of the mean) in physica
 def write_result(path, result: "Result") -> None:
     """Writes the assimilation result netCDF (module docstring) via a temporary file + rename.
 
-    Args:
-        path: output file.
-        result: what to write (lagda.assimilation.fields.posterior_result makes it from a posterior); its
-            fields in physical units when `result.mapping` is set.
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The output file.
+    result : Result
+        What to write (`lagda.assimilation.fields.posterior_result` makes it from a posterior): coefficients
+        `(field, mode)` in model units, fields `(field, model_time, y, x)` in model units, or in physical units
+        (psi m^2/s, u, v m/s) when `result.mapping` is set.
     """
     import xarray as xr
 
@@ -245,11 +249,25 @@ class Result:
 
 
 def read_result(path) -> Result:
-    """Returns the contents of an assimilation result file written by `write_result` (also older ones).
+    """Returns the contents of an assimilation result file written by `write_result`, of any format version.
 
-    Raises:
-        FileNotFoundError: if `path` does not exist.
-        ValueError: one line, if the file is not a lagda assimilation result.
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A result file (either layout of the module docstring).
+
+    Returns
+    -------
+    Result
+        Fields `(field, model_time, y, x)` in the file's units (model units, or physical ones when
+        `Result.mapping` is set), the model grid `x`, `y` and times `time`, coefficients `(field, mode)`.
+
+    Raises
+    ------
+    FileNotFoundError
+        If `path` does not exist.
+    ValueError
+        One line, if the file is not a lagda assimilation result.
     """
 
     import xarray as xr

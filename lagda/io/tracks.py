@@ -217,12 +217,37 @@ def write_tracks(tracks: Tracks, path, attrs: dict | None = None, layout: str = 
     `field(trajectory)` groups drifters of one flow; release points and, when known, the true
     coefficients and the mode set are stored too (in model units).
 
-    Args:
-        tracks: the tracks; path: output file; attrs: extra global attributes.
-        layout: "multidimensional" (dims trajectory/obs, padded) or "ragged" (dims traj/obs, `rowsize`).
-        mapping_attrs: False: no `lagda_mapping_*` attributes (a reader then infers the box and time scale).
-    Raises:
-        ValueError: for an unknown layout.
+    Parameters
+    ----------
+    tracks : Tracks
+        The tracks, positions `(trajectory, obs, 2)` and times `(trajectory, obs)` in model units.
+    path : str or os.PathLike
+        The netCDF file to write (replaced atomically).
+    attrs : dict, optional
+        Extra global attributes.
+    layout : {"multidimensional", "ragged"}
+        Dims trajectory/obs, NaN-padded, or the contiguous ragged dims traj/obs with a count `rowsize`.
+    mapping_attrs : bool, default True
+        False: no `lagda_mapping_*` attributes (a reader then infers the box and time scale).
+
+    Raises
+    ------
+    ValueError
+        For an unknown layout.
+
+    Examples
+    --------
+    The shipped GDP-like file written as a padded trajectory file, then read back:
+
+    >>> import os, tempfile
+    >>> from lagda.demo import shipped
+    >>> from lagda.io.formats import read_tracks
+    >>> tracks = read_tracks(shipped("gdp_like.nc"))
+    >>> path = os.path.join(tempfile.mkdtemp(), "tracks.nc")
+    >>> write_tracks(tracks, path)
+    >>> again = read_tracks(path)
+    >>> again.n_trajectory == tracks.n_trajectory, again.mapping.box == tracks.mapping.box
+    (True, True)
     """
     if layout not in LAYOUTS:
         raise ValueError(f"unknown track layout {layout!r}; valid layouts: {', '.join(LAYOUTS)}")
@@ -324,11 +349,23 @@ def tracks_from_dataset(ds, samples=None, drifters=None) -> Tracks:
     Sample s, drifter d becomes trajectory `s{s}d{d}` of field s (renumbered over the selected
     samples), sample-major; times are the dataset's `time(obs)`.
 
-    Args:
-        ds: an xarray Dataset with the dataset variables of docs/design.md.
-        samples, drifters: optional integer index arrays selecting a subset.
-    Raises:
-        ValueError: if a required variable is missing.
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A lagda dataset (`simulate.schema`; docs/design.md, "Datasets").
+    samples, drifters : array_like of int, optional
+        Indices selecting a subset (default: all).
+
+    Returns
+    -------
+    Tracks
+        `(sample x drifter)` trajectories in model units, with `true_coef` `(field, mode)`, `k1`, `k2`, `omega`
+        `(mode,)` and `release` `(trajectory, 2)`.
+
+    Raises
+    ------
+    ValueError
+        If a required variable is missing (named).
     """
     needed = ("time", "k1", "k2", "omega", "coef_re", "coef_im", "x", "y", "x0", "y0")
     missing = [name for name in needed if name not in ds.variables]

@@ -2,7 +2,7 @@
 
 Presets are functions that override the base: `paper()` (section 6.3: 12 blocks, one token
 per observation, batch 128, Adam at lr 1e-4, 20 epochs) and `cpu()` (a patched small model
-that trains to high test recall on a 2-core CPU in about 15 minutes on `small` data),
+that trains to high test recall on a 2-core CPU on `small` data; docs/results/training.md),
 `learned()` (a pure-learned set encoder, lagda/learning/set_encoder.py: positions and times in,
 no physics solve; observation regimes drawn per batch with regime = "mixture"), plus
 `tiny()` for tests. The resolved config is written to `run_dir/config.json`.

@@ -156,12 +156,25 @@ class DiskPositions:
 def load_paired(path, stream: bool = False) -> PairedData:
     """Returns the pairs of a lagda dataset file (.nc, validated) or an .npz with the same names.
 
-    `path` may also be a list of the shard files of one run (joined: simulate.schema.open_dataset).
-    stream: keep the tracks on disk (`DiskPositions`, netCDF only), read batch by batch.
+    Parameters
+    ----------
+    path : str, os.PathLike or list of them
+        The dataset file, or a list of the shard files of one run (joined: `simulate.schema.open_dataset`).
+    stream : bool, default False
+        Keep the tracks on disk (`DiskPositions`, netCDF only), read batch by batch.
 
-    Raises:
-        FileNotFoundError: if the file does not exist.
-        ValueError: if it is not a readable, valid paired dataset (one line naming the problem).
+    Returns
+    -------
+    PairedData
+        Coefficients complex64 `(sample, mode)` and positions `(sample, drifter, obs, 2)` in model units, with
+        the dataset's modes, frequencies, prior scale, times and generator settings (`PairedData.meta`).
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file does not exist.
+    ValueError
+        If it is not a readable, valid paired dataset (one line naming the problem).
     """
     from simulate.schema import open_dataset
 

@@ -171,10 +171,33 @@ def embed_tracks(model: TrajectoryTransformer | SetEncoder, positions, batch_siz
     """Returns float32 embeddings g_v `(field, n_e)` of tracks `(field, drifter, obs, 2)`.
 
     Fields are embedded in batches of `batch_size` (the last padded, so one compilation per
-    batch shape); a field's drifters are averaged (`encode_tracks`). `estimates`: optional
-    precomputed `track_estimates` (physics models; computed on the fly otherwise).
-    `times` (float) and `mask` (bool), `(field, drifter, obs)`: set encoder only (default:
-    the training time grid, all observations valid); masked positions are never read.
+    batch shape); a field's drifters are averaged (`encode_tracks`).
+
+    Parameters
+    ----------
+    model : TrajectoryTransformer or SetEncoder
+        The encoder g_v (`load_run`).
+    positions : array_like
+        Unwrapped positions `(field, drifter, obs, 2)`, domain lengths.
+    batch_size : int, default 256
+        Fields per compiled call.
+    estimates : array_like, optional
+        Precomputed `track_estimates` (physics models; computed on the fly otherwise).
+    progress : bool, default False
+        Show a progress bar.
+    times, mask : array_like, optional
+        Float model times and bool validity, broadcastable to `(field, drifter, obs)`: set encoder only
+        (default: the training time grid, all observations valid); masked positions are never read.
+
+    Returns
+    -------
+    numpy.ndarray
+        float32 `(field, n_e)`.
+
+    Raises
+    ------
+    ValueError
+        If `positions` is not 4-dimensional (its shape quoted).
     """
     positions = np.asarray(positions, np.float32)
     if positions.ndim != 4:
@@ -207,17 +230,36 @@ def read_run_files(run_dir):
 
 
 def load_run(run_dir):
-    """Returns (encoder g_v, TrainConfig, dataset meta) of the latest checkpoint of a run.
+    """Returns the trajectory encoder g_v, its TrainConfig and its data's description, from a run's latest checkpoint.
 
-    Example:
-        >>> from lagda.demo import shipped
-        >>> encoder, config, meta = load_run(shipped("learned"))
-        >>> config.encoder
-        'set'
+    Parameters
+    ----------
+    run_dir : str or os.PathLike
+        A run directory written by `lagda.learning.train.train` (config.json, dataset.json, checkpoints/).
 
-    Raises:
-        FileNotFoundError: if run_dir, its config/dataset json or checkpoints are missing.
-        ValueError: if they are corrupted or do not match.
+    Returns
+    -------
+    encoder : TrajectoryTransformer or SetEncoder
+        g_v: tracks `(field, drifter, obs, 2)` in model units to embeddings `(field, n_e)` (`embed_tracks`).
+    config : TrainConfig
+        The run's settings.
+    meta : dict
+        The training data's description (dataset.json): modes `k1`, `k2` and frequencies `omega` `(mode,)`,
+        `prior_scale` `(mode,)`, observation times `time` `(obs,)`, `n_drifters` and the generator's `attrs`.
+
+    Raises
+    ------
+    FileNotFoundError
+        If `run_dir`, its config.json / dataset.json or its checkpoints are missing.
+    ValueError
+        If they are corrupted or do not match.
+
+    Examples
+    --------
+    >>> from lagda.demo import shipped
+    >>> encoder, config, meta = load_run(shipped("learned"))
+    >>> config.encoder
+    'set'
     """
     model, config, meta = load_trained(run_dir)
     return model.encoder, config, meta
@@ -230,9 +272,26 @@ def load_trained(run_dir):
     `trained_tau(model)` and the similarity mask. It is built abstractly (nnx.eval_shape),
     restored with orbax and filled with nnx.merge, so no initialisation is computed.
 
-    Raises:
-        FileNotFoundError: if run_dir, its config/dataset json or checkpoints are missing.
-        ValueError: if they are corrupted or do not match.
+    Parameters
+    ----------
+    run_dir : str or os.PathLike
+        A run directory written by `lagda.learning.train.train`.
+
+    Returns
+    -------
+    model : Contrastive
+        The trained model.
+    config : TrainConfig
+        The run's settings.
+    meta : dict
+        The training data's description, as in `load_run`.
+
+    Raises
+    ------
+    FileNotFoundError
+        If `run_dir`, its config.json / dataset.json or its checkpoints are missing.
+    ValueError
+        If they are corrupted or do not match.
     """
     run_dir = pathlib.Path(run_dir)
     config, meta = read_run_files(run_dir)

@@ -13,8 +13,8 @@ sigma^2 (in prior-whitened units), the posterior mean is
     theta_hat = L (M^T M + sigma^2 I)^{-1} M^T v,   M = G L,  L = Lambda^{1/2}.
 
 The Gram matrix M^T M spans ~10 orders of magnitude, so in float32 the normal equations
-lose most of the retrieval accuracy (measured: test R@5 77% against 97% in float64), and a
-float32 QR of M is accurate but ~100x slower on CPU under XLA. So theta_hat is computed in
+lose most of the retrieval accuracy (docs/results/training.md), and a float32 QR of M is
+accurate but much slower on CPU under XLA. So theta_hat is computed in
 float64 numpy (BLAS Gram matrices, batched LAPACK solves) and called from JAX through
 `jax.pure_callback`: it depends on the data only, so it needs no gradient.
 """

@@ -330,29 +330,48 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
     pairs; after every epoch saves a checkpoint and appends train loss, throughput and
     retrieval R@1/5/10 (train and test libraries) to metrics.jsonl.
 
-    Args:
-        train_data, test_data: PairedData or dataset paths (test_data may be None), or lists of
-            them (`data.join_files`): the shard files of one run (`lagda simulate --shard`) are
-            joined along samples, and datasets of the same fields (same seed) have their drifters
-            merged (`merge_drifters`: e.g. a fixed-release file and a random-release file).
-        resume: continue from the latest checkpoint in run_dir; bit-for-bit identical to an
-            uninterrupted run (shuffling uses fold_in(seed, epoch)).
-    Example:
-        One epoch of the `tiny` preset on 64 pairs:
+    Parameters
+    ----------
+    config : TrainConfig
+        Training settings (validated here).
+    train_data, test_data : PairedData, path or list of them
+        Paired data `coef (sample, mode)`, `positions (sample, drifter, obs, 2)` in model units, or lagda
+        dataset paths; `test_data` may be None. A list is joined (`data.join_files`): the shard files of one run
+        (`lagda simulate --shard`) along samples, datasets of the same fields (same seed) along drifters
+        (`merge_drifters`: e.g. a fixed-release file and a random-release file).
+    run_dir : str or os.PathLike
+        The run directory (created): config.json, dataset.json, checkpoints/, metrics.jsonl.
+    resume : bool, default False
+        Continue from the latest checkpoint in `run_dir`; bit-for-bit identical to an uninterrupted run
+        (shuffling uses fold_in(seed, epoch)).
+    progress : bool, default True
+        Show a progress bar per epoch.
 
-        >>> import json, os, tempfile
-        >>> from lagda.learning.config import tiny
-        >>> from simulate import generate_dataset, small
-        >>> folder = tempfile.mkdtemp()
-        >>> data = generate_dataset(small(n_samples=64, t_final=0.002), os.path.join(folder, "pairs.nc"),
-        ...                         report=lambda line: None)
-        >>> run = train(tiny(epochs=1), data, None, os.path.join(folder, "run"), progress=False)
-        >>> sorted(json.loads(open(run / "metrics.jsonl").readline()))[:3]
-        ['epoch', ...]
+    Returns
+    -------
+    pathlib.Path
+        `run_dir`, readable by `lagda.learning.load_run`.
 
-    Raises:
-        ValueError / FileNotFoundError: bad config, data or run dir (one line).
-        TrainingDiverged: NaN/inf loss (a ValueError), last good checkpoint kept.
+    Raises
+    ------
+    ValueError, FileNotFoundError
+        Bad config, data or run directory (one line).
+    TrainingDiverged
+        A NaN or infinite loss (a ValueError); the last good checkpoint is kept.
+
+    Examples
+    --------
+    One epoch of the `tiny` preset on 64 pairs:
+
+    >>> import json, os, tempfile
+    >>> from lagda.learning.config import tiny
+    >>> from simulate import generate_dataset, small
+    >>> folder = tempfile.mkdtemp()
+    >>> data = generate_dataset(small(n_samples=64, t_final=0.002), os.path.join(folder, "pairs.nc"),
+    ...                         report=lambda line: None)
+    >>> run = train(tiny(epochs=1), data, None, os.path.join(folder, "run"), progress=False)
+    >>> sorted(json.loads(open(run / "metrics.jsonl").readline()))[:3]
+    ['epoch', ...]
     """
     initialize_distributed()
     config.validate()

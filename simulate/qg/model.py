@@ -155,7 +155,7 @@ def make_flow_runner(config: QGConfig) -> Callable:
         state = stepped.initialize_stepper_state(inner)
         full = model.get_full_state(state.state)
         state, full = jax.lax.fori_loop(0, n_spin, lambda i, c: model_step(*c), (state, full))
-        # window 0 releases from release_key itself (a one-window file is as before), window w from fold_in(., w)
+        # window 0 releases from release_key itself (independent of `windows`), window w from fold_in(., w)
         keys = jnp.stack([release_key] + [jax.random.fold_in(release_key, w) for w in range(1, config.windows)])
         _, out = jax.lax.scan(one_window, (state, full), keys)
         return out
