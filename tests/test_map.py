@@ -1,5 +1,6 @@
 """lagda map: tiles and blend on known currents (one crossing the dateline), resume after a kill, Dask workers."""
 
+import json
 import os
 import signal
 import subprocess
@@ -72,6 +73,10 @@ def test_uniform_current_is_recovered_on_every_tile_without_seams(uniform):
         assert float(np.nanmax(np.abs(u - U))) < 0.1 * speed and float(np.nanmax(np.abs(v - V))) < 0.1 * speed
         assert float(np.nanmedian(ds.u_std.where(where))) > 0
         assert "spikes" in ds.attrs["notes"] and ds.attrs["clean_spikes_dropped"] == 3 * 14  # 3 per drifter
+        records = json.loads(ds.attrs["tile_records"])  # what each tile chose, the local GP's scales included
+        assert len(records) == summary["tiles"] and ds.attrs["local_gp"].startswith("local GP in")
+        fitted = [r["local_gp"] for r in records if isinstance(r.get("local_gp"), dict)]
+        assert fitted and all(10.0 <= f["ell_km"] and f["std_m_s"] > 0 for f in fitted)
 
 
 @pytest.mark.parametrize("lon0, lat0", [(176.0, -20.0), (-40.0, 66.0)], ids=["dateline", "65N"])

@@ -257,6 +257,11 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
     notes = list(fixes.notes) + [f"{len(infos) - len(skipped)} tiles inverted, {len(skipped)} without enough "
                                  f"drifters (left to the others, else NaN), {zero} answered the prior mean (zero) "
                                  "because their tracks predicted held-out drifters no better"]
+    local = local_gp_summary(infos)
+    if local:
+        notes.append(local)
+    for line in notes[len(fixes.notes):]:
+        say(f"note: {line}")
     return {"tiles": len(tiles), "inverted": len(infos) - len(skipped), "skipped": len(skipped),
             "seconds": time.perf_counter() - start, "notes": notes}
 
@@ -341,6 +346,21 @@ def _write(out, partial, tiles, grid: Grid, settings: MapSettings, fixes: Fixes,
     return infos
 
 
+def local_gp_summary(infos: list[dict]) -> str:
+    """Returns one line on the tiles' local Gaussian processes (how many, their fitted scales), "" when none ran."""
+    fitted = [i["local_gp"] for i in infos if isinstance(i.get("local_gp"), dict)]
+    unfitted = sum(isinstance(i.get("local_gp"), str) for i in infos)
+    if not fitted and not unfitted:
+        return ""
+    if not fitted:
+        return f"local GP: not fitted in any of {unfitted} tiles (too few drifter velocities)"
+    q = lambda key: np.percentile([f[key] for f in fitted], [10, 50, 90])
+    ell, tau, std = q("ell_km"), q("tau_days"), q("std_m_s")
+    return (f"local GP in {len(fitted)} tiles ({unfitted} with too few drifter velocities): length scale "
+            f"{ell[1]:.0f} km ({ell[0]:.0f}-{ell[2]:.0f}, 10-90%), time scale {tau[1]:.1f} days "
+            f"({tau[0]:.1f}-{tau[2]:.1f}), std {std[1]:.3f} m/s ({std[0]:.3f}-{std[2]:.3f})")
+
+
 def _fix_counts(fixes: Fixes, grid: Grid, settings: MapSettings) -> np.ndarray:
     """Returns the fixes in each cell within half a cadence of each map time `(time, lat, lon)`."""
     res, west, south = settings.resolution, settings.region[0], settings.region[2]
@@ -382,6 +402,8 @@ def _dataset(grid: Grid, settings: MapSettings, fields: dict, counts, infos):
                 "window_step_days": settings.step_days, "k_max": settings.k_max, "degree": settings.degree,
                 "tiles": len(infos), "tiles_skipped": skipped,
                 "tiles_zero_guard": sum(bool(i.get("zero_guard")) for i in infos),
+                "local_gp": local_gp_summary(infos) or "off",
+                "tile_records": json.dumps(infos),
                 "settings": json.dumps(dataclasses.asdict(settings)),
                 "settings_hash": hashlib.sha256(json.dumps(dataclasses.asdict(settings)).encode()).hexdigest()[:16]}
     ds.time.encoding["units"] = "seconds since 1970-01-01T00:00:00Z"
