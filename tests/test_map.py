@@ -244,3 +244,18 @@ def test_the_local_gp_maps_an_eddy_the_tile_basis_cannot_resolve():
     assert near.sum() >= 10 and errors[False] > 0.2 * eddy  # the basis alone misses a good part of the eddy
     assert errors[True] < 0.4 * errors[False]
     assert stds[True] < stds[False]
+
+
+def test_the_blend_in_blocks_of_days_writes_the_same_map(uniform, tmp_path, monkeypatch):
+    # the blend holds BLEND_DAYS map times at once: blocks of 4 days (four blocks, the last short) give the map
+    # the one-block run wrote, cell for cell
+    import lagda.mapping.run as run
+
+    archive, s, reference, _ = uniform
+    monkeypatch.setattr(run, "BLEND_DAYS", 4)
+    out = tmp_path / "blocks.zarr"
+    map_archive(archive, out, s, workers=1, progress=False, say=lambda _: None)
+    with xr.open_zarr(out) as a, xr.open_dataset(reference) as b:
+        assert len(a.time) == 15 and a.u.encoding["chunks"][0] == 4
+        for name in ("u", "v", "u_std", "v_std", "n_fixes"):
+            np.testing.assert_array_equal(a[name].values, b[name].values)
