@@ -503,8 +503,6 @@ def _run_map(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     if summary.get("already_complete"):
         return 0
-    for line in summary["notes"][-1:]:
-        say(f"note: {line}")
     print(f"wrote {args.out}: {summary['tiles']} tiles in {summary['seconds']:.1f} s "
           f"({summary['tiles'] / max(summary['seconds'], 1e-9):.3g} tiles/s)")
     return 0

@@ -174,19 +174,23 @@ def remove_tree(path, fault: str = "folder-removal") -> None:
 def write_netcdf(ds, path, encoding: dict | None = None, fault: str = "netcdf") -> Path:
     """Returns `path` after writing the xarray Dataset `ds` there as NETCDF4 through a temporary file (atomic).
 
-    Equivalent to `ds.to_netcdf(path, engine="netcdf4", format="NETCDF4", encoding=encoding)` for data
-    held in memory, but a KeyboardInterrupt during the write closes and removes the temporary file and
-    propagates instead of hanging (the module docstring says why). Other threads of the process must not
-    use netCDF meanwhile. Fault points: `FAULT:open` (the temporary file is open and partly written),
-    then those of `write_atomic`.
+    Equivalent to `ds.to_netcdf(path, engine="netcdf4", format="NETCDF4", encoding=encoding)` (variables held
+    in memory or dask arrays, computed chunk by chunk), but a KeyboardInterrupt during the write closes and
+    removes the temporary file and propagates instead of hanging (the module docstring says why). Other
+    threads of the process must not use netCDF meanwhile. Fault points: `FAULT:open` (the temporary file is
+    open and partly written), then those of `write_atomic`.
     """
     import xarray as xr
 
     def write(tmp: Path) -> None:
+        from xarray.backends.common import ArrayWriter
+
         store = xr.backends.NetCDF4DataStore.open(tmp, mode="w", format="NETCDF4", lock=threading.RLock())
         try:
             fault_point(f"{fault}:open")
-            ds.dump_to_store(store, encoding=encoding or {})
+            writer = ArrayWriter()  # a dask-backed variable is queued here, then computed chunk by chunk
+            ds.dump_to_store(store, encoding=encoding or {}, writer=writer)
+            writer.sync()
         finally:
             store.close()
 

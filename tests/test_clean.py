@@ -230,3 +230,23 @@ def test_a_subset_of_an_archive_is_cleaned_from_its_dataset(tmp_path):
     assert raw.ids.tolist() == [300234060000001] and len(raw.times[0]) == 40 and "drogue_status" in raw.per_fix
     cleaned, report = clean_fixes(raw)
     assert (report.trajectories_sorted, report.spikes_dropped, report.undrogued_dropped) == (1, 1, 6)
+
+
+@pytest.mark.parametrize("coordinates", ["lonlat", "model"])
+def test_a_physical_trajectory_left_with_two_fixes_is_dropped_and_counted(coordinates):
+    # a drifter that only passes through the box (2 fixes there) gives no velocity: physical files drop it with a
+    # count; lagda's own model-unit files keep every trajectory (check_fits_model judges them)
+    hours = T0 + HOUR * np.arange(48)
+    good = _to("lonlat", _path_m(48, 0.3, seed=4))
+    short_t, short_p = hours[:2], good[:2] + 0.5
+    dup_t = np.array([hours[0], hours[0], hours[1], hours[2]])  # 4 fixes, one an exact duplicate: 3 kept
+    dup_p = np.stack([good[0], good[0], good[1], good[2]]) + 1.0
+    raw = _raw([hours, short_t, dup_t], [good, short_p, dup_p], coordinates, ids=[7, 8, 9])
+    cleaned, report = clean_fixes(raw)
+    if coordinates == "lonlat":
+        assert list(cleaned.ids) == [7, 9] and report.short_trajectories_dropped == 1
+        assert report.short_trajectory_fixes_dropped == 2 and report.fixes_kept == 48 + 3
+        assert any("1 trajectories with fewer than 3 fixes dropped (2 fixes)" in line for line in report.notes())
+        assert report.attrs()["clean_short_trajectories_dropped"] == 1
+    else:
+        assert list(cleaned.ids) == [7, 8, 9] and report.short_trajectories_dropped == 0

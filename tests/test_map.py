@@ -1,5 +1,6 @@
 """lagda map: tiles and blend on known currents (one crossing the dateline), resume after a kill, Dask workers."""
 
+import json
 import os
 import signal
 import subprocess
@@ -72,6 +73,10 @@ def test_uniform_current_is_recovered_on_every_tile_without_seams(uniform):
         assert float(np.nanmax(np.abs(u - U))) < 0.1 * speed and float(np.nanmax(np.abs(v - V))) < 0.1 * speed
         assert float(np.nanmedian(ds.u_std.where(where))) > 0
         assert "spikes" in ds.attrs["notes"] and ds.attrs["clean_spikes_dropped"] == 3 * 14  # 3 per drifter
+        records = json.loads(ds.attrs["tile_records"])  # what each tile chose, the local GP's scales included
+        assert len(records) == summary["tiles"] and ds.attrs["local_gp"].startswith("local GP in")
+        fitted = [r["local_gp"] for r in records if isinstance(r.get("local_gp"), dict)]
+        assert fitted and all(10.0 <= f["ell_km"] and f["std_m_s"] > 0 for f in fitted)
 
 
 @pytest.mark.parametrize("lon0, lat0", [(176.0, -20.0), (-40.0, 66.0)], ids=["dateline", "65N"])
@@ -172,5 +177,85 @@ def test_an_interrupt_at_each_transition_then_resume_gives_the_same_map(small_ma
     assert summary.get("already_complete", False) == fault.startswith(("map-final:renamed", "map-partial-removal"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["map.nc"]  # no temporary, no partial folder left
     with xr.open_dataset(out) as a, xr.open_dataset(reference) as b:
+        for name in ("u", "v", "u_std", "v_std", "n_fixes"):
+            np.testing.assert_array_equal(a[name].values, b[name].values)
+
+
+def _eddy_fixes(centre, days=10, n=24, seed=4):
+    """Returns (Fixes, velocity(lon, lat) -> (u, v) m/s) of drifters in the uniform current plus a Gaussian eddy of
+    40 km radius (peak 0.3 m/s) at `centre`, hourly fixes (Euler steps of 10 minutes) with 20 m noise."""
+    from lagda.mapping.archive import Fixes
+
+    radius, peak = 40e3, 0.3
+    amplitude = peak * radius * np.exp(0.5)  # psi = A exp(-r^2 / 2R^2): speed A r / R^2 exp(-r^2 / 2R^2)
+
+    def velocity(lon, lat):
+        x = np.deg2rad(lon - centre[0]) * EARTH_RADIUS_M * np.cos(np.deg2rad(lat))
+        y = np.deg2rad(lat - centre[1]) * EARTH_RADIUS_M
+        g = amplitude * np.exp(-(x**2 + y**2) / (2 * radius**2)) / radius**2
+        return U + g * y, V - g * x  # u = -dpsi/dy, v = dpsi/dx
+
+    rng = np.random.default_rng(seed)
+    lon = centre[0] + rng.uniform(-1.0, 1.0, n)
+    lat = centre[1] + rng.uniform(-1.0, 1.0, n)
+    steps, keep = days * 24 * 6, []
+    for k in range(steps):
+        if k % 6 == 0:
+            keep.append((lon.copy(), lat.copy()))
+        u, v = velocity(lon, lat)
+        lat = lat + np.degrees(600.0 * v / EARTH_RADIUS_M)
+        lon = lon + np.degrees(600.0 * u / (EARTH_RADIUS_M * np.cos(np.deg2rad(lat))))
+    lons, lats = (np.stack(a, axis=1) for a in zip(*keep))  # (drifter, fix)
+    noise = lambda: np.degrees(rng.normal(0, 20.0, lons.shape) / EARTH_RADIUS_M)
+    seconds = parse_time(START) + 3600.0 * np.arange(lons.shape[1])
+    fixes = Fixes(traj=np.repeat(np.arange(n), lons.shape[1]), time=np.tile(seconds, n),
+                  lon=(lons + noise() / np.cos(np.deg2rad(lats))).ravel(), lat=(lats + noise()).ravel(),
+                  ids=np.arange(n))
+    return fixes, velocity
+
+
+def test_the_local_gp_maps_an_eddy_the_tile_basis_cannot_resolve():
+    # k_max 3 over a 5-degree box resolves waves of 180 km and longer; the eddy's radius is 40 km: the local GP of
+    # what the basis leaves out returns it along the drifters, and its std narrows there
+    from lagda.mapping.invert import invert_tile, tile_fixes
+
+    s = settings(-40.0, 30.0)
+    tile = tile_layout(s.region, s.period, s.tile_deg, s.halo_deg, s.window_days, s.step_days)[0]
+    grid = s.grid()
+    fixes, velocity = _eddy_fixes(tile.centre)
+    fixes = tile_fixes(fixes, tile)
+    days, rows, cols = grid.window(tile)
+    lon2, lat2 = np.meshgrid(tile.relative_lon(grid.lon[cols]), grid.lat[rows])
+    true_u, true_v = velocity(lon2, lat2)
+    near = np.zeros(lon2.shape, bool)  # the cells holding a fix on some day
+    edge = lambda centres: np.append(centres - 0.5 * s.resolution, centres[-1] + 0.5 * s.resolution)
+    iy, ix = np.digitize(fixes.lat, edge(grid.lat[rows])) - 1, np.digitize(fixes.lon, edge(lon2[0])) - 1
+    inside = (iy >= 0) & (iy < near.shape[0]) & (ix >= 0) & (ix < near.shape[1])
+    near[iy[inside], ix[inside]] = True
+    near &= np.hypot(true_u - U, true_v - V) > 0.05  # where the eddy is
+    errors, stds = {}, {}
+    for local in (True, False):
+        piece = invert_tile(fixes, tile, grid, s.k_max, s.degree, local_gp=local)
+        errors[local] = np.sqrt(np.mean((piece["u"][:, near] - true_u[near]) ** 2
+                                        + (piece["v"][:, near] - true_v[near]) ** 2))
+        stds[local] = float(np.median(piece["u_std"][:, near]))
+        assert ("ell_km" in piece["info"].get("local_gp", {})) == local
+    eddy = np.sqrt(np.mean((true_u[near] - U) ** 2 + (true_v[near] - V) ** 2))
+    assert near.sum() >= 10 and errors[False] > 0.2 * eddy  # the basis alone misses a good part of the eddy
+    assert errors[True] < 0.4 * errors[False]
+    assert stds[True] < stds[False]
+
+
+def test_the_blend_in_blocks_of_days_writes_the_same_map(uniform, tmp_path, monkeypatch):
+    # the blend holds BLEND_DAYS map times at once: blocks of 4 days (four blocks, the last short) give the map
+    # the one-block run wrote, cell for cell
+    import lagda.mapping.run as run
+
+    archive, s, reference, _ = uniform
+    monkeypatch.setattr(run, "BLEND_DAYS", 4)
+    out = tmp_path / "blocks.zarr"
+    map_archive(archive, out, s, workers=1, progress=False, say=lambda _: None)
+    with xr.open_zarr(out) as a, xr.open_dataset(reference) as b:
+        assert len(a.time) == 15 and a.u.encoding["chunks"][0] == 4
         for name in ("u", "v", "u_std", "v_std", "n_fixes"):
             np.testing.assert_array_equal(a[name].values, b[name].values)

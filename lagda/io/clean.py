@@ -31,6 +31,7 @@ SPEED_FACTOR = 4.0  # ... or above this many times the track's median speed, whi
 SPIKE_RESIDUAL = 0.5  # a spike lies off its neighbours' straight line by this fraction of its mean hop or more
 DUPLICATE_RADIUS_M = 300.0  # fixes of one time this close are one position measured twice: averaged
 SPIKE_PASSES = 3  # the spike rule is applied again after removals, at most this many times
+MIN_FIXES = 3  # a physical trajectory left with fewer fixes gives no velocity: dropped
 _DEG_M = EARTH_RADIUS_M * np.pi / 180  # metres per degree of latitude
 
 
@@ -53,6 +54,8 @@ class CleanReport:
     conflict_fixes_dropped: int = 0  # the fixes of those groups
     spikes_dropped: int = 0
     trajectories_emptied: int = 0
+    short_trajectories_dropped: int = 0  # physical files: trajectories left with 1 or 2 fixes
+    short_trajectory_fixes_dropped: int = 0
     location_gps: int | None = None
     location_argos: int | None = None
     position_std_median_m: float | None = None
@@ -86,6 +89,9 @@ class CleanReport:
                          "and off their line)")
         if self.trajectories_emptied:
             lines.append(f"clean: {self.trajectories_emptied} trajectories left without fixes dropped")
+        if self.short_trajectories_dropped:
+            lines.append(f"clean: {self.short_trajectories_dropped} trajectories with fewer than {MIN_FIXES} fixes "
+                         f"dropped ({self.short_trajectory_fixes_dropped} fixes)")
         if self.location_gps is not None:
             lines.append(f"clean: location_type: {self.location_gps} GPS and {self.location_argos} Argos fixes kept")
         if self.position_std_median_m is not None:
@@ -143,7 +149,8 @@ def clean_fixes(raw: RawTracks, *, keep_undrogued: bool = False) -> tuple[RawTra
     """
     counts = dict.fromkeys(["missing_times_dropped", "undrogued_dropped", "undrogued_kept",
                             "exact_duplicates_dropped", "trajectories_sorted", "conflicts_averaged",
-                            "conflicts_dropped", "conflict_fixes_dropped", "spikes_dropped"], 0)
+                            "conflicts_dropped", "conflict_fixes_dropped", "spikes_dropped", "trajectories_emptied",
+                            "short_trajectories_dropped", "short_trajectory_fixes_dropped"], 0)
     metric = raw.coordinates in ("lonlat", "projected")
     per_fix = _derived_errors(raw)
     out_t, out_p, out_v, keep_traj = [], [], {name: [] for name in per_fix}, []
@@ -170,6 +177,11 @@ def clean_fixes(raw: RawTracks, *, keep_undrogued: bool = False) -> tuple[RawTra
             counts["spikes_dropped"] += int(spikes.sum())
             t, p, v = t[~spikes], p[~spikes], {name: a[~spikes] for name, a in v.items()}
         if len(t) == 0 and np.size(raw.times[i]) > 0:
+            counts["trajectories_emptied"] += 1
+            continue
+        if metric and 0 < len(t) < MIN_FIXES:  # no velocity to take from it
+            counts["short_trajectories_dropped"] += 1
+            counts["short_trajectory_fixes_dropped"] += len(t)
             continue
         keep_traj.append(i)
         out_t.append(t)
@@ -181,8 +193,7 @@ def clean_fixes(raw: RawTracks, *, keep_undrogued: bool = False) -> tuple[RawTra
         raw, times=out_t, positions=out_p, ids=np.asarray(raw.ids)[keep], per_fix=out_v,
         field=None if raw.field is None else np.asarray(raw.field)[keep],
         release=None if raw.release is None else np.asarray(raw.release)[keep])
-    report = CleanReport(fixes_read=n_read, fixes_kept=int(sum(len(t) for t in out_t)),
-                         trajectories_emptied=len(raw.times) - len(keep), spike_rule=metric,
+    report = CleanReport(fixes_read=n_read, fixes_kept=int(sum(len(t) for t in out_t)), spike_rule=metric,
                          **counts, **_variable_summary(out_v))
     return cleaned, report
 

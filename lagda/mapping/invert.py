@@ -99,15 +99,20 @@ def invert_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int,
         if local_gp:
             info["local_gp"] = f"fewer than {MIN_LOCAL_POINTS} drifter velocities: not fitted"
     else:
-        gp, hyper, points = local
+        gp, hyper, points, spread = local
         du, dv, var_local = _local_on_grid(gp, tile, grid)
         field["u"], field["v"] = field["u"] + du, field["v"] + dv
         # near a drifter the local fit corrects the basis field's error too: its variance shrinks by the same
-        # fraction as the residual's
+        # fraction as the residual's. Away from the drifters the velocity the basis leaves out is larger than its
+        # residual at them (where the basis fit absorbed part of it): its variance there is the spread of the
+        # drifters' velocities, entering with the square of that fraction so that it is gone near a drifter
         remaining = var_local / hyper.s2
-        var_u, var_v = field.pop("var_u") * remaining + var_local, field.pop("var_v") * remaining + var_local
+        far = remaining**2 * max(spread - hyper.s2, 0.0)
+        var_u = field.pop("var_u") * remaining + var_local + far
+        var_v = field.pop("var_v") * remaining + var_local + far
         info["local_gp"] = {"velocities": points, "ell_km": hyper.ell_km, "tau_days": hyper.tau_days,
-                            "std_m_s": float(np.sqrt(hyper.s2)), "noise_m_s": float(np.sqrt(hyper.n2))}
+                            "std_m_s": float(np.sqrt(hyper.s2)), "noise_m_s": float(np.sqrt(hyper.n2)),
+                            "spread_m_s": float(np.sqrt(spread))}
     return {"u": field["u"], "v": field["v"], "u_std": np.sqrt(var_u).astype(np.float32),
             "v_std": np.sqrt(var_v).astype(np.float32), "info": info}
 
@@ -208,8 +213,9 @@ def _chunk_velocities(fixes: Fixes, segments: list[np.ndarray], chunk_s: float):
 
 
 def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: float):
-    """Returns (the residual's GP, its Hyper, the number of velocities) for the drifters' chunk velocities less the
-    basis field's there, or None with fewer than MIN_LOCAL_POINTS velocities.
+    """Returns (the residual's GP, its Hyper, the number of velocities, their spread) for the drifters' chunk
+    velocities less the basis field's there, or None with fewer than MIN_LOCAL_POINTS velocities; the spread is
+    the variance of the chunk velocities about their mean, (m/s)^2 per component.
 
     Its hyperparameters maximise the marginal likelihood of at most LOCAL_FIT_POINTS of them (u and v sharing
     them), its length scale bounded by half the basis's shortest wavelength (the box's side over k_max): the scales
@@ -238,7 +244,8 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
     bounds = ((10.0, max(0.5 * side_km / k_max, 11.0)), (0.25, window_days), (1e-6, 1.0), (1e-6, 0.25))
     hyper = fit([(points[pick], residual[pick, 0]), (points[pick], residual[pick, 1])],
                 start=(30.0, 3.0, spread, 0.1 * spread), bounds=bounds, centre=False, maxiter=50)
-    return Predictor(points, residual, hyper, centre=False), hyper, len(points)
+    spread = float(np.mean((velocity - velocity.mean(axis=0)) ** 2))
+    return Predictor(points, residual, hyper, centre=False), hyper, len(points), spread
 
 
 def _local_on_grid(gp, tile: Tile, grid: Grid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

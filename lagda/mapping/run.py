@@ -33,6 +33,7 @@ from simulate.atomic import (
 )
 
 VARIABLES = ("u", "v", "u_std", "v_std")
+BLEND_DAYS = 32  # map times blended and written at once
 
 
 @dataclasses.dataclass(frozen=True)
@@ -204,6 +205,11 @@ def _save_piece(partial: str, piece: dict) -> None:
     write_atomic(path, write, fault="map-tile")
 
 
+def _load_info(partial: str, key: str) -> dict:
+    with np.load(os.path.join(partial, "tiles", key + ".npz")) as data:
+        return json.loads(str(data["info"]))
+
+
 def _load_piece(partial: str, key: str) -> dict:
     with np.load(os.path.join(partial, "tiles", key + ".npz")) as data:
         return {"info": json.loads(str(data["info"])), **{name: data[name] for name in VARIABLES if name in data}}
@@ -257,6 +263,11 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
     notes = list(fixes.notes) + [f"{len(infos) - len(skipped)} tiles inverted, {len(skipped)} without enough "
                                  f"drifters (left to the others, else NaN), {zero} answered the prior mean (zero) "
                                  "because their tracks predicted held-out drifters no better"]
+    local = local_gp_summary(infos)
+    if local:
+        notes.append(local)
+    for line in notes[len(fixes.notes):]:
+        say(f"note: {line}")
     return {"tiles": len(tiles), "inverted": len(infos) - len(skipped), "skipped": len(skipped),
             "seconds": time.perf_counter() - start, "notes": notes}
 
@@ -301,36 +312,28 @@ def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, 
 
 
 def _write(out, partial, tiles, grid: Grid, settings: MapSettings, fixes: Fixes, manifest: dict) -> list[dict]:
-    """Blends the pieces (in layout order) and writes the dataset; returns the pieces' infos."""
-    shape = (len(grid.days), len(grid.lat), len(grid.lon))
-    sw, swu, swv, swu2, swv2 = (np.zeros(shape) for _ in range(5))
-    infos = []
-    for tile in tiles:
-        piece = _load_piece(partial, tile.key)
-        infos.append(piece["info"])
-        if "u" not in piece:
-            continue
-        days, rows, cols = grid.window(tile)
-        lon2, lat2 = np.meshgrid(tile.relative_lon(grid.lon[cols]), grid.lat[rows])
-        w = tile.time_weight(grid.days[days])[:, None, None] * tile.space_weight(lon2, lat2)[None]
-        u, v = piece["u"].astype(np.float64), piece["v"].astype(np.float64)
-        sw[days, rows, cols] += w
-        swu[days, rows, cols] += w * u
-        swv[days, rows, cols] += w * v
-        swu2[days, rows, cols] += w * (piece["u_std"].astype(np.float64) ** 2 + u**2)
-        swv2[days, rows, cols] += w * (piece["v_std"].astype(np.float64) ** 2 + v**2)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        u, v = swu / sw, swv / sw
-        u_std = np.sqrt(np.maximum(swu2 / sw - u**2, 0.0))
-        v_std = np.sqrt(np.maximum(swv2 / sw - v**2, 0.0))
-    ds = _dataset(grid, settings, {"u": u, "v": v, "u_std": u_std, "v_std": v_std},
-                  _fix_counts(fixes, grid, settings), infos)
+    """Blends the pieces (in layout order) and writes the dataset, BLEND_DAYS map times at a time (the blend's
+    memory is a block's, not the period's); returns the pieces' infos."""
+    import dask
+    import dask.array as da
+
+    infos = [_load_info(partial, tile.key) for tile in tiles]
+    n = len(grid.days)
+    blocks = [(lo, min(lo + BLEND_DAYS, n)) for lo in range(0, n, BLEND_DAYS)]
+    cells = (len(grid.lat), len(grid.lon))
+    blended = da.concatenate([da.from_delayed(dask.delayed(_blend_block)(partial, tiles, grid, lo, hi),
+                                              (len(VARIABLES), hi - lo, *cells), np.float32) for lo, hi in blocks],
+                             axis=1)
+    counts = da.concatenate([da.from_delayed(dask.delayed(_fix_counts)(fixes, grid, settings, lo, hi),
+                                             (hi - lo, *cells), np.int32) for lo, hi in blocks])
+    ds = _dataset(grid, settings, dict(zip(VARIABLES, blended)), counts, infos)
     ds.attrs.update({"notes": json.dumps(list(fixes.notes)), "manifest": json.dumps(manifest), **fixes.clean})
-    if out.endswith(".nc"):
-        write_netcdf(ds, out, fault="map-final")
-        return infos
-    tmp = temporary_name(out)
-    ds.to_zarr(tmp, mode="w", zarr_format=2, consolidated=True)  # v2: read by every zarr
+    with dask.config.set(scheduler="synchronous"):  # one block at a time, in this process
+        if out.endswith(".nc"):
+            write_netcdf(ds, out, fault="map-final")
+            return infos
+        tmp = temporary_name(out)
+        ds.to_zarr(tmp, mode="w", zarr_format=2, consolidated=True)  # v2: read by every zarr
     fault_point("map-final:written")
     if os.path.isdir(out):  # a store being overwritten: moved aside to a temporary name, then removed
         old = temporary_name(out).with_name(temporary_name(out).name + "-old")
@@ -341,14 +344,60 @@ def _write(out, partial, tiles, grid: Grid, settings: MapSettings, fixes: Fixes,
     return infos
 
 
-def _fix_counts(fixes: Fixes, grid: Grid, settings: MapSettings) -> np.ndarray:
-    """Returns the fixes in each cell within half a cadence of each map time `(time, lat, lon)`."""
+def _blend_block(partial, tiles, grid: Grid, lo: int, hi: int) -> np.ndarray:
+    """Returns u, v, u_std, v_std `(4, hi - lo, lat, lon)` float32 of map times lo..hi-1: the pieces' weighted
+    mean, and the std of their mixture (NaN where no piece has a value)."""
+    shape = (hi - lo, len(grid.lat), len(grid.lon))
+    sw, swu, swv, swu2, swv2 = (np.zeros(shape) for _ in range(5))
+    for tile in tiles:
+        days, rows, cols = grid.window(tile)
+        first, last = max(days.start, lo), min(days.stop, hi)
+        if first >= last:
+            continue
+        piece = _load_piece(partial, tile.key)
+        if "u" not in piece:
+            continue
+        mine, block = slice(first - days.start, last - days.start), (slice(first - lo, last - lo), rows, cols)
+        lon2, lat2 = np.meshgrid(tile.relative_lon(grid.lon[cols]), grid.lat[rows])
+        w = tile.time_weight(grid.days[first:last])[:, None, None] * tile.space_weight(lon2, lat2)[None]
+        u, v = piece["u"][mine].astype(np.float64), piece["v"][mine].astype(np.float64)
+        sw[block] += w
+        swu[block] += w * u
+        swv[block] += w * v
+        swu2[block] += w * (piece["u_std"][mine].astype(np.float64) ** 2 + u**2)
+        swv2[block] += w * (piece["v_std"][mine].astype(np.float64) ** 2 + v**2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        u, v = swu / sw, swv / sw
+        u_std = np.sqrt(np.maximum(swu2 / sw - u**2, 0.0))
+        v_std = np.sqrt(np.maximum(swv2 / sw - v**2, 0.0))
+    return np.stack([u, v, u_std, v_std]).astype(np.float32)
+
+
+def local_gp_summary(infos: list[dict]) -> str:
+    """Returns one line on the tiles' local Gaussian processes (how many, their fitted scales), "" when none ran."""
+    fitted = [i["local_gp"] for i in infos if isinstance(i.get("local_gp"), dict)]
+    unfitted = sum(isinstance(i.get("local_gp"), str) for i in infos)
+    if not fitted and not unfitted:
+        return ""
+    if not fitted:
+        return f"local GP: not fitted in any of {unfitted} tiles (too few drifter velocities)"
+    q = lambda key: np.percentile([f[key] for f in fitted], [10, 50, 90])
+    ell, tau, std = q("ell_km"), q("tau_days"), q("std_m_s")
+    return (f"local GP in {len(fitted)} tiles ({unfitted} with too few drifter velocities): length scale "
+            f"{ell[1]:.0f} km ({ell[0]:.0f}-{ell[2]:.0f}, 10-90%), time scale {tau[1]:.1f} days "
+            f"({tau[0]:.1f}-{tau[2]:.1f}), std {std[1]:.3f} m/s ({std[0]:.3f}-{std[2]:.3f})")
+
+
+def _fix_counts(fixes: Fixes, grid: Grid, settings: MapSettings, lo: int, hi: int) -> np.ndarray:
+    """Returns the fixes in each cell within half a cadence of map times lo..hi-1 `(hi - lo, lat, lon)`."""
     res, west, south = settings.resolution, settings.region[0], settings.region[2]
-    i = np.floor(((fixes.lon - west) % 360.0) / res).astype(np.int64)
-    j = np.floor((fixes.lat - south) / res).astype(np.int64)
     k = np.floor((fixes.time - grid.days[0]) / settings.cadence_s + 0.5).astype(np.int64)
-    ok = (i >= 0) & (i < len(grid.lon)) & (j >= 0) & (j < len(grid.lat)) & (k >= 0) & (k < len(grid.days))
-    counts = np.zeros((len(grid.days), len(grid.lat), len(grid.lon)), np.int32)
+    near = (k >= lo) & (k < hi)
+    i = np.floor(((fixes.lon[near] - west) % 360.0) / res).astype(np.int64)
+    j = np.floor((fixes.lat[near] - south) / res).astype(np.int64)
+    k = k[near] - lo
+    ok = (i >= 0) & (i < len(grid.lon)) & (j >= 0) & (j < len(grid.lat))
+    counts = np.zeros((hi - lo, len(grid.lat), len(grid.lon)), np.int32)
     np.add.at(counts, (k[ok], j[ok], i[ok]), 1)
     return counts
 
@@ -382,6 +431,8 @@ def _dataset(grid: Grid, settings: MapSettings, fields: dict, counts, infos):
                 "window_step_days": settings.step_days, "k_max": settings.k_max, "degree": settings.degree,
                 "tiles": len(infos), "tiles_skipped": skipped,
                 "tiles_zero_guard": sum(bool(i.get("zero_guard")) for i in infos),
+                "local_gp": local_gp_summary(infos) or "off",
+                "tile_records": json.dumps(infos),
                 "settings": json.dumps(dataclasses.asdict(settings)),
                 "settings_hash": hashlib.sha256(json.dumps(dataclasses.asdict(settings)).encode()).hexdigest()[:16]}
     ds.time.encoding["units"] = "seconds since 1970-01-01T00:00:00Z"
