@@ -399,8 +399,8 @@ def _run_assimilate(args: argparse.Namespace) -> int:
                                                                     and options.get("start") == "hybrid"))
     if args.model is None and reads_encoder and chosen.chosen_basis and args.basis is not None:
         raise ValueError(f"--method {args.method} with --basis needs --model RUN: an encoder trained on pairs in that "
-                         "basis (lagda.assimilation.basis.write_basis_pairs; experiments/qg_hybrid.py); the shipped "
-                         "encoders know lagda's own flows only")
+                         "basis (lagda.assimilation.methods.basis.write_basis_pairs; experiments/qg_hybrid.py); the "
+                         "shipped encoders know lagda's own flows only")
     if args.model is None and reads_encoder and args.basis is None:
         from lagda.demo import DEFAULT_MODEL, shipped
 

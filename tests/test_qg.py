@@ -377,7 +377,7 @@ def test_qg_scores_of_posteriors_around_the_truths_fit(anomaly_file):
     velocity, std |w(d)| / 2, so their errors are 0 against the fit and the projection limit against the truth,
     their bands cover the whole fit, and the truth where |w_true - w_fit| <= 1.96 |w(d)| / 2 (basis_fields on the
     truth's cell centres, which the scores must match)."""
-    from lagda.assimilation.basis import basis_model, qg_scores
+    from lagda.assimilation.methods.basis import basis_model, qg_scores
     from lagda.assimilation.posterior import Posterior
     from simulate.qg.projection import basis_fields, truth_in_basis
 
@@ -479,7 +479,7 @@ def test_tracks_whose_mapping_was_inferred_take_the_climatologys(turbulence_file
     a climatology's own mapping replaces them (its prior is per its box length and time unit), a stored one stays."""
     import dataclasses
 
-    from lagda.assimilation.basis import adopt_climatology_mapping
+    from lagda.assimilation.methods.basis import adopt_climatology_mapping
     from lagda.io.physical import infer_mapping
     from lagda.io.tracks import remap_tracks
 
@@ -564,7 +564,7 @@ def test_basis_pairs_train_an_encoder_that_hybrid_uses_in_that_basis(turbulence_
     import xarray as xr
 
     from lagda.assimilation.assimilate import assimilate_file
-    from lagda.assimilation.basis import spatial_modes, write_basis_pairs
+    from lagda.assimilation.methods.basis import spatial_modes, write_basis_pairs
     from lagda.assimilation.methods.learned import scorer_from_run
     from lagda.learning.config import learned
     from lagda.learning.data import load_paired
@@ -608,7 +608,7 @@ def test_hybrid_with_an_uninformative_encoder_is_linear_in_a_chosen_basis(turbul
     # climatology's, so hybrid's posterior is linear's
     import jax
 
-    from lagda.assimilation.basis import basis_model
+    from lagda.assimilation.methods.basis import basis_model
     from lagda.assimilation.methods.learned import Scorer
     from lagda.assimilation.methods.registry import Hybrid, Linear
 

@@ -2,7 +2,7 @@
 
 `assimilate_file` walks one way through the layers: the method is built from its options (the
 registry, lagda.assimilation.methods), the track file is read once (lagda.io.formats.read_tracks),
-the model is found (lagda.assimilation.model.model_settings, or lagda.assimilation.basis.basis_model
+the model is found (lagda.assimilation.model.model_settings, or lagda.assimilation.methods.basis.basis_model
 for a chosen basis), the tracks are checked against it (lagda.io.tracks.check_fits_model), the method
 runs, the posterior is gridded (lagda.assimilation.fields) and written (lagda.io.results; temporary
 name, then rename), scored against a known truth (lagda.assimilation.scores, basis.qg_scores) and
@@ -62,7 +62,7 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, run_dir=No
     summary adds "velocity_rms_error_m_s" and "velocity_rms_true_m_s": the RMS over the grid, grid
     times and fields of the error of the posterior-mean velocity, and of the true velocity.
 
-    With `basis` ("circular" or "rectangular", lagda.assimilation.basis) the model is that basis to
+    With `basis` ("circular" or "rectangular", lagda.assimilation.methods.basis) the model is that basis to
     k_max times Legendre polynomials of `degree` in time over the tracks' window, its prior from the
     QG truth file `climatology` (else the default spectrum shape at the tracks' RMS speed); `linear`
     then models the velocity the basis leaves out as an OU error along each track (its
@@ -70,7 +70,7 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, run_dir=No
     "velocity_error_vs_truth" (relative L2 of the posterior-mean velocity against the gridded truth,
     over its grid, times and flows), "velocity_error_vs_projection", "projection_limit" and the coverage of
     the 95% bands, "velocity_coverage_vs_truth" and "velocity_coverage_vs_projection"
-    (lagda.assimilation.basis.qg_scores).
+    (lagda.assimilation.methods.basis.qg_scores).
 
     Args:
         method: a name of lagda.assimilation.methods.METHODS, or None for the default (`default_method`: the
@@ -133,7 +133,7 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, run_dir=No
             model = model_settings(tracks, run_dir, dt)
             warnings = read_warnings + check_fits_model(tracks, model.dt, model.k1, model.k2, model.omega)
         else:
-            from lagda.assimilation.basis import adopt_climatology_mapping, basis_model
+            from lagda.assimilation.methods.basis import adopt_climatology_mapping, basis_model
 
             clim = None if climatology is None else read_tracks(climatology)
             if clim is not None:
@@ -186,7 +186,7 @@ def default_method(tracks: Tracks, basis, climatology, run_dir) -> tuple[str, st
 def _scores(posterior: Posterior, tracks: Tracks, model: FlowModel, result, n_grid: int) -> dict:
     """Returns the scores against the truth the tracks carry: QG gridded truth, true coefficients, or none."""
     if model.time is not None:
-        from lagda.assimilation.basis import qg_scores
+        from lagda.assimilation.methods.basis import qg_scores
 
         return qg_scores(tracks, posterior, model)
     if tracks.true_coef is None:

@@ -91,7 +91,7 @@ def invert_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int)
 
 def _posterior(tracks, k_max: float, degree: int):
     """Returns (mean `(2K,)`, cov `(2K, 2K)`, representation std (model units), info with the model)."""
-    from lagda.assimilation.basis import basis_model
+    from lagda.assimilation.methods.basis import basis_model
     from lagda.assimilation.methods.config import LinearConfig
     from lagda.assimilation.methods.linear import representation_posterior
     from lagda.assimilation.methods.track_data import observation_regime

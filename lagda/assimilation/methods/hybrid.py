@@ -25,8 +25,8 @@ The data, by regime (the lag and spacing as found by lagda.assimilation.methods.
   Gauss-Newton refinement.
 
 In a chosen basis (`--basis`, a time basis and the uniform current; `basis_hybrid_estimates`) the encoder must
-have been trained on pairs in that same basis (lagda.assimilation.basis.write_basis_pairs, a set encoder with the
-inner or l2 similarity, whose conditional has the closed form of learned.closed_form), and the inversion is
+have been trained on pairs in that same basis (lagda.assimilation.methods.basis.write_basis_pairs, a set encoder with
+the inner or l2 similarity, whose conditional has the closed form of learned.closed_form), and the inversion is
 `linear`'s with its OU representation error; the prior is the learned conditional widened by each of INFLATIONS,
 or the climatology's own prior, whichever the whitened velocities' evidence favours (a climatology is needed:
 it gives the prior the learned one is measured against, and the representation error). The encoder reads each
