@@ -286,12 +286,13 @@ def default_run(test, climatology, data_dir: pathlib.Path, f: int, n_drifter: in
         assert int(res["degree"].max()) == DEFAULT_DEGREE and res["k1"].max() == DEFAULT_K_MAX  # the defaults' basis
     # the scores `lagda assimilate` prints on a QG truth file (basis.qg_scores), as defaults_scores defines them
     # (no projection scores where the truth's grid is coarser than the basis: the tiny preset's 16^2, "projection_note")
-    return {"error": summary["velocity_error_vs_truth"],
-            "error_vs_projection": summary.get("velocity_error_vs_projection", float("nan")),
-            "limit": summary.get("projection_limit", float("nan")), "seconds": summary["seconds"],
-            "coverage": summary["velocity_coverage_vs_truth"],
-            "coverage_vs_projection": summary.get("velocity_coverage_vs_projection", float("nan")),
-            "coverage_widened": summary.get("velocity_coverage_vs_truth_with_unresolved", float("nan"))}
+    scores = summary.scores
+    return {"error": scores["velocity_error_vs_truth"],
+            "error_vs_projection": scores.get("velocity_error_vs_projection", float("nan")),
+            "limit": scores.get("projection_limit", float("nan")), "seconds": summary.seconds,
+            "coverage": scores["velocity_coverage_vs_truth"],
+            "coverage_vs_projection": scores.get("velocity_coverage_vs_projection", float("nan")),
+            "coverage_widened": scores.get("velocity_coverage_vs_truth_with_unresolved", float("nan"))}
 
 
 @functools.lru_cache(maxsize=None)

@@ -68,7 +68,7 @@ def _from_scratch(out_dir: pathlib.Path, progress: bool, log) -> tuple[pathlib.P
 
 def run_demo(out_dir="lagda-demo", *, model=None, tracks=None, methods=DEFAULT_METHODS, full: bool = False,
              progress: bool = True, log=print) -> dict:
-    """Returns `{method: summary}` after assimilating example tracks with each method.
+    """Returns `{method: AssimilationSummary}` after assimilating example tracks with each method.
 
     Writes `<out_dir>/result_<method>.nc` and `<out_dir>/result_<method>.png` and prints a
     table of errors against the truth (velocity-field relative L2 error over the domain and
@@ -79,7 +79,7 @@ def run_demo(out_dir="lagda-demo", *, model=None, tracks=None, methods=DEFAULT_M
         model, tracks: run directory and track file; default the shipped encoder of every regime
             (lagda/shipped/learned) and example tracks (lagda/shipped/).
         methods: assimilation methods to run.
-        full: simulate, train and evaluate from scratch first (3.6 min measured on 2 cores).
+        full: simulate, train and evaluate from scratch first.
     """
     from lagda.assimilation.assimilate import assimilate_file
 
@@ -95,8 +95,8 @@ def run_demo(out_dir="lagda-demo", *, model=None, tracks=None, methods=DEFAULT_M
         summary = assimilate_file(tracks, out_dir / f"result_{method}.nc", method, run_dir=model,
                                   plot=out_dir / f"result_{method}.png", overwrite=True)
         rows[method] = summary
-        log(f"{method}: {summary['fields']} fields in {time.perf_counter() - start:.1f} s -> "
+        log(f"{method}: {summary.fields} fields in {time.perf_counter() - start:.1f} s -> "
             f"{out_dir / f'result_{method}.nc'}")
-        log(summary["diagnostics"])
-    log(format_table(rows))
+        log(summary.diagnostics)
+    log(format_table({method: summary.scores for method, summary in rows.items()}))
     return rows

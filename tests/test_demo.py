@@ -60,8 +60,8 @@ def test_prior_mean_error_is_one(demo):
 def test_demo_writes_results_and_beats_the_prior_mean(demo, method):
     out, rows = demo
     summary = rows[method]
-    assert summary["fields"] == 8
-    assert summary["velocity_rel_l2"] < (0.9 if method == "embed" else 1.0)
+    assert summary.fields == 8
+    assert summary.scores["velocity_rel_l2"] < (0.9 if method == "embed" else 1.0)
     result = read_result(out / f"result_{method}.nc")
     assert result.coef_mean.shape == (8, 49) and result.true_coef is not None
     assert (out / f"result_{method}.png").stat().st_size > 10_000

@@ -357,11 +357,11 @@ def test_qg_tracks_assimilate_in_a_chosen_basis(anomaly_file, tmp_path, capsys):
     assert info["pair_spacing"] == pytest.approx(0.25 * info["representation_time"])
     assert 0 < info["pairs_used"] <= info["pairs"]
     for method, options in (("linear", {}), ("var", {"iterations": 4, "continuation": (0.5, 1.0)})):
-        summary = assimilate_file(test, tmp_path / f"{method}.nc", method, basis="circular", k_max=3, degree=2,
-                                  climatology=climatology, members=8, **options)
+        summary = assimilate_file(test, tmp_path / f"{method}.nc", method, {"members": 8, **options}, basis="circular",
+                                  k_max=3, degree=2, climatology=climatology)
         # the truth's fit is the least-squares optimum in the basis on the truth grid and times, so for any
         # estimate in the basis: error^2 = limit^2 + (its distance to the fit)^2 (relative to |truth|^2 and |fit|^2)
-        error, to_fit, limit = (summary[k] for k in ("velocity_error_vs_truth", "velocity_error_vs_projection",
+        error, to_fit, limit = (summary.scores[k] for k in ("velocity_error_vs_truth", "velocity_error_vs_projection",
                                                      "projection_limit"))
         # strong-constraint var assumes the flow lies in the basis: it fits the unresolved scales
         # (no bound on its error)
@@ -522,9 +522,9 @@ def test_the_background_current_is_recovered_in_a_chosen_basis(turbulence_file, 
 
     climatology, test = (_flows(turbulence_file, [0], tmp_path / "clim.nc"),
                          _flows(turbulence_file, [1], tmp_path / "t.nc"))
-    summary = assimilate_file(test, tmp_path / "r.nc", "linear", basis="circular", k_max=3, degree=2,
-                              climatology=climatology, members=8)
-    assert summary["velocity_error_vs_truth"] < 0.5  # the prior mean, zero, errs 1
+    summary = assimilate_file(test, tmp_path / "r.nc", "linear", {"members": 8}, basis="circular", k_max=3, degree=2,
+                              climatology=climatology)
+    assert summary.scores["velocity_error_vs_truth"] < 0.5  # the prior mean, zero, errs 1
     config = qg.tiny("turbulence")
     result = read_result(tmp_path / "r.nc")
     current = result.coef_mean[0, result.time_basis.current > 0]  # degrees 0..2 of the current
@@ -591,9 +591,9 @@ def test_basis_pairs_train_an_encoder_that_hybrid_uses_in_that_basis(turbulence_
     assert scorer.modes["time_basis"]["degree"] == spec["degree"]
     climatology, test = (_flows(turbulence_file, [0], tmp_path / "clim.nc"),
                          _flows(turbulence_file, [1], tmp_path / "t.nc"))
-    common = dict(method="hybrid", run_dir=run, basis="circular", k_max=3, members=4)
+    common = dict(method="hybrid", config={"members": 4}, run_dir=run, basis="circular", k_max=3)
     summary = assimilate_file(test, tmp_path / "h.nc", degree=1, climatology=climatology, **common)
-    assert np.isfinite(summary["velocity_error_vs_truth"])
+    assert np.isfinite(summary.scores["velocity_error_vs_truth"])
     with xr.open_dataset(tmp_path / "h.nc") as ds:
         (info,) = json.loads(ds.attrs["diagnostics"])
     assert info["learned_conditional"] and info["prior_choice"] in range(5) and len(info["prior_log_evidence"]) == 5

@@ -11,9 +11,9 @@ of several methods on one file). The public names are re-exported here and loade
 
 from lagda._lazy import lazy_getattr
 
-_LAZY = {"assimilate_file": "assimilate", "FlowModel": "model", "model_settings": "model",
-         "METHODS": "methods.registry", "make_method": "methods.registry", "Posterior": "posterior",
-         "score_posterior": "scores", "plot_assimilation": "plot"}
+_LAZY = {"assimilate_file": "assimilate", "AssimilationSummary": "assimilate", "FlowModel": "model",
+         "model_settings": "model", "METHODS": "methods.registry", "make_method": "methods.registry",
+         "Posterior": "posterior", "score_posterior": "scores", "plot_assimilation": "plot"}
 
 __all__ = sorted(_LAZY)
 
