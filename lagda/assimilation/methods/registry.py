@@ -283,8 +283,9 @@ METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (Linear, Var, Enkf,
 
 Each class has `Config` (its settings: a frozen dataclass of lagda.assimilation.methods.config),
 `summary` (one line), `learned` (needs a trained encoder) and `chosen_basis` (works in a chosen basis).
-`METHODS[name](**options)` or `METHODS[name](config)` builds the method; calling it with
-(tracks, model, key) returns the Posterior of every field of the tracks.
+`METHODS[name](**options)` or `METHODS[name](config)` builds an unlearned method (a learned one takes a
+trained encoder first; `make_method` builds either); calling it with (tracks, model, key) returns the
+Posterior of every field of the tracks.
 
 Examples:
     >>> from lagda.assimilation import METHODS
