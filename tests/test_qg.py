@@ -369,7 +369,7 @@ def test_qg_tracks_assimilate_in_a_chosen_basis(anomaly_file, tmp_path, capsys):
         assert error**2 == pytest.approx(limit**2 + to_fit**2 * (1 - limit**2), rel=1e-6)
         # only linear models the velocity the basis leaves out: var's result has no predictive std of it
         assert ("u_total_std" in read_result(tmp_path / f"{method}.nc").fields) == (method == "linear")
-        assert ("velocity_coverage_vs_truth_with_unresolved" in summary) == (method == "linear")
+        assert ("velocity_coverage_vs_truth_with_unresolved" in summary.scores) == (method == "linear")
 
 
 def test_qg_scores_of_posteriors_around_the_truths_fit(anomaly_file):
