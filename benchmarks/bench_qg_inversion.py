@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     p.add_argument("--tracks", type=pathlib.Path, help="a QG file (lagda simulate --flow qg); default generated")
     p.add_argument("--climatology", type=pathlib.Path, help="another QG file of the same model; default generated")
     args = p.parse_args(argv)
-    from lagda.assimilation.basis import basis_model
+    from lagda.assimilation.methods.basis import basis_model
     from lagda.assimilation.methods.registry import make_method
     from lagda.io.formats import read_tracks
 

@@ -99,7 +99,7 @@ def main(argv=None) -> int:
             summary = assimilate_file(tracks, out, overwrite=True, n_grid=64, **options)
             error, cells, times = error_in_extent(out, truth, tracks)
             print(json.dumps({"run": label, "error_in_extent": round(error, 3), "cells": cells, "times": times,
-                              "method_seconds": round(summary["seconds"], 1)}), flush=True)
+                              "method_seconds": round(summary.seconds, 1)}), flush=True)
     return 0
 
 

@@ -127,10 +127,10 @@ def main(argv=None) -> int:
         summary = assimilate_file(parquet, out, method="linear", basis="circular", n_grid=64, overwrite=True)
         wall = time.perf_counter() - began
         error, cells, times = error_in_extent(out, truth, args.field, parquet)
-    for note in summary["notes"]:
+    for note in summary.notes:
         print("note:", note)
     print(json.dumps({"drifters": args.drifters, "error_in_extent": round(error, 3), "grid_points": cells,
-                      "times": times, "method_seconds": round(summary["seconds"], 1), "wall_seconds": round(wall, 1)}))
+                      "times": times, "method_seconds": round(summary.seconds, 1), "wall_seconds": round(wall, 1)}))
     return 0
 
 

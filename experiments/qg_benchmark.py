@@ -5,7 +5,7 @@ a climatology (other flows, seed 100) and held-out test flows (seed 200), 256 dr
 uniformly, hourly positions over the 60-day window, gridded truth daily.
 
 - **turbulence** (pyqg's default two-layer QGModel, 64^2, upper layer): the flow basis of
-  lagda.assimilation.basis, circular modes 0 < |k| <= k_max times Legendre degrees 0..P in time,
+  lagda.assimilation.methods.basis, circular modes 0 < |k| <= k_max times Legendre degrees 0..P in time,
   its prior and its representation error (variance and Lagrangian time scale of the velocity the
   basis leaves out, along the climatology's drifters) from the climatology; `linear` with that
   error as an OU process along each track (config.representation "ou"), and for comparison the
@@ -62,7 +62,7 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
-from lagda.assimilation.basis import basis_model  # noqa: E402
+from lagda.assimilation.methods.basis import basis_model  # noqa: E402
 from lagda.assimilation.methods.config import LinearConfig, VarConfig  # noqa: E402
 from lagda.assimilation.methods.linear import assimilate_linear  # noqa: E402
 from lagda.assimilation.methods.variational import assimilate_var  # noqa: E402
@@ -226,7 +226,7 @@ def defaults_resolved(test) -> bool:
     """Returns whether the test file's truth grid resolves the defaults' basis (k_max 12 needs more than 24^2)."""
     import xarray as xr
 
-    from lagda.assimilation.basis import spatial_modes
+    from lagda.assimilation.methods.basis import spatial_modes
     from simulate.qg.projection import grid_holds
 
     with xr.open_dataset(test) as ds:
@@ -239,7 +239,7 @@ def defaults_truth(test, f: int) -> dict:
     spatial modes "k1s", "k2s": computed once per flow for every run and the oracle."""
     import xarray as xr
 
-    from lagda.assimilation.basis import spatial_modes
+    from lagda.assimilation.methods.basis import spatial_modes
     from simulate.qg.projection import truth_in_basis
 
     k1, k2 = spatial_modes("circular", DEFAULT_K_MAX)
@@ -286,12 +286,13 @@ def default_run(test, climatology, data_dir: pathlib.Path, f: int, n_drifter: in
         assert int(res["degree"].max()) == DEFAULT_DEGREE and res["k1"].max() == DEFAULT_K_MAX  # the defaults' basis
     # the scores `lagda assimilate` prints on a QG truth file (basis.qg_scores), as defaults_scores defines them
     # (no projection scores where the truth's grid is coarser than the basis: the tiny preset's 16^2, "projection_note")
-    return {"error": summary["velocity_error_vs_truth"],
-            "error_vs_projection": summary.get("velocity_error_vs_projection", float("nan")),
-            "limit": summary.get("projection_limit", float("nan")), "seconds": summary["seconds"],
-            "coverage": summary["velocity_coverage_vs_truth"],
-            "coverage_vs_projection": summary.get("velocity_coverage_vs_projection", float("nan")),
-            "coverage_widened": summary.get("velocity_coverage_vs_truth_with_unresolved", float("nan"))}
+    scores = summary.scores
+    return {"error": scores["velocity_error_vs_truth"],
+            "error_vs_projection": scores.get("velocity_error_vs_projection", float("nan")),
+            "limit": scores.get("projection_limit", float("nan")), "seconds": summary.seconds,
+            "coverage": scores["velocity_coverage_vs_truth"],
+            "coverage_vs_projection": scores.get("velocity_coverage_vs_projection", float("nan")),
+            "coverage_widened": scores.get("velocity_coverage_vs_truth_with_unresolved", float("nan"))}
 
 
 @functools.lru_cache(maxsize=None)

@@ -3,8 +3,8 @@ inversion (`hybrid --basis`), measured against the climatology's prior (`linear 
 
 1. Training pairs: successive 60-day windows of spun-up QG turbulence flows (`lagda simulate --flow qg
    --qg-windows W`), each window's truth fitted in the basis of the defaults (circular k_max 12, Legendre degree 3,
-   the uniform current first) against its drifters' tracks (lagda.assimilation.basis.write_basis_pairs). The last
-   `--validation` windows are held out for the retrieval metrics of training.
+   the uniform current first) against its drifters' tracks (lagda.assimilation.methods.basis.write_basis_pairs).
+   The last `--validation` windows are held out for the retrieval metrics of training.
 2. A set encoder (the `learned` preset: ridge head on the basis features, here with their Legendre factors, started
    from the design of the velocity in the features, set_init "basis": least squares at the start) trained
    contrastively with the l2 similarity (its conditional is Gaussian in closed form, learned.closed_form) on daily
@@ -46,7 +46,7 @@ def training_pairs(windows, work: pathlib.Path, validation: int, every: int) -> 
     """Returns (train, validation) pair files of the windows file (every `every`-th fix), written once."""
     import xarray as xr
 
-    from lagda.assimilation.basis import write_basis_pairs
+    from lagda.assimilation.methods.basis import write_basis_pairs
 
     train, held = work / "pairs_train.nc", work / "pairs_validation.nc"
     if train.exists() and held.exists():

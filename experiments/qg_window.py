@@ -113,19 +113,20 @@ def main(argv=None) -> int:
         tracks = args.work / f"user_{args.drifters}.nc"
         lo, hi = user_file(flow, args.drifters, tracks)
         start = time.perf_counter()
-        summary = {"seconds": float("nan"), "notes": []} if args.score_only else assimilate_file(
+        summary = None if args.score_only else assimilate_file(
             tracks, args.work / f"result_{args.drifters}.nc", method="linear", basis="circular", n_grid=args.n_grid,
             overwrite=True)
         wall = time.perf_counter() - start
+        seconds, notes = (float("nan"), ()) if summary is None else (summary.seconds, summary.notes)
         with xr.open_dataset(args.work / f"result_{args.drifters}.nc") as result:
             error = window_error(result, flow, lo, hi)
-    for note in summary["notes"]:
+    for note in notes:
         print("note:", note)
     row = {"drifters": args.drifters, "error_in_window": round(error, 4),
-           "method_seconds": round(summary["seconds"], 1), "wall_seconds": round(wall, 1)}
+           "method_seconds": round(seconds, 1), "wall_seconds": round(wall, 1)}
     print(json.dumps(row))
     if args.out:
-        write_row(args.out, args.drifters, error, summary["seconds"])
+        write_row(args.out, args.drifters, error, seconds)
     return 0
 
 

@@ -102,7 +102,31 @@ def _add_simulate_parser(subparsers) -> None:
 
 
 def simulate_config(args: argparse.Namespace):
-    """Returns the SimConfig of `lagda simulate`: preset, then the --like file's modes/prior, then flags."""
+    """Returns the SimConfig of `lagda simulate`: preset, then the --like file's modes/prior, then flags.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed `lagda simulate` command line (`build_parser().parse_args(...)`).
+
+    Returns
+    -------
+    simulate.SimConfig
+        Validated; each flag given overrides one field (--release-point, --k1-range, --k2-range two).
+
+    Raises
+    ------
+    ValueError
+        One line for a bad value (SimConfig.validate).
+    FileNotFoundError
+        A missing --like file.
+
+    Examples
+    --------
+    >>> args = build_parser().parse_args(["simulate", "--preset", "small", "--n-samples", "8", "--out", "d.nc"])
+    >>> simulate_config(args).n_samples
+    8
+    """
     from simulate import PRESETS, schema
     from simulate.generate import LIKE_FIELDS
 
@@ -199,7 +223,23 @@ def _refuse_flags(args: argparse.Namespace, dests, why: str) -> None:
 
 
 def qg_config(args: argparse.Namespace):
-    """Returns the QGConfig of `lagda simulate --flow qg`: the preset of --qg-preset and --regime, then flags."""
+    """Returns the QGConfig of `lagda simulate --flow qg`: the preset of --qg-preset and --regime, then flags.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed `lagda simulate --flow qg` command line, with `args.argv` the words it was parsed from.
+
+    Returns
+    -------
+    simulate.qg.QGConfig
+        Validated.
+
+    Raises
+    ------
+    ValueError
+        One line for a flag of the Fourier flows only, or a bad value.
+    """
     from simulate import qg
 
     _refuse_flags(args, _FOURIER_ONLY, "does not apply to --flow qg; it applies only to --flow fourier")
@@ -251,8 +291,27 @@ def _option_kind(kind) -> dict:
 
 
 def add_config_options(parser, fields: dict, shown: dict | None = None) -> None:
-    """Adds one option --NAME per config field to `parser`: `fields` maps a field name to (annotation, help);
-    with `shown`, only its fields appear in --help, with its help texts (the others are accepted, unlisted)."""
+    """Adds one option --NAME per config field to `parser` (default None: not given).
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser or argument group
+        Where the options go.
+    fields : dict
+        Field name -> (annotation, help text); the annotation gives the option's type, choices or nargs
+        (bool: true|false; Literal: its choices; tuple: one or more values; X | None: X).
+    shown : dict, optional
+        Field name -> (annotation, help text) of the options --help lists, with these help texts; the other
+        options are accepted and left out of --help. None: every option listed.
+
+    Examples
+    --------
+    >>> import argparse, typing
+    >>> parser = argparse.ArgumentParser()
+    >>> add_config_options(parser, {"fd_lag": (int | None, "lag"), "track_data": (typing.Literal["auto"], "data")})
+    >>> parser.parse_args(["--fd-lag", "2"])
+    Namespace(fd_lag=2, track_data=None)
+    """
     for name, (kind, help_text) in fields.items():
         if shown is not None:
             help_text = shown[name][1] if name in shown else None
@@ -345,7 +404,7 @@ def _add_assimilate_parser(subparsers, help_method: str | None = None) -> None:
         f"settings of --method {help_method}" if help_method else "method settings",
         None if help_method else "each method has settings of its own: `lagda assimilate --method M --help` lists M's")
     add_config_options(group, _method_options(), shown)
-    for old in RENAMED:  # renamed options (CHANGELOG.md), accepted with a deprecation note
+    for old in RENAMED:  # deprecated option names (CHANGELOG.md), accepted with a deprecation note
         p.add_argument("--" + old.replace("_", "-"), dest=old, default=None, help=argparse.SUPPRESS,
                        **_option_kind(typing.get_type_hints(ASSIM_METHODS[RENAMED[old][0][0]].Config)[RENAMED[old][1]]))
     p.set_defaults(run=_run_assimilate)
@@ -384,8 +443,6 @@ def _run_assimilate(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"no such track file: {args.tracks}")
     if args.model is not None and not os.path.isdir(args.model):
         raise FileNotFoundError(f"no such model run directory: {args.model}")
-    if os.path.exists(args.out) and not args.overwrite:
-        raise ValueError(f"{args.out} exists; pass --overwrite to replace it")
     if args.n_grid < 2:
         raise ValueError(f"--n-grid must be >= 2, got {args.n_grid}")
     if args.climatology is not None and not os.path.isfile(args.climatology):
@@ -399,43 +456,49 @@ def _run_assimilate(args: argparse.Namespace) -> int:
                                                                     and options.get("start") == "hybrid"))
     if args.model is None and reads_encoder and chosen.chosen_basis and args.basis is not None:
         raise ValueError(f"--method {args.method} with --basis needs --model RUN: an encoder trained on pairs in that "
-                         "basis (lagda.assimilation.basis.write_basis_pairs; experiments/qg_hybrid.py); the shipped "
-                         "encoders know lagda's own flows only")
+                         "basis (lagda.assimilation.methods.basis.write_basis_pairs; experiments/qg_hybrid.py); the "
+                         "shipped encoders know lagda's own flows only")
     if args.model is None and reads_encoder and args.basis is None:
         from lagda.demo import DEFAULT_MODEL, shipped
 
         args.model = str(shipped(DEFAULT_MODEL))  # the learned methods default to the shipped encoder of every regime
-    summary = assimilate_file(args.tracks, args.out, args.method, run_dir=args.model, n_grid=args.n_grid,
+    summary = assimilate_file(args.tracks, args.out, args.method, options, run_dir=args.model, n_grid=args.n_grid,
                               plot=args.plot, overwrite=args.overwrite, seed=args.seed, dt=args.dt, box=args.box,
                               time_scale=args.time_scale, basis=args.basis, k_max=args.k_max, degree=args.degree,
-                              climatology=args.climatology, times=args.times, keep_undrogued=args.keep_undrogued,
-                              **options)
-    for kind in ("note", "warning"):
-        for line in summary[kind + "s"]:
+                              climatology=args.climatology, times=args.times, keep_undrogued=args.keep_undrogued)
+    _print_summary(summary, args.out, args.plot)
+    return 0
+
+
+def _print_summary(summary, out, plot) -> None:
+    """Prints an AssimilationSummary: notes and warnings on stderr, one line per score group and the method's
+    decisions on stdout."""
+    for kind, lines in (("note", summary.notes), ("warning", summary.warnings)):
+        for line in lines:
             print(f"lagda assimilate: {kind}: {line}", file=sys.stderr)
-    scalars = {key: value for key, value in summary.items() if isinstance(value, (int, float, str))}
-    for printed_below in ("diagnostics", "projection_note"):
-        scalars.pop(printed_below, None)
+    scalars = {key: value for key, value in {"method": summary.method, "fields": summary.fields,
+                                             "seconds": summary.seconds, **summary.scores}.items()
+               if isinstance(value, (int, float, str))}
     details = ", ".join(f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}"
                         for key, value in scalars.items())
-    print(f"wrote {args.out}" + (f" and {args.plot}" if args.plot else "") + (f": {details}" if details else ""))
-    if "velocity_rms_error_m_s" in summary:
-        print(f"velocity error against the truth: RMS {summary['velocity_rms_error_m_s']:.3g} m/s over the box and "
-              f"window (true RMS speed {summary['velocity_rms_true_m_s']:.3g} m/s)")
-    if "velocity_error_vs_truth" in summary:
-        fit = ("; " + summary["projection_note"] if "projection_note" in summary else
-               f"; against the truth's fit in the basis {summary['velocity_error_vs_projection']:.3f}; the basis's "
-               f"projection limit {summary['projection_limit']:.3f}")
+    print(f"wrote {out}" + (f" and {plot}" if plot else "") + f": {details}")
+    scores, note = summary.scores, summary.projection_note
+    if "velocity_rms_error_m_s" in scores:
+        print(f"velocity error against the truth: RMS {scores['velocity_rms_error_m_s']:.3g} m/s over the box and "
+              f"window (true RMS speed {scores['velocity_rms_true_m_s']:.3g} m/s)")
+    if "velocity_error_vs_truth" in scores:
+        fit = ("; " + note if note is not None else
+               f"; against the truth's fit in the basis {scores['velocity_error_vs_projection']:.3f}; the basis's "
+               f"projection limit {scores['projection_limit']:.3f}")
         print(f"velocity error against the QG truth (relative L2 over its grid, times and flows): "
-              f"{summary['velocity_error_vs_truth']:.3f}{fit}")
-        print(f"95% bands of u_std, v_std (the field in the basis) cover {summary['velocity_coverage_vs_truth']:.3f} "
-              "of the QG truth's grid velocities" + ("" if "projection_note" in summary else
-                                                     f", {summary['velocity_coverage_vs_projection']:.3f} of its fit's")
-              + ("" if "velocity_coverage_vs_truth_with_unresolved" not in summary else
+              f"{scores['velocity_error_vs_truth']:.3f}{fit}")
+        print(f"95% bands of u_std, v_std (the field in the basis) cover {scores['velocity_coverage_vs_truth']:.3f} "
+              "of the QG truth's grid velocities" + ("" if note is not None else
+                                                     f", {scores['velocity_coverage_vs_projection']:.3f} of its fit's")
+              + ("" if "velocity_coverage_vs_truth_with_unresolved" not in scores else
                  "; of u_total_std, v_total_std (the velocity the basis leaves out included) "
-                 f"{summary['velocity_coverage_vs_truth_with_unresolved']:.3f} of the truth's"))
-    print(summary["diagnostics"])
-    return 0
+                 f"{scores['velocity_coverage_vs_truth_with_unresolved']:.3f} of the truth's"))
+    print(summary.diagnostics)
 
 
 # ---------------------------------------------------------------- map
@@ -716,7 +779,24 @@ def _run_demo(args) -> int:
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    """Returns the `lagda` parser with every subcommand (each with --debug)."""
+    """Returns the `lagda` parser with every subcommand (each with --debug).
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The words to be parsed: `lagda assimilate --method M --help` then lists M's settings only.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        Its parsed namespace holds `run`, the subcommand's function (args -> exit code).
+
+    Examples
+    --------
+    >>> args = build_parser().parse_args(["assimilate", "--tracks", "t.nc", "--out", "r.nc", "--members", "16"])
+    >>> args.command, args.method, args.members
+    ('assimilate', None, 16)
+    """
     parser = argparse.ArgumentParser(prog="lagda", description="Lagrangian data assimilation by contrastive learning.")
     parser.add_argument("--version", action="version", version=f"lagda {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -745,8 +825,22 @@ def _help_method(argv: list[str]) -> str | None:
 def compile_cache_dir() -> str | None:
     """Returns the directory of JAX's persistent compilation cache for the `lagda` command, None when off.
 
-    LAGDA_COMPILE_CACHE: a directory, or "off"; default $XDG_CACHE_HOME/lagda/jax (~/.cache/lagda/jax). A
-    JAX_COMPILATION_CACHE_DIR the user set is left to JAX. The cache is per user: JAX trusts what it holds.
+    The cache is per user: JAX trusts what it holds.
+
+    Returns
+    -------
+    str or None
+        LAGDA_COMPILE_CACHE when set to a directory; None when it is "off" or when the user set
+        JAX_COMPILATION_CACHE_DIR (left to JAX); else $XDG_CACHE_HOME/lagda/jax (default ~/.cache/lagda/jax).
+
+    Examples
+    --------
+    >>> import os
+    >>> saved = os.environ.get("LAGDA_COMPILE_CACHE")
+    >>> os.environ["LAGDA_COMPILE_CACHE"] = "off"
+    >>> compile_cache_dir() is None
+    True
+    >>> _ = os.environ.pop("LAGDA_COMPILE_CACHE") if saved is None else os.environ.update(LAGDA_COMPILE_CACHE=saved)
     """
     setting = os.environ.get("LAGDA_COMPILE_CACHE", "")
     if setting.lower() == "off" or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
@@ -769,10 +863,26 @@ def _enable_compile_cache() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Runs `lagda` and returns its exit code (0 success, 1 unexpected error, 2 bad input, 130 interrupted).
+    """Runs `lagda` and returns its exit code.
 
     An error is one stderr line; with --debug its traceback follows. Compiled programs are kept in a per-user
     cache between runs (`compile_cache_dir`).
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The command line after `lagda` (default: sys.argv[1:]).
+
+    Returns
+    -------
+    int
+        0 success (also --help, --version), 1 an unexpected error (a bug), 2 bad input (ValueError,
+        FileNotFoundError, OSError, or a usage error), 130 interrupted.
+
+    Examples
+    --------
+    >>> main(["assimilate", "--tracks", "missing.nc", "--out", "r.nc"])
+    2
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv)

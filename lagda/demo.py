@@ -68,7 +68,7 @@ def _from_scratch(out_dir: pathlib.Path, progress: bool, log) -> tuple[pathlib.P
 
 def run_demo(out_dir="lagda-demo", *, model=None, tracks=None, methods=DEFAULT_METHODS, full: bool = False,
              progress: bool = True, log=print) -> dict:
-    """Returns `{method: summary}` after assimilating example tracks with each method.
+    """Returns `{method: AssimilationSummary}` after assimilating example tracks with each method.
 
     Writes `<out_dir>/result_<method>.nc` and `<out_dir>/result_<method>.png` and prints a
     table of errors against the truth (velocity-field relative L2 error over the domain and
@@ -94,7 +94,7 @@ def run_demo(out_dir="lagda-demo", *, model=None, tracks=None, methods=DEFAULT_M
     Returns
     -------
     dict
-        `{method: summary}`, each the summary `lagda.assimilation.assimilate.assimilate_file` returns.
+        `{method: AssimilationSummary}`, each what `lagda.assimilation.assimilate.assimilate_file` returns.
     """
     from lagda.assimilation.assimilate import assimilate_file
 
@@ -110,8 +110,8 @@ def run_demo(out_dir="lagda-demo", *, model=None, tracks=None, methods=DEFAULT_M
         summary = assimilate_file(tracks, out_dir / f"result_{method}.nc", method, run_dir=model,
                                   plot=out_dir / f"result_{method}.png", overwrite=True)
         rows[method] = summary
-        log(f"{method}: {summary['fields']} fields in {time.perf_counter() - start:.1f} s -> "
+        log(f"{method}: {summary.fields} fields in {time.perf_counter() - start:.1f} s -> "
             f"{out_dir / f'result_{method}.nc'}")
-        log(summary["diagnostics"])
-    log(format_table(rows))
+        log(summary.diagnostics)
+    log(format_table({method: summary.scores for method, summary in rows.items()}))
     return rows

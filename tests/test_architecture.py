@@ -1,5 +1,6 @@
 """The layering the code promises: no private name imported across modules, no arrow from the file layer
-(lagda.io) up into the methods (lagda.assimilation), and the track file read once by `assimilate_file`."""
+(lagda.io) up into the methods (lagda.assimilation), inside lagda.assimilation imports that go one way down its
+layers (ASSIMILATION_LAYERS), and the track file read once by `assimilate_file`."""
 
 import ast
 import os
@@ -31,6 +32,54 @@ def test_the_file_layer_does_not_import_the_methods():
     upward = [(module, source) for module, source, _ in _imports()
               if module.startswith("lagda.io") and source.startswith("lagda.assimilation")]
     assert not upward, upward
+
+
+# lagda.assimilation's layers, lowest first: a module may import its own layer and those below, never one above.
+# A module belongs to the layer of the longest prefix that names it.
+ASSIMILATION_LAYERS = (
+    ("lagda.assimilation.methods.config",),  # the methods' settings, no JAX
+    ("lagda.assimilation.model", "lagda.assimilation.posterior", "lagda.assimilation.fields",
+     "lagda.assimilation.scores", "lagda.assimilation.plot"),  # what a method takes and returns, and its fields
+    ("lagda.assimilation.methods",),  # the methods, and the chosen basis whose prior they fit
+    ("lagda.assimilation.assimilate", "lagda.assimilation.evaluation", "lagda.assimilation.__init__"),  # entry points
+)
+
+
+def _assimilation_layer(module: str) -> int | None:
+    """Returns the index in ASSIMILATION_LAYERS of `module`'s layer (longest matching prefix), None outside."""
+    matches = [(len(prefix), layer) for layer, prefixes in enumerate(ASSIMILATION_LAYERS) for prefix in prefixes
+               if module == prefix or module.startswith(prefix + ".")]
+    return max(matches)[1] if matches else None
+
+
+def test_assimilation_layers_import_downward_only():
+    upward = [(module, source) for module, source, _ in _imports()
+              if None not in (_assimilation_layer(module), _assimilation_layer(source))
+              and _assimilation_layer(source) > _assimilation_layer(module)]
+    assert not upward, upward
+
+
+def test_every_assimilation_module_has_a_layer():
+    """A new module of lagda.assimilation is placed in a layer on purpose (its folder follows its imports)."""
+    modules = {".".join(path.relative_to(ROOT).with_suffix("").parts)
+               for path in (ROOT / "lagda" / "assimilation").rglob("*.py")}
+    unplaced = sorted(module for module in modules if _assimilation_layer(module) is None)
+    assert not unplaced, unplaced
+
+
+def test_the_chosen_basis_sits_with_the_methods_it_uses():
+    basis = "lagda.assimilation.methods.basis"
+    used = {source for module, source, _ in _imports() if module == basis}
+    assert any(source.startswith("lagda.assimilation.methods.") for source in used), used
+    assert _assimilation_layer(basis) == _assimilation_layer("lagda.assimilation.methods.linear")
+
+
+def test_assimilation_layer_of_a_module():
+    assert _assimilation_layer("lagda.assimilation.methods.config") == 0
+    assert _assimilation_layer("lagda.assimilation.methods.linear") == 2
+    assert _assimilation_layer("lagda.assimilation.posterior") == 1
+    assert _assimilation_layer("lagda.assimilation.assimilate") == 3
+    assert _assimilation_layer("lagda.io.tracks") is None
 
 
 def test_assimilate_file_opens_the_track_file_once(tmp_path, monkeypatch):

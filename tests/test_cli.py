@@ -85,3 +85,29 @@ def test_assimilate_help_lists_a_method_s_settings_only_when_asked(capsys):
     var = capsys.readouterr().out
     assert "settings of --method var" in var and "--iterations" in var and "--fd-lag" not in var
     assert len(short.splitlines()) < 120
+
+
+def test_assimilate_refuses_an_existing_output_in_one_line(tmp_path, capsys):
+    """The library's check (assimilate_file) is the command's: one line, exit 2, the file left as it was."""
+    from lagda.demo import shipped
+
+    out = tmp_path / "r.nc"
+    out.write_bytes(b"kept")
+    argv = ["assimilate", "--method", "linear", "--tracks", str(shipped("example_tracks.nc")), "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"lagda assimilate: error: {out} exists; pass --overwrite (overwrite=True in Python) to replace it"]
+    assert out.read_bytes() == b"kept"
+
+
+def test_assimilate_refuses_a_chosen_basis_for_a_method_without_one_in_one_line(tmp_path, capsys):
+    """retrieve compares tracks with a trained model's flows: the refusal comes before a run is looked for."""
+    from lagda.demo import shipped
+
+    argv = ["assimilate", "--method", "retrieve", "--basis", "circular", "--tracks", str(shipped("example_tracks.nc")),
+            "--out", str(tmp_path / "r.nc")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["lagda assimilate: error: retrieve compares tracks with a trained model's flows, which have no time "
+                   "basis: use linear, var, enkf or sample with a chosen basis"]
+    assert not (tmp_path / "r.nc").exists()

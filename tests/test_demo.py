@@ -60,8 +60,8 @@ def test_prior_mean_error_is_one(demo):
 def test_demo_writes_results_and_beats_the_prior_mean(demo, method):
     out, rows = demo
     summary = rows[method]
-    assert summary["fields"] == 8
-    assert summary["velocity_rel_l2"] < (0.9 if method == "embed" else 1.0)
+    assert summary.fields == 8
+    assert summary.scores["velocity_rel_l2"] < (0.9 if method == "embed" else 1.0)
     result = read_result(out / f"result_{method}.nc")
     assert result.coef_mean.shape == (8, 49) and result.true_coef is not None
     assert (out / f"result_{method}.png").stat().st_size > 10_000
@@ -80,19 +80,19 @@ def test_error_is_the_one_the_posterior_predicts(demo, method):
 @pytest.mark.parametrize("method", METHODS)
 def test_coverage_is_near_95_percent(demo, method):
     low, high = COVERAGE_BAND
-    assert low <= demo[1][method]["velocity_calibration"] <= high
+    assert low <= demo[1][method].scores["velocity_calibration"] <= high
 
 
 def test_hybrid_is_not_much_worse_than_linear(demo):
     rows = demo[1]
-    assert rows["hybrid"]["velocity_rel_l2"] <= HYBRID_OVER_LINEAR * rows["linear"]["velocity_rel_l2"]
+    assert rows["hybrid"].scores["velocity_rel_l2"] <= HYBRID_OVER_LINEAR * rows["linear"].scores["velocity_rel_l2"]
 
 
 def test_dense_track_is_followed(demo):
     """Along the dense observed track, the posterior-mean velocity matches the true one."""
     _, rows = demo
-    assert rows["linear"]["track_velocity_rel_l2"] < 1e-3
-    assert rows["hybrid"]["track_velocity_rel_l2"] < 1e-3
+    assert rows["linear"].scores["track_velocity_rel_l2"] < 1e-3
+    assert rows["hybrid"].scores["track_velocity_rel_l2"] < 1e-3
 
 
 def test_demo_command_prints_the_table(tmp_path, capsys):

@@ -145,11 +145,11 @@ def test_check_fits_model_warnings_are_printed(twin_file, tmp_path, capsys):
 
 def test_result_records_the_run_identity_not_a_local_path(twin_file, run, tmp_path):
     out = tmp_path / "r.nc"
-    summary = assimilate_file(twin_file, out, "linear", run_dir=run, members=8, dt=1e-4)
+    summary = assimilate_file(twin_file, out, "linear", {"members": 8}, run_dir=run, dt=1e-4)
     assert read_result(out).attrs["model_run"] == run_identity(run)
     assert str(run.parent) not in read_result(out).attrs["model_run"]
-    assert summary["notes"] == ["dt 0.0001 given (the model run's is 0.001)",
-                                "11 grid times over the window (pass --times to choose)"]
+    assert summary.notes == ("dt 0.0001 given (the model run's is 0.001)",
+                             "11 grid times over the window (pass --times to choose)")
 
 
 @pytest.mark.parametrize("debug", [False, True])

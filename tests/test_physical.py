@@ -116,7 +116,7 @@ def test_a_known_shear_current_in_m_per_s_is_recovered_in_m_per_s(tmp_path):
     assert tracks.mapping.box == BOX and np.nanmax(tracks.times) == pytest.approx(t[-1])
     summary = assimilate_file(tmp_path / "shear.csv", tmp_path / "r.nc", "linear", n_grid=n_grid, box=BOX,
                               time_scale=2.16e6)
-    assert any("steady model" in note for note in summary["notes"])
+    assert any("steady model" in note for note in summary.notes)
     res = read_result(tmp_path / "r.nc")
     fu, fv = mapping.velocity_factors(mapping.from_model(0.0, res.y)[1])
     for j in rows:

@@ -357,11 +357,11 @@ def test_qg_tracks_assimilate_in_a_chosen_basis(anomaly_file, tmp_path, capsys):
     assert info["pair_spacing"] == pytest.approx(0.25 * info["representation_time"])
     assert 0 < info["pairs_used"] <= info["pairs"]
     for method, options in (("linear", {}), ("var", {"iterations": 4, "continuation": (0.5, 1.0)})):
-        summary = assimilate_file(test, tmp_path / f"{method}.nc", method, basis="circular", k_max=3, degree=2,
-                                  climatology=climatology, members=8, **options)
+        summary = assimilate_file(test, tmp_path / f"{method}.nc", method, {"members": 8, **options}, basis="circular",
+                                  k_max=3, degree=2, climatology=climatology)
         # the truth's fit is the least-squares optimum in the basis on the truth grid and times, so for any
         # estimate in the basis: error^2 = limit^2 + (its distance to the fit)^2 (relative to |truth|^2 and |fit|^2)
-        error, to_fit, limit = (summary[k] for k in ("velocity_error_vs_truth", "velocity_error_vs_projection",
+        error, to_fit, limit = (summary.scores[k] for k in ("velocity_error_vs_truth", "velocity_error_vs_projection",
                                                      "projection_limit"))
         # strong-constraint var assumes the flow lies in the basis: it fits the unresolved scales
         # (no bound on its error)
@@ -369,7 +369,7 @@ def test_qg_tracks_assimilate_in_a_chosen_basis(anomaly_file, tmp_path, capsys):
         assert error**2 == pytest.approx(limit**2 + to_fit**2 * (1 - limit**2), rel=1e-6)
         # only linear models the velocity the basis leaves out: var's result has no predictive std of it
         assert ("u_total_std" in read_result(tmp_path / f"{method}.nc").fields) == (method == "linear")
-        assert ("velocity_coverage_vs_truth_with_unresolved" in summary) == (method == "linear")
+        assert ("velocity_coverage_vs_truth_with_unresolved" in summary.scores) == (method == "linear")
 
 
 def test_qg_scores_of_posteriors_around_the_truths_fit(anomaly_file):
@@ -377,7 +377,7 @@ def test_qg_scores_of_posteriors_around_the_truths_fit(anomaly_file):
     velocity, std |w(d)| / 2, so their errors are 0 against the fit and the projection limit against the truth,
     their bands cover the whole fit, and the truth where |w_true - w_fit| <= 1.96 |w(d)| / 2 (basis_fields on the
     truth's cell centres, which the scores must match)."""
-    from lagda.assimilation.basis import basis_model, qg_scores
+    from lagda.assimilation.methods.basis import basis_model, qg_scores
     from lagda.assimilation.posterior import Posterior
     from simulate.qg.projection import basis_fields, truth_in_basis
 
@@ -479,7 +479,7 @@ def test_tracks_whose_mapping_was_inferred_take_the_climatologys(turbulence_file
     a climatology's own mapping replaces them (its prior is per its box length and time unit), a stored one stays."""
     import dataclasses
 
-    from lagda.assimilation.basis import adopt_climatology_mapping
+    from lagda.assimilation.methods.basis import adopt_climatology_mapping
     from lagda.io.physical import infer_mapping
     from lagda.io.tracks import remap_tracks
 
@@ -522,9 +522,9 @@ def test_the_background_current_is_recovered_in_a_chosen_basis(turbulence_file, 
 
     climatology, test = (_flows(turbulence_file, [0], tmp_path / "clim.nc"),
                          _flows(turbulence_file, [1], tmp_path / "t.nc"))
-    summary = assimilate_file(test, tmp_path / "r.nc", "linear", basis="circular", k_max=3, degree=2,
-                              climatology=climatology, members=8)
-    assert summary["velocity_error_vs_truth"] < 0.5  # the prior mean, zero, errs 1
+    summary = assimilate_file(test, tmp_path / "r.nc", "linear", {"members": 8}, basis="circular", k_max=3, degree=2,
+                              climatology=climatology)
+    assert summary.scores["velocity_error_vs_truth"] < 0.5  # the prior mean, zero, errs 1
     config = qg.tiny("turbulence")
     result = read_result(tmp_path / "r.nc")
     current = result.coef_mean[0, result.time_basis.current > 0]  # degrees 0..2 of the current
@@ -564,7 +564,7 @@ def test_basis_pairs_train_an_encoder_that_hybrid_uses_in_that_basis(turbulence_
     import xarray as xr
 
     from lagda.assimilation.assimilate import assimilate_file
-    from lagda.assimilation.basis import spatial_modes, write_basis_pairs
+    from lagda.assimilation.methods.basis import spatial_modes, write_basis_pairs
     from lagda.assimilation.methods.learned import scorer_from_run
     from lagda.learning.config import learned
     from lagda.learning.data import load_paired
@@ -591,9 +591,9 @@ def test_basis_pairs_train_an_encoder_that_hybrid_uses_in_that_basis(turbulence_
     assert scorer.modes["time_basis"]["degree"] == spec["degree"]
     climatology, test = (_flows(turbulence_file, [0], tmp_path / "clim.nc"),
                          _flows(turbulence_file, [1], tmp_path / "t.nc"))
-    common = dict(method="hybrid", run_dir=run, basis="circular", k_max=3, members=4)
+    common = dict(method="hybrid", config={"members": 4}, run_dir=run, basis="circular", k_max=3)
     summary = assimilate_file(test, tmp_path / "h.nc", degree=1, climatology=climatology, **common)
-    assert np.isfinite(summary["velocity_error_vs_truth"])
+    assert np.isfinite(summary.scores["velocity_error_vs_truth"])
     with xr.open_dataset(tmp_path / "h.nc") as ds:
         (info,) = json.loads(ds.attrs["diagnostics"])
     assert info["learned_conditional"] and info["prior_choice"] in range(5) and len(info["prior_log_evidence"]) == 5
@@ -608,7 +608,7 @@ def test_hybrid_with_an_uninformative_encoder_is_linear_in_a_chosen_basis(turbul
     # climatology's, so hybrid's posterior is linear's
     import jax
 
-    from lagda.assimilation.basis import basis_model
+    from lagda.assimilation.methods.basis import basis_model
     from lagda.assimilation.methods.learned import Scorer
     from lagda.assimilation.methods.registry import Hybrid, Linear
 

@@ -648,7 +648,7 @@ def test_command_line_starts_hybrid_from_the_shipped_encoder_by_default(tmp_path
     write_twin_tracks(make_twin(n_field=1, n_drifter=1, n_obs=10, stride=6, seed=2), tmp_path / "tracks.nc")
     calls = []
     monkeypatch.setattr(module, "assimilate_file", lambda *args, **kwargs: calls.append(kwargs) or
-                        {"notes": [], "warnings": [], "diagnostics": ""})
+                        module.AssimilationSummary("sample", 1, 0.0, (), (), ""))
     for start in ("hybrid", "var"):
         main(["assimilate", "--tracks", str(tmp_path / "tracks.nc"), "--method", "sample", "--start", start, "--out",
               str(tmp_path / "r.nc")])

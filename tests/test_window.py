@@ -48,16 +48,15 @@ def _error_where_the_drifters_are(result_path, extent) -> float:
 
 def test_an_inferred_window_recovers_a_non_periodic_flow_where_the_drifters_are(tmp_path):
     extent = _shear_file(tmp_path / "shear.nc")
-    common = dict(method="linear", basis="circular", k_max=4, degree=0, n_grid=24, times=3,
-                  members=8)
+    common = dict(method="linear", config={"members": 8}, basis="circular", k_max=4, degree=0, n_grid=24, times=3)
     window = assimilate_file(tmp_path / "shear.nc", tmp_path / "window.nc", **common)
     side = max(extent[1] - extent[0], extent[3] - extent[2])
     centre = ((extent[0] + extent[1]) / 2, (extent[2] + extent[3]) / 2)
     periodic_box = (centre[0] - side / 2, centre[0] + side / 2, centre[1] - side / 2, centre[1] + side / 2)
     periodic = assimilate_file(tmp_path / "shear.nc", tmp_path / "periodic.nc", box=periodic_box, **common)
     scaled = 4 * (1 + 2 * BOX_MARGIN)
-    assert any(f"k_max 4 over the tracks' extent is {scaled:g}" in note for note in window["notes"])
-    assert not any("over the tracks' extent" in note for note in periodic["notes"])  # a box given: k_max in it
+    assert any(f"k_max 4 over the tracks' extent is {scaled:g}" in note for note in window.notes)
+    assert not any("over the tracks' extent" in note for note in periodic.notes)  # a box given: k_max in it
     e_window = _error_where_the_drifters_are(tmp_path / "window.nc", extent)
     e_periodic = _error_where_the_drifters_are(tmp_path / "periodic.nc", extent)
     print(f"window {e_window:.4f} periodic {e_periodic:.4f}")

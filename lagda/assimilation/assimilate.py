@@ -1,12 +1,12 @@
 """Assimilation of observed drifter tracks: `assimilate` (tracks in memory) and `assimilate_file` (`lagda assimilate`).
 
-`assimilate_file` walks one way through the layers: the method is built from its options (the
+`assimilate_file` walks one way through the layers: the method is built from its config (the
 registry, lagda.assimilation.methods), the track file is read once (lagda.io.formats.read_tracks),
-the model is found (lagda.assimilation.model.model_settings, or lagda.assimilation.basis.basis_model
+the model is found (lagda.assimilation.model.model_settings, or lagda.assimilation.methods.basis.basis_model
 for a chosen basis), the tracks are checked against it (lagda.io.tracks.check_fits_model), the method
 runs, the posterior is gridded (lagda.assimilation.fields) and written (lagda.io.results; temporary
 name, then rename), scored against a known truth (lagda.assimilation.scores, basis.qg_scores) and
-optionally drawn (lagda.assimilation.plot).
+optionally drawn (lagda.assimilation.plot). It returns an `AssimilationSummary`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,51 @@ import os
 
 import numpy as np
 
+from lagda.assimilation.methods.config import MethodConfig
 from lagda.assimilation.methods.registry import METHODS, Method, check_options, make_method
 from lagda.assimilation.model import FlowModel, model_settings
 from lagda.assimilation.posterior import Posterior, describe_diagnostics
 from lagda.io.tracks import Tracks
+
+
+@dataclasses.dataclass(frozen=True)
+class AssimilationSummary:
+    """What `assimilate_file` did: the method, what it decided, and its scores when the tracks carry a truth.
+
+    Attributes
+    ----------
+    method : str
+        The method that ran (a key of lagda.assimilation.METHODS; the default method when none was given).
+    fields : int
+        Fields (independent flows) of the track file, each assimilated on its own.
+    seconds : float
+        Wall-clock seconds of the method, summed over fields (reading, gridding and writing left out).
+    notes : tuple of str
+        The settings found or guessed (method, model, mapping, grid times, deprecated options), one line each;
+        also in the result file's `settings_notes`.
+    warnings : tuple of str
+        What the reader assumed and what `check_fits_model` found about the tracks, one line each.
+    diagnostics : str
+        One line: what the method decided on each field (lagda.assimilation.posterior.describe_diagnostics).
+    scores : dict of str to float
+        Every score against the truth the tracks carry, empty without one. Tracks with true coefficients: those of
+        lagda.assimilation.scores.score_posterior (e.g. "velocity_rel_l2", relative L2 of the posterior-mean
+        velocity over the domain and window; "seconds_per_track"), plus for physical tracks
+        "velocity_rms_error_m_s" and "velocity_rms_true_m_s" (m/s, RMS over the grid, grid times and fields).
+        A QG truth file: those of lagda.assimilation.methods.basis.qg_scores ("velocity_error_vs_truth",
+        "velocity_error_vs_projection", "projection_limit", "velocity_coverage_vs_truth", ...; dimensionless).
+    projection_note : str or None
+        With a QG truth whose grid is coarser than the basis: why the projection scores are missing; else None.
+    """
+
+    method: str
+    fields: int
+    seconds: float
+    notes: tuple[str, ...]
+    warnings: tuple[str, ...]
+    diagnostics: str
+    scores: dict[str, float] = dataclasses.field(default_factory=dict)
+    projection_note: str | None = None
 
 
 def assimilate(tracks: Tracks, method: Method | str, model: FlowModel, key=None, *, run_dir=None,
@@ -42,63 +83,98 @@ def assimilate(tracks: Tracks, method: Method | str, model: FlowModel, key=None,
     return method(tracks, model, key)
 
 
-def assimilate_file(tracks_path, out_path, method: str | None = None, run_dir=None, n_grid: int = 32, plot=None,
-                    overwrite: bool = False, seed: int = 0, dt: float | None = None, box=None,
-                    time_scale: float | None = None, basis: str | None = None, k_max: float = 12, degree: int = 3,
-                    climatology=None, times: int | str | None = None, keep_undrogued: bool = False,
-                    **method_options) -> dict:
-    """Returns a summary dict after assimilating a track file and writing the result netCDF.
+def assimilate_file(tracks_path, out_path, method: str | None = None, config: MethodConfig | dict | None = None, *,
+                    run_dir=None, n_grid: int = 32, plot=None, overwrite: bool = False, seed: int = 0,
+                    dt: float | None = None, box=None, time_scale: float | None = None, basis: str | None = None,
+                    k_max: float = 12, degree: int = 3, climatology=None, times: int | str | None = None,
+                    keep_undrogued: bool = False) -> AssimilationSummary:
+    """Returns the summary of assimilating a track file, after writing the result netCDF.
 
     Reads `tracks_path` (lagda.io.formats.read_tracks), finds the model (`model_settings`, or the
     chosen `basis`), checks the tracks against it (check_fits_model), runs `method` on each field,
     writes `out_path` (lagda.io.results.write_result, temporary file + rename; the settings' notes and
-    each field's diagnostics in its attributes) and, with `plot`, a figure of field 0.
+    each field's diagnostics in its attributes) and, with `plot`, a figure of field 0. Physical tracks
+    (lon/lat or metres, CF times) are mapped onto the model (lagda.io.physical; the mapping's inferences
+    are notes) and the result is in physical units.
 
-    The summary holds "method", "fields", "seconds", "notes" (settings guessed, list of str),
-    "warnings" (check_fits_model, list of str), "diagnostics" (one line: what the method
-    decided per field) and, for tracks with known truth, every score of lagda.assimilation.scores.
-    Physical tracks (lon/lat or metres, CF times) are mapped onto the model (lagda.io.physical; the
-    mapping's inferences are notes), the result is in physical units, and with a known truth the
-    summary adds "velocity_rms_error_m_s" and "velocity_rms_true_m_s": the RMS over the grid, grid
-    times and fields of the error of the posterior-mean velocity, and of the true velocity.
+    With `basis` the model is Fourier modes up to `k_max` (circular: 0 < |k| <= k_max; rectangular:
+    max(|k1|, |k2|) <= k_max) times Legendre polynomials of degree 0..`degree` in time over the tracks'
+    window (lagda.assimilation.methods.basis), its prior from the QG truth file `climatology` (else the
+    default spectrum shape at the tracks' RMS speed); `linear` then models the velocity the basis leaves
+    out as an OU error along each track (its representation "auto").
 
-    With `basis` ("circular" or "rectangular", lagda.assimilation.basis) the model is that basis to
-    k_max times Legendre polynomials of `degree` in time over the tracks' window, its prior from the
-    QG truth file `climatology` (else the default spectrum shape at the tracks' RMS speed); `linear`
-    then models the velocity the basis leaves out as an OU error along each track (its
-    representation "auto"). For a QG truth file (lagda simulate --flow qg) the summary adds
-    "velocity_error_vs_truth" (relative L2 of the posterior-mean velocity against the gridded truth,
-    over its grid, times and flows), "velocity_error_vs_projection", "projection_limit" and the coverage of
-    the 95% bands, "velocity_coverage_vs_truth" and "velocity_coverage_vs_projection"
-    (lagda.assimilation.basis.qg_scores).
+    Parameters
+    ----------
+    tracks_path : str or path-like
+        A track file of any layout read_tracks reads: CF trajectory netCDF, Parcels output, a lagda dataset, CSV.
+    out_path : str or path-like
+        The result netCDF to write (lagda.io.results).
+    method : str, optional
+        A key of lagda.assimilation.METHODS. None: `default_method` chooses from the tracks (linear in the
+        circular basis for physical tracks without a lagda model; else hybrid with `run_dir` or the shipped
+        encoder), and says so in the notes.
+    config : MethodConfig or dict, optional
+        The method's settings: its config (`METHODS[method].Config`, e.g. LinearConfig(members=16)), or a dict of
+        that config's field names, checked once the method is chosen (the command line's way; the deprecated
+        names of CHANGELOG.md are accepted with a note). None: the method's defaults.
+    run_dir : str or path-like, optional
+        A trained run (lagda train): needed by the learned methods; for the others it supplies the modes and prior.
+    n_grid : int
+        Grid points per side of the result's psi, u, v.
+    plot : str or path-like, optional
+        A figure of field 0 to draw (true psi if known, posterior mean, std, tracks).
+    overwrite : bool
+        Replace an existing `out_path`.
+    seed : int
+        Seed of the method's randomness.
+    dt : float, optional
+        RK4 step in model time units (default: the run's, else the file's dt attribute, else guessed; a note).
+    box : (float, float, float, float), optional
+        (west, east, south, north) of physical tracks in degrees (metres for projected x, y); default: the
+        file's, else inferred (a note).
+    time_scale : float, optional
+        Seconds per model time unit for physical tracks (default: the file's, else inferred; a note).
+    basis : {"circular", "rectangular"}, optional
+        Assimilate into this chosen basis instead of the file's or run's modes.
+    k_max : float
+        With `basis`: the largest wavenumber, in cycles per domain.
+    degree : int
+        With `basis`: the largest Legendre degree in time.
+    climatology : str or path-like, optional
+        With `basis`: a QG truth file of other flows (lagda simulate --flow qg) giving the prior spectrum and the
+        variance of the velocity the basis leaves out.
+    times : int or str, optional
+        The result's grid times (fields.result_times): None (daily for physical tracks, else 11 over the
+        window), a count, or a step such as "6h" for physical tracks.
+    keep_undrogued : bool
+        Keep fixes a GDP file marks undrogued (drogue_status 0; default: left out, counted in a note).
 
-    Args:
-        method: a name of lagda.assimilation.methods.METHODS, or None for the default (`default_method`: the
-            ocean path, linear in the circular basis, for physical tracks without a lagda model; else hybrid with
-            the shipped encoder); run_dir: trained run (needed by the learned methods; for the others it supplies
-            the modes and prior).
-        dt: RK4 step (default: the run's, else the file's dt attribute, else guessed; see model_settings).
-        box: (west, east, south, north) of physical tracks (default: the file's, else inferred).
-        time_scale: seconds per model time unit for physical tracks (default: the file's, else inferred).
-        times: the result's grid times (fields.result_times): None (daily for physical tracks, else 11 over the
-            window), a count, or a step such as "6h" for physical tracks.
-        keep_undrogued: keep fixes a GDP file marks undrogued (drogue_status 0; default: left out, counted).
-        method_options: fields of the method's config (members, top_k, ...; the renamed options of CHANGELOG.md
-            are accepted with a note).
+    Returns
+    -------
+    AssimilationSummary
+        The method, the number of fields, the method's seconds, notes, warnings, one diagnostics line and, for
+        tracks with a known truth, the scores (see AssimilationSummary).
 
-    Example:
-        >>> import os, tempfile
-        >>> from simulate import generate_dataset, small
-        >>> folder = tempfile.mkdtemp()
-        >>> data = generate_dataset(small(n_samples=4, t_final=0.02), os.path.join(folder, "pairs.nc"),
-        ...                         report=lambda line: None)
-        >>> summary = assimilate_file(data, os.path.join(folder, "result.nc"), "linear")
-        >>> summary["fields"], summary["velocity_rel_l2"] < 1  # better than the prior mean, zero
-        (4, True)
+    Raises
+    ------
+    ValueError
+        One line for an unknown method or option, a bad value, another method's config, an existing `out_path`
+        without `overwrite`, a chosen basis for a method that cannot use one, a climatology without a basis, or
+        tracks that do not fit the model. Nothing is written.
+    FileNotFoundError
+        A missing track file or run directory.
 
-    Raises:
-        ValueError: bad method / option, existing output without overwrite, tracks that do not fit.
-        FileNotFoundError: missing track file or run directory.
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from lagda.assimilation.methods.config import LinearConfig
+    >>> from simulate import generate_dataset, small
+    >>> folder = tempfile.mkdtemp()
+    >>> data = generate_dataset(small(n_samples=4, t_final=0.02), os.path.join(folder, "pairs.nc"),
+    ...                         report=lambda line: None)
+    >>> summary = assimilate_file(data, os.path.join(folder, "result.nc"), "linear", LinearConfig(members=16))
+    >>> summary.method, summary.fields, summary.scores["velocity_rel_l2"] < 1  # the prior mean, zero, errs 1
+    ('linear', 4, True)
     """
     import warnings as python_warnings
 
@@ -110,9 +186,9 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, run_dir=No
     from lagda.io.tracks import check_fits_model
 
     if os.path.exists(out_path) and not overwrite:
-        raise ValueError(f"{out_path} exists; pass overwrite=True to replace it")
+        raise ValueError(f"{out_path} exists; pass --overwrite (overwrite=True in Python) to replace it")
     if method is not None:
-        check_options(method, method_options)  # before the file is read
+        check_options(method, config)  # before the file is read
     with python_warnings.catch_warnings(record=True) as caught:  # the reader's assumptions become summary warnings
         python_warnings.simplefilter("always")
         tracks = read_tracks(tracks_path, box=box, time_scale=time_scale, keep_undrogued=keep_undrogued)
@@ -123,17 +199,15 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, run_dir=No
         default_note = (note,)
     if basis is None and climatology is not None:
         raise ValueError("a climatology (--climatology) needs a chosen basis (--basis)")
-    if basis is not None and method in METHODS and not METHODS[method].chosen_basis:
-        raise ValueError(f"--basis: {method} compares tracks with a trained model's flows, which have no time basis: "
-                         "use --method linear, var or enkf")
-    method_obj = make_method(method, method_options, run_dir)
+    METHODS[method].check_basis(basis is not None)  # before a trained run is restored
+    method_obj = make_method(method, config, run_dir)
     method_obj.progress = True  # a file's user waits: the slow methods show how far they are
     with jax.enable_x64(True):  # inversions and scores in float64 whatever the caller's JAX setting
         if basis is None:
             model = model_settings(tracks, run_dir, dt)
             warnings = read_warnings + check_fits_model(tracks, model.dt, model.k1, model.k2, model.omega)
         else:
-            from lagda.assimilation.basis import adopt_climatology_mapping, basis_model
+            from lagda.assimilation.methods.basis import adopt_climatology_mapping, basis_model
 
             clim = None if climatology is None else read_tracks(climatology)
             if clim is not None:
@@ -150,10 +224,12 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, run_dir=No
                  **(tracks.clean.attrs() if tracks.clean is not None else {})}
         result = posterior_result(posterior, model, grid_times, n_grid, tracks, attrs)
         write_result(out_path, result)
-        summary = {"method": method, "fields": tracks.n_field, "seconds": float(np.sum(posterior.seconds)),
-                   "notes": list(notes), "warnings": list(warnings),
-                   "diagnostics": describe_diagnostics(method, posterior.diagnostics())}
-        summary.update(_scores(posterior, tracks, model, result, n_grid))
+        scores = _scores(posterior, tracks, model, result, n_grid)
+        projection_note = scores.pop("projection_note", None)
+        summary = AssimilationSummary(method=method, fields=tracks.n_field, seconds=float(np.sum(posterior.seconds)),
+                                      notes=tuple(notes), warnings=tuple(warnings),
+                                      diagnostics=describe_diagnostics(method, posterior.diagnostics()),
+                                      scores=scores, projection_note=projection_note)
     if plot:
         from lagda.assimilation.plot import plot_assimilation
 
@@ -186,7 +262,7 @@ def default_method(tracks: Tracks, basis, climatology, run_dir) -> tuple[str, st
 def _scores(posterior: Posterior, tracks: Tracks, model: FlowModel, result, n_grid: int) -> dict:
     """Returns the scores against the truth the tracks carry: QG gridded truth, true coefficients, or none."""
     if model.time is not None:
-        from lagda.assimilation.basis import qg_scores
+        from lagda.assimilation.methods.basis import qg_scores
 
         return qg_scores(tracks, posterior, model)
     if tracks.true_coef is None:

@@ -5,7 +5,7 @@ embedding g_u (docs/design.md); the prior is x ~ N(0, diag(a_k^2 / 2, a_k^2 / 2)
 
 `model_settings` finds the model of tracks: a trained run's modes and prior, else the track file's
 modes with the generator's default prior (physical tracks that state none: the steady model); every
-setting not given by a run is a note. A chosen basis is `lagda.assimilation.basis.basis_model`.
+setting not given by a run is a note. A chosen basis is `lagda.assimilation.methods.basis.basis_model`.
 """
 
 from __future__ import annotations

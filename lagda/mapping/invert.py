@@ -1,13 +1,15 @@
-"""One tile's inversion: its fixes on its own tangent plane, the `linear` posterior in a chosen basis, and the
-velocity with its predictive std on the map cells the tile covers.
+"""One tile's inversion: its fixes on its own tangent plane, the `linear` posterior in a chosen basis, a local
+Gaussian process of what that basis leaves out, and the velocity with its predictive std on the tile's map cells.
 
 The tile's box (core and halo) is the model's periodic domain through the tangent plane at its centre
-(lagda.io.physical.Mapping) and its time window is the model window [0, 0.1]; the basis is the uniform current and
-circular Fourier modes up to `k_max` per box side times Legendre polynomials to `degree` in time over the whole
-window (lagda.assimilation.basis.basis_model); the prior's spectrum and the error model of the velocity the basis
-leaves out are chosen from the tile's own tracks (methods.prior_search), exactly as `lagda assimilate --method
-linear --basis circular` does for one box. Drifter segments are split at gaps longer than `MAX_GAP_S`, so that no
-finite difference spans a drifter's absence from the box.
+(lagda.io.physical.Mapping) and its time window is the model window [0, 0.1]; the basis is the uniform current
+and circular Fourier modes up to `k_max` per box side times Legendre polynomials to `degree` in time over the
+whole window (lagda.assimilation.methods.basis.basis_model); the prior's spectrum and the error model of the
+velocity the basis leaves out are chosen from the tile's own tracks (methods.prior_search), exactly as `lagda
+assimilate --method linear --basis circular` does for one box. Drifter segments are split at gaps longer than
+`MAX_GAP_S`, so that no finite difference spans a drifter's absence from the box. The drifters' velocities over
+chunks of `LOCAL_CHUNK_S`, less the basis field's, are then mapped by a space-time Gaussian process
+(lagda.mapping.residual) fitted to them, whose mean is added to the field.
 """
 
 from __future__ import annotations
@@ -119,7 +121,7 @@ def invert_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int,
 
 def _posterior(tracks, k_max: float, degree: int):
     """Returns (mean `(2K,)`, cov `(2K, 2K)`, representation std (model units), info with the model)."""
-    from lagda.assimilation.basis import basis_model
+    from lagda.assimilation.methods.basis import basis_model
     from lagda.assimilation.methods.config import LinearConfig
     from lagda.assimilation.methods.linear import representation_posterior
     from lagda.assimilation.methods.track_data import observation_regime

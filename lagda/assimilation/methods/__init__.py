@@ -8,8 +8,9 @@ their settings; neither imports JAX, so the command line reads them at start-up.
 from lagda._lazy import lazy_getattr
 
 _LAZY = {
-    "METHODS": "registry", "Method": "registry", "make_method": "registry", "Linear": "registry", "Var": "registry",
-    "Enkf": "registry", "Retrieve": "registry", "Embed": "registry", "Hybrid": "registry",
+    "METHODS": "registry", "Method": "registry", "make_method": "registry", "method_config": "registry",
+    "Linear": "registry", "Var": "registry", "Enkf": "registry", "Retrieve": "registry", "Embed": "registry",
+    "Hybrid": "registry",
     "MethodConfig": "config", "LinearConfig": "config", "VarConfig": "config", "EnkfConfig": "config",
     "RetrieveConfig": "config", "EmbedConfig": "config", "HybridConfig": "config",
     "assimilate_linear": "linear", "assimilate_var": "variational", "assimilate_enkf": "ensemble",

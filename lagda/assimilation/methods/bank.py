@@ -3,7 +3,7 @@
 The answer: the top-k coefficients with their scores, and the self-normalised mean and variance
 of x = (Re c, Im c) under weights softmax(s). The bank is either given (a dataset's
 coefficients, scanned in batches) or `size` i.i.d. prior draws, batch b drawn from
-fold_in(key, b). Drawing 10^6 x 98 normals costs ~1.6 s on 2 cores, far more than scoring them,
+fold_in(key, b). Drawing the normals costs far more than scoring them,
 so a prior bank that fits in config.bank_cache_mb is drawn once, kept (the last one only) and
 reused by every later call with the same key, prior and size: the draws are deterministic in
 the key, so the cache changes no result, only the time. Larger banks are streamed, drawn batch

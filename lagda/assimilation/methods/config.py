@@ -249,8 +249,8 @@ class HybridConfig(LinearConfig, EmbedConfig, OptimiserConfig):
 
     refine: Literal["none", "auto", "gauss_newton", "var"] = setting(
         "auto", "after the Gaussian product of the learned conditional and the velocity likelihood: none (stop), "
-                "gauss_newton (a short 4D-Var on positions), auto (refine sparse tracks only), var (the old hybrid: "
-                "4D-Var from the embed / retrieve estimate, no product)")
+                "gauss_newton (a short 4D-Var on positions), auto (refine sparse tracks only), var (4D-Var from the "
+                "embed / retrieve estimate, no product)")
     iterations: int = setting(15, "Gauss-Newton iterations per continuation stage of the refinement (var: in all)")
     starts: int = setting(1, "starts of the refinement: the product mean, plus starts - 1 draws from the learned "
                              "conditional (the first its mean); end points in one basin: the least-cost one's "
@@ -270,8 +270,8 @@ class HybridConfig(LinearConfig, EmbedConfig, OptimiserConfig):
         ]
 
 
-# renamed option names (CHANGELOG.md; one AssimConfig for every method in 0.1.0) -> (methods, new name); accepted
-# with a deprecation note until the next release
+# deprecated option names (CHANGELOG.md) -> (the methods they apply to, the field's name); accepted with a
+# deprecation note until the next release
 RENAMED = {
     "var_iterations": (("var",), "iterations"), "var_lr": (("var", "hybrid"), "lr"),
     "var_sigma_floor": (("var", "hybrid"), "sigma_floor"), "enkf_members": (("enkf",), "members"),
@@ -285,8 +285,8 @@ RENAMED = {
 def configure(method: str, config_class, options: dict, strict: bool = True) -> tuple[Any, list[str]]:
     """Returns (the validated config of `method` with `options` applied, deprecation notes).
 
-    Options are field names of `config_class`; a renamed option (`RENAMED`, CHANGELOG.md) is mapped to
-    its new name with a note (dropped, with a note, for a method it never applied to).
+    Options are field names of `config_class`; a deprecated option name (`RENAMED`, CHANGELOG.md) is mapped
+    to its field with a note (dropped, with a note, for a method it never applied to).
 
     Args:
         strict: raise for an option that is no field of this method (else leave it out: the caller

@@ -25,11 +25,11 @@ The data, by regime (the lag and spacing as found by lagda.assimilation.methods.
   Gauss-Newton refinement.
 
 In a chosen basis (`--basis`, a time basis and the uniform current; `basis_hybrid_estimates`) the encoder must
-have been trained on pairs in that same basis (lagda.assimilation.basis.write_basis_pairs, a set encoder with the
-inner or l2 similarity, whose conditional has the closed form of learned.closed_form), and the inversion is
+have been trained on pairs in that same basis (lagda.assimilation.methods.basis.write_basis_pairs, a set encoder with
+the inner or l2 similarity, whose conditional has the closed form of learned.closed_form), and the inversion is
 `linear`'s with its OU representation error; the prior is the learned conditional widened by each of INFLATIONS,
 or the climatology's own prior, whichever the whitened velocities' evidence favours (a climatology is needed:
-it gives the prior the learned one is measured against, and the representation error). The encoder reads each
+it gives the prior the learned one is compared with, and the representation error). The encoder reads each
 drifter's fixes thinned to the cadence of its training tracks (`at_cadence`); the inversion reads every fix.
 
 Refinement (HybridConfig.refine): "gauss_newton" continues with a short 4D-Var on the
@@ -169,7 +169,7 @@ def hybrid_estimates(tracks, model: FlowModel, config: HybridConfig, scorer: Sco
 
     The learned conditional of every field comes from one bank pass (learned.learned_conditionals); a
     field the encoder cannot read takes the prior N(0, D) as its learned conditional, and its info says
-    why. Each field is then `assimilate_hybrid` (refine "var": the old hybrid, 4D-Var from the learned
+    why. Each field is then `assimilate_hybrid` (refine "var": 4D-Var from the learned
     estimate).
     """
     if model.time is not None:

@@ -1,6 +1,6 @@
 """Without a climatology: the prior's spectrum and the OU error model chosen from the tracks themselves.
 
-The prior of a chosen basis (lagda.assimilation.basis) is a smooth log-spectrum per Legendre degree,
+The prior of a chosen basis (lagda.assimilation.methods.basis) is a smooth log-spectrum per Legendre degree,
     log E|c_kp|^2 / 2 = a_p + b u + c u^2,  u = log(|k| / k0),  k0 = k_max / 2,
 with the uniform current N(0, msq) per degree and component (msq: the tracks' mean square velocity per
 component). Its P + 3 parameters maximise the evidence (the marginal likelihood; `normal_log_evidence`) of

@@ -9,12 +9,7 @@ validated on construction) and, for the learned methods, a trained encoder (`Sco
 on first call, so `METHODS` can be read at start-up by the command line, which makes one option per
 config field.
 
-Example:
-    >>> from lagda.assimilation import METHODS
-    >>> sorted(METHODS)
-    ['embed', 'enkf', 'hybrid', 'linear', 'retrieve', 'sample', 'var']
-    >>> METHODS["var"](iterations=10).config.iterations
-    10
+The methods by name are `METHODS`; `make_method` builds one from its name and settings.
 """
 
 from __future__ import annotations
@@ -52,8 +47,8 @@ class Method(abc.ABC):
     progress: bool = False  # draw a progress bar on stderr (the methods that take long: sample)
 
     def __init__(self, config: MethodConfig | None = None, **options):
-        """Builds the method from `config`, or from `options` (its config's field names; the renamed options
-        of CHANGELOG.md are accepted with a note in `self.notes`).
+        """Builds the method from `config`, or from `options` (its config's field names; the deprecated option
+        names of CHANGELOG.md are accepted with a note in `self.notes`).
 
         Raises:
             ValueError: for an unknown option or a bad value (one line); TypeError: for another method's config.
@@ -75,13 +70,24 @@ class Method(abc.ABC):
         """
         import jax
 
-        if model.time is not None and not self.chosen_basis:
-            raise ValueError(f"{self.name} compares tracks with a trained model's flows, which have no time basis: "
-                             "use linear, var or enkf with a chosen basis")
+        self.check_basis(model.time is not None)
         with jax.enable_x64(True):  # the inversions need float64 whatever the caller's JAX setting
             key = jax.random.key(0) if key is None else key
             estimates, seconds = self.estimates(tracks, model, key)
         return stack_estimates(estimates, self.name, seconds)
+
+    @classmethod
+    def check_basis(cls, chosen: bool) -> None:
+        """Checks that the method can work in a chosen basis (a model with a time basis) when `chosen` is true.
+
+        Raises:
+            ValueError: one line naming the methods that can, for a method that compares tracks with a trained
+                model's flows.
+        """
+        if chosen and not cls.chosen_basis:
+            takers = [name for name, method in METHODS.items() if method.chosen_basis and not method.learned]
+            raise ValueError(f"{cls.name} compares tracks with a trained model's flows, which have no time basis: "
+                             f"use {', '.join(takers[:-1])} or {takers[-1]} with a chosen basis")
 
     def estimates(self, tracks, model, key) -> tuple[list[FieldEstimate], list[float]]:
         """Returns (FieldEstimate per field, wall seconds per field):
@@ -273,30 +279,131 @@ class Hybrid(LearnedMethod):
 
 
 METHODS: dict[str, type[Method]] = {cls.name: cls for cls in (Linear, Var, Enkf, Sample, Retrieve, Embed, Hybrid)}
+"""The assimilation methods by name (the values of `lagda assimilate --method`): name -> Method subclass.
+
+Each class has `Config` (its settings: a frozen dataclass of lagda.assimilation.methods.config),
+`summary` (one line), `learned` (needs a trained encoder) and `chosen_basis` (works in a chosen basis).
+`METHODS[name](**options)` or `METHODS[name](config)` builds an unlearned method (a learned one takes a
+trained encoder first; `make_method` builds either); calling it with (tracks, model, key) returns the
+Posterior of every field of the tracks.
+
+Examples:
+    >>> from lagda.assimilation import METHODS
+    >>> sorted(METHODS)
+    ['embed', 'enkf', 'hybrid', 'linear', 'retrieve', 'sample', 'var']
+    >>> METHODS["linear"].Config.__name__, METHODS["embed"].learned
+    ('LinearConfig', True)
+    >>> METHODS["var"](iterations=10).config.iterations
+    10
+"""
 
 
-def check_options(name: str, options: dict | None = None) -> None:
-    """Checks that `name` is a method and `options` are settings it takes (the checks of `make_method`).
+def method_config(name: str, options: MethodConfig | dict | None = None) -> tuple[MethodConfig, list[str]]:
+    """Returns the validated config of method `name` and the notes on deprecated option names.
 
-    Raises:
-        ValueError: for an unknown method or option, or a bad value.
+    Parameters
+    ----------
+    name : str
+        A key of `METHODS`.
+    options : MethodConfig or dict or None
+        The method's settings: its own config (`METHODS[name].Config`, exactly that class), or a dict of that
+        config's field names (the deprecated names of CHANGELOG.md are accepted with a note), or None for the
+        defaults.
+
+    Returns
+    -------
+    config : MethodConfig
+        An instance of `METHODS[name].Config`, validated.
+    notes : list of str
+        One line per deprecated option name used.
+
+    Raises
+    ------
+    ValueError
+        One line for an unknown method, an unknown option (listing the valid ones), a bad value, or another
+        method's config.
+
+    Examples
+    --------
+    >>> from lagda.assimilation.methods.config import LinearConfig
+    >>> method_config("linear", {"members": 16})[0].members
+    16
+    >>> method_config("var", LinearConfig())
+    Traceback (most recent call last):
+    ...
+    ValueError: method var takes a VarConfig, got a LinearConfig
     """
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}")
-    configure(name, METHODS[name].Config, dict(options or {}))
-
-
-def make_method(name: str, options: dict | None = None, run_dir=None, encoder=None) -> Method:
-    """Returns the method `name` with `options`, a learned one (or sample with start "learned") with the encoder given
-    or restored from `run_dir`.
-
-    Raises:
-        ValueError: for an unknown method or option, or a learned method (or sample's start "learned") without an
-            encoder or run.
-    """
-    check_options(name, options)
     cls = METHODS[name]
-    config, notes = configure(name, cls.Config, dict(options or {}))  # checked before any run is restored
+    if isinstance(options, MethodConfig):
+        if type(options) is not cls.Config:  # exactly: HybridConfig is also a LinearConfig
+            raise ValueError(f"method {name} takes a {cls.Config.__name__}, got a {type(options).__name__}")
+        return options.validate(), []
+    return configure(name, cls.Config, dict(options or {}))
+
+
+def check_options(name: str, options: MethodConfig | dict | None = None) -> None:
+    """Checks that `name` is a method and `options` settings it takes, before any file is read or run restored.
+
+    Parameters
+    ----------
+    name : str
+        A key of `METHODS`.
+    options : MethodConfig or dict or None
+        As `method_config` takes them.
+
+    Raises
+    ------
+    ValueError
+        As `method_config`.
+
+    Examples
+    --------
+    >>> check_options("linear", {"members": 16})
+    >>> check_options("linear", {"top_k": 4})
+    Traceback (most recent call last):
+    ...
+    ValueError: option top_k does not apply to method linear; valid: ...
+    """
+    method_config(name, options)
+
+
+def make_method(name: str, options: MethodConfig | dict | None = None, run_dir=None, encoder=None) -> Method:
+    """Returns the method `name` with its settings; a learned one (or sample started from an encoder) with the
+    encoder given or restored from `run_dir`.
+
+    Parameters
+    ----------
+    name : str
+        A key of `METHODS`.
+    options : MethodConfig or dict or None
+        The method's settings, as `method_config` takes them; the notes on deprecated names are the method's
+        `notes`.
+    run_dir : str or path-like, optional
+        A trained run (lagda train), restored for a learned method or sample's starts "learned" and "hybrid".
+    encoder : lagda.assimilation.methods.learned.Scorer, optional
+        A trained encoder to use instead of `run_dir`'s.
+
+    Returns
+    -------
+    Method
+        Ready to be called as `method(tracks, model, key)`.
+
+    Raises
+    ------
+    ValueError
+        For an unknown method or option, a bad value, another method's config, or a learned method (or
+        sample's start "learned") without an encoder or run.
+
+    Examples
+    --------
+    >>> method = make_method("enkf", {"members": 8})
+    >>> method.name, method.config.members, method.notes
+    ('enkf', 8, ())
+    """
+    config, notes = method_config(name, options)  # checked before any run is restored
+    cls = METHODS[name]
     if cls is Sample and config.start in ENCODER_STARTS:  # the starts of an unlearned method that read an encoder
         method = (Sample.from_run(run_dir, config) if encoder is None and run_dir is not None
                   else Sample(config, encoder=encoder))  # with neither: ValueError(LEARNED_START)

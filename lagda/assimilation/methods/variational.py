@@ -350,9 +350,9 @@ def evidence_sigma(x, obs: Observations, model: FlowModel, floor: float, prior=N
     sensitivity run, so the tracks are linear data y - z(x) + A x = A x' + e under the prior, and sigma
     is the posterior median of the noise std on them under a uniform prior (linear_gaussian.noise_quantiles,
     with its 5% and 95% quantiles): the third differences cannot give it on sparse tracks (their
-    truncation error dominates the noise), and the evidence's maximum fell to the floor on 5 of 16
-    K = 49 flows of 4 sparse drifters (80 positions, 98 coefficients: the evidence is flat below the
-    weakest signal direction), which cost those fits up to 1.6x the field error of the true noise's.
+    truncation error dominates the noise), and the evidence's maximum can fall to the floor when the
+    positions are few against the coefficients (the evidence is flat below the weakest signal direction),
+    where the fit is worse than at the true noise.
     """
     mean, var = (np.zeros(2 * model.n_modes), model.prior_var) if prior is None else prior
     # at sigma 1 the data rows of r and dr/dx are z(x) - y and A where observed (mask 1)

@@ -1,0 +1,56 @@
+"""`assimilate_file`'s contract in Python: one config object for the method's settings, checked before the track
+file is read; each refusal one ValueError line."""
+
+import dataclasses
+import types
+
+import pytest
+
+from lagda.assimilation.assimilate import AssimilationSummary, assimilate_file
+from lagda.assimilation.methods.config import HybridConfig, LinearConfig, VarConfig
+from lagda.assimilation.methods.registry import METHODS, method_config
+
+
+def test_another_method_s_config_is_refused_before_the_file_is_read(tmp_path):
+    missing = tmp_path / "missing.nc"  # not read: the config is checked first
+    with pytest.raises(ValueError, match="^method var takes a VarConfig, got a LinearConfig$"):
+        assimilate_file(missing, tmp_path / "r.nc", "var", LinearConfig())
+    with pytest.raises(ValueError, match="^method linear takes a LinearConfig, got a HybridConfig$"):
+        assimilate_file(missing, tmp_path / "r.nc", "linear", HybridConfig())  # a subclass is another method's
+    with pytest.raises(ValueError, match="option top_k does not apply to method linear"):
+        assimilate_file(missing, tmp_path / "r.nc", "linear", {"top_k": 3})
+    assert not (tmp_path / "r.nc").exists()
+
+
+def test_a_config_and_its_dict_give_the_same_settings():
+    assert method_config("var", {"iterations": 7})[0] == VarConfig(iterations=7)
+    assert method_config("var", VarConfig(iterations=7)) == (VarConfig(iterations=7), [])
+    config, notes = method_config("var", {"var_iterations": 7})  # a deprecated name: the same field, a note
+    assert config == VarConfig(iterations=7) and notes == ["option var_iterations is deprecated (removed in the next "
+                                                           "release): use iterations"]
+
+
+def test_an_existing_output_is_refused_in_one_line(tmp_path):
+    out = tmp_path / "r.nc"
+    out.write_bytes(b"kept")
+    with pytest.raises(ValueError, match=r"exists; pass --overwrite \(overwrite=True in Python\) to replace it$"):
+        assimilate_file(tmp_path / "missing.nc", out, "linear")
+    assert out.read_bytes() == b"kept"
+
+
+def test_a_method_without_a_chosen_basis_refuses_a_model_with_one():
+    """Method.__call__ checks what assimilate_file checks early: the same line."""
+    model = types.SimpleNamespace(time=object())  # a chosen basis: the model has a time basis
+    with pytest.raises(ValueError, match="^embed compares tracks with a trained model's flows, which have no time "
+                                         "basis: use linear, var, enkf or sample with a chosen basis$"):
+        METHODS["embed"](object())(None, model)
+    METHODS["linear"].check_basis(True)  # linear works in a chosen basis: no error
+
+
+def test_the_summary_is_typed():
+    names = [field.name for field in dataclasses.fields(AssimilationSummary)]
+    assert names == ["method", "fields", "seconds", "notes", "warnings", "diagnostics", "scores", "projection_note"]
+    summary = AssimilationSummary("linear", 2, 1.5, ("a note",), (), "linear: ...")
+    assert summary.scores == {} and summary.projection_note is None
+    with pytest.raises(TypeError):
+        summary["fields"]  # no dict access: the fields are attributes
