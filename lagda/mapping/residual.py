@@ -122,7 +122,7 @@ def predict(x, y, xs, hyper: Hyper, centre: bool = True) -> tuple[np.ndarray, np
     Example:
         >>> x = np.array([[0.0, 0.0, 0.0]])
         >>> mean, std = predict(x, np.array([1.0]), x, Hyper(ell_km=10.0, tau_days=1.0, s2=1.0, n2=1.0), centre=False)
-        >>> float(mean[0]), round(float(std[0]) ** 2, 6)  # one observation: s2 / (s2 + n2) of it, variance halved
+        >>> round(float(mean[0]), 12), round(float(std[0]) ** 2, 12)  # one observation: s2 / (s2 + n2) of it
         (0.5, 0.5)
     """
     gp = Predictor(x, y, hyper, centre)
