@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lagda.mapping.residual import Hyper, fit, kernel, local_km, neg_log_likelihood, predict
+from lagda.mapping.residual import Hyper, Predictor, fit, kernel, local_km, neg_log_likelihood, predict
 
 
 @pytest.mark.parametrize("centre", [True, False])
@@ -56,3 +56,14 @@ def test_local_km_is_true_along_parallels_and_meridian():
     assert x[0] == 0.0 and y[0] == 0.0
     assert y[1] == pytest.approx(6371.0088 * np.pi / 180, rel=1e-12)
     assert x[1] == pytest.approx(6371.0088 * np.pi / 180 * np.cos(np.deg2rad(61.0)), rel=1e-12)
+
+
+def test_predictions_on_a_lattice_of_days_are_the_pointwise_ones():
+    rng = np.random.default_rng(5)
+    x = np.stack([rng.uniform(0, 200, 60), rng.uniform(0, 200, 60), rng.uniform(0, 10, 60)], -1)
+    y = rng.standard_normal((60, 2)) * 0.05
+    gp = Predictor(x, y, Hyper(ell_km=40.0, tau_days=3.0, s2=0.003, n2=1e-4), centre=False)
+    xy, days = rng.uniform(0, 200, (7, 2)), np.array([0.5, 4.0, 9.0])
+    points = np.concatenate([np.column_stack([xy, np.full(len(xy), d)]) for d in days])
+    np.testing.assert_allclose(gp.mean_on(xy, days), gp.mean(points).reshape(3, 7, 2), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(gp.std_on(xy, days), gp.std(points).reshape(3, 7), rtol=1e-10)

@@ -256,12 +256,11 @@ def _local_on_grid(gp, tile: Tile, grid: Grid) -> tuple[np.ndarray, np.ndarray, 
 
     days, rows, cols = grid.window(tile)
     lon2, lat2 = np.meshgrid(tile.relative_lon(grid.lon[cols]), grid.lat[rows])
-    x, y = local_km(lon2, lat2, tile.centre)
+    xy = np.stack(local_km(lon2, lat2, tile.centre), axis=-1)  # (lat, lon, 2) km
     day = (grid.days[days] - tile.start_s) / DAY_S
-    shape = (len(day), *x.shape)
-    cells = lambda d, ix=np.s_[:, :]: np.stack([x[ix].ravel(), y[ix].ravel(), np.full(x[ix].size, d)], axis=-1)
-    mean = np.stack([gp.mean(cells(d)) for d in day]).reshape(*shape, 2)
+    shape = (len(day), *lon2.shape)
+    mean = gp.mean_on(xy.reshape(-1, 2), day).reshape(*shape, 2)
     sub_d, sub_y, sub_x = (_lattice(n) for n in shape)
-    var = np.stack([gp.std(cells(day[d], np.ix_(sub_y, sub_x))) ** 2 for d in sub_d])
+    var = gp.std_on(xy[np.ix_(sub_y, sub_x)].reshape(-1, 2), day[sub_d]) ** 2
     var = _interpolate(var.reshape(len(sub_d), len(sub_y), len(sub_x)), (sub_d, sub_y, sub_x), shape)
     return mean[..., 0], mean[..., 1], var

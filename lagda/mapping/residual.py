@@ -116,6 +116,35 @@ class Predictor:
         return np.sqrt(np.maximum(self.hyper.s2 - (w**2).sum(0), 0.0))
 
 
+    def _factors(self, xy, days) -> tuple[np.ndarray, np.ndarray]:
+        """Returns the kernel's spatial factor `(m, n)` at points xy `(m, 2)` km and its time factor `(day, n)`."""
+        from scipy.spatial.distance import cdist
+
+        space = np.exp(-0.5 * cdist(xy, self.x[:, :2], "sqeuclidean") / self.hyper.ell_km**2)
+        time = np.exp(-0.5 * np.subtract.outer(np.asarray(days, np.float64), self.x[:, 2]) ** 2
+                      / self.hyper.tau_days**2)
+        return space, time
+
+    def mean_on(self, xy, days) -> np.ndarray:
+        """Returns the posterior mean `(day, m)` (or `(day, m, c)`) at points xy `(m, 2)` km on each of `days`
+        `(day,)`: `mean` of every (point, day), one product with the kernel's spatial factor per value set."""
+        space, time = self._factors(xy, days)
+        alpha = self.alpha.reshape(len(self.x), -1)
+        out = np.stack([(space @ (time * a).T).T for a in alpha.T], axis=-1) * self.hyper.s2 + self.offset
+        return out.reshape(len(time), len(xy), *self.alpha.shape[1:])
+
+    def std_on(self, xy, days) -> np.ndarray:
+        """Returns the latent posterior std `(day, m)` at points xy `(m, 2)` km on each of `days` `(day,)`."""
+        from scipy.linalg import solve_triangular
+
+        space, time = self._factors(xy, days)
+        out = np.empty((len(time), len(xy)))
+        for d, row in enumerate(time):
+            w = solve_triangular(self.factor[0], (self.hyper.s2 * space * row).T, lower=True)
+            out[d] = np.sqrt(np.maximum(self.hyper.s2 - (w**2).sum(0), 0.0))
+        return out
+
+
 def predict(x, y, xs, hyper: Hyper, centre: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Returns (posterior mean `(m,)`, latent std `(m,)`) at points xs `(m, 3)` from data x `(n, 3)`, y `(n,)`.
 
