@@ -83,12 +83,14 @@ def test_assimilation_layer_of_a_module():
 
 
 def test_assimilate_file_opens_the_track_file_once(tmp_path, monkeypatch):
+    """Two fields: a file opened again per field would be opened twice."""
     import netCDF4
 
     from lagda.assimilation.assimilate import assimilate_file
-    from lagda.demo import shipped
+    from lagda.testing import make_twin, write_twin_tracks
 
-    path, opened, real = str(shipped("example_tracks.nc")), [], netCDF4.Dataset
+    path, opened, real = str(tmp_path / "tracks.nc"), [], netCDF4.Dataset
+    write_twin_tracks(make_twin(n_field=2, n_drifter=1, n_obs=10, stride=6, seed=2), path)
 
     class Counting(type):  # a stand-in class whose calls return real Datasets: instances of a Python subclass of
         def __call__(cls, filename, *args, **kwargs):  # the extension type are freed by the cyclic GC, which

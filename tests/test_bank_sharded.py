@@ -2,7 +2,7 @@
 
 One subprocess with 2 forced host devices (scan_bank_sharded against scan_bank on the same
 inputs), and 2 processes under jax.distributed on localhost (gloo collectives on CPU, one
-device each: the mesh spans both processes) against the single-process answer.
+device each: the mesh spans both processes) against the one-device answer of the first.
 """
 
 import os
@@ -13,6 +13,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -74,24 +75,30 @@ def _assert_same(a: dict, b: dict, prefix_b: str = "") -> None:
             np.testing.assert_allclose(a[f"{name}_{i}"], b[f"{prefix_b}{name}_{i}"], rtol=1e-4, atol=1e-6)
 
 
-def test_bank_over_two_devices_equals_one_device(tmp_path):
-    out = tmp_path / "two.npz"
+@pytest.fixture(scope="module")
+def two_devices(tmp_path_factory) -> dict:
+    """The TWO_DEVICES child's answers: 2 devices (`NAME_I`), and one device on the same inputs (`one_NAME_I`)."""
+    out = tmp_path_factory.mktemp("two_devices") / "two.npz"
     _wait(_run(TWO_DEVICES.format(out=str(out)),
                {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}))
-    res = dict(np.load(out))
-    _assert_same(res, res, prefix_b="one_")
-    assert res["prior_0"].shape == (3, 5, 9)
+    return dict(np.load(out))
 
 
-def test_bank_over_two_processes_equals_one_process(tmp_path):
+def test_bank_over_two_devices_equals_one_device(two_devices):
+    _assert_same(two_devices, two_devices, prefix_b="one_")
+    assert two_devices["prior_0"].shape == (3, 5, 9)
+
+
+def test_bank_over_two_processes_equals_one_process(tmp_path, two_devices):
+    """Against the one-device answer of the TWO_DEVICES child: one process's answer (the bank over a mesh of one
+    device), without a third process to start."""
     with socket.socket() as s:  # a free loopback port for the coordinator
         s.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{s.getsockname()[1]}"
     procs = [_run(PROCESS.format(address=address, n=2, pid=i, out=str(tmp_path / f"p{i}.npz")), {})
              for i in range(2)]
-    single = _run(COMMON.format() + f"    np.savez({str(tmp_path / 'single.npz')!r}, **out)\n", {})
-    for proc in (*procs, single):
+    for proc in procs:
         _wait(proc)
-    reference = dict(np.load(tmp_path / "single.npz"))
+    reference = {name.removeprefix("one_"): a for name, a in two_devices.items() if name.startswith("one_")}
     for i in range(2):  # every process holds the whole answer
         _assert_same(reference, dict(np.load(tmp_path / f"p{i}.npz")))

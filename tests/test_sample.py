@@ -198,14 +198,14 @@ def test_in_a_chosen_basis_the_posterior_of_a_uniform_current_is_the_closed_form
     """A chosen basis (--basis) with a time basis: its uniform current of Legendre degrees 0-2 moves every point
     alike, so a drifter's positions are linear in x, y = z0 + A x + noise, with A the integrals of the Legendre
     factors (RK4 is Simpson's rule for a velocity that does not depend on the position: exact for these
-    quadratics). assimilate_sample's mean and covariance from the prior, through the time basis's RK4 misfit,
-    match that closed-form posterior within their Monte Carlo error."""
+    quadratics at any step, so one step per observation serves). assimilate_sample's mean and covariance from the
+    prior, through the time basis's RK4 misfit, match that closed-form posterior within their Monte Carlo error."""
     from numpy.polynomial import legendre
 
     from lagda.assimilation.model import FlowModel
     from simulate.flow import in_time
 
-    length, dt, stride, n_obs, s, degree = 0.1, 1e-3, 10, 10, 0.02, 2
+    length, dt, stride, n_obs, s, degree = 0.1, 1e-2, 1, 10, 0.02, 2
     k1, k2, omega, time_basis = in_time([0], [0], [0.0], degree, 0.0, length, np.array([True]))
     model = FlowModel(k1, k2, omega, np.full(degree + 1, 3.0), dt, time_basis)
     times = dt * stride * np.arange(1, n_obs + 1)

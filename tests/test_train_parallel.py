@@ -40,8 +40,10 @@ def _train_on(devices: int, tmp_path) -> np.ndarray:
     return np.load(out)
 
 
-def test_two_devices_train_like_one(tmp_path):
-    one, two = _train_on(1, tmp_path), _train_on(2, tmp_path)
+def test_two_devices_train_like_one(tmp_path, one_device_losses):
+    """The 2-device run against the session's one-device run of the same script (conftest.one_device_losses)."""
+    two = _train_on(2, tmp_path)
+    one = one_device_losses()
     assert one.shape == two.shape == (3,)
     assert one[-1] < one[0]  # it trained
     np.testing.assert_allclose(two, one, rtol=1e-5)  # measured: agree to ~1e-7
