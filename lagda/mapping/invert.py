@@ -26,7 +26,7 @@ MIN_SEGMENTS = 2  # a tile with fewer drifter segments is not inverted (too litt
 STD_EVERY = 2  # the predictive std is computed on every STD_EVERY-th cell and day, and interpolated between
 LOCAL_CHUNK_S = 6 * 3600.0  # the drifter velocities of the local fit: displacements over chunks of this length
 LOCAL_MAX_POINTS = 1200  # at most this many velocities per tile (longer chunks beyond)
-LOCAL_FIT_POINTS = 300  # the hyperparameters are fitted on at most this many of them
+LOCAL_FIT_POINTS = 150  # the hyperparameters are fitted on at most this many of them (a fit costs its cube)
 MIN_LOCAL_POINTS = 10
 
 
