@@ -766,8 +766,8 @@ def _add_demo_parser(subparsers) -> None:
     p.add_argument("--methods", nargs="+", default=["linear", "embed", "hybrid"],
                    choices=list(ASSIM_METHODS), help="assimilation methods to compare")
     p.add_argument("--full", action="store_true",
-                   help="from scratch: simulate the small data, train the cpu preset, evaluate, assimilate (~4 min on "
-                        "2 cores)")
+                   help="from scratch: simulate the small data, train the cpu preset, evaluate, assimilate (a few "
+                        "minutes on a CPU)")
     p.set_defaults(run=_run_demo)
 
 
