@@ -28,6 +28,9 @@ LOCAL_CHUNK_S = 6 * 3600.0  # the drifter velocities of the local fit: displacem
 LOCAL_MAX_POINTS = 1200  # at most this many velocities per tile (longer chunks beyond)
 LOCAL_FIT_POINTS = 150  # the hyperparameters are fitted on at most this many of them (a fit costs its cube)
 MIN_LOCAL_POINTS = 10
+NOISE_FLOOR_M_S = 0.01  # the local fit's noise std at least this: tiny noise on dense tracks is ill-conditioned
+LOCAL_REACH = 2.0  # a local correction over this many times the residuals' 99th percentile is rejected
+OUTLIER_SIGMAS = 5.0  # chunk velocities whose residual is further than this many robust stds are left out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,28 +98,38 @@ def invert_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int,
     field = _on_grid(mean, cov, model, mapping, tile, grid)
     info.update(chosen)
     local = _local_fit(fixes, segments, mean, model, mapping, tile, k_max) if local_gp else None
-    if local is None:  # the velocity the basis leaves out: the error model's std alone
-        var_u = field.pop("var_u") + (rep_std * field["fu"]) ** 2
-        var_v = field.pop("var_v") + (rep_std * field["fv"]) ** 2
+    if local is None:
         if local_gp:
             info["local_gp"] = f"fewer than {MIN_LOCAL_POINTS} drifter velocities: not fitted"
-    else:
-        gp, hyper, points, spread = local
-        du, dv, var_local = _local_on_grid(gp, tile, grid)
-        field["u"], field["v"] = field["u"] + du, field["v"] + dv
-        # near a drifter the local fit corrects the basis field's error too: its variance shrinks by the same
-        # fraction as the residual's. Away from the drifters the velocity the basis leaves out is larger than its
-        # residual at them (where the basis fit absorbed part of it): its variance there is the spread of the
-        # drifters' velocities, entering with the square of that fraction so that it is gone near a drifter
-        remaining = var_local / hyper.s2
-        far = remaining**2 * max(spread - hyper.s2, 0.0)
-        var_u = field.pop("var_u") * remaining + var_local + far
-        var_v = field.pop("var_v") * remaining + var_local + far
-        info["local_gp"] = {"velocities": points, "ell_km": hyper.ell_km, "tau_days": hyper.tau_days,
-                            "std_m_s": float(np.sqrt(hyper.s2)), "noise_m_s": float(np.sqrt(hyper.n2)),
-                            "spread_m_s": float(np.sqrt(spread))}
+        return _finish(field, rep_std, info)
+    gp, hyper, points, spread, largest, outliers = local
+    du, dv, var_local = _local_on_grid(gp, tile, grid)
+    reach = float(max(np.abs(du).max(), np.abs(dv).max()))
+    if reach > LOCAL_REACH * largest:  # an ill-posed fit rings between its data: the tile keeps its basis field
+        info["local_gp"] = (f"rejected: its correction reached {reach:.3g} m/s, over {LOCAL_REACH:g}x the "
+                            f"residuals' 99th percentile ({largest:.3g} m/s)")
+        return _finish(field, rep_std, info)
+    field["u"], field["v"] = field["u"] + du, field["v"] + dv
+    # near a drifter the local fit corrects the basis field's error too: its variance shrinks by the same
+    # fraction as the residual's. Away from the drifters the velocity the basis leaves out is larger than its
+    # residual at them (where the basis fit absorbed part of it): its variance there is the spread of the
+    # drifters' velocities, entering with the square of that fraction so that it is gone near a drifter
+    remaining = var_local / hyper.s2
+    far = remaining**2 * max(spread - hyper.s2, 0.0)
+    var_u = field.pop("var_u") * remaining + var_local + far
+    var_v = field.pop("var_v") * remaining + var_local + far
+    info["local_gp"] = {"velocities": points, "ell_km": hyper.ell_km, "tau_days": hyper.tau_days,
+                        "std_m_s": float(np.sqrt(hyper.s2)), "noise_m_s": float(np.sqrt(hyper.n2)),
+                        "spread_m_s": float(np.sqrt(spread)), "outliers": outliers}
     return {"u": field["u"], "v": field["v"], "u_std": np.sqrt(var_u).astype(np.float32),
             "v_std": np.sqrt(var_v).astype(np.float32), "info": info}
+
+
+def _finish(field: dict, rep_std: float, info: dict) -> dict:
+    """Returns the tile's piece without the local GP: the velocity the basis leaves out is the error model's std."""
+    return {"u": field["u"], "v": field["v"], "info": info,
+            "u_std": np.sqrt(field["var_u"] + (rep_std * field["fu"]) ** 2).astype(np.float32),
+            "v_std": np.sqrt(field["var_v"] + (rep_std * field["fv"]) ** 2).astype(np.float32)}
 
 
 def _posterior(tracks, k_max: float, degree: int):
@@ -237,17 +250,27 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
                        time)  # (n, 2, 2K)
     fu, fv = mapping.velocity_factors(lat)
     residual = velocity - (g @ mean) * np.stack([fu, fv], axis=-1)
+    # a fix the spike rule let through makes a chunk velocity far off: left out beyond OUTLIER_SIGMAS robust stds
+    off = np.abs(residual - np.median(residual, axis=0))
+    inlier = np.all(off <= OUTLIER_SIGMAS * np.maximum(1.4826 * np.median(off, axis=0), 1e-3), axis=1)
+    lon, lat, seconds = lon[inlier], lat[inlier], seconds[inlier]
+    residual, velocity = residual[inlier], velocity[inlier]
+    if len(lon) < MIN_LOCAL_POINTS:
+        return None
     x, y = local_km(lon, lat, tile.centre)
     points = np.stack([x, y, (seconds - tile.start_s) / DAY_S], axis=-1)
     pick = np.random.default_rng(0).permutation(len(points))[:LOCAL_FIT_POINTS]
     side_km = np.deg2rad(tile.box[3] - tile.box[2]) * 6371.0088
     window_days = (tile.end_s - tile.start_s) / DAY_S
-    spread = float(np.mean(residual**2))
-    bounds = ((10.0, max(0.5 * side_km / k_max, 11.0)), (0.25, window_days), (1e-6, 1.0), (1e-6, 0.25))
+    power = float(np.mean(residual**2))
+    # the variance at most a few times the residual's: a longer trend is the basis's, not a reason to inflate it
+    bounds = ((10.0, max(0.5 * side_km / k_max, 11.0)), (0.25, window_days / 3), (1e-6, max(4.0 * power, 2e-6)),
+              (NOISE_FLOOR_M_S**2, 0.25))
     hyper = fit([(points[pick], residual[pick, 0]), (points[pick], residual[pick, 1])],
-                start=(30.0, 3.0, spread, 0.1 * spread), bounds=bounds, centre=False, maxiter=50)
+                start=(30.0, 3.0, power, 0.1 * power), bounds=bounds, centre=False, maxiter=50)
     spread = float(np.mean((velocity - velocity.mean(axis=0)) ** 2))
-    return Predictor(points, residual, hyper, centre=False), hyper, len(points), spread
+    return (Predictor(points, residual, hyper, centre=False), hyper, len(points), spread,
+            float(np.percentile(np.abs(residual), 99)), int((~inlier).sum()))
 
 
 def _local_on_grid(gp, tile: Tile, grid: Grid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -374,18 +374,22 @@ def _blend_block(partial, tiles, grid: Grid, lo: int, hi: int) -> np.ndarray:
 
 
 def local_gp_summary(infos: list[dict]) -> str:
-    """Returns one line on the tiles' local Gaussian processes (how many, their fitted scales), "" when none ran."""
+    """Returns one line on the tiles' local Gaussian processes (how many, their fitted scales, how many were not
+    fitted or rejected), "" when none ran."""
     fitted = [i["local_gp"] for i in infos if isinstance(i.get("local_gp"), dict)]
-    unfitted = sum(isinstance(i.get("local_gp"), str) for i in infos)
-    if not fitted and not unfitted:
+    said = [i["local_gp"] for i in infos if isinstance(i.get("local_gp"), str)]
+    rejected = sum(s.startswith("rejected") for s in said)
+    if not fitted and not said:
         return ""
+    others = f"{len(said) - rejected} with too few drifter velocities, {rejected} rejected (a correction over " \
+             "twice the residuals' 99th percentile: the basis field kept)"
     if not fitted:
-        return f"local GP: not fitted in any of {unfitted} tiles (too few drifter velocities)"
+        return f"local GP in no tile ({others})"
     q = lambda key: np.percentile([f[key] for f in fitted], [10, 50, 90])
     ell, tau, std = q("ell_km"), q("tau_days"), q("std_m_s")
-    return (f"local GP in {len(fitted)} tiles ({unfitted} with too few drifter velocities): length scale "
-            f"{ell[1]:.0f} km ({ell[0]:.0f}-{ell[2]:.0f}, 10-90%), time scale {tau[1]:.1f} days "
-            f"({tau[0]:.1f}-{tau[2]:.1f}), std {std[1]:.3f} m/s ({std[0]:.3f}-{std[2]:.3f})")
+    return (f"local GP in {len(fitted)} tiles ({others}): length scale {ell[1]:.0f} km ({ell[0]:.0f}-{ell[2]:.0f}, "
+            f"10-90%), time scale {tau[1]:.1f} days ({tau[0]:.1f}-{tau[2]:.1f}), std {std[1]:.3f} m/s "
+            f"({std[0]:.3f}-{std[2]:.3f})")
 
 
 def _fix_counts(fixes: Fixes, grid: Grid, settings: MapSettings, lo: int, hi: int) -> np.ndarray:
