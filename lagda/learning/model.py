@@ -249,10 +249,8 @@ def load_run(run_dir):
 
     Raises
     ------
-    FileNotFoundError
-        If `run_dir`, its config.json / dataset.json or its checkpoints are missing.
-    ValueError
-        If they are corrupted or do not match.
+    FileNotFoundError, ValueError
+        As `load_trained`.
 
     Examples
     --------

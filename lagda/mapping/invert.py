@@ -236,7 +236,7 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
     them), its length scale bounded by half the basis's shortest wavelength (the box's side over k_max): the scales
     the basis resolves are the basis's.
     """
-    from lagda.mapping.residual import Predictor, fit, local_km
+    from lagda.mapping.residual import EARTH_RADIUS_KM, Predictor, fit, local_km
     from simulate.flow import velocity_basis
 
     lon, lat, seconds, velocity = _chunk_velocities(fixes, segments, LOCAL_CHUNK_S)
@@ -260,7 +260,7 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
     x, y = local_km(lon, lat, tile.centre)
     points = np.stack([x, y, (seconds - tile.start_s) / DAY_S], axis=-1)
     pick = np.random.default_rng(0).permutation(len(points))[:LOCAL_FIT_POINTS]
-    side_km = np.deg2rad(tile.box[3] - tile.box[2]) * 6371.0088
+    side_km = np.deg2rad(tile.box[3] - tile.box[2]) * EARTH_RADIUS_KM
     window_days = (tile.end_s - tile.start_s) / DAY_S
     power = float(np.mean(residual**2))
     # the variance at most a few times the residual's: a longer trend is the basis's, not a reason to inflate it
