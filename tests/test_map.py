@@ -12,7 +12,7 @@ import pytest
 import xarray as xr
 
 from lagda.io.physical import EARTH_RADIUS_M, parse_time
-from lagda.mapping.run import MapSettings, map_archive
+from lagda.mapping.run import MapSettings, local_cluster, map_archive
 from lagda.mapping.tiles import tile_layout
 
 START = "2025-01-01T00:00:00Z"
@@ -57,6 +57,15 @@ def uniform(tmp_path_factory):
     out = folder / "map.nc"
     summary = map_archive(archive, out, settings(-40.0, 30.0), workers=2, progress=False, say=lambda _: None)
     return archive, settings(-40.0, 30.0), out, summary
+
+
+def test_local_cluster_workers_keep_the_adaptive_malloc_threshold():
+    """Dask's default MALLOC_TRIM_THRESHOLD_ (a fixed mmap threshold: page faults on every matrix) is not set."""
+    from dask.distributed import Client
+
+    with local_cluster(1) as cluster, Client(cluster) as client:
+        assert list(client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_")).values()) == [None]
+        assert list(client.run(lambda: os.environ.get("OPENBLAS_NUM_THREADS")).values()) == ["1"]
 
 
 def test_uniform_current_is_recovered_on_every_tile_without_seams(uniform):

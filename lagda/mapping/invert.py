@@ -154,8 +154,10 @@ def _on_grid(mean, cov, model, mapping, tile: Tile, grid: Grid) -> dict:
     """Returns u, v `(day, lat, lon)` m/s on the tile's cells of `grid`, the variance of the field in the basis
     var_u, var_v `(day, lat, lon)` (m/s)^2, and fu, fv `(lat, lon)`, m/s per model velocity unit.
 
-    The basis has no frequencies (omega = 0): its velocity at (z, t) is the spatial part at z, evaluated once, times
-    each mode's Legendre factor at t, so every day costs one matrix product.
+    The basis has no frequencies (omega = 0): a mode's velocity at (z, t) is its spatial part at z times the
+    Legendre polynomial L_p(t) of its degree p. So the velocity is sum_p L_p(t) w_p with one w_p per degree, and
+    the variance sum_pq L_p(t) L_q(t) diag(G_p C_pq G_q^T) with G_p the spatial part of degree p's modes: the
+    matrix products are made once, not once a day.
     """
     from simulate.flow import temporal_factor, velocity_basis
 
@@ -167,21 +169,23 @@ def _on_grid(mean, cov, model, mapping, tile: Tile, grid: Grid) -> dict:
     shape = (len(seconds), len(lat), len(lon))
     k1, k2, omega, time = model.modes
     assert not np.any(omega), "a chosen basis has no frequencies"
+    n_degrees = time.select.shape[-1]
+    legendre = lambda s: temporal_factor(mapping.time_to_model(s), time._replace(select=np.eye(n_degrees)), np)
+    by_degree = [np.flatnonzero(np.tile(time.degree, 2) == p) for p in range(n_degrees)]
     # at the window's end every Legendre polynomial is 1: the spatial part alone
     space = velocity_basis(points, time.start + time.length, k1, k2, omega, time).reshape(-1, 2 * len(k1))
-    factor = lambda s: np.tile(temporal_factor(mapping.time_to_model(s), time, np), 2)  # (2K,)
-    u, v = np.empty(shape, np.float32), np.empty(shape, np.float32)
-    for d, s in enumerate(seconds):
-        w = (space @ (factor(s) * mean)).reshape(len(lat), len(lon), 2)
-        u[d], v[d] = w[..., 0] * fu, w[..., 1] * fv
+    per_degree = np.stack([space[:, i] @ mean[i] for i in by_degree], axis=-1)  # (cell x 2, degree)
+    w = (legendre(seconds) @ per_degree.T).reshape(*shape, 2)
+    u, v = (w[..., 0] * fu).astype(np.float32), (w[..., 1] * fv).astype(np.float32)
     # the std varies on the basis's scales: computed on a coarser lattice, then interpolated
     sub_d, sub_y, sub_x = (_lattice(n) for n in shape)
     sub = space.reshape(len(lat), len(lon), 2, -1)[np.ix_(sub_y, sub_x)].reshape(-1, space.shape[-1])
-    var = np.empty((len(sub_d), len(sub_y), len(sub_x), 2))
-    for i, d in enumerate(sub_d):
-        f = factor(seconds[d])
-        scaled = sub * f  # G F, so that var = diag(G F C F G^T)
-        var[i] = np.einsum("nk,nk->n", scaled @ cov, scaled).reshape(len(sub_y), len(sub_x), 2)
+    cross = np.empty((n_degrees, n_degrees, len(sub)))
+    for p, i in enumerate(by_degree):
+        for q, j in enumerate(by_degree[p:], start=p):
+            cross[p, q] = cross[q, p] = np.einsum("nk,nk->n", sub[:, i] @ cov[np.ix_(i, j)], sub[:, j])
+    factors = legendre(seconds[sub_d])  # (sub day, degree)
+    var = np.einsum("tp,tq,pqn->tn", factors, factors, cross).reshape(len(sub_d), len(sub_y), len(sub_x), 2)
     var = _interpolate(np.maximum(var, 0.0), (sub_d, sub_y, sub_x), shape)
     return {"u": u, "v": v, "var_u": var[..., 0] * fu**2, "var_v": var[..., 1] * fv**2, "fu": fu, "fv": fv}
 

@@ -276,13 +276,10 @@ def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, 
     """Runs the pending tiles on Dask and saves each piece as it finishes."""
     if not pending:
         return
-    from dask.distributed import Client, LocalCluster, as_completed
+    from dask.distributed import Client, as_completed
     from tqdm import tqdm
 
-    cluster = None
-    if scheduler is None:
-        cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=40)
+    cluster = local_cluster(workers) if scheduler is None else None
     with Client(scheduler or cluster) as client:
         # a bounded number of tiles in flight: the client holds the fixes of those tiles only
         limit = 2 * max(1, len(client.scheduler_info().get("workers", {})))
@@ -309,6 +306,21 @@ def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, 
         bar.close()
     if cluster is not None:
         cluster.close()
+
+
+def local_cluster(workers: int | None):
+    """Returns a dask.distributed.LocalCluster of `workers` single-threaded worker processes (default: the CPUs).
+
+    Dask starts its workers with MALLOC_TRIM_THRESHOLD_=65536, which turns glibc's adaptive mmap threshold off:
+    every matrix a tile allocates is then mapped and unmapped afresh, and the page faults make a tile about 1.6x
+    slower. These workers start without it.
+    """
+    import dask
+    from dask.distributed import LocalCluster
+
+    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+        return LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                            dashboard_address=None, silence_logs=40)
 
 
 def _write(out, partial, tiles, grid: Grid, settings: MapSettings, fixes: Fixes, manifest: dict) -> list[dict]:
