@@ -26,35 +26,37 @@ from scipy.interpolate import RegularGridInterpolator
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SIMULATE = ["simulate", "--flow", "qg", "--n-samples", "1", "--n-drifters", "8", "--release-box", "0.3", "0.7",
             "0.3", "0.7", "--window-days", "30", "--seed", "11"]
-EXPORT = ["--centre", "-40", "34", "--start", "2025-03-01T00:00:00Z", "--gaps", "6", "12", "--layout", "ragged",
-          "--plain"]
+CENTRE = (-40.0, 34.0)
+EXPORT = ["--start", "2025-03-01T00:00:00Z", "--gaps", "6", "12", "--layout", "ragged", "--plain"]
 
 
-def make(work: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
-    """Returns (the QG truth file, the GDP-like file), made by the two commands if missing."""
+def make(work: pathlib.Path, centre=CENTRE) -> tuple[pathlib.Path, pathlib.Path]:
+    """Returns (the QG truth file, the GDP-like file placed at `centre` (lon, lat)), made by the two commands if
+    missing."""
     from lagda import cli
 
-    truth, tracks = work / "qg_gdp.nc", work / "gdp_like.nc"
+    truth = work / "qg_gdp.nc"
+    tracks = work / ("gdp_like.nc" if tuple(centre) == CENTRE else f"gdp_like_{centre[0]:g}_{centre[1]:g}.nc")
     work.mkdir(parents=True, exist_ok=True)
     if not truth.exists() and cli.main([*SIMULATE, "--out", str(truth)]) != 0:
         raise SystemExit("lagda simulate failed")
     if not tracks.exists() and cli.main(["export-tracks", "--tracks", str(truth), "--out", str(tracks),
-                                         *EXPORT]) != 0:
+                                         "--centre", *(f"{c:g}" for c in centre), *EXPORT]) != 0:
         raise SystemExit("lagda export-tracks failed")
     return truth, tracks
 
 
-def error_in_extent(result_path, truth: xr.Dataset, tracks_path) -> tuple[float, int, int]:
+def error_in_extent(result_path, truth: xr.Dataset, tracks_path, centre=CENTRE) -> tuple[float, int, int]:
     """Returns (relative L2 error of the result's mean u, v against the truth, cells, times scored).
 
-    Truth cells (metres in the QG domain) go to lon/lat through the export's tangent plane at (-40, 34) and are
+    Truth cells (metres in the QG domain) go to lon/lat through the export's tangent plane at `centre` and are
     scored where they lie inside the tracks' lon/lat extent; the result's grid is interpolated bilinearly.
     """
     from lagda.io.physical import Mapping, box_of_size, parse_time
     from lagda.io.results import mean_velocity
 
     side = float(truth.attrs["qg_L"])
-    plane = Mapping(box_of_size((-40.0, 34.0), (side, side), "lonlat"), "lonlat",
+    plane = Mapping(box_of_size(tuple(centre), (side, side), "lonlat"), "lonlat",
                     parse_time("2025-03-01T00:00:00Z"), 1.0)
     n = int(truth.attrs["qg_nx"])
     cells = (np.arange(n) + 0.5) / n  # model units of the QG domain
@@ -85,21 +87,28 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work", type=pathlib.Path, default=ROOT / "runs" / "gdp")
     parser.add_argument("--ship", action="store_true", help="copy the file to lagda/shipped/gdp_like.nc")
+    parser.add_argument("--centre", type=float, nargs=2, default=CENTRE, metavar=("LON", "LAT"),
+                        help="where the tracks are placed on the sphere (default -40 34; e.g. -40 70 for 65-75 N)")
+    parser.add_argument("--default-only", action="store_true", help="only the default run (no method flags)")
     args = parser.parse_args(argv)
     from lagda.assimilation import assimilate_file
 
-    truth_path, tracks = make(args.work)
+    truth_path, tracks = make(args.work, args.centre)
+    if args.ship and tuple(args.centre) != CENTRE:
+        raise SystemExit("--ship copies the file at the default centre only")
     if args.ship:
         shutil.copyfile(tracks, ROOT / "lagda" / "shipped" / "gdp_like.nc")
     with xr.open_dataset(truth_path) as truth:
-        for label, options in (("default (no method flags: the ocean path)", {}),
-                               ("linear (lagda's steady model)", {"method": "linear"}),
-                               ("linear --basis circular", {"method": "linear", "basis": "circular"})):
-            out = args.work / f"result_{label.split(' ')[0]}.nc"
+        runs = (("default (no method flags: the ocean path)", {}),
+                ("linear (lagda's steady model)", {"method": "linear"}),
+                ("linear --basis circular", {"method": "linear", "basis": "circular"}))
+        for label, options in runs[:1] if args.default_only else runs:
+            out = args.work / f"result_{label.split(' ')[0]}_{tracks.stem}.nc"
             summary = assimilate_file(tracks, out, overwrite=True, n_grid=64, **options)
-            error, cells, times = error_in_extent(out, truth, tracks)
-            print(json.dumps({"run": label, "error_in_extent": round(error, 3), "cells": cells, "times": times,
-                              "method_seconds": round(summary.seconds, 1)}), flush=True)
+            error, cells, times = error_in_extent(out, truth, tracks, args.centre)
+            print(json.dumps({"run": label, "centre": list(args.centre), "error_in_extent": round(error, 3),
+                              "cells": cells, "times": times, "method_seconds": round(summary.seconds, 1),
+                              "decided": summary.diagnostics}), flush=True)
     return 0
 
 
