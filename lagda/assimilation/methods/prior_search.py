@@ -15,6 +15,15 @@ thinned to about one a day (the OU time scale of days makes denser pairs redunda
 held-out drifters no better than zero (CV ratio >= 1) or its evidence exceeds the zero-signal model's by no more than
 one nat per fitted prior parameter, the estimate is the prior mean (zero) and the info says so: never worse than
 answering zero.
+
+The likelihood is Gaussian, so a position fix a few kilometres off that passed cleaning (lagda.io.clean's spike rule
+judges speeds only) gives two difference velocities far off the flow that can drag the fit and the CV ratio. After the
+search, the searched pairs whose residual from the chosen estimate lies over OUTLIER_K robust standard deviations
+(1.4826 x the median absolute deviation, per component) from the residuals' median are left out (`velocity_outliers`),
+and the final solve, the CV ratio and the evidence the zero guard judges are redone without them at the chosen prior
+and error model; the outliers are then flagged again against that estimate (the first was dragged by them), up to
+OUTLIER_PASSES solves in all, no second search. The residuals are from the fitted field, so a jet the basis resolves
+is no outlier; when none is flagged nothing changes.
 """
 
 from __future__ import annotations
@@ -24,12 +33,15 @@ import dataclasses
 import numpy as np
 from scipy.linalg.blas import dsyrk
 from scipy.optimize import minimize, minimize_scalar
+from scipy.stats import median_abs_deviation
 
 from lagda.assimilation.methods.linear_gaussian import normal_log_evidence, normal_posterior
 from lagda.assimilation.methods.representation import thin_pairs, track_series, whiten_track_series
 from simulate.flow import current_mask, velocity_basis
 
 LOG_VAR_RANGE = 60.0  # prior log-variances searched within this of the start's largest
+OUTLIER_K = 6.0  # searched pairs whose residual is over this many robust standard deviations are left out
+OUTLIER_PASSES = 2  # the outliers flagged again against the estimate without them at most this many times
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,6 +178,19 @@ def climb(grid, objective):
     return grid[best]
 
 
+def velocity_outliers(residuals, k: float = OUTLIER_K) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (outlier `(n,)` bool, threshold `(2,)`): rows whose residual `(n, 2)` lies over k robust standard
+    deviations (1.4826 x the median absolute deviation of its component) from that component's median.
+
+    A component whose residuals are mostly equal (zero MAD) flags nothing.
+    """
+    residuals = np.asarray(residuals, np.float64)
+    centre = np.median(residuals, axis=0)
+    threshold = k * median_abs_deviation(residuals, axis=0, scale="normal")
+    outlier = np.any((np.abs(residuals - centre) > threshold) & (threshold > 0), axis=1)
+    return outlier, threshold
+
+
 def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, tau=None):
     """Returns (mean `(2K,)`, cov `(2K, 2K)`, prior_var `(2K,)`, rep_var, tau, info) chosen from the tracks.
 
@@ -210,6 +235,27 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
     tau_best = climb(taus, lambda tau_i: score(tau_i, middle[1])[0])
     best = score(tau_best, climb(variances, lambda var_i: score(tau_best, var_i)[0]))
     _, cv, tau_best, var_best, ratio, theta, prior_var, whitened = best
+    # the searched pairs far off the chosen estimate (fixes a few kilometres off): the final solve, CV ratio and
+    # evidence without them, at the chosen prior and error model; flagged again against that solve's estimate (the
+    # first estimate was dragged by them), at most OUTLIER_PASSES times
+    searched = (whitened, cv, ratio)
+    mean, cov = normal_posterior(whitened.gram, whitened.rhs, prior_var)
+    outlier, passes = np.zeros(len(t), bool), 0
+    for _ in range(OUTLIER_PASSES):
+        flagged, threshold = velocity_outliers(vel - g @ mean, OUTLIER_K)
+        if np.array_equal(flagged, outlier):
+            break
+        outlier, passes = flagged, passes + 1
+        whitened, cv, ratio = searched
+        if outlier.any():
+            kept = [f[~outlier[f]] for f in folds]
+            kept = [f for f in kept if len(f)]
+            whitened = _Whitened.build([track_series(g[f], vel[f], track[f], t[f]) for f in kept],
+                                       (var_best, tau_best, noise_var))
+            cv = (cross_validate(whitened, [(g[f], vel[f]) for f in kept], prior_var) if len(kept) > 1
+                  else float("nan"))
+            ratio = normal_log_evidence(whitened.gram, whitened.rhs, whitened.yy, prior_var)
+        mean, cov = normal_posterior(whitened.gram, whitened.rhs, prior_var)
     # no better than zero on held-out drifters, or no more evidence than the zero-signal model's plus one nat per
     # fitted prior parameter (AIC's penalty: the fitted evidence of pure noise is a little above zero's)
     zero = bool((n_folds > 1 and not cv < 1.0) or ratio <= len(theta))
@@ -222,13 +268,20 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
             "search_pairs": len(t), "search_spacing_days": spec.spacing_days, "error_model_table": table,
             "error_model_search": "time scales at the middle variance, then variances at the best time scale, each "
                                   "descending from the grid's middle (climb)",
-            "final_solve": "the searched pairs at the chosen prior and error model",
+            "final_solve": "the searched pairs at the chosen prior and error model"
+                           + (", without the velocity outliers" if outlier.any() else ""),
+            "velocity_outliers_dropped": int(outlier.sum()), "velocity_outlier_k": OUTLIER_K,
+            "velocity_outlier_threshold": threshold.tolist(), "velocity_outlier_passes": passes,
             "zero_guard": zero}
+    if outlier.any():
+        info["velocity_outliers_note"] = (
+            f"{int(outlier.sum())} of {len(t)} searched velocities left out as outliers (residual over {OUTLIER_K:g} "
+            "robust standard deviations from the fitted field: position fixes off their track that cleaning kept); "
+            "the final solve, CV ratio and zero guard are without them")
     if zero:
         info["zero_guard_note"] = (f"the estimate is the prior mean (zero): the best error model predicts held-out "
                                    f"drifters with CV ratio {cv:.3g} (>= 1: no better than zero) and log evidence "
                                    f"{ratio:.4g} above the zero-signal model's (at most {len(theta)}, the prior's "
                                    "parameter count: no evidence of signal)")
         return np.zeros(len(prior_var)), np.diag(prior_var), prior_var, var_best, tau_best, info
-    mean, cov = normal_posterior(whitened.gram, whitened.rhs, prior_var)
     return mean, cov, prior_var, var_best, tau_best, info
