@@ -17,13 +17,15 @@ one nat per fitted prior parameter, the estimate is the prior mean (zero) and th
 answering zero.
 
 The likelihood is Gaussian, so a position fix a few kilometres off that passed cleaning (lagda.io.clean's spike rule
-judges speeds only) gives two difference velocities far off the flow that can drag the fit and the CV ratio. After the
-search, the searched pairs whose residual from the chosen estimate lies over OUTLIER_K robust standard deviations
-(1.4826 x the median absolute deviation, per component) from the residuals' median are left out (`velocity_outliers`),
-and the final solve, the CV ratio and the evidence the zero guard judges are redone without them at the chosen prior
-and error model; the outliers are then flagged again against that estimate (the first was dragged by them), up to
-OUTLIER_PASSES solves in all, no second search. The residuals are from the fitted field, so a jet the basis resolves
-is no outlier; when none is flagged nothing changes.
+judges speeds only) gives two difference velocities far off the flow, which would set the search's scale (the mean
+square velocity), drag the fit and the CV ratio, and can turn the answer into zero. So a velocity whose residual lies
+over OUTLIER_K robust standard deviations (1.4826 x the median absolute deviation, per component) from the residuals'
+median is left out (`velocity_outliers`): before the search, of a first fit at the start spectrum and the grid's
+middle error model (`screen_first_fit`), and after it, of the chosen estimate, whose final solve, CV ratio and the
+evidence the zero guard judges are then redone without them at the chosen prior and error model. Each is flagged
+again against the fit without its outliers (the first fit was dragged by them), at most OUTLIER_PASSES fits each; no
+second search. The residuals are from a fitted field, so a jet the basis resolves is no outlier; when none is
+flagged the answer is the plain search's.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from scipy.stats import median_abs_deviation
 
 from lagda.assimilation.methods.linear_gaussian import normal_log_evidence, normal_posterior
 from lagda.assimilation.methods.representation import thin_pairs, track_series, whiten_track_series
+from lagda.assimilation.methods.track_data import CHI2_1_MEDIAN
 from simulate.flow import current_mask, velocity_basis
 
 LOG_VAR_RANGE = 60.0  # prior log-variances searched within this of the start's largest
@@ -191,6 +194,33 @@ def velocity_outliers(residuals, k: float = OUTLIER_K) -> tuple[np.ndarray, np.n
     return outlier, threshold
 
 
+def screen_first_fit(g, vel, track, t, model, noise_var: float, rep_var=None, tau=None) -> tuple[np.ndarray, int]:
+    """Returns (outlier `(n,)` bool, fits): the `velocity_outliers` of the residuals of a first fit, flagged again
+    against the fit without them, at most OUTLIER_PASSES fits in all.
+
+    The first fit: the start spectrum (`_start`) and the grid's middle error model (rep_var, tau when given) at the
+    mean square velocity estimated from the median of the squares (a few outliers do not set it). g `(n, 2, 2K)`,
+    vel `(n, 2)`, track and t `(n,)`: the searched pairs.
+    """
+    spec = model.search
+    msq = float(np.median(vel**2) / CHI2_1_MEDIAN) or float(np.mean(vel**2))
+    features, offset = log_spectrum_features(model, msq)
+    prior_var = np.exp(features @ _start(model, features, msq) + offset)
+    error = (rep_var if rep_var is not None else spec.var_fractions[(len(spec.var_fractions) - 1) // 2] * msq,
+             tau if tau is not None else spec.taus_days[(len(spec.taus_days) - 1) // 2] * spec.day, noise_var)
+    outlier, fits = np.zeros(len(t), bool), 0
+    for _ in range(OUTLIER_PASSES):
+        kept = ~outlier
+        whitened = _Whitened.build([track_series(g[kept], vel[kept], track[kept], t[kept])], error)
+        mean = normal_posterior(whitened.gram, whitened.rhs, prior_var, covariance=False)[0]
+        fits += 1
+        flagged, _ = velocity_outliers(vel - g @ mean, OUTLIER_K)
+        if np.array_equal(flagged, outlier):
+            break
+        outlier = flagged
+    return outlier, fits
+
+
 def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, tau=None):
     """Returns (mean `(2K,)`, cov `(2K, 2K)`, prior_var `(2K,)`, rep_var, tau, info) chosen from the tracks.
 
@@ -202,13 +232,17 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
     spec = model.search
     keep = thin_pairs(t, track, spec.spacing_days * spec.day)
     points, t, vel, track = points[keep], t[keep], vel[keep], track[keep]
+    g = velocity_basis(points, t, *model.modes)  # (n, 2, 2K)
+    # the pairs far off a first fit (fixes a few kilometres off) are left out of the search: they would set its scale
+    first, first_passes = screen_first_fit(g, vel, track, t, model, noise_var, rep_var, tau)
+    searched = len(t)
+    points, t, vel, track, g = (a[~first] for a in (points, t, vel, track, g))
     msq = float(np.mean(vel**2))
     ids = np.unique(track)
     n_folds = min(spec.folds, len(ids))
     fold_of = dict(zip(ids.tolist(), np.arange(len(ids)) % n_folds))
     fold = np.array([fold_of[i] for i in track.tolist()])
     folds = [np.flatnonzero(fold == f) for f in range(n_folds)]
-    g = velocity_basis(points, t, *model.modes)  # (n, 2, 2K)
     raw = [(g[f], vel[f]) for f in folds]
     arranged = [track_series(g[f], vel[f], track[f], t[f]) for f in folds]  # one layout for every error model
     taus = [tau] if tau is not None else [d * spec.day for d in spec.taus_days]
@@ -238,7 +272,7 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
     # the searched pairs far off the chosen estimate (fixes a few kilometres off): the final solve, CV ratio and
     # evidence without them, at the chosen prior and error model; flagged again against that solve's estimate (the
     # first estimate was dragged by them), at most OUTLIER_PASSES times
-    searched = (whitened, cv, ratio)
+    chosen = (whitened, cv, ratio)
     mean, cov = normal_posterior(whitened.gram, whitened.rhs, prior_var)
     outlier, passes = np.zeros(len(t), bool), 0
     for _ in range(OUTLIER_PASSES):
@@ -246,7 +280,7 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
         if np.array_equal(flagged, outlier):
             break
         outlier, passes = flagged, passes + 1
-        whitened, cv, ratio = searched
+        whitened, cv, ratio = chosen
         if outlier.any():
             kept = [f[~outlier[f]] for f in folds]
             kept = [f for f in kept if len(f)]
@@ -270,14 +304,16 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
                                   "descending from the grid's middle (climb)",
             "final_solve": "the searched pairs at the chosen prior and error model"
                            + (", without the velocity outliers" if outlier.any() else ""),
-            "velocity_outliers_dropped": int(outlier.sum()), "velocity_outlier_k": OUTLIER_K,
-            "velocity_outlier_threshold": threshold.tolist(), "velocity_outlier_passes": passes,
+            "velocity_outliers_dropped": int(first.sum() + outlier.sum()), "velocity_outlier_k": OUTLIER_K,
+            "velocity_outliers_before_search": int(first.sum()), "velocity_outlier_first_passes": first_passes,
+            "velocity_outliers_after_search": int(outlier.sum()), "velocity_outlier_passes": passes,
+            "velocity_outlier_threshold": threshold.tolist(),
             "zero_guard": zero}
-    if outlier.any():
+    if first.any() or outlier.any():
         info["velocity_outliers_note"] = (
-            f"{int(outlier.sum())} of {len(t)} searched velocities left out as outliers (residual over {OUTLIER_K:g} "
-            "robust standard deviations from the fitted field: position fixes off their track that cleaning kept); "
-            "the final solve, CV ratio and zero guard are without them")
+            f"{int(first.sum() + outlier.sum())} of {searched} searched velocities left out as outliers "
+            f"({int(first.sum())} before the search, {int(outlier.sum())} after it; residual over {OUTLIER_K:g} "
+            "robust standard deviations from the fitted field: position fixes off their track that cleaning kept)")
     if zero:
         info["zero_guard_note"] = (f"the estimate is the prior mean (zero): the best error model predicts held-out "
                                    f"drifters with CV ratio {cv:.3g} (>= 1: no better than zero) and log evidence "
