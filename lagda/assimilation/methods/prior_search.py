@@ -19,13 +19,14 @@ answering zero.
 The likelihood is Gaussian, so a position fix a few kilometres off that passed cleaning (lagda.io.clean's spike rule
 judges speeds only) gives two difference velocities far off the flow, which would set the search's scale (the mean
 square velocity), drag the fit and the CV ratio, and can turn the answer into zero. So a velocity whose residual lies
-over OUTLIER_K robust standard deviations (1.4826 x the median absolute deviation, per component) from the residuals'
-median is left out (`velocity_outliers`): before the search, of a first fit at the start spectrum and the grid's
-middle error model (`screen_first_fit`), and after it, of the chosen estimate, whose final solve, CV ratio and the
-evidence the zero guard judges are then redone without them at the chosen prior and error model. Each is flagged
-again against the fit without its outliers (the first fit was dragged by them), at most OUTLIER_PASSES fits each; no
-second search. The residuals are from a fitted field, so a jet the basis resolves is no outlier; when none is
-flagged the answer is the plain search's.
+over OUTLIER_K standard deviations from the residuals' median is left out (`velocity_outliers`), the standard
+deviation the larger of the robust one (1.4826 x the median absolute deviation, per component) and the error
+model's: before the search, of a first fit at the start spectrum and the grid's middle error model
+(`screen_first_fit`), and after it, of the chosen estimate, whose final solve, CV ratio and the evidence the zero
+guard judges are then redone without them at the chosen prior and error model. Each is flagged again against the fit
+without its outliers (the first fit was dragged by them), at most OUTLIER_PASSES fits each; no second search. The
+residuals are from a fitted field, so a jet the basis resolves is no outlier, and the error model's floor keeps a
+field the basis cannot follow exactly; when none is flagged the answer is the plain search's.
 """
 
 from __future__ import annotations
@@ -181,15 +182,17 @@ def climb(grid, objective):
     return grid[best]
 
 
-def velocity_outliers(residuals, k: float = OUTLIER_K) -> tuple[np.ndarray, np.ndarray]:
-    """Returns (outlier `(n,)` bool, threshold `(2,)`): rows whose residual `(n, 2)` lies over k robust standard
-    deviations (1.4826 x the median absolute deviation of its component) from that component's median.
+def velocity_outliers(residuals, k: float = OUTLIER_K, error_std: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (outlier `(n,)` bool, threshold `(2,)`): rows whose residual `(n, 2)` lies over k standard deviations
+    from its component's median, the standard deviation the larger of the component's robust one (1.4826 x its
+    median absolute deviation) and error_std (the error model's: the residuals of a field the basis cannot follow
+    exactly are no outliers within it, even where most residuals are tiny).
 
-    A component whose residuals are mostly equal (zero MAD) flags nothing.
+    A component whose residuals are mostly equal (zero MAD) and error_std 0 flags nothing.
     """
     residuals = np.asarray(residuals, np.float64)
     centre = np.median(residuals, axis=0)
-    threshold = k * median_abs_deviation(residuals, axis=0, scale="normal")
+    threshold = k * np.maximum(median_abs_deviation(residuals, axis=0, scale="normal"), error_std)
     outlier = np.any((np.abs(residuals - centre) > threshold) & (threshold > 0), axis=1)
     return outlier, threshold
 
@@ -214,7 +217,7 @@ def screen_first_fit(g, vel, track, t, model, noise_var: float, rep_var=None, ta
         whitened = _Whitened.build([track_series(g[kept], vel[kept], track[kept], t[kept])], error)
         mean = normal_posterior(whitened.gram, whitened.rhs, prior_var, covariance=False)[0]
         fits += 1
-        flagged, _ = velocity_outliers(vel - g @ mean, OUTLIER_K)
+        flagged, _ = velocity_outliers(vel - g @ mean, OUTLIER_K, np.sqrt(error[0] + error[2]))
         if np.array_equal(flagged, outlier):
             break
         outlier = flagged
@@ -276,7 +279,7 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
     mean, cov = normal_posterior(whitened.gram, whitened.rhs, prior_var)
     outlier, passes = np.zeros(len(t), bool), 0
     for _ in range(OUTLIER_PASSES):
-        flagged, threshold = velocity_outliers(vel - g @ mean, OUTLIER_K)
+        flagged, threshold = velocity_outliers(vel - g @ mean, OUTLIER_K, np.sqrt(var_best + noise_var))
         if np.array_equal(flagged, outlier):
             break
         outlier, passes = flagged, passes + 1
@@ -312,8 +315,9 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
     if first.any() or outlier.any():
         info["velocity_outliers_note"] = (
             f"{int(first.sum() + outlier.sum())} of {searched} searched velocities left out as outliers "
-            f"({int(first.sum())} before the search, {int(outlier.sum())} after it; residual over {OUTLIER_K:g} "
-            "robust standard deviations from the fitted field: position fixes off their track that cleaning kept)")
+            f"({int(first.sum())} before the search, {int(outlier.sum())} after it; residual from the fitted field "
+            f"over {OUTLIER_K:g} standard deviations, robust or the error model's: position fixes off their track "
+            "that cleaning kept)")
     if zero:
         info["zero_guard_note"] = (f"the estimate is the prior mean (zero): the best error model predicts held-out "
                                    f"drifters with CV ratio {cv:.3g} (>= 1: no better than zero) and log evidence "
