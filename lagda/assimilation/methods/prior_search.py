@@ -44,7 +44,7 @@ from lagda.assimilation.methods.track_data import CHI2_1_MEDIAN
 from simulate.flow import current_mask, velocity_basis
 
 LOG_VAR_RANGE = 60.0  # prior log-variances searched within this of the start's largest
-OUTLIER_K = 6.0  # searched pairs whose residual is over this many robust standard deviations are left out
+OUTLIER_K = 6.0  # searched pairs whose residual is over this many standard deviations (`velocity_outliers`): out
 OUTLIER_PASSES = 2  # the outliers flagged again against the estimate without them at most this many times
 
 
