@@ -102,6 +102,7 @@ def test_a_few_fixes_off_the_track_are_not_read_as_noise_on_every_fix(twin):
     off[[0, 1, 2, 3], [50, 90, 130, 170]] += 0.01  # 4 of 800 fixes, a hundred times the noise below
     lag, info = choose_lag(off, twin.times)
     assert lag == 1 and "noise_std_est" not in info and info["third_difference_heavy_tail"] > 4
+    assert "position noise judged by the median of the third differences: none" in info["noise_note"]
     noise = 1e-4 * rng.normal(size=pos.shape)
     _, plain = choose_lag(pos + noise, twin.times)
     _, spiked = choose_lag(off + noise, twin.times)

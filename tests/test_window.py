@@ -79,6 +79,7 @@ def test_fixes_a_few_kilometres_off_their_track_do_not_zero_the_ocean_path(tmp_p
     robust = assimilate_file(tmp_path / "spiked.nc", tmp_path / "robust.nc", **common)
     assert not any("outliers" in note for note in clean.notes)
     assert not any("position spikes dropped" in note for note in robust.notes)  # the cleaning kept them
+    assert any(note.startswith("linear: position noise judged by the median") for note in robust.notes)
     assert any("linear: 4 of" in note and "searched velocities left out as outliers" in note for note in robust.notes)
     e_clean = _error_where_the_drifters_are(tmp_path / "clean.nc", extent)
     e_robust = _error_where_the_drifters_are(tmp_path / "robust.nc", extent)

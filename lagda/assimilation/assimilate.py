@@ -238,7 +238,7 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
     return summary
 
 
-METHOD_NOTES = ("velocity_outliers_note", "zero_guard_note")  # info keys of a field's decisions shown as notes
+METHOD_NOTES = ("noise_note", "velocity_outliers_note", "zero_guard_note")  # info keys of a field shown as notes
 
 
 def method_notes(method: str, posterior: Posterior) -> tuple[str, ...]:

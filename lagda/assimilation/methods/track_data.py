@@ -32,7 +32,7 @@ from lagda.assimilation.methods.observations import valid_mask
 from lagda.assimilation.model import FlowModel
 from simulate.flow import TWO_PI, temporal_factor, velocity_basis
 
-HEAVY_TAIL = 4.0  # third differences whose mean square is over this many times its median's estimate: fixes off
+HEAVY_TAIL = 4.0  # the third differences' mean square over this many times its median's estimate: fixes off track
 CHI2_1_MEDIAN = 0.454936423119572  # the median of chi-square with one degree of freedom (scipy.stats.chi2(1).median())
 # central-difference weights c_m of w(t_j) = sum_m c_m (z_{j+m} - z_{j-m}) / h, m = 1, 2, ..., by order
 CENTRAL_WEIGHTS = {4: (2.0 / 3.0, -1.0 / 12.0), 6: (3.0 / 4.0, -3.0 / 20.0, 1.0 / 60.0)}
@@ -267,6 +267,12 @@ def _third_difference_power(positions, times, lag: int, h: float, robust: bool =
     return float(np.nanmedian(d3**2) / CHI2_1_MEDIAN) if robust else float(np.nanmean(d3**2))
 
 
+def _heavy_tail_note(ratio: float, noise: str) -> str:
+    """Returns the note of a noise level judged by the third differences' median (`choose_lag`)."""
+    return (f"position noise judged by the median of the third differences: {noise}; their mean square is "
+            f"{ratio:.3g} times the median's estimate (a few fixes off their track, which the cleaning kept)")
+
+
 def choose_lag(positions, times, noise_std=None, lags=FD_LAGS) -> tuple[int, dict]:
     """Returns (lag, info): the finite-difference lag minimising noise + truncation error.
 
@@ -301,9 +307,9 @@ def choose_lag(positions, times, noise_std=None, lags=FD_LAGS) -> tuple[int, dic
         ratio = powers[1] / max(robust[1], 1e-300)
         powers = {m: p for m, p in robust.items() if np.isfinite(p)}
         if powers[2] > 16.0 * powers[1] or not powers[1] > 0:
-            return 1, {"lag_reason": f"smooth at lag 1 but for a few fixes off the track (the third differences' "
-                                     f"mean square is {ratio:.3g} times its median's estimate: the median's used)",
-                       "third_difference_heavy_tail": ratio}
+            return 1, {"lag_reason": "smooth at lag 1 but for a few fixes off the track",
+                       "third_difference_heavy_tail": ratio,
+                       "noise_note": _heavy_tail_note(ratio, "none, smooth at lag 1")}
     sigma2 = noise_std**2 if noise_std is not None else powers[1] / 20.0
     strong = [m for m, p in powers.items() if p > 10.0 * powers[1]] or [max(powers)]
     m = min(strong)
@@ -314,6 +320,7 @@ def choose_lag(positions, times, noise_std=None, lags=FD_LAGS) -> tuple[int, dic
     heavy_info = {"third_difference_heavy_tail": ratio} if heavy else {}
     if heavy and noise_std is None:
         heavy_info["noise_std_source"] = "median of the third differences"
+        heavy_info["noise_note"] = _heavy_tail_note(ratio, f"std {np.sqrt(sigma2):.3g} (model units)")
     return int(lag), {"noise_std_est": float(np.sqrt(sigma2)), "third_derivative_rms": float(np.sqrt(j2)),
                       "optimal_lag": float(best), **heavy_info}
 
