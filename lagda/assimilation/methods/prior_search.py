@@ -231,6 +231,9 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
         points `(n, 2)`, t `(n,)`, vel `(n, 2)`, track `(n,)`: lag-1 difference velocities (linear.track_differences).
         noise_var: the white noise variance of a difference velocity; model: a FlowModel with `search` (PriorSearch).
         rep_var, tau: the OU variance and time scale when given (the grid then holds only that value).
+
+    Velocities far off a fitted field are left out before and after the search (`screen_first_fit`,
+    `velocity_outliers`; the module's docstring), their counts in the info ("velocity_outliers_dropped" and its parts).
     """
     spec = model.search
     keep = thin_pairs(t, track, spec.spacing_days * spec.day)
