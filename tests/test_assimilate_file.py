@@ -54,3 +54,15 @@ def test_the_summary_is_typed():
     assert summary.scores == {} and summary.projection_note is None
     with pytest.raises(TypeError):
         summary["fields"]  # no dict access: the fields are attributes
+
+
+def test_a_field_s_outliers_and_zero_guard_become_notes():
+    from lagda.assimilation.assimilate import method_notes
+
+    one = types.SimpleNamespace(n_field=1, info=({"velocity_outliers_note": "8 of 1280 left out", "cv_ratio": 0.1},))
+    assert method_notes("linear", one) == ("linear: 8 of 1280 left out",)
+    two = types.SimpleNamespace(n_field=2, info=({"zero_guard_note": "zero"},
+                                                 {"velocity_outliers_note": "2 left out", "zero_guard_note": "zero"}))
+    assert method_notes("linear", two) == ("linear: field 0: zero", "linear: field 1: 2 left out",
+                                           "linear: field 1: zero")
+    assert method_notes("linear", types.SimpleNamespace(n_field=1, info=({"cv_ratio": 0.5},))) == ()

@@ -93,6 +93,24 @@ def test_noise_estimate_leaves_gaps_out(twin):
     assert 0.8e-4 < info["noise_std_est"] < 1.25e-4 and abs(info["noise_std_est"] / dense["noise_std_est"] - 1) < 0.1
 
 
+def test_a_few_fixes_off_the_track_are_not_read_as_noise_on_every_fix(twin):
+    """Fixes displaced far beyond the noise carry the third differences' mean square: the median's estimate judges
+    the tracks instead (smooth exact tracks stay lag 1 without noise; noisy ones keep their noise level)."""
+    rng = np.random.default_rng(3)
+    pos = twin.positions[0].copy()
+    off = pos.copy()
+    off[[0, 1, 2, 3], [50, 90, 130, 170]] += 0.01  # 4 of 800 fixes, a hundred times the noise below
+    lag, info = choose_lag(off, twin.times)
+    assert lag == 1 and "noise_std_est" not in info and info["third_difference_heavy_tail"] > 4
+    assert "position noise judged by the median of the third differences: none" in info["noise_note"]
+    noise = 1e-4 * rng.normal(size=pos.shape)
+    _, plain = choose_lag(pos + noise, twin.times)
+    _, spiked = choose_lag(off + noise, twin.times)
+    assert "third_difference_heavy_tail" not in plain  # normal noise: the mean square as before
+    assert 0.8e-4 < spiked["noise_std_est"] < 1.25e-4 and spiked["noise_std_source"] == "median of the third " \
+        "differences"
+
+
 def test_cli_evaluate_assimilation_prints_a_table_and_writes_json(twin, tmp_path, capsys):
     from lagda.cli import main
 

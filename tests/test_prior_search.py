@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from lagda.assimilation.methods import prior_search
 from lagda.assimilation.methods.linear_gaussian import log_evidence, normal_log_evidence
 from lagda.assimilation.methods.prior_search import (
     PriorSearch,
@@ -119,3 +120,49 @@ def test_climb_finds_the_minimum_of_a_unimodal_grid_without_trying_the_far_side(
     # from the middle (index 2): its left neighbour, then onwards while the objective falls; never both ends
     expected = {0: {0, 1, 2}, 1: {0, 1, 2}, 2: {1, 2, 3}, 3: {1, 2, 3, 4}, 4: {1, 2, 3, 4}}[minimum]
     assert set(tried) == {grid[i] for i in expected} and len(tried) == len(expected)
+
+
+def _spiked(vel, n_obs, drifters, size):
+    """Returns vel `(n, 2)` with one position fix displaced at the middle of each drifter in `drifters`: the lag-1
+    velocities into and out of that fix off by +size and -size `(2,)`."""
+    vel = vel.copy()
+    for d in drifters:
+        i = d * n_obs + n_obs // 2
+        vel[i - 1] += size
+        vel[i] -= size
+    return vel
+
+
+def _robust_case():
+    """Returns (model, x, (points, t, vel, track)): a low-mode flow, 16 drifters of 80 points, one error model."""
+    rng = np.random.default_rng(5)
+    model = _model(k_max=3, degree=1, taus_days=(2.0,), var_fractions=(0.1,), folds=4, spacing_days=0.0)
+    x, _ = _truth(model, rng, np.array([-5.0, -6.0, -3.0, 0.0]))
+    return model, x, _tracks(model, x, rng, n_track=16, var=0.05, tau=2.0)
+
+
+def test_clean_tracks_leave_no_velocity_out_and_the_answer_unchanged(monkeypatch):
+    model, x, (points, t, vel, track) = _robust_case()
+    mean, cov, _, _, _, info = search_prior(points, t, vel, track, 1e-4, model)
+    assert info["velocity_outliers_dropped"] == 0 and "velocity_outliers_note" not in info
+    monkeypatch.setattr(prior_search, "OUTLIER_K", np.inf)  # the plain Gaussian search
+    gaussian, gaussian_cov, _, _, _, plain = search_prior(points, t, vel, track, 1e-4, model)
+    np.testing.assert_array_equal(mean, gaussian)
+    np.testing.assert_array_equal(cov, gaussian_cov)
+    assert info["cv_ratio"] == plain["cv_ratio"]
+
+
+def test_fixes_a_few_kilometres_off_are_left_out_instead_of_zeroing_the_answer(monkeypatch):
+    model, x, (points, t, vel, track) = _robust_case()
+    error = lambda mean: np.linalg.norm(mean - x) / np.linalg.norm(x)
+    clean = search_prior(points, t, vel, track, 1e-4, model)[0]
+    # 4 fixes off their track: hops of 30 x the velocities' RMS, as a fix 5 km off in hourly data of 0.2 m/s
+    spiked = _spiked(vel, 80, [1, 6, 9, 13], 30 * np.sqrt(np.mean(vel**2)) * np.array([0.6, 0.8]))
+    mean, _, _, _, _, info = search_prior(points, t, spiked, track, 1e-4, model)
+    assert info["velocity_outliers_dropped"] == 8  # both velocities of each displaced fix, nothing else
+    assert "8 of 1280 searched velocities left out" in info["velocity_outliers_note"]
+    assert not info["zero_guard"] and info["cv_ratio"] < 0.1
+    assert error(mean) < 1.5 * error(clean) < 0.1
+    monkeypatch.setattr(prior_search, "OUTLIER_K", np.inf)  # the plain Gaussian search: the spikes zero the answer
+    gaussian, _, _, _, _, plain = search_prior(points, t, spiked, track, 1e-4, model)
+    assert plain["zero_guard"] and plain["cv_ratio"] >= 1 and np.all(gaussian == 0)

@@ -37,8 +37,8 @@ class AssimilationSummary:
     seconds : float
         Wall-clock seconds of the method, summed over fields (reading, gridding and writing left out).
     notes : tuple of str
-        The settings found or guessed (method, model, mapping, grid times, deprecated options), one line each;
-        also in the result file's `settings_notes`.
+        The settings found or guessed (method, model, mapping, grid times, deprecated options) and what the method
+        decided that changes the answer (`method_notes`), one line each; also in the result file's `settings_notes`.
     warnings : tuple of str
         What the reader assumed and what `check_fits_model` found about the tracks, one line each.
     diagnostics : str
@@ -218,6 +218,7 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
         grid_times, times_note = result_times(tracks, times)
         notes = default_note + tuple(tracks.notes) + model.notes + method_obj.notes + (times_note,)
         posterior = method_obj(tracks, model, jax.random.key(seed))
+        notes = notes + method_notes(method, posterior)
         attrs = {"assim_config": json.dumps(dataclasses.asdict(method_obj.config)), "model_run": _run_name(run_dir),
                  "seed": int(seed), "dt": float(model.dt), "settings_notes": json.dumps(list(notes)),
                  "read_warnings": json.dumps(list(warnings)),
@@ -235,6 +236,19 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
 
         plot_assimilation(result, plot, tracks=tracks)
     return summary
+
+
+METHOD_NOTES = ("noise_note", "velocity_outliers_note", "zero_guard_note")  # info keys of a field shown as notes
+
+
+def method_notes(method: str, posterior: Posterior) -> tuple[str, ...]:
+    """Returns one line per field and key of METHOD_NOTES in the posterior's info: "method: field f: text" (no
+    "field f: " with one field)."""
+    lines = []
+    for f, info in enumerate(posterior.info or ()):
+        where = f"field {f}: " if posterior.n_field > 1 else ""
+        lines += [f"{method}: {where}{info[key]}" for key in METHOD_NOTES if info.get(key)]
+    return tuple(lines)
 
 
 def default_method(tracks: Tracks, basis, climatology, run_dir) -> tuple[str, str | None, object, str]:

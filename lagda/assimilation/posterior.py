@@ -180,7 +180,11 @@ def _describe_field(info: dict) -> str:
     if "cv_ratio" in info:
         words.append(f"prior and error from the tracks: OU tau {info['representation_time']:.3g}, std "
                      f"{info['representation_std']:.3g}, CV ratio {float(info['cv_ratio']):.3g}"
+                     + (f", {info['velocity_outliers_dropped']} velocity outliers left out"
+                        if info.get("velocity_outliers_dropped") else "")
                      + (", zero guard: the prior mean (zero)" if info.get("zero_guard") else ""))
+    if "third_difference_heavy_tail" in info:
+        words.append("noise judged by the median of the third differences (a few fixes off their track)")
     for key, label in (("noise_std_est", "pos noise"), ("position_noise_std", "pos noise"),
                        ("velocity_noise_std", "vel noise"), ("data_noise_std", "data noise"), ("sigma", "sigma")):
         if isinstance(info.get(key), (int, float)) and not (label == "pos noise" and "pos noise" in " ".join(words)):

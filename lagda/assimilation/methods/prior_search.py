@@ -15,6 +15,18 @@ thinned to about one a day (the OU time scale of days makes denser pairs redunda
 held-out drifters no better than zero (CV ratio >= 1) or its evidence exceeds the zero-signal model's by no more than
 one nat per fitted prior parameter, the estimate is the prior mean (zero) and the info says so: never worse than
 answering zero.
+
+The likelihood is Gaussian, so a position fix a few kilometres off that passed cleaning (lagda.io.clean's spike rule
+judges speeds only) gives two difference velocities far off the flow, which would set the search's scale (the mean
+square velocity), drag the fit and the CV ratio, and can turn the answer into zero. So a velocity whose residual lies
+over OUTLIER_K standard deviations from the residuals' median is left out (`velocity_outliers`), the standard
+deviation the larger of the robust one (1.4826 x the median absolute deviation, per component) and the error
+model's: before the search, of a first fit at the start spectrum and the grid's middle error model
+(`screen_first_fit`), and after it, of the chosen estimate, whose final solve, CV ratio and the evidence the zero
+guard judges are then redone without them at the chosen prior and error model. Each is flagged again against the fit
+without its outliers (the first fit was dragged by them), at most OUTLIER_PASSES fits each; no second search. The
+residuals are from a fitted field, so a jet the basis resolves is no outlier, and the error model's floor keeps a
+field the basis cannot follow exactly; when none is flagged the answer is the plain search's.
 """
 
 from __future__ import annotations
@@ -24,12 +36,16 @@ import dataclasses
 import numpy as np
 from scipy.linalg.blas import dsyrk
 from scipy.optimize import minimize, minimize_scalar
+from scipy.stats import median_abs_deviation
 
 from lagda.assimilation.methods.linear_gaussian import normal_log_evidence, normal_posterior
 from lagda.assimilation.methods.representation import thin_pairs, track_series, whiten_track_series
+from lagda.assimilation.methods.track_data import CHI2_1_MEDIAN
 from simulate.flow import current_mask, velocity_basis
 
 LOG_VAR_RANGE = 60.0  # prior log-variances searched within this of the start's largest
+OUTLIER_K = 6.0  # searched pairs whose residual is over this many standard deviations (`velocity_outliers`): out
+OUTLIER_PASSES = 2  # the outliers flagged again against the estimate without them at most this many times
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,6 +182,48 @@ def climb(grid, objective):
     return grid[best]
 
 
+def velocity_outliers(residuals, k: float = OUTLIER_K, error_std: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (outlier `(n,)` bool, threshold `(2,)`): rows whose residual `(n, 2)` lies over k standard deviations
+    from its component's median, the standard deviation the larger of the component's robust one (1.4826 x its
+    median absolute deviation) and error_std (the error model's: the residuals of a field the basis cannot follow
+    exactly are no outliers within it, even where most residuals are tiny).
+
+    A component whose residuals are mostly equal (zero MAD) and error_std 0 flags nothing.
+    """
+    residuals = np.asarray(residuals, np.float64)
+    centre = np.median(residuals, axis=0)
+    threshold = k * np.maximum(median_abs_deviation(residuals, axis=0, scale="normal"), error_std)
+    outlier = np.any((np.abs(residuals - centre) > threshold) & (threshold > 0), axis=1)
+    return outlier, threshold
+
+
+def screen_first_fit(g, vel, track, t, model, noise_var: float, rep_var=None, tau=None) -> tuple[np.ndarray, int]:
+    """Returns (outlier `(n,)` bool, fits): the `velocity_outliers` of the residuals of a first fit, flagged again
+    against the fit without them, at most OUTLIER_PASSES fits in all.
+
+    The first fit: the start spectrum (`_start`) and the grid's middle error model (rep_var, tau when given) at the
+    mean square velocity estimated from the median of the squares (a few outliers do not set it). g `(n, 2, 2K)`,
+    vel `(n, 2)`, track and t `(n,)`: the searched pairs.
+    """
+    spec = model.search
+    msq = float(np.median(vel**2) / CHI2_1_MEDIAN) or float(np.mean(vel**2))
+    features, offset = log_spectrum_features(model, msq)
+    prior_var = np.exp(features @ _start(model, features, msq) + offset)
+    error = (rep_var if rep_var is not None else spec.var_fractions[(len(spec.var_fractions) - 1) // 2] * msq,
+             tau if tau is not None else spec.taus_days[(len(spec.taus_days) - 1) // 2] * spec.day, noise_var)
+    outlier, fits = np.zeros(len(t), bool), 0
+    for _ in range(OUTLIER_PASSES):
+        kept = ~outlier
+        whitened = _Whitened.build([track_series(g[kept], vel[kept], track[kept], t[kept])], error)
+        mean = normal_posterior(whitened.gram, whitened.rhs, prior_var, covariance=False)[0]
+        fits += 1
+        flagged, _ = velocity_outliers(vel - g @ mean, OUTLIER_K, np.sqrt(error[0] + error[2]))
+        if np.array_equal(flagged, outlier):
+            break
+        outlier = flagged
+    return outlier, fits
+
+
 def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, tau=None):
     """Returns (mean `(2K,)`, cov `(2K, 2K)`, prior_var `(2K,)`, rep_var, tau, info) chosen from the tracks.
 
@@ -173,17 +231,24 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
         points `(n, 2)`, t `(n,)`, vel `(n, 2)`, track `(n,)`: lag-1 difference velocities (linear.track_differences).
         noise_var: the white noise variance of a difference velocity; model: a FlowModel with `search` (PriorSearch).
         rep_var, tau: the OU variance and time scale when given (the grid then holds only that value).
+
+    Velocities far off a fitted field are left out before and after the search (`screen_first_fit`,
+    `velocity_outliers`; the module's docstring), their counts in the info ("velocity_outliers_dropped" and its parts).
     """
     spec = model.search
     keep = thin_pairs(t, track, spec.spacing_days * spec.day)
     points, t, vel, track = points[keep], t[keep], vel[keep], track[keep]
+    g = velocity_basis(points, t, *model.modes)  # (n, 2, 2K)
+    # the pairs far off a first fit (fixes a few kilometres off) are left out of the search: they would set its scale
+    first, first_passes = screen_first_fit(g, vel, track, t, model, noise_var, rep_var, tau)
+    searched = len(t)
+    points, t, vel, track, g = (a[~first] for a in (points, t, vel, track, g))
     msq = float(np.mean(vel**2))
     ids = np.unique(track)
     n_folds = min(spec.folds, len(ids))
     fold_of = dict(zip(ids.tolist(), np.arange(len(ids)) % n_folds))
     fold = np.array([fold_of[i] for i in track.tolist()])
     folds = [np.flatnonzero(fold == f) for f in range(n_folds)]
-    g = velocity_basis(points, t, *model.modes)  # (n, 2, 2K)
     raw = [(g[f], vel[f]) for f in folds]
     arranged = [track_series(g[f], vel[f], track[f], t[f]) for f in folds]  # one layout for every error model
     taus = [tau] if tau is not None else [d * spec.day for d in spec.taus_days]
@@ -210,6 +275,27 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
     tau_best = climb(taus, lambda tau_i: score(tau_i, middle[1])[0])
     best = score(tau_best, climb(variances, lambda var_i: score(tau_best, var_i)[0]))
     _, cv, tau_best, var_best, ratio, theta, prior_var, whitened = best
+    # the searched pairs far off the chosen estimate (fixes a few kilometres off): the final solve, CV ratio and
+    # evidence without them, at the chosen prior and error model; flagged again against that solve's estimate (the
+    # first estimate was dragged by them), at most OUTLIER_PASSES times
+    chosen = (whitened, cv, ratio)
+    mean, cov = normal_posterior(whitened.gram, whitened.rhs, prior_var)
+    outlier, passes = np.zeros(len(t), bool), 0
+    for _ in range(OUTLIER_PASSES):
+        flagged, threshold = velocity_outliers(vel - g @ mean, OUTLIER_K, np.sqrt(var_best + noise_var))
+        if np.array_equal(flagged, outlier):
+            break
+        outlier, passes = flagged, passes + 1
+        whitened, cv, ratio = chosen
+        if outlier.any():
+            kept = [f[~outlier[f]] for f in folds]
+            kept = [f for f in kept if len(f)]
+            whitened = _Whitened.build([track_series(g[f], vel[f], track[f], t[f]) for f in kept],
+                                       (var_best, tau_best, noise_var))
+            cv = (cross_validate(whitened, [(g[f], vel[f]) for f in kept], prior_var) if len(kept) > 1
+                  else float("nan"))
+            ratio = normal_log_evidence(whitened.gram, whitened.rhs, whitened.yy, prior_var)
+        mean, cov = normal_posterior(whitened.gram, whitened.rhs, prior_var)
     # no better than zero on held-out drifters, or no more evidence than the zero-signal model's plus one nat per
     # fitted prior parameter (AIC's penalty: the fitted evidence of pure noise is a little above zero's)
     zero = bool((n_folds > 1 and not cv < 1.0) or ratio <= len(theta))
@@ -222,13 +308,23 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
             "search_pairs": len(t), "search_spacing_days": spec.spacing_days, "error_model_table": table,
             "error_model_search": "time scales at the middle variance, then variances at the best time scale, each "
                                   "descending from the grid's middle (climb)",
-            "final_solve": "the searched pairs at the chosen prior and error model",
+            "final_solve": "the searched pairs at the chosen prior and error model"
+                           + (", without the velocity outliers" if outlier.any() else ""),
+            "velocity_outliers_dropped": int(first.sum() + outlier.sum()), "velocity_outlier_k": OUTLIER_K,
+            "velocity_outliers_before_search": int(first.sum()), "velocity_outlier_first_passes": first_passes,
+            "velocity_outliers_after_search": int(outlier.sum()), "velocity_outlier_passes": passes,
+            "velocity_outlier_threshold": threshold.tolist(),
             "zero_guard": zero}
+    if first.any() or outlier.any():
+        info["velocity_outliers_note"] = (
+            f"{int(first.sum() + outlier.sum())} of {searched} searched velocities left out as outliers "
+            f"({int(first.sum())} before the search, {int(outlier.sum())} after it; residual from the fitted field "
+            f"over {OUTLIER_K:g} standard deviations, robust or the error model's: position fixes off their track "
+            "that cleaning kept)")
     if zero:
         info["zero_guard_note"] = (f"the estimate is the prior mean (zero): the best error model predicts held-out "
                                    f"drifters with CV ratio {cv:.3g} (>= 1: no better than zero) and log evidence "
                                    f"{ratio:.4g} above the zero-signal model's (at most {len(theta)}, the prior's "
                                    "parameter count: no evidence of signal)")
         return np.zeros(len(prior_var)), np.diag(prior_var), prior_var, var_best, tau_best, info
-    mean, cov = normal_posterior(whitened.gram, whitened.rhs, prior_var)
     return mean, cov, prior_var, var_best, tau_best, info
