@@ -86,6 +86,10 @@ def test_uniform_current_is_recovered_on_every_tile_without_seams(uniform):
         assert len(records) == summary["tiles"] and ds.attrs["local_gp"].startswith("local GP in")
         fitted = [r["local_gp"] for r in records if isinstance(r.get("local_gp"), dict)]
         assert fitted and all(10.0 <= f["ell_km"] and f["std_m_s"] > 0 for f in fitted)
+        # the cleaned spikes leave no velocity off the uniform current: the tiles' outlier screen drops none
+        assert ds.attrs["tile_velocity_outliers_dropped"] == 0
+        assert all(r.get("velocity_outliers_dropped") == 0 for r in records if "skipped" not in r)
+        assert "velocities far off their fitted field" in " ".join(summary["notes"])
 
 
 @pytest.mark.parametrize("lon0, lat0", [(176.0, -20.0), (-40.0, 66.0)], ids=["dateline", "65N"])

@@ -145,7 +145,8 @@ def _posterior(tracks, k_max: float, degree: int):
     regime = observation_regime(tracks.positions, tracks.times, model, config)
     mean, cov, found = representation_posterior(tracks.positions, tracks.times, None, model, config, regime,
                                                 np.zeros(2 * model.n_modes), model.prior_var)
-    keep = ("cv_ratio", "representation_std", "representation_time", "zero_guard", "velocity_noise_std")
+    keep = ("cv_ratio", "representation_std", "representation_time", "zero_guard", "velocity_noise_std",
+            "velocity_outliers_dropped", "noise_note")
     return mean, cov, float(found["representation_std"]), {"model": model, **{k: found[k] for k in keep
                                                                                if k in found}}
 

@@ -260,9 +260,12 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
     remove_tree(partial, fault="map-partial-removal")
     skipped = [i for i in infos if "skipped" in i]
     zero = sum(bool(i.get("zero_guard")) for i in infos)
+    outliers = [i.get("velocity_outliers_dropped", 0) for i in infos]
     notes = list(fixes.notes) + [f"{len(infos) - len(skipped)} tiles inverted, {len(skipped)} without enough "
                                  f"drifters (left to the others, else NaN), {zero} answered the prior mean (zero) "
-                                 "because their tracks predicted held-out drifters no better"]
+                                 "because their tracks predicted held-out drifters no better; "
+                                 f"{sum(o > 0 for o in outliers)} tiles left out {sum(outliers)} velocities far off "
+                                 "their fitted field (fixes off their track that cleaning kept)"]
     local = local_gp_summary(infos)
     if local:
         notes.append(local)
@@ -447,6 +450,7 @@ def _dataset(grid: Grid, settings: MapSettings, fields: dict, counts, infos):
                 "window_step_days": settings.step_days, "k_max": settings.k_max, "degree": settings.degree,
                 "tiles": len(infos), "tiles_skipped": skipped,
                 "tiles_zero_guard": sum(bool(i.get("zero_guard")) for i in infos),
+                "tile_velocity_outliers_dropped": sum(i.get("velocity_outliers_dropped", 0) for i in infos),
                 "local_gp": local_gp_summary(infos) or "off",
                 "tile_records": json.dumps(infos),
                 "settings": json.dumps(dataclasses.asdict(settings)),
