@@ -255,7 +255,7 @@ def test_the_local_gp_maps_an_eddy_the_tile_basis_cannot_resolve():
         assert ("ell_km" in piece["info"].get("local_gp", {})) == local
     eddy = np.sqrt(np.mean((true_u[near] - U) ** 2 + (true_v[near] - V) ** 2))
     assert near.sum() >= 10 and errors[False] > 0.2 * eddy  # the basis alone misses a good part of the eddy
-    # at least 40% of the basis's error gone (the fit's noise floor, NOISE_FLOOR_M_S, keeps it from following the
+    # at least 40% of the basis's error gone (the fit's noise floor, NOISE_FLOOR, keeps it from following the
     # tracks' 20 m position noise more closely)
     assert errors[True] < 0.6 * errors[False]
     assert stds[True] < stds[False]

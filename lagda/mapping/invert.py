@@ -28,7 +28,8 @@ LOCAL_CHUNK_S = 6 * 3600.0  # the drifter velocities of the local fit: displacem
 LOCAL_MAX_POINTS = 1200  # at most this many velocities per tile (longer chunks beyond)
 LOCAL_FIT_POINTS = 150  # the hyperparameters are fitted on at most this many of them (a fit costs its cube)
 MIN_LOCAL_POINTS = 10
-NOISE_FLOOR_M_S = 0.01  # the local fit's noise std at least this: tiny noise on dense tracks is ill-conditioned
+NOISE_FLOOR = 0.25  # the local fit's noise std at least this fraction of the residuals' RMS (tiny noise on dense
+NOISE_FLOOR_M_S = 0.001  # tracks is ill-conditioned), and at least this
 LOCAL_REACH = 2.0  # a local correction over this many times the residuals' 99th percentile is rejected
 OUTLIER_SIGMAS = 5.0  # chunk velocities whose residual is further than this many robust stds are left out
 
@@ -270,7 +271,7 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
     power = float(np.mean(residual**2))
     # the variance at most a few times the residual's: a longer trend is the basis's, not a reason to inflate it
     bounds = ((10.0, max(0.5 * side_km / k_max, 11.0)), (0.25, window_days / 3), (1e-6, max(4.0 * power, 2e-6)),
-              (NOISE_FLOOR_M_S**2, 0.25))
+              (max(NOISE_FLOOR**2 * power, NOISE_FLOOR_M_S**2), 0.25))
     hyper = fit([(points[pick], residual[pick, 0]), (points[pick], residual[pick, 1])],
                 start=(30.0, 3.0, power, 0.1 * power), bounds=bounds, centre=False, maxiter=50)
     spread = float(np.mean((velocity - velocity.mean(axis=0)) ** 2))
