@@ -242,6 +242,7 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
     them), its length scale bounded by half the basis's shortest wavelength (the box's side over k_max): the scales
     the basis resolves are the basis's.
     """
+    from lagda.assimilation.methods.prior_search import velocity_outliers
     from lagda.mapping.residual import EARTH_RADIUS_KM, Predictor, fit, local_km
     from simulate.flow import velocity_basis
 
@@ -257,8 +258,7 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
     fu, fv = mapping.velocity_factors(lat)
     residual = velocity - (g @ mean) * np.stack([fu, fv], axis=-1)
     # a fix the spike rule let through makes a chunk velocity far off: left out beyond OUTLIER_SIGMAS robust stds
-    off = np.abs(residual - np.median(residual, axis=0))
-    inlier = np.all(off <= OUTLIER_SIGMAS * np.maximum(1.4826 * np.median(off, axis=0), 1e-3), axis=1)
+    inlier = ~velocity_outliers(residual, OUTLIER_SIGMAS, error_std=1e-3)[0]
     lon, lat, seconds = lon[inlier], lat[inlier], seconds[inlier]
     residual, velocity = residual[inlier], velocity[inlier]
     if len(lon) < MIN_LOCAL_POINTS:
