@@ -194,19 +194,19 @@ def test_an_interrupt_at_each_transition_then_resume_gives_the_same_map(small_ma
             np.testing.assert_array_equal(a[name].values, b[name].values)
 
 
-def _eddy_fixes(centre, days=10, n=24, seed=4):
-    """Returns (Fixes, velocity(lon, lat) -> (u, v) m/s) of drifters in the uniform current plus a Gaussian eddy of
-    40 km radius (peak 0.3 m/s) at `centre`, hourly fixes (Euler steps of 10 minutes) with 20 m noise."""
+def _eddy_fixes(centre, days=10, n=24, seed=4, current=(U, V), peak=0.3):
+    """Returns (Fixes, velocity(lon, lat) -> (u, v) m/s) of drifters in the uniform `current` plus a Gaussian eddy of
+    40 km radius (`peak` m/s) at `centre`, hourly fixes (Euler steps of 10 minutes) with 20 m noise."""
     from lagda.mapping.archive import Fixes
 
-    radius, peak = 40e3, 0.3
+    radius = 40e3
     amplitude = peak * radius * np.exp(0.5)  # psi = A exp(-r^2 / 2R^2): speed A r / R^2 exp(-r^2 / 2R^2)
 
     def velocity(lon, lat):
         x = np.deg2rad(lon - centre[0]) * EARTH_RADIUS_M * np.cos(np.deg2rad(lat))
         y = np.deg2rad(lat - centre[1]) * EARTH_RADIUS_M
         g = amplitude * np.exp(-(x**2 + y**2) / (2 * radius**2)) / radius**2
-        return U + g * y, V - g * x  # u = -dpsi/dy, v = dpsi/dx
+        return current[0] + g * y, current[1] - g * x  # u = -dpsi/dy, v = dpsi/dx
 
     rng = np.random.default_rng(seed)
     lon = centre[0] + rng.uniform(-1.0, 1.0, n)
@@ -259,6 +259,30 @@ def test_the_local_gp_maps_an_eddy_the_tile_basis_cannot_resolve():
     # tracks' 20 m position noise more closely)
     assert errors[True] < 0.6 * errors[False]
     assert stds[True] < stds[False]
+
+
+def test_a_tile_answered_zero_counts_the_velocity_variance_once():
+    # drifters in still water: the basis estimate is zero through its guard, its posterior is the prior, and the
+    # local GP maps the velocities themselves; the total variance is the GP's (with the spread far from the
+    # drifters), not the GP's plus the basis prior's
+    from lagda.mapping import invert
+
+    s = settings(-40.0, 30.0)
+    tile = tile_layout(s.region, s.period, s.tile_deg, s.halo_deg, s.window_days, s.step_days)[0]
+    grid = s.grid()
+    fixes, _ = _eddy_fixes(tile.centre, current=(0.0, 0.0), peak=0.0)
+    fixes = invert.tile_fixes(fixes, tile)
+    piece = invert.invert_tile(fixes, tile, grid, s.k_max, s.degree)
+    assert piece["info"]["zero_guard"] and "ell_km" in piece["info"]["local_gp"]
+    segments = invert._segments(fixes)
+    mapping, tracks = invert.tile_tracks(fixes, segments, tile)
+    mean, _, _, chosen = invert._posterior(tracks, s.k_max, s.degree)
+    assert not np.any(mean)
+    gp, hyper, _, spread, _, _ = invert._local_fit(fixes, segments, mean, chosen["model"], mapping, tile, s.k_max)
+    _, _, var_local = invert._local_on_grid(gp, tile, grid)
+    expected = var_local + (var_local / hyper.s2) ** 2 * max(spread - hyper.s2, 0.0)
+    np.testing.assert_allclose(piece["u_std"], np.sqrt(expected), rtol=1e-5)
+    np.testing.assert_allclose(piece["v_std"], np.sqrt(expected), rtol=1e-5)
 
 
 def test_the_blend_in_blocks_of_days_writes_the_same_map(uniform, tmp_path, monkeypatch):

@@ -81,19 +81,11 @@ def invert_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int,
     `fixes` are the tile's own (`tile_fixes`). u_std, v_std are the total predictive std: the posterior std of the
     field in the basis and the std of the velocity it leaves out (the error model's), in quadrature.
     """
-    from lagda.io.physical import MODEL_WINDOW, Mapping
-    from lagda.io.tracks import pack_tracks
-
     segments = _segments(fixes)
     info = {"tile": tile.key, "fixes": int(len(fixes)), "segments": len(segments)}
     if len(segments) < MIN_SEGMENTS:
         return {"info": {**info, "skipped": f"fewer than {MIN_SEGMENTS} drifter segments"}}
-    mapping = Mapping(tuple(float(b) for b in tile.box), "lonlat", float(tile.start_s),
-                      (tile.end_s - tile.start_s) / MODEL_WINDOW)
-    times = [mapping.time_to_model(fixes.time[s]) for s in segments]
-    positions = [np.stack(mapping.to_model(fixes.lon[s], fixes.lat[s]), axis=-1) for s in segments]
-    tracks = pack_tracks(times, positions, np.arange(len(segments)), np.zeros(len(segments), np.int64),
-                         mapping=mapping)
+    mapping, tracks = tile_tracks(fixes, segments, tile)
     mean, cov, rep_std, chosen = _posterior(tracks, k_max, degree)
     model = chosen.pop("model")
     field = _on_grid(mean, cov, model, mapping, tile, grid)
@@ -114,16 +106,33 @@ def invert_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int,
     # near a drifter the local fit corrects the basis field's error too: its variance shrinks by the same
     # fraction as the residual's. Away from the drifters the velocity the basis leaves out is larger than its
     # residual at them (where the basis fit absorbed part of it): its variance there is the spread of the
-    # drifters' velocities, entering with the square of that fraction so that it is gone near a drifter
+    # drifters' velocities, entering with the square of that fraction so that it is gone near a drifter. When the
+    # basis estimate is zero (its guard), the local fit maps the drifters' velocities themselves and the basis
+    # posterior is its prior: the velocity's own variance, which the local fit's already holds, is not added twice
     remaining = var_local / hyper.s2
     far = remaining**2 * max(spread - hyper.s2, 0.0)
-    var_u = field.pop("var_u") * remaining + var_local + far
-    var_v = field.pop("var_v") * remaining + var_local + far
+    basis = 0.0 if info.get("zero_guard") else remaining
+    var_u = field.pop("var_u") * basis + var_local + far
+    var_v = field.pop("var_v") * basis + var_local + far
     info["local_gp"] = {"velocities": points, "ell_km": hyper.ell_km, "tau_days": hyper.tau_days,
                         "std_m_s": float(np.sqrt(hyper.s2)), "noise_m_s": float(np.sqrt(hyper.n2)),
                         "spread_m_s": float(np.sqrt(spread)), "outliers": outliers}
     return {"u": field["u"], "v": field["v"], "u_std": np.sqrt(var_u).astype(np.float32),
             "v_std": np.sqrt(var_v).astype(np.float32), "info": info}
+
+
+def tile_tracks(fixes: Fixes, segments: list[np.ndarray], tile: Tile):
+    """Returns (the tile's Mapping: its box through the tangent plane at its centre as the model domain, its window
+    as the model window; the segments as model-unit Tracks, one track per segment)."""
+    from lagda.io.physical import MODEL_WINDOW, Mapping
+    from lagda.io.tracks import pack_tracks
+
+    mapping = Mapping(tuple(float(b) for b in tile.box), "lonlat", float(tile.start_s),
+                      (tile.end_s - tile.start_s) / MODEL_WINDOW)
+    times = [mapping.time_to_model(fixes.time[s]) for s in segments]
+    positions = [np.stack(mapping.to_model(fixes.lon[s], fixes.lat[s]), axis=-1) for s in segments]
+    return mapping, pack_tracks(times, positions, np.arange(len(segments)), np.zeros(len(segments), np.int64),
+                                mapping=mapping)
 
 
 def _finish(field: dict, rep_std: float, info: dict) -> dict:
