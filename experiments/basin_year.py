@@ -342,7 +342,9 @@ def main(argv=None) -> int:
         return 2
     if rows:
         print(f"wrote {write_csv(rows, table)}")
-    if args.step in ("page", "all") or (rows and table == CSV):
+    if table != CSV:
+        print(f"{PAGE.name} shows {CSV.name} only: this run's table is {table}")
+    elif args.step in ("page", "all") or rows:
         print(f"wrote {write_page(table, PAGE)}")
     return 0
 

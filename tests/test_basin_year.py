@@ -253,3 +253,19 @@ def test_csv_rows_merge_and_the_page_table_follows(tmp_path):
     text = write_page(path, page).read_text()
     assert "old" not in text and text.startswith("intro") and text.endswith("after\n")
     assert "| b | y | 0.25 |" in text and "| a | x | 0.125 |" in text and "0.5 " not in text
+
+
+def test_only_the_year_table_reaches_the_docs_page(tmp_path, monkeypatch, capsys):
+    # `all --quick` keeps its table in its work folder; the docs page shows results/basin_year.csv alone
+    import experiments.basin_year as by
+
+    page = tmp_path / "page.md"
+    page.write_text("<!-- basin-year table: begin -->\nold\n<!-- basin-year table: end -->\n")
+    monkeypatch.setattr(by, "PAGE", page)
+    monkeypatch.setattr(by, "CSV", by.write_csv([{"method": "year", "config": "x", "error": 0.5}],
+                                                tmp_path / "year.csv"))
+    by.write_csv([{"method": "quick", "config": "y", "error": 0.25}], tmp_path / "basin_year.csv")
+    assert by.main(["page", "--quick", "--work", str(tmp_path)]) == 0
+    assert "old" in page.read_text() and "this run's table is" in capsys.readouterr().out
+    assert by.main(["page"]) == 0
+    assert "| year | x | 0.5 |" in page.read_text() and "quick" not in page.read_text()
