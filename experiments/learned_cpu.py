@@ -17,7 +17,7 @@ by `lagda.learning.evaluate.retrieval_scores` as the trained run is; its row giv
 normal equations, solve) and the retrieval. It is given the same things as the learned head (the basis features,
 the form of the score, the pairs) and no more.
 
-    nice -n 10 python -m experiments.learned_cpu --work WORK --epochs 20     # ~30 min on 2 cores
+    python -m experiments.learned_cpu --work WORK                            # ~15 min on 2 cores
     python -m experiments.learned_cpu --work WORK --epochs 2 --quick         # 256 / 256 pairs, a smoke test
 
 Results: results/learned_cpu.csv; docs/results/training.md ("The pure-learned encoder").
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--work", type=pathlib.Path, required=True, help="folder of the datasets (simulated if missing)")
     p.add_argument("--run-dir", type=pathlib.Path, help="the new training run (default WORK/learned_cpu)")
-    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--epochs", type=int, default=10, help="the preset's own 10 by default")
     p.add_argument("--quick", action="store_true", help="256 training and 256 test pairs, library 256")
     p.add_argument("--skip-baseline", action="store_true")
     p.add_argument("--out", type=pathlib.Path, default=ROOT / "results" / "learned_cpu.csv")
