@@ -44,10 +44,23 @@ KS = (1, 5, 10)
 COLUMNS = ("method", "epoch", "train_seconds", "wall_seconds") + tuple(f"{d}/R@{k}" for d in DIRECTIONS for k in KS)
 
 
-def lagda(*args: str) -> None:
-    """Runs `python -m lagda ARGS` (this checkout's lagda) and raises on a non-zero exit."""
+def lagda(*args: str, watch: pathlib.Path | None = None) -> list[float]:
+    """Runs `python -m lagda ARGS` (this checkout's lagda); returns the seconds from its start at which file `watch`
+    gained each of its lines (polled every 0.2 s; [] without `watch`). Raises on a non-zero exit."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    subprocess.run([sys.executable, "-m", "lagda", *args], check=True, env=env)
+    start, seen = time.time(), []
+    child = subprocess.Popen([sys.executable, "-m", "lagda", *args], env=env)
+    while child.poll() is None or watch is not None and watch.exists() and _lines(watch) > len(seen):
+        if watch is not None and watch.exists():
+            seen += [time.time() - start] * (_lines(watch) - len(seen))
+        time.sleep(0.2)
+    if child.returncode:
+        raise subprocess.CalledProcessError(child.returncode, child.args)
+    return seen
+
+
+def _lines(path: pathlib.Path) -> int:
+    return len(path.read_text().splitlines())
 
 
 def simulate(work: pathlib.Path, quick: bool) -> tuple[pathlib.Path, pathlib.Path]:
@@ -66,16 +79,16 @@ def train_rows(train_path, test_path, run_dir: pathlib.Path, epochs: int, librar
     if run_dir.exists():
         raise SystemExit(f"{run_dir} exists: pass a new --run-dir")
     start = time.time()
-    lagda("train", "--preset", "learned", "--train", str(train_path), "--test", str(test_path), "--run-dir",
-          str(run_dir), "--epochs", str(epochs), "--eval-library", str(library), "--no-progress")
+    ends = lagda("train", "--preset", "learned", "--train", str(train_path), "--test", str(test_path), "--run-dir",
+                 str(run_dir), "--epochs", str(epochs), "--eval-library", str(library), "--no-progress",
+                 watch=run_dir / "metrics.jsonl")  # a line per epoch, written after its evaluation
     wall = time.time() - start
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    ends = [os.path.getmtime(run_dir / "checkpoints" / str(r["epoch"])) for r in records]  # saved after evaluation
     rows, seconds = [], 0.0
-    for record, end in zip(records, ends):
+    for record, end in zip(records, ends, strict=True):
         seconds += record["epoch_seconds"]
         rows.append({"method": "learned", "epoch": record["epoch"], "train_seconds": round(seconds, 1),
-                     "wall_seconds": round(end - start, 1),
+                     "wall_seconds": round(end, 1),
                      **{f"{d}/R@{k}": record.get(f"test/{d}/R@{k}") for d in DIRECTIONS for k in KS}})
     print(f"learned: {epochs} epochs in {wall:.0f} s wall", file=sys.stderr)
     return rows
