@@ -36,9 +36,10 @@ to the number of observations. The head is learned:
   and the output is the quadratic form of the misfit of the increments to the velocity phi_j W x of
   coefficients x = (Re c, Im c), sum_j dt_j |dz_j / dt_j - phi_j W x|^2 / T = E - 2 b.x + x^T S x:
   g_v = (2 b, -triangle(S), -E) `(2K + K (2K + 1) + 1,)`, whose inner product with the quadratic
-  coefficient embedding (encoders.quadratic_features) is minus the misfit. Trained with the inner similarity, the
-  score is a Gaussian log-likelihood of the coefficients, quadratic in them, with a learned velocity model; with
-  W = velocity_design it is exactly the velocity misfit of the finite differences at the token midpoints.
+  coefficient embedding (`quadratic_features`, encoders.embed_coefficients) is minus the misfit. Trained with
+  the inner similarity, the score is a Gaussian log-likelihood of the coefficients, quadratic in them, with a
+  learned velocity model; with W = velocity_design it is exactly the velocity misfit of the finite differences
+  at the token midpoints.
 """
 
 from __future__ import annotations
@@ -148,6 +149,13 @@ def velocity_design(k1, k2, current=None) -> np.ndarray:
     return design
 
 
+def design_moments(w, p, gram):
+    """Returns (S = sum_c W_c^T Phi W_c `(batch, r, r)`, b = sum_c W_c^T P_c `(batch, r)`) of a design W `(2K, 2, r)`
+    and pooled P `(batch, 2K, 2)`, Phi `(batch, 2K, 2K)`: the Gram and the matched filter of the velocity phi W x."""
+    s = jnp.einsum("fcr,bfg,gcs->brs", w, gram, w, precision="highest")
+    return s, jnp.einsum("fcr,bfc->br", w, p, precision="highest")
+
+
 def quadratic_features(x):
     """Returns (x, w_ij x_i x_j for i <= j, 1) `(..., n + n (n + 1) / 2 + 1)` of x `(..., n)`, w = 2 off the diagonal.
 
@@ -248,14 +256,10 @@ class SetEncoder(nnx.Module):
         regime features `(batch, 3)` (which set the ridge lambda: noisy or sparse tracks need more) and
         E `(batch,)` (the misfit head's constant term)."""
         if self.head_kind == "misfit":
-            w = self.design[...]
-            s = jnp.einsum("fcr,bfg,gcs->brs", w, gram, w, precision="highest")
-            b = jnp.einsum("fcr,bfc->br", w, p, precision="highest")
+            s, b = design_moments(self.design[...], p, gram)
             return jnp.concatenate([2.0 * b, -triangle(0.5 * (s + jnp.swapaxes(s, 1, 2))), -energy[:, None]], axis=-1)
         if self.head_kind == "ridge":
-            w = self.design[...]
-            s = jnp.einsum("fcr,bfg,gcs->brs", w, gram, w, precision="highest")
-            b = jnp.einsum("fcr,bfc->br", w, p, precision="highest")
+            s, b = design_moments(self.design[...], p, gram)
             rank = s.shape[-1]
             scale = jnp.trace(s, axis1=1, axis2=2)[:, None, None] / rank
             eye = jnp.eye(rank, dtype=s.dtype)[None]
