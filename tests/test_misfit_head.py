@@ -102,3 +102,16 @@ def test_the_lifted_mask_is_the_quadratic_embedding_of_the_masked_coefficients(p
     x = embed_coefficients(jnp.asarray(pairs.coef[:3]))
     np.testing.assert_allclose(embed_coefficients(jnp.asarray(pairs.coef[:3]), "quadratic") * lifted[None],
                                quadratic_features(x * keep[None]), rtol=1e-6)
+
+
+@pytest.mark.parametrize("method", [["retrieve"], ["hybrid"], ["sample", "--start", "learned"]])
+def test_lagda_assimilate_refuses_a_misfit_run_in_one_line(misfit_run, method, tmp_path, capsys):
+    from lagda.cli import main
+    from lagda.demo import shipped
+
+    out = tmp_path / "r.nc"
+    code = main(["assimilate", "--tracks", str(shipped("example_tracks.nc")), "--method", *method, "--model",
+                 str(misfit_run[1]), "--out", str(out)])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code != 0 and not out.exists()
+    assert len(err) == 1 and "misfit head" in err[0], err
