@@ -213,7 +213,7 @@ def drifter_study(args) -> list[dict]:
             base = dict(batch_size=args.batch, epochs=max(1, round(args.steps / steps_per_epoch)), eval_library=0,
                         seed=seed)
             if args.preset == "learned" or args.quick:  # the set encoder, trained on every observation regime
-                base.update(encoder="set", regime="mixture")
+                base.update(encoder="set", regime="mixture", set_head="ridge")  # the 2K-vector head assimilation reads
             config = PRESETS[args.preset](**{**base, **OBJECTIVES[name]})
             run_dir = pathlib.Path(args.work) / f"{name}_seed{seed}"
             wall, cpu = time.perf_counter(), time.process_time()

@@ -81,7 +81,8 @@ def train_encoder(train, held, run: pathlib.Path, epochs: int, batch: int, weigh
     x = np.concatenate([data.coef.real, data.coef.imag], axis=1).astype(np.float64) * weight
     tau = float(2 * np.mean(np.sum((x - x.mean(0)) ** 2, axis=1)))  # E|x_i - x_j|^2, weighted
 
-    config = learned(epochs=epochs, regime="mixture", regime_max_drifters=64, regime_stride_max=2,
+    config = learned(set_head="ridge", epochs=epochs, regime="mixture", regime_max_drifters=64,
+                     regime_stride_max=2,
                      regime_gap_max=0.3, regime_noise_max=2e-5, regime_dense_prob=0.0, similarity="l2",
                      learn_tau=True, tau=tau, mask_mean_mode=False, set_init="basis", similarity_weights=weights,
                      batch_size=batch,

@@ -98,7 +98,8 @@ def main(argv=None) -> int:
         scale = to_lagda_dataset(args.train, train_nc, every=args.every, drifters=args.train_drifters)
         to_lagda_dataset(args.test, test_nc, scale, every=args.every, drifters=args.train_drifters)
     n_train_drifters = args.train_drifters
-    config = learned(epochs=args.epochs, regime="mixture", regime_max_drifters=n_train_drifters,
+    config = learned(set_head="ridge", epochs=args.epochs, regime="mixture",
+                     regime_max_drifters=n_train_drifters,
                      batch_size=args.batch_size, eval_library=min(4096, args.batch_size * 32))
     start = time.perf_counter()
     train(config, str(train_nc), str(test_nc), args.run, resume=(args.run / "checkpoints").exists(), progress=False)

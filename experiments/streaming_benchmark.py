@@ -28,7 +28,8 @@ CHILD = textwrap.dedent("""
     import json, resource
     from lagda.learning.config import learned
     from lagda.learning.train import train
-    run = train(learned(epochs={epochs}, eval_library=0, stream={stream}), {train!r}, None, {run_dir!r}, progress=False)
+    run = train(learned(set_head="ridge", epochs={epochs}, eval_library=0, stream={stream}), {train!r}, None,
+                {run_dir!r}, progress=False)
     last = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
     print(json.dumps({{"samples_per_s": last["samples_per_s"],
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))

@@ -584,7 +584,8 @@ def test_basis_pairs_train_an_encoder_that_hybrid_uses_in_that_basis(turbulence_
     assert spec["length"] == pytest.approx(0.1) and data.k1.size == truth["k1"].size
 
     run = tmp_path / "run"
-    config = learned(epochs=1, batch_size=2, similarity="inner", mask_mean_mode=False, eval_library=0, set_rank=8,
+    config = learned(set_head="ridge", epochs=1, batch_size=2, similarity="inner", mask_mean_mode=False,
+                     eval_library=0, set_rank=8,
                      regime="mixture", regime_max_drifters=9)
     train(config, str(pairs), str(pairs), run, progress=False)
     scorer, _ = scorer_from_run(run)

@@ -518,8 +518,8 @@ def run(tmp_path_factory):
     from lagda.learning.train import train
 
     run_dir = tmp_path_factory.mktemp("runs") / "inner"
-    train(learned(epochs=1, batch_size=4, similarity="inner", tau=1e4, eval_library=0), make_pairs(8, seed=3), None,
-          run_dir, progress=False)
+    train(learned(set_head="ridge", epochs=1, batch_size=4, similarity="inner", tau=1e4, eval_library=0),
+          make_pairs(8, seed=3), None, run_dir, progress=False)
     return run_dir
 
 

@@ -117,7 +117,8 @@ def test_few_steps_on_a_sparse_problem_beat_chance(pairs):
     the hits X ~ Binomial(64, 1/64): P(X >= 12) < 1e-8. Asserting >= 12 hits in a direction
     therefore fails only if the encoder learned nothing (or broke).
     """
-    config = learned(regime="mixture", regime_stride_max=5, regime_noise_max=1e-3, regime_max_drifters=2,
+    config = learned(set_head="ridge", regime="mixture", regime_stride_max=5, regime_noise_max=1e-3,
+                     regime_max_drifters=2,
                      batch_size=64, lr=1e-2, warmup=0, cosine_decay=False, tau=0.1)
     model = build_model(config, N_OBS, pairs.k1, pairs.k2, pairs.meta())
     graphdef, params, buffers = nnx.split(model, nnx.Param, ...)
@@ -141,7 +142,7 @@ def test_few_steps_on_a_sparse_problem_beat_chance(pairs):
 
 
 def test_mixture_run_resumes_bit_for_bit_and_loads(pairs, tmp_path):
-    settings = dict(regime="mixture", batch_size=32, eval_library=0, warmup=0,
+    settings = dict(set_head="ridge", regime="mixture", batch_size=32, eval_library=0, warmup=0,
                     cosine_decay=False)  # lr independent of epochs
     config = learned(epochs=2, **settings)
     train(config, pairs, None, tmp_path / "straight", progress=False)
@@ -188,12 +189,13 @@ def test_ridge_head_with_the_basis_design_is_least_squares_in_a_chosen_basis():
     meta = {"k1": k1, "k2": k2, "omega": omega, "time": times,
             "time_basis": {"degree": time.degree.tolist(), "start": 0.0, "length": 0.1,
                            "current": time.current.astype(bool).tolist()}}
-    encoder = SetEncoder(2 * n, learned(set_init="basis"), meta, rngs=nnx.Rngs(0))  # velocity_design, identity
+    encoder = SetEncoder(2 * n, learned(set_head="ridge", set_init="basis"), meta,
+                         rngs=nnx.Rngs(0))  # velocity_design, identity
     encoder.log_ridge[...] = jnp.asarray(np.log(1e-7), jnp.float32)
     estimate = np.asarray(encoder(jnp.asarray(positions), jnp.asarray(times)[None, None]))[0]
     # float32 features and midpoint increments (measured 9e-6); without the Legendre factors it fails (1.06)
     assert np.linalg.norm(estimate - x) < 1e-4 * np.linalg.norm(x)
-    flat = SetEncoder(2 * n, learned(set_rank=2 * n), {**meta, "time_basis": None}, rngs=nnx.Rngs(0))
+    flat = SetEncoder(2 * n, learned(set_head="ridge", set_rank=2 * n), {**meta, "time_basis": None}, rngs=nnx.Rngs(0))
     flat.design[...], flat.readout[...] = encoder.design[...], encoder.readout[...]
     flat.log_ridge[...] = encoder.log_ridge[...]
     wrong = np.asarray(flat(jnp.asarray(positions), jnp.asarray(times)[None, None]))[0]

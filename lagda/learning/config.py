@@ -28,7 +28,8 @@ Optimiser = Literal["adam", "adamw"]
 ComputeDtype = Literal["float32", "bfloat16"]
 Attention = Literal["xla", "cudnn"]
 Encoder = Literal["transformer", "set"]
-SetHead = Literal["ridge", "mlp"]
+SetHead = Literal["ridge", "mlp", "misfit"]
+CoefEmbedding = Literal["re_im", "quadratic"]
 SetInit = Literal["random", "basis"]
 SimilarityWeights = Literal["uniform", "prior"]
 Regime = Literal["dense", "mixture"]
@@ -36,7 +37,8 @@ Regime = Literal["dense", "mixture"]
 _CHOICES = {
     "features": Features, "pooling": Pooling, "positional": Positional, "loss": LossKind,
     "similarity": Similarity, "optimiser": Optimiser, "compute_dtype": ComputeDtype, "attention": Attention,
-    "encoder": Encoder, "set_head": SetHead, "set_init": SetInit, "regime": Regime, "kernel": Kernel,
+    "encoder": Encoder, "set_head": SetHead, "coef_embedding": CoefEmbedding, "set_init": SetInit, "regime": Regime,
+    "kernel": Kernel,
     "kernel_coef_set": CoefSet, "similarity_weights": SimilarityWeights,
     "nuclr_xi_rule": NuclrRule, "nuclr_zeta_step": NuclrRule,
 }
@@ -60,11 +62,12 @@ class TrainConfig:
     physics_noise: float = setting(1e-6, "sigma^2 of the finite-difference velocities, prior-whitened units")
     physics_stride: int = setting(4, "observations per finite-difference interval of theta_hat")
     # --- set encoder (encoder = "set", lagda/learning/set_encoder.py; beyond the paper) ---
-    set_head: SetHead = setting("ridge", "learned closed-form ridge layer, or an MLP, on the pooled features")
+    set_head: SetHead = setting("ridge", "learned closed-form ridge layer, an MLP, or misfit: the quadratic form of "
+                                "the tracks' velocity misfit to a learned design (needs coef_embedding quadratic)")
     set_rank: int = setting(0, "r, width of the learned design of the ridge head (0: 2K)")
     set_ridge: float = setting(1e-3, "initial ridge lambda, relative to tr(S) / r (trained)")
-    set_init: SetInit = setting("random", "ridge head's start: random, or basis: the design of the velocity in the "
-                                "features and the identity readout (least squares; r = 2K)")
+    set_init: SetInit = setting("random", "ridge or misfit head's start: random, or basis: the design of the velocity "
+                                "in the features (and the ridge's identity readout: least squares; r = 2K)")
     set_hidden: int = setting(512, "hidden width of the MLP head")
     set_depth: int = setting(2, "hidden layers of the MLP head")
     # --- observation regimes drawn per batch (lagda/learning/regimes.py; set encoder only) ---
@@ -74,6 +77,9 @@ class TrainConfig:
     regime_gap_max: float = setting(0.5, "at most this fraction of the strided observations dropped")
     regime_noise_max: float = setting(1e-2, "position-noise std uniform in [0, this] (zero half the time)")
     regime_max_drifters: int = setting(8, "drifters per field uniform in [1, this] (at most the data's)")
+    # --- the fixed coefficient embedding g_u ---
+    coef_embedding: CoefEmbedding = setting("re_im", "g_u(c): (Re c, Im c), or quadratic: (x, x x^T upper triangle "
+                                            "with off-diagonals doubled, 1) of x = (Re c, Im c), set_head misfit")
     # --- loss (section 3) ---
     loss: LossKind = setting("cond", "L_cond (eq. 12), joint, sigmoid, kernel_set (L_cond on set kernels), sogclr, "
                              "nuclr")
@@ -157,8 +163,15 @@ class TrainConfig:
         if self.attention == "cudnn" and self.compute_dtype != "bfloat16":
             raise ValueError("attention = 'cudnn' needs compute_dtype = 'bfloat16' (cuDNN's fused attention has no "
                              "float32 kernel)")
-        if self.set_init == "basis" and (self.set_head != "ridge" or self.set_rank):
-            raise ValueError("set_init = 'basis' needs set_head = 'ridge' and set_rank = 0 (r = 2K)")
+        if self.set_init == "basis" and (self.set_head == "mlp" or self.set_rank):
+            raise ValueError("set_init = 'basis' needs set_head = 'ridge' or 'misfit' and set_rank = 0 (r = 2K)")
+        if (self.set_head == "misfit") != (self.coef_embedding == "quadratic"):
+            raise ValueError("set_head = 'misfit' and coef_embedding = 'quadratic' go together (their inner product "
+                             "is minus the misfit)")
+        if self.set_head == "misfit" and (self.encoder != "set" or self.similarity != "inner" or self.set_rank
+                                          or self.loss == "kernel_set" or self.similarity_weights != "uniform"):
+            raise ValueError("set_head = 'misfit' needs encoder = 'set', similarity = 'inner', set_rank = 0, "
+                             "similarity_weights = 'uniform' and a loss other than kernel_set")
         if self.encoder == "set" and self.physics:
             raise ValueError("physics = True needs encoder = 'transformer' (the set encoder is pure-learned)")
         if self.regime != "dense" and self.encoder != "set":
@@ -225,15 +238,28 @@ def learned(**overrides) -> TrainConfig:
 
     BEYOND the paper. Tokens are increments between consecutive observations; their basis
     features phi = (cos, sin)(omega_k t + 2 pi k.z) are pooled over tokens and drifters into
-    the matched filter P = sum phi (x) dz / T and the second moments Phi = sum dt phi phi^T / T;
-    a learned closed-form ridge head U (W^T Phi W + lambda I)^{-1} W^T P maps them to g_v
-    (lagda/learning/set_encoder.py). Trained on dense exact tracks (regime = "dense"); set
-    regime = "mixture" to train on strided, gappy, noisy, multi-drifter regimes.
+    the matched filter P = sum phi (x) dz / T, the second moments Phi = sum dt phi phi^T / T and
+    the mean squared speed E = sum |dz|^2 / (dt T) (lagda/learning/set_encoder.py). The head is
+    "misfit": a learned design W (random at the start) gives S = W^T Phi W and b = W^T P, and g_v =
+    (2 b, -S, -E) is the quadratic form of the misfit of the increments to the velocity phi W x of
+    coefficients x = (Re c, Im c); g_u(c) is the fixed (x, x x^T, 1) (coef_embedding "quadratic"), so the
+    inner similarity is minus the misfit. What is given besides the basis features: the form of the
+    score, a Gaussian log-likelihood of the coefficients, quadratic in them, under white velocity errors;
+    the velocity model W is learned. Trained on dense exact tracks (regime = "dense"); set regime =
+    "mixture" to train on strided, gappy, noisy, multi-drifter regimes.
+
+    set_head = "ridge" (or "mlp") selects the earlier head with its own settings: g_u(c) = (Re c, Im c), the
+    cosine similarity at tau 0.05, and for "ridge" the learned closed-form ridge layer U (W^T Phi W +
+    lambda I)^{-1} W^T P (`lagda/shipped/learned` was trained with it).
     """
-    base = dict(encoder="set", set_head="ridge", set_ridge=1e-4, lr=1e-2, warmup=50, cosine_decay=True,
-                grad_clip=1.0, optimiser="adam", tau=0.05, mask_mean_mode=True, batch_size=128, epochs=10,
-                eval_every=1, eval_library=4096)
-    return paper(**{**base, **overrides})
+    common = dict(encoder="set", warmup=50, cosine_decay=True, grad_clip=1.0, optimiser="adam",
+                  mask_mean_mode=True, batch_size=128, epochs=10, eval_every=1, eval_library=4096)
+    if overrides.get("set_head", "misfit") == "misfit":
+        head = dict(set_head="misfit", coef_embedding="quadratic", similarity="inner", tau=1.0, learn_tau=True,
+                    lr=1e-1)
+    else:
+        head = dict(set_head=overrides["set_head"], set_ridge=1e-4, tau=0.05, lr=1e-2)
+    return paper(**{**common, **head, **overrides})
 
 
 PRESETS = {"paper": paper, "cpu": cpu, "tiny": tiny, "learned": learned}

@@ -34,7 +34,7 @@ from flax import nnx
 
 from lagda.learning import physics
 from lagda.learning.config import TrainConfig
-from lagda.learning.set_encoder import SetEncoder
+from lagda.learning.set_encoder import SetEncoder, quadratic_features
 
 N_HARMONICS = 3  # sin/cos harmonics of the position: the default modes have |k_i| <= 3
 _FEATURE_WIDTH = {"position": 2, "increments": 2, "sincos": 4 * N_HARMONICS,
@@ -42,24 +42,40 @@ _FEATURE_WIDTH = {"position": 2, "increments": 2, "sincos": 4 * N_HARMONICS,
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
-def embed_coefficients(coef):
-    """Returns g_u(c) = (Re c, Im c), real `(..., 2 * mode)` (the fixed Eulerian embedding).
+def embed_coefficients(coef, kind: str = "re_im"):
+    """Returns the fixed Eulerian embedding g_u(c), real `(..., set_encoder.embedding_width(mode, kind))`.
+
+    "re_im": x = (Re c, Im c) `(..., 2 * mode)`. "quadratic": `quadratic_features(x)`, (x, the upper triangle of
+    x x^T with off-diagonals doubled, 1), whose inner product with a misfit head's track embedding
+    (lagda/learning/set_encoder.py) is minus the velocity misfit of the coefficients to the tracks.
 
     Args:
         coef: complex `(..., mode)` Fourier coefficients c_k of eq. (59).
+        kind: TrainConfig.coef_embedding.
+    Raises:
+        ValueError: for an unknown kind.
     """
     coef = jnp.asarray(coef)
-    return jnp.concatenate([jnp.real(coef), jnp.imag(coef)], axis=-1)
+    x = jnp.concatenate([jnp.real(coef), jnp.imag(coef)], axis=-1)
+    if kind == "re_im":
+        return x
+    if kind == "quadratic":
+        return quadratic_features(x)
+    raise ValueError(f"unknown coefficient embedding {kind!r}; valid values: re_im, quadratic")
 
 
-def similarity_mask(k1, k2, mask_mean_mode: bool, prior_scale=None) -> np.ndarray:
-    """Returns float32 `(2 * mode,)` weights applied to both embeddings before the similarity.
+def similarity_mask(k1, k2, mask_mean_mode: bool, prior_scale=None, kind: str = "re_im") -> np.ndarray:
+    """Returns float32 `(set_encoder.embedding_width(mode, kind),)` weights applied to both embeddings before the
+    similarity.
 
     All ones, except zeros at Re/Im of the mode k = (0, 0) when `mask_mean_mode`: c_(0,0)
     never changes the velocity, so no trajectory can predict it (g_u itself stays (Re c, Im c)).
     With `prior_scale` `(mode,)` (TrainConfig.similarity_weights "prior") each mode weighs rms(a) / a_k: the
     similarity of whitened coefficients, in which every mode counts alike (the learned conditional's closed form,
     learned.closed_form, then shrinks every mode alike instead of zeroing the weak ones).
+    For the "quadratic" embedding the weights m `(2 * mode,)` are lifted to `quadratic_features(m)` with the doubling
+    undone, (m, m_i m_j, 1): then g_u(c) times them is the quadratic embedding of m x, so with 0/1 weights the
+    similarity is minus the misfit of the masked coefficients.
     """
     keep = ~((np.asarray(k1) == 0) & (np.asarray(k2) == 0)) if mask_mean_mode else np.ones(len(k1), bool)
     weight = keep.astype(np.float64)
@@ -68,7 +84,11 @@ def similarity_mask(k1, k2, mask_mean_mode: bool, prior_scale=None) -> np.ndarra
         if not np.all(np.isfinite(scale) & (scale > 0)):
             raise ValueError("similarity weights from the prior need a positive prior_scale for every mode")
         weight = weight * np.sqrt(np.mean(scale**2)) / scale
-    return np.concatenate([weight, weight]).astype(np.float32)
+    weight = np.concatenate([weight, weight])
+    if kind == "quadratic":
+        rows, cols = np.triu_indices(len(weight))
+        weight = np.concatenate([weight, weight[rows] * weight[cols], [1.0]])
+    return weight.astype(np.float32)
 
 
 def track_features(positions, kind: str):

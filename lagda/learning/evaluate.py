@@ -60,10 +60,10 @@ def retrieval_scores(model, data: PairedData, config: TrainConfig, library: int 
     else:
         encoder = model.encoder if isinstance(model, Contrastive) else model
         scale = data.prior_scale if config.similarity_weights == "prior" else None
-        mask = jnp.asarray(similarity_mask(data.k1, data.k2, config.mask_mean_mode, scale))
+        mask = jnp.asarray(similarity_mask(data.k1, data.k2, config.mask_mean_mode, scale, config.coef_embedding))
         v_emb = jnp.asarray(embed_tracks(encoder, data.positions[:n], config.eval_batch, estimates,
                                          progress)) * mask[None]
-        u_emb = embed_coefficients(coef) * mask[None]
+        u_emb = embed_coefficients(coef, config.coef_embedding) * mask[None]
         similarity = _RANKING_SIMILARITY[config.similarity]
     if blocks and library:
         scores = blockwise_retrieval_metrics(u_emb, v_emb, library, similarity, ks=RECALL_KS,

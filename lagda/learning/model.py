@@ -28,7 +28,7 @@ from lagda.learning.encoders import (
     similarity_mask,
 )
 from lagda.learning.optimizer import make_optimizer
-from lagda.learning.set_encoder import SetEncoder
+from lagda.learning.set_encoder import SetEncoder, embedding_width
 
 
 class Contrastive(nnx.Module):
@@ -38,13 +38,14 @@ class Contrastive(nnx.Module):
         if config.encoder == "set":
             if modes is None:
                 raise ValueError("the set encoder needs the dataset's modes, frequencies and times (PairedData.meta())")
-            self.encoder = SetEncoder(2 * len(k1), config, modes, rngs=rngs)
+            self.encoder = SetEncoder(embedding_width(len(k1), config.coef_embedding), config, modes, rngs=rngs)
         else:
             self.encoder = TrajectoryTransformer(n_obs, 2 * len(k1), config, rngs=rngs, modes=modes)
         scale = None if config.similarity_weights == "uniform" else (modes or {}).get("prior_scale")
         if config.similarity_weights == "prior" and scale is None:
             raise ValueError("similarity_weights = 'prior' needs the dataset's prior_scale (PairedData.meta())")
-        self.mask = FeatureStats(jnp.asarray(similarity_mask(k1, k2, config.mask_mean_mode, scale)))
+        self.mask = FeatureStats(jnp.asarray(similarity_mask(k1, k2, config.mask_mean_mode, scale,
+                                                             config.coef_embedding)))
         log_tau = jnp.asarray(math.log(config.tau), jnp.float32)
         self.log_tau = nnx.Param(log_tau) if config.learn_tau else FeatureStats(log_tau)
         self.bias = nnx.Param(jnp.asarray(config.sigmoid_bias, jnp.float32))

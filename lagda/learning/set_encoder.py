@@ -18,6 +18,7 @@ over all tokens of all drifters of a field, divided by the total observed time T
                                                 w = G(z, t) theta, G linear in phi, it
                                                 integrates G^T w along the tracks)
     Phi = sum_j dt_j phi_j phi_j^T / T  `(2K, 2K)`  (second moments: the Gram of G^T G)
+    E = sum_j |dz_j|^2 / (dt_j T)  (the mean squared finite-difference speed)
 
 Sums over tokens and drifters make the encoder invariant to drifter order, to padding and
 to the number of observations. The head is learned:
@@ -31,6 +32,14 @@ to the number of observations. The head is learned:
   "random"), or start from the design of the velocity in the features (`velocity_design`, "basis":
   the head starts as the least-squares inversion of the increments, with an identity readout).
 - "mlp": an MLP on the flattened (upper-triangle Phi, P).
+- "misfit": a learned design W `(2K, 2, 2K)` as in "ridge" (random, or `velocity_design` with set_init "basis"),
+  and the output is the quadratic form of the misfit of the increments to the velocity phi_j W x of
+  coefficients x = (Re c, Im c), sum_j dt_j |dz_j / dt_j - phi_j W x|^2 / T = E - 2 b.x + x^T S x:
+  g_v = (2 b, -triangle(S), -E) `(2K + K (2K + 1) + 1,)`, whose inner product with the quadratic
+  coefficient embedding (`quadratic_features`, encoders.embed_coefficients) is minus the misfit. Trained with
+  the inner similarity, the score is a Gaussian log-likelihood of the coefficients, quadratic in them, with a
+  learned velocity model; with W = velocity_design it is exactly the velocity misfit of the finite differences
+  at the token midpoints.
 """
 
 from __future__ import annotations
@@ -101,8 +110,8 @@ def regime_features(dz, dt, valid):
 
 
 def pooled_statistics(positions, times, mask, k1, k2, omega, time: TimeBasis | None = None):
-    """Returns (P `(batch, 2K, 2)`, Phi `(batch, 2K, 2K)`, regime features `(batch, 3)`),
-    pooled over tokens and drifters.
+    """Returns (P `(batch, 2K, 2)`, Phi `(batch, 2K, 2K)`, regime features `(batch, 3)`, E `(batch,)`),
+    pooled over tokens and drifters (E: the mean squared finite-difference speed, sum |dz|^2 / (dt T)).
 
     Args:
         positions: unwrapped `(batch, drifter, obs, 2)`; times, mask broadcastable to
@@ -113,7 +122,8 @@ def pooled_statistics(positions, times, mask, k1, k2, omega, time: TimeBasis | N
     total = jnp.maximum(jnp.sum(dt, axis=(1, 2)), 1e-12)[:, None, None]
     p = jnp.einsum("bdjf,bdjc->bfc", phi, dz, precision="highest") / total
     gram = jnp.einsum("bdjf,bdjg->bfg", phi * dt[..., None], phi, precision="highest") / total
-    return p, gram, regime_features(dz, dt, valid)
+    energy = jnp.sum(jnp.where(valid, jnp.sum(dz * dz, axis=-1) / jnp.where(valid, dt, 1.0), 0.0), axis=(1, 2))
+    return p, gram, regime_features(dz, dt, valid), energy / total[:, 0, 0]
 
 
 def velocity_design(k1, k2, current=None) -> np.ndarray:
@@ -139,6 +149,36 @@ def velocity_design(k1, k2, current=None) -> np.ndarray:
     return design
 
 
+def design_moments(w, p, gram):
+    """Returns (S = sum_c W_c^T Phi W_c `(batch, r, r)`, b = sum_c W_c^T P_c `(batch, r)`) of a design W `(2K, 2, r)`
+    and pooled P `(batch, 2K, 2)`, Phi `(batch, 2K, 2K)`: the Gram and the matched filter of the velocity phi W x."""
+    s = jnp.einsum("fcr,bfg,gcs->brs", w, gram, w, precision="highest")
+    return s, jnp.einsum("fcr,bfc->br", w, p, precision="highest")
+
+
+def quadratic_features(x):
+    """Returns (x, w_ij x_i x_j for i <= j, 1) `(..., n + n (n + 1) / 2 + 1)` of x `(..., n)`, w = 2 off the diagonal.
+
+    So that for any symmetric A `(n, n)`, b `(n,)` and scalar c, the features' inner product with
+    (2 b, A's upper triangle `triangle(A)`, c) is c + 2 b.x + x^T A x.
+    """
+    rows, cols = np.triu_indices(x.shape[-1])  # static: constants of the trace
+    weight = jnp.asarray(np.where(rows == cols, 1.0, 2.0), x.dtype).reshape((1,) * (x.ndim - 1) + (-1,))
+    return jnp.concatenate([x, x[..., rows] * x[..., cols] * weight, jnp.ones_like(x[..., :1])], axis=-1)
+
+
+def triangle(matrix):
+    """Returns the upper triangle `(..., n (n + 1) / 2)` of `(..., n, n)`, row by row (quadratic_features' order)."""
+    rows, cols = np.triu_indices(matrix.shape[-1])
+    return matrix[..., rows, cols]
+
+
+def embedding_width(n_modes: int, kind: str = "re_im") -> int:
+    """Returns the width n_e of g_u(c) (and of g_v) for `n_modes` modes and a TrainConfig.coef_embedding kind."""
+    n = 2 * n_modes
+    return n if kind == "re_im" else n + n * (n + 1) // 2 + 1
+
+
 class SetEncoder(nnx.Module):
     """g_v on observation sets: positions, times, mask `(batch, drifter, obs)` -> `(batch, n_e)`."""
 
@@ -162,7 +202,17 @@ class SetEncoder(nnx.Module):
         self.n_obs = len(modes["time"])
         width = 2 * len(modes["k1"])
         self.head_kind = config.set_head
-        if config.set_head == "ridge":
+        if config.set_head == "misfit":
+            if n_embed != embedding_width(width // 2, "quadratic"):
+                raise ValueError(f"the misfit head needs the quadratic coefficient embedding "
+                                 f"({embedding_width(width // 2, 'quadratic')} wide), got {n_embed}")
+            if config.set_init == "basis":
+                current = None if chosen is None else chosen.current
+                design = jnp.asarray(velocity_design(modes["k1"], modes["k2"], current), jnp.float32)
+            else:
+                design = jax.random.normal(rngs.params(), (width, 2, width), jnp.float32) / np.sqrt(width)
+            self.design = nnx.Param(design)
+        elif config.set_head == "ridge":
             rank = config.set_rank or width
             key_w, key_u = rngs.params(), rngs.params()
             if config.set_init == "basis":
@@ -188,7 +238,7 @@ class SetEncoder(nnx.Module):
         """Nothing to set: the pooled features need no standardisation (the transformer's hook)."""
 
     def statistics(self, positions, times=None, mask=None):
-        """Returns the pooled (P, Phi, regime features) of `pooled_statistics` (times default to the dataset grid)."""
+        """Returns the pooled (P, Phi, regime features, E) of `pooled_statistics` (times default to the data grid)."""
         if positions.ndim != 4 or positions.shape[-1] != 2:
             raise ValueError(f"expected positions (batch, drifter, obs, 2), got {positions.shape}")
         if times is None:
@@ -201,13 +251,15 @@ class SetEncoder(nnx.Module):
         return pooled_statistics(positions.astype(jnp.float32), times, mask, self.k1[...], self.k2[...],
                                  self.omega[...], time)
 
-    def head(self, p, gram, regime):
-        """Returns g_v `(batch, n_e)` from pooled P `(batch, 2K, 2)`, Phi `(batch, 2K, 2K)` and
-        regime features `(batch, 3)` (which set the ridge lambda: noisy or sparse tracks need more)."""
+    def head(self, p, gram, regime, energy):
+        """Returns g_v `(batch, n_e)` from pooled P `(batch, 2K, 2)`, Phi `(batch, 2K, 2K)`,
+        regime features `(batch, 3)` (which set the ridge lambda: noisy or sparse tracks need more) and
+        E `(batch,)` (the misfit head's constant term)."""
+        if self.head_kind == "misfit":
+            s, b = design_moments(self.design[...], p, gram)
+            return jnp.concatenate([2.0 * b, -triangle(0.5 * (s + jnp.swapaxes(s, 1, 2))), -energy[:, None]], axis=-1)
         if self.head_kind == "ridge":
-            w = self.design[...]
-            s = jnp.einsum("fcr,bfg,gcs->brs", w, gram, w, precision="highest")
-            b = jnp.einsum("fcr,bfc->br", w, p, precision="highest")
+            s, b = design_moments(self.design[...], p, gram)
             rank = s.shape[-1]
             scale = jnp.trace(s, axis1=1, axis2=2)[:, None, None] / rank
             eye = jnp.eye(rank, dtype=s.dtype)[None]

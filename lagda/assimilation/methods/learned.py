@@ -57,15 +57,27 @@ class Scorer:
 
 
 def scorer_from_run(run_dir) -> tuple[Scorer, dict]:
-    """Returns (Scorer, dataset meta) of a trained run: its encoder, similarity, mask, trained tau and times."""
+    """Returns (Scorer, dataset meta) of a trained run: its encoder, similarity, mask, trained tau and times.
+
+    Raises:
+        ValueError: (one line) for a run of the misfit head (TrainConfig.set_head "misfit"), whose track
+            embedding is a quadratic form in the coefficients, not an estimate of them: the methods here read a
+            2K-vector per track.
+    """
     from lagda.learning.model import (
         embed_track_sets,
         embed_tracks,
         kernel_set_similarity,
         load_trained,
+        read_run_files,
         trained_tau,
     )
 
+    config, _ = read_run_files(run_dir)
+    if config.set_head == "misfit" and config.encoder == "set":
+        raise ValueError(f"the run {run_dir} has the misfit head (a quadratic form in the coefficients, not an "
+                         "estimate of them), which retrieve, embed, hybrid and sample do not read: pass a run of the "
+                         "ridge head (e.g. lagda/shipped/learned)")
     model, config, meta = load_trained(run_dir)
     times = np.asarray(meta["time"], np.float64)
     if config.loss == "kernel_set":
