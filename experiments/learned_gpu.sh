@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The `learned` preset (its misfit head) on the paper's data, on one GPU machine, in one call of at most LIMIT
+# seconds:
+#   1. the paper's data: `lagda simulate --preset paper`, seeds 1 (train) and 2 (test), N fields each (32,268);
+#   2. `lagda train --preset learned` for EPOCHS epochs, R@1/5/10 of 4,096-field libraries every EVAL_EVERY epochs
+#      (metrics.jsonl, with the training seconds), stopped by `timeout` at the deadline (`--resume` continues it);
+#   3. the last checkpoint's R@k against the whole test and train sets (what the paper's text names) and
+#      averaged over the disjoint 128-field libraries (the training batch).
+# Writes the log, run config, metrics and evaluations under $OUT (default runs/learned_gpu_out). The retrieval
+# ceiling on the same test set is experiments/retrieval_ceiling_gpu.sh.
+#
+#     OUT=DIR LIMIT=420 bash experiments/learned_gpu.sh
+#     N=256 EPOCHS=1 EVAL_LIBRARY=128 bash experiments/learned_gpu.sh    # a smoke test on a CPU
+set -u
+OUT=${OUT:-runs/learned_gpu_out}
+LIMIT=${LIMIT:-420}
+WORK=${WORK:-/tmp/lagda_gpu}
+N=${N:-32268}
+EPOCHS=${EPOCHS:-30}
+EVAL_EVERY=${EVAL_EVERY:-5}
+EVAL_LIBRARY=${EVAL_LIBRARY:-4096}
+mkdir -p "$OUT" "$WORK"
+start=$(date +%s)
+elapsed() { echo $(( $(date +%s) - start )); }
+say() { echo "[$(elapsed) s] $*"; }
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
+python3 -c "import jax, flax, optax, netCDF4; print('jax', jax.__version__, 'flax', flax.__version__, \
+'optax', optax.__version__, 'netCDF4', netCDF4.__version__, jax.devices())"
+
+for seed in 1 2; do
+    say "simulate --preset paper --seed $seed --n-samples $N"
+    [ -f "$WORK/paper_${N}_$seed.nc" ] || python3 -m lagda simulate --preset paper --seed $seed --n-samples "$N" \
+        --out "$WORK/paper_${N}_$seed.nc" || exit 1
+done
+
+budget=$(( LIMIT - $(elapsed) - 120 ))
+say "train --preset learned, $EPOCHS epochs, at most $budget s"
+resume=""
+[ -d "$WORK/learned/checkpoints" ] && resume="--resume"
+timeout "$budget" python3 -m lagda train --preset learned --epochs "$EPOCHS" --eval-every "$EVAL_EVERY" \
+    --eval-library "$EVAL_LIBRARY" --train "$WORK/paper_${N}_1.nc" --test "$WORK/paper_${N}_2.nc" \
+    --run-dir "$WORK/learned" --keep-checkpoints 1 --no-progress $resume
+say "train exit $?"
+cp "$WORK/learned/metrics.jsonl" "$WORK/learned/config.json" "$OUT/"
+
+for split in test train; do
+    data="$WORK/paper_${N}_2.nc"; [ $split = train ] && data="$WORK/paper_${N}_1.nc"
+    say "evaluate $split: the whole set, then 128-field libraries"
+    python3 -m lagda evaluate --model "$WORK/learned" --data "$data" --split $split --out "$OUT/final_$split.json"
+    python3 -m lagda evaluate --model "$WORK/learned" --data "$data" --split $split --library-size 128 --blocks \
+        --out "$OUT/blocks128_$split.json"
+done
+say "done"
