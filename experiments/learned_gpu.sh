@@ -44,11 +44,6 @@ timeout "$budget" python3 -m lagda train --preset learned --epochs "$EPOCHS" --e
 say "train exit $?"
 cp "$WORK/learned/metrics.jsonl" "$WORK/learned/config.json" "$OUT/"
 
-for split in test train; do
-    data="$WORK/paper_${N}_2.nc"; [ $split = train ] && data="$WORK/paper_${N}_1.nc"
-    say "evaluate $split: the whole set, then 128-field libraries"
-    python3 -m lagda evaluate --model "$WORK/learned" --data "$data" --split $split --out "$OUT/final_$split.json"
-    python3 -m lagda evaluate --model "$WORK/learned" --data "$data" --split $split --library-size 128 --blocks \
-        --out "$OUT/blocks128_$split.json"
-done
+say "evaluate: the whole sets, then 128-field libraries"
+bash experiments/evaluate_whole_sets.sh "$WORK/learned" "$OUT" "$WORK/paper_${N}_1.nc" "$WORK/paper_${N}_2.nc"
 say "done"

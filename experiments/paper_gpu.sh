@@ -52,11 +52,6 @@ timeout "$budget" python3 -m lagda train --preset paper --epochs 20 --compute-dt
 say "train exit $?"
 cp "$WORK/run/metrics.jsonl" "$WORK/run/config.json" "$OUT/"
 
-for split in test train; do
-    data="$WORK/paper_2.nc"; [ $split = train ] && data="$WORK/paper_1.nc"
-    say "evaluate $split: the whole set, then 128-field libraries"
-    python3 -m lagda evaluate --model "$WORK/run" --data "$data" --split $split --out "$OUT/final_$split.json"
-    python3 -m lagda evaluate --model "$WORK/run" --data "$data" --split $split --library-size 128 --blocks \
-        --out "$OUT/blocks128_$split.json"
-done
+say "evaluate: the whole sets, then 128-field libraries"
+bash experiments/evaluate_whole_sets.sh "$WORK/run" "$OUT" "$WORK/paper_1.nc" "$WORK/paper_2.nc"
 say "done"

@@ -35,6 +35,7 @@ class Contrastive(nnx.Module):
     """The trained objects: the encoder g_v, log tau and the sigmoid-loss bias."""
 
     def __init__(self, n_obs: int, k1, k2, config: TrainConfig, *, rngs: nnx.Rngs, modes: dict | None = None):
+        self.coef_embedding = config.coef_embedding  # the fixed g_u(c) the encoder is compared with
         if config.encoder == "set":
             if modes is None:
                 raise ValueError("the set encoder needs the dataset's modes, frequencies and times (PairedData.meta())")

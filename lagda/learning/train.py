@@ -54,15 +54,15 @@ class TrainingDiverged(ValueError):
     """The loss became NaN or infinite; the last good checkpoint is kept."""
 
 
-def masked_coefficients(model: Contrastive, coef, kind: str = "re_im"):
-    """Returns the masked g_u(c) `(batch, n_e)` of a batch (kind: TrainConfig.coef_embedding)."""
-    return embed_coefficients(coef, kind) * model.mask[...][None]
+def masked_coefficients(model: Contrastive, coef):
+    """Returns the masked g_u(c) `(batch, n_e)` of a batch (the model's coefficient embedding)."""
+    return embed_coefficients(coef, model.coef_embedding) * model.mask[...][None]
 
 
-def embeddings(model: Contrastive, coef, positions, estimate=None, mask=None, kind: str = "re_im"):
-    """Returns the masked (g_u(c) `(batch, n_e)`, g_v(v) `(batch, n_e)`) of a batch (kind: the coef_embedding)."""
+def embeddings(model: Contrastive, coef, positions, estimate=None, mask=None):
+    """Returns the masked (g_u(c) `(batch, n_e)`, g_v(v) `(batch, n_e)`) of a batch."""
     v_emb = encode_tracks(model.encoder, positions, estimate, mask=mask) * model.mask[...][None]
-    return masked_coefficients(model, coef, kind), v_emb
+    return masked_coefficients(model, coef), v_emb
 
 
 def contrastive_loss(model: Contrastive, coef, positions, config: TrainConfig, estimate=None, mask=None, rff=None):
@@ -80,7 +80,7 @@ def contrastive_loss(model: Contrastive, coef, positions, config: TrainConfig, e
         logits = kernel_set.kernel_set_logits(model.coefficient_points(u_emb), v_points, omega, beta,
                                               config.kernel_alpha1, config.kernel_alpha2, tau)
         return losses.conditional_loss(logits, config.lambda_u, config.lambda_v)
-    u_emb, v_emb = embeddings(model, coef, positions, estimate, mask, config.coef_embedding)
+    u_emb, v_emb = embeddings(model, coef, positions, estimate, mask)
     logits = losses.similarity(u_emb, v_emb, config.similarity, tau)
     if config.loss == "cond":
         return losses.conditional_loss(logits, config.lambda_u, config.lambda_v)
@@ -95,7 +95,7 @@ def stateful_loss(model: Contrastive, coef, positions, config: TrainConfig, loss
 
     `index`: `(batch,)` training-sample indices; `run_length`: (n pairs, total steps, steps per epoch).
     """
-    u_emb, v_emb = embeddings(model, coef, positions, estimate, mask, config.coef_embedding)
+    u_emb, v_emb = embeddings(model, coef, positions, estimate, mask)
     sim = losses.similarity(u_emb, v_emb, config.similarity, 1.0)
     n, total_steps, steps_per_epoch = run_length
     return nuclr.nuclr_objective(sim, loss_state, index, config.tau, n, config, total_steps, steps_per_epoch)
