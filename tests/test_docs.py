@@ -10,7 +10,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_site_builds_strict_with_the_tutorials_executed(tmp_path):
-    env = dict(os.environ, JAX_PLATFORMS="cpu", NO_MKDOCS_2_WARNING="1")
+    # TMPDIR: the tutorials' work folders (tempfile.mkdtemp) go under the test's own folder, not the machine's /tmp
+    env = dict(os.environ, JAX_PLATFORMS="cpu", NO_MKDOCS_2_WARNING="1", TMPDIR=str(tmp_path))
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
