@@ -4,6 +4,7 @@ import ast
 import doctest
 import importlib
 import inspect
+import tempfile
 
 import pytest
 
@@ -19,6 +20,7 @@ FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples_run(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the examples' mkdtemp() folders go under tmp_path
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=FLAGS)
     assert result.attempted > 0, f"{name} has no example"
@@ -40,6 +42,7 @@ def attribute_docstring(module, name: str) -> str | None:
 @pytest.mark.parametrize("path", ATTRIBUTES)
 def test_attribute_docstring_examples_run(path, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     module_name, name = path.rsplit(".", 1)
     module = importlib.import_module(module_name)
     text = attribute_docstring(module, name)
