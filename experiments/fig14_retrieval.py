@@ -5,7 +5,8 @@ Reads a run's metrics.jsonl and draws a grid as the paper's Figure 14 does (rows
 run has it, R@10), writing a .png and a .csv (one row per evaluated epoch, with its library size).
 `--final FILE ...` adds the last checkpoint's retrieval against other libraries (the JSON of
 `lagda evaluate`: the whole set, or with `--library-size 128 --blocks` the mean over the disjoint
-libraries of one training batch), one marker each and a last CSV row each; `--baseline RUN`
+libraries of one training batch; one file per split at the same library size is joined into one), one
+marker each and a last CSV row each; `--baseline RUN`
 draws another run's curves dashed.
 
     python -m experiments.fig14_retrieval --run RUN_DIR          # seconds
@@ -76,6 +77,22 @@ def csv_rows(records: list[dict], ks: list[int], library, finals: list[dict]) ->
         sizes = ",".join(_library_label(final, s) for s in SPLITS)
         rows.append(f"{records[-1]['epoch']},{sizes}," + ",".join(str(final.get(k, "")) for k in keys))
     return rows
+
+
+def merge_splits(finals: list[dict]) -> list[dict]:
+    """Returns the evaluations with one split's JSON joined to the other split's at the same library size (the
+    final_test.json and final_train.json of experiments/evaluate_whole_sets.sh make one final evaluation)."""
+    def libraries(final):
+        return {(final[f"{s}/library"], final.get(f"{s}/libraries", 1)) for s in SPLITS if f"{s}/library" in final}
+
+    merged = []
+    for final in finals:
+        partner = next((m for m in merged if libraries(m) == libraries(final) and not m.keys() & final.keys()), None)
+        if partner is None:
+            merged.append(dict(final))
+        else:
+            partner.update(final)
+    return merged
 
 
 def _library_label(final: dict, split: str) -> str:
@@ -171,7 +188,7 @@ def main(argv=None) -> None:
             parser.error("give --run RUN_DIR or --quick")
         records, config = read_metrics(run), run_config(run)
         library = config.get("eval_library")
-        finals = [json.loads(pathlib.Path(path).read_text()) for path in args.final]
+        finals = merge_splits([json.loads(pathlib.Path(path).read_text()) for path in args.final])
         baseline = (args.baseline_label, read_metrics(args.baseline)) if args.baseline else None
         plot(records, pathlib.Path(args.out), None if args.csv is None else pathlib.Path(args.csv), library, finals,
              config.get("epochs"), baseline)

@@ -20,6 +20,10 @@ the form of the score, the pairs) and no more.
     python -m experiments.learned_cpu --work WORK                            # ~15 min on 2 cores
     python -m experiments.learned_cpu --work WORK --epochs 2 --quick         # 256 / 256 pairs, a smoke test
 
+Other files and libraries: `--train` and `--test` instead of the simulated pair, `--library 0` for the whole
+test file, `--skip-training` for the baseline's row alone (the paper's data against its whole test set:
+`--train paper_1.nc --test paper_2.nc --library 0 --skip-training`).
+
 Results: results/learned_cpu.csv; docs/results/training.md ("The pure-learned encoder").
 """
 
@@ -141,18 +145,30 @@ def baseline_row(train_path, test_path, library: int) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--work", type=pathlib.Path, required=True, help="folder of the datasets (simulated if missing)")
+    p.add_argument("--work", type=pathlib.Path, help="folder of the datasets (simulated if missing) and the run")
     p.add_argument("--run-dir", type=pathlib.Path, help="the new training run (default WORK/learned_cpu)")
     p.add_argument("--epochs", type=int, default=10, help="the preset's own 10 by default")
     p.add_argument("--quick", action="store_true", help="256 training and 256 test pairs, library 256")
+    p.add_argument("--train", type=pathlib.Path, help="training pairs instead of the simulated ones (with --test)")
+    p.add_argument("--test", type=pathlib.Path, help="the test pairs, the library's first fields (with --train)")
+    p.add_argument("--library", type=int, help="test library size (default 4,096, 256 with --quick; 0: all)")
     p.add_argument("--skip-baseline", action="store_true")
+    p.add_argument("--skip-training", action="store_true", help="the least-squares baseline's row only")
     p.add_argument("--out", type=pathlib.Path, default=ROOT / "results" / "learned_cpu.csv")
     args = p.parse_args(argv)
-    args.work.mkdir(parents=True, exist_ok=True)
-    library = 256 if args.quick else 4096
-    train_path, test_path = simulate(args.work, args.quick)
+    if (args.train is None) != (args.test is None):
+        p.error("--train and --test go together")
+    if args.work is None and (args.train is None or not args.skip_training and args.run_dir is None):
+        p.error("--work is needed for the simulated pairs or the run directory")
+    if args.skip_baseline and args.skip_training:
+        p.error("--skip-baseline with --skip-training leaves nothing to run")
+    if args.work is not None:
+        args.work.mkdir(parents=True, exist_ok=True)
+    library = args.library if args.library is not None else 256 if args.quick else 4096
+    train_path, test_path = (args.train, args.test) if args.train else simulate(args.work, args.quick)
     rows = [] if args.skip_baseline else [baseline_row(train_path, test_path, library)]
-    rows += train_rows(train_path, test_path, args.run_dir or args.work / "learned_cpu", args.epochs, library)
+    if not args.skip_training:
+        rows += train_rows(train_path, test_path, args.run_dir or args.work / "learned_cpu", args.epochs, library)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w", newline="") as f:
         writer = csv.DictWriter(f, COLUMNS)
