@@ -202,7 +202,7 @@ def drifter_study(args) -> list[dict]:
     train_data = load_paired(args.train).subset(slice(0, args.n_train))
     test = load_paired(args.test)
     library = test.subset(slice(0, args.library))
-    tracks = {name: regime_tracks(test, args.fields, *spec) for name, spec in REGIMES.items()}
+    tracks = {name: regime_tracks(test, args.fields, *spec) for name, spec in REGIMES.items()} if args.fields else {}
     steps_per_epoch = args.n_train // args.batch
     done = args.out_dir / "objectives.csv"
     rows = _read_rows(done) if args.resume and done.is_file() else []
@@ -216,11 +216,14 @@ def drifter_study(args) -> list[dict]:
                 base.update(encoder="set", regime="mixture", set_head="ridge")  # the 2K-vector head assimilation reads
             config = PRESETS[args.preset](**{**base, **OBJECTIVES[name]})
             run_dir = pathlib.Path(args.work) / f"{name}_seed{seed}"
+            resumed = args.resume and (run_dir / "checkpoints").is_dir()  # then the times are of the rest only
             wall, cpu = time.perf_counter(), time.process_time()
-            train(config, train_data, None, run_dir, progress=False)
+            train(config, train_data, None, run_dir, resume=args.resume, progress=False)
             row = dict(objective=name, seed=seed, steps=steps_per_epoch * config.epochs, n_train=args.n_train,
-                       train_wall_s=round(time.perf_counter() - wall, 1),
+                       resumed=int(resumed), train_wall_s=round(time.perf_counter() - wall, 1),
                        train_cpu_s=round(time.process_time() - cpu, 1), load=round(os.getloadavg()[0], 2))
+            epochs = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+            row["epochs_s"] = round(sum(e["epoch_seconds"] for e in epochs), 1)  # kept across a resume
             model, config, _ = load_trained(run_dir)
             row.update({k.split("/", 1)[1]: v for k, v in
                         retrieval_scores(model, library, config, args.library, "test").items()})
@@ -330,12 +333,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=224, help="training steps (rounded to whole epochs)")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--library", type=int, default=4096, help="held-out retrieval library")
-    p.add_argument("--fields", type=int, default=8, help="held-out flows per downstream regime")
+    p.add_argument("--fields", type=int, default=8, help="held-out flows per downstream regime (0: no downstream "
+                   "errors)")
     p.add_argument("--bank-size", type=int, default=100_000, help="prior draws ranked by embed / hybrid")
     p.add_argument("--gaussian-steps", type=int, default=3000)
     p.add_argument("--skip-gaussian", action="store_true")
     p.add_argument("--quick", action="store_true", help="tiny synthetic data and model: a smoke run")
-    p.add_argument("--resume", action="store_true", help="keep the rows already in OUT_DIR/objectives.csv")
+    p.add_argument("--resume", action="store_true", help="keep the rows already in OUT_DIR/objectives.csv and "
+                   "continue a run stopped in --work from its last checkpoint (its row says resumed)")
     p.add_argument("--work", default=None, help="run directories (default: a temporary directory)")
     p.add_argument("--out-dir", type=pathlib.Path, default=ROOT / "results")
     p.add_argument("--figure", type=pathlib.Path, default=ROOT / "docs" / "figures" / "objectives.png")
