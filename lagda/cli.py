@@ -515,10 +515,12 @@ def _add_map_parser(subparsers) -> None:
                     "in its own tangent plane, blended with tapered weights. Each finished tile is saved at once: "
                     "--resume continues an interrupted run.")
     p.add_argument("--tracks", required=True, metavar="ARCHIVE", help="ragged drifter archive (.nc or .zarr)")
-    p.add_argument("--region", required=True, type=float, nargs=4, metavar=("LON0", "LON1", "LAT0", "LAT1"),
-                   help="west east south north in degrees (LON1 < LON0 crosses the dateline); latitudes within 80")
-    p.add_argument("--period", required=True, nargs=2, metavar=("START", "END"),
-                   help="first and last map time, ISO 8601 (e.g. 2025-01-01 2025-12-31)")
+    p.add_argument("--region", type=float, nargs=4, metavar=("LON0", "LON1", "LAT0", "LAT1"),
+                   help="west east south north in degrees (LON1 < LON0 crosses the dateline); latitudes within 80 "
+                        "(default: the extent of the archive's fixes, rounded out to the cells; said in a note)")
+    p.add_argument("--period", nargs=2, metavar=("START", "END"),
+                   help="first and last map time, ISO 8601 (e.g. 2025-01-01 2025-12-31) (default: from the first "
+                        "to the last fix; said in a note)")
     p.add_argument("--resolution", type=float, default=d.resolution, metavar="DEG",
                    help=f"cell size in degrees (default {d.resolution:g})")
     p.add_argument("--out", required=True, metavar="STORE", help="output map, .zarr or .nc")
@@ -553,7 +555,8 @@ def _run_map(args: argparse.Namespace) -> int:
     from lagda.io.physical import parse_time
     from lagda.mapping.run import MapSettings, interrupted_state, map_archive
 
-    settings = MapSettings(tuple(args.region), (parse_time(args.period[0]), parse_time(args.period[1])),
+    settings = MapSettings(tuple(args.region) if args.region else None,
+                           (parse_time(args.period[0]), parse_time(args.period[1])) if args.period else None,
                            args.resolution, parse_step(args.cadence, "--cadence"), args.tile_size, args.halo,
                            args.window_days, args.window_step, args.k_max, args.degree, args.keep_undrogued,
                            args.local_gp)

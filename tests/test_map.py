@@ -298,3 +298,57 @@ def test_the_blend_in_blocks_of_days_writes_the_same_map(uniform, tmp_path, monk
         assert len(a.time) == 15 and a.u.encoding["chunks"][0] == 4
         for name in ("u", "v", "u_std", "v_std", "n_fixes"):
             np.testing.assert_array_equal(a[name].values, b[name].values)
+
+
+def test_archive_extent_is_the_shortest_arc_across_the_dateline_rounded_out_to_the_cells(tmp_path):
+    """Drifters from 176 E to 178 W and 77 N to 83 N: the region crosses the dateline (east < west), rounded out to
+    0.5-degree cells, clipped at 80 N with the fixes beyond counted; the period runs over the fixes' map days."""
+    from lagda.mapping.archive import _shortest_arc, archive_extent
+
+    archive = tmp_path / "gdp.nc"
+    write_archive(archive, 176.0, 77.0, days=3, n=6)
+    with xr.open_dataset(archive) as ds:
+        lon, lat = ds.lon.values, ds.lat.values
+        seconds = (ds.time.values - np.datetime64("1970-01-01", "ns")) / np.timedelta64(1, "s")
+    assert lon.min() < -170 and lon.max() > 170 and lat.max() > 80  # the archive crosses the dateline and 80 N
+    east_of_176 = lon % 360.0  # the drifters' arc, unbroken
+    kept = lat <= 80.0
+    region, period, notes = archive_extent(archive, 0.5, 86400.0)
+    expected = (np.floor(east_of_176[kept].min() / 0.5) * 0.5,
+                np.floor(east_of_176[kept].max() / 0.5) * 0.5 + 0.5 - 360,
+                np.floor(lat.min() / 0.5) * 0.5, min(80.0, np.floor(lat[kept].max() / 0.5) * 0.5 + 0.5))
+    np.testing.assert_allclose(region, expected)
+    assert region[1] < region[0]  # across the dateline
+    assert period == (np.floor(seconds.min() / 86400) * 86400, np.floor(seconds.max() / 86400) * 86400)
+    assert f"{int(np.sum(~kept))} fixes poleward of 80 degrees left out" in notes[0]
+    assert notes[1].startswith("--period not given") and len(notes) == 2
+    assert _shortest_arc(np.ones(720, bool), 0.5) == (-180.0, 180.0)  # fixes all round: the whole band
+    # a region given: the period of its fixes only, and the note says so
+    _, within, (note,) = archive_extent(archive, 0.5, 86400.0, region=(170.0, 179.0, 70.0, 80.0))
+    assert within == period and note.startswith("--period not given") and "in the region" in note
+
+
+def test_map_without_region_and_period_maps_the_archives_extent_and_says_so(tmp_path):
+    """No region and no period: the archive's extent, said in a note, kept in the map's notes and manifest (so the
+    same command resumes), and a map on the cells that hold fixes."""
+    from lagda.mapping.archive import archive_extent
+
+    archive, out = tmp_path / "gdp.nc", tmp_path / "map.nc"
+    write_archive(archive, -40.0, 30.0, size=2.0, days=5, n=5)
+    said = []
+    s = settings(-40.0, 30.0)
+    summary = map_archive(archive, out, MapSettings(None, None, s.resolution, s.cadence_s, s.tile_deg, s.halo_deg,
+                                                    s.window_days, s.step_days, s.k_max, s.degree),
+                          workers=1, progress=False, say=said.append)
+    region, period, notes = archive_extent(archive, s.resolution, s.cadence_s)
+    assert summary["notes"][:2] == notes and f"note: {notes[0]}" in said and f"note: {notes[1]}" in said
+    with xr.open_dataset(out) as ds:
+        assert json.loads(ds.attrs["notes"])[:2] == notes
+        stored = json.loads(ds.attrs["manifest"])["settings"]
+        assert tuple(stored["region"]) == region and tuple(stored["period"]) == period
+        assert ds.lon.values[0] == region[0] + s.resolution / 2 and ds.lat.values[-1] == region[3] - s.resolution / 2
+        assert np.all(np.isfinite(ds.u.values[ds.n_fixes.values > 0]))
+    again = map_archive(archive, out, MapSettings(None, None, s.resolution, s.cadence_s, s.tile_deg, s.halo_deg,
+                                                  s.window_days, s.step_days, s.k_max, s.degree),
+                        resume=True, progress=False, say=said.append)
+    assert again.get("already_complete")

@@ -45,7 +45,9 @@ def _start(n: int, run_dir: pathlib.Path, epochs: int, resume: bool) -> list:
     for pid in range(n):
         env = dict(os.environ, JAX_PLATFORMS="cpu")
         env.pop("XLA_FLAGS", None)  # one device per process
-        env.update(JAX_COMPILATION_CACHE_DIR=str(run_dir.parent / "jax-cache"), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+        # the restart reuses the first start's compiled programs
+        env.update(JAX_COMPILATION_CACHE_DIR=str(run_dir.parent / "jax-cache"),
+                   JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
         if n > 1:
             env.update(JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES=str(n), JAX_PROCESS_ID=str(pid))
         script = SCRIPT.format(epochs=epochs, run_dir=str(run_dir), resume=resume, n=n)

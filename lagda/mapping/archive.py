@@ -83,6 +83,49 @@ def _variable(ds, names, path, what):
     raise ValueError(f"{path}: no {what} variable (looked for {', '.join(names)})")
 
 
+class _Ragged:
+    """An open ragged archive: its variable names, trajectory ends and CF time units; `chunks` reads it in slices."""
+
+    def __init__(self, ds, path):
+        self.ds, self.path = ds, path
+        self.count, obs_dim = _ragged_names(ds, path)
+        self.lon = _variable(ds, ("lon", "longitude"), path, "longitude")
+        self.lat = _variable(ds, ("lat", "latitude"), path, "latitude")
+        self.time = _variable(ds, ("time",), path, "time")
+        for name in (self.lon, self.lat, self.time):
+            if ds[name].dims != (obs_dim,):
+                raise ValueError(f"{path}: {name} has dims {ds[name].dims}, expected ({obs_dim!r},)")
+        self.ends = np.cumsum(ds[self.count].values.astype(np.int64))
+        self.n_total = int(self.ends[-1]) if len(self.ends) else 0
+        self.drogue = ("drogue_status" if "drogue_status" in ds.variables and ds["drogue_status"].dims == (obs_dim,)
+                       else None)
+        self.units, self.calendar = ds[self.time].attrs.get("units", ""), ds[self.time].attrs.get("calendar")
+        if " since " not in str(self.units):
+            raise ValueError(f"{path}: time has units {self.units!r}; lagda map needs CF times (\"seconds since ...\")")
+
+    def ids(self) -> np.ndarray:
+        ds = self.ds
+        return ds["id"].values if "id" in ds.variables and ds["id"].dims == ds[self.count].dims else np.arange(
+            ds.sizes[ds[self.count].dims[0]])
+
+    def chunks(self, chunk_fixes: int):
+        """Yields (slice, lon, lat, seconds since 1970) float64 of `chunk_fixes` observations at a time."""
+        from lagda.io.formats import cf_seconds
+
+        for start in range(0, self.n_total, chunk_fixes):
+            sl = slice(start, min(start + chunk_fixes, self.n_total))
+            yield (sl, self.ds[self.lon][sl].values.astype(np.float64), self.ds[self.lat][sl].values.astype(np.float64),
+                   cf_seconds(self.ds[self.time][sl].values, self.units, self.calendar, self.path))
+
+
+def _in_region(lon, lat, region, margin_deg: float = 0.0) -> np.ndarray:
+    """Returns where finite fixes lie in `region` (west, east, south, north degrees) widened by `margin_deg`."""
+    west, south, north = float(region[0]), float(region[2]), float(region[3])
+    east_of_west = (lon - west + margin_deg) % 360.0
+    return ((east_of_west <= region_width(region) + 2 * margin_deg) & (lat >= south - margin_deg)
+            & (lat <= north + margin_deg) & np.isfinite(lon) & np.isfinite(lat))
+
+
 def select_fixes(path, region, period, margin_deg: float = 0.0, margin_s: float = 0.0,
                  chunk_fixes: int = CHUNK_FIXES) -> Fixes:
     """Returns the fixes of archive `path` in `region` widened by `margin_deg` and `period` widened by `margin_s`.
@@ -93,38 +136,17 @@ def select_fixes(path, region, period, margin_deg: float = 0.0, margin_s: float 
     Raises:
         FileNotFoundError: missing archive. ValueError: not a ragged archive, or no fix in the region and period.
     """
-    from lagda.io.formats import cf_seconds
-
     with _open(path) as ds:
-        count, obs_dim = _ragged_names(ds, path)
-        lon_name = _variable(ds, ("lon", "longitude"), path, "longitude")
-        lat_name = _variable(ds, ("lat", "latitude"), path, "latitude")
-        time_name = _variable(ds, ("time",), path, "time")
-        for name in (lon_name, lat_name, time_name):
-            if ds[name].dims != (obs_dim,):
-                raise ValueError(f"{path}: {name} has dims {ds[name].dims}, expected ({obs_dim!r},)")
-        ids = ds["id"].values if "id" in ds.variables and ds["id"].dims == ds[count].dims else np.arange(
-            ds.sizes[ds[count].dims[0]])
-        ends = np.cumsum(ds[count].values.astype(np.int64))
-        drogue = "drogue_status" if "drogue_status" in ds.variables and ds["drogue_status"].dims == (obs_dim,) else None
-        units, calendar = ds[time_name].attrs.get("units", ""), ds[time_name].attrs.get("calendar")
-        if " since " not in str(units):
-            raise ValueError(f"{path}: time has units {units!r}; lagda map needs CF times (\"seconds since ...\")")
-        west, south, north = float(region[0]), float(region[2]), float(region[3])
-        width = region_width(region)
-        parts, n_total = [], int(ends[-1]) if len(ends) else 0
-        for start in range(0, n_total, chunk_fixes):
-            sl = slice(start, min(start + chunk_fixes, n_total))
-            lon = ds[lon_name][sl].values.astype(np.float64)
-            lat = ds[lat_name][sl].values.astype(np.float64)
-            seconds = cf_seconds(ds[time_name][sl].values, units, calendar, path)
-            east_of_west = (lon - west + margin_deg) % 360.0
-            keep = ((east_of_west <= width + 2 * margin_deg) & (lat >= south - margin_deg)
-                    & (lat <= north + margin_deg) & (seconds >= period[0] - margin_s)
-                    & (seconds <= period[1] + margin_s) & np.isfinite(lon) & np.isfinite(lat))
-            index = np.flatnonzero(keep) + start
-            traj = np.searchsorted(ends, index, side="right")
-            status = np.asarray(ds[drogue][sl].values)[keep] if drogue is not None else np.ones(len(index))
+        archive = _Ragged(ds, path)
+        ids, n_total = archive.ids(), archive.n_total
+        parts = []
+        for sl, lon, lat, seconds in archive.chunks(chunk_fixes):
+            keep = (_in_region(lon, lat, region, margin_deg) & (seconds >= period[0] - margin_s)
+                    & (seconds <= period[1] + margin_s))
+            index = np.flatnonzero(keep) + sl.start
+            traj = np.searchsorted(archive.ends, index, side="right")
+            status = (np.asarray(ds[archive.drogue][sl].values)[keep] if archive.drogue is not None
+                      else np.ones(len(index)))
             parts.append((traj, seconds[keep], lon[keep], lat[keep], status))
     traj, seconds, lon, lat, status = (np.concatenate([p[i] for p in parts]) if parts else np.zeros(0)
                                        for i in range(5))
@@ -135,7 +157,98 @@ def select_fixes(path, region, period, margin_deg: float = 0.0, margin_s: float 
              f"(with a margin of {margin_deg:g} degrees and {margin_s / 86400:g} days), "
              f"{len(np.unique(traj))} drifters"]
     return Fixes(traj.astype(np.int64)[order], seconds[order], lon[order], lat[order], np.asarray(ids),
-                 status[order] if drogue is not None else None, tuple(notes))
+                 status[order] if archive.drogue is not None else None, tuple(notes))
+
+
+def archive_extent(path, resolution: float, cadence_s: float, region=None, period=None,
+                   chunk_fixes: int = CHUNK_FIXES) -> tuple[tuple, tuple, list[str]]:
+    """Returns (region, period, notes): the smallest region and period that hold the archive's fixes, for the ones
+    not given, read in one pass over the archive.
+
+    The region (west, east, south, north) is rounded out to multiples of `resolution` degrees; its longitudes are
+    the shortest arc that holds every fix (across the dateline when that is shorter), its latitudes are clipped to
+    -80..80 (the map's limit; the fixes beyond are counted in the note). The period (start, end) in seconds since
+    1970-01-01T00:00:00Z runs from the map time (a multiple of `cadence_s`) at or before the first fix to the one at
+    or before the last. Only fixes inside the `region` or `period` given count. `notes` says, for each, what was
+    chosen and from how many fixes.
+
+    Raises:
+        FileNotFoundError: missing archive. ValueError: not a ragged archive, or no fix to take an extent from.
+
+    Example:
+        >>> from lagda.demo import shipped
+        >>> region, period, notes = archive_extent(shipped("gdp_like.nc"), 0.5, 86400.0)
+        >>> region  # the 8 drifters' fixes lie within 40.84-37.15 W, 32.43-36.72 N
+        (-41.0, -37.0, 32.0, 37.0)
+        >>> notes[1].split(": ")[-1]  # the period: the first and the last fix's days
+        '2025-03-01T00:00:00 to 2025-03-31T00:00:00'
+    """
+    n_bins = int(round(360.0 / resolution))
+    occupied, lat_range, time_range, kept, poleward = np.zeros(n_bins, bool), [np.inf, -np.inf], [np.inf, -np.inf], 0, 0
+    with _open(path) as ds:
+        for _, lon, lat, seconds in _Ragged(ds, path).chunks(chunk_fixes):
+            keep = np.isfinite(lon) & np.isfinite(lat) & np.isfinite(seconds)
+            if region is not None:
+                keep &= _in_region(lon, lat, region)
+            if period is not None:
+                keep &= (seconds >= period[0]) & (seconds <= period[1])
+            if region is None:
+                poleward += int(np.sum(keep & (np.abs(lat) > 80.0)))
+                keep &= np.abs(lat) <= 80.0
+            lon, lat, seconds = lon[keep], lat[keep], seconds[keep]
+            if not len(lon):
+                continue
+            kept += len(lon)
+            occupied[np.floor((lon + 180.0) % 360.0 / resolution).astype(np.int64) % n_bins] = True
+            lat_range = [min(lat_range[0], lat.min()), max(lat_range[1], lat.max())]
+            time_range = [min(time_range[0], seconds.min()), max(time_range[1], seconds.max())]
+    if not kept:
+        missing = " and ".join(name for name, value in (("region", region), ("period", period)) if value is None)
+        where = " and ".join(name for name, value in (("region", region), ("period", period)) if value is not None)
+        raise ValueError(f"{path}: no fix{f' in the {where} given' if where else ''}"
+                         f"{' within latitudes -80..80' if poleward else ''} to take the map's {missing} from")
+    notes, region_given = [], region is not None
+    if region is None:
+        region = (*_shortest_arc(occupied, resolution), max(-80.0, np.floor(lat_range[0] / resolution) * resolution),
+                  min(80.0, np.floor(lat_range[1] / resolution) * resolution + resolution))
+        region = tuple(round(float(r), 9) for r in region)
+        notes.append(f"--region not given: the extent of the {kept} fixes{' in the period' if period else ''}, "
+                     f"rounded out to the {resolution:g}-degree cells: {' '.join(f'{r:g}' for r in region)} "
+                     "(west east south north)" + (f"; {poleward} fixes poleward of 80 degrees left out"
+                                                   if poleward else ""))
+    if period is None:
+        start = np.floor(time_range[0] / cadence_s) * cadence_s
+        end = max(np.floor(time_range[1] / cadence_s) * cadence_s, start + cadence_s)
+        period = (float(start), float(end))
+        day = lambda t: str(np.datetime64(int(t), "s"))
+        notes.append(f"--period not given: the map times from the first to the last of the {kept} fixes"
+                     f"{' in the region' if region_given else ''}: {day(start)} to {day(end)}")
+    return region, period, notes
+
+
+def _shortest_arc(occupied: np.ndarray, resolution: float) -> tuple[float, float]:
+    """Returns (west, east) degrees of the shortest arc holding every occupied cell of a longitude circle of cells
+    `(360 / resolution,)` starting at -180: the complement of its longest run of empty cells (the whole circle,
+    -180 to 180, when no cell is empty)."""
+    n = len(occupied)
+    if occupied.all():
+        return -180.0, 180.0
+    # the longest circular run of empty cells: unroll the circle from an occupied cell
+    first = int(np.argmax(occupied))
+    rolled = np.roll(occupied, -first)  # rolled[0] is occupied
+    best_len, best_start, run_start = 0, 0, None
+    for i in range(1, n + 1):
+        empty = i < n and not rolled[i]
+        if empty and run_start is None:
+            run_start = i
+        elif not empty and run_start is not None:
+            if i - run_start > best_len:
+                best_len, best_start = i - run_start, run_start
+            run_start = None
+    west_cell = (first + best_start + best_len) % n  # the first occupied cell after the gap
+    east_cell = (first + best_start) % n  # the first empty cell of the gap
+    west, east = -180.0 + west_cell * resolution, -180.0 + east_cell * resolution
+    return west, east if east != -180.0 else 180.0
 
 
 def clean(fixes: Fixes, keep_undrogued: bool = False) -> Fixes:

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from lagda.mapping.archive import Fixes, clean, select_fixes
+from lagda.mapping.archive import Fixes, archive_extent, clean, select_fixes
 from lagda.mapping.invert import Grid, invert_tile, tile_fixes
 from lagda.mapping.tiles import DAY_S, Tile, region_width, tile_layout
 from simulate.atomic import (
@@ -41,8 +41,9 @@ class MapSettings:
     """What a map is made of (every field is part of what a resume compares).
 
     Attributes:
-        region: (west, east, south, north) degrees (east < west crosses the dateline).
-        period: (start, end) seconds since 1970-01-01T00:00:00Z.
+        region: (west, east, south, north) degrees (east < west crosses the dateline); None: the extent of the
+            archive's fixes, which `map_archive` finds and records (archive.archive_extent).
+        period: (start, end) seconds since 1970-01-01T00:00:00Z; None: from the first to the last fix, likewise.
         resolution: cell size in degrees; cadence_s: seconds between map times.
         tile_deg, halo_deg: tile height (and about its width in distance) and halo in degrees of latitude.
         window_days, step_days: each tile's time window and the step between windows.
@@ -59,8 +60,8 @@ class MapSettings:
         (31, 160, 160)
     """
 
-    region: tuple[float, float, float, float]
-    period: tuple[float, float]
+    region: tuple[float, float, float, float] | None = None
+    period: tuple[float, float] | None = None
     resolution: float = 0.25
     cadence_s: float = DAY_S
     tile_deg: float = 6.0
@@ -77,7 +78,9 @@ class MapSettings:
             raise ValueError("resolution, cadence and k_max must be positive, degree >= 0")
 
     def grid(self) -> Grid:
-        """Returns the map's cells (centres) and times."""
+        """Returns the map's cells (centres) and times (region and period given or found)."""
+        if self.region is None or self.period is None:
+            raise ValueError("the map's grid needs its region and period (map_archive finds them in the archive)")
         west, _, south, north = self.region
         nx = max(1, int(round(region_width(self.region) / self.resolution)))
         ny = max(1, int(round((north - south) / self.resolution)))
@@ -224,7 +227,8 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
         archive: ragged netCDF or Zarr (lagda.mapping.archive); out: the output path, ending in .zarr or .nc.
         workers: Dask LocalCluster worker processes (default: the CPUs); scheduler: the address of a running Dask
             scheduler instead. resume: finish an interrupted run (a finished one is left as it is); overwrite: start
-            again. say: where the progress notes go (one line each).
+            again. say: where the progress notes go (one line each). A region or period left None in `settings` is
+            the extent of the archive's fixes (the same on a resume); a note says what was chosen.
     Raises:
         FileNotFoundError: missing archive. ValueError: bad settings, an existing output, a resume with other
             settings, no fix in the region and period.
@@ -235,6 +239,11 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
     if not os.path.exists(archive):
         raise FileNotFoundError(f"no such archive: {archive}")
     start = time.perf_counter()
+    chosen = []
+    if settings.region is None or settings.period is None:
+        region, period, chosen = archive_extent(archive, settings.resolution, settings.cadence_s, settings.region,
+                                                settings.period)
+        settings = dataclasses.replace(settings, region=region, period=period)
     tiles = tile_layout(settings.region, settings.period, settings.tile_deg, settings.halo_deg,
                         settings.window_days, settings.step_days)
     manifest = _manifest(archive, settings)
@@ -247,6 +256,7 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
                          margin_deg=settings.halo_deg / np.cos(np.deg2rad(max(abs(settings.region[2]),
                                                                               abs(settings.region[3])))))
     fixes = clean(fixes, settings.keep_undrogued)
+    fixes = dataclasses.replace(fixes, notes=(*chosen, *fixes.notes))  # said, and kept in the map's notes
     _start_partial(partial, manifest)
     for line in fixes.notes:
         say(f"note: {line}")
