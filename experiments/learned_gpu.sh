@@ -20,20 +20,7 @@ N=${N:-32268}
 EPOCHS=${EPOCHS:-60}  # 30 on a CPU (results/learned_paper_cpu) left the whole-test-set R@1 at 94.9 / 95.7
 EVAL_EVERY=${EVAL_EVERY:-5}
 EVAL_LIBRARY=${EVAL_LIBRARY:-4096}
-mkdir -p "$OUT" "$WORK"
-start=$(date +%s)
-elapsed() { echo $(( $(date +%s) - start )); }
-say() { echo "[$(elapsed) s] $*"; }
-
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
-python3 -c "import jax, flax, optax, netCDF4; print('jax', jax.__version__, 'flax', flax.__version__, \
-'optax', optax.__version__, 'netCDF4', netCDF4.__version__, jax.devices())"
-
-for seed in 1 2; do
-    say "simulate --preset paper --seed $seed --n-samples $N"
-    [ -f "$WORK/paper_${N}_$seed.nc" ] || python3 -m lagda simulate --preset paper --seed $seed --n-samples "$N" \
-        --out "$WORK/paper_${N}_$seed.nc" || exit 1
-done
+source "$(dirname "$0")/paper_data.sh"  # OUT, WORK, say; the paper's data in WORK
 
 budget=$(( LIMIT - $(elapsed) - 120 ))
 say "train --preset learned, $EPOCHS epochs, at most $budget s"

@@ -20,25 +20,12 @@ N=${N:-32268}
 EPOCHS=${EPOCHS:-20}
 FIELDS=${FIELDS:-0}
 BANK=${BANK:-100000}
-mkdir -p "$OUT" "$WORK"
-start=$(date +%s)
-elapsed() { echo $(( $(date +%s) - start )); }
-say() { echo "[$(elapsed) s] $*"; }
-
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
-python3 -c "import jax, flax, optax, netCDF4; print('jax', jax.__version__, 'flax', flax.__version__, \
-'optax', optax.__version__, 'netCDF4', netCDF4.__version__, jax.devices())"
-
-for seed in 1 2; do
-    say "simulate --preset paper --seed $seed --n-samples $N"
-    [ -f "$WORK/paper_${N}_$seed.nc" ] || python3 -m lagda simulate --preset paper --seed $seed --n-samples "$N" \
-        --out "$WORK/paper_${N}_$seed.nc" || exit 1
-done
+source "$(dirname "$0")/paper_data.sh"  # OUT, WORK, say; the paper's data in WORK
 
 budget=$(( LIMIT - $(elapsed) - 20 ))
 batches=$(( N / 128 ))
 say "objectives, $EPOCHS epochs of $batches batches each, at most $budget s"
 timeout "$budget" python3 -m experiments.objectives --train "$WORK/paper_${N}_1.nc" --test "$WORK/paper_${N}_2.nc" \
-    --n-train "$N" --library "$N" --steps $(( EPOCHS * batches )) --seeds 0 --fields "$FIELDS" --bank-size "$BANK" --skip-gaussian \
-    --resume --work "$WORK/objectives" --out-dir "$OUT" --figure "$OUT/objectives_paper.png"
+    --n-train "$N" --library "$N" --steps $(( EPOCHS * batches )) --seeds 0 --fields "$FIELDS" --bank-size "$BANK" \
+    --skip-gaussian --resume --work "$WORK/objectives" --out-dir "$OUT" --figure "$OUT/objectives_paper.png"
 say "objectives exit $?"
