@@ -260,6 +260,31 @@ def seam_mask(grid_lon, grid_lat, tiling: Tiling) -> np.ndarray:
     return near(np.asarray(grid_lat))[:, None] | near(np.asarray(grid_lon))[None, :]
 
 
+def crop_to_truth(store: xr.Dataset, truth: xr.Dataset) -> tuple[xr.Dataset, str]:
+    """Returns (the store on the truth's cells and at its times, a note; "" when nothing was cut): a map made
+    without --region or --period covers the archive's extent, which may be more than the truth's grid.
+
+    Raises:
+        ValueError: if the store's cells do not hold every truth cell.
+    """
+    pick, cut = {}, []
+    for name in ("lon", "lat"):
+        mine, truths = np.round(store[name].values, 6), np.round(truth[name].values, 6)
+        keep = np.isin(mine, truths)
+        if keep.sum() != truths.size:
+            raise ValueError(f"the store's {name} cells ({mine.size} from {mine[0]:g}) do not hold the truth's "
+                             f"({truths.size} from {truths[0]:g})")
+        if not keep.all():
+            pick[name] = np.flatnonzero(keep)
+            cut.append(f"{truths.size} of its {mine.size} {name} cells")
+    times = store["time"].values.astype("datetime64[ns]")
+    keep = np.isin(times, truth["time"].values.astype("datetime64[ns]"))
+    if not keep.all():
+        pick["time"] = np.flatnonzero(keep)
+        cut.append(f"{int(keep.sum())} of its {times.size} days")
+    return store.isel(pick), (f"scored on the truth's grid: {', '.join(cut)}" if cut else "")
+
+
 def aligned_truth(store: xr.Dataset, truth: xr.Dataset) -> xr.Dataset:
     """Returns the truth at the store's times and cells.
 

@@ -37,6 +37,7 @@ from experiments.basin_archive import START, ArchiveConfig, make_archive, to_gdp
 from experiments.basin_methods import (
     Tiling,
     binned_means,
+    crop_to_truth,
     fd_velocities,
     gp_tiles,
     score_map,
@@ -269,15 +270,18 @@ def write_page(csv_path: pathlib.Path, page: pathlib.Path) -> pathlib.Path:
 
 
 def score_store(bench: Benchmark, store_path, truth: xr.Dataset, label: str) -> dict:
-    """Returns the CSV row of a `lagda map` store scored against the truth (`score_map`)."""
-    store = open_store(store_path)
+    """Returns the CSV row of a `lagda map` store scored against the truth (`score_map`), on the truth's cells and
+    days when the store covers more (`crop_to_truth`; its tile edges are then not the truth grid's: no seam ratio)."""
+    store, cropped = crop_to_truth(open_store(store_path), truth)
     score = score_map(store, truth)
+    seams = ("seams not scored (the map's tiles start at its own corner)" if cropped else
+             f"error within a halo of a tile edge {score['error_seam']:.3f}, elsewhere {score['error_interior']:.3f}")
     return {"method": "lagda map", "config": label, "error": score["error"], "cells": score["cells"],
             "coverage": score["coverage"], "coverage_all": score["coverage_all"], "error_all": score["error_all"],
-            "seam_ratio": score["seam_ratio"],
+            "seam_ratio": float("nan") if cropped else score["seam_ratio"],
             "notes": f"coverage u {score['coverage_u']:.3f}, v {score['coverage_v']:.3f}; on every cell with a value "
-                     f"error {score['error_all']:.3f}, coverage {score['coverage_all']:.3f}; error within a halo of a "
-                     f"tile edge {score['error_seam']:.3f}, elsewhere {score['error_interior']:.3f}"}
+                     f"error {score['error_all']:.3f}, coverage {score['coverage_all']:.3f}; {seams}"
+                     + (f"; {cropped}" if cropped else "")}
 
 
 def run(bench: Benchmark, work: pathlib.Path, workers=(1, 2), map_args=(), assimilate_args=(), log=print) -> list:
@@ -313,6 +317,7 @@ def main(argv=None) -> int:
     parser.add_argument("--work", type=pathlib.Path, help="the cache folder (default runs/basin_year[_quick])")
     parser.add_argument("--csv", type=pathlib.Path, help="results/basin_year.csv (--quick: WORK/basin_year.csv)")
     parser.add_argument("--store", type=pathlib.Path, help="score: a lagda map store")
+    parser.add_argument("--label", help="score: the row's configuration (default: the store's name)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--map-args", default="", help="extra arguments for lagda map, one string")
     parser.add_argument("--assimilate-args", default="", help="extra arguments for the one-box lagda assimilate")
@@ -331,7 +336,8 @@ def main(argv=None) -> int:
         if args.step == "score":
             if args.store is None:
                 parser.error("score needs --store")
-            rows = [score_store(bench, args.store, xr.open_dataset(make(bench, work)[1]), args.store.name)]
+            rows = [score_store(bench, args.store, xr.open_dataset(make(bench, work)[1]),
+                                 args.label or args.store.name)]
         if args.step in ("run", "all"):
             rows = run(bench, work, args.workers, args.map_args.split(), args.assimilate_args.split())
             truth = xr.open_dataset(make(bench, work)[1])

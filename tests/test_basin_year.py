@@ -11,6 +11,7 @@ from experiments.basin_archive import ArchiveConfig, make_archive, to_gdp_datase
 from experiments.basin_methods import (
     Tiling,
     binned_means,
+    crop_to_truth,
     fd_velocities,
     gp_tiles,
     score_map,
@@ -53,6 +54,28 @@ def test_score_map_matches_closed_forms():
     rms = np.sqrt(np.mean(2 * sigma[informed] ** 2))  # E|e|^2 = 2 sigma^2 per cell, |truth| = 1
     assert score["error"] == pytest.approx(rms, rel=0.03)
     assert score["seam_ratio"] == pytest.approx(2.0, rel=0.05)
+
+
+def test_a_map_wider_and_longer_than_the_truth_is_scored_on_the_truths_cells_and_days():
+    """A map made without --region or --period covers the archive's extent: cropped to the truth's grid it scores
+    as the same map made on that grid; a map that misses truth cells is refused."""
+    shape = (TIMES.size, LAT.size, LON.size)
+    rng = np.random.default_rng(1)
+    truth = _frame(u=rng.normal(size=shape), v=rng.normal(size=shape))
+    fields = {k: rng.normal(size=shape) for k in ("u", "v")} | {"u_std": np.ones(shape), "v_std": np.ones(shape),
+                                                                "n_fixes": np.ones(shape, np.int64)}
+    on_grid = _frame(**fields)
+    wide = on_grid.pad(lon=(3, 2), lat=(1, 4), time=(0, 2), constant_values=7.0)  # more cells and days
+    wide = wide.assign_coords(lon=-35.0 + 0.5 * (np.arange(-3, 22) + 0.5), lat=25.0 + 0.5 * (np.arange(-1, 24) + 0.5),
+                              time=np.datetime64("2001-01-01", "ns") + np.arange(22) * np.timedelta64(1, "D"))
+    cropped, note = crop_to_truth(wide, truth)
+    xr.testing.assert_identical(cropped, on_grid)
+    assert note == "scored on the truth's grid: 20 of its 25 lon cells, 20 of its 25 lat cells, 20 of its 22 days"
+    same, note = crop_to_truth(on_grid, truth)
+    assert note == ""
+    xr.testing.assert_identical(same, on_grid)
+    with pytest.raises(ValueError, match="do not hold the truth's"):
+        crop_to_truth(on_grid.isel(lon=slice(1, None)), truth)
 
 
 def test_seam_mask_counts_cells_within_a_halo_of_interior_edges():
