@@ -230,25 +230,13 @@ def _shortest_arc(occupied: np.ndarray, resolution: float) -> tuple[float, float
     """Returns (west, east) degrees of the shortest arc holding every occupied cell of a longitude circle of cells
     `(360 / resolution,)` starting at -180: the complement of its longest run of empty cells (the whole circle,
     -180 to 180, when no cell is empty)."""
-    n = len(occupied)
-    if occupied.all():
+    n, cells = len(occupied), np.flatnonzero(occupied)
+    gaps = np.diff(cells, append=cells[0] + n)  # from each occupied cell to the next one round the circle
+    if gaps.max() == 1:
         return -180.0, 180.0
-    # the longest circular run of empty cells: unroll the circle from an occupied cell
-    first = int(np.argmax(occupied))
-    rolled = np.roll(occupied, -first)  # rolled[0] is occupied
-    best_len, best_start, run_start = 0, 0, None
-    for i in range(1, n + 1):
-        empty = i < n and not rolled[i]
-        if empty and run_start is None:
-            run_start = i
-        elif not empty and run_start is not None:
-            if i - run_start > best_len:
-                best_len, best_start = i - run_start, run_start
-            run_start = None
-    west_cell = (first + best_start + best_len) % n  # the first occupied cell after the gap
-    east_cell = (first + best_start) % n  # the first empty cell of the gap
-    west, east = -180.0 + west_cell * resolution, -180.0 + east_cell * resolution
-    return west, east if east != -180.0 else 180.0
+    i = int(np.argmax(gaps))  # the longest empty run follows cells[i]
+    west, east = -180.0 + cells[(i + 1) % len(cells)] * resolution, -180.0 + (cells[i] + 1) * resolution
+    return west, east
 
 
 def clean(fixes: Fixes, keep_undrogued: bool = False) -> Fixes:
