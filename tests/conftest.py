@@ -28,14 +28,15 @@ from lagda.learning.config import tiny
 from lagda.learning.train import train
 assert jax.local_device_count() == 1 and jax.process_count() == 1
 data = make_pairs(16, seed=3)
-run = train(tiny(eval_library=0, epochs=3, batch_size=8), data, data, sys.argv[1], progress=False)
+run = train(tiny(eval_library=0, epochs=3, batch_size=8, negatives=4), data, data, sys.argv[1], progress=False)
 np.save(sys.argv[2], [json.loads(line)["train_loss"] for line in open(run / "metrics.jsonl")])
 """
 
 
 @pytest.fixture(scope="session")
 def one_device_losses(tmp_path_factory):
-    """Returns a function that returns the train losses `(3,)` of tiny(eval_library=0, epochs=3, batch_size=8) on
+    """Returns a function that returns the train losses `(3,)` of tiny(eval_library=0, epochs=3, batch_size=8,
+    negatives=4) (the coefficient negatives: replicated, the same on every device and process) on
     make_pairs(16, seed=3) in a child process with one CPU device and JAX's default float32: the reference of
     tests/test_train_parallel.py (2 devices) and tests/test_train_distributed.py (2 processes), trained once per
     session. The child starts when a test first asks for the fixture and runs while that test starts its own

@@ -151,6 +151,24 @@ def test_loss_matches_double_loop_eager_jit_vmap(fn, ref):
     np.testing.assert_allclose(jax.vmap(fn)(stack), expected, rtol=1e-12)
 
 
+def test_negatives_join_each_column_s_softmax_over_the_n_plus_k_candidates():
+    """infonce_u_given_v with K extra u-side candidates: rho(u^i|v^i) = exp s_ii / ((1/(N+K)) sum over all N + K
+    candidates of exp s_.i), by the double loop; the v|u half of conditional_loss does not see them."""
+    rng = np.random.default_rng(11)
+    n, k = 5, 3
+    square, extra = 2.0 * rng.standard_normal((n, n)), 2.0 * rng.standard_normal((k, n))
+    total = 0.0
+    for i in range(n):
+        column = [square[j, i] for j in range(n)] + [extra[j, i] for j in range(k)]
+        total += math.log(math.exp(square[i, i]) / (sum(math.exp(c) for c in column) / (n + k)))
+    np.testing.assert_allclose(losses.infonce_u_given_v(jnp.asarray(square), jnp.asarray(extra)), -total / n,
+                               rtol=1e-12)
+    np.testing.assert_allclose(jax.jit(losses.conditional_loss)(square, 0.6, 1.4, extra),
+                               0.3 * (-total / n) + 0.7 * ref_v_given_u(square), rtol=1e-12)
+    with pytest.raises(ValueError, match=r"\(K, 5\)"):
+        losses.infonce_u_given_v(jnp.asarray(square), jnp.zeros((3, 4)))
+
+
 @pytest.mark.parametrize("n", [1, 2, 9, 64], ids=lambda n: f"N={n}")
 def test_theorem_2_8_clip_equals_cond_plus_log_n(n):
     rng = np.random.default_rng(n)

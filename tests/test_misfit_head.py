@@ -61,7 +61,8 @@ def test_inner_product_with_the_velocity_design_is_minus_the_misfit(pairs):
 @pytest.fixture(scope="module")
 def misfit_run(pairs, tmp_path_factory):
     """A misfit head trained from a random design: 10 epochs of 64 pairs, evaluated on its 64 training pairs."""
-    config = learned(epochs=10, batch_size=16, eval_library=64, eval_batch=64, eval_every=10, warmup=0)
+    config = learned(epochs=10, batch_size=16, eval_library=64, eval_batch=64, eval_every=10, warmup=0,
+                     negatives=32)
     run_dir = tmp_path_factory.mktemp("misfit") / "run"
     train(config, pairs, pairs, run_dir, progress=False)
     return config, run_dir
@@ -115,3 +116,33 @@ def test_lagda_assimilate_refuses_a_misfit_run_in_one_line(misfit_run, method, t
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert code != 0 and not out.exists()
     assert len(err) == 1 and "misfit head" in err[0], err
+
+
+def test_a_step_s_negatives_are_other_pairs_of_the_epoch():
+    """The negatives of step i are the epoch's next samples after batch i, cyclically: never one of the batch's own
+    pairs (whose coefficient would tie with the positive), never twice the same pair, the same on every call."""
+    import jax
+
+    from lagda.learning.train import _epoch_batches, _step_negatives
+
+    batches = _epoch_batches(jax.random.key(0), 3, 70, 16)  # 4 steps of 16; 6 pairs left out of this epoch
+    for step in range(len(batches)):
+        negatives = _step_negatives(batches, step, 48)
+        assert len(set(negatives)) == 48 and not set(negatives) & set(batches[step])
+        assert set(negatives) <= set(batches.reshape(-1))
+        np.testing.assert_array_equal(negatives, _step_negatives(batches, step, 48))
+
+
+def test_training_refuses_more_negatives_than_the_epoch_has_in_one_line(pairs, tmp_path):
+    expected = "negatives = 2048 and batch_size = 16 exceed the 64 pairs an epoch uses: set negatives to at most 48"
+    with pytest.raises(ValueError, match=expected) as error:
+        train(learned(batch_size=16, eval_library=0), pairs, None, tmp_path / "run", progress=False)
+    assert "\n" not in str(error.value) and not (tmp_path / "run").exists()
+
+
+def test_negatives_go_with_the_conditional_loss_only():
+    with pytest.raises(ValueError, match="negatives = 2048 go with loss = 'cond' only: set negatives = 0"):
+        learned(loss="joint").validate()
+    assert learned(loss="joint", negatives=0).validate().negatives == 0
+    with pytest.raises(ValueError, match="negatives must be >= 0"):
+        learned(negatives=-1).validate()

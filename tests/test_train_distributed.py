@@ -28,7 +28,8 @@ SCRIPT = textwrap.dedent("""
     from lagda.learning.train import initialize_distributed, train
     initialize_distributed()  # before make_pairs' first JAX call
     data = make_pairs(16, seed=3)
-    train(tiny(eval_library=0, epochs={epochs}, batch_size=8), data, None, {run_dir!r}, resume={resume}, progress=False)
+    config = tiny(eval_library=0, epochs={epochs}, batch_size=8, negatives=4)
+    train(config, data, None, {run_dir!r}, resume={resume}, progress=False)
     assert jax.process_count() == {n}, jax.process_count()
 """)
 
@@ -93,7 +94,7 @@ def test_streamed_training_equals_in_memory_training(tmp_path):
     index = np.array([7, 3, 3, 40])
     np.testing.assert_array_equal(streamed.positions[index], in_memory.positions[index])
     np.testing.assert_array_equal(streamed.positions[2:5, 0], in_memory.positions[2:5, 0])
-    config = learned(epochs=2, batch_size=16, eval_library=16)
+    config = learned(epochs=2, batch_size=16, eval_library=16, negatives=16)
     for name, stream in (("memory", False), ("stream", True)):
         train(dataclasses.replace(config, stream=stream), data_file, None, tmp_path / name, progress=False)
     memory, stream = (_metrics(tmp_path / name) for name in ("memory", "stream"))

@@ -22,7 +22,7 @@ SCRIPT = textwrap.dedent("""
     from lagda.learning.train import train
     assert jax.local_device_count() == {devices}
     data = make_pairs(16, seed=3)
-    run = train(tiny(eval_library=0, epochs=3, batch_size=8), data, data, {run_dir!r}, progress=False)
+    run = train(tiny(eval_library=0, epochs=3, batch_size=8, negatives=4), data, data, {run_dir!r}, progress=False)
     losses = [json.loads(line)["train_loss"] for line in open(run / "metrics.jsonl")]
     np.save({out!r}, np.asarray(losses))
 """)

@@ -85,6 +85,9 @@ class TrainConfig:
                              "nuclr")
     lambda_u: float = setting(1.0, "weight of the u-given-v conditional in L_cond (1, 1: symmetric CLIP)")
     lambda_v: float = setting(1.0, "weight of the v-given-u conditional in L_cond")
+    negatives: int = setting(0, "coefficients of K other training pairs, drawn every step, added to each track's "
+                                "softmax over coefficients (L_cond's u-given-v half; g_u has no parameters, so a "
+                                "negative costs one embedding): harder negatives than the batch's")
     similarity: Similarity = setting("cosine", "similarity of embeddings (paper: cosine)")
     tau: float = setting(0.07, "temperature (dimensionless); initial value if learn_tau")
     learn_tau: bool = setting(False, "train log(tau) jointly with the encoder")
@@ -148,6 +151,11 @@ class TrainConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.negatives < 0:
+            raise ValueError(f"negatives must be >= 0, got {self.negatives}")
+        if self.negatives and self.loss != "cond":
+            raise ValueError(f"negatives = {self.negatives} go with loss = 'cond' only: set negatives = 0 for "
+                             f"loss = {self.loss!r}")
         if self.loss in STATEFUL_LOSSES and self.learn_tau:
             raise ValueError(f"loss = {self.loss!r} keeps tau fixed: set learn_tau = False")
         if self.loss in STATEFUL_LOSSES and self.batch_size < 2:
@@ -246,7 +254,10 @@ def learned(**overrides) -> TrainConfig:
     inner similarity is minus the misfit. What is given besides the basis features: the form of the
     score, a Gaussian log-likelihood of the coefficients, quadratic in them, under white velocity errors;
     the velocity model W is learned. Trained on dense exact tracks (regime = "dense"); set regime =
-    "mixture" to train on strided, gappy, noisy, multi-drifter regimes.
+    "mixture" to train on strided, gappy, noisy, multi-drifter regimes. Every step, the coefficients of
+    2,048 other training pairs join each track's softmax over coefficients (negatives): a batch's 127
+    other fields are soon all far from a track's, and the loss stops asking for a more exact W; so the
+    data need at least 2,048 + 128 pairs (set negatives lower for fewer).
 
     set_head = "ridge" (or "mlp") selects the earlier head with its own settings: g_u(c) = (Re c, Im c), the
     cosine similarity at tau 0.05, and for "ridge" the learned closed-form ridge layer U (W^T Phi W +
@@ -256,7 +267,7 @@ def learned(**overrides) -> TrainConfig:
                   mask_mean_mode=True, batch_size=128, epochs=10, eval_every=1, eval_library=4096)
     if overrides.get("set_head", "misfit") == "misfit":
         head = dict(set_head="misfit", coef_embedding="quadratic", similarity="inner", tau=1.0, learn_tau=True,
-                    lr=1e-1)
+                    lr=1e-1, negatives=2048)
     else:
         head = dict(set_head=overrides["set_head"], set_ridge=1e-4, tau=0.05, lr=1e-2)
     return paper(**{**common, **head, **overrides})

@@ -164,24 +164,32 @@ def similarity(
     raise ValueError(f"unknown similarity kind {kind!r}; valid values: {', '.join(get_args(SimilarityKind))}")
 
 
-def infonce_u_given_v(logits: jax.Array) -> jax.Array:
+def infonce_u_given_v(logits: jax.Array, negatives: jax.Array | None = None) -> jax.Array:
     """Returns `-(1/N) sum_i log rho^N(u^i | v^i)`, the u|v half of eq. (12).
 
     `log rho^N(u^i|v^i) = logits[i, i] - log((1/N) sum_j exp(logits[j, i]))`: the
     softmax runs over the u side (column `i`), eq. (9a) with empirical `mu_u^N`.
     Minimising it alone is Optimization Problem 3.13 with `(lambda_u, lambda_v) = (2, 0)`.
+    With `negatives`, K more u-side candidates (u's of other pairs) join every column's
+    softmax, and the empirical measure is that of the N + K candidates.
 
     Args:
       logits: `(N, N)` logits `s(u^i, v^j)`, positives on the diagonal.
+      negatives: `(K, N)` logits `s(u'^k, v^j)` of K more u-side candidates, or None.
 
     Returns:
-      Scalar loss, `>= -log N` (each `rho^N(u^i|v^i) <= N`).
+      Scalar loss, `>= -log(N + K)` (each `rho^N(u^i|v^i) <= N + K`).
 
     Raises:
-      ValueError: if `logits` is not square 2-D.
+      ValueError: if `logits` is not square 2-D, or `negatives` has not N columns.
     """
     n = _check_logits(logits)
-    return jnp.mean(jax.nn.logsumexp(logits, axis=0) - jnp.diagonal(logits)) - math.log(n)
+    if negatives is None:
+        return jnp.mean(jax.nn.logsumexp(logits, axis=0) - jnp.diagonal(logits)) - math.log(n)
+    if jnp.ndim(negatives) != 2 or jnp.shape(negatives)[1] != n:
+        raise ValueError(f"expected negatives (K, {n}); got {jnp.shape(negatives)}")
+    column = jnp.concatenate([logits, negatives], axis=0)
+    return jnp.mean(jax.nn.logsumexp(column, axis=0) - jnp.diagonal(logits)) - math.log(n + negatives.shape[0])
 
 
 def infonce_v_given_u(logits: jax.Array) -> jax.Array:
@@ -203,7 +211,8 @@ def infonce_v_given_u(logits: jax.Array) -> jax.Array:
     return jnp.mean(jax.nn.logsumexp(logits, axis=1) - jnp.diagonal(logits)) - math.log(n)
 
 
-def conditional_loss(logits: jax.Array, lambda_u: float = 1.0, lambda_v: float = 1.0) -> jax.Array:
+def conditional_loss(logits: jax.Array, lambda_u: float = 1.0, lambda_v: float = 1.0,
+                     negatives: jax.Array | None = None) -> jax.Array:
     """Returns the empirical conditional loss `L_cond^N(lambda_u, lambda_v)`.
 
     Optimization Problem 3.13 with empirical measures (3):
@@ -216,14 +225,17 @@ def conditional_loss(logits: jax.Array, lambda_u: float = 1.0, lambda_v: float =
       logits: `(N, N)` logits `s(u^i, v^j)`, positives on the diagonal.
       lambda_u: weight `>= 0` of the u|v term.
       lambda_v: weight `>= 0` of the v|u term.
+      negatives: `(K, N)` logits of K more u-side candidates, in the u|v term only
+        (:func:`infonce_u_given_v`), or None.
 
     Returns:
       Scalar loss.
 
     Raises:
-      ValueError: if `logits` is not square 2-D.
+      ValueError: if `logits` is not square 2-D, or `negatives` has not N columns.
     """
-    return 0.5 * lambda_u * infonce_u_given_v(logits) + 0.5 * lambda_v * infonce_v_given_u(logits)
+    return (0.5 * lambda_u * infonce_u_given_v(logits, negatives)
+            + 0.5 * lambda_v * infonce_v_given_u(logits))
 
 
 def clip_loss(logits: jax.Array) -> jax.Array:

@@ -65,11 +65,13 @@ def embeddings(model: Contrastive, coef, positions, estimate=None, mask=None):
     return masked_coefficients(model, coef), v_emb
 
 
-def contrastive_loss(model: Contrastive, coef, positions, config: TrainConfig, estimate=None, mask=None, rff=None):
+def contrastive_loss(model: Contrastive, coef, positions, config: TrainConfig, estimate=None, mask=None, rff=None,
+                     negatives=None):
     """Returns the batch loss of config.loss on logits s(g_u(c), g_v(v)) (eq. 12 for "cond").
 
     `mask`: bool `(batch, drifter, obs)` of the observations the set encoder reads (None: all).
     `rff`: (omega, beta), the step's random-feature draw (kernel_set; None: the model's fixed draw).
+    `negatives`: coefficients `(K, mode)` of other pairs in the u|v softmax ("cond"; config.negatives).
     Stateless losses only; sogclr and nuclr go through `stateful_loss`.
     """
     tau = jnp.exp(model.log_tau[...])
@@ -83,7 +85,10 @@ def contrastive_loss(model: Contrastive, coef, positions, config: TrainConfig, e
     u_emb, v_emb = embeddings(model, coef, positions, estimate, mask)
     logits = losses.similarity(u_emb, v_emb, config.similarity, tau)
     if config.loss == "cond":
-        return losses.conditional_loss(logits, config.lambda_u, config.lambda_v)
+        extra = None
+        if negatives is not None:
+            extra = losses.similarity(masked_coefficients(model, negatives), v_emb, config.similarity, tau)
+        return losses.conditional_loss(logits, config.lambda_u, config.lambda_v, extra)
     if config.loss == "joint":
         return losses.joint_loss(logits)
     return losses.sigmoid_loss(logits, model.bias[...])
@@ -109,14 +114,15 @@ def rff_key(key):
 @functools.partial(jax.jit, static_argnums=0, static_argnames=("config", "total_steps", "run_length"),
                    donate_argnums=(1, 3, 8))
 def train_step(graphdef, params, buffers, opt_state, coef, positions, estimate=None, key=None, loss_state=None,
-               index=None, *, config: TrainConfig, total_steps: int, run_length: tuple | None = None):
+               index=None, negatives=None, *, config: TrainConfig, total_steps: int, run_length: tuple | None = None):
     """Returns (params, opt_state, loss), and for sogclr / nuclr (params, opt_state, loss, loss_state): one step.
 
     The optimiser is `make_optimizer(config, total_steps)`; `estimate` is the precomputed physics feature
     `(batch, drifter, n_e)` or None; `key` is the step's key: it draws the observation regimes
     (config.regime == "mixture") and the random features (kernel_set). `run_length` = (n pairs, total
     steps, steps per epoch) of a stateful loss, whose `loss_state` (nuclr.init_state) and `index` `(batch,)`
-    the step then takes. The old params, opt_state and loss_state are donated. `make_train_step` binds the
+    the step then takes; `negatives` `(K, mode)`: config.negatives coefficients of other pairs ("cond").
+    The old params, opt_state and loss_state are donated. `make_train_step` binds the
     static settings: JAX's own jit cache then compiles each distinct step once per process.
     """
     tx = make_optimizer(config, total_steps)
@@ -135,7 +141,8 @@ def train_step(graphdef, params, buffers, opt_state, coef, positions, estimate=N
         (_, (loss, loss_state)), grads = jax.value_and_grad(objective, has_aux=True)(params)
     else:
         def objective(p):
-            return contrastive_loss(nnx.merge(graphdef, p, buffers), coef, positions, config, estimate, mask, rff)
+            return contrastive_loss(nnx.merge(graphdef, p, buffers), coef, positions, config, estimate, mask, rff,
+                                    negatives)
 
         loss, grads = jax.value_and_grad(objective)(params)
     updates, opt_state = tx.update(grads, opt_state, params)
@@ -145,7 +152,7 @@ def train_step(graphdef, params, buffers, opt_state, coef, positions, estimate=N
 
 def make_train_step(config: TrainConfig, total_steps: int, run_length: tuple | None = None):
     """Returns `train_step` with its static settings bound, called as step(graphdef, params, buffers, opt_state, coef,
-    positions, estimate=None, key=None, loss_state=None, index=None).
+    positions, estimate=None, key=None, loss_state=None, index=None, negatives=None).
 
     Settings that do not change the step (epochs, evaluation, checkpoints, streaming; total_steps without a
     cosine decay) are normalised, so a resumed run or another run of the same step reuses its compilation.
@@ -274,6 +281,13 @@ def _epoch_batches(key, epoch: int, n: int, batch: int) -> np.ndarray:
     return perm[: steps * batch].reshape(steps, batch)
 
 
+def _step_negatives(batches: np.ndarray, step: int, count: int) -> np.ndarray:
+    """Returns the `(count,)` sample indices of a step's negatives: the epoch's next `count` samples after the
+    step's batch, cyclically, so never one of the batch's own pairs (count + batch <= the epoch's samples)."""
+    flat = batches.reshape(-1)
+    return flat[(np.arange(count) + (step + 1) * batches.shape[1]) % flat.size]
+
+
 def _append_metrics(path: pathlib.Path, record: dict, keep_below: int | None = None) -> None:
     lines = path.read_text().splitlines() if path.exists() else []
     if keep_below is not None:  # on resume drop epochs that are about to be redone
@@ -304,7 +318,12 @@ def _run_epoch(state, epoch, train_data, estimates, batches, step_fn, graphdef, 
             estimate = None if estimates is None else _global_batch(estimates[index], sharding)
             key = regime_key(config, epoch, i) if config.regime == "mixture" or config.loss == "kernel_set" else None
             if loss_state is None:
-                params, opt_state, loss = step_fn(graphdef, params, buffers, opt_state, coef, positions, estimate, key)
+                negatives = None
+                if config.negatives:  # the same on every device and process
+                    negatives = _replicated(train_data.coef[_step_negatives(batches, i, config.negatives)],
+                                            NamedSharding(sharding.mesh, PartitionSpec()))
+                params, opt_state, loss = step_fn(graphdef, params, buffers, opt_state, coef, positions, estimate, key,
+                                                  None, None, negatives)
             else:  # the batch's sample indices address the per-sample state (replicated on every device)
                 index = _global_batch(np.asarray(index, np.int32), sharding)
                 params, opt_state, loss, loss_state = step_fn(graphdef, params, buffers, opt_state, coef, positions,
@@ -384,6 +403,10 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
     steps_per_epoch = train_data.n_samples // config.batch_size
     if steps_per_epoch < 1:
         raise ValueError(f"batch_size = {config.batch_size} exceeds the {train_data.n_samples} training pairs")
+    if config.negatives + config.batch_size > steps_per_epoch * config.batch_size:
+        used = steps_per_epoch * config.batch_size
+        raise ValueError(f"negatives = {config.negatives} and batch_size = {config.batch_size} exceed the {used} "
+                         f"pairs an epoch uses: set negatives to at most {used - config.batch_size}")
     if resume and _complete(run_dir, config, checkpoint.latest_epoch(run_dir / "checkpoints")):
         _prepare_run_dir(run_dir, config, train_data, resume, write=False)  # the settings must match
         _report(f"{run_dir} is {ALREADY_COMPLETE} ({config.epochs} epochs): nothing changed")
