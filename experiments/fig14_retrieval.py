@@ -131,7 +131,8 @@ def plot(records: list[dict], out: pathlib.Path, csv: pathlib.Path | None = None
             source, target = (NAMES[side] for side in direction.split("_to_"))
             ax.set_title(f"{source} -> {target}  R@{k}", fontsize=10)
             ax.set_ylim(0, 1)
-            ax.set_xlim(0.5, max(epochs_planned or 0, epochs[-1]) + 0.5)
+            last = max([epochs_planned or 0, epochs[-1]] + [r["epoch"] for r in (baseline[1] if baseline else ())])
+            ax.set_xlim(0.5, last + 0.5)  # the baseline's whole run, when it ran longer
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize=8)

@@ -18,6 +18,8 @@ normal equations, solve) and the retrieval. It is given the same things as the l
 the form of the score, the pairs) and no more.
 
     python -m experiments.learned_cpu --work WORK                            # ~15 min on 2 cores
+    python -m experiments.learned_cpu --work WORK --negatives 0 --skip-baseline --run-dir WORK/no_negatives \
+        --out results/learned_cpu_no_negatives.csv                           # in-batch negatives only
     python -m experiments.learned_cpu --work WORK --epochs 2 --quick         # 256 / 256 pairs, a smoke test
 
 Other files and libraries: `--train` and `--test` instead of the simulated pair, `--library 0` for the whole
@@ -78,20 +80,26 @@ def simulate(work: pathlib.Path, quick: bool) -> tuple[pathlib.Path, pathlib.Pat
     return paths
 
 
-def train_rows(train_path, test_path, run_dir: pathlib.Path, epochs: int, library: int) -> list[dict]:
-    """Trains the learned preset (a new run) and returns one row per epoch of metrics.jsonl."""
+def train_rows(train_path, test_path, run_dir: pathlib.Path, epochs: int, library: int,
+               negatives: int | None = None) -> list[dict]:
+    """Trains the learned preset (a new run) and returns one row per epoch of metrics.jsonl.
+
+    `negatives`: the preset's coefficient negatives per step unless given (method "learned, negatives N" then).
+    """
     if run_dir.exists():
         raise SystemExit(f"{run_dir} exists: pass a new --run-dir")
     start = time.time()
+    extra = () if negatives is None else ("--negatives", str(negatives))
     ends = lagda("train", "--preset", "learned", "--train", str(train_path), "--test", str(test_path), "--run-dir",
-                 str(run_dir), "--epochs", str(epochs), "--eval-library", str(library), "--no-progress",
+                 str(run_dir), "--epochs", str(epochs), "--eval-library", str(library), "--no-progress", *extra,
                  watch=run_dir / "metrics.jsonl")  # a line per epoch, written after its evaluation
+    method = "learned" if negatives is None else f"learned, negatives {negatives}"
     wall = time.time() - start
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     rows, seconds = [], 0.0
     for record, end in zip(records, ends, strict=True):
         seconds += record["epoch_seconds"]
-        rows.append({"method": "learned", "epoch": record["epoch"], "train_seconds": round(seconds, 1),
+        rows.append({"method": method, "epoch": record["epoch"], "train_seconds": round(seconds, 1),
                      "wall_seconds": round(end, 1),
                      **{f"{d}/R@{k}": record.get(f"test/{d}/R@{k}") for d in DIRECTIONS for k in KS}})
     print(f"learned: {epochs} epochs in {wall:.0f} s wall", file=sys.stderr)
@@ -148,7 +156,8 @@ def main(argv=None) -> int:
     p.add_argument("--work", type=pathlib.Path, help="folder of the datasets (simulated if missing) and the run")
     p.add_argument("--run-dir", type=pathlib.Path, help="the new training run (default WORK/learned_cpu)")
     p.add_argument("--epochs", type=int, default=10, help="the preset's own 10 by default")
-    p.add_argument("--quick", action="store_true", help="256 training and 256 test pairs, library 256")
+    p.add_argument("--quick", action="store_true", help="256 training and 256 test pairs, library 256, 64 negatives")
+    p.add_argument("--negatives", type=int, help="coefficient negatives per step (default: the preset's 2,048)")
     p.add_argument("--train", type=pathlib.Path, help="training pairs instead of the simulated ones (with --test)")
     p.add_argument("--test", type=pathlib.Path, help="the test pairs, the library's first fields (with --train)")
     p.add_argument("--library", type=int, help="test library size (default 4,096, 256 with --quick; 0: all)")
@@ -168,7 +177,9 @@ def main(argv=None) -> int:
     train_path, test_path = (args.train, args.test) if args.train else simulate(args.work, args.quick)
     rows = [] if args.skip_baseline else [baseline_row(train_path, test_path, library)]
     if not args.skip_training:
-        rows += train_rows(train_path, test_path, args.run_dir or args.work / "learned_cpu", args.epochs, library)
+        negatives = 64 if args.quick and args.negatives is None else args.negatives
+        rows += train_rows(train_path, test_path, args.run_dir or args.work / "learned_cpu", args.epochs, library,
+                           negatives)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w", newline="") as f:
         writer = csv.DictWriter(f, COLUMNS)

@@ -102,8 +102,8 @@ PAGES = {
         Summary("Test retrieval of the paper preset after its last epoch (Figure 14), per test library: the "
                 "per-epoch evaluation's 4,096 fields, the whole test set, and 252 libraries of 128 fields",
                 "results/fig14_paper.csv", _fig14),
-        Summary("The `learned` preset (misfit head) on the same data after its last epoch (30, on the 2-core CPU), "
-                "per test library as above",
+        Summary("The `learned` preset (misfit head, 2,048 coefficient negatives a step) on the same data after its "
+                "last epoch (10, on the 2-core CPU), per test library as above",
                 "results/fig14_learned_paper.csv", _fig14),
         Summary("The `learned` preset on the 2-core CPU (`small` data, 16,384 training fields): test retrieval against "
                 "the 4,096-field library after each epoch, with the cumulative training and wall seconds, and the "
