@@ -184,12 +184,12 @@ def infonce_u_given_v(logits: jax.Array, negatives: jax.Array | None = None) -> 
       ValueError: if `logits` is not square 2-D, or `negatives` has not N columns.
     """
     n = _check_logits(logits)
-    if negatives is None:
-        return jnp.mean(jax.nn.logsumexp(logits, axis=0) - jnp.diagonal(logits)) - math.log(n)
-    if jnp.ndim(negatives) != 2 or jnp.shape(negatives)[1] != n:
-        raise ValueError(f"expected negatives (K, {n}); got {jnp.shape(negatives)}")
-    column = jnp.concatenate([logits, negatives], axis=0)
-    return jnp.mean(jax.nn.logsumexp(column, axis=0) - jnp.diagonal(logits)) - math.log(n + negatives.shape[0])
+    candidates = logits
+    if negatives is not None:
+        if jnp.ndim(negatives) != 2 or jnp.shape(negatives)[1] != n:
+            raise ValueError(f"expected negatives (K, {n}); got {jnp.shape(negatives)}")
+        candidates = jnp.concatenate([logits, negatives], axis=0)
+    return jnp.mean(jax.nn.logsumexp(candidates, axis=0) - jnp.diagonal(logits)) - math.log(candidates.shape[0])
 
 
 def infonce_v_given_u(logits: jax.Array) -> jax.Array:
