@@ -352,3 +352,32 @@ def test_map_without_region_and_period_maps_the_archives_extent_and_says_so(tmp_
                                                   s.window_days, s.step_days, s.k_max, s.degree),
                         resume=True, progress=False, say=said.append)
     assert again.get("already_complete")
+
+
+def test_archive_extent_leaves_out_spikes_and_lone_fixes_and_reads_whole_tracks_in_slices(tmp_path):
+    """A fix at (0 E, 0 N) (a position spike) and one dated 1970 (a lone fix decades from its track) would stretch
+    the map to a 40-degree box and 55 years: the extent is the clean archive's, and the note counts both. Read in
+    slices shorter than one track, the extent and the selected fixes are the same."""
+    from lagda.mapping.archive import archive_extent, select_fixes
+
+    clean_path, bad = tmp_path / "clean.nc", tmp_path / "bad.nc"
+    write_archive(clean_path, -40.0, 30.0, size=2.0, days=5, n=5)  # 120 hourly fixes a drifter
+    with xr.open_dataset(clean_path) as ds:
+        ds = ds.load()
+    lon, lat, time = ds.lon.values.copy(), ds.lat.values.copy(), ds.time.values.copy()
+    lon[50], lat[50] = 0.0, 0.0  # drifter 0's 51st fix
+    time[130] = np.datetime64("1970-01-01T00:00:00", "ns")  # drifter 1's 11th fix
+    ds.assign(lon=("obs", lon, ds.lon.attrs), lat=("obs", lat, ds.lat.attrs), time=("obs", time)).to_netcdf(bad)
+    region, period, notes = archive_extent(bad, 0.5, 86400.0)
+    assert (region, period) == archive_extent(clean_path, 0.5, 86400.0)[:2]
+    assert region[1] - region[0] <= 3.0 and period[1] - period[0] <= 5 * 86400.0
+    left_out = "598 fixes the map can use (1 position spikes, 1 in no run of 3 fixes at most 6 h apart left out)"
+    assert left_out in notes[0]
+    assert archive_extent(bad, 0.5, 86400.0, chunk_fixes=50) == (region, period, notes)
+    whole, sliced = select_fixes(bad, region, period), select_fixes(bad, region, period, chunk_fixes=50)
+    for name in ("traj", "time", "lon", "lat"):
+        np.testing.assert_array_equal(getattr(whole, name), getattr(sliced, name))
+    seconds = (time - np.datetime64("1970-01-01", "ns")) / np.timedelta64(1, "s")
+    inside = ((lon >= region[0]) & (lon <= region[1]) & (lat >= region[2]) & (lat <= region[3])
+              & (seconds >= period[0]) & (seconds <= period[1]))
+    assert len(whole) == inside.sum() and np.all(np.diff(whole.traj) >= 0)

@@ -18,6 +18,12 @@ import numpy as np
 from lagda.mapping.tiles import region_width
 
 CHUNK_FIXES = 2_000_000  # observations read at a time
+MAX_GAP_S = 6 * 3600.0  # a drifter's fixes further apart than this are separate segments
+MIN_SEGMENT_FIXES = 3  # a segment with fewer fixes gives no velocity to map
+# the cleaning counts (CleanReport fields) of fixes left out of the archive's extent, and how a note names them
+_EXTENT_RULES = {"spikes_dropped": "position spikes", "undrogued_dropped": "undrogued",
+                 "exact_duplicates_dropped": "exact duplicates", "conflict_fixes_dropped": "conflicting duplicates",
+                 "short_trajectory_fixes_dropped": "on trajectories of fewer than 3 fixes"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +48,12 @@ class Fixes:
 
     def __len__(self) -> int:
         return len(self.time)
+
+    def segments(self) -> list[np.ndarray]:
+        """Returns the fix indices of each drifter segment the map can use: one drifter, no gap over MAX_GAP_S, at
+        least MIN_SEGMENT_FIXES fixes (the fixes sorted by trajectory and time)."""
+        breaks = np.flatnonzero((np.diff(self.traj) != 0) | (np.diff(self.time) > MAX_GAP_S)) + 1
+        return [s for s in np.split(np.arange(len(self)), breaks) if len(s) >= MIN_SEGMENT_FIXES]
 
     def subset(self, keep) -> "Fixes":
         """Returns the fixes where boolean `keep` `(fix,)` holds (same ids and notes)."""
@@ -108,14 +120,31 @@ class _Ragged:
         return ds["id"].values if "id" in ds.variables and ds["id"].dims == ds[self.count].dims else np.arange(
             ds.sizes[ds[self.count].dims[0]])
 
-    def chunks(self, chunk_fixes: int):
-        """Yields (slice, lon, lat, seconds since 1970) float64 of `chunk_fixes` observations at a time."""
+    def chunks(self, chunk_fixes: int, whole_trajectories: bool = False):
+        """Yields (slice, lon, lat, seconds since 1970) float64 of `chunk_fixes` observations at a time; with
+        `whole_trajectories`, each slice ends at a trajectory's end (a trajectory longer than `chunk_fixes` is one
+        slice), so that rules over a whole track (the spike rule) can run slice by slice."""
         from lagda.io.formats import cf_seconds
 
-        for start in range(0, self.n_total, chunk_fixes):
-            sl = slice(start, min(start + chunk_fixes, self.n_total))
+        start = 0
+        while start < self.n_total:
+            stop = min(start + chunk_fixes, self.n_total)
+            if whole_trajectories:
+                below = self.ends[np.searchsorted(self.ends, stop, side="right") - 1]
+                stop = int(below if below > start else self.ends[np.searchsorted(self.ends, start, side="right")])
+            sl = slice(start, stop)
             yield (sl, self.ds[self.lon][sl].values.astype(np.float64), self.ds[self.lat][sl].values.astype(np.float64),
                    cf_seconds(self.ds[self.time][sl].values, self.units, self.calendar, self.path))
+            start = stop
+
+    def fixes(self, sl: slice, lon, lat, seconds, keep, ids, notes=()) -> Fixes:
+        """Returns the `Fixes` of the slice `sl` of the archive where bool `keep` holds (lon, lat, seconds: the
+        slice's, as `chunks` yields them), sorted by (trajectory, time)."""
+        index = np.flatnonzero(keep) + sl.start
+        traj = np.searchsorted(self.ends, index, side="right").astype(np.int64)
+        order = np.lexsort((seconds[keep], traj))
+        drogue = None if self.drogue is None else np.asarray(self.ds[self.drogue][sl].values)[keep][order]
+        return Fixes(traj[order], seconds[keep][order], lon[keep][order], lat[keep][order], ids, drogue, tuple(notes))
 
 
 def _in_region(lon, lat, region, margin_deg: float = 0.0) -> np.ndarray:
@@ -138,32 +167,29 @@ def select_fixes(path, region, period, margin_deg: float = 0.0, margin_s: float 
     """
     with _open(path) as ds:
         archive = _Ragged(ds, path)
-        ids, n_total = archive.ids(), archive.n_total
-        parts = []
-        for sl, lon, lat, seconds in archive.chunks(chunk_fixes):
-            keep = (_in_region(lon, lat, region, margin_deg) & (seconds >= period[0] - margin_s)
-                    & (seconds <= period[1] + margin_s))
-            index = np.flatnonzero(keep) + sl.start
-            traj = np.searchsorted(archive.ends, index, side="right")
-            status = (np.asarray(ds[archive.drogue][sl].values)[keep] if archive.drogue is not None
-                      else np.ones(len(index)))
-            parts.append((traj, seconds[keep], lon[keep], lat[keep], status))
-    traj, seconds, lon, lat, status = (np.concatenate([p[i] for p in parts]) if parts else np.zeros(0)
-                                       for i in range(5))
+        ids = np.asarray(archive.ids())
+        parts = [archive.fixes(sl, lon, lat, seconds, _in_region(lon, lat, region, margin_deg)
+                               & (seconds >= period[0] - margin_s) & (seconds <= period[1] + margin_s), ids)
+                 for sl, lon, lat, seconds in archive.chunks(chunk_fixes, whole_trajectories=True)]
+    traj = np.concatenate([p.traj for p in parts]) if parts else np.zeros(0, np.int64)
     if not len(traj):
         raise ValueError(f"{path}: no fix inside the region {tuple(region)} and period")
-    order = np.lexsort((seconds, traj))
-    notes = [f"archive {os.fspath(path)}: {len(traj)} of {n_total} fixes in the region and period "
+    notes = (f"archive {os.fspath(path)}: {len(traj)} of {archive.n_total} fixes in the region and period "
              f"(with a margin of {margin_deg:g} degrees and {margin_s / 86400:g} days), "
-             f"{len(np.unique(traj))} drifters"]
-    return Fixes(traj.astype(np.int64)[order], seconds[order], lon[order], lat[order], np.asarray(ids),
-                 status[order] if archive.drogue is not None else None, tuple(notes))
+             f"{len(np.unique(traj))} drifters",)
+    # slices end at trajectory ends and each is sorted by (trajectory, time): so is their concatenation
+    return Fixes(traj, *(np.concatenate([getattr(p, name) for p in parts]) for name in ("time", "lon", "lat")), ids,
+                 None if archive.drogue is None else np.concatenate([p.drogue for p in parts]), notes)
 
 
-def archive_extent(path, resolution: float, cadence_s: float, region=None, period=None,
+def archive_extent(path, resolution: float, cadence_s: float, region=None, period=None, keep_undrogued: bool = False,
                    chunk_fixes: int = CHUNK_FIXES) -> tuple[tuple, tuple, list[str]]:
-    """Returns (region, period, notes): the smallest region and period that hold the archive's fixes, for the ones
-    not given, read in one pass over the archive.
+    """Returns (region, period, notes): the smallest region and period that hold the archive's fixes the map can
+    use, for the ones not given, read in one pass over the archive.
+
+    The fixes the map can use are those `clean` keeps (a position spike or an undrogued fix, unless
+    `keep_undrogued`, does not stretch the map) that lie in a drifter segment (`Fixes.segments`: a lone fix days
+    away from the rest of its track, such as a wrong time, gives no velocity and does not stretch the period).
 
     The region (west, east, south, north) is rounded out to multiples of `resolution` degrees; its longitudes are
     the shortest arc that holds every fix (across the dateline when that is shorter), its latitudes are clipped to
@@ -185,34 +211,47 @@ def archive_extent(path, resolution: float, cadence_s: float, region=None, perio
     """
     n_bins = int(round(360.0 / resolution))
     occupied, lat_range, time_range, kept, poleward = np.zeros(n_bins, bool), [np.inf, -np.inf], [np.inf, -np.inf], 0, 0
+    dropped = dict.fromkeys([*_EXTENT_RULES, "unsegmented"], 0)
     with _open(path) as ds:
-        for _, lon, lat, seconds in _Ragged(ds, path).chunks(chunk_fixes):
+        archive = _Ragged(ds, path)
+        ids = np.asarray(archive.ids())
+        for sl, lon, lat, seconds in archive.chunks(chunk_fixes, whole_trajectories=True):
             keep = np.isfinite(lon) & np.isfinite(lat) & np.isfinite(seconds)
             if region is not None:
                 keep &= _in_region(lon, lat, region)
             if period is not None:
                 keep &= (seconds >= period[0]) & (seconds <= period[1])
+            fixes = clean(archive.fixes(sl, lon, lat, seconds, keep, ids), keep_undrogued)
+            for rule in _EXTENT_RULES:
+                dropped[rule] += fixes.clean[f"clean_{rule}"]
+            usable = np.zeros(len(fixes), bool)
+            usable[np.concatenate(fixes.segments() or [np.zeros(0, np.int64)])] = True
+            dropped["unsegmented"] += int(np.sum(~usable))
+            fixes = fixes.subset(usable)
             if region is None:
-                poleward += int(np.sum(keep & (np.abs(lat) > 80.0)))
-                keep &= np.abs(lat) <= 80.0
-            lon, lat, seconds = lon[keep], lat[keep], seconds[keep]
-            if not len(lon):
+                poleward += int(np.sum(np.abs(fixes.lat) > 80.0))
+                fixes = fixes.subset(np.abs(fixes.lat) <= 80.0)
+            if not len(fixes):
                 continue
-            kept += len(lon)
-            occupied[np.floor((lon + 180.0) % 360.0 / resolution).astype(np.int64) % n_bins] = True
-            lat_range = [min(lat_range[0], lat.min()), max(lat_range[1], lat.max())]
-            time_range = [min(time_range[0], seconds.min()), max(time_range[1], seconds.max())]
+            kept += len(fixes)
+            occupied[np.floor((fixes.lon + 180.0) % 360.0 / resolution).astype(np.int64) % n_bins] = True
+            lat_range = [min(lat_range[0], fixes.lat.min()), max(lat_range[1], fixes.lat.max())]
+            time_range = [min(time_range[0], fixes.time.min()), max(time_range[1], fixes.time.max())]
+    names = {**_EXTENT_RULES, "unsegmented": f"in no run of {MIN_SEGMENT_FIXES} fixes at most "
+                                             f"{MAX_GAP_S / 3600:g} h apart"}
+    removed = ", ".join(f"{n} {names[rule]}" for rule, n in dropped.items() if n)
+    of = f" the map can use ({removed} left out)" if removed else ""
     if not kept:
         missing = " and ".join(name for name, value in (("region", region), ("period", period)) if value is None)
         where = " and ".join(name for name, value in (("region", region), ("period", period)) if value is not None)
         raise ValueError(f"{path}: no fix{f' in the {where} given' if where else ''}"
-                         f"{' within latitudes -80..80' if poleward else ''} to take the map's {missing} from")
+                         f"{' within latitudes -80..80' if poleward else ''}{of} to take the map's {missing} from")
     notes, region_given = [], region is not None
     if region is None:
         region = (*_shortest_arc(occupied, resolution), max(-80.0, np.floor(lat_range[0] / resolution) * resolution),
                   min(80.0, np.floor(lat_range[1] / resolution) * resolution + resolution))
         region = tuple(round(float(r), 9) for r in region)
-        notes.append(f"--region not given: the extent of the {kept} fixes{' in the period' if period else ''}, "
+        notes.append(f"--region not given: the extent of the {kept} fixes{' in the period' if period else ''}{of}, "
                      f"rounded out to the {resolution:g}-degree cells: {' '.join(f'{r:g}' for r in region)} "
                      "(west east south north)" + (f"; {poleward} fixes poleward of 80 degrees left out"
                                                    if poleward else ""))
@@ -222,7 +261,7 @@ def archive_extent(path, resolution: float, cadence_s: float, region=None, perio
         period = (float(start), float(end))
         day = lambda t: str(np.datetime64(int(t), "s"))
         notes.append(f"--period not given: the map times from the first to the last of the {kept} fixes"
-                     f"{' in the region' if region_given else ''}: {day(start)} to {day(end)}")
+                     f"{' in the region' if region_given else ''}{'' if notes else of}: {day(start)} to {day(end)}")
     return region, period, notes
 
 

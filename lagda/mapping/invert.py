@@ -7,9 +7,9 @@ and circular Fourier modes up to `k_max` per box side times Legendre polynomials
 whole window (lagda.assimilation.methods.basis.basis_model); the prior's spectrum and the error model of the
 velocity the basis leaves out are chosen from the tile's own tracks (methods.prior_search), exactly as `lagda
 assimilate --method linear --basis circular` does for one box. Drifter segments are split at gaps longer than
-`MAX_GAP_S`, so that no finite difference spans a drifter's absence from the box. The drifters' velocities over
-chunks of `LOCAL_CHUNK_S`, less the basis field's, are then mapped by a space-time Gaussian process
-(lagda.mapping.residual) fitted to them, whose mean is added to the field.
+`archive.MAX_GAP_S` (`Fixes.segments`), so that no finite difference spans a drifter's absence from the box. The
+drifters' velocities over chunks of `LOCAL_CHUNK_S`, less the basis field's, are then mapped by a space-time
+Gaussian process (lagda.mapping.residual) fitted to them, whose mean is added to the field.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import numpy as np
 from lagda.mapping.archive import Fixes
 from lagda.mapping.tiles import DAY_S, Tile
 
-MAX_GAP_S = 6 * 3600.0  # a drifter's fixes further apart than this are separate segments
 MIN_SEGMENTS = 2  # a tile with fewer drifter segments is not inverted (too little to choose a prior from)
 STD_EVERY = 2  # the predictive std is computed on every STD_EVERY-th cell and day, and interpolated between
 LOCAL_CHUNK_S = 6 * 3600.0  # the drifter velocities of the local fit: displacements over chunks of this length
@@ -67,12 +66,6 @@ def tile_fixes(fixes: Fixes, tile: Tile) -> Fixes:
     return dataclasses.replace(fixes.subset(keep), lon=lon[keep])
 
 
-def _segments(fixes: Fixes) -> list[np.ndarray]:
-    """Returns the fix indices of each drifter segment (one drifter, no gap over MAX_GAP_S), fixes sorted."""
-    breaks = np.flatnonzero((np.diff(fixes.traj) != 0) | (np.diff(fixes.time) > MAX_GAP_S)) + 1
-    return [s for s in np.split(np.arange(len(fixes)), breaks) if len(s) >= 3]
-
-
 def invert_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int, local_gp: bool = True) -> dict:
     """Returns the tile's piece of the map: {"u", "v", "u_std", "v_std"} `(day, lat, lon)` float32 m/s on the cells
     of `grid.window(tile)`, and "info" (a dict of what the inversion chose), or {"info": ...} alone when the tile has
@@ -81,7 +74,7 @@ def invert_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int,
     `fixes` are the tile's own (`tile_fixes`). u_std, v_std are the total predictive std: the posterior std of the
     field in the basis and the std of the velocity it leaves out (the error model's), in quadrature.
     """
-    segments = _segments(fixes)
+    segments = fixes.segments()
     info = {"tile": tile.key, "fixes": int(len(fixes)), "segments": len(segments)}
     if len(segments) < MIN_SEGMENTS:
         return {"info": {**info, "skipped": f"fewer than {MIN_SEGMENTS} drifter segments"}}

@@ -242,7 +242,7 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
     chosen = []
     if settings.region is None or settings.period is None:
         region, period, chosen = archive_extent(archive, settings.resolution, settings.cadence_s, settings.region,
-                                                settings.period)
+                                                settings.period, settings.keep_undrogued)
         settings = dataclasses.replace(settings, region=region, period=period)
     tiles = tile_layout(settings.region, settings.period, settings.tile_deg, settings.halo_deg,
                         settings.window_days, settings.step_days)
