@@ -510,11 +510,15 @@ def _add_map_parser(subparsers) -> None:
     d = MapSettings((0, 1, 0, 1), (0, 1))
     p = subparsers.add_parser(
         "map", help="daily velocity maps with their std from a drifter archive (tiles on Dask)",
-        description="Map a drifter archive (a clouddrift/GDP ragged netCDF or Zarr store, read in slices) to velocity "
+        description="Map a drifter archive (a clouddrift/GDP ragged netCDF or Zarr store, read in slices; or any "
+                    "longitude/latitude track file lagda reads, read whole) to velocity "
                     "maps on (time, lat, lon) with their total predictive std: overlapping tiles, each an inversion "
                     "in its own tangent plane, blended with tapered weights. Each finished tile is saved at once: "
                     "--resume continues an interrupted run.")
-    p.add_argument("--tracks", required=True, metavar="ARCHIVE", help="ragged drifter archive (.nc or .zarr)")
+    p.add_argument("--tracks", required=True, metavar="ARCHIVE",
+                   help="drifter archive: a ragged netCDF or Zarr store (clouddrift, GDP), or a longitude/latitude "
+                        "track file as lagda assimilate reads (CF trajectory netCDF, Parcels output, CSV such as "
+                        "ERDDAP's)")
     p.add_argument("--region", type=float, nargs=4, metavar=("LON0", "LON1", "LAT0", "LAT1"),
                    help="west east south north in degrees (LON1 < LON0 crosses the dateline); latitudes within 80 "
                         "(default: the extent of the archive's fixes, rounded out to the cells; said in a note)")

@@ -119,6 +119,28 @@ def test_csv_with_iso_datetimes_irregular_times_and_gaps(tmp_path):
     assert tracks.n_field == 1 and tracks.trajectory_id.tolist() == ["a", "b"]
 
 
+def test_erddap_csv_and_csvp_read_as_the_plain_csv(tmp_path):
+    """ERDDAP tabledap downloads of the GDP: .csv has a row of units under the header, .csvp the units in the
+    column names; ID upper case, other columns (WMO, ve, vn) and another column order. Both read as the plain
+    id,time,lon,lat file of the same fixes."""
+    fixes = [(300234060000000 + i, f"2025-03-01T{h:02d}:00:00Z", -40 + 0.01 * h + i, 34 + 0.02 * h)
+             for i in range(2) for h in range(6)]
+    plain = ["id,time,lon,lat"] + [f"{i},{t},{lon},{lat}" for i, t, lon, lat in fixes]
+    erddap = ["ID,WMO,time,latitude,longitude,ve,vn", ",,UTC,degrees_north,degrees_east,m s-1,m s-1"] + [
+        f"{i},4401,{t},{lat},{lon},0.1,NaN" for i, t, lon, lat in fixes]
+    csvp = ["ID,time (UTC),latitude (degrees_north),longitude (degrees_east),ve (m s-1)"] + [
+        f"{i},{t},{lat},{lon},0.1" for i, t, lon, lat in fixes]
+    read = {}
+    for name, lines in (("plain", plain), ("erddap", erddap), ("csvp", csvp)):
+        (tmp_path / f"{name}.csv").write_text("\n".join(lines) + "\n")
+        read[name] = read_tracks(tmp_path / f"{name}.csv", box=BOX, time_scale=3.6e7)
+    for name in ("erddap", "csvp"):
+        np.testing.assert_array_equal(read[name].positions, read["plain"].positions)
+        np.testing.assert_array_equal(read[name].times, read["plain"].times)
+        assert read[name].trajectory_id.tolist() == read["plain"].trajectory_id.tolist()
+    assert read["plain"].positions.shape[:2] == (2, 6)
+
+
 @pytest.mark.parametrize("content,message", [
     ("id,time,lon,lat\na,0.5,-40,34\na,0.6,-40,34\n", "ISO 8601"),
     ("id,time,x,y\na,2025-03-01T00:00:00,0.1,0.2\n", "model times"),

@@ -274,7 +274,7 @@ def test_a_tile_answered_zero_counts_the_velocity_variance_once():
     fixes = invert.tile_fixes(fixes, tile)
     piece = invert.invert_tile(fixes, tile, grid, s.k_max, s.degree)
     assert piece["info"]["zero_guard"] and "ell_km" in piece["info"]["local_gp"]
-    segments = invert._segments(fixes)
+    segments = fixes.segments()
     mapping, tracks = invert.tile_tracks(fixes, segments, tile)
     mean, _, _, chosen = invert._posterior(tracks, s.k_max, s.degree)
     assert not np.any(mean)
@@ -381,3 +381,37 @@ def test_archive_extent_leaves_out_spikes_and_lone_fixes_and_reads_whole_tracks_
     inside = ((lon >= region[0]) & (lon <= region[1]) & (lat >= region[2]) & (lat <= region[3])
               & (seconds >= period[0]) & (seconds <= period[1]))
     assert len(whole) == inside.sum() and np.all(np.diff(whole.traj) >= 0)
+
+
+def test_map_reads_other_track_files_as_the_ragged_archive(tmp_path):
+    """The archive's fixes as ERDDAP writes a CSV (a row of units under the header) and as a two-dimensional
+    (trajectory, obs) CF netCDF: the extent and the selected fixes are the ragged file's. Tracks in model units
+    are refused in one line."""
+    from lagda.mapping.archive import archive_extent, select_fixes
+
+    ragged, table, grid = tmp_path / "gdp.nc", tmp_path / "erddap.csv", tmp_path / "grid.nc"
+    write_archive(ragged, -40.0, 30.0, size=2.0, days=3, n=4)
+    with xr.open_dataset(ragged) as ds:
+        ds = ds.load()
+    n, m = len(ds.rowsize), int(ds.rowsize[0])
+    stamps = np.datetime_as_string(ds.time.values, unit="s")
+    rows = [f"{i},{t}Z,{float(lat)!r},{float(lon)!r}" for i, t, lat, lon in
+            zip(np.repeat(ds.id.values, ds.rowsize.values), stamps, ds.lat.values, ds.lon.values)]
+    table.write_text("\n".join(["ID,time,latitude,longitude", ",UTC,degrees_north,degrees_east", *rows]) + "\n")
+    xr.Dataset({"id": ("trajectory", ds.id.values, {"cf_role": "trajectory_id"}),
+                "lon": (("trajectory", "obs"), ds.lon.values.reshape(n, m), {"units": "degrees_east"}),
+                "lat": (("trajectory", "obs"), ds.lat.values.reshape(n, m), {"units": "degrees_north"}),
+                "time": (("trajectory", "obs"), ds.time.values.reshape(n, m))},
+               attrs={"featureType": "trajectory"}).to_netcdf(grid)
+    region, period, notes = archive_extent(ragged, 0.5, 86400.0)
+    reference = select_fixes(ragged, region, period)
+    for other in (table, grid):
+        assert archive_extent(other, 0.5, 86400.0) == (region, period, notes)
+        fixes = select_fixes(other, region, period)
+        for name in ("traj", "time", "lon", "lat"):
+            np.testing.assert_array_equal(getattr(fixes, name), getattr(reference, name))
+    model = tmp_path / "model.csv"
+    model.write_text("id,time,x,y\n" + "".join(f"a,{0.01 * k},{0.1 + 0.01 * k},0.5\n" for k in range(5)))
+    with pytest.raises(ValueError, match="lagda map maps longitude/latitude fixes") as info:
+        archive_extent(model, 0.5, 86400.0)
+    assert "\n" not in str(info.value)

@@ -15,7 +15,9 @@ Formats, detected from the content (not the name):
 - Parquet, Parcels v4 output: one row per particle and observation, columns `particle_id`,
   `t` (CF units in the column's metadata), `x` = longitude, `y` = latitude (metres on a flat mesh).
 - CSV with a header: `id,time,x,y[,field]` in model units, or `id,time,lon,lat[,field]` with
-  ISO 8601 datetimes (longitude/latitude also accepted as column names).
+  ISO 8601 datetimes (longitude/latitude also accepted as column names, in any order, other columns
+  ignored): ERDDAP's tabledap CSV of the GDP's datasets is read as downloaded (`.csv`, whose second
+  row holds the units, or `.csvp`, "time (UTC)").
 
 Every track file is quality-controlled before it is mapped (lagda.io.clean: duplicates, order,
 spikes, undrogued fixes; a count and a note for each rule that acted).
@@ -97,26 +99,34 @@ def read_tracks(path, box=None, time_scale: float | None = None, *, keep_undrogu
     >>> tracks.n_trajectory, tracks.mapping.coordinates, tracks.positions.shape[-1]
     (8, 'lonlat', 2)
     """
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        raw = _read_zarr(path)
-    elif not os.path.isfile(path):
-        raise FileNotFoundError(f"no such track file: {path}")
-    else:
-        with open(path, "rb") as handle:
-            head = handle.read(4096)
-        if head.startswith((b"CDF", b"\x89HDF")):
-            raw = _read_netcdf(path)
-        elif head.startswith(b"PAR1"):
-            raw = _read_parquet(path)
-        else:
-            raw = _read_csv(path, head)
+    raw = read_raw(path)
     if isinstance(raw, Tracks):  # a lagda dataset
         if box is not None or time_scale is not None:
             raise ValueError(f"{path}: --box and --time-scale apply to physical tracks; this lagda dataset is in model "
                              "units")
         return raw
     return to_tracks(raw, path, box, time_scale, keep_undrogued=keep_undrogued)
+
+
+def read_raw(path) -> RawTracks | Tracks:
+    """Returns the fixes of a track file as read (`RawTracks`, not cleaned), or the `Tracks` of a lagda dataset;
+    the format is detected from the content (`read_tracks`' formats).
+
+    Raises:
+        FileNotFoundError: if `path` does not exist. ValueError: one line, if the file is none of the formats.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        return _read_zarr(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no such track file: {path}")
+    with open(path, "rb") as handle:
+        head = handle.read(4096)
+    if head.startswith((b"CDF", b"\x89HDF")):
+        return _read_netcdf(path)
+    if head.startswith(b"PAR1"):
+        return _read_parquet(path)
+    return _read_csv(path, head)
 
 
 def to_tracks(raw: RawTracks, path, box=None, time_scale: float | None = None, *,
@@ -538,20 +548,29 @@ def _read_parquet(path) -> RawTracks:
     return RawTracks(times, positions, ids, field, coordinates, physical, file_meta)
 
 
+def _csv_name(column: str) -> str:
+    """Returns a CSV column's name as matched: stripped, lower case, without ERDDAP's " (units)" suffix (.csvp)."""
+    name = column.strip().lower()
+    return name.split(" (", 1)[0] if name.endswith(")") else name
+
+
 def _read_csv(path, head: bytes) -> RawTracks:
     """Returns the tracks of a CSV file with header id,time,x,y[,field] or id,time,lon,lat[,field]
-    (module docstring)."""
+    (module docstring); ERDDAP's tabledap CSV is read too: its row of units under the header (.csv) or units in
+    the column names, "time (UTC)" (.csvp), with the ID column of the GDP's datasets."""
     try:
         first = head.decode("utf-8").splitlines()[0] if head else ""
     except UnicodeDecodeError:
         first = ""
-    header = {h.strip().lower() for h in first.split(",")}
+    header = {_csv_name(h) for h in first.split(",")}
     lonlat = [pair for pair in (("lon", "lat"), ("longitude", "latitude")) if set(pair) <= header]
     names = lonlat[0] if lonlat else ("x", "y")
     if not {"id", "time", *names} <= header:
         raise ValueError(f"{path} {_NOT_TRACKS}")
     with open(path, newline="", encoding="utf-8") as handle:
-        rows = [{k.strip().lower(): (v or "").strip() for k, v in row.items() if k} for row in csv.DictReader(handle)]
+        rows = [{_csv_name(k): (v or "").strip() for k, v in row.items() if k} for row in csv.DictReader(handle)]
+    if rows and rows[0]["time"] == "UTC" and not rows[0]["id"]:  # ERDDAP's units row: its time unit is UTC
+        rows = rows[1:]
     number = lambda s: float(s) if s not in ("", "nan", "NaN", "NA") else np.nan
     try:
         a = [number(row[names[0]]) for row in rows]

@@ -3,7 +3,9 @@
 An archive is a contiguous ragged array (clouddrift's and the GDP's layout: a per-trajectory count such as
 `rowsize` over the trajectory dimension, `lon`, `lat`, `time` over the observation dimension) in netCDF or Zarr.
 Only slices of `chunk_fixes` observations are in memory at a time: what is kept is the fixes of the region (widened
-by a margin) and period, so memory follows the region and period, not the archive. GDP variables are used when
+by a margin) and period, so memory follows the region and period, not the archive. Any other longitude/latitude
+track file lagda reads (lagda.io.formats: CSV, Parquet, other netCDF layouts) is read whole and laid out as a
+ragged array in memory. GDP variables are used when
 present: `drogue_status` is carried per fix, and `clean` applies lagda's cleaning rules (lagda.io.clean: duplicates,
 order, spikes, undrogued fixes) to the selection.
 """
@@ -11,6 +13,7 @@ order, spikes, undrogued fixes) to the selection.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 
 import numpy as np
@@ -62,17 +65,65 @@ class Fixes:
 
 
 def _open(path):
+    """Returns the archive as an xarray Dataset: a ragged netCDF file or Zarr store opened lazily, any other track
+    file lagda reads (CSV, Parquet, a netCDF or Zarr file in another layout) read whole and laid out as one."""
     import xarray as xr
 
     path = os.fspath(path)
-    if os.path.isdir(path):
-        return xr.open_zarr(path, decode_times=False, consolidated=None)
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise FileNotFoundError(f"no such archive: {path}")
-    try:
-        return xr.open_dataset(path, decode_times=False)
-    except Exception as error:
-        raise ValueError(f"{path} cannot be read as netCDF ({type(error).__name__}: {error})") from None
+    ds = None
+    if os.path.isdir(path):
+        try:
+            ds = xr.open_zarr(path, decode_times=False, consolidated=None)
+        except Exception:  # not a Zarr store: read_raw says why in one line
+            ds = None
+    else:
+        with open(path, "rb") as handle:
+            head = handle.read(8)
+        if head.startswith((b"CDF", b"\x89HDF")):
+            try:
+                ds = xr.open_dataset(path, decode_times=False)
+            except Exception as error:
+                raise ValueError(f"{path} cannot be read as netCDF ({type(error).__name__}: {error})") from None
+    if ds is not None:
+        try:
+            _ragged_names(ds, path)
+            return ds
+        except ValueError:
+            ds.close()
+    stat = os.stat(path)
+    return _ragged_in_memory(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=1)  # the extent's pass and the selection read one file once
+def _ragged_in_memory(path: str, mtime_ns: int, size: int):
+    """Returns a track file that is not a ragged archive (lagda.io.formats.read_raw) as an in-memory ragged Dataset
+    of its longitude/latitude fixes, with `drogue_status` when the file has it.
+
+    Raises:
+        ValueError: not a track file, or not in longitude/latitude with CF times (lagda assimilate maps those).
+    """
+    import xarray as xr
+
+    from lagda.io.formats import read_raw
+    from lagda.io.tracks import RawTracks
+
+    raw = read_raw(path)
+    if not isinstance(raw, RawTracks) or raw.coordinates != "lonlat" or not raw.physical_time:
+        kind = ("a lagda dataset in model units" if not isinstance(raw, RawTracks) else
+                f"{raw.coordinates} positions" + ("" if raw.physical_time else " at model times"))
+        raise ValueError(f"{path}: lagda map maps longitude/latitude fixes at dated times; this file holds {kind} "
+                         "(lagda assimilate reads it)")
+    sizes = np.array([len(t) for t in raw.times], np.int64)
+    flat = lambda parts, width=None: (np.concatenate(parts) if len(parts) else np.zeros((0, 2) if width else 0))
+    positions = flat(raw.positions, 2)
+    variables = {"rowsize": ("traj", sizes), "id": ("traj", np.asarray(raw.ids)),
+                 "lon": ("obs", positions[:, 0]), "lat": ("obs", positions[:, 1]),
+                 "time": ("obs", flat(raw.times), {"units": "seconds since 1970-01-01T00:00:00Z"})}
+    if "drogue_status" in raw.per_fix:
+        variables["drogue_status"] = ("obs", flat(raw.per_fix["drogue_status"]))
+    return xr.Dataset(variables)
 
 
 def _ragged_names(ds, path) -> tuple[str, str]:
