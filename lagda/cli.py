@@ -533,6 +533,7 @@ def _add_map_parser(subparsers) -> None:
     p.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler (tcp://host:8786) instead")
     p.add_argument("--resume", action="store_true", help="finish an interrupted run (a finished one is left as is)")
     p.add_argument("--overwrite", action="store_true", help="start again, replacing the output and any partial run")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (the notes are still printed)")
     p.add_argument("--keep-undrogued", action="store_true",
                    help="keep fixes with drogue_status 0 (default: left out, counted)")
     tiles = p.add_argument_group("tiles")
@@ -567,7 +568,7 @@ def _run_map(args: argparse.Namespace) -> int:
     say = lambda line: print(f"lagda map: {line}", file=sys.stderr)
     try:
         summary = map_archive(args.tracks, args.out, settings, workers=args.workers, scheduler=args.scheduler,
-                              resume=args.resume, overwrite=args.overwrite, say=say)
+                              resume=args.resume, overwrite=args.overwrite, say=say, progress=not args.no_progress)
     except KeyboardInterrupt:
         print(f"lagda map: interrupted: {interrupted_state(args.out)}", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -722,6 +723,7 @@ def _add_evaluate_parser(subparsers) -> None:
     p.add_argument("--tracks", default=None, metavar="FILE", help="track file with true coefficients (--assimilation)")
     p.add_argument("--methods", nargs="+", default=["linear", "embed", "hybrid"], metavar="METHOD",
                    help="assimilation methods to score (--assimilation; default: linear embed hybrid)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=_run_evaluate)
 
 
@@ -733,7 +735,7 @@ def _run_evaluate(args) -> int:
     from lagda.learning.evaluate import evaluate, format_table, write_metrics
 
     metrics = evaluate(args.model, args.data, split=args.split, library_size=args.library_size,
-                       batch_size=args.batch_size, progress=True, blocks=args.blocks)
+                       batch_size=args.batch_size, progress=not args.no_progress, blocks=args.blocks)
     print(format_table(metrics))
     if args.out:
         write_metrics(metrics, args.out)

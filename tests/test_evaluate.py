@@ -40,7 +40,8 @@ def test_cli_writes_metric_keys(run_and_data, capsys):
 def test_cli_blocks_average_over_disjoint_libraries(run_and_data, capsys):
     out = run_and_data / "blocks.json"
     assert main(["evaluate", "--model", str(run_and_data / "run"), "--data", str(run_and_data / "test.npz"),
-                 "--out", str(out), "--library-size", "5", "--blocks"]) == 0
+                 "--out", str(out), "--library-size", "5", "--blocks", "--no-progress"]) == 0
+    assert "%|" not in capsys.readouterr().err  # no bar
     metrics = json.loads(out.read_text())
     assert (metrics["test/library"], metrics["test/libraries"]) == (5, 3)
     assert metrics["test/coef_to_traj/R@5"] == 1.0  # R@5 in a library of 5 counts every query

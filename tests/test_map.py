@@ -134,8 +134,9 @@ def test_a_killed_map_resumes_to_the_same_store(uniform, tmp_path):
     os.killpg(child.pid, signal.SIGKILL)  # the command and its Dask workers
     child.wait()
     assert not out.exists(), "killed after the end: the test did not interrupt the run"
-    resumed = subprocess.run([*cmd, "--resume"], capture_output=True, text=True)
+    resumed = subprocess.run([*cmd, "--resume", "--no-progress"], capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
+    assert "note: " in resumed.stderr and "tile/s" not in resumed.stderr  # the notes without the bar
     assert not (tmp_path / "map.nc.partial").exists()
     with xr.open_dataset(out) as a, xr.open_dataset(reference) as b:
         for name in ("u", "v", "u_std", "v_std", "n_fixes"):
