@@ -359,7 +359,7 @@ def test_archive_extent_leaves_out_spikes_and_lone_fixes_and_reads_whole_tracks_
     """A fix at (0 E, 0 N) (a position spike) and one dated 1970 (a lone fix decades from its track) would stretch
     the map to a 40-degree box and 55 years: the extent is the clean archive's, and the note counts both. Read in
     slices shorter than one track, the extent and the selected fixes are the same."""
-    from lagda.mapping.archive import archive_extent, select_fixes
+    from lagda.mapping.archive import _Ragged, archive_extent, select_fixes
 
     clean_path, bad = tmp_path / "clean.nc", tmp_path / "bad.nc"
     write_archive(clean_path, -40.0, 30.0, size=2.0, days=5, n=5)  # 120 hourly fixes a drifter
@@ -374,6 +374,10 @@ def test_archive_extent_leaves_out_spikes_and_lone_fixes_and_reads_whole_tracks_
     assert region[1] - region[0] <= 3.0 and period[1] - period[0] <= 5 * 86400.0
     left_out = "598 fixes the map can use (1 position spikes, 1 in no run of 3 fixes at most 6 h apart left out)"
     assert left_out in notes[0]
+    with xr.open_dataset(bad, decode_times=False) as ds:  # slices end at a drifter's end, at least one drifter each
+        slices = lambda n: [(sl.start, sl.stop) for sl, *_ in _Ragged(ds, bad).chunks(n, whole_trajectories=True)]
+        assert slices(50) == [(120 * k, 120 * k + 120) for k in range(5)]
+        assert slices(250) == [(0, 240), (240, 480), (480, 600)]
     assert archive_extent(bad, 0.5, 86400.0, chunk_fixes=50) == (region, period, notes)
     whole, sliced = select_fixes(bad, region, period), select_fixes(bad, region, period, chunk_fixes=50)
     for name in ("traj", "time", "lon", "lat"):

@@ -115,14 +115,14 @@ def _ragged_in_memory(path: str, mtime_ns: int, size: int):
                 f"{raw.coordinates} positions" + ("" if raw.physical_time else " at model times"))
         raise ValueError(f"{path}: lagda map maps longitude/latitude fixes at dated times; this file holds {kind} "
                          "(lagda assimilate reads it)")
-    sizes = np.array([len(t) for t in raw.times], np.int64)
-    flat = lambda parts, width=None: (np.concatenate(parts) if len(parts) else np.zeros((0, 2) if width else 0))
-    positions = flat(raw.positions, 2)
-    variables = {"rowsize": ("traj", sizes), "id": ("traj", np.asarray(raw.ids)),
+    if not raw.times:
+        raise ValueError(f"{path}: no drifter fixes")
+    positions = np.concatenate(raw.positions)
+    variables = {"rowsize": ("traj", np.array([len(t) for t in raw.times], np.int64)), "id": ("traj", raw.ids),
                  "lon": ("obs", positions[:, 0]), "lat": ("obs", positions[:, 1]),
-                 "time": ("obs", flat(raw.times), {"units": "seconds since 1970-01-01T00:00:00Z"})}
+                 "time": ("obs", np.concatenate(raw.times), {"units": "seconds since 1970-01-01T00:00:00Z"})}
     if "drogue_status" in raw.per_fix:
-        variables["drogue_status"] = ("obs", flat(raw.per_fix["drogue_status"]))
+        variables["drogue_status"] = ("obs", np.concatenate(raw.per_fix["drogue_status"]))
     return xr.Dataset(variables)
 
 
@@ -180,9 +180,10 @@ class _Ragged:
         start = 0
         while start < self.n_total:
             stop = min(start + chunk_fixes, self.n_total)
-            if whole_trajectories:
-                below = self.ends[np.searchsorted(self.ends, stop, side="right") - 1]
-                stop = int(below if below > start else self.ends[np.searchsorted(self.ends, start, side="right")])
+            if whole_trajectories:  # the last trajectory end at or before stop, else the end of start's trajectory
+                ended = np.searchsorted(self.ends, stop, side="right")
+                below = int(self.ends[ended - 1]) if ended else 0
+                stop = below if below > start else int(self.ends[np.searchsorted(self.ends, start, side="right")])
             sl = slice(start, stop)
             yield (sl, self.ds[self.lon][sl].values.astype(np.float64), self.ds[self.lat][sl].values.astype(np.float64),
                    cf_seconds(self.ds[self.time][sl].values, self.units, self.calendar, self.path))
