@@ -534,6 +534,9 @@ def _add_map_parser(subparsers) -> None:
     p.add_argument("--resume", action="store_true", help="finish an interrupted run (a finished one is left as is)")
     p.add_argument("--overwrite", action="store_true", help="start again, replacing the output and any partial run")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (the notes are still printed)")
+    p.add_argument("--plot", metavar="FIG.png", help="also draw one day of the map: speed and velocity, its std, "
+                                                     "the fixes per cell (also for a map already complete)")
+    p.add_argument("--plot-day", metavar="DATE", help="the day --plot draws (default: the day with the most fixes)")
     p.add_argument("--keep-undrogued", action="store_true",
                    help="keep fixes with drogue_status 0 (default: left out, counted)")
     tiles = p.add_argument_group("tiles")
@@ -565,6 +568,13 @@ def _run_map(args: argparse.Namespace) -> int:
                            args.resolution, parse_step(args.cadence, "--cadence"), args.tile_size, args.halo,
                            args.window_days, args.window_step, args.k_max, args.degree, args.keep_undrogued,
                            args.local_gp)
+    if args.plot_day is not None:
+        if args.plot is None:
+            raise ValueError("--plot-day needs --plot FIG.png")
+        try:  # a bad date is refused before the mapping
+            parse_time(args.plot_day)
+        except ValueError:
+            raise ValueError(f"--plot-day {args.plot_day}: not a date (use ISO 8601, e.g. 2025-03-15)") from None
     say = lambda line: print(f"lagda map: {line}", file=sys.stderr)
     try:
         summary = map_archive(args.tracks, args.out, settings, workers=args.workers, scheduler=args.scheduler,
@@ -572,10 +582,14 @@ def _run_map(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"lagda map: interrupted: {interrupted_state(args.out)}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    if summary.get("already_complete"):
-        return 0
-    print(f"wrote {args.out}: {summary['tiles']} tiles in {summary['seconds']:.1f} s "
-          f"({summary['tiles'] / max(summary['seconds'], 1e-9):.3g} tiles/s)")
+    if not summary.get("already_complete"):
+        print(f"wrote {args.out}: {summary['tiles']} tiles in {summary['seconds']:.1f} s "
+              f"({summary['tiles'] / max(summary['seconds'], 1e-9):.3g} tiles/s)")
+    if args.plot:
+        from lagda.mapping.plot import plot_map
+
+        figure, day = plot_map(args.out, args.plot, args.plot_day)
+        print(f"wrote {figure}: the map of {day}" + ("" if args.plot_day else " (the day with the most fixes)"))
     return 0
 
 

@@ -141,8 +141,9 @@ def test_a_killed_map_resumes_to_the_same_store(uniform, tmp_path):
     with xr.open_dataset(out) as a, xr.open_dataset(reference) as b:
         for name in ("u", "v", "u_std", "v_std", "n_fixes"):
             np.testing.assert_array_equal(a[name].values, b[name].values)
-    again = subprocess.run([*cmd, "--resume"], capture_output=True, text=True)
+    again = subprocess.run([*cmd, "--resume", "--plot", str(tmp_path / "day.png")], capture_output=True, text=True)
     assert again.returncode == 0 and "already complete" in again.stderr
+    assert "(the day with the most fixes)" in again.stdout and (tmp_path / "day.png").stat().st_size > 0
 
 
 def test_map_refuses_bad_input_in_one_line(uniform, tmp_path):
@@ -420,3 +421,23 @@ def test_map_reads_other_track_files_as_the_ragged_archive(tmp_path):
     with pytest.raises(ValueError, match="lagda map maps longitude/latitude fixes") as info:
         archive_extent(model, 0.5, 86400.0)
     assert "\n" not in str(info.value)
+
+
+def test_plot_map_draws_the_busiest_day_or_the_one_asked_for(uniform, tmp_path):
+    """The figure's day: the one with the most fixes by default, else the map time nearest the date given; a date
+    outside the map's days is refused in one line and nothing is written."""
+    from lagda.mapping.plot import map_figure, open_map, plot_map
+
+    _, _, reference, _ = uniform
+    with xr.open_dataset(reference) as ds:
+        counts = ds.n_fixes.sum(("lat", "lon")).values
+        days = [str(t)[:10] for t in ds.time.values]
+    png, day = plot_map(reference, tmp_path / "busiest.png")
+    assert day == days[int(np.argmax(counts))] and (tmp_path / "busiest.png").stat().st_size > 0
+    assert plot_map(reference, tmp_path / "asked.png", days[3] + "T10:00")[1] == days[3]
+    with pytest.raises(ValueError, match="outside the map's days") as info:
+        plot_map(reference, tmp_path / "late.png", "2030-01-01")
+    assert "\n" not in str(info.value) and not (tmp_path / "late.png").exists()
+    with open_map(reference) as maps:
+        titles = [ax.get_title() for ax in map_figure(maps, 3).axes[:3]]
+    assert titles[0].startswith("speed") and titles[1].startswith("total predictive std")
