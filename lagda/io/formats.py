@@ -33,7 +33,6 @@ the mapping the file stores (`lagda_mapping_*` attributes), else one inferred fr
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import os
 import warnings
@@ -496,18 +495,22 @@ def _group_rows(ids, times, a, b, fields=None):
     """Returns (ids, times list, positions list, field or None) of rows grouped by id, in order of first appearance.
 
     Each trajectory's rows keep the file's order."""
-    ids, times = np.asarray(ids), np.asarray(times, np.float64)  # converted once, not per trajectory
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    unique, first = np.unique(ids, return_index=True)
-    unique = unique[np.argsort(first)]
-    times_out, positions_out, field = [], [], []
-    for j, tid in enumerate(unique):
-        rows = np.flatnonzero(ids == tid)  # in file order: lagda.io.clean sorts them and says so
-        times_out.append(times[rows])
-        positions_out.append(np.stack([a[rows], b[rows]], axis=-1))
-        field.append(j if fields is None or fields[rows[0]] in (None, "") else int(fields[rows[0]]))
+    ids, times = np.asarray(ids), np.asarray(times, np.float64)
+    positions = np.stack([np.asarray(a, np.float64), np.asarray(b, np.float64)], axis=-1)
+    if not len(ids):
+        return ids, [], [], None
+    unique, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    appearance = np.argsort(first)
+    rank = np.empty(len(unique), np.int64)
+    rank[appearance] = np.arange(len(unique))
+    group = rank[inverse.ravel()]
+    order = np.argsort(group, kind="stable")  # in file order within each id: lagda.io.clean sorts them and says so
+    splits = np.cumsum(np.bincount(group))[:-1]
+    given = [None if fields is None else fields[row] for row in first[appearance]]
+    field = [j if f in (None, "") else int(f) for j, f in enumerate(given)]
     has_field = fields is not None and any(f not in (None, "") for f in fields)
-    return unique, times_out, positions_out, np.asarray(field, np.int64) if has_field else None
+    return (unique[appearance], np.split(times[order], splits), np.split(positions[order], splits),
+            np.asarray(field, np.int64) if has_field else None)
 
 
 def _read_parquet(path) -> RawTracks:
@@ -567,22 +570,28 @@ def _read_csv(path, head: bytes) -> RawTracks:
     names = lonlat[0] if lonlat else ("x", "y")
     if not {"id", "time", *names} <= header:
         raise ValueError(f"{path} {_NOT_TRACKS}")
-    with open(path, newline="", encoding="utf-8") as handle:
-        rows = [{_csv_name(k): (v or "").strip() for k, v in row.items() if k} for row in csv.DictReader(handle)]
-    if rows and rows[0]["time"] == "UTC" and not rows[0]["id"]:  # ERDDAP's units row: its time unit is UTC
-        rows = rows[1:]
-    number = lambda s: float(s) if s not in ("", "nan", "NaN", "NA") else np.nan
+    import pandas as pd
+
+    try:  # every column as text, "" where empty; fields past the header's (a delimiter ending a row) are left out
+        table = pd.read_csv(path, dtype=str, keep_default_na=False, usecols=range(len(first.split(","))),
+                            encoding="utf-8")
+    except (ValueError, pd.errors.ParserError) as error:
+        raise ValueError(f"{path}: cannot be read as CSV ({str(error).splitlines()[0]})") from None
+    table.columns = [_csv_name(str(c)) for c in table.columns]
+    column = lambda name: table[name].str.strip()
+    if len(table) and column("time").iloc[0] == "UTC" and not column("id").iloc[0]:  # ERDDAP's units row
+        table = table.iloc[1:]
     try:
-        a = [number(row[names[0]]) for row in rows]
-        b = [number(row[names[1]]) for row in rows]
+        a, b = (pd.to_numeric(column(name).replace({"": None, "NA": None})).to_numpy(np.float64) for name in names)
     except (ValueError, TypeError) as error:
-        raise ValueError(f"{path}: bad CSV value ({error})") from None
-    times, physical = _csv_times([row["time"] for row in rows], path)
+        raise ValueError(f"{path}: bad CSV value ({str(error).splitlines()[0]})") from None
+    times, physical = _csv_times(column("time").tolist(), path)
     if physical != bool(lonlat):
         raise ValueError(f"{path}: columns {names[0]},{names[1]} need " + (
             "ISO 8601 datetimes in the time column" if lonlat else
             "model times (numbers); for physical tracks use lon,lat columns with ISO 8601 datetimes"))
-    ids, t, pos, field = _group_rows([row["id"] for row in rows], times, a, b, [row.get("field") for row in rows])
+    ids, t, pos, field = _group_rows(column("id").to_numpy(str), times, a, b,
+                                     column("field").tolist() if "field" in table.columns else None)
     return RawTracks(t, pos, ids, field, "lonlat" if lonlat else "model", physical)
 
 
