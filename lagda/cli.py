@@ -360,7 +360,8 @@ def _add_assimilate_parser(subparsers, help_method: str | None = None) -> None:
     p.add_argument("--tracks", required=True, metavar="FILE",
                    help="track file: CF trajectory netCDF (multidimensional, orthogonal or contiguous ragged, e.g. "
                         "clouddrift's), Parcels output (v4 Parquet, v3 zarr), a lagda dataset, or CSV with header "
-                        "id,time,x,y[,field] (model units) or id,time,lon,lat[,field] (ISO datetimes)")
+                        "id,time,x,y[,field] (model units) or id,time,lon,lat[,field] (ISO datetimes; ERDDAP's "
+                        ".csv and .csvp too)")
     p.add_argument("--method", choices=list(ASSIM_METHODS), default=None,
                    help="; ".join(f"{name}: {cls.summary}" for name, cls in ASSIM_METHODS.items())
                    + "; default: linear in the circular basis for physical tracks (lon/lat or metres) without a lagda "
