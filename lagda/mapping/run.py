@@ -332,8 +332,9 @@ def local_cluster(workers: int | None):
     from dask.distributed import LocalCluster
 
     with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+        # the scheduler's HTTP server on a free port: on Dask's 8787, a second map on the machine printed a warning
         return LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                            dashboard_address=None, silence_logs=40)
+                            dashboard_address=":0", silence_logs=40)
 
 
 def _write(out, partial, tiles, grid: Grid, settings: MapSettings, fixes: Fixes, manifest: dict) -> list[dict]:
