@@ -125,7 +125,8 @@ def test_erddap_csv_and_csvp_read_as_the_plain_csv(tmp_path):
     id,time,lon,lat file of the same fixes."""
     fixes = [(300234060000000 + i, f"2025-03-01T{h:02d}:00:00Z", -40 + 0.01 * h + i, 34 + 0.02 * h)
              for i in range(2) for h in range(6)]
-    plain = ["id,time,lon,lat"] + [f"{i},{t},{lon},{lat}" for i, t, lon, lat in fixes]
+    fixes[3] = (*fixes[3][:3], "NaN")  # a missing latitude, as ERDDAP writes it
+    plain = ["id,time,lon,lat"] + [f"{i},{t},{lon},{'nan' if lat == 'NaN' else lat}" for i, t, lon, lat in fixes]
     erddap = ["ID,WMO,time,latitude,longitude,ve,vn", ",,UTC,degrees_north,degrees_east,m s-1,m s-1"] + [
         f"{i},4401,{t},{lat},{lon},0.1,NaN" for i, t, lon, lat in fixes]
     csvp = ["ID,time (UTC),latitude (degrees_north),longitude (degrees_east),ve (m s-1)"] + [
@@ -138,7 +139,7 @@ def test_erddap_csv_and_csvp_read_as_the_plain_csv(tmp_path):
         np.testing.assert_array_equal(read[name].positions, read["plain"].positions)
         np.testing.assert_array_equal(read[name].times, read["plain"].times)
         assert read[name].trajectory_id.tolist() == read["plain"].trajectory_id.tolist()
-    assert read["plain"].positions.shape[:2] == (2, 6)
+    assert read["plain"].positions.shape[:2] == (2, 6) and np.isnan(read["plain"].positions[0, 3, 1])
 
 
 @pytest.mark.parametrize("content,message", [

@@ -582,7 +582,8 @@ def _read_csv(path, head: bytes) -> RawTracks:
     if len(table) and column("time").iloc[0] == "UTC" and not column("id").iloc[0]:  # ERDDAP's units row
         table = table.iloc[1:]
     try:
-        a, b = (pd.to_numeric(column(name).replace({"": None, "NA": None})).to_numpy(np.float64) for name in names)
+        missing = dict.fromkeys(("", "NA", "nan", "NaN"))
+        a, b = (pd.to_numeric(column(name).replace(missing)).to_numpy(np.float64) for name in names)
     except (ValueError, TypeError) as error:
         raise ValueError(f"{path}: bad CSV value ({str(error).splitlines()[0]})") from None
     times, physical = _csv_times(column("time").tolist(), path)
