@@ -20,15 +20,10 @@ import xarray as xr
 
 from experiments.basin_archive import START
 from experiments.basin_methods import Tiling, relative_l2
+from lagda.mapping.run import open_map
 
 if TYPE_CHECKING:
     from experiments.basin_year import Benchmark
-
-
-def open_store(path) -> xr.Dataset:
-    """Returns a `lagda map` store (.zarr directory or .nc file), opened lazily."""
-    path = pathlib.Path(path)
-    return xr.open_zarr(path) if path.suffix == ".zarr" else xr.open_dataset(path)
 
 
 def peak_tree_rss(process, interval: float = 0.5) -> tuple[float, float]:
@@ -93,7 +88,7 @@ def run_map(bench: Benchmark, archive, store: pathlib.Path, workers: int, extra=
     if process.returncode != 0:
         raise RuntimeError(f"lagda map exited {process.returncode}: " + " | ".join(lines[-3:]))
     last = lines[-1] if lines else ""
-    tiles, source = count_tiles(open_store(store), bench, last)
+    tiles, source = count_tiles(open_map(store), bench, last)
     return {"wall_s": wall, "peak_rss_gb": peak / 2**30, "tiles": tiles, "tiles_per_s": tiles / wall,
             "tiles_from": source, "last_line": last}
 

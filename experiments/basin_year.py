@@ -44,7 +44,8 @@ from experiments.basin_methods import (
     score_on_own_cells,
 )
 from experiments.basin_ocean import OceanConfig, simulate_year, truth_on_grid
-from experiments.basin_run import box_comparison, open_store, run_map
+from experiments.basin_run import box_comparison, run_map
+from lagda.mapping.run import open_map
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CSV = ROOT / "results" / "basin_year.csv"
@@ -272,7 +273,7 @@ def write_page(csv_path: pathlib.Path, page: pathlib.Path) -> pathlib.Path:
 def score_store(bench: Benchmark, store_path, truth: xr.Dataset, label: str) -> dict:
     """Returns the CSV row of a `lagda map` store scored against the truth (`score_map`), on the truth's cells and
     days when the store covers more (`crop_to_truth`; its tile edges are then not the truth grid's: no seam ratio)."""
-    store, cropped = crop_to_truth(open_store(store_path), truth)
+    store, cropped = crop_to_truth(open_map(store_path), truth)
     score = score_map(store, truth)
     seams = ("seams not scored (the map's tiles start at its own corner)" if cropped else
              f"error within a halo of a tile edge {score['error_seam']:.3f}, elsewhere {score['error_interior']:.3f}")
@@ -303,11 +304,11 @@ def run(bench: Benchmark, work: pathlib.Path, workers=(1, 2), map_args=(), assim
         rows.append(row)
         first = first or store
     if first is not None:
-        box = box_comparison(bench, archive, open_store(first), truth, work, assimilate_args, log)
+        box = box_comparison(bench, archive, open_map(first), truth, work, assimilate_args, log)
         rows[0]["box_ratio"] = box["ratio"]
         rows[0]["notes"] += (f"; one box {box['box']} days {box['start_day']:g}+30 ({box['fixes']} fixes): "
                              f"assimilate {box['box_error']:.3f}, map {box['map_error']:.3f}")
-    return rows + baselines(bench, work, open_store(first) if first else None, log)
+    return rows + baselines(bench, work, open_map(first) if first else None, log)
 
 
 def main(argv=None) -> int:
@@ -332,7 +333,7 @@ def main(argv=None) -> int:
         if args.step in ("make", "all"):
             make(bench, work)
         if args.step == "baselines":
-            rows = baselines(bench, work, open_store(args.store) if args.store else None)
+            rows = baselines(bench, work, open_map(args.store) if args.store else None)
         if args.step == "score":
             if args.store is None:
                 parser.error("score needs --store")

@@ -572,10 +572,9 @@ def _run_map(args: argparse.Namespace) -> int:
     if args.plot_day is not None:
         if args.plot is None:
             raise ValueError("--plot-day needs --plot FIG.png")
-        try:  # a bad date is refused before the mapping
-            parse_time(args.plot_day)
-        except ValueError:
-            raise ValueError(f"--plot-day {args.plot_day}: not a date (use ISO 8601, e.g. 2025-03-15)") from None
+        from lagda.mapping.plot import parse_day
+
+        parse_day(args.plot_day)  # a bad date is refused before the mapping
     say = lambda line: print(f"lagda map: {line}", file=sys.stderr)
     try:
         summary = map_archive(args.tracks, args.out, settings, workers=args.workers, scheduler=args.scheduler,

@@ -307,6 +307,7 @@ def _run_epoch(state, epoch, train_data, estimates, batches, step_fn, graphdef, 
     loss_state = state[3] if len(state) > 3 else None
     total, start = 0.0, time.perf_counter()
     bar = tqdm(batches, desc=f"epoch {epoch + 1}", disable=not progress, leave=False)
+    replicated = NamedSharding(sharding.mesh, PartitionSpec())  # the negatives: the same on every device and process
     with concurrent.futures.ThreadPoolExecutor(1) as reader:  # reads batch i + 1 (from memory or disk) during step i
         pending = reader.submit(train_data.positions.__getitem__, batches[0])
         for i, index in enumerate(bar):
@@ -319,9 +320,8 @@ def _run_epoch(state, epoch, train_data, estimates, batches, step_fn, graphdef, 
             key = regime_key(config, epoch, i) if config.regime == "mixture" or config.loss == "kernel_set" else None
             if loss_state is None:
                 negatives = None
-                if config.negatives:  # the same on every device and process
-                    negatives = _replicated(train_data.coef[_step_negatives(batches, i, config.negatives)],
-                                            NamedSharding(sharding.mesh, PartitionSpec()))
+                if config.negatives:
+                    negatives = _replicated(train_data.coef[_step_negatives(batches, i, config.negatives)], replicated)
                 params, opt_state, loss = step_fn(graphdef, params, buffers, opt_state, coef, positions, estimate, key,
                                                   None, None, negatives)
             else:  # the batch's sample indices address the per-sample state (replicated on every device)

@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 from matplotlib.figure import Figure
 
 from lagda.io.physical import parse_time
+from lagda.mapping.run import open_map
 from simulate.atomic import write_atomic
 
 MAX_ARROWS = 24  # arrows per side of the velocity panel at most
-
-
-def open_map(path):
-    """Returns a `lagda map` store (.zarr folder or .nc file) as a lazy xarray Dataset.
-
-    Raises:
-        FileNotFoundError: no such store.
-    """
-    import xarray as xr
-
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"no such map: {path}")
-    return xr.open_zarr(path) if os.path.isdir(path) else xr.open_dataset(path)
 
 
 def busiest_day(maps) -> int:
@@ -68,6 +53,18 @@ def map_figure(maps, time_index: int) -> Figure:
     return fig
 
 
+def parse_day(day: str) -> np.datetime64:
+    """Returns the date `day` (ISO 8601) as datetime64[s].
+
+    Raises:
+        ValueError: one line, if `day` is not a date.
+    """
+    try:
+        return np.datetime64(round(parse_time(day)), "s")
+    except ValueError:
+        raise ValueError(f"--plot-day {day}: not a date (use ISO 8601, e.g. 2025-03-15)") from None
+
+
 def plot_map(store, out_png, day: str | None = None) -> tuple[str, str]:
     """Returns (out_png, the day drawn) after drawing `map_figure` of one day of a map store.
 
@@ -86,10 +83,7 @@ def plot_map(store, out_png, day: str | None = None) -> tuple[str, str]:
         if day is None:
             index = busiest_day(maps)
         else:
-            try:
-                wanted = np.datetime64(round(parse_time(day)), "s")
-            except ValueError:
-                raise ValueError(f"--plot-day {day}: not a date (use ISO 8601, e.g. 2025-03-15)") from None
+            wanted = parse_day(day)
             half = (times[1] - times[0]) / 2 if len(times) > 1 else np.timedelta64(12, "h")
             if not times[0] - half <= wanted <= times[-1] + half:
                 raise ValueError(f"--plot-day {day}: outside the map's days, {str(times[0])[:10]} to "

@@ -100,16 +100,27 @@ def _manifest(archive, settings: MapSettings) -> dict:
     return {"settings": json.loads(json.dumps(dataclasses.asdict(settings))), **_identity(archive)}
 
 
+def open_map(path):
+    """Returns a `lagda map` store (.zarr folder or .nc file) as a lazy xarray Dataset.
+
+    Raises:
+        FileNotFoundError: no such store.
+    """
+    import xarray as xr
+
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no such map: {path}")
+    return xr.open_zarr(path) if os.path.isdir(path) else xr.open_dataset(path)
+
+
 def _stored(path: str) -> dict | None:
     """Returns the manifest a partial folder or a finished map records, None when it cannot be read."""
     try:
         if path.endswith(".partial"):
             with open(os.path.join(path, "manifest.json")) as handle:
                 return json.load(handle)
-        import xarray as xr
-
-        opened = xr.open_zarr(path) if os.path.isdir(path) else xr.open_dataset(path)
-        with opened as ds:
+        with open_map(path) as ds:
             return json.loads(ds.attrs["manifest"])
     except (OSError, ValueError, KeyError):
         return None
