@@ -250,3 +250,17 @@ def test_a_physical_trajectory_left_with_two_fixes_is_dropped_and_counted(coordi
         assert report.attrs()["clean_short_trajectories_dropped"] == 1
     else:
         assert list(cleaned.ids) == [7, 8, 9] and report.short_trajectories_dropped == 0
+
+
+def test_lone_end_fixes_far_in_time_are_dropped_and_counted():
+    """A fix dated 1970 and one 30 days after the rest of an hourly track give no velocity and would stretch the
+    track's window over decades: both dropped and counted; a 3-day gap at an end, and any gap inside, are kept."""
+    hours = 3600.0 * np.arange(48)
+    start = 1.7e9
+    lon, lat = -40.0 + 1e-3 * np.arange(50), np.full(50, 34.0)
+    wrong = np.concatenate([[0.0], start + hours, [start + hours[-1] + 30 * 86400.0]])
+    gap = np.concatenate([start + hours, start + hours[-1] + np.array([3 * 86400.0, 3 * 86400.0 + 3600])])
+    raw = RawTracks([wrong, gap], [np.stack([lon, lat], -1)] * 2, np.array([1, 2]), None, "lonlat", True)
+    cleaned, report = clean_fixes(raw)
+    assert report.lone_fixes_dropped == 2 and len(cleaned.times[0]) == 48 and len(cleaned.times[1]) == 50
+    assert cleaned.times[0][0] == start and any("2 lone fixes dropped" in line for line in report.notes())

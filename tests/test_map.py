@@ -373,7 +373,7 @@ def test_archive_extent_leaves_out_spikes_and_lone_fixes_and_reads_whole_tracks_
     region, period, notes = archive_extent(bad, 0.5, 86400.0)
     assert (region, period) == archive_extent(clean_path, 0.5, 86400.0)[:2]
     assert region[1] - region[0] <= 3.0 and period[1] - period[0] <= 5 * 86400.0
-    left_out = "598 fixes the map can use (1 position spikes, 1 in no run of 3 fixes at most 6 h apart left out)"
+    left_out = "598 fixes the map can use (1 position spikes, 1 lone fixes at a track's end (a wrong time) left out)"
     assert left_out in notes[0]
     with xr.open_dataset(bad, decode_times=False) as ds:  # slices end at a drifter's end, at least one drifter each
         slices = lambda n: [(sl.start, sl.stop) for sl, *_ in _Ragged(ds, bad).chunks(n, whole_trajectories=True)]

@@ -9,8 +9,10 @@ Rules, in this order, on each trajectory of a `RawTracks` (lagda.io.tracks):
 4. unsorted times are sorted;
 5. conflicting duplicates (same time, different positions) are averaged into one fix when every pair lies within
    `DUPLICATE_RADIUS_M`, else the group is dropped (no metric in model units: always dropped);
-6. isolated position spikes are dropped (physical coordinates only; `spike_mask` states the rule);
-7. trajectories left with no fix are dropped.
+6. lone end fixes are dropped (dated times only; `lone_end_mask` states the rule): a fill time such as
+   1970-01-01 sorts to a track's end, decades from its other fixes;
+7. isolated position spikes are dropped (physical coordinates only; `spike_mask` states the rule);
+8. trajectories left with no fix are dropped.
 
 The GDP per-fix errors are carried, not used to drop: `err_lat`/`err_lon` (degrees) become `position_std_m` and
 `err_ve`/`err_vn` (m/s) `velocity_std_m_s` in `RawTracks.per_fix`, each the RMS of its two components; a
@@ -31,6 +33,8 @@ SPEED_FACTOR = 4.0  # ... or above this many times the track's median speed, whi
 SPIKE_RESIDUAL = 0.5  # a spike lies off its neighbours' straight line by this fraction of its mean hop or more
 DUPLICATE_RADIUS_M = 300.0  # fixes of one time this close are one position measured twice: averaged
 SPIKE_PASSES = 3  # the spike rule is applied again after removals, at most this many times
+LONE_GAP_S = 10 * 86400.0  # an end fix further than this from the rest of its track, and ...
+LONE_GAP_FACTOR = 100.0  # ... than this many times the track's median step, is a lone fix
 MIN_FIXES = 3  # a physical trajectory left with fewer fixes gives no velocity: dropped
 _DEG_M = EARTH_RADIUS_M * np.pi / 180  # metres per degree of latitude
 
@@ -53,6 +57,7 @@ class CleanReport:
     conflicts_dropped: int = 0  # groups of one time dropped whole
     conflict_fixes_dropped: int = 0  # the fixes of those groups
     spikes_dropped: int = 0
+    lone_fixes_dropped: int = 0  # end fixes far in time from the rest of their track
     trajectories_emptied: int = 0
     short_trajectories_dropped: int = 0  # physical files: trajectories left with 1 or 2 fixes
     short_trajectory_fixes_dropped: int = 0
@@ -83,6 +88,10 @@ class CleanReport:
             within = f"more than {DUPLICATE_RADIUS_M:g} m apart" if self.spike_rule else "in model units"
             lines.append(f"clean: {self.conflicts_dropped} times with conflicting positions {within} dropped "
                          f"({self.conflict_fixes_dropped} fixes)")
+        if self.lone_fixes_dropped:
+            lines.append(f"clean: {self.lone_fixes_dropped} lone fixes dropped (at a track's start or end, over "
+                         f"{LONE_GAP_S / 86400:g} days and {LONE_GAP_FACTOR:g} median steps from the next fix: a "
+                         "wrong time)")
         if self.spikes_dropped:
             lines.append(f"clean: {self.spikes_dropped} position spikes dropped (faster than "
                          f"max({MAX_SPEED_M_S:g} m/s, {SPEED_FACTOR:g}x the track's median speed) to both neighbours "
@@ -149,7 +158,8 @@ def clean_fixes(raw: RawTracks, *, keep_undrogued: bool = False) -> tuple[RawTra
     """
     counts = dict.fromkeys(["missing_times_dropped", "undrogued_dropped", "undrogued_kept",
                             "exact_duplicates_dropped", "trajectories_sorted", "conflicts_averaged",
-                            "conflicts_dropped", "conflict_fixes_dropped", "spikes_dropped", "trajectories_emptied",
+                            "conflicts_dropped", "conflict_fixes_dropped", "spikes_dropped", "lone_fixes_dropped",
+                            "trajectories_emptied",
                             "short_trajectories_dropped", "short_trajectory_fixes_dropped"], 0)
     metric = raw.coordinates in ("lonlat", "projected")
     per_fix = _derived_errors(raw)
@@ -167,6 +177,10 @@ def clean_fixes(raw: RawTracks, *, keep_undrogued: bool = False) -> tuple[RawTra
             ok &= keep_undrogued | ~undrogued
         t, p, v = t[ok], p[ok], {name: a[ok] for name, a in v.items()}
         t, p, v = _duplicates_and_order(t, p, v, raw.coordinates, counts)
+        if raw.physical_time:
+            lone = lone_end_mask(t)
+            counts["lone_fixes_dropped"] += int(lone.sum())
+            t, p, v = t[~lone], p[~lone], {name: a[~lone] for name, a in v.items()}
         if metric and len(t) >= 3:
             spikes = np.zeros(len(t), bool)
             for _ in range(SPIKE_PASSES):
@@ -196,6 +210,32 @@ def clean_fixes(raw: RawTracks, *, keep_undrogued: bool = False) -> tuple[RawTra
     report = CleanReport(fixes_read=n_read, fixes_kept=int(sum(len(t) for t in out_t)), spike_rule=metric,
                          **counts, **_variable_summary(out_v))
     return cleaned, report
+
+
+def lone_end_mask(t: np.ndarray) -> np.ndarray:
+    """Returns a bool `(n,)`: the lone end fixes of one track with increasing times `t` `(n,)` in seconds.
+
+    The first (or last) fix is lone when its step to the next (previous) fix exceeds both `LONE_GAP_S` and
+    `LONE_GAP_FACTOR` times the median step; the rule is applied again at each end, at most `SPIKE_PASSES`
+    times, and leaves at least 2 fixes. Such a fix gives no velocity, only a displacement over weeks or
+    decades, and would stretch the track's time window.
+
+    Example:
+        >>> hourly = 1.7e9 + 3600.0 * np.arange(6)  # six hourly fixes in 2023, one dated 1970, one 30 days on
+        >>> lone_end_mask(np.concatenate([[0.0], hourly, [hourly[-1] + 30 * 86400.0]])).astype(int).tolist()
+        [1, 0, 0, 0, 0, 0, 0, 1]
+    """
+    mask = np.zeros(len(t), bool)
+    if len(t) < 3:
+        return mask
+    bound = max(LONE_GAP_S, LONE_GAP_FACTOR * float(np.median(np.diff(t))))
+    lo, hi = 0, len(t) - 1
+    for _ in range(SPIKE_PASSES):
+        if hi - lo >= 2 and t[lo + 1] - t[lo] > bound:
+            mask[lo], lo = True, lo + 1
+        if hi - lo >= 2 and t[hi] - t[hi - 1] > bound:
+            mask[hi], hi = True, hi - 1
+    return mask
 
 
 def spike_mask(t: np.ndarray, p: np.ndarray, coordinates: str) -> np.ndarray:

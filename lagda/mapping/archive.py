@@ -26,6 +26,7 @@ MIN_SEGMENT_FIXES = 3  # a segment with fewer fixes gives no velocity to map
 # the cleaning counts (CleanReport fields) of fixes left out of the archive's extent, and how a note names them
 _EXTENT_RULES = {"spikes_dropped": "position spikes", "undrogued_dropped": "undrogued",
                  "exact_duplicates_dropped": "exact duplicates", "conflict_fixes_dropped": "conflicting duplicates",
+                 "lone_fixes_dropped": "lone fixes at a track's end (a wrong time)",
                  "short_trajectory_fixes_dropped": "on trajectories of fewer than 3 fixes"}
 
 
