@@ -357,11 +357,12 @@ def _add_assimilate_parser(subparsers, help_method: str | None = None) -> None:
         "assimilate", help="recover the velocity field (with uncertainty) from observed drifter tracks",
         description="Assimilate drifter tracks into the flow model: writes the posterior over the Fourier "
                     "coefficients and the posterior mean/std of psi, u, v on a grid to a netCDF result file.")
-    p.add_argument("--tracks", required=True, metavar="FILE",
+    p.add_argument("--tracks", required=True, nargs="+", metavar="FILE",
                    help="track file: CF trajectory netCDF (multidimensional, orthogonal or contiguous ragged, e.g. "
                         "clouddrift's), Parcels output (v4 Parquet, v3 zarr), a lagda dataset, or CSV with header "
                         "id,time,x,y[,field] (model units) or id,time,lon,lat[,field] (ISO datetimes; ERDDAP's "
-                        ".csv and .csvp too)")
+                        ".csv and .csvp too); several files, or a folder of them (a file per drifter, as the GDP's "
+                        "hourly files), are read as one (lon/lat or metres)")
     p.add_argument("--method", choices=list(ASSIM_METHODS), default=None,
                    help="; ".join(f"{name}: {cls.summary}" for name, cls in ASSIM_METHODS.items())
                    + "; default: linear in the circular basis for physical tracks (lon/lat or metres) without a lagda "
@@ -440,8 +441,9 @@ def _given_method_options(args) -> dict:
 
 
 def _run_assimilate(args: argparse.Namespace) -> int:
-    if not os.path.exists(args.tracks):  # a file, or a Parcels v3 zarr store (a directory)
-        raise FileNotFoundError(f"no such track file: {args.tracks}")
+    from lagda.io.formats import track_files
+
+    track_files(args.tracks)  # each a file, a Parcels v3 zarr store or a folder of track files
     if args.model is not None and not os.path.isdir(args.model):
         raise FileNotFoundError(f"no such model run directory: {args.model}")
     if args.n_grid < 2:
@@ -516,10 +518,11 @@ def _add_map_parser(subparsers) -> None:
                     "maps on (time, lat, lon) with their total predictive std: overlapping tiles, each an inversion "
                     "in its own tangent plane, blended with tapered weights. Each finished tile is saved at once: "
                     "--resume continues an interrupted run.")
-    p.add_argument("--tracks", required=True, metavar="ARCHIVE",
+    p.add_argument("--tracks", required=True, nargs="+", metavar="ARCHIVE",
                    help="drifter archive: a ragged netCDF or Zarr store (clouddrift, GDP), or a longitude/latitude "
                         "track file as lagda assimilate reads (CF trajectory netCDF, Parcels output, CSV such as "
-                        "ERDDAP's)")
+                        "ERDDAP's); or several such files, or a folder of them (a file per drifter, as the GDP's "
+                        "hourly files come), read whole as one")
     p.add_argument("--region", type=float, nargs=4, metavar=("LON0", "LON1", "LAT0", "LAT1"),
                    help="west east south north in degrees (LON1 < LON0 crosses the dateline); latitudes within 80 "
                         "(default: the extent of the archive's fixes, rounded out to the cells; said in a note)")
@@ -602,7 +605,8 @@ def _add_export_parser(subparsers) -> None:
         description="Read a track file in any format lagda reads and write it as a CF-1.11 trajectory netCDF file. "
                     "Model-unit tracks can be placed in the world (--box, --start, --time-scale), tracks in metres "
                     "on the sphere (--centre), and given gaps.")
-    p.add_argument("--tracks", required=True, metavar="FILE", help="input: any track file `lagda assimilate` reads")
+    p.add_argument("--tracks", required=True, nargs="+", metavar="FILE",
+                   help="input: any track file `lagda assimilate` reads (several, or a folder of them, as one)")
     p.add_argument("--out", required=True, metavar="FILE.nc", help="output netCDF file")
     p.add_argument("--layout", choices=("multidimensional", "ragged"), default="multidimensional",
                    help="multidimensional (trajectory x obs, padded; the default) or ragged (clouddrift/GDP: rowsize, "

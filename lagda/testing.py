@@ -1,7 +1,8 @@
 """Test utilities shared by the tests and the experiments: small problems with known truth, and a compile counter.
 
 `make_twin`: exact tracks of prior draws in a K = 9 model (the assimilation tests' twin experiment);
-`make_pairs`: a small paired dataset (training and retrieval tests); `count_compiles`: how often JAX
+`make_pairs`: a small paired dataset (training and retrieval tests); `write_gdp_hourly_files`: a ragged track
+file as the GDP's hourly collection comes, a file per drifter; `count_compiles`: how often JAX
 compiled a function inside a block (read off `jax.log_compiles`, so no production code counts its traces).
 """
 
@@ -58,6 +59,54 @@ def write_twin_tracks(twin: Twin, path) -> None:
                     true_coef=twin.coef, k1=twin.model.k1, k2=twin.model.k2, omega=twin.model.omega,
                     release=twin.release.reshape(-1, 2))
     write_tracks(tracks, path)
+
+
+GDP_FILL = -1e34  # the GDP files' missing value, stored as is (not declared as a _FillValue)
+
+
+def write_gdp_hourly_files(ragged, folder, lost: dict | None = None, missing: dict | None = None) -> list:
+    """Writes the drifters of a ragged lon/lat file (`rowsize`, `id`, `lon`, `lat`, `time` over `obs`) as the GDP
+    hourly collection's files come from NCEI, one per drifter, and returns their paths: `drifter_hourly_<ID>.nc`
+    with dimensions traj = 1 and obs, `ID(traj)`, `rowsize(traj)`, `time`, `longitude`, `latitude` over (traj,
+    obs) in seconds since 1970 and degrees, `deploy_date` and `drogue_lost_date` over traj, no featureType, no
+    cf_role, missing values -1e34 stored as numbers.
+
+    Args:
+        ragged: the file to split; folder: where the files go (made if missing).
+        lost: drifter index -> drogue loss time (seconds since 1970); the others' drogue_lost_date is -1e34.
+        missing: drifter index -> indices of its fixes whose time and position are written as -1e34.
+    """
+    import os
+
+    import xarray as xr
+
+    from lagda.io.formats import cf_seconds
+
+    os.makedirs(folder, exist_ok=True)
+    with xr.open_dataset(ragged, decode_times=False) as ds:
+        ds = ds.load()
+    ends = np.cumsum(ds["rowsize"].values)
+    paths = []
+    for i, (start, stop) in enumerate(zip(ends - ds["rowsize"].values, ends)):
+        seconds = cf_seconds(ds["time"].values[start:stop], ds["time"].attrs["units"], ds["time"].attrs.get("calendar"))
+        lon, lat = ds["lon"].values[start:stop].astype(np.float64), ds["lat"].values[start:stop].astype(np.float64)
+        bad = list((missing or {}).get(i, ()))
+        seconds[bad], lon[bad], lat[bad] = GDP_FILL, GDP_FILL, GDP_FILL
+        drifter = int(300234010000000 + i)
+        units = {"units": "seconds since 1970-01-01 00:00:00"}
+        out = xr.Dataset(
+            {"ID": ("traj", [drifter], {"long_name": "Global Drifter Program Buoy ID"}),
+             "rowsize": ("traj", [len(seconds)]),
+             "deploy_date": ("traj", [seconds[0]], units),
+             "drogue_lost_date": ("traj", [(lost or {}).get(i, GDP_FILL)], units),
+             "time": (("traj", "obs"), seconds[None], units),
+             "longitude": (("traj", "obs"), lon[None], {"units": "degrees_east", "long_name": "Longitude"}),
+             "latitude": (("traj", "obs"), lat[None], {"units": "degrees_north", "long_name": "Latitude"})},
+            attrs={"title": "Global Drifter Program hourly drifting buoy collection", "Conventions": "CF-1.6"})
+        path = os.path.join(folder, f"drifter_hourly_{drifter}.nc")
+        out.to_netcdf(path, engine="netcdf4", encoding={name: {"_FillValue": None} for name in out.variables})
+        paths.append(path)
+    return paths
 
 
 def make_twin(n_field=2, n_drifter=4, n_obs=200, stride=1, seed=1, rms_speed=10.0) -> Twin:

@@ -257,3 +257,73 @@ def test_duplicated_and_unsorted_times_are_cleaned_not_refused_and_ids_print_as_
     assert any("times sorted in 1 trajectories" in note for note in tracks.notes)
     with pytest.raises(ValueError, match=r"^trajectory 300234060000000: times are not strictly increasing$"):
         pack_tracks([np.array([0.0, 0.0])], [np.zeros((2, 2))], np.array([300234060000000]), [0])
+
+
+def test_gdp_hourly_files_of_a_folder_read_as_the_one_ragged_file(tmp_path):
+    """The GDP's hourly collection as NCEI serves it, a file per drifter (ID, positions over (traj, obs), no
+    featureType, -1e34 stored for missing values, a drogue_lost_date per drifter), read from its folder or as a
+    list of files: the ragged file's fixes, the missing ones as missing, undrogued from each drogue's loss; the
+    layout assumption is said once for all the files, not once per file."""
+    from lagda.demo import shipped
+    from lagda.io.clean import clean_fixes
+    from lagda.io.formats import read_raw
+    from lagda.testing import write_gdp_hourly_files
+
+    reference = read_raw(shipped("gdp_like.nc"))
+    lost = reference.times[2][100]
+    paths = write_gdp_hourly_files(shipped("gdp_like.nc"), tmp_path / "gdp", lost={2: lost}, missing={0: [5, 6]})
+    with pytest.warns(UserWarning) as caught:
+        folder = read_raw(tmp_path / "gdp")
+    assert [str(w.message).split(" (each): ", 1)[1] for w in caught] == [
+        "no featureType attribute; assumed a trajectory array longitude('traj', 'obs') (incomplete multidimensional "
+        "layout)"]
+    with pytest.warns(UserWarning):
+        listed = read_raw(paths[::-1])  # given in another order: drifters in the order given
+    assert folder.ids.tolist() == [300234010000000 + i for i in range(8)] == listed.ids.tolist()[::-1]
+    for i in range(8):
+        times, positions = reference.times[i].copy(), reference.positions[i].copy()
+        if i == 0:
+            times[[5, 6]], positions[[5, 6]] = np.nan, np.nan
+        np.testing.assert_array_equal(folder.times[i], times)
+        np.testing.assert_array_equal(folder.positions[i], positions)
+        np.testing.assert_array_equal(folder.per_fix["drogue_status"][i], (reference.times[i] < lost) | (i != 2))
+    cleaned, report = clean_fixes(folder)
+    assert report.missing_times_dropped == 2 and report.undrogued_dropped == len(reference.times[2]) - 100
+    assert folder.notes == ("read 8 files: 8 drifters", "drogue_status from each drifter's drogue_lost_date "
+                            "(drogued before it) (8 of the files)")
+    tracks = read_tracks(tmp_path / "gdp")  # the notes reach the user
+    assert tracks.notes[:2] == folder.notes and tracks.clean.undrogued_dropped == report.undrogued_dropped
+
+
+def test_a_drifter_in_several_files_is_one_drifter_and_bad_sets_of_files_are_refused(tmp_path):
+    """Monthly downloads of one drifter (the same id in two CSV files, one time in both) join into one track whose
+    shared time is one fix; files without ids keep theirs apart; a folder without track files, a missing file and
+    tracks in model units among several files are refused in one line."""
+    from lagda.demo import shipped
+    from lagda.io.formats import read_raw, track_files
+
+    rows = [f"300234060000000,2025-03-01T{h:02d}:00:00Z,{-40 + 0.01 * h},34" for h in range(8)]
+    (tmp_path / "march_a.csv").write_text("\n".join(["id,time,lon,lat", *rows[:5]]) + "\n")
+    (tmp_path / "march_b.csv").write_text("\n".join(["id,time,lon,lat", *rows[4:]]) + "\n")
+    (tmp_path / "notes.txt").write_text("not a track file\n")
+    tracks = read_tracks(tmp_path)
+    assert tracks.n_trajectory == 1 and np.isfinite(tracks.times[0]).sum() == 8
+    assert tracks.clean.exact_duplicates_dropped == 1
+    assert tracks.notes[0] == "read 2 files: 1 drifters, 1 of them named in more than one file (their fixes joined)"
+    grid = _physical(n_traj=1)
+    for name in ("a.nc", "b.nc"):  # no id variable: the file names the trajectory
+        xr.Dataset({"lon": (("trajectory", "obs"), grid.positions[..., 0] * 10 - 40, {"units": "degrees_east"}),
+                    "lat": (("trajectory", "obs"), grid.positions[..., 1] * 8 + 30, {"units": "degrees_north"}),
+                    "time": (("trajectory", "obs"), grid.times * 3.6e4, {"units": "seconds since 2025-03-01"})},
+                   attrs={"featureType": "trajectory"}).to_netcdf(tmp_path / name)
+    assert read_raw([tmp_path / "a.nc", tmp_path / "b.nc"]).ids.tolist() == ["a.nc", "b.nc"]
+    (tmp_path / "empty").mkdir()
+    for source, error, message in [
+            (tmp_path / "empty", ValueError, r"empty: a folder with no track file \(names ending in .nc, "),
+            ([tmp_path / "a.nc", tmp_path / "gone.nc"], FileNotFoundError, r"^no such track file: .*gone.nc$"),
+            ([tmp_path / "a.nc", shipped("example_tracks.nc")], ValueError,
+             r"example_tracks.nc: several files are read together only as physical .*this one is in model units$")]:
+        with pytest.raises(error, match=message) as info:
+            read_raw(source)
+        assert "\n" not in str(info.value)
+    assert track_files(tmp_path) == [str(tmp_path / n) for n in ("a.nc", "b.nc", "march_a.csv", "march_b.csv")]

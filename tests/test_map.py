@@ -390,10 +390,12 @@ def test_archive_extent_leaves_out_spikes_and_lone_fixes_and_reads_whole_tracks_
 
 
 def test_map_reads_other_track_files_as_the_ragged_archive(tmp_path):
-    """The archive's fixes as ERDDAP writes a CSV (a row of units under the header) and as a two-dimensional
-    (trajectory, obs) CF netCDF: the extent and the selected fixes are the ragged file's. Tracks in model units
-    are refused in one line."""
+    """The archive's fixes as ERDDAP writes a CSV (a row of units under the header), as a two-dimensional
+    (trajectory, obs) CF netCDF, and as the GDP's hourly files (a file per drifter: their folder, or the files
+    listed): the extent and the selected fixes are the ragged file's. Tracks in model units are refused in one
+    line."""
     from lagda.mapping.archive import archive_extent, select_fixes
+    from lagda.testing import write_gdp_hourly_files
 
     ragged, table, grid = tmp_path / "gdp.nc", tmp_path / "erddap.csv", tmp_path / "grid.nc"
     write_archive(ragged, -40.0, 30.0, size=2.0, days=3, n=4)
@@ -409,9 +411,10 @@ def test_map_reads_other_track_files_as_the_ragged_archive(tmp_path):
                 "lat": (("trajectory", "obs"), ds.lat.values.reshape(n, m), {"units": "degrees_north"}),
                 "time": (("trajectory", "obs"), ds.time.values.reshape(n, m))},
                attrs={"featureType": "trajectory"}).to_netcdf(grid)
+    files = write_gdp_hourly_files(ragged, tmp_path / "gdp")  # a file per drifter, as NCEI serves the GDP
     region, period, notes = archive_extent(ragged, 0.5, 86400.0)
     reference = select_fixes(ragged, region, period)
-    for other in (table, grid):
+    for other in (table, grid, tmp_path / "gdp", files):
         assert archive_extent(other, 0.5, 86400.0) == (region, period, notes)
         fixes = select_fixes(other, region, period)
         for name in ("traj", "time", "lon", "lat"):

@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from lagda.io.formats import read_tracks
+from lagda.io.formats import read_tracks, source_name
 from lagda.io.physical import Mapping, box_of_size, parse_time
 from lagda.io.tracks import Tracks, id_text, pack_tracks, write_tracks
 
@@ -24,7 +24,8 @@ def export_tracks(source, out, *, n_fields: int | None = None, box=None, start: 
     """Returns the tracks written to `out` after reading `source`, selecting, mapping and cutting gaps.
 
     Args:
-        source: a track file in any format `read_tracks` reads (a lagda dataset included).
+        source: a track file in any format `read_tracks` reads (a lagda dataset included), or several, or a folder
+            of them (physical tracks only: `read_raw`).
         out: the netCDF file to write (temporary name, then rename).
         n_fields: keep the first `n_fields` flows only.
         box, start, time_scale: place model-unit tracks in the world: (west, east, south, north)
@@ -46,6 +47,7 @@ def export_tracks(source, out, *, n_fields: int | None = None, box=None, start: 
     if os.path.exists(out) and not overwrite:
         raise ValueError(f"{out} exists; pass --overwrite to replace it")
     tracks = read_tracks(source)
+    source = source_name(source)
     if n_fields is not None:
         tracks = _first_fields(tracks, n_fields)
     given = [value is not None for value in (box, start, time_scale)]

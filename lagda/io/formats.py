@@ -41,7 +41,7 @@ import numpy as np
 
 from lagda.io.clean import clean_fixes
 from lagda.io.physical import EPOCH, Mapping, infer_mapping, unwrap_longitudes
-from lagda.io.tracks import RawTracks, Tracks, pack_tracks
+from lagda.io.tracks import RawTracks, Tracks, id_text, pack_tracks
 
 _NOT_TRACKS = (
     "is not a track file: expected a CF trajectory file (featureType = \"trajectory\", or a clouddrift ragged "
@@ -51,11 +51,14 @@ _LON_UNITS = {"degrees_east", "degree_east", "degree_e", "degrees_e", "degreee",
 _LAT_UNITS = {"degrees_north", "degree_north", "degree_n", "degrees_n", "degreen", "degreesn"}
 _STANDARD_CALENDARS = ("standard", "gregorian", "proleptic_gregorian")
 GDP_VARIABLES = ("drogue_status", "location_type", "err_lat", "err_lon", "err_ve", "err_vn")  # read when present
-QG_TRUTH = {"psi", "u", "v", "truth_time"}  # the gridded truth of a QG truth file (lagda simulate --flow qg)
+QG_TRUTH = {"psi", "u", "v", "truth_time"}
+# what a folder's track files end in: netCDF, CSV (ERDDAP's .csvp too), Parquet, Zarr stores
+TRACK_SUFFIXES = (".nc", ".nc4", ".cdf", ".csv", ".csvp", ".parquet", ".zarr")
+FILL_MAGNITUDE = 1e30  # a time or position this large is a fill value (GDP: -1e34; netCDF's default: 9.97e36)
 
 
 def read_tracks(path, box=None, time_scale: float | None = None, *, keep_undrogued: bool = False) -> Tracks:
-    """Returns the tracks of a file in model units, detecting its format and layout.
+    """Returns the tracks of a file (or of several: `read_raw`) in model units, detecting its format and layout.
 
     Formats (lagda.io.formats): CF trajectory netCDF (incomplete multidimensional, orthogonal or
     contiguous ragged, e.g. clouddrift's), a lagda dataset, Parcels output (v4 Parquet, v3 zarr)
@@ -67,8 +70,8 @@ def read_tracks(path, box=None, time_scale: float | None = None, *, keep_undrogu
 
     Parameters
     ----------
-    path : str or os.PathLike
-        The track file (a directory for zarr).
+    path : str or os.PathLike, or a list of them
+        The track file (a directory for zarr), a folder of track files, or several paths (`read_raw`).
     box : tuple of float, optional
         `(west, east, south, north)` in degrees (metres for projected x/y).
     time_scale : float, optional
@@ -85,9 +88,9 @@ def read_tracks(path, box=None, time_scale: float | None = None, *, keep_undrogu
     Raises
     ------
     FileNotFoundError
-        If `path` does not exist.
+        If a path does not exist.
     ValueError
-        One line, if the file is none of these formats or is inconsistent.
+        One line, if a file is none of these formats or is inconsistent.
 
     Examples
     --------
@@ -99,6 +102,7 @@ def read_tracks(path, box=None, time_scale: float | None = None, *, keep_undrogu
     (8, 'lonlat', 2)
     """
     raw = read_raw(path)
+    path = source_name(path)
     if isinstance(raw, Tracks):  # a lagda dataset
         if box is not None or time_scale is not None:
             raise ValueError(f"{path}: --box and --time-scale apply to physical tracks; this lagda dataset is in model "
@@ -107,18 +111,77 @@ def read_tracks(path, box=None, time_scale: float | None = None, *, keep_undrogu
     return to_tracks(raw, path, box, time_scale, keep_undrogued=keep_undrogued)
 
 
-def read_raw(path) -> RawTracks | Tracks:
-    """Returns the fixes of a track file as read (`RawTracks`, not cleaned), or the `Tracks` of a lagda dataset;
-    the format is detected from the content (`read_tracks`' formats).
+def read_raw(source) -> RawTracks | Tracks:
+    """Returns the fixes of one track file or several as read (`RawTracks`, not cleaned), or the `Tracks` of a lagda
+    dataset; the format of each file is detected from its content (`read_tracks`' formats).
+
+    `source` is a path (a file, or a Zarr store), a folder of track files, or a list of such paths
+    (`track_files`). The fixes of several files are one `RawTracks` (`merge_raw`): a drifter id found in more
+    than one file is one drifter (a file per drifter and year, say), and the notes of `clean_fixes` count it.
 
     Raises:
-        FileNotFoundError: if `path` does not exist. ValueError: one line, if the file is none of the formats.
+        FileNotFoundError: if a path does not exist. ValueError: one line, if a file is none of the formats, or
+            several files hold a lagda dataset or tracks in model units.
     """
-    path = os.fspath(path)
+    files = track_files(source)
+    if len(files) == 1:
+        return _read_file(files[0])
+    raws, said = [], {}
+    for path in files:  # one warning per distinct assumption, not one per file
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            raws.append(_read_file(path))
+        for warning in caught:
+            text = str(warning.message)
+            said.setdefault(text[len(path) + 2:] if text.startswith(f"{path}: ") else text, []).append(path)
+    for text, paths in said.items():
+        which = "each" if len(paths) == len(files) else f"{len(paths)} of them"
+        warnings.warn(f"{source_name(files)} ({which}): {text}", stacklevel=2)
+    return merge_raw(raws, files)
+
+
+def track_files(source) -> list[str]:
+    """Returns the track files of `source`: a path (a file or a Zarr store), a folder of track files (its files and
+    Zarr stores ending in `TRACK_SUFFIXES`, not its subfolders, in name order), or a list of such paths.
+
+    Raises:
+        FileNotFoundError: a path that does not exist. ValueError: a folder with no track file, or no path.
+    """
+    paths = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+    if not paths:
+        raise ValueError("no track file given")
+    files = []
+    for path in map(os.fspath, paths):
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"no such track file: {path}")
+        if os.path.isdir(path) and not _is_zarr(path):
+            found = sorted(os.path.join(path, name) for name in os.listdir(path)
+                           if name.lower().endswith(TRACK_SUFFIXES) and not name.startswith("."))
+            if not found:
+                raise ValueError(f"{path}: a folder with no track file (names ending in {', '.join(TRACK_SUFFIXES)})")
+            files += found
+        else:
+            files.append(path)
+    return files
+
+
+def source_name(source) -> str:
+    """Returns how messages name a track source: its path, or "N files in FOLDER" for several."""
+    files = track_files(source)
+    if len(files) == 1:
+        return files[0]
+    folder = os.path.commonpath([os.path.abspath(f) for f in files])
+    folder = folder if os.path.isdir(folder) and not _is_zarr(folder) else os.path.dirname(folder)
+    return f"{len(files)} files in {os.path.relpath(folder) if not os.path.isabs(files[0]) else folder}"
+
+
+def _is_zarr(path: str) -> bool:
+    return any(os.path.exists(os.path.join(path, name)) for name in (".zgroup", "zarr.json", ".zmetadata"))
+
+
+def _read_file(path: str) -> RawTracks | Tracks:
     if os.path.isdir(path):
         return _read_zarr(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no such track file: {path}")
     with open(path, "rb") as handle:
         head = handle.read(4096)
     if head.startswith((b"CDF", b"\x89HDF")):
@@ -126,6 +189,62 @@ def read_raw(path) -> RawTracks | Tracks:
     if head.startswith(b"PAR1"):
         return _read_parquet(path)
     return _read_csv(path, head)
+
+
+def merge_raw(raws: list, files: list[str]) -> RawTracks:
+    """Returns the fixes of several files' `RawTracks` as one: a drifter id that more than one file names is one
+    drifter (its fixes joined; `clean_fixes` sorts them and resolves the times they share); the trajectories of
+    a file that names no ids are named after it ("FILE" for one, "FILE:i" for several). Ids are text when the
+    files' ids are not all integers. Per-fix variables that a file lacks are NaN on its fixes; the global
+    attributes are those every file has alike; physical tracks share one ocean (no `field`).
+
+    Raises:
+        ValueError: a lagda dataset or tracks in model units among the files, or files in different coordinates.
+    """
+    for raw, path in zip(raws, files):
+        if not isinstance(raw, RawTracks) or raw.coordinates == "model":
+            raise ValueError(f"{path}: several files are read together only as physical tracks (lon/lat or metres "
+                             "at dated times); this one is " + ("a lagda dataset" if not isinstance(raw, RawTracks)
+                                                                 else "in model units"))
+    kinds = {(raw.coordinates, raw.physical_time) for raw in raws}
+    if len(kinds) > 1:
+        raise ValueError(f"{source_name(files)}: the files mix positions in longitude/latitude and in metres")
+    names = []
+    for raw, path in zip(raws, files):
+        if raw.ids_given:
+            names.append(list(raw.ids))
+        else:
+            stem = os.path.basename(path.rstrip(os.sep))
+            names.append([stem] if len(raw.ids) == 1 else [f"{stem}:{i}" for i in range(len(raw.ids))])
+    flat = [tid for ids in names for tid in ids]
+    if not all(isinstance(tid, (int, np.integer)) for tid in flat):
+        names = [[id_text(tid) for tid in ids] for ids in names]
+    order, joined = {}, []  # id -> [(file, trajectory)]
+    for f, ids in enumerate(names):
+        for i, tid in enumerate(ids):
+            order.setdefault(tid, []).append((f, i))
+    variables = sorted({name for raw in raws for name in raw.per_fix})
+    times, positions, per_fix = [], [], {name: [] for name in variables}
+    for tid, parts in order.items():
+        times.append(np.concatenate([np.asarray(raws[f].times[i], np.float64).ravel() for f, i in parts]))
+        positions.append(np.concatenate([np.asarray(raws[f].positions[i], np.float64).reshape(-1, 2)
+                                         for f, i in parts]))
+        for name in variables:
+            per_fix[name].append(np.concatenate([
+                np.asarray(raws[f].per_fix[name][i], np.float64) if name in raws[f].per_fix
+                else np.full(np.size(raws[f].times[i]), np.nan) for f, i in parts]))
+        if len({f for f, _ in parts}) > 1:
+            joined.append(tid)
+    attrs = {key: value for key, value in raws[0].attrs.items()
+             if all(key in raw.attrs and np.array_equal(raw.attrs[key], value) for raw in raws[1:])}
+    ids = np.array(list(order), dtype=np.int64 if all(isinstance(t, (int, np.integer)) for t in order) else object)
+    coordinates, physical_time = kinds.pop()
+    notes = [f"read {len(files)} files: {len(ids)} drifters"
+             + (f", {len(joined)} of them named in more than one file (their fixes joined)" if joined else "")]
+    for note in dict.fromkeys(note for raw in raws for note in raw.notes):  # each file's notes once, counted
+        notes.append(f"{note} ({sum(note in raw.notes for raw in raws)} of the files)")
+    return RawTracks(times, positions, ids, None, coordinates, physical_time, attrs, per_fix=per_fix,
+                     notes=tuple(notes))
 
 
 def to_tracks(raw: RawTracks, path, box=None, time_scale: float | None = None, *,
@@ -155,7 +274,7 @@ def to_tracks(raw: RawTracks, path, box=None, time_scale: float | None = None, *
     if raw.coordinates == "model":
         field = np.arange(len(raw.ids)) if raw.field is None else raw.field
         return pack_tracks(raw.times, raw.positions, raw.ids, field, raw.release, dt=file_dt(raw.attrs),
-                           notes=report.notes(), clean=report, per_fix=per_fix, **raw.truth)
+                           notes=raw.notes + report.notes(), clean=report, per_fix=per_fix, **raw.truth)
     positions = [np.asarray(p, np.float64).reshape(-1, 2).copy() for p in raw.positions]
     try:
         stored = Mapping.from_attrs(raw.attrs)
@@ -196,8 +315,8 @@ def to_tracks(raw: RawTracks, path, box=None, time_scale: float | None = None, *
     model_t = [mapping.time_to_model(t) for t in raw.times]
     field = np.zeros(len(raw.ids), np.int64) if raw.field is None else raw.field
     return pack_tracks(model_t, model_pos, raw.ids, field, raw.release, mapping=mapping,
-                       notes=mapping.notes + report.notes(), dt=file_dt(raw.attrs), clean=report, per_fix=per_fix,
-                       **truth)
+                       notes=raw.notes + mapping.notes + report.notes(), dt=file_dt(raw.attrs), clean=report,
+                       per_fix=per_fix, **truth)
 
 
 def _warn_outside(model_pos: list, path) -> None:
@@ -229,7 +348,7 @@ def _read_netcdf(path):
 def _read_zarr(path):
     import xarray as xr
 
-    if not any(os.path.exists(os.path.join(path, name)) for name in (".zgroup", "zarr.json", ".zmetadata")):
+    if not _is_zarr(path):
         raise ValueError(f"{path} is a directory, not a zarr store (no .zgroup or zarr.json)")
     try:
         ds = xr.open_zarr(path, decode_times=False, consolidated=None)
@@ -279,7 +398,7 @@ def _from_dataset(ds, path):
     feature = ds.attrs.get("featureType")
     if feature is None and "feature_type" in ds.attrs:
         feature = ds.attrs["feature_type"]
-        warnings.warn(f"{path}: reading Parcels-style attribute feature_type; CF spells it featureType", stacklevel=4)
+        warnings.warn(f"{path}: reading Parcels-style attribute feature_type; CF spells it featureType", stacklevel=5)
     counts = [(name, var.attrs["sample_dimension"]) for name, var in ds.variables.items()
               if "sample_dimension" in var.attrs]
     if feature is not None and str(feature).lower() != "trajectory":
@@ -316,7 +435,22 @@ def _from_dataset(ds, path):
         positions = list(scale * np.stack([x.values, ds[b].transpose(*x.dims).values], axis=-1).astype(np.float64))
         times, instance = list(time), x.dims[0]
         per_fix = _gdp_variables(ds, instance, x.dims, list, np.full(x.shape[0], x.shape[1]))
-    return _raw(ds, instance, times, positions, coordinates, physical_time, per_fix)
+    positions = [np.where(np.abs(p) >= FILL_MAGNITUDE, np.nan, p) for p in positions]  # undeclared fill values
+    notes = ()
+    if "drogue_status" not in per_fix and physical_time and "drogue_lost_date" in ds.variables:
+        per_fix["drogue_status"] = _drogue_from_lost_date(ds["drogue_lost_date"], instance, times, path)
+        notes = ("drogue_status from each drifter's drogue_lost_date (drogued before it)",)
+    return dataclasses.replace(_raw(ds, instance, times, positions, coordinates, physical_time, per_fix), notes=notes)
+
+
+def _drogue_from_lost_date(var, instance_dim, times: list, path) -> list:
+    """Returns per trajectory the GDP drogue_status `(n,)` (1 drogued, 0 not) of its fixes' `times` (seconds since
+    1970) from its `drogue_lost_date` (the GDP per-drifter files' variable over `instance_dim`): drogued before
+    that date, and throughout when the date is missing (the drogue never lost)."""
+    if var.dims != (instance_dim,):
+        raise ValueError(f"{path}: drogue_lost_date has dims {var.dims}, expected ({instance_dim!r},)")
+    lost, _ = _time_values(var, path)
+    return [np.where(np.asarray(t) >= when, 0, 1).astype(np.int8) for t, when in zip(times, lost)]
 
 
 def _gdp_variables(ds, instance_dim, obs_dims, split, sizes) -> dict:
@@ -363,13 +497,13 @@ def _guess_layout(ds, path, why: str | None, position: str | None = None) -> lis
                 if sample_dim != var.dims[0] and int(var.values.sum()) == size and size > 0:
                     why = why or "featureType trajectory without CF ragged attributes (sample_dimension)"
                     warnings.warn(f"{path}: {why}; assumed a contiguous ragged array (clouddrift layout): "
-                                  f"{name}({var.dims[0]}) counts the observations along {sample_dim!r}", stacklevel=5)
+                                  f"{name}({var.dims[0]}) counts the observations along {sample_dim!r}", stacklevel=6)
                     return [(name, sample_dim)]
     if two_d:
         if why is None:  # featureType trajectory over two dimensions: the CF multidimensional layout
             return []
         warnings.warn(f"{path}: {why}; assumed a trajectory array {two_d[0]}{ds[two_d[0]].dims} "
-                      "(incomplete multidimensional layout)", stacklevel=5)
+                      "(incomplete multidimensional layout)", stacklevel=6)
         return []
     why = why or "featureType trajectory, but neither a ragged count nor positions over two dimensions"
     raise ValueError(f"{path} {_NOT_TRACKS} ({why})")
@@ -434,7 +568,8 @@ def _time_values(var, path) -> tuple[np.ndarray, bool]:
 
 
 def cf_seconds(values, units: str, calendar, path="") -> np.ndarray:
-    """Returns seconds since 1970-01-01T00:00:00Z of CF time `values` ("UNIT since DATE"); NaN stays NaN.
+    """Returns seconds since 1970-01-01T00:00:00Z of CF time `values` ("UNIT since DATE"); NaN and fill values
+    (magnitude `FILL_MAGNITUDE` or more) are NaN.
 
     Raises:
         ValueError: for a calendar other than the standard (Gregorian) one, or unreadable units.
@@ -445,6 +580,7 @@ def cf_seconds(values, units: str, calendar, path="") -> np.ndarray:
     if calendar not in _STANDARD_CALENDARS:
         raise ValueError(f"{path}: time calendar {calendar!r} is not supported (only the standard Gregorian calendar)")
     values = np.asarray(values, np.float64)
+    values = np.where(np.abs(values) >= FILL_MAGNITUDE, np.nan, values)  # an undeclared fill value (GDP's -1e34)
     try:
         dates = xr.coding.times.decode_cf_datetime(values, units, calendar)
     except Exception as error:
@@ -462,8 +598,7 @@ def _raw(ds, instance_dim, times, positions, coordinates, physical_time, per_fix
     """Returns `RawTracks` from per-trajectory lists plus the instance variables of `ds`."""
     n = ds.sizes[instance_dim]
     id_vars = [name for name, var in ds.variables.items() if var.attrs.get("cf_role") == "trajectory_id"]
-    if not id_vars and "id" in ds.variables and ds["id"].dims == (instance_dim,):
-        id_vars = ["id"]
+    id_vars = id_vars or [name for name in ("id", "ID") if name in ds.variables and ds[name].dims == (instance_dim,)]
     ids = ds[id_vars[0]].values if id_vars else np.arange(n)
     field = ds["field"].values if "field" in ds.variables and ds["field"].dims == (instance_dim,) else None
     release = None
@@ -475,7 +610,7 @@ def _raw(ds, instance_dim, times, positions, coordinates, physical_time, per_fix
     if QG_TRUTH <= set(ds.variables) and "qg_L" in ds.attrs:  # a QG truth file: its gridded truth, in memory
         truth["gridded_truth"] = ds[sorted(QG_TRUTH)].copy()
     return RawTracks(list(times), list(positions), ids, field, coordinates, physical_time, dict(ds.attrs), release,
-                     truth, per_fix or {})
+                     truth, per_fix or {}, ids_given=bool(id_vars))
 
 
 def file_dt(attrs) -> float | None:
@@ -491,14 +626,16 @@ def file_dt(attrs) -> float | None:
 # ---------------------------------------------------------------- rows: Parquet and CSV
 
 
-def _group_rows(ids, times, a, b, fields=None):
-    """Returns (ids, times list, positions list, field or None) of rows grouped by id, in order of first appearance.
+def _group_rows(ids, times, a, b, fields=None, per_row: dict | None = None):
+    """Returns (ids, times list, positions list, field or None, per_fix) of rows grouped by id, in order of first
+    appearance; `per_fix` holds each `per_row` array `(row,)` as a per-trajectory list.
 
     Each trajectory's rows keep the file's order."""
     ids, times = np.asarray(ids), np.asarray(times, np.float64)
     positions = np.stack([np.asarray(a, np.float64), np.asarray(b, np.float64)], axis=-1)
+    per_row = per_row or {}
     if not len(ids):
-        return ids, [], [], None
+        return ids, [], [], None, {name: [] for name in per_row}
     unique, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
     appearance = np.argsort(first)
     rank = np.empty(len(unique), np.int64)
@@ -510,7 +647,8 @@ def _group_rows(ids, times, a, b, fields=None):
     field = [j if f in (None, "") else int(f) for j, f in enumerate(given)]
     has_field = fields is not None and any(f not in (None, "") for f in fields)
     return (unique[appearance], np.split(times[order], splits), np.split(positions[order], splits),
-            np.asarray(field, np.int64) if has_field else None)
+            np.asarray(field, np.int64) if has_field else None,
+            {name: np.split(np.asarray(values)[order], splits) for name, values in per_row.items()})
 
 
 def _read_parquet(path) -> RawTracks:
@@ -545,7 +683,7 @@ def _read_parquet(path) -> RawTracks:
     else:
         raise ValueError(f"{path}: column {t_col!r} has units {t_meta.get('units')!r}, not a CF time (\"seconds since "
                          "...\"): run Parcels on a fieldset with datetime times")
-    ids, times, positions, field = _group_rows(table.column(id_col).to_numpy(zero_copy_only=False), seconds,
+    ids, times, positions, field, _ = _group_rows(table.column(id_col).to_numpy(zero_copy_only=False), seconds,
                                                table.column(a_col).to_numpy(zero_copy_only=False),
                                                table.column(b_col).to_numpy(zero_copy_only=False))
     return RawTracks(times, positions, ids, field, coordinates, physical, file_meta)
@@ -581,19 +719,32 @@ def _read_csv(path, head: bytes) -> RawTracks:
     column = lambda name: table[name].str.strip()
     if len(table) and column("time").iloc[0] == "UTC" and not column("id").iloc[0]:  # ERDDAP's units row
         table = table.iloc[1:]
-    try:
-        missing = dict.fromkeys(("", "NA", "nan", "NaN"))
-        a, b = (pd.to_numeric(column(name).replace(missing)).to_numpy(np.float64) for name in names)
-    except (ValueError, TypeError) as error:
-        raise ValueError(f"{path}: bad CSV value ({str(error).splitlines()[0]})") from None
+    a, b = (_csv_numbers(column(name), path) for name in names)
     times, physical = _csv_times(column("time").tolist(), path)
     if physical != bool(lonlat):
         raise ValueError(f"{path}: columns {names[0]},{names[1]} need " + (
             "ISO 8601 datetimes in the time column" if lonlat else
             "model times (numbers); for physical tracks use lon,lat columns with ISO 8601 datetimes"))
-    ids, t, pos, field = _group_rows(column("id").to_numpy(str), times, a, b,
-                                     column("field").tolist() if "field" in table.columns else None)
-    return RawTracks(t, pos, ids, field, "lonlat" if lonlat else "model", physical)
+    per_row, notes = {}, ()
+    if physical and "drogue_status" in table.columns:
+        per_row["drogue_status"] = _csv_numbers(column("drogue_status"), path)
+    elif physical and "drogue_lost_date" in table.columns:  # the GDP's per-drifter date, repeated on its rows
+        lost, _ = _csv_times(column("drogue_lost_date").tolist(), path)
+        per_row["drogue_status"] = np.where(times >= lost, 0, 1).astype(np.int8)
+        notes = ("drogue_status from each drifter's drogue_lost_date (drogued before it)",)
+    ids, t, pos, field, per_fix = _group_rows(column("id").to_numpy(str), times, a, b,
+                                              column("field").tolist() if "field" in table.columns else None, per_row)
+    return RawTracks(t, pos, ids, field, "lonlat" if lonlat else "model", physical, per_fix=per_fix, notes=notes)
+
+
+def _csv_numbers(texts, path) -> np.ndarray:
+    """Returns a CSV column of numbers as float64, empty, "NA" or "nan" as NaN."""
+    import pandas as pd
+
+    try:
+        return pd.to_numeric(texts.replace(dict.fromkeys(("", "NA", "nan", "NaN")))).to_numpy(np.float64)
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"{path}: bad CSV value ({str(error).splitlines()[0]})") from None
 
 
 def _csv_times(texts: list, path) -> tuple[np.ndarray, bool]:

@@ -133,6 +133,8 @@ class RawTracks:
             model-unit trajectory is its own flow, and physical tracks all sample one ocean: flow 0).
         coordinates: "model", "lonlat" or "projected".
         attrs: the file's global attributes; release, truth: as in `Tracks`.
+        ids_given: False when the file names no trajectory ids (then `ids` are 0, 1, ...).
+        notes: what reading did that the user should know, one line each (e.g. several files read as one).
         per_fix: optional per-fix variables, name -> per trajectory `(n,)` aligned with `times`: the GDP
             variables a file holds (`drogue_status`, `location_type`, `err_lat`, `err_lon` in degrees,
             `err_ve`, `err_vn` in m/s), and after `lagda.io.clean.clean_fixes` `position_std_m` and
@@ -149,6 +151,8 @@ class RawTracks:
     release: np.ndarray | None = None
     truth: dict = dataclasses.field(default_factory=dict)
     per_fix: dict = dataclasses.field(default_factory=dict)
+    ids_given: bool = True
+    notes: tuple = ()
 
 
 FILL = 9.969209968386869e36  # netCDF's default double fill value (NC_FILL_DOUBLE)

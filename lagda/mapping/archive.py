@@ -4,10 +4,10 @@ An archive is a contiguous ragged array (clouddrift's and the GDP's layout: a pe
 `rowsize` over the trajectory dimension, `lon`, `lat`, `time` over the observation dimension) in netCDF or Zarr.
 Only slices of `chunk_fixes` observations are in memory at a time: what is kept is the fixes of the region (widened
 by a margin) and period, so memory follows the region and period, not the archive. Any other longitude/latitude
-track file lagda reads (lagda.io.formats: CSV, Parquet, other netCDF layouts) is read whole and laid out as a
-ragged array in memory. GDP variables are used when
-present: `drogue_status` is carried per fix, and `clean` applies lagda's cleaning rules (lagda.io.clean: duplicates,
-order, spikes, undrogued fixes) to the selection.
+track file lagda reads (lagda.io.formats: CSV, Parquet, other netCDF layouts), and several files or a folder of
+them (a file per drifter, as the GDP's hourly files come), are read whole and laid out as one ragged array in
+memory. GDP variables are used when present: `drogue_status` is carried per fix, and `clean` applies lagda's
+cleaning rules (lagda.io.clean: duplicates, order, spikes, undrogued fixes) to the selection.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import warnings
 
 import numpy as np
 
@@ -65,66 +66,81 @@ class Fixes:
                                    lat=self.lat[keep], drogue=None if self.drogue is None else self.drogue[keep])
 
 
-def _open(path):
-    """Returns the archive as an xarray Dataset: a ragged netCDF file or Zarr store opened lazily, any other track
-    file lagda reads (CSV, Parquet, a netCDF or Zarr file in another layout) read whole and laid out as one."""
+def _open(source):
+    """Returns the archive as an xarray Dataset: a ragged netCDF file or Zarr store opened lazily; any other track
+    file lagda reads (CSV, Parquet, a netCDF or Zarr file in another layout), or several files or a folder of them
+    (lagda.io.formats.track_files), read whole and laid out as one."""
+    from lagda.io.formats import track_files
+
+    files = track_files(source)
+    ds = _lazy_ragged(files[0]) if len(files) == 1 else None
+    if ds is not None:
+        return ds
+    return _ragged_in_memory(tuple((path, os.stat(path).st_mtime_ns, os.stat(path).st_size) for path in files))
+
+
+def _lazy_ragged(path: str):
+    """Returns a ragged netCDF file or Zarr store opened lazily, or None for a track file of another kind."""
     import xarray as xr
 
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"no such archive: {path}")
     ds = None
     if os.path.isdir(path):
         try:
             ds = xr.open_zarr(path, decode_times=False, consolidated=None)
         except Exception:  # not a Zarr store: read_raw says why in one line
-            ds = None
+            return None
     else:
         with open(path, "rb") as handle:
             head = handle.read(8)
-        if head.startswith((b"CDF", b"\x89HDF")):
-            try:
-                ds = xr.open_dataset(path, decode_times=False)
-            except Exception as error:
-                raise ValueError(f"{path} cannot be read as netCDF ({type(error).__name__}: {error})") from None
-    if ds is not None:
+        if not head.startswith((b"CDF", b"\x89HDF")):
+            return None
         try:
-            _ragged_names(ds, path)
-            return ds
-        except ValueError:
-            ds.close()
-    stat = os.stat(path)
-    return _ragged_in_memory(path, stat.st_mtime_ns, stat.st_size)
+            ds = xr.open_dataset(path, decode_times=False)
+        except Exception as error:
+            raise ValueError(f"{path} cannot be read as netCDF ({type(error).__name__}: {error})") from None
+    try:
+        _ragged_names(ds, path)
+        return ds
+    except ValueError:
+        ds.close()
+        return None
 
 
-@functools.lru_cache(maxsize=1)  # the extent's pass and the selection read one file once
-def _ragged_in_memory(path: str, mtime_ns: int, size: int):
-    """Returns a track file that is not a ragged archive (lagda.io.formats.read_raw) as an in-memory ragged Dataset
-    of its longitude/latitude fixes, with `drogue_status` when the file has it.
+@functools.lru_cache(maxsize=1)  # the extent's pass and the selection read the files once
+def _ragged_in_memory(files: tuple):
+    """Returns track files `((path, mtime_ns, size), ...)` that are not one ragged archive
+    (lagda.io.formats.read_raw) as an in-memory ragged Dataset of their longitude/latitude fixes, with
+    `drogue_status` when the files have it; its attribute `lagda_read_notes` holds what reading said.
 
     Raises:
-        ValueError: not a track file, or not in longitude/latitude with CF times (lagda assimilate maps those).
+        ValueError: not track files, or not in longitude/latitude with CF times (lagda assimilate maps those).
     """
     import xarray as xr
 
-    from lagda.io.formats import read_raw
+    from lagda.io.formats import read_raw, source_name
     from lagda.io.tracks import RawTracks
 
-    raw = read_raw(path)
+    paths = [path for path, _, _ in files]
+    name = source_name(paths)
+    with warnings.catch_warnings(record=True) as caught:  # a reader's assumption becomes a note of the map
+        warnings.simplefilter("always")
+        raw = read_raw(paths)
     if not isinstance(raw, RawTracks) or raw.coordinates != "lonlat" or not raw.physical_time:
         kind = ("a lagda dataset in model units" if not isinstance(raw, RawTracks) else
                 f"{raw.coordinates} positions" + ("" if raw.physical_time else " at model times"))
-        raise ValueError(f"{path}: lagda map maps longitude/latitude fixes at dated times; this file holds {kind} "
+        holds = "these files hold" if len(paths) > 1 else "this file holds"
+        raise ValueError(f"{name}: lagda map maps longitude/latitude fixes at dated times; {holds} {kind} "
                          "(lagda assimilate reads it)")
     if not raw.times:
-        raise ValueError(f"{path}: no drifter fixes")
+        raise ValueError(f"{name}: no drifter fixes")
     positions = np.concatenate(raw.positions)
     variables = {"rowsize": ("traj", np.array([len(t) for t in raw.times], np.int64)), "id": ("traj", raw.ids),
                  "lon": ("obs", positions[:, 0]), "lat": ("obs", positions[:, 1]),
                  "time": ("obs", np.concatenate(raw.times), {"units": "seconds since 1970-01-01T00:00:00Z"})}
     if "drogue_status" in raw.per_fix:
         variables["drogue_status"] = ("obs", np.concatenate(raw.per_fix["drogue_status"]))
-    return xr.Dataset(variables)
+    notes = [*raw.notes, *(f"assumed: {w.message}" for w in caught)]
+    return xr.Dataset(variables, attrs={"lagda_read_notes": notes})
 
 
 def _ragged_names(ds, path) -> tuple[str, str]:
@@ -176,7 +192,7 @@ class _Ragged:
         """Yields (slice, lon, lat, seconds since 1970) float64 of `chunk_fixes` observations at a time; with
         `whole_trajectories`, each slice ends at a trajectory's end (a trajectory longer than `chunk_fixes` is one
         slice), so that rules over a whole track (the spike rule) can run slice by slice."""
-        from lagda.io.formats import cf_seconds
+        from lagda.io.formats import FILL_MAGNITUDE, cf_seconds
 
         start = 0
         while start < self.n_total:
@@ -186,7 +202,9 @@ class _Ragged:
                 below = int(self.ends[ended - 1]) if ended else 0
                 stop = below if below > start else int(self.ends[np.searchsorted(self.ends, start, side="right")])
             sl = slice(start, stop)
-            yield (sl, self.ds[self.lon][sl].values.astype(np.float64), self.ds[self.lat][sl].values.astype(np.float64),
+            lon, lat = (self.ds[name][sl].values.astype(np.float64) for name in (self.lon, self.lat))
+            fill = (np.abs(lon) >= FILL_MAGNITUDE) | (np.abs(lat) >= FILL_MAGNITUDE)  # undeclared fill values
+            yield (sl, np.where(fill, np.nan, lon), np.where(fill, np.nan, lat),
                    cf_seconds(self.ds[self.time][sl].values, self.units, self.calendar, self.path))
             start = stop
 
@@ -213,21 +231,26 @@ def select_fixes(path, region, period, margin_deg: float = 0.0, margin_s: float 
     """Returns the fixes of archive `path` in `region` widened by `margin_deg` and `period` widened by `margin_s`.
 
     Args:
-        path: a ragged netCDF file or Zarr store; region: (west, east, south, north) degrees (east < west crosses
+        path: the archive: a ragged netCDF file or Zarr store, any lon/lat track file, several, or a folder of
+            them (lagda.io.formats.track_files); region: (west, east, south, north) degrees (east < west crosses
             the dateline); period: (start, end) seconds since 1970-01-01T00:00:00Z.
     Raises:
         FileNotFoundError: missing archive. ValueError: not a ragged archive, or no fix in the region and period.
     """
+    from lagda.io.formats import source_name
+
+    name = source_name(path)
     with _open(path) as ds:
-        archive = _Ragged(ds, path)
+        archive = _Ragged(ds, name)
+        read_notes = tuple(ds.attrs.get("lagda_read_notes", ()))
         ids = np.asarray(archive.ids())
         parts = [archive.fixes(sl, lon, lat, seconds, _in_region(lon, lat, region, margin_deg)
                                & (seconds >= period[0] - margin_s) & (seconds <= period[1] + margin_s), ids)
                  for sl, lon, lat, seconds in archive.chunks(chunk_fixes, whole_trajectories=True)]
     traj = np.concatenate([p.traj for p in parts]) if parts else np.zeros(0, np.int64)
     if not len(traj):
-        raise ValueError(f"{path}: no fix inside the region {tuple(region)} and period")
-    notes = (f"archive {os.fspath(path)}: {len(traj)} of {archive.n_total} fixes in the region and period "
+        raise ValueError(f"{name}: no fix inside the region {tuple(region)} and period")
+    notes = read_notes + (f"archive {name}: {len(traj)} of {archive.n_total} fixes in the region and period "
              f"(with a margin of {margin_deg:g} degrees and {margin_s / 86400:g} days), "
              f"{len(np.unique(traj))} drifters",)
     # slices end at trajectory ends and each is sorted by (trajectory, time): so is their concatenation
@@ -265,8 +288,11 @@ def archive_extent(path, resolution: float, cadence_s: float, region=None, perio
     n_bins = int(round(360.0 / resolution))
     occupied, lat_range, time_range, kept, poleward = np.zeros(n_bins, bool), [np.inf, -np.inf], [np.inf, -np.inf], 0, 0
     dropped = dict.fromkeys([*_EXTENT_RULES, "unsegmented"], 0)
+    from lagda.io.formats import source_name
+
+    name = source_name(path)
     with _open(path) as ds:
-        archive = _Ragged(ds, path)
+        archive = _Ragged(ds, name)
         ids = np.asarray(archive.ids())
         for sl, lon, lat, seconds in archive.chunks(chunk_fixes, whole_trajectories=True):
             keep = np.isfinite(lon) & np.isfinite(lat) & np.isfinite(seconds)
@@ -297,7 +323,7 @@ def archive_extent(path, resolution: float, cadence_s: float, region=None, perio
     if not kept:
         missing = " and ".join(name for name, value in (("region", region), ("period", period)) if value is None)
         where = " and ".join(name for name, value in (("region", region), ("period", period)) if value is not None)
-        raise ValueError(f"{path}: no fix{f' in the {where} given' if where else ''}"
+        raise ValueError(f"{name}: no fix{f' in the {where} given' if where else ''}"
                          f"{' within latitudes -80..80' if poleward else ''}{of} to take the map's {missing} from")
     notes, region_given = [], region is not None
     if region is None:

@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from lagda.io.formats import track_files
 from lagda.mapping.archive import Fixes, archive_extent, clean, select_fixes
 from lagda.mapping.invert import Grid, invert_tile, tile_fixes
 from lagda.mapping.tiles import DAY_S, Tile, region_width, tile_layout
@@ -90,10 +91,13 @@ class MapSettings:
 
 
 def _identity(archive) -> dict:
-    stat = os.stat(archive)
-    size = stat.st_size if os.path.isfile(archive) else sum(
-        os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(archive) for f in files)
-    return {"archive": os.path.abspath(archive), "archive_bytes": int(size)}
+    """Returns what a resume checks of the archive: its absolute path (or paths) and its size in bytes."""
+    sources = [archive] if isinstance(archive, (str, os.PathLike)) else list(archive)
+    size = sum(os.path.getsize(path) if os.path.isfile(path) else sum(
+        os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+        for path in track_files(archive))
+    paths = [os.path.abspath(path) for path in sources]
+    return {"archive": paths[0] if len(paths) == 1 else paths, "archive_bytes": int(size)}
 
 
 def _manifest(archive, settings: MapSettings) -> dict:
@@ -235,7 +239,8 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
     summary {"tiles", "inverted", "skipped", "seconds", "notes"}.
 
     Args:
-        archive: ragged netCDF or Zarr (lagda.mapping.archive); out: the output path, ending in .zarr or .nc.
+        archive: a ragged netCDF file or Zarr store read in slices, any lon/lat track file, several, or a folder
+            of them (lagda.mapping.archive); out: the output path, ending in .zarr or .nc.
         workers: Dask LocalCluster worker processes (default: the CPUs); scheduler: the address of a running Dask
             scheduler instead. resume: finish an interrupted run (a finished one is left as it is); overwrite: start
             again. say: where the progress notes go (one line each). A region or period left None in `settings` is
@@ -247,8 +252,7 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
     out = os.fspath(out)
     if not out.endswith((".zarr", ".nc")):
         raise ValueError(f"--out {out}: the map store must end in .zarr or .nc")
-    if not os.path.exists(archive):
-        raise FileNotFoundError(f"no such archive: {archive}")
+    track_files(archive)  # a missing path or an empty folder is said before anything else
     start = time.perf_counter()
     chosen = []
     if settings.region is None or settings.period is None:
