@@ -327,3 +327,47 @@ def test_a_drifter_in_several_files_is_one_drifter_and_bad_sets_of_files_are_ref
             read_raw(source)
         assert "\n" not in str(info.value)
     assert track_files(tmp_path) == [str(tmp_path / n) for n in ("a.nc", "b.nc", "march_a.csv", "march_b.csv")]
+
+
+def test_single_trajectory_files_with_quality_flags_read_as_their_drifters(tmp_path):
+    """A file per drifter without a trajectory dimension, as SOCIB writes one (CF single trajectory: a char id
+    with cf_role, LAT/LON over time with QC_LAT/QC_LON flags linked by ancillary_variables) and as the Copernicus
+    in-situ files lay one out (TIME over TIME, LATITUDE/LONGITUDE over POSITION, days since 1950, the id in
+    platform_code, no featureType): each is one drifter with its fixes; the fixes their flags call bad or spike
+    are missing, and a note counts them."""
+    from lagda.demo import shipped
+    from lagda.io.formats import read_raw
+
+    reference = read_raw(shipped("gdp_like.nc"))
+    t, p = reference.times[0], reference.positions[0]
+    flags = np.ones(len(t), np.int8)
+    flags[[10, 20, 30]], flags[40] = 6, 4  # three spikes and a bad fix
+    meanings = {"flag_values": np.array([0, 1, 2, 3, 4, 6, 9], np.int8),
+                "flag_meanings": "no_qc_performed good_data probably_good_data probably_bad_data bad_data spike "
+                                 "missing_value"}
+    xr.Dataset({"trajectory": ((), "svp067_scb-svp030", {"cf_role": "trajectory_id"}),
+                "time": ("time", t, {"units": "seconds since 1970-01-01 00:00:00", "standard_name": "time"}),
+                "LAT": ("time", p[:, 1], {"standard_name": "latitude", "units": "degrees_north",
+                                          "ancillary_variables": "QC_LAT"}),
+                "LON": ("time", p[:, 0], {"standard_name": "longitude", "units": "degrees_east",
+                                          "ancillary_variables": "QC_LON"}),
+                "QC_LAT": ("time", flags, meanings), "QC_LON": ("time", flags, meanings)},
+               attrs={"featureType": "trajectory"}).to_netcdf(tmp_path / "socib.nc")
+    t1, p1 = reference.times[1], reference.positions[1]
+    xr.Dataset({"TIME": ("TIME", (t1 - parse_time("1950-01-01T00:00:00Z")) / 86400.0,
+                         {"units": "days since 1950-01-01T00:00:00Z", "standard_name": "time", "axis": "T"}),
+                "LATITUDE": ("POSITION", p1[:, 1], {"standard_name": "latitude", "units": "degrees_north"}),
+                "LONGITUDE": ("POSITION", p1[:, 0], {"standard_name": "longitude", "units": "degrees_east"})},
+               attrs={"platform_code": "6101234"}).to_netcdf(tmp_path / "GL_TS_DB_6101234.nc")
+    with pytest.warns(UserWarning, match=r"no featureType attribute; assumed a single trajectory LONGITUDE"):
+        raw = read_raw(tmp_path)
+    assert raw.ids.tolist() == ["6101234", "svp067_scb-svp030"]
+    expected = p.copy()
+    expected[[10, 20, 30, 40]] = np.nan
+    np.testing.assert_array_equal(raw.positions[1], expected)
+    np.testing.assert_array_equal(raw.times[1], t)
+    np.testing.assert_allclose(raw.times[0], t1, rtol=0, atol=1e-4)
+    np.testing.assert_array_equal(raw.positions[0], p1)
+    assert raw.notes[1] == ("quality flags: 4 fixes flagged bad by QC_LON (probably_bad_data, bad_data, spike, "
+                            "missing_value), QC_LAT (probably_bad_data, bad_data, spike, missing_value) read as "
+                            "missing (1 of the files)")

@@ -10,14 +10,19 @@ Formats, detected from the content (not the name):
   the layout, whatever its featureType: a 1-D integer count (`rowsize`) over one dimension that
   sums to the size of the dimension of `time` and the positions (clouddrift's adapters), or
   positions over two dimensions (trajectory, obs); a warning says what was assumed (none for a
-  featureType file over two dimensions, the CF layout). The GDP variables `GDP_VARIABLES`
-  (per fix, or per trajectory) are read when present, into `RawTracks.per_fix`.
+  featureType file over two dimensions, the CF layout). One trajectory without a trajectory dimension (CF's
+  single-trajectory layout, a file per drifter: positions and time 1-D of one length) is read too. The GDP
+  variables `GDP_VARIABLES` (per fix, or per trajectory) are read when present, into `RawTracks.per_fix`, and a
+  GDP file's `drogue_lost_date` gives `drogue_status`. Values that CF quality flags (`ancillary_variables`)
+  mark bad, spikes or missing are read as missing, and -1e34 (the GDP's missing value) as missing too.
 - Parquet, Parcels v4 output: one row per particle and observation, columns `particle_id`,
   `t` (CF units in the column's metadata), `x` = longitude, `y` = latitude (metres on a flat mesh).
 - CSV with a header: `id,time,x,y[,field]` in model units, or `id,time,lon,lat[,field]` with
   ISO 8601 datetimes (longitude/latitude also accepted as column names, in any order, other columns
   ignored): ERDDAP's tabledap CSV of the GDP's datasets is read as downloaded (`.csv`, whose second
   row holds the units, or `.csvp`, "time (UTC)").
+
+Several files, or a folder of them, are read as one (`read_raw`: a drifter id in several files is one drifter).
 
 Every track file is quality-controlled before it is mapped (lagda.io.clean: duplicates, order,
 spikes, undrogued fixes; a count and a note for each rule that acted).
@@ -403,13 +408,28 @@ def _from_dataset(ds, path):
               if "sample_dimension" in var.attrs]
     if feature is not None and str(feature).lower() != "trajectory":
         raise ValueError(f"{path}: featureType is {feature!r}; lagda reads only featureType = \"trajectory\"")
+    single = False
     if not counts:  # the layout from the dimensions, whatever featureType says
         position = None if feature is None else _position_names(ds, path)[0]
-        counts = _guess_layout(ds, path, "no featureType attribute" if feature is None else None, position)
+        why = "no featureType attribute" if feature is None else None
+        try:
+            counts = _guess_layout(ds, path, why, position)
+        except ValueError:  # neither a ragged count nor positions over two dimensions: one trajectory, or none
+            single = _single_trajectory(ds, path, why)
+            if not single:
+                raise
     a, b, coordinates = _position_names(ds, path)
     t_name = _time_name(ds, path)
+    ds, flag_note = _without_flagged(ds, (a, b, t_name))
     time, physical_time = _time_values(ds[t_name], path)
     scale = _length_factor(ds[a], coordinates)
+    if single:
+        per_fix = {name: [np.asarray(ds[name].values)] for name in GDP_VARIABLES
+                   if name in ds.variables and ds[name].shape == ds[a].shape}
+        ids, given = _single_id(ds, path)
+        return RawTracks([time], [scale * np.stack([ds[a].values, ds[b].values], axis=-1).astype(np.float64)], ids,
+                         None, coordinates, physical_time, dict(ds.attrs), per_fix=per_fix, ids_given=given,
+                         notes=flag_note)
     if counts:
         count_name, sample_dim = counts[0]
         for name in (a, b, t_name):
@@ -436,11 +456,74 @@ def _from_dataset(ds, path):
         times, instance = list(time), x.dims[0]
         per_fix = _gdp_variables(ds, instance, x.dims, list, np.full(x.shape[0], x.shape[1]))
     positions = [np.where(np.abs(p) >= FILL_MAGNITUDE, np.nan, p) for p in positions]  # undeclared fill values
-    notes = ()
+    notes = flag_note
     if "drogue_status" not in per_fix and physical_time and "drogue_lost_date" in ds.variables:
         per_fix["drogue_status"] = _drogue_from_lost_date(ds["drogue_lost_date"], instance, times, path)
-        notes = ("drogue_status from each drifter's drogue_lost_date (drogued before it)",)
+        notes += ("drogue_status from each drifter's drogue_lost_date (drogued before it)",)
     return dataclasses.replace(_raw(ds, instance, times, positions, coordinates, physical_time, per_fix), notes=notes)
+
+
+def _single_trajectory(ds, path, why: str | None) -> bool:
+    """Returns whether `ds` is one trajectory without a trajectory dimension (CF's single-trajectory layout, as a
+    file per drifter often is): positions and time 1-D of one length (their dimensions may differ, as POSITION
+    and TIME do in the Copernicus in-situ files). A file without featureType is said in a warning."""
+    try:
+        a, b, _ = _position_names(ds, path)
+        t = _time_name(ds, path)
+    except ValueError:
+        return False
+    single = all(ds[name].ndim == 1 for name in (a, b, t)) and ds[a].size == ds[b].size == ds[t].size > 0
+    if single and why is not None:
+        warnings.warn(f"{path}: {why}; assumed a single trajectory {a}{ds[a].dims}", stacklevel=7)
+    return single
+
+
+def _single_id(ds, path) -> tuple[np.ndarray, bool]:
+    """Returns (ids `(1,)`, whether the file names it) of a single-trajectory file: its `cf_role =
+    "trajectory_id"` variable, else its `platform_code` or `wmo_platform_code` attribute, else the file's name."""
+    for var in ds.variables.values():
+        if var.attrs.get("cf_role") != "trajectory_id":
+            continue
+        value = np.asarray(var.values)
+        if value.dtype.kind == "S" and value.ndim == 1:  # a char array not joined by the reader
+            return np.array([b"".join(value).decode().strip()]), True
+        if value.size == 1:
+            return np.array([id_text(value.reshape(()).item()).strip()]), True
+    for key in ("platform_code", "wmo_platform_code"):
+        if str(ds.attrs.get(key, "")).strip():
+            return np.array([str(ds.attrs[key]).strip()]), True
+    return np.array([os.path.basename(os.fspath(path).rstrip(os.sep))]), False
+
+
+BAD_FLAG_WORDS = ("bad", "fail", "spike", "missing")  # a quality flag whose meaning has one of these marks a bad fix
+
+
+def _without_flagged(ds, names) -> tuple:
+    """Returns (ds, notes): the values of `names` (positions and time) that their CF quality flags mark bad (an
+    `ancillary_variables` variable with `flag_values` and `flag_meanings`, a meaning with one of
+    `BAD_FLAG_WORDS`: bad_data, spike, FAIL, missing_value) set missing (NaN), and a note counting them."""
+    flagged, said = {}, []
+    for name in names:
+        for flag in str(ds[name].attrs.get("ancillary_variables", "")).split():
+            var = ds.variables.get(flag)
+            if var is None or var.shape != ds[name].shape:
+                continue
+            values = np.atleast_1d(var.attrs.get("flag_values", []))
+            meanings = str(var.attrs.get("flag_meanings", "")).split()
+            bad = [(v, m) for v, m in zip(values, meanings) if any(w in m.lower() for w in BAD_FLAG_WORDS)]
+            if len(values) != len(meanings) or not bad:
+                continue
+            mask = np.isin(np.asarray(var.values), [v for v, _ in bad])
+            flagged[name] = flagged.get(name, np.zeros(mask.shape, bool)) | mask
+            said.append(f"{flag} ({', '.join(m for _, m in bad)})")
+    if not flagged:
+        return ds, ()
+    shape = ds[names[0]].shape  # a fix is flagged when its position or its time is
+    same = [m for m in flagged.values() if m.shape == shape] or [np.zeros(shape, bool)]
+    count = int(np.logical_or.reduce(same).sum())
+    count = max(count, *(int(m.sum()) for m in flagged.values()))
+    ds = ds.assign({name: ds[name].where(~mask) for name, mask in flagged.items()})
+    return ds, (f"quality flags: {count} fixes flagged bad by {', '.join(dict.fromkeys(said))} read as missing",)
 
 
 def _drogue_from_lost_date(var, instance_dim, times: list, path) -> list:
