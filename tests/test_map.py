@@ -419,6 +419,9 @@ def test_map_reads_other_track_files_as_the_ragged_archive(tmp_path):
         fixes = select_fixes(other, region, period)
         for name in ("traj", "time", "lon", "lat"):
             np.testing.assert_array_equal(getattr(fixes, name), getattr(reference, name))
+    from lagda.mapping.run import _identity  # what a resume checks: the same files however they are given
+
+    assert _identity(tmp_path / "gdp") == _identity(files[::-1]) != _identity(files[1:])
     model = tmp_path / "model.csv"
     model.write_text("id,time,x,y\n" + "".join(f"a,{0.01 * k},{0.1 + 0.01 * k},0.5\n" for k in range(5)))
     with pytest.raises(ValueError, match="lagda map maps longitude/latitude fixes") as info:

@@ -91,13 +91,16 @@ class MapSettings:
 
 
 def _identity(archive) -> dict:
-    """Returns what a resume checks of the archive: its absolute path (or paths) and its size in bytes."""
-    sources = [archive] if isinstance(archive, (str, os.PathLike)) else list(archive)
+    """Returns what a resume checks of the archive: its absolute path and size in bytes; for several files (a
+    folder, or files listed in any order) their number and a digest of their sorted absolute paths."""
+    files = track_files(archive)
     size = sum(os.path.getsize(path) if os.path.isfile(path) else sum(
-        os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
-        for path in track_files(archive))
-    paths = [os.path.abspath(path) for path in sources]
-    return {"archive": paths[0] if len(paths) == 1 else paths, "archive_bytes": int(size)}
+        os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(path) for f in names) for path in files)
+    if len(files) == 1:
+        return {"archive": os.path.abspath(files[0]), "archive_bytes": int(size)}
+    paths = "\n".join(sorted(os.path.abspath(path) for path in files))
+    return {"archive": os.path.dirname(os.path.commonprefix(paths.splitlines())) or os.sep, "archive_files": len(files),
+            "archive_paths_sha256": hashlib.sha256(paths.encode()).hexdigest(), "archive_bytes": int(size)}
 
 
 def _manifest(archive, settings: MapSettings) -> dict:
