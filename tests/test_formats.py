@@ -371,3 +371,18 @@ def test_single_trajectory_files_with_quality_flags_read_as_their_drifters(tmp_p
     assert raw.notes[1] == ("quality flags: 4 fixes flagged bad by QC_LON (probably_bad_data, bad_data, spike, "
                             "missing_value), QC_LAT (probably_bad_data, bad_data, spike, missing_value) read as "
                             "missing (1 of the files)")
+
+
+def test_a_csv_drogue_lost_date_or_drogue_status_column_leaves_undrogued_fixes_out(tmp_path):
+    """ERDDAP's GDP tables repeat each drifter's drogue_lost_date on its rows: fixes from that time on are
+    undrogued, left out and counted; an empty date is a drogue never lost. A drogue_status column is read as is."""
+    lost = {"300234060000000": "2025-03-01T05:00:00Z", "300234060000001": ""}
+    rows = [f"{i},2025-03-01T{h:02d}:00:00Z,{-40 + 0.01 * h},34,{lost[i]}" for i in lost for h in range(8)]
+    (tmp_path / "erddap.csv").write_text("\n".join(["ID,time,longitude,latitude,drogue_lost_date",
+                                                    ",UTC,degrees_east,degrees_north,UTC", *rows]) + "\n")
+    tracks = read_tracks(tmp_path / "erddap.csv")
+    assert tracks.clean.undrogued_dropped == 3 and np.isfinite(tracks.times).sum(axis=1).tolist() == [5, 8]
+    assert tracks.notes[0] == "drogue_status from each drifter's drogue_lost_date (drogued before it)"
+    status = [f"7,2025-03-01T{h:02d}:00:00Z,{-40 + 0.01 * h},34,{int(h < 6)}" for h in range(8)]
+    (tmp_path / "status.csv").write_text("\n".join(["id,time,lon,lat,drogue_status", *status]) + "\n")
+    assert read_tracks(tmp_path / "status.csv").clean.undrogued_dropped == 2
