@@ -391,8 +391,9 @@ def test_archive_extent_leaves_out_spikes_and_lone_fixes_and_reads_whole_tracks_
 
 def test_map_reads_other_track_files_as_the_ragged_archive(tmp_path):
     """The archive's fixes as ERDDAP writes a CSV (a row of units under the header), as a two-dimensional
-    (trajectory, obs) CF netCDF, and as the GDP's hourly files (a file per drifter: their folder, or the files
-    listed): the extent and the selected fixes are the ragged file's. Tracks in model units are refused in one
+    (trajectory, obs) CF netCDF, as the GDP's hourly files (a file per drifter: their folder, or the files listed,
+    read a group of files at a time) and as two CSV files of the first and last days of every drifter (read one
+    at a time): the extent and the selected fixes are the ragged file's. Tracks in model units are refused in one
     line."""
     from lagda.mapping.archive import archive_extent, select_fixes
     from lagda.testing import write_gdp_hourly_files
@@ -412,11 +413,19 @@ def test_map_reads_other_track_files_as_the_ragged_archive(tmp_path):
                 "time": (("trajectory", "obs"), ds.time.values.reshape(n, m))},
                attrs={"featureType": "trajectory"}).to_netcdf(grid)
     files = write_gdp_hourly_files(ragged, tmp_path / "gdp")  # a file per drifter, as NCEI serves the GDP
+    halves = [tmp_path / "months" / f"{k}.csv" for k in (1, 2)]  # every drifter in two files (two downloads)
+    halves[0].parent.mkdir()
+    half = [[row for row, stamp in zip(rows, stamps) if (stamp < stamps[m // 2]) == first] for first in (True, False)]
+    for path, part in zip(halves, half):
+        path.write_text("\n".join(["ID,time,latitude,longitude", ",UTC,degrees_north,degrees_east", *part]) + "\n")
     region, period, notes = archive_extent(ragged, 0.5, 86400.0)
     reference = select_fixes(ragged, region, period)
-    for other in (table, grid, tmp_path / "gdp", files):
-        assert archive_extent(other, 0.5, 86400.0) == (region, period, notes)
-        fixes = select_fixes(other, region, period)
+    # several files are read a group of about chunk_fixes at a time: groups of 2 drifter files, or 1 half each
+    for other, chunk in ((table, None), (grid, None), (tmp_path / "gdp", None), (files, 2 * m - 1),
+                         (halves[0].parent, m)):
+        chunked = {} if chunk is None else {"chunk_fixes": chunk}
+        assert archive_extent(other, 0.5, 86400.0, **chunked) == (region, period, notes)
+        fixes = select_fixes(other, region, period, **chunked)
         for name in ("traj", "time", "lon", "lat"):
             np.testing.assert_array_equal(getattr(fixes, name), getattr(reference, name))
     from lagda.mapping.run import _identity  # what a resume checks: the same files however they are given

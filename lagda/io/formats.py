@@ -121,8 +121,8 @@ def read_raw(source) -> RawTracks | Tracks:
     dataset; the format of each file is detected from its content (`read_tracks`' formats).
 
     `source` is a path (a file, or a Zarr store), a folder of track files, or a list of such paths
-    (`track_files`). The fixes of several files are one `RawTracks` (`merge_raw`): a drifter id found in more
-    than one file is one drifter (a file per drifter and year, say), and the notes of `clean_fixes` count it.
+    (`track_files`). The fixes of several files are one `RawTracks` (`SeveralFiles`, `merge_raw`): a drifter id
+    found in more than one file is one drifter (a file per drifter and year, say); its notes say so.
 
     Raises:
         FileNotFoundError: if a path does not exist. ValueError: one line, if a file is none of the formats, or
@@ -131,18 +131,11 @@ def read_raw(source) -> RawTracks | Tracks:
     files = track_files(source)
     if len(files) == 1:
         return _read_file(files[0])
-    raws, said = [], {}
-    for path in files:  # one warning per distinct assumption, not one per file
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            raws.append(_read_file(path))
-        for warning in caught:
-            text = str(warning.message)
-            said.setdefault(text[len(path) + 2:] if text.startswith(f"{path}: ") else text, []).append(path)
-    for text, paths in said.items():
-        which = "each" if len(paths) == len(files) else f"{len(paths)} of them"
-        warnings.warn(f"{source_name(files)} ({which}): {text}", stacklevel=2)
-    return merge_raw(raws, files)
+    several = SeveralFiles(files)
+    raws = [several.read(path) for path in files]
+    for line in several.warnings():
+        warnings.warn(line, stacklevel=2)
+    return merge_raw(raws, several.notes())
 
 
 def track_files(source) -> list[str]:
@@ -196,41 +189,80 @@ def _read_file(path: str) -> RawTracks | Tracks:
     return _read_csv(path, head)
 
 
-def merge_raw(raws: list, files: list[str]) -> RawTracks:
-    """Returns the fixes of several files' `RawTracks` as one: a drifter id that more than one file names is one
-    drifter (its fixes joined; `clean_fixes` sorts them and resolves the times they share); the trajectories of
-    a file that names no ids are named after it ("FILE" for one, "FILE:i" for several). Ids are text when the
-    files' ids are not all integers. Per-fix variables that a file lacks are NaN on its fixes; the global
-    attributes are those every file has alike; physical tracks share one ocean (no `field`).
+class SeveralFiles:
+    """Reads several physical track files one at a time (`read`), keeping what the user is told of them: the
+    drifters by id across the files (an id named in more than one file is one drifter), each file's notes and
+    its reader's warnings, said once for all the files (`notes`, `warnings`).
 
-    Raises:
-        ValueError: a lagda dataset or tracks in model units among the files, or files in different coordinates.
+    Args:
+        files: the track files (`track_files`).
     """
-    for raw, path in zip(raws, files):
+
+    def __init__(self, files: list[str]):
+        self.files, self.name = list(files), source_name(files)
+        self.kind, self.first, self.joined = None, {}, set()  # first: id text -> the first file naming it
+        self.file_notes, self.said = [], {}  # said: a warning's text (without the path) -> how many files gave it
+
+    def read(self, path: str) -> RawTracks:
+        """Returns the fixes of one of the files as read, the trajectories of a file that names no ids named
+        after it ("FILE" for one, "FILE:i" for several).
+
+        Raises:
+            ValueError: a lagda dataset or tracks in model units, or positions in other coordinates than the
+                files read before (lon/lat and metres mixed).
+        """
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            raw = _read_file(path)
+        for warning in caught:
+            text = str(warning.message)
+            text = text[len(path) + 2:] if text.startswith(f"{path}: ") else text
+            self.said[text] = self.said.get(text, 0) + 1
         if not isinstance(raw, RawTracks) or raw.coordinates == "model":
             raise ValueError(f"{path}: several files are read together only as physical tracks (lon/lat or metres "
                              "at dated times); this one is " + ("a lagda dataset" if not isinstance(raw, RawTracks)
                                                                  else "in model units"))
-    kinds = {(raw.coordinates, raw.physical_time) for raw in raws}
-    if len(kinds) > 1:
-        raise ValueError(f"{source_name(files)}: the files mix positions in longitude/latitude and in metres")
-    names = []
-    for raw, path in zip(raws, files):
-        if raw.ids_given:
-            names.append(list(raw.ids))
-        else:
+        if self.kind not in (None, (raw.coordinates, raw.physical_time)):
+            raise ValueError(f"{self.name}: the files mix positions in longitude/latitude and in metres")
+        self.kind = (raw.coordinates, raw.physical_time)
+        if not raw.ids_given:
             stem = os.path.basename(path.rstrip(os.sep))
-            names.append([stem] if len(raw.ids) == 1 else [f"{stem}:{i}" for i in range(len(raw.ids))])
-    flat = [tid for ids in names for tid in ids]
-    if not all(isinstance(tid, (int, np.integer)) for tid in flat):
-        names = [[id_text(tid) for tid in ids] for ids in names]
-    order, joined = {}, []  # id -> [(file, trajectory)]
-    for f, ids in enumerate(names):
-        for i, tid in enumerate(ids):
-            order.setdefault(tid, []).append((f, i))
+            raw = dataclasses.replace(raw, ids=np.array([stem] if len(raw.ids) == 1 else
+                                                        [f"{stem}:{i}" for i in range(len(raw.ids))]))
+        for tid in map(id_text, raw.ids):
+            if self.first.setdefault(tid, path) != path:
+                self.joined.add(tid)
+        self.file_notes.append(raw.notes)
+        return raw
+
+    def notes(self) -> tuple[str, ...]:
+        """Returns the notes of the files read so far: how many files and drifters (and joined), and each file's
+        notes once with the number of files that had it."""
+        notes = [f"read {len(self.file_notes)} files: {len(self.first)} drifters" + (
+            f", {len(self.joined)} of them named in more than one file (their fixes joined)" if self.joined else "")]
+        for note in dict.fromkeys(note for file_notes in self.file_notes for note in file_notes):
+            notes.append(f"{note} ({sum(note in file_notes for file_notes in self.file_notes)} of the files)")
+        return tuple(notes)
+
+    def warnings(self) -> list[str]:
+        """Returns one line per distinct warning the files' readers gave, with how many files gave it."""
+        return [f"{self.name} ({'each' if n == len(self.file_notes) else f'{n} of them'}): {text}"
+                for text, n in self.said.items()]
+
+
+def merge_raw(raws: list, notes: tuple = ()) -> RawTracks:
+    """Returns the fixes of several files' `RawTracks` (read by `SeveralFiles.read`) as one, with `notes`: the
+    trajectories of one id (as text) are one drifter, its fixes joined (`clean_fixes` sorts them and resolves the
+    times they share). Ids are text unless every id is an integer. Per-fix variables that a file lacks are NaN on
+    its fixes; the global attributes are those every file has alike; physical tracks share one ocean (no
+    `field`)."""
+    order = {}  # id text -> [(file, trajectory)]
+    for f, raw in enumerate(raws):
+        for i, tid in enumerate(raw.ids):
+            order.setdefault(id_text(tid), []).append((f, i))
     variables = sorted({name for raw in raws for name in raw.per_fix})
     times, positions, per_fix = [], [], {name: [] for name in variables}
-    for tid, parts in order.items():
+    for parts in order.values():
         times.append(np.concatenate([np.asarray(raws[f].times[i], np.float64).ravel() for f, i in parts]))
         positions.append(np.concatenate([np.asarray(raws[f].positions[i], np.float64).reshape(-1, 2)
                                          for f, i in parts]))
@@ -238,18 +270,12 @@ def merge_raw(raws: list, files: list[str]) -> RawTracks:
             per_fix[name].append(np.concatenate([
                 np.asarray(raws[f].per_fix[name][i], np.float64) if name in raws[f].per_fix
                 else np.full(np.size(raws[f].times[i]), np.nan) for f, i in parts]))
-        if len({f for f, _ in parts}) > 1:
-            joined.append(tid)
     attrs = {key: value for key, value in raws[0].attrs.items()
              if all(key in raw.attrs and np.array_equal(raw.attrs[key], value) for raw in raws[1:])}
-    ids = np.array(list(order), dtype=np.int64 if all(isinstance(t, (int, np.integer)) for t in order) else object)
-    coordinates, physical_time = kinds.pop()
-    notes = [f"read {len(files)} files: {len(ids)} drifters"
-             + (f", {len(joined)} of them named in more than one file (their fixes joined)" if joined else "")]
-    for note in dict.fromkeys(note for raw in raws for note in raw.notes):  # each file's notes once, counted
-        notes.append(f"{note} ({sum(note in raw.notes for raw in raws)} of the files)")
-    return RawTracks(times, positions, ids, None, coordinates, physical_time, attrs, per_fix=per_fix,
-                     notes=tuple(notes))
+    integer = all(isinstance(tid, (int, np.integer)) for raw in raws for tid in raw.ids)
+    ids = np.array([int(t) for t in order] if integer else list(order), dtype=np.int64 if integer else object)
+    return RawTracks(times, positions, ids, None, raws[0].coordinates, raws[0].physical_time, attrs,
+                     per_fix=per_fix, notes=tuple(notes))
 
 
 def to_tracks(raw: RawTracks, path, box=None, time_scale: float | None = None, *,

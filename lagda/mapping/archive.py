@@ -4,10 +4,11 @@ An archive is a contiguous ragged array (clouddrift's and the GDP's layout: a pe
 `rowsize` over the trajectory dimension, `lon`, `lat`, `time` over the observation dimension) in netCDF or Zarr.
 Only slices of `chunk_fixes` observations are in memory at a time: what is kept is the fixes of the region (widened
 by a margin) and period, so memory follows the region and period, not the archive. Any other longitude/latitude
-track file lagda reads (lagda.io.formats: CSV, Parquet, other netCDF layouts), and several files or a folder of
-them (a file per drifter, as the GDP's hourly files come), are read whole and laid out as one ragged array in
-memory. GDP variables are used when present: `drogue_status` is carried per fix, and `clean` applies lagda's
-cleaning rules (lagda.io.clean: duplicates, order, spikes, undrogued fixes) to the selection.
+track file lagda reads (lagda.io.formats: CSV, Parquet, other netCDF layouts) is read whole and laid out as a
+ragged array in memory; several files or a folder of them (a file per drifter, as the GDP's hourly files come)
+are read a group of whole files at a time (`_Archive`). GDP variables are used when present: `drogue_status` is
+carried per fix, and `clean` applies lagda's cleaning rules (lagda.io.clean: duplicates, order, spikes, undrogued
+fixes) to the selection.
 """
 
 from __future__ import annotations
@@ -66,17 +67,52 @@ class Fixes:
                                    lat=self.lat[keep], drogue=None if self.drogue is None else self.drogue[keep])
 
 
-def _open(source):
-    """Returns the archive as an xarray Dataset: a ragged netCDF file or Zarr store opened lazily; any other track
-    file lagda reads (CSV, Parquet, a netCDF or Zarr file in another layout), or several files or a folder of them
-    (lagda.io.formats.track_files), read whole and laid out as one."""
-    from lagda.io.formats import track_files
+class _Archive:
+    """A map's archive, read a piece at a time (`pieces`): one ragged netCDF file or Zarr store (opened lazily),
+    one other track file (read whole), or several files (read a group of whole files of about `group_fixes` fixes
+    at a time, so that memory follows the group and the selection, not the files). Each piece is a `_Ragged` with
+    the numbers of its trajectories in the whole archive: a drifter id named in several files is one drifter.
+    After the pieces, `ids()`, `n_total` and `notes` (what reading said, one line each) hold for the whole."""
 
-    files = track_files(source)
-    ds = _lazy_ragged(files[0]) if len(files) == 1 else None
-    if ds is not None:
-        return ds
-    return _ragged_in_memory(tuple((path, os.stat(path).st_mtime_ns, os.stat(path).st_size) for path in files))
+    def __init__(self, source):
+        from lagda.io.formats import source_name, track_files
+
+        self.files = track_files(source)
+        self.name = source_name(self.files)
+        self.index, self.n_total, self.notes, self._ids = {}, 0, (), None
+
+    def pieces(self, group_fixes: int = CHUNK_FIXES):
+        """Yields (piece: `_Ragged`, traj: int64 `(piece trajectory,)` its trajectories' numbers in the archive)."""
+        from lagda.io.formats import SeveralFiles, merge_raw
+        from lagda.io.tracks import id_text
+
+        if len(self.files) == 1:
+            path = self.files[0]
+            ds = _lazy_ragged(path)
+            if ds is None:
+                stat = os.stat(path)
+                ds = _ragged_in_memory(path, stat.st_mtime_ns, stat.st_size)
+            self.notes = tuple(ds.attrs.get("lagda_read_notes", ()))
+            with ds:
+                piece = _Ragged(ds, self.name)
+                self._ids, self.n_total = np.asarray(piece.ids()), piece.n_total
+                yield piece, np.arange(len(self._ids), dtype=np.int64)
+            return
+        several, batch, size = SeveralFiles(self.files), [], 0
+        for k, path in enumerate(self.files):
+            batch.append(several.read(path))
+            size += sum(np.size(t) for t in batch[-1].times)
+            if size >= group_fixes or k == len(self.files) - 1:
+                piece = _Ragged(_ragged_dataset(merge_raw(batch), self.name, several=True), self.name)
+                traj = np.array([self.index.setdefault(id_text(t), len(self.index)) for t in piece.ids()], np.int64)
+                self.n_total += piece.n_total
+                yield piece, traj
+                batch, size = [], 0
+        self.notes = several.notes() + tuple(f"assumed: {line}" for line in several.warnings())
+
+    def ids(self) -> np.ndarray:
+        """Returns the archive's drifter ids `(trajectory,)` (after the pieces)."""
+        return self._ids if self._ids is not None else np.array(list(self.index), dtype=object)
 
 
 def _lazy_ragged(path: str):
@@ -106,41 +142,51 @@ def _lazy_ragged(path: str):
         return None
 
 
-@functools.lru_cache(maxsize=1)  # the extent's pass and the selection read the files once
-def _ragged_in_memory(files: tuple):
-    """Returns track files `((path, mtime_ns, size), ...)` that are not one ragged archive
-    (lagda.io.formats.read_raw) as an in-memory ragged Dataset of their longitude/latitude fixes, with
-    `drogue_status` when the files have it; its attribute `lagda_read_notes` holds what reading said.
+@functools.lru_cache(maxsize=1)  # the extent's pass and the selection read one file once
+def _ragged_in_memory(path: str, mtime_ns: int, size: int):
+    """Returns a track file that is not a ragged archive (lagda.io.formats.read_raw) as an in-memory ragged Dataset
+    (`_ragged_dataset`); its attribute `lagda_read_notes` holds what reading said, its warnings as notes.
 
     Raises:
-        ValueError: not track files, or not in longitude/latitude with CF times (lagda assimilate maps those).
+        ValueError: not a track file, or not in longitude/latitude with CF times (lagda assimilate maps those).
+    """
+    from lagda.io.formats import read_raw
+
+    with warnings.catch_warnings(record=True) as caught:  # a reader's assumption becomes a note of the map
+        warnings.simplefilter("always")
+        raw = read_raw(path)
+    ds = _ragged_dataset(raw, path)
+    if not ds.sizes["obs"]:
+        raise ValueError(f"{path}: no drifter fixes")
+    ds.attrs["lagda_read_notes"] = [*raw.notes, *(f"assumed: {w.message}" for w in caught)]
+    return ds
+
+
+def _ragged_dataset(raw, name: str, several: bool = False):
+    """Returns the `RawTracks` of a track file (or of several) as an in-memory ragged Dataset of its
+    longitude/latitude fixes (`rowsize`, `id`, `lon`, `lat`, `time`), with `drogue_status` when it has it.
+
+    Raises:
+        ValueError: a lagda dataset, or fixes not in longitude/latitude with CF times (lagda assimilate maps those).
     """
     import xarray as xr
 
-    from lagda.io.formats import read_raw, source_name
     from lagda.io.tracks import RawTracks
 
-    paths = [path for path, _, _ in files]
-    name = source_name(paths)
-    with warnings.catch_warnings(record=True) as caught:  # a reader's assumption becomes a note of the map
-        warnings.simplefilter("always")
-        raw = read_raw(paths)
     if not isinstance(raw, RawTracks) or raw.coordinates != "lonlat" or not raw.physical_time:
         kind = ("a lagda dataset in model units" if not isinstance(raw, RawTracks) else
                 f"{raw.coordinates} positions" + ("" if raw.physical_time else " at model times"))
-        holds = "these files hold" if len(paths) > 1 else "this file holds"
+        holds = "these files hold" if several else "this file holds"
         raise ValueError(f"{name}: lagda map maps longitude/latitude fixes at dated times; {holds} {kind} "
                          "(lagda assimilate reads it)")
-    if not raw.times:
-        raise ValueError(f"{name}: no drifter fixes")
-    positions = np.concatenate(raw.positions)
+    positions = np.concatenate(raw.positions) if raw.times else np.zeros((0, 2))
     variables = {"rowsize": ("traj", np.array([len(t) for t in raw.times], np.int64)), "id": ("traj", raw.ids),
                  "lon": ("obs", positions[:, 0]), "lat": ("obs", positions[:, 1]),
-                 "time": ("obs", np.concatenate(raw.times), {"units": "seconds since 1970-01-01T00:00:00Z"})}
+                 "time": ("obs", np.concatenate(raw.times) if raw.times else np.zeros(0),
+                          {"units": "seconds since 1970-01-01T00:00:00Z"})}
     if "drogue_status" in raw.per_fix:
         variables["drogue_status"] = ("obs", np.concatenate(raw.per_fix["drogue_status"]))
-    notes = [*raw.notes, *(f"assumed: {w.message}" for w in caught)]
-    return xr.Dataset(variables, attrs={"lagda_read_notes": notes})
+    return xr.Dataset(variables)
 
 
 def _ragged_names(ds, path) -> tuple[str, str]:
@@ -208,11 +254,13 @@ class _Ragged:
                    cf_seconds(self.ds[self.time][sl].values, self.units, self.calendar, self.path))
             start = stop
 
-    def fixes(self, sl: slice, lon, lat, seconds, keep, ids, notes=()) -> Fixes:
+    def fixes(self, sl: slice, lon, lat, seconds, keep, ids, notes=(), numbers=None) -> Fixes:
         """Returns the `Fixes` of the slice `sl` of the archive where bool `keep` holds (lon, lat, seconds: the
-        slice's, as `chunks` yields them), sorted by (trajectory, time)."""
+        slice's, as `chunks` yields them), sorted by (trajectory, time); `numbers` `(trajectory,)` renumbers the
+        trajectories (their numbers in an archive of several pieces)."""
         index = np.flatnonzero(keep) + sl.start
         traj = np.searchsorted(self.ends, index, side="right").astype(np.int64)
+        traj = traj if numbers is None else numbers[traj]
         order = np.lexsort((seconds[keep], traj))
         drogue = None if self.drogue is None else np.asarray(self.ds[self.drogue][sl].values)[keep][order]
         return Fixes(traj[order], seconds[keep][order], lon[keep][order], lat[keep][order], ids, drogue, tuple(notes))
@@ -237,25 +285,28 @@ def select_fixes(path, region, period, margin_deg: float = 0.0, margin_s: float 
     Raises:
         FileNotFoundError: missing archive. ValueError: not a ragged archive, or no fix in the region and period.
     """
-    from lagda.io.formats import source_name
-
-    name = source_name(path)
-    with _open(path) as ds:
-        archive = _Ragged(ds, name)
-        read_notes = tuple(ds.attrs.get("lagda_read_notes", ()))
-        ids = np.asarray(archive.ids())
-        parts = [archive.fixes(sl, lon, lat, seconds, _in_region(lon, lat, region, margin_deg)
-                               & (seconds >= period[0] - margin_s) & (seconds <= period[1] + margin_s), ids)
-                 for sl, lon, lat, seconds in archive.chunks(chunk_fixes, whole_trajectories=True)]
+    source, parts = _Archive(path), []
+    for piece, numbers in source.pieces(chunk_fixes):
+        for sl, lon, lat, seconds in piece.chunks(chunk_fixes, whole_trajectories=True):
+            keep = (_in_region(lon, lat, region, margin_deg) & (seconds >= period[0] - margin_s)
+                    & (seconds <= period[1] + margin_s))
+            parts.append(piece.fixes(sl, lon, lat, seconds, keep, None, numbers=numbers))
     traj = np.concatenate([p.traj for p in parts]) if parts else np.zeros(0, np.int64)
     if not len(traj):
-        raise ValueError(f"{name}: no fix inside the region {tuple(region)} and period")
-    notes = read_notes + (f"archive {name}: {len(traj)} of {archive.n_total} fixes in the region and period "
-             f"(with a margin of {margin_deg:g} degrees and {margin_s / 86400:g} days), "
-             f"{len(np.unique(traj))} drifters",)
-    # slices end at trajectory ends and each is sorted by (trajectory, time): so is their concatenation
-    return Fixes(traj, *(np.concatenate([getattr(p, name) for p in parts]) for name in ("time", "lon", "lat")), ids,
-                 None if archive.drogue is None else np.concatenate([p.drogue for p in parts]), notes)
+        raise ValueError(f"{source.name}: no fix inside the region {tuple(region)} and period")
+    notes = source.notes + (f"archive {source.name}: {len(traj)} of {source.n_total} fixes in the region and period "
+                            f"(with a margin of {margin_deg:g} degrees and {margin_s / 86400:g} days), "
+                            f"{len(np.unique(traj))} drifters",)
+    drogues = [p.drogue for p in parts]
+    if any(d is not None for d in drogues):  # a piece without drogue_status: its fixes' status unknown (NaN)
+        drogues = [np.full(len(p), np.nan) if d is None else d for p, d in zip(parts, drogues)]
+    fixes = Fixes(traj, *(np.concatenate([getattr(p, name) for p in parts]) for name in ("time", "lon", "lat")),
+                  source.ids(), np.concatenate(drogues) if drogues[0] is not None else None, notes)
+    # a piece's slices end at trajectory ends, each sorted by (trajectory, time): so is their concatenation, unless
+    # a drifter is in several pieces (files read in groups)
+    if np.any(np.diff(fixes.traj) < 0):
+        fixes = fixes.subset(np.lexsort((fixes.time, fixes.traj)))
+    return fixes
 
 
 def archive_extent(path, resolution: float, cadence_s: float, region=None, period=None, keep_undrogued: bool = False,
@@ -288,19 +339,15 @@ def archive_extent(path, resolution: float, cadence_s: float, region=None, perio
     n_bins = int(round(360.0 / resolution))
     occupied, lat_range, time_range, kept, poleward = np.zeros(n_bins, bool), [np.inf, -np.inf], [np.inf, -np.inf], 0, 0
     dropped = dict.fromkeys([*_EXTENT_RULES, "unsegmented"], 0)
-    from lagda.io.formats import source_name
-
-    name = source_name(path)
-    with _open(path) as ds:
-        archive = _Ragged(ds, name)
-        ids = np.asarray(archive.ids())
-        for sl, lon, lat, seconds in archive.chunks(chunk_fixes, whole_trajectories=True):
+    source = _Archive(path)
+    for piece, numbers in source.pieces(chunk_fixes):
+        for sl, lon, lat, seconds in piece.chunks(chunk_fixes, whole_trajectories=True):
             keep = np.isfinite(lon) & np.isfinite(lat) & np.isfinite(seconds)
             if region is not None:
                 keep &= _in_region(lon, lat, region)
             if period is not None:
                 keep &= (seconds >= period[0]) & (seconds <= period[1])
-            fixes = clean(archive.fixes(sl, lon, lat, seconds, keep, ids), keep_undrogued)
+            fixes = clean(piece.fixes(sl, lon, lat, seconds, keep, None, numbers=numbers), keep_undrogued)
             for rule in _EXTENT_RULES:
                 dropped[rule] += fixes.clean[f"clean_{rule}"]
             usable = np.zeros(len(fixes), bool)
@@ -323,7 +370,7 @@ def archive_extent(path, resolution: float, cadence_s: float, region=None, perio
     if not kept:
         missing = " and ".join(name for name, value in (("region", region), ("period", period)) if value is None)
         where = " and ".join(name for name, value in (("region", region), ("period", period)) if value is not None)
-        raise ValueError(f"{name}: no fix{f' in the {where} given' if where else ''}"
+        raise ValueError(f"{source.name}: no fix{f' in the {where} given' if where else ''}"
                          f"{' within latitudes -80..80' if poleward else ''}{of} to take the map's {missing} from")
     notes, region_given = [], region is not None
     if region is None:
