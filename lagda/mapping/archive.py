@@ -81,8 +81,24 @@ class _Archive:
         self.name = source_name(self.files)
         self.index, self.n_total, self.notes, self._ids = {}, 0, (), None
 
+    def chunks(self, chunk_fixes: int, desc: str, progress: bool = False):
+        """Yields (piece, numbers, slice, lon, lat, seconds): `pieces` read in slices of whole trajectories
+        (`_Ragged.chunks`), with a progress bar `desc` on stderr (in files read, or fixes of one archive)."""
+        from tqdm import tqdm
+
+        several = len(self.files) > 1
+        with tqdm(total=len(self.files) if several else None, unit="file" if several else "fix", desc=desc,
+                  disable=not progress, leave=False, dynamic_ncols=True) as bar:
+            for piece, numbers, n_files in self.pieces(chunk_fixes):
+                bar.total = bar.total if several else piece.n_total
+                for sl, lon, lat, seconds in piece.chunks(chunk_fixes, whole_trajectories=True):
+                    yield piece, numbers, sl, lon, lat, seconds
+                    bar.update(0 if several else sl.stop - sl.start)
+                bar.update(n_files if several else 0)
+
     def pieces(self, group_fixes: int = CHUNK_FIXES):
-        """Yields (piece: `_Ragged`, traj: int64 `(piece trajectory,)` its trajectories' numbers in the archive)."""
+        """Yields (piece: `_Ragged`, traj: int64 `(piece trajectory,)` its trajectories' numbers in the archive,
+        the number of files read for it)."""
         from lagda.io.formats import SeveralFiles, merge_raw
         from lagda.io.tracks import id_text
 
@@ -96,7 +112,7 @@ class _Archive:
             with ds:
                 piece = _Ragged(ds, self.name)
                 self._ids, self.n_total = np.asarray(piece.ids()), piece.n_total
-                yield piece, np.arange(len(self._ids), dtype=np.int64)
+                yield piece, np.arange(len(self._ids), dtype=np.int64), 1
             return
         several, batch, size = SeveralFiles(self.files), [], 0
         for k, path in enumerate(self.files):
@@ -106,7 +122,7 @@ class _Archive:
                 piece = _Ragged(_ragged_dataset(merge_raw(batch), self.name, several=True), self.name)
                 traj = np.array([self.index.setdefault(id_text(t), len(self.index)) for t in piece.ids()], np.int64)
                 self.n_total += piece.n_total
-                yield piece, traj
+                yield piece, traj, len(batch)
                 batch, size = [], 0
         self.notes = several.notes() + tuple(f"assumed: {line}" for line in several.warnings())
 
@@ -275,22 +291,21 @@ def _in_region(lon, lat, region, margin_deg: float = 0.0) -> np.ndarray:
 
 
 def select_fixes(path, region, period, margin_deg: float = 0.0, margin_s: float = 0.0,
-                 chunk_fixes: int = CHUNK_FIXES) -> Fixes:
+                 chunk_fixes: int = CHUNK_FIXES, progress: bool = False) -> Fixes:
     """Returns the fixes of archive `path` in `region` widened by `margin_deg` and `period` widened by `margin_s`.
 
     Args:
         path: the archive: a ragged netCDF file or Zarr store, any lon/lat track file, several, or a folder of
             them (lagda.io.formats.track_files); region: (west, east, south, north) degrees (east < west crosses
-            the dateline); period: (start, end) seconds since 1970-01-01T00:00:00Z.
+            the dateline); period: (start, end) seconds since 1970-01-01T00:00:00Z. progress: a bar on stderr.
     Raises:
         FileNotFoundError: missing archive. ValueError: not a ragged archive, or no fix in the region and period.
     """
     source, parts = _Archive(path), []
-    for piece, numbers in source.pieces(chunk_fixes):
-        for sl, lon, lat, seconds in piece.chunks(chunk_fixes, whole_trajectories=True):
-            keep = (_in_region(lon, lat, region, margin_deg) & (seconds >= period[0] - margin_s)
-                    & (seconds <= period[1] + margin_s))
-            parts.append(piece.fixes(sl, lon, lat, seconds, keep, None, numbers=numbers))
+    for piece, numbers, sl, lon, lat, seconds in source.chunks(chunk_fixes, "selecting fixes", progress):
+        keep = (_in_region(lon, lat, region, margin_deg) & (seconds >= period[0] - margin_s)
+                & (seconds <= period[1] + margin_s))
+        parts.append(piece.fixes(sl, lon, lat, seconds, keep, None, numbers=numbers))
     traj = np.concatenate([p.traj for p in parts]) if parts else np.zeros(0, np.int64)
     if not len(traj):
         raise ValueError(f"{source.name}: no fix inside the region {tuple(region)} and period")
@@ -310,7 +325,7 @@ def select_fixes(path, region, period, margin_deg: float = 0.0, margin_s: float 
 
 
 def archive_extent(path, resolution: float, cadence_s: float, region=None, period=None, keep_undrogued: bool = False,
-                   chunk_fixes: int = CHUNK_FIXES) -> tuple[tuple, tuple, list[str]]:
+                   chunk_fixes: int = CHUNK_FIXES, progress: bool = False) -> tuple[tuple, tuple, list[str]]:
     """Returns (region, period, notes): the smallest region and period that hold the archive's fixes the map can
     use, for the ones not given, read in one pass over the archive.
 
@@ -323,7 +338,7 @@ def archive_extent(path, resolution: float, cadence_s: float, region=None, perio
     -80..80 (the map's limit; the fixes beyond are counted in the note). The period (start, end) in seconds since
     1970-01-01T00:00:00Z runs from the map time (a multiple of `cadence_s`) at or before the first fix to the one at
     or before the last. Only fixes inside the `region` or `period` given count. `notes` says, for each, what was
-    chosen and from how many fixes.
+    chosen and from how many fixes. `progress` draws a bar on stderr.
 
     Raises:
         FileNotFoundError: missing archive. ValueError: not a ragged archive, or no fix to take an extent from.
@@ -340,29 +355,28 @@ def archive_extent(path, resolution: float, cadence_s: float, region=None, perio
     occupied, lat_range, time_range, kept, poleward = np.zeros(n_bins, bool), [np.inf, -np.inf], [np.inf, -np.inf], 0, 0
     dropped = dict.fromkeys([*_EXTENT_RULES, "unsegmented"], 0)
     source = _Archive(path)
-    for piece, numbers in source.pieces(chunk_fixes):
-        for sl, lon, lat, seconds in piece.chunks(chunk_fixes, whole_trajectories=True):
-            keep = np.isfinite(lon) & np.isfinite(lat) & np.isfinite(seconds)
-            if region is not None:
-                keep &= _in_region(lon, lat, region)
-            if period is not None:
-                keep &= (seconds >= period[0]) & (seconds <= period[1])
-            fixes = clean(piece.fixes(sl, lon, lat, seconds, keep, None, numbers=numbers), keep_undrogued)
-            for rule in _EXTENT_RULES:
-                dropped[rule] += fixes.clean[f"clean_{rule}"]
-            usable = np.zeros(len(fixes), bool)
-            usable[np.concatenate(fixes.segments() or [np.zeros(0, np.int64)])] = True
-            dropped["unsegmented"] += int(np.sum(~usable))
-            fixes = fixes.subset(usable)
-            if region is None:
-                poleward += int(np.sum(np.abs(fixes.lat) > 80.0))
-                fixes = fixes.subset(np.abs(fixes.lat) <= 80.0)
-            if not len(fixes):
-                continue
-            kept += len(fixes)
-            occupied[np.floor((fixes.lon + 180.0) % 360.0 / resolution).astype(np.int64) % n_bins] = True
-            lat_range = [min(lat_range[0], fixes.lat.min()), max(lat_range[1], fixes.lat.max())]
-            time_range = [min(time_range[0], fixes.time.min()), max(time_range[1], fixes.time.max())]
+    for piece, numbers, sl, lon, lat, seconds in source.chunks(chunk_fixes, "finding the extent", progress):
+        keep = np.isfinite(lon) & np.isfinite(lat) & np.isfinite(seconds)
+        if region is not None:
+            keep &= _in_region(lon, lat, region)
+        if period is not None:
+            keep &= (seconds >= period[0]) & (seconds <= period[1])
+        fixes = clean(piece.fixes(sl, lon, lat, seconds, keep, None, numbers=numbers), keep_undrogued)
+        for rule in _EXTENT_RULES:
+            dropped[rule] += fixes.clean[f"clean_{rule}"]
+        usable = np.zeros(len(fixes), bool)
+        usable[np.concatenate(fixes.segments() or [np.zeros(0, np.int64)])] = True
+        dropped["unsegmented"] += int(np.sum(~usable))
+        fixes = fixes.subset(usable)
+        if region is None:
+            poleward += int(np.sum(np.abs(fixes.lat) > 80.0))
+            fixes = fixes.subset(np.abs(fixes.lat) <= 80.0)
+        if not len(fixes):
+            continue
+        kept += len(fixes)
+        occupied[np.floor((fixes.lon + 180.0) % 360.0 / resolution).astype(np.int64) % n_bins] = True
+        lat_range = [min(lat_range[0], fixes.lat.min()), max(lat_range[1], fixes.lat.max())]
+        time_range = [min(time_range[0], fixes.time.min()), max(time_range[1], fixes.time.max())]
     names = {**_EXTENT_RULES, "unsegmented": f"in no run of {MIN_SEGMENT_FIXES} fixes at most "
                                              f"{MAX_GAP_S / 3600:g} h apart"}
     removed = ", ".join(f"{n} {names[rule]}" for rule, n in dropped.items() if n)

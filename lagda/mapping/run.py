@@ -260,7 +260,7 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
     chosen = []
     if settings.region is None or settings.period is None:
         region, period, chosen = archive_extent(archive, settings.resolution, settings.cadence_s, settings.region,
-                                                settings.period, settings.keep_undrogued)
+                                                settings.period, settings.keep_undrogued, progress=progress)
         settings = dataclasses.replace(settings, region=region, period=period)
     tiles = tile_layout(settings.region, settings.period, settings.tile_deg, settings.halo_deg,
                         settings.window_days, settings.step_days)
@@ -272,7 +272,8 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
     grid = settings.grid()
     fixes = select_fixes(archive, settings.region, (min(t.start_s for t in tiles), max(t.end_s for t in tiles)),
                          margin_deg=settings.halo_deg / np.cos(np.deg2rad(max(abs(settings.region[2]),
-                                                                              abs(settings.region[3])))))
+                                                                              abs(settings.region[3])))),
+                         progress=progress)
     fixes = clean(fixes, settings.keep_undrogued)
     fixes = dataclasses.replace(fixes, notes=(*chosen, *fixes.notes))  # said, and kept in the map's notes
     _start_partial(partial, manifest)
