@@ -117,6 +117,11 @@ def test_a_current_across_the_dateline_or_at_high_latitude(tmp_path, lon0, lat0)
         for c, true in (("u", U), ("v", V)):
             error = np.abs(ds[c].where(where).values - true)
             assert np.nanmax(error) < worst * speed and np.nanmedian(error) < typical * speed
+        if lat0 < 60:  # the figure of a map across the dateline: one piece, its longitudes continued past 180
+            from lagda.mapping.plot import busiest_day, map_figure
+
+            figure = map_figure(ds, busiest_day(ds))
+            assert all(ax.get_xlim() == pytest.approx((176.0, 182.0), abs=0.3) for ax in figure.axes[:3])
 
 
 def test_a_killed_map_resumes_to_the_same_store(uniform, tmp_path):
