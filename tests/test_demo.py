@@ -19,10 +19,14 @@ Measured with the shipped encoder of every regime (lagda/shipped/learned): field
 embed 0.829, hybrid 0.478; coverage 0.967 / 0.976 / 0.964.
 """
 
+import contextlib
+import io
+
 import jax
 import numpy as np
 import pytest
 
+from lagda import demo as demo_module
 from lagda.assimilation.scores import velocity_field_error
 from lagda.cli import main
 from lagda.demo import run_demo
@@ -37,8 +41,18 @@ HYBRID_OVER_LINEAR = 1.15
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    out = tmp_path_factory.mktemp("demo")
-    return out, run_demo(out, methods=METHODS, progress=False, log=lambda *a: None)
+    """Returns (out dir, run_demo's rows, what the command printed) of `lagda demo --methods linear embed hybrid`
+    (its run_demo's return value kept as the command runs it)."""
+    out, rows = tmp_path_factory.mktemp("demo"), []
+
+    def kept(*args, **kwargs):
+        rows.append(run_demo(*args, **kwargs))
+        return rows[0]
+
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(io.StringIO()) as printed:
+        patch.setattr(demo_module, "run_demo", kept)
+        assert main(["demo", "--methods", *METHODS, "--out-dir", str(out)]) == 0
+    return out, rows[0], printed.getvalue()
 
 
 def _true_velocity(result):
@@ -58,7 +72,7 @@ def test_prior_mean_error_is_one(demo):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_demo_writes_results_and_beats_the_prior_mean(demo, method):
-    out, rows = demo
+    out, rows = demo[:2]
     summary = rows[method]
     assert summary.fields == 8
     assert summary.scores["velocity_rel_l2"] < (0.9 if method == "embed" else 1.0)
@@ -90,12 +104,11 @@ def test_hybrid_is_not_much_worse_than_linear(demo):
 
 def test_dense_track_is_followed(demo):
     """Along the dense observed track, the posterior-mean velocity matches the true one."""
-    _, rows = demo
+    rows = demo[1]
     assert rows["linear"].scores["track_velocity_rel_l2"] < 1e-3
     assert rows["hybrid"].scores["track_velocity_rel_l2"] < 1e-3
 
 
-def test_demo_command_prints_the_table(tmp_path, capsys):
-    assert main(["demo", "--methods", "linear", "--out-dir", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    assert "| method | field err |" in out and "| linear |" in out
+def test_demo_command_prints_the_table(demo):
+    out = demo[2]
+    assert "| method | field err |" in out and all(f"| {method} |" in out for method in METHODS)

@@ -199,7 +199,9 @@ def test_in_a_chosen_basis_the_posterior_of_a_uniform_current_is_the_closed_form
     alike, so a drifter's positions are linear in x, y = z0 + A x + noise, with A the integrals of the Legendre
     factors (RK4 is Simpson's rule for a velocity that does not depend on the position: exact for these
     quadratics at any step, so one step per observation serves). assimilate_sample's mean and covariance from the
-    prior, through the time basis's RK4 misfit, match that closed-form posterior within their Monte Carlo error."""
+    prior, through the time basis's RK4 misfit, match that closed-form posterior within their Monte Carlo error.
+    Two HMC transitions per stage, as the field's tests: the runs' spread (the standard error the bound is made of)
+    measured the same as with the default five, about 0.02 posterior std in the mean and 0.03 in the variances."""
     from numpy.polynomial import legendre
 
     from lagda.assimilation.model import FlowModel
@@ -220,7 +222,7 @@ def test_in_a_chosen_basis_the_posterior_of_a_uniform_current_is_the_closed_form
     positions = y.reshape(2, n_obs).T[None]  # (drifter, obs, 2)
     cov = np.linalg.inv(a.T @ a / s**2 + np.diag(1.0 / model.prior_var))
     mean = cov @ a.T @ (y - np.repeat(release[0], n_obs)) / s**2
-    config = SampleConfig(particles=PARTICLES, runs=RUNS, noise_std=s, members=RUNS * PARTICLES)
+    config = SampleConfig(particles=PARTICLES, runs=RUNS, mcmc_steps=2, noise_std=s, members=RUNS * PARTICLES)
     estimate = assimilate_sample(positions, times[None], release, model, config, jax.random.key(3))
     assert estimate.info["tempering_complete"] and estimate.info["noise_source"] == "given"
     per_run_mean, per_run_cov = _per_run(to_real(estimate.samples), estimate.weights, RUNS)
