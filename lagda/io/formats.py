@@ -56,7 +56,7 @@ _LON_UNITS = {"degrees_east", "degree_east", "degree_e", "degrees_e", "degreee",
 _LAT_UNITS = {"degrees_north", "degree_north", "degree_n", "degrees_n", "degreen", "degreesn"}
 _STANDARD_CALENDARS = ("standard", "gregorian", "proleptic_gregorian")
 GDP_VARIABLES = ("drogue_status", "location_type", "err_lat", "err_lon", "err_ve", "err_vn")  # read when present
-QG_TRUTH = {"psi", "u", "v", "truth_time"}
+QG_TRUTH = {"psi", "u", "v", "truth_time"}  # the gridded truth of a QG truth file (lagda simulate --flow qg)
 # what a folder's track files end in: netCDF, CSV (ERDDAP's .csvp too), Parquet, Zarr stores
 TRACK_SUFFIXES = (".nc", ".nc4", ".cdf", ".csv", ".csvp", ".parquet", ".zarr")
 FILL_MAGNITUDE = 1e30  # a time or position this large is a fill value (GDP: -1e34; netCDF's default: 9.97e36)
@@ -453,9 +453,10 @@ def _from_dataset(ds, path):
         per_fix = {name: [np.asarray(ds[name].values)] for name in GDP_VARIABLES
                    if name in ds.variables and ds[name].shape == ds[a].shape}
         ids, given = _single_id(ds, path)
-        return RawTracks([time], [scale * np.stack([ds[a].values, ds[b].values], axis=-1).astype(np.float64)], ids,
-                         None, coordinates, physical_time, dict(ds.attrs), per_fix=per_fix, ids_given=given,
-                         notes=flag_note)
+        positions = scale * np.stack([ds[a].values, ds[b].values], axis=-1).astype(np.float64)
+        positions = np.where(np.abs(positions) >= FILL_MAGNITUDE, np.nan, positions)  # undeclared fill values
+        return RawTracks([time], [positions], ids, None, coordinates, physical_time, dict(ds.attrs), per_fix=per_fix,
+                         ids_given=given, notes=flag_note)
     if counts:
         count_name, sample_dim = counts[0]
         for name in (a, b, t_name):
