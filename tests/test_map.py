@@ -433,6 +433,9 @@ def test_map_reads_other_track_files_as_the_ragged_archive(tmp_path):
         fixes = select_fixes(other, region, period, **chunked)
         for name in ("traj", "time", "lon", "lat"):
             np.testing.assert_array_equal(getattr(fixes, name), getattr(reference, name))
+    one = select_fixes(files[0], region, period)  # one GDP file alone: it has a rowsize, its positions are 2-D
+    for name in ("time", "lon", "lat"):
+        np.testing.assert_array_equal(getattr(one, name), getattr(reference, name)[reference.traj == 0])
     from lagda.mapping.run import _identity  # what a resume checks: the same files however they are given
 
     assert _identity(tmp_path / "gdp") == _identity(files[::-1]) != _identity(files[1:])

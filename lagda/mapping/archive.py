@@ -25,6 +25,7 @@ from lagda.mapping.tiles import region_width
 CHUNK_FIXES = 2_000_000  # observations read at a time
 MAX_GAP_S = 6 * 3600.0  # a drifter's fixes further apart than this are separate segments
 MIN_SEGMENT_FIXES = 3  # a segment with fewer fixes gives no velocity to map
+_LON_NAMES, _LAT_NAMES = ("lon", "longitude"), ("lat", "latitude")  # an archive's position variables
 # the cleaning counts (CleanReport fields) of fixes left out of the archive's extent, and how a note names them
 _EXTENT_RULES = {"spikes_dropped": "position spikes", "undrogued_dropped": "undrogued",
                  "exact_duplicates_dropped": "exact duplicates", "conflict_fixes_dropped": "conflicting duplicates",
@@ -150,12 +151,14 @@ def _lazy_ragged(path: str):
             ds = xr.open_dataset(path, decode_times=False)
         except Exception as error:
             raise ValueError(f"{path} cannot be read as netCDF ({type(error).__name__}: {error})") from None
-    try:
-        _ragged_names(ds, path)
-        return ds
+    try:  # a count over obs, and positions over obs (a GDP per-drifter file has a rowsize, its positions 2-D)
+        _, obs_dim = _ragged_names(ds, path)
+        if all(ds[_variable(ds, names, path, "")].dims == (obs_dim,) for names in (_LON_NAMES, _LAT_NAMES)):
+            return ds
     except ValueError:
-        ds.close()
-        return None
+        pass
+    ds.close()
+    return None
 
 
 @functools.lru_cache(maxsize=1)  # the extent's pass and the selection read one file once
@@ -231,8 +234,8 @@ class _Ragged:
     def __init__(self, ds, path):
         self.ds, self.path = ds, path
         self.count, obs_dim = _ragged_names(ds, path)
-        self.lon = _variable(ds, ("lon", "longitude"), path, "longitude")
-        self.lat = _variable(ds, ("lat", "latitude"), path, "latitude")
+        self.lon = _variable(ds, _LON_NAMES, path, "longitude")
+        self.lat = _variable(ds, _LAT_NAMES, path, "latitude")
         self.time = _variable(ds, ("time",), path, "time")
         for name in (self.lon, self.lat, self.time):
             if ds[name].dims != (obs_dim,):
