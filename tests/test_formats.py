@@ -386,3 +386,36 @@ def test_a_csv_drogue_lost_date_or_drogue_status_column_leaves_undrogued_fixes_o
     status = [f"7,2025-03-01T{h:02d}:00:00Z,{-40 + 0.01 * h},34,{int(h < 6)}" for h in range(8)]
     (tmp_path / "status.csv").write_text("\n".join(["id,time,lon,lat,drogue_status", *status]) + "\n")
     assert read_tracks(tmp_path / "status.csv").clean.undrogued_dropped == 2
+
+
+def test_gdp_six_hourly_text_file_reads_as_its_drifters(tmp_path):
+    """The GDP's 6-hourly interpolated text files (`buoydata_*.dat`: no header, ID MM DD.ddd YYYY LAT LON(0..360)
+    SST VE VN SPD VAR.LAT VAR.LON VAR.TEMP, Fortran D exponents, a drifter's rows newest first, 999.99 missing):
+    each drifter its fixes at their times, a missing position missing, the variances as errors in degrees."""
+    from lagda.demo import shipped
+    from lagda.io.formats import read_raw
+
+    reference = read_raw(shipped("gdp_like.nc"))
+    lines, kept = [], []
+    for i in range(3):
+        t, p = reference.times[i], reference.positions[i]
+        six = np.flatnonzero(np.mod(t, 6 * HOUR) == 0)
+        kept.append(six)
+        for k in six[::-1]:
+            stamp = np.datetime64(int(t[k]), "s").astype(object)
+            day = stamp.day + stamp.hour / 24
+            lon, lat = (999.99, 999.99) if (i, k) == (1, six[3]) else (float(p[k, 0] % 360), float(p[k, 1]))
+            lines.append(f"{7000 + i:8d} {stamp.month:2d} {day:6.3f} {stamp.year} {lat!r} {lon!r} 28.099 -6.728 "
+                         f"0.460 6.744 0.40000D-05 0.90000E-05 0.13433D-02")
+    (tmp_path / "buoydata_7001_7003.dat").write_text("\n".join(lines) + "\n")
+    raw = read_raw(tmp_path / "buoydata_7001_7003.dat")
+    assert raw.ids.tolist() == [7000, 7001, 7002] and raw.coordinates == "lonlat" and raw.physical_time
+    for i in range(3):
+        order = np.argsort(raw.times[i])  # newest first in the file: the cleaning sorts them
+        np.testing.assert_array_equal(raw.times[i][order], reference.times[i][kept[i]])
+        expected = reference.positions[i][kept[i]] % [360.0, 1e9]
+        if i == 1:
+            expected[3] = np.nan
+        np.testing.assert_allclose(raw.positions[i][order], expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(raw.per_fix["err_lat"][0], 2e-3)
+    np.testing.assert_allclose(raw.per_fix["err_lon"][0], 3e-3)

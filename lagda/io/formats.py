@@ -21,6 +21,8 @@ Formats, detected from the content (not the name):
   ISO 8601 datetimes (longitude/latitude also accepted as column names, in any order, other columns
   ignored): ERDDAP's tabledap CSV of the GDP's datasets is read as downloaded (`.csv`, whose second
   row holds the units, or `.csvp`, "time (UTC)").
+- The GDP's 6-hourly interpolated text files (`buoydata_*.dat`, no header: `ID MM DD.ddd YYYY LAT LON ...`),
+  uncompressed.
 
 Several files, or a folder of them, are read as one (`read_raw`: a drifter id in several files is one drifter).
 
@@ -57,8 +59,8 @@ _LAT_UNITS = {"degrees_north", "degree_north", "degree_n", "degrees_n", "degreen
 _STANDARD_CALENDARS = ("standard", "gregorian", "proleptic_gregorian")
 GDP_VARIABLES = ("drogue_status", "location_type", "err_lat", "err_lon", "err_ve", "err_vn")  # read when present
 QG_TRUTH = {"psi", "u", "v", "truth_time"}  # the gridded truth of a QG truth file (lagda simulate --flow qg)
-# what a folder's track files end in: netCDF, CSV (ERDDAP's .csvp too), Parquet, Zarr stores
-TRACK_SUFFIXES = (".nc", ".nc4", ".cdf", ".csv", ".csvp", ".parquet", ".zarr")
+# what a folder's track files end in: netCDF, CSV (ERDDAP's .csvp too), the GDP's 6-hourly text, Parquet, Zarr
+TRACK_SUFFIXES = (".nc", ".nc4", ".cdf", ".csv", ".csvp", ".dat", ".parquet", ".zarr")
 FILL_MAGNITUDE = 1e30  # a time or position this large is a fill value (GDP: -1e34; netCDF's default: 9.97e36)
 
 
@@ -186,6 +188,8 @@ def _read_file(path: str) -> RawTracks | Tracks:
         return _read_netcdf(path)
     if head.startswith(b"PAR1"):
         return _read_parquet(path)
+    if _is_buoydata(head):
+        return _read_buoydata(path)
     return _read_csv(path, head)
 
 
@@ -855,6 +859,45 @@ def _csv_numbers(texts, path) -> np.ndarray:
         return pd.to_numeric(texts.replace(dict.fromkeys(("", "NA", "nan", "NaN")))).to_numpy(np.float64)
     except (ValueError, TypeError) as error:
         raise ValueError(f"{path}: bad CSV value ({str(error).splitlines()[0]})") from None
+
+
+BUOYDATA_MISSING = 999.0  # the GDP 6-hourly text files' missing values are 999.99 and 999.999
+
+
+def _is_buoydata(head: bytes) -> bool:
+    """Returns whether a file starts as the GDP's 6-hourly interpolated text files (`buoydata_*.dat`) do: no
+    header, each line `ID MM DD.ddd YYYY LAT LON SST VE VN SPD VAR.LAT VAR.LON VAR.TEMP`."""
+    try:
+        fields = head.decode("ascii").splitlines()[0].split()
+        month, day, year = int(fields[1]), float(fields[2]), int(fields[3])
+        int(fields[0]), float(fields[4]), float(fields[5])
+    except (UnicodeDecodeError, IndexError, ValueError):
+        return False
+    return len(fields) >= 10 and 1 <= month <= 12 and 1 <= day < 32 and 1900 <= year <= 2200
+
+
+def _read_buoydata(path) -> RawTracks:
+    """Returns the tracks of a GDP 6-hourly interpolated text file (`buoydata_*.dat`, `_is_buoydata`): times from
+    month, fractional day and year (UTC), longitude 0..360 east, latitude; 999.99 (missing) as missing; the
+    position variances (degrees squared, written with Fortran's D or E exponents) as `err_lat`, `err_lon`."""
+    import pandas as pd
+
+    try:
+        table = pd.read_csv(path, sep=r"\s+", header=None, usecols=[0, 1, 2, 3, 4, 5, 10, 11], dtype=str,
+                            encoding="ascii")
+        number = lambda column: pd.to_numeric(table[column].str.replace("D", "E", regex=False)).to_numpy(np.float64)
+        ids, month, day, year, lat, lon = (number(column) for column in range(6))
+        var_lat, var_lon = number(10), number(11)
+    except (ValueError, KeyError, pd.errors.ParserError) as error:
+        raise ValueError(f"{path}: cannot be read as a GDP 6-hourly text file ({str(error).splitlines()[0]})") from None
+    month_start = pd.to_datetime(pd.DataFrame({"year": year.astype(int), "month": month.astype(int), "day": 1}))
+    seconds = _seconds(month_start.to_numpy("datetime64[ns]")) + (day - 1.0) * 86400.0
+    missing = (np.abs(lat) >= BUOYDATA_MISSING) | (np.abs(lon) >= BUOYDATA_MISSING)
+    lat, lon = np.where(missing, np.nan, lat), np.where(missing, np.nan, lon)
+    error = lambda variance: np.sqrt(np.where((variance >= 0) & (variance < BUOYDATA_MISSING), variance, np.nan))
+    grouped, t, pos, _, per_fix = _group_rows(ids.astype(np.int64), seconds, lon, lat,
+                                              per_row={"err_lat": error(var_lat), "err_lon": error(var_lon)})
+    return RawTracks(t, pos, grouped, None, "lonlat", True, per_fix=per_fix)
 
 
 def _csv_times(texts: list, path) -> tuple[np.ndarray, bool]:
