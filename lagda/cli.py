@@ -361,8 +361,8 @@ def _add_assimilate_parser(subparsers, help_method: str | None = None) -> None:
                    help="track file: CF trajectory netCDF (multidimensional, orthogonal or contiguous ragged, e.g. "
                         "clouddrift's), Parcels output (v4 Parquet, v3 zarr), a lagda dataset, or CSV with header "
                         "id,time,x,y[,field] (model units) or id,time,lon,lat[,field] (ISO datetimes; ERDDAP's "
-                        ".csv and .csvp too); several files, or a folder of them (a file per drifter, as the GDP's "
-                        "hourly files), are read as one (lon/lat or metres)")
+                        ".csv and .csvp too), a GDP 6-hourly text file (buoydata_*.dat); several files, or a folder "
+                        "of them (a file per drifter, as the GDP's hourly files), are read as one (lon/lat or metres)")
     p.add_argument("--method", choices=list(ASSIM_METHODS), default=None,
                    help="; ".join(f"{name}: {cls.summary}" for name, cls in ASSIM_METHODS.items())
                    + "; default: linear in the circular basis for physical tracks (lon/lat or metres) without a lagda "

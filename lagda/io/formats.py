@@ -52,7 +52,8 @@ from lagda.io.tracks import RawTracks, Tracks, id_text, pack_tracks
 
 _NOT_TRACKS = (
     "is not a track file: expected a CF trajectory file (featureType = \"trajectory\", or a clouddrift ragged "
-    "array), a lagda dataset, Parcels output (Parquet or zarr) or a CSV with header id,time,x,y or id,time,lon,lat"
+    "array), a lagda dataset, Parcels output (Parquet or zarr), a CSV with header id,time,x,y or id,time,lon,lat, "
+    "or a GDP 6-hourly text file (buoydata_*.dat)"
 )
 _LON_UNITS = {"degrees_east", "degree_east", "degree_e", "degrees_e", "degreee", "degreese"}
 _LAT_UNITS = {"degrees_north", "degree_north", "degree_n", "degrees_n", "degreen", "degreesn"}
