@@ -391,7 +391,8 @@ def test_a_csv_drogue_lost_date_or_drogue_status_column_leaves_undrogued_fixes_o
 def test_gdp_six_hourly_text_file_reads_as_its_drifters(tmp_path):
     """The GDP's 6-hourly interpolated text files (`buoydata_*.dat`: no header, ID MM DD.ddd YYYY LAT LON(0..360)
     SST VE VN SPD VAR.LAT VAR.LON VAR.TEMP, Fortran D exponents, a drifter's rows newest first, 999.99 missing):
-    each drifter its fixes at their times, a missing position missing, the variances as errors in degrees."""
+    each drifter its fixes at their times, a missing position missing, the variances as errors in degrees; the
+    same gzip-compressed."""
     from lagda.demo import shipped
     from lagda.io.formats import read_raw
 
@@ -419,3 +420,14 @@ def test_gdp_six_hourly_text_file_reads_as_its_drifters(tmp_path):
         np.testing.assert_allclose(raw.positions[i][order], expected, rtol=0, atol=1e-12)
     np.testing.assert_allclose(raw.per_fix["err_lat"][0], 2e-3)
     np.testing.assert_allclose(raw.per_fix["err_lon"][0], 3e-3)
+    import gzip  # as AOML serves them, gzip-compressed; a compressed CSV reads as the plain one too
+
+    text = (tmp_path / "buoydata_7001_7003.dat").read_bytes()
+    (tmp_path / "buoydata_7001_7003.dat.gz").write_bytes(gzip.compress(text))
+    rows = ["id,time,lon,lat"] + [f"7,2025-03-01T0{h}:00:00Z,{-40 + 0.01 * h},34" for h in range(5)]
+    (tmp_path / "t.csv.gz").write_bytes(gzip.compress("\n".join(rows).encode()))
+    packed = read_raw(tmp_path / "buoydata_7001_7003.dat.gz")
+    for name in ("times", "positions"):
+        for a, b in zip(getattr(packed, name), getattr(raw, name)):
+            np.testing.assert_array_equal(a, b)
+    assert read_raw(tmp_path / "t.csv.gz").positions[0].shape == (5, 2)

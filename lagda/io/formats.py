@@ -21,8 +21,9 @@ Formats, detected from the content (not the name):
   ISO 8601 datetimes (longitude/latitude also accepted as column names, in any order, other columns
   ignored): ERDDAP's tabledap CSV of the GDP's datasets is read as downloaded (`.csv`, whose second
   row holds the units, or `.csvp`, "time (UTC)").
-- The GDP's 6-hourly interpolated text files (`buoydata_*.dat`, no header: `ID MM DD.ddd YYYY LAT LON ...`),
-  uncompressed.
+- The GDP's 6-hourly interpolated text files (`buoydata_*.dat`, no header: `ID MM DD.ddd YYYY LAT LON ...`).
+
+Text files (CSV, 6-hourly) may be gzip-compressed, as AOML serves the 6-hourly files (`.dat.gz`).
 
 Several files, or a folder of them, are read as one (`read_raw`: a drifter id in several files is one drifter).
 
@@ -61,7 +62,7 @@ _STANDARD_CALENDARS = ("standard", "gregorian", "proleptic_gregorian")
 GDP_VARIABLES = ("drogue_status", "location_type", "err_lat", "err_lon", "err_ve", "err_vn")  # read when present
 QG_TRUTH = {"psi", "u", "v", "truth_time"}  # the gridded truth of a QG truth file (lagda simulate --flow qg)
 # what a folder's track files end in: netCDF, CSV (ERDDAP's .csvp too), the GDP's 6-hourly text, Parquet, Zarr
-TRACK_SUFFIXES = (".nc", ".nc4", ".cdf", ".csv", ".csvp", ".dat", ".parquet", ".zarr")
+TRACK_SUFFIXES = (".nc", ".nc4", ".cdf", ".csv", ".csvp", ".dat", ".csv.gz", ".dat.gz", ".parquet", ".zarr")
 FILL_MAGNITUDE = 1e30  # a time or position this large is a fill value (GDP: -1e34; netCDF's default: 9.97e36)
 
 
@@ -189,6 +190,11 @@ def _read_file(path: str) -> RawTracks | Tracks:
         return _read_netcdf(path)
     if head.startswith(b"PAR1"):
         return _read_parquet(path)
+    if head.startswith(b"\x1f\x8b"):  # gzip: a compressed text file (a GDP 6-hourly file as AOML serves it, a CSV)
+        import gzip
+
+        with gzip.open(path, "rb") as handle:
+            head = handle.read(4096)
     if _is_buoydata(head):
         return _read_buoydata(path)
     return _read_csv(path, head)
@@ -804,6 +810,12 @@ def _read_parquet(path) -> RawTracks:
     return RawTracks(times, positions, ids, field, coordinates, physical, file_meta)
 
 
+def _compression(path) -> str | None:
+    """Returns "gzip" for a gzip-compressed file (whatever its name), else None."""
+    with open(path, "rb") as handle:
+        return "gzip" if handle.read(2) == b"\x1f\x8b" else None
+
+
 def _csv_name(column: str) -> str:
     """Returns a CSV column's name as matched: stripped, lower case, without ERDDAP's " (units)" suffix (.csvp)."""
     name = column.strip().lower()
@@ -827,6 +839,7 @@ def _read_csv(path, head: bytes) -> RawTracks:
 
     try:  # every column as text, "" where empty; fields past the header's (a delimiter ending a row) are left out
         table = pd.read_csv(path, dtype=str, keep_default_na=False, usecols=range(len(first.split(","))),
+                            compression=_compression(path),
                             encoding="utf-8")
     except (ValueError, pd.errors.ParserError) as error:
         raise ValueError(f"{path}: cannot be read as CSV ({str(error).splitlines()[0]})") from None
@@ -885,6 +898,7 @@ def _read_buoydata(path) -> RawTracks:
 
     try:
         table = pd.read_csv(path, sep=r"\s+", header=None, usecols=[0, 1, 2, 3, 4, 5, 10, 11], dtype=str,
+                            compression=_compression(path),
                             encoding="ascii")
         number = lambda column: pd.to_numeric(table[column].str.replace("D", "E", regex=False)).to_numpy(np.float64)
         ids, month, day, year, lat, lon = (number(column) for column in range(6))
