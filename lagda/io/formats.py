@@ -190,14 +190,15 @@ def _read_file(path: str) -> RawTracks | Tracks:
         return _read_netcdf(path)
     if head.startswith(b"PAR1"):
         return _read_parquet(path)
-    if head.startswith(b"\x1f\x8b"):  # gzip: a compressed text file (a GDP 6-hourly file as AOML serves it, a CSV)
+    compression = "gzip" if head.startswith(b"\x1f\x8b") else None  # a GDP 6-hourly file as AOML serves it, a CSV
+    if compression:
         import gzip
 
         with gzip.open(path, "rb") as handle:
             head = handle.read(4096)
     if _is_buoydata(head):
-        return _read_buoydata(path)
-    return _read_csv(path, head)
+        return _read_buoydata(path, compression)
+    return _read_csv(path, head, compression)
 
 
 class SeveralFiles:
@@ -465,7 +466,7 @@ def _from_dataset(ds, path):
                    if name in ds.variables and ds[name].shape == ds[a].shape}
         ids, given = _single_id(ds, path)
         positions = scale * np.stack([ds[a].values, ds[b].values], axis=-1).astype(np.float64)
-        positions = np.where(np.abs(positions) >= FILL_MAGNITUDE, np.nan, positions)  # undeclared fill values
+        positions = without_fills(positions)
         return RawTracks([time], [positions], ids, None, coordinates, physical_time, dict(ds.attrs), per_fix=per_fix,
                          ids_given=given, notes=flag_note)
     if counts:
@@ -493,7 +494,7 @@ def _from_dataset(ds, path):
         positions = list(scale * np.stack([x.values, ds[b].transpose(*x.dims).values], axis=-1).astype(np.float64))
         times, instance = list(time), x.dims[0]
         per_fix = _gdp_variables(ds, instance, x.dims, list, np.full(x.shape[0], x.shape[1]))
-    positions = [np.where(np.abs(p) >= FILL_MAGNITUDE, np.nan, p) for p in positions]  # undeclared fill values
+    positions = [without_fills(p) for p in positions]
     notes = flag_note
     if "drogue_status" not in per_fix and physical_time and "drogue_lost_date" in ds.variables:
         per_fix["drogue_status"] = _drogue_from_lost_date(ds["drogue_lost_date"], instance, times, path)
@@ -688,6 +689,13 @@ def _time_values(var, path) -> tuple[np.ndarray, bool]:
     return values.astype(np.float64), False
 
 
+def without_fills(values) -> np.ndarray:
+    """Returns float64 `values` with fill values, declared or not (magnitude `FILL_MAGNITUDE` or more: the GDP's
+    -1e34), as NaN."""
+    values = np.asarray(values, np.float64)
+    return np.where(np.abs(values) >= FILL_MAGNITUDE, np.nan, values)
+
+
 def cf_seconds(values, units: str, calendar, path="") -> np.ndarray:
     """Returns seconds since 1970-01-01T00:00:00Z of CF time `values` ("UNIT since DATE"); NaN and fill values
     (magnitude `FILL_MAGNITUDE` or more) are NaN.
@@ -701,7 +709,7 @@ def cf_seconds(values, units: str, calendar, path="") -> np.ndarray:
     if calendar not in _STANDARD_CALENDARS:
         raise ValueError(f"{path}: time calendar {calendar!r} is not supported (only the standard Gregorian calendar)")
     values = np.asarray(values, np.float64)
-    values = np.where(np.abs(values) >= FILL_MAGNITUDE, np.nan, values)  # an undeclared fill value (GDP's -1e34)
+    values = without_fills(values)
     try:
         dates = xr.coding.times.decode_cf_datetime(values, units, calendar)
     except Exception as error:
@@ -810,19 +818,13 @@ def _read_parquet(path) -> RawTracks:
     return RawTracks(times, positions, ids, field, coordinates, physical, file_meta)
 
 
-def _compression(path) -> str | None:
-    """Returns "gzip" for a gzip-compressed file (whatever its name), else None."""
-    with open(path, "rb") as handle:
-        return "gzip" if handle.read(2) == b"\x1f\x8b" else None
-
-
 def _csv_name(column: str) -> str:
     """Returns a CSV column's name as matched: stripped, lower case, without ERDDAP's " (units)" suffix (.csvp)."""
     name = column.strip().lower()
     return name.split(" (", 1)[0] if name.endswith(")") else name
 
 
-def _read_csv(path, head: bytes) -> RawTracks:
+def _read_csv(path, head: bytes, compression: str | None = None) -> RawTracks:
     """Returns the tracks of a CSV file with header id,time,x,y[,field] or id,time,lon,lat[,field]
     (module docstring); ERDDAP's tabledap CSV is read too: its row of units under the header (.csv) or units in
     the column names, "time (UTC)" (.csvp), with the ID column of the GDP's datasets."""
@@ -839,7 +841,7 @@ def _read_csv(path, head: bytes) -> RawTracks:
 
     try:  # every column as text, "" where empty; fields past the header's (a delimiter ending a row) are left out
         table = pd.read_csv(path, dtype=str, keep_default_na=False, usecols=range(len(first.split(","))),
-                            compression=_compression(path),
+                            compression=compression,
                             encoding="utf-8")
     except (ValueError, pd.errors.ParserError) as error:
         raise ValueError(f"{path}: cannot be read as CSV ({str(error).splitlines()[0]})") from None
@@ -890,7 +892,7 @@ def _is_buoydata(head: bytes) -> bool:
     return len(fields) >= 10 and 1 <= month <= 12 and 1 <= day < 32 and 1900 <= year <= 2200
 
 
-def _read_buoydata(path) -> RawTracks:
+def _read_buoydata(path, compression: str | None = None) -> RawTracks:
     """Returns the tracks of a GDP 6-hourly interpolated text file (`buoydata_*.dat`, `_is_buoydata`): times from
     month, fractional day and year (UTC), longitude 0..360 east, latitude; 999.99 (missing) as missing; the
     position variances (degrees squared, written with Fortran's D or E exponents) as `err_lat`, `err_lon`."""
@@ -898,7 +900,7 @@ def _read_buoydata(path) -> RawTracks:
 
     try:
         table = pd.read_csv(path, sep=r"\s+", header=None, usecols=[0, 1, 2, 3, 4, 5, 10, 11], dtype=str,
-                            compression=_compression(path),
+                            compression=compression,
                             encoding="ascii")
         number = lambda column: pd.to_numeric(table[column].str.replace("D", "E", regex=False)).to_numpy(np.float64)
         ids, month, day, year, lat, lon = (number(column) for column in range(6))

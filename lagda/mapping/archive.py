@@ -91,7 +91,8 @@ class _Archive:
         with tqdm(total=len(self.files) if several else None, unit="file" if several else "fix", desc=desc,
                   disable=not progress, leave=False, dynamic_ncols=True) as bar:
             for piece, numbers, n_files in self.pieces(chunk_fixes):
-                bar.total = bar.total if several else piece.n_total
+                if not several:
+                    bar.total = piece.n_total
                 for sl, lon, lat, seconds in piece.chunks(chunk_fixes, whole_trajectories=True):
                     yield piece, numbers, sl, lon, lat, seconds
                     bar.update(0 if several else sl.stop - sl.start)
@@ -257,7 +258,7 @@ class _Ragged:
         """Yields (slice, lon, lat, seconds since 1970) float64 of `chunk_fixes` observations at a time; with
         `whole_trajectories`, each slice ends at a trajectory's end (a trajectory longer than `chunk_fixes` is one
         slice), so that rules over a whole track (the spike rule) can run slice by slice."""
-        from lagda.io.formats import FILL_MAGNITUDE, cf_seconds
+        from lagda.io.formats import cf_seconds, without_fills
 
         start = 0
         while start < self.n_total:
@@ -267,22 +268,19 @@ class _Ragged:
                 below = int(self.ends[ended - 1]) if ended else 0
                 stop = below if below > start else int(self.ends[np.searchsorted(self.ends, start, side="right")])
             sl = slice(start, stop)
-            lon, lat = (self.ds[name][sl].values.astype(np.float64) for name in (self.lon, self.lat))
-            fill = (np.abs(lon) >= FILL_MAGNITUDE) | (np.abs(lat) >= FILL_MAGNITUDE)  # undeclared fill values
-            yield (sl, np.where(fill, np.nan, lon), np.where(fill, np.nan, lat),
+            yield (sl, without_fills(self.ds[self.lon][sl].values), without_fills(self.ds[self.lat][sl].values),
                    cf_seconds(self.ds[self.time][sl].values, self.units, self.calendar, self.path))
             start = stop
 
-    def fixes(self, sl: slice, lon, lat, seconds, keep, ids, notes=(), numbers=None) -> Fixes:
-        """Returns the `Fixes` of the slice `sl` of the archive where bool `keep` holds (lon, lat, seconds: the
-        slice's, as `chunks` yields them), sorted by (trajectory, time); `numbers` `(trajectory,)` renumbers the
-        trajectories (their numbers in an archive of several pieces)."""
+    def fixes(self, sl: slice, lon, lat, seconds, keep, numbers) -> Fixes:
+        """Returns the `Fixes` (no ids) of the slice `sl` of the archive where bool `keep` holds (lon, lat, seconds:
+        the slice's, as `chunks` yields them), sorted by (trajectory, time), each trajectory numbered by `numbers`
+        `(trajectory,)` (its number in an archive of several pieces)."""
         index = np.flatnonzero(keep) + sl.start
-        traj = np.searchsorted(self.ends, index, side="right").astype(np.int64)
-        traj = traj if numbers is None else numbers[traj]
+        traj = numbers[np.searchsorted(self.ends, index, side="right")]
         order = np.lexsort((seconds[keep], traj))
         drogue = None if self.drogue is None else np.asarray(self.ds[self.drogue][sl].values)[keep][order]
-        return Fixes(traj[order], seconds[keep][order], lon[keep][order], lat[keep][order], ids, drogue, tuple(notes))
+        return Fixes(traj[order], seconds[keep][order], lon[keep][order], lat[keep][order], None, drogue)
 
 
 def _in_region(lon, lat, region, margin_deg: float = 0.0) -> np.ndarray:
@@ -308,7 +306,7 @@ def select_fixes(path, region, period, margin_deg: float = 0.0, margin_s: float 
     for piece, numbers, sl, lon, lat, seconds in source.chunks(chunk_fixes, "selecting fixes", progress):
         keep = (_in_region(lon, lat, region, margin_deg) & (seconds >= period[0] - margin_s)
                 & (seconds <= period[1] + margin_s))
-        parts.append(piece.fixes(sl, lon, lat, seconds, keep, None, numbers=numbers))
+        parts.append(piece.fixes(sl, lon, lat, seconds, keep, numbers))
     traj = np.concatenate([p.traj for p in parts]) if parts else np.zeros(0, np.int64)
     if not len(traj):
         raise ValueError(f"{source.name}: no fix inside the region {tuple(region)} and period")
@@ -364,7 +362,7 @@ def archive_extent(path, resolution: float, cadence_s: float, region=None, perio
             keep &= _in_region(lon, lat, region)
         if period is not None:
             keep &= (seconds >= period[0]) & (seconds <= period[1])
-        fixes = clean(piece.fixes(sl, lon, lat, seconds, keep, None, numbers=numbers), keep_undrogued)
+        fixes = clean(piece.fixes(sl, lon, lat, seconds, keep, numbers), keep_undrogued)
         for rule in _EXTENT_RULES:
             dropped[rule] += fixes.clean[f"clean_{rule}"]
         usable = np.zeros(len(fixes), bool)
