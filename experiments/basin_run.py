@@ -78,7 +78,7 @@ def run_map(bench: Benchmark, archive, store: pathlib.Path, workers: int, extra=
         shutil.rmtree(store) if store.is_dir() else store.unlink()
     cmd = [sys.executable, "-m", "lagda", "map", "--tracks", str(archive), "--region", *map(str, bench.region),
            "--period", *bench.period, "--resolution", str(bench.resolution), "--out", str(store),
-           "--workers", str(workers), *extra]
+           "--workers", str(workers), "--no-land-mask", *extra]  # the QG ocean has no land (basin_year)
     log("run: " + " ".join(cmd[1:]))
     out_path = store.with_suffix(".log")
     with open(out_path, "w") as out:

@@ -543,6 +543,9 @@ def _add_map_parser(subparsers) -> None:
     p.add_argument("--plot-day", metavar="DATE", help="the day --plot draws (default: the day with the most fixes)")
     p.add_argument("--keep-undrogued", action="store_true",
                    help="keep fixes with drogue_status 0 (default: left out, counted)")
+    p.add_argument("--no-land-mask", dest="land_mask", action="store_false",
+                   help="map the land cells too (default: cells with no sea in the GLOBE 1-km land mask are NaN; "
+                        "their sea_area_fraction is in the map either way)")
     tiles = p.add_argument_group("tiles")
     tiles.add_argument("--tile-size", type=float, default=d.tile_deg, metavar="DEG",
                        help=f"tile height in degrees (about its width in km) (default {d.tile_deg:g})")
@@ -571,7 +574,7 @@ def _run_map(args: argparse.Namespace) -> int:
                            (parse_time(args.period[0]), parse_time(args.period[1])) if args.period else None,
                            args.resolution, parse_step(args.cadence, "--cadence"), args.tile_size, args.halo,
                            args.window_days, args.window_step, args.k_max, args.degree, args.keep_undrogued,
-                           args.local_gp)
+                           args.local_gp, args.land_mask)
     if args.plot_day is not None:
         if args.plot is None:
             raise ValueError("--plot-day needs --plot FIG.png")

@@ -19,6 +19,8 @@ import time
 import numpy as np
 
 from lagda.io.formats import track_files
+from lagda.io.land import SOURCE as LAND_SOURCE
+from lagda.io.land import sea_fraction
 from lagda.mapping.archive import Fixes, archive_extent, clean, select_fixes
 from lagda.mapping.invert import Grid, invert_tile, tile_fixes
 from lagda.mapping.tiles import DAY_S, Tile, region_width, tile_layout
@@ -52,6 +54,8 @@ class MapSettings:
         keep_undrogued: keep fixes with drogue_status 0.
         local_gp: add to each tile's field a space-time Gaussian process of what the basis leaves out at the
             drifters (lagda.mapping.residual), fitted per tile; without it that velocity is the error model's std.
+        land_mask: leave the cells with no sea in the GLOBE 1-km land mask NaN (lagda.io.land); the map's
+            `sea_area_fraction` is written either way.
 
     Example:
         >>> from lagda.io.physical import parse_time
@@ -73,6 +77,7 @@ class MapSettings:
     degree: int = 3
     keep_undrogued: bool = False
     local_gp: bool = True
+    land_mask: bool = True
 
     def __post_init__(self):
         if not (self.resolution > 0 and self.cadence_s > 0 and self.k_max >= 1 and self.degree >= 0):
@@ -275,7 +280,9 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
                                                                               abs(settings.region[3])))),
                          progress=progress)
     fixes = clean(fixes, settings.keep_undrogued)
-    fixes = dataclasses.replace(fixes, notes=(*chosen, *fixes.notes))  # said, and kept in the map's notes
+    sea = sea_fraction(grid.lon, grid.lat, settings.resolution)
+    land_note = _land_note(sea, fixes, grid, settings)
+    fixes = dataclasses.replace(fixes, notes=(*chosen, *fixes.notes, land_note))  # said, and kept in the map's notes
     _start_partial(partial, manifest)
     for line in fixes.notes:
         say(f"note: {line}")
@@ -285,7 +292,7 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
         f"{settings.window_days:g}-day windows every {settings.step_days:g} days)"
         + (f", {len(done)} done before" if done else ""))
     _compute(pending, fixes, grid, settings, partial, len(done), len(tiles), workers, scheduler, progress)
-    infos = _write(out, partial, tiles, grid, settings, fixes, manifest)
+    infos = _write(out, partial, tiles, grid, settings, fixes, manifest, sea)
     remove_tree(partial, fault="map-partial-removal")
     skipped = [i for i in infos if "skipped" in i]
     zero = sum(bool(i.get("zero_guard")) for i in infos)
@@ -356,9 +363,24 @@ def local_cluster(workers: int | None):
                             dashboard_address=":0", silence_logs=40)
 
 
-def _write(out, partial, tiles, grid: Grid, settings: MapSettings, fixes: Fixes, manifest: dict) -> list[dict]:
+def _land_note(sea: np.ndarray, fixes: Fixes, grid: Grid, settings: MapSettings) -> str:
+    """Returns the note on the land cells (sea fraction 0): how many, what becomes of them, the fixes in them."""
+    land = sea == 0
+    j, i, ok = _cells_of(fixes, grid, settings)
+    ashore = int(land[j[ok], i[ok]].sum())
+    share = f"{int(land.sum()):,} of {land.size:,} cells ({land.mean():.1%}) have no sea in {LAND_SOURCE}"
+    fixes_there = (f"; {ashore:,} fixes lie in them (drifters ashore, or a coast finer than the mask)" if ashore
+                   else "")
+    if settings.land_mask:
+        return f"land: {share}: left NaN (--no-land-mask maps them){fixes_there}"
+    return f"land: {share}: mapped all the same (--no-land-mask){fixes_there}"
+
+
+def _write(out, partial, tiles, grid: Grid, settings: MapSettings, fixes: Fixes, manifest: dict,
+           sea: np.ndarray) -> list[dict]:
     """Blends the pieces (in layout order) and writes the dataset, BLEND_DAYS map times at a time (the blend's
-    memory is a block's, not the period's); returns the pieces' infos."""
+    memory is a block's, not the period's), the land cells NaN if the settings say so; returns the pieces'
+    infos."""
     import dask
     import dask.array as da
 
@@ -366,12 +388,13 @@ def _write(out, partial, tiles, grid: Grid, settings: MapSettings, fixes: Fixes,
     n = len(grid.days)
     blocks = [(lo, min(lo + BLEND_DAYS, n)) for lo in range(0, n, BLEND_DAYS)]
     cells = (len(grid.lat), len(grid.lon))
-    blended = da.concatenate([da.from_delayed(dask.delayed(_blend_block)(partial, tiles, grid, lo, hi),
+    land = (sea == 0) if settings.land_mask else None
+    blended = da.concatenate([da.from_delayed(dask.delayed(_blend_block)(partial, tiles, grid, lo, hi, land),
                                               (len(VARIABLES), hi - lo, *cells), np.float32) for lo, hi in blocks],
                              axis=1)
     counts = da.concatenate([da.from_delayed(dask.delayed(_fix_counts)(fixes, grid, settings, lo, hi),
                                              (hi - lo, *cells), np.int32) for lo, hi in blocks])
-    ds = _dataset(grid, settings, dict(zip(VARIABLES, blended)), counts, infos)
+    ds = _dataset(grid, settings, dict(zip(VARIABLES, blended)), counts, infos, sea)
     ds.attrs.update({"notes": json.dumps(list(fixes.notes)), "manifest": json.dumps(manifest), **fixes.clean})
     with dask.config.set(scheduler="synchronous"):  # one block at a time, in this process
         if out.endswith(".nc"):
@@ -389,9 +412,9 @@ def _write(out, partial, tiles, grid: Grid, settings: MapSettings, fixes: Fixes,
     return infos
 
 
-def _blend_block(partial, tiles, grid: Grid, lo: int, hi: int) -> np.ndarray:
+def _blend_block(partial, tiles, grid: Grid, lo: int, hi: int, land: np.ndarray | None = None) -> np.ndarray:
     """Returns u, v, u_std, v_std `(4, hi - lo, lat, lon)` float32 of map times lo..hi-1: the pieces' weighted
-    mean, and the std of their mixture (NaN where no piece has a value)."""
+    mean, and the std of their mixture (NaN where no piece has a value, and on the `land` cells `(lat, lon)`)."""
     shape = (hi - lo, len(grid.lat), len(grid.lon))
     sw, swu, swv, swu2, swv2 = (np.zeros(shape) for _ in range(5))
     for tile in tiles:
@@ -415,7 +438,10 @@ def _blend_block(partial, tiles, grid: Grid, lo: int, hi: int) -> np.ndarray:
         u, v = swu / sw, swv / sw
         u_std = np.sqrt(np.maximum(swu2 / sw - u**2, 0.0))
         v_std = np.sqrt(np.maximum(swv2 / sw - v**2, 0.0))
-    return np.stack([u, v, u_std, v_std]).astype(np.float32)
+    blended = np.stack([u, v, u_std, v_std])
+    if land is not None:
+        blended[:, :, land] = np.nan
+    return blended.astype(np.float32)
 
 
 def local_gp_summary(infos: list[dict]) -> str:
@@ -437,21 +463,26 @@ def local_gp_summary(infos: list[dict]) -> str:
             f"({std[0]:.3f}-{std[2]:.3f})")
 
 
+def _cells_of(fixes: Fixes, grid: Grid, settings: MapSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Returns each fix's cell (row j, column i) and whether it lies in the map's region."""
+    res, west, south = settings.resolution, settings.region[0], settings.region[2]
+    i = np.floor(((fixes.lon - west) % 360.0) / res).astype(np.int64)
+    j = np.floor((fixes.lat - south) / res).astype(np.int64)
+    return j, i, (i >= 0) & (i < len(grid.lon)) & (j >= 0) & (j < len(grid.lat))
+
+
 def _fix_counts(fixes: Fixes, grid: Grid, settings: MapSettings, lo: int, hi: int) -> np.ndarray:
     """Returns the fixes in each cell within half a cadence of map times lo..hi-1 `(hi - lo, lat, lon)`."""
-    res, west, south = settings.resolution, settings.region[0], settings.region[2]
     k = np.floor((fixes.time - grid.days[0]) / settings.cadence_s + 0.5).astype(np.int64)
     near = (k >= lo) & (k < hi)
-    i = np.floor(((fixes.lon[near] - west) % 360.0) / res).astype(np.int64)
-    j = np.floor((fixes.lat[near] - south) / res).astype(np.int64)
+    j, i, ok = _cells_of(fixes.subset(near), grid, settings)
     k = k[near] - lo
-    ok = (i >= 0) & (i < len(grid.lon)) & (j >= 0) & (j < len(grid.lat))
     counts = np.zeros((hi - lo, len(grid.lat), len(grid.lon)), np.int32)
     np.add.at(counts, (k[ok], j[ok], i[ok]), 1)
     return counts
 
 
-def _dataset(grid: Grid, settings: MapSettings, fields: dict, counts, infos):
+def _dataset(grid: Grid, settings: MapSettings, fields: dict, counts, infos, sea: np.ndarray):
     import xarray as xr
 
     from lagda import __version__
@@ -469,6 +500,9 @@ def _dataset(grid: Grid, settings: MapSettings, fields: dict, counts, infos):
                                           "and the velocity it leaves out)", "units": "m s-1"})
     data["n_fixes"] = (("time", "lat", "lon"), counts,
                        {"long_name": "drifter fixes in the cell within half a map interval", "units": "1"})
+    data["sea_area_fraction"] = (("lat", "lon"), sea, {
+        "standard_name": "sea_area_fraction", "units": "1",
+        "long_name": "fraction of the cell that is sea in the GLOBE 1-km land mask (0: land)"})
     ds = xr.Dataset(data, coords={
         "time": ("time", times, {"standard_name": "time", "axis": "T"}),
         "lat": ("lat", grid.lat, {"standard_name": "latitude", "units": "degrees_north", "axis": "Y"}),
@@ -482,6 +516,8 @@ def _dataset(grid: Grid, settings: MapSettings, fields: dict, counts, infos):
                 "tiles_zero_guard": sum(bool(i.get("zero_guard")) for i in infos),
                 "tile_velocity_outliers_dropped": sum(i.get("velocity_outliers_dropped", 0) for i in infos),
                 "local_gp": local_gp_summary(infos) or "off",
+                "land_mask": (f"{LAND_SOURCE}: cells without sea left NaN" if settings.land_mask
+                              else "off: land cells mapped as sea"),
                 "tile_records": json.dumps(infos),
                 "settings": json.dumps(dataclasses.asdict(settings)),
                 "settings_hash": hashlib.sha256(json.dumps(dataclasses.asdict(settings)).encode()).hexdigest()[:16]}
