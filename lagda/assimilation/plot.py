@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
+from lagda.io.land import draw_land
 from lagda.io.physical import iso_time
 from lagda.io.results import Result, read_result
 from lagda.io.tracks import Tracks
@@ -41,9 +42,9 @@ def assimilation_figure(res: Result, tracks: Tracks | None = None, truth=None, f
     velocity. Without a known truth only the last two panels are drawn. psi is shown without
     its spatial mean: the constant mode k = (0, 0) moves no drifter, so no track can recover
     it. The field's tracks are overlaid on each panel, wrapped onto the torus. For a result in
-    physical units (`res.mapping`) the maps are in longitude/latitude (degrees; or km for
-    projected tracks), psi in m^2/s and the spread in m/s, the title gives the date, and a last
-    panel shows each drifter's fixes against the date (its gaps).
+    physical units (`res.mapping`) the maps are in longitude/latitude (degrees, the land drawn over
+    them in grey; or km for projected tracks), psi in m^2/s and the spread in m/s, the title gives
+    the date, and a last panel shows each drifter's fixes against the date (its gaps).
 
     Args:
         res: a `Result` from `read_result`.
@@ -98,6 +99,8 @@ def assimilation_figure(res: Result, tracks: Tracks | None = None, truth=None, f
     aspect = ("equal" if mapping is None or mapping.coordinates != "lonlat"
               else 1 / np.cos(np.deg2rad(mapping.centre[1])))
     for ax in maps:
+        if mapping is not None and mapping.coordinates == "lonlat":
+            draw_land(ax, (west, east), (south, north))
         _draw_tracks(ax, tracks, field, to_map)
         ax.set(xlabel=labels[0], ylabel=labels[1], xlim=(west, east), ylim=(south, north), aspect=aspect)
     when = f"t = {t:.4g}"

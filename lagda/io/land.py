@@ -27,6 +27,8 @@ import numpy as np
 SOURCE = "the GLOBE 1-km land mask (NOAA, via global-land-mask)"
 PIXELS_PER_DEGREE = 120
 BAND_ROWS = 240  # mask rows read at once (10 MB)
+DRAWN_PIXELS_PER_DEGREE = 30  # the land drawn on figures: 2-minute pixels, at most DRAWN_PIXELS a side
+DRAWN_PIXELS = 1200
 
 
 def _mask_file() -> str:
@@ -92,3 +94,23 @@ def sea_fraction(lon, lat, resolution) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         fraction = np.where(count > 0, sea / np.maximum(count, 1), at_centre.ravel())
     return fraction.reshape(len(lat), len(lon)).astype(np.float32)
+
+
+def draw_land(ax, lon_range, lat_range) -> None:
+    """Draws the land in grey over a longitude/latitude axes (over its images and meshes, under lines and
+    arrows of zorder above 2) and the coast as a line, in pixels of about 2 minutes (at most DRAWN_PIXELS a side).
+
+    Args:
+        ax: a matplotlib Axes in degrees; lon_range, lat_range: (first, last) edges of the area drawn in degrees
+            (longitudes may run past 180).
+    """
+    centres = []
+    for first, last in (lon_range, lat_range):
+        n = int(np.clip((last - first) * DRAWN_PIXELS_PER_DEGREE, 2, DRAWN_PIXELS))
+        centres.append(first + (last - first) * (np.arange(n) + 0.5) / n)
+    lon, lat = centres
+    sea = sea_fraction(lon, lat, (lon[1] - lon[0], lat[1] - lat[0]))
+    ax.imshow(np.where(sea[..., None] < 0.5, [0.8, 0.8, 0.8, 1.0], 0.0), extent=(*lon_range, *lat_range),
+              origin="lower", interpolation="nearest", aspect="auto", zorder=2)
+    if sea.min() < 0.5 < sea.max():  # a coast in view
+        ax.contour(lon, lat, sea, levels=[0.5], colors="0.3", linewidths=0.6, zorder=3)

@@ -5,30 +5,17 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from lagda.io.land import sea_fraction
+from lagda.io.land import draw_land
 from lagda.io.physical import parse_time
 from lagda.mapping.run import open_map
 from simulate.atomic import write_atomic
 
 MAX_ARROWS = 24  # arrows per side of the velocity panel at most
-LAND_PIXELS_PER_DEGREE = 30  # the land drawn under the maps: 2-minute pixels, at most LAND_PIXELS a side
-LAND_PIXELS = 1200
 
 
 def busiest_day(maps) -> int:
     """Returns the time index of the map day with the most fixes (`n_fixes` summed over the cells)."""
     return int(np.argmax(maps["n_fixes"].sum(("lat", "lon")).values))
-
-
-def land_layer(lon_range, lat_range) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Returns (lon `(nx,)`, lat `(ny,)`, sea fraction `(ny, nx)`) of pixels of about 2 minutes (at most
-    LAND_PIXELS a side) over the ranges (first, last) in degrees, for drawing land and coast."""
-    centres = []
-    for first, last in (lon_range, lat_range):
-        n = int(np.clip((last - first) * LAND_PIXELS_PER_DEGREE, 2, LAND_PIXELS))
-        centres.append(first + (last - first) * (np.arange(n) + 0.5) / n)
-    lon, lat = centres
-    return lon, lat, sea_fraction(lon, lat, (lon[1] - lon[0], lat[1] - lat[0]))
 
 
 def map_figure(maps, time_index: int) -> Figure:
@@ -55,15 +42,11 @@ def map_figure(maps, time_index: int) -> Figure:
                "Blues")]
     half = (lon[1] - lon[0] if len(lon) > 1 else 0.5) / 2, (lat[1] - lat[0] if len(lat) > 1 else 0.5) / 2
     edges = (lon[0] - half[0], lon[-1] + half[0]), (lat[0] - half[1], lat[-1] + half[1])
-    land_lon, land_lat, sea = land_layer(*edges)
     fig = Figure(figsize=(15, 4.6), layout="constrained")
     axes = fig.subplots(1, 3, sharey=True)
     for ax, (title, image, cmap) in zip(axes, panels):
-        ax.imshow(np.where(sea[..., None] < 0.5, [0.8, 0.8, 0.8, 1.0], 0.0), extent=(*edges[0], *edges[1]),
-                  origin="lower", interpolation="nearest", zorder=2)  # over the cells that are part land
         mesh = ax.pcolormesh(lon, lat, image, cmap=cmap, shading="nearest", vmin=0.0, zorder=1)
-        if sea.min() < 0.5 < sea.max():  # a coast in view
-            ax.contour(land_lon, land_lat, sea, levels=[0.5], colors="0.3", linewidths=0.6, zorder=3)
+        draw_land(ax, *edges)
         fig.colorbar(mesh, ax=ax, shrink=0.85)
         ax.set(title=title, xlabel="longitude (degrees east)", xlim=edges[0], ylim=edges[1],
                aspect=1 / np.cos(np.deg2rad(np.mean(lat))))
