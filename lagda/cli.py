@@ -522,7 +522,8 @@ def _add_map_parser(subparsers) -> None:
                    help="drifter archive: a ragged netCDF or Zarr store (clouddrift, GDP), or a longitude/latitude "
                         "track file as lagda assimilate reads (CF trajectory netCDF, Parcels output, CSV such as "
                         "ERDDAP's); or several such files, or a folder of them (a file per drifter, as the GDP's "
-                        "hourly files come), read as one, a group of files at a time")
+                        "hourly files come), read as one, a group of files at a time; or the URL of a Zarr store "
+                        "(https://...zarr, such as the GDP's hourly collection on AWS), read in slices")
     p.add_argument("--region", type=float, nargs=4, metavar=("LON0", "LON1", "LAT0", "LAT1"),
                    help="west east south north in degrees (LON1 < LON0 crosses the dateline); latitudes within 80 "
                         "(default: the extent of the archive's fixes, rounded out to the cells; said in a note)")

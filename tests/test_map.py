@@ -474,3 +474,62 @@ def test_plot_map_draws_the_busiest_day_or_the_one_asked_for(uniform, tmp_path):
     with open_map(reference) as maps:
         titles = [ax.get_title() for ax in map_figure(maps, 3).axes[:3]]
     assert titles[0].startswith("speed") and titles[1].startswith("total predictive std")
+
+
+@pytest.fixture
+def http_folder(tmp_path):
+    """(a folder, the URL it is served at) by a local HTTP server, as a Zarr store in the cloud is."""
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    folder = tmp_path / "served"
+    folder.mkdir()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield folder, f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+
+
+def test_map_reads_a_ragged_zarr_store_at_a_url_as_the_local_file(tmp_path, http_folder):
+    """The GDP's hourly collection is served as a ragged Zarr store (clouddrift's gdp1h opens it by URL): read over
+    HTTP in slices, it gives the local file's extent and fixes; a resume knows the store by URL, sizes and
+    attributes; a URL that is no store is refused in one line."""
+    from lagda.mapping.archive import archive_extent, select_fixes
+    from lagda.mapping.run import _identity
+
+    folder, server = http_folder
+    local = tmp_path / "gdp.nc"
+    write_archive(local, -40.0, 30.0, size=2.0, days=3, n=4)
+    with xr.open_dataset(local) as ds:
+        ds.to_zarr(folder / "gdp.zarr", zarr_format=2, consolidated=True)
+    url = f"{server}/gdp.zarr"
+    region, period, notes = archive_extent(local, 0.5, 86400.0)
+    assert archive_extent(url, 0.5, 86400.0, chunk_fixes=100)[:2] == (region, period)
+    reference, fixes = select_fixes(local, region, period), select_fixes(url, region, period, chunk_fixes=100)
+    for name in ("traj", "time", "lon", "lat"):
+        np.testing.assert_array_equal(getattr(fixes, name), getattr(reference, name))
+    known = _identity(url)
+    assert known["archive"] == url and known == _identity(url)
+    with xr.open_zarr(folder / "gdp.zarr") as ds:  # a new version of the store
+        ds.load().assign_attrs(date_modified="2026-01-01").to_zarr(folder / "new.zarr", zarr_format=2,
+                                                                   consolidated=True)
+    assert _identity(f"{server}/new.zarr")["archive_sha256"] != known["archive_sha256"]
+    with pytest.raises(ValueError, match="cannot be opened as a Zarr store") as error:
+        archive_extent(f"{server}/missing.zarr", 0.5, 86400.0)
+    assert "\n" not in str(error.value)
+
+
+def test_a_resume_compares_every_part_of_the_archives_identity():
+    """Other files of the same total size in the same folder are another archive (their paths' digest differs)."""
+    from lagda.mapping.run import _differences
+
+    stored = {"settings": {"resolution": 0.25}, "archive": "/data", "archive_files": 2, "archive_bytes": 10,
+              "archive_paths_sha256": "0" * 64}
+    assert _differences(stored, dict(stored)) == []
+    assert _differences(stored, {**stored, "archive_paths_sha256": "1" * 64}) == ["archive_paths_sha256"]
+    assert _differences(stored, {**stored, "settings": {"resolution": 0.5}}) == ["resolution"]

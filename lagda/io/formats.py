@@ -144,7 +144,8 @@ def read_raw(source) -> RawTracks | Tracks:
 
 def track_files(source) -> list[str]:
     """Returns the track files of `source`: a path (a file or a Zarr store), a folder of track files (its files and
-    Zarr stores ending in `TRACK_SUFFIXES`, not its subfolders, in name order), or a list of such paths.
+    Zarr stores ending in `TRACK_SUFFIXES`, not its subfolders, in name order), the URL of a Zarr store (`is_url`),
+    or a list of such paths.
 
     Raises:
         FileNotFoundError: a path that does not exist. ValueError: a folder with no track file, or no path.
@@ -154,6 +155,9 @@ def track_files(source) -> list[str]:
         raise ValueError("no track file given")
     files = []
     for path in map(os.fspath, paths):
+        if is_url(path):  # a Zarr store on a server: opened when read (open_zarr_url)
+            files.append(path)
+            continue
         if not os.path.exists(path):
             raise FileNotFoundError(f"no such track file: {path}")
         if os.path.isdir(path) and not _is_zarr(path):
@@ -177,12 +181,46 @@ def source_name(source) -> str:
     return f"{len(files)} files in {os.path.relpath(folder) if not os.path.isabs(files[0]) else folder}"
 
 
+def is_url(path) -> bool:
+    """Returns whether `path` is a URL (https://..., s3://...) rather than a local path.
+
+    Example:
+        >>> is_url("https://noaa-oar-hourly-gdp-pds.s3.amazonaws.com/latest/gdp-v2.01.1.zarr"), is_url("gdp.nc")
+        (True, False)
+    """
+    import re
+
+    return isinstance(path, str) and re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", path) is not None
+
+
+def open_zarr_url(url: str):
+    """Returns the Zarr store at `url` opened lazily (xarray through fsspec: https:// needs aiohttp, the `cloud`
+    extra; s3:// needs s3fs).
+
+    Raises:
+        ValueError: one line, if the store cannot be opened (a missing package named, or what the server said).
+    """
+    import xarray as xr
+
+    try:
+        return xr.open_zarr(url, decode_times=False, consolidated=None)
+    except ImportError as error:
+        fix = ("pip install s3fs, or give the bucket's https:// address" if url.startswith("s3:")
+               else "pip install 'lagda[cloud]'")
+        raise ValueError(f"{url}: reading a store over the network needs a package lagda does not install by "
+                         f"default ({error}): {fix}") from None
+    except Exception as error:  # lagda reads Zarr stores at URLs; other files are downloaded first
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(f"{url}: cannot be opened as a Zarr store ({type(error).__name__}: {reason[:200]}); at a "
+                         "URL lagda reads Zarr stores only: download other files first") from None
+
+
 def _is_zarr(path: str) -> bool:
     return any(os.path.exists(os.path.join(path, name)) for name in (".zgroup", "zarr.json", ".zmetadata"))
 
 
 def _read_file(path: str) -> RawTracks | Tracks:
-    if os.path.isdir(path):
+    if os.path.isdir(path) or is_url(path):
         return _read_zarr(path)
     with open(path, "rb") as handle:
         head = handle.read(4096)
@@ -391,6 +429,11 @@ def _read_netcdf(path):
 def _read_zarr(path):
     import xarray as xr
 
+    if is_url(path):
+        ds = open_zarr_url(path)
+        with ds:
+            ds.load()
+            return _checked(_from_dataset, ds, path)
     if not _is_zarr(path):
         raise ValueError(f"{path} is a directory, not a zarr store (no .zgroup or zarr.json)")
     try:

@@ -101,15 +101,15 @@ class _Archive:
     def pieces(self, group_fixes: int = CHUNK_FIXES):
         """Yields (piece: `_Ragged`, traj: int64 `(piece trajectory,)` its trajectories' numbers in the archive,
         the number of files read for it)."""
-        from lagda.io.formats import SeveralFiles, merge_raw
+        from lagda.io.formats import SeveralFiles, is_url, merge_raw
         from lagda.io.tracks import id_text
 
         if len(self.files) == 1:
             path = self.files[0]
             ds = _lazy_ragged(path)
             if ds is None:
-                stat = os.stat(path)
-                ds = _ragged_in_memory(path, stat.st_mtime_ns, stat.st_size)
+                stat = None if is_url(path) else os.stat(path)
+                ds = _ragged_in_memory(path, stat and stat.st_mtime_ns, stat and stat.st_size)
             self.notes = tuple(ds.attrs.get("lagda_read_notes", ()))
             with ds:
                 piece = _Ragged(ds, self.name)
@@ -134,11 +134,16 @@ class _Archive:
 
 
 def _lazy_ragged(path: str):
-    """Returns a ragged netCDF file or Zarr store opened lazily, or None for a track file of another kind."""
+    """Returns a ragged netCDF file or Zarr store (a local path or a URL) opened lazily, or None for a track file of
+    another kind."""
     import xarray as xr
 
+    from lagda.io.formats import is_url, open_zarr_url
+
     ds = None
-    if os.path.isdir(path):
+    if is_url(path):
+        ds = open_zarr_url(path)
+    elif os.path.isdir(path):
         try:
             ds = xr.open_zarr(path, decode_times=False, consolidated=None)
         except Exception:  # not a Zarr store: read_raw says why in one line

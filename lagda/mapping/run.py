@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from lagda.io.formats import track_files
+from lagda.io.formats import is_url, open_zarr_url, track_files
 from lagda.io.land import SOURCE as LAND_SOURCE
 from lagda.io.land import sea_fraction
 from lagda.mapping.archive import Fixes, archive_extent, clean, select_fixes
@@ -97,8 +97,14 @@ class MapSettings:
 
 def _identity(archive) -> dict:
     """Returns what a resume checks of the archive: its absolute path and size in bytes; for several files (a
-    folder, or files listed in any order) their number and a digest of their sorted absolute paths."""
+    folder, or files listed in any order) their number and a digest of their sorted absolute paths; for a Zarr
+    store at a URL the URL, its dimensions' sizes and a digest of its attributes (a new version differs)."""
     files = track_files(archive)
+    if len(files) == 1 and is_url(files[0]):
+        with open_zarr_url(files[0]) as ds:
+            described = json.dumps({"sizes": dict(ds.sizes), "attrs": ds.attrs}, sort_keys=True, default=str)
+        return {"archive": files[0], "archive_bytes": None,
+                "archive_sha256": hashlib.sha256(described.encode()).hexdigest()}
     size = sum(os.path.getsize(path) if os.path.isfile(path) else sum(
         os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(path) for f in names) for path in files)
     if len(files) == 1:
@@ -141,7 +147,8 @@ def _stored(path: str) -> dict | None:
 def _differences(stored: dict, manifest: dict) -> list[str]:
     settings = set(stored.get("settings", {})) | set(manifest["settings"])
     return sorted({k for k in settings if stored.get("settings", {}).get(k) != manifest["settings"].get(k)}
-                  | {k for k in ("archive", "archive_bytes") if stored.get(k) != manifest.get(k)})
+                  | {k for k in set(stored) | set(manifest) if k.startswith("archive")
+                     and stored.get(k) != manifest.get(k)})
 
 
 def _prepare(out: str, manifest: dict, resume: bool, overwrite: bool, say) -> tuple[str, bool]:
