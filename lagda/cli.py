@@ -401,6 +401,10 @@ def _add_assimilate_parser(subparsers, help_method: str | None = None) -> None:
                    "they come from the track file")
     p.add_argument("--keep-undrogued", action="store_true",
                    help="keep fixes a GDP file marks undrogued (drogue_status 0; default: left out, counted)")
+    p.add_argument("--no-local-gp", dest="local_gp", action="store_false",
+                   help="on longitude/latitude tracks in a chosen basis (the default for them), leave out the local "
+                        "Gaussian process of what the basis leaves out at the drifters (u, v are then the basis "
+                        "field's)")
     shown = _method_options(help_method)
     group = p.add_argument_group(
         f"settings of --method {help_method}" if help_method else "method settings",
@@ -468,7 +472,8 @@ def _run_assimilate(args: argparse.Namespace) -> int:
     summary = assimilate_file(args.tracks, args.out, args.method, options, run_dir=args.model, n_grid=args.n_grid,
                               plot=args.plot, overwrite=args.overwrite, seed=args.seed, dt=args.dt, box=args.box,
                               time_scale=args.time_scale, basis=args.basis, k_max=args.k_max, degree=args.degree,
-                              climatology=args.climatology, times=args.times, keep_undrogued=args.keep_undrogued)
+                              climatology=args.climatology, times=args.times, keep_undrogued=args.keep_undrogued,
+                              local_gp=args.local_gp)
     _print_summary(summary, args.out, args.plot)
     return 0
 

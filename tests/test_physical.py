@@ -14,7 +14,7 @@ from lagda.io.physical import (
     unwrap_longitudes,
 )
 from lagda.io.results import read_result
-from simulate.flow import velocity
+from simulate.flow import velocity, velocity_basis
 
 BOX = (-45.0, -35.0, 30.0, 38.0)
 ORIGIN = parse_time("2025-03-01T00:00:00Z")
@@ -155,3 +155,42 @@ def test_the_fixes_panel_names_a_few_of_hundreds_of_drifters():
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert len(labels) == MAX_LABELLED_DRIFTERS and labels[0] == "300234060000000" and "300" in ax.get_ylabel()
     plt.close(fig)
+
+
+def test_the_ocean_path_follows_the_drifters_with_a_local_gp_where_its_basis_cannot(tmp_path):
+    """A zonal jet u = U0 + A sin(2 pi (lat - lat0) / L), v = 0, of 3 wavelengths across 16 drifters' rows: the
+    basis (k_max 2) cannot hold it, the local GP of what it leaves out can. u, v follow the drifters (the basis
+    field, psi's, is kept in the coefficients), the total std covers the truth, a note says what was fitted."""
+    u0, amp, lat0, span = 0.2, 0.05, 30.0, 1.5
+    rows = lat0 + span * np.arange(16) / 15
+    jet = lambda lat: u0 + amp * np.sin(2 * np.pi * (lat - lat0) / (span / 3))
+    seconds = np.arange(0, 8 * 86400 + 1, 3600.0)
+    lines = ["id,time,lon,lat"]
+    for i, lat in enumerate(rows):
+        lon = -40.0 + np.degrees(jet(lat) * seconds / (EARTH_RADIUS_M * np.cos(np.radians(lat))))
+        lines += [f"d{i},{iso_time(ORIGIN + s)},{float(a)!r},{float(lat)!r}" for s, a in zip(seconds, lon)]
+    (tmp_path / "jet.csv").write_text("\n".join(lines) + "\n")
+    summary = assimilate_file(tmp_path / "jet.csv", tmp_path / "r.nc", basis="circular", k_max=2, degree=1, n_grid=24)
+    (note,) = [n for n in summary.notes if n.startswith("local GP")]
+    assert "fitted to" in note and "psi is the basis field's" in note
+    res = read_result(tmp_path / "r.nc")
+    lon, lat = res.mapping.from_model(*np.meshgrid(res.x, res.y))  # (y, x)
+    fu, _ = res.mapping.velocity_factors(lat)
+    errors = {}
+    for k, t in enumerate(res.time):  # at each drifter's cell at each time
+        s = res.mapping.time_from_model(t) - ORIGIN
+        at = np.array([np.argmin(np.abs(res.mapping.to_model(-40.0 + np.degrees(
+            jet(row) * s / (EARTH_RADIUS_M * np.cos(np.radians(row)))), row)[0] % 1.0 - res.x)) for row in rows])
+        near = np.array([np.argmin(np.abs(lat[:, 0] - row)) for row in rows])
+        points, truth = np.stack(np.meshgrid(res.x, res.y), axis=-1)[near, at], jet(lat[near, at])
+        coef = np.concatenate([res.coef_mean[0].real, res.coef_mean[0].imag])
+        basis = (velocity_basis(points, t, res.k1, res.k2, res.omega, res.time_basis) @ coef)[..., 0]
+        errors.setdefault("basis", []).extend(basis * fu[near, at] - truth)
+        errors.setdefault("gp", []).extend(res.fields["u_mean"][0, k][near, at] - truth)
+        std = res.fields["u_total_std"][0, k][near, at]
+        errors.setdefault("covered", []).extend(np.abs(res.fields["u_mean"][0, k][near, at] - truth) < 1.96 * std)
+    rms = {k: float(np.sqrt(np.mean(np.square(v)))) for k, v in errors.items() if k != "covered"}
+    assert rms["basis"] > 0.4 * amp  # the basis misses the jet
+    assert rms["gp"] < 0.25 * rms["basis"], (rms, len(errors["gp"]), note)  # the local GP follows it
+    assert np.mean(errors["covered"]) > 0.9
+    assert np.all(np.isfinite(res.fields["v_mean"])) and np.all(res.fields["u_total_std"] > 0)

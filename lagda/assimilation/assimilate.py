@@ -87,7 +87,7 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
                     run_dir=None, n_grid: int = 32, plot=None, overwrite: bool = False, seed: int = 0,
                     dt: float | None = None, box=None, time_scale: float | None = None, basis: str | None = None,
                     k_max: float = 12, degree: int = 3, climatology=None, times: int | str | None = None,
-                    keep_undrogued: bool = False) -> AssimilationSummary:
+                    keep_undrogued: bool = False, local_gp: bool = True) -> AssimilationSummary:
     """Returns the summary of assimilating a track file, after writing the result netCDF.
 
     Reads `tracks_path` (lagda.io.formats.read_tracks), finds the model (`model_settings`, or the
@@ -148,6 +148,11 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
         window), a count, or a step such as "6h" for physical tracks.
     keep_undrogued : bool
         Keep fixes a GDP file marks undrogued (drogue_status 0; default: left out, counted in a note).
+    local_gp : bool
+        For `linear` in a chosen basis on longitude/latitude tracks (the ocean path): add the local Gaussian
+        process of what the basis leaves out at the drifters, as `lagda map` does per tile
+        (lagda.mapping.invert.box_local_gp): u, v follow the drifters' velocities where they are and
+        u_total_std, v_total_std include it; psi stays the basis field's. A note says what was fitted.
 
     Returns
     -------
@@ -224,6 +229,12 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
                  "read_warnings": json.dumps(list(warnings)),
                  **(tracks.clean.attrs() if tracks.clean is not None else {})}
         result = posterior_result(posterior, model, grid_times, n_grid, tracks, attrs)
+        if local_gp and method == "linear" and basis is not None and tracks.mapping is not None \
+                and tracks.mapping.coordinates == "lonlat":
+            from lagda.mapping.invert import box_local_gp
+
+            notes = notes + tuple(box_local_gp(result, posterior, model, k_max))
+            result.attrs["settings_notes"] = json.dumps(list(notes))
         write_result(out_path, result)
         scores = _scores(posterior, tracks, model, result, n_grid)
         projection_note = scores.pop("projection_note", None)

@@ -83,19 +83,40 @@ def invert_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int,
     model = chosen.pop("model")
     field = _on_grid(mean, cov, model, mapping, tile, grid)
     info.update(chosen)
-    local = _local_fit(fixes, segments, mean, model, mapping, tile, k_max) if local_gp else None
-    if local is None:
-        if local_gp:
-            info["local_gp"] = f"fewer than {MIN_LOCAL_POINTS} drifter velocities: not fitted"
+    if not local_gp:
         return _finish(field, rep_std, info)
+    days, rows, cols = grid.window(tile)
+    lon2, lat2 = np.meshgrid(tile.relative_lon(grid.lon[cols]), grid.lat[rows])
+    corrected, info["local_gp"] = local_gp_correction(field, (lon2, lat2, grid.days[days]), fixes, segments, mean,
+                                                      model, mapping, tile, k_max, bool(info.get("zero_guard")))
+    if corrected is None:
+        return _finish(field, rep_std, info)
+    u, v, var_u, var_v = corrected
+    return {"u": u, "v": v, "u_std": np.sqrt(var_u).astype(np.float32), "v_std": np.sqrt(var_v).astype(np.float32),
+            "info": info}
+
+
+def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model, mapping, tile: Tile,
+                        k_max: float, zero_guard: bool):
+    """Returns ((u, v, var_u, var_v) `(day, lat, lon)` with the local GP of what the basis leaves out at the
+    drifters, its record) or (None, why not) when too few velocities or a rejected fit leave the basis field alone.
+
+    Args:
+        field: the basis field on the cells: u, v (m/s) and the variance of the field in the basis var_u, var_v
+            (m/s)^2, `(day, lat, lon)`. cells: (lon `(lat, lon)`, lat `(lat, lon)` degrees, seconds `(day,)`).
+        fixes, segments: the drifters' fixes and their segments (`Fixes.segments`); mean: the basis posterior
+            mean `(2K,)` (real, imaginary parts); model, mapping: the basis and the box's tangent plane;
+        tile: the box and window (its centre is the GP's plane); zero_guard: the basis estimate is the prior mean.
+    """
+    local = _local_fit(fixes, segments, mean, model, mapping, tile, k_max)
+    if local is None:
+        return None, f"fewer than {MIN_LOCAL_POINTS} drifter velocities: not fitted"
     gp, hyper, points, spread, largest, outliers = local
-    du, dv, var_local = _local_on_grid(gp, tile, grid)
+    du, dv, var_local = _local_on(gp, tile, *cells)
     reach = float(max(np.abs(du).max(), np.abs(dv).max()))
     if reach > LOCAL_REACH * largest:  # an ill-posed fit rings between its data: the tile keeps its basis field
-        info["local_gp"] = (f"rejected: its correction reached {reach:.3g} m/s, over {LOCAL_REACH:g}x the "
-                            f"residuals' 99th percentile ({largest:.3g} m/s)")
-        return _finish(field, rep_std, info)
-    field["u"], field["v"] = field["u"] + du, field["v"] + dv
+        return None, (f"rejected: its correction reached {reach:.3g} m/s, over {LOCAL_REACH:g}x the residuals' 99th "
+                      f"percentile ({largest:.3g} m/s)")
     # near a drifter the local fit corrects the basis field's error too: its variance shrinks by the same
     # fraction as the residual's. Away from the drifters the velocity the basis leaves out is larger than its
     # residual at them (where the basis fit absorbed part of it): its variance there is the spread of the
@@ -104,14 +125,59 @@ def invert_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int,
     # posterior is its prior: the velocity's own variance, which the local fit's already holds, is not added twice
     remaining = var_local / hyper.s2
     far = remaining**2 * max(spread - hyper.s2, 0.0)
-    basis = 0.0 if info.get("zero_guard") else remaining
-    var_u = field.pop("var_u") * basis + var_local + far
-    var_v = field.pop("var_v") * basis + var_local + far
-    info["local_gp"] = {"velocities": points, "ell_km": hyper.ell_km, "tau_days": hyper.tau_days,
-                        "std_m_s": float(np.sqrt(hyper.s2)), "noise_m_s": float(np.sqrt(hyper.n2)),
-                        "spread_m_s": float(np.sqrt(spread)), "outliers": outliers}
-    return {"u": field["u"], "v": field["v"], "u_std": np.sqrt(var_u).astype(np.float32),
-            "v_std": np.sqrt(var_v).astype(np.float32), "info": info}
+    basis = 0.0 if zero_guard else remaining
+    record = {"velocities": points, "ell_km": hyper.ell_km, "tau_days": hyper.tau_days,
+              "std_m_s": float(np.sqrt(hyper.s2)), "noise_m_s": float(np.sqrt(hyper.n2)),
+              "spread_m_s": float(np.sqrt(spread)), "outliers": outliers}
+    return (field["u"] + du, field["v"] + dv, field["var_u"] * basis + var_local + far,
+            field["var_v"] * basis + var_local + far), record
+
+
+def box_local_gp(result, posterior, model, k_max: float) -> str:
+    """Adds to a one-box `lagda assimilate` result in longitude/latitude the local GP of what its basis leaves out
+    at the drifters (`local_gp_correction`, as each tile of a map has it): its u_mean, v_mean (m/s) follow the
+    drifters' own velocities where they are, and u_total_std, v_total_std become the total predictive std; psi
+    and the coefficients stay the basis field's. Returns one note line per field of what was fitted or why not.
+
+    Args:
+        result: lagda.io.results.Result of a chosen basis (physical fields, `result.tracks` with a lonlat mapping),
+            changed in place; posterior: its Posterior; model: its basis (basis_model); k_max: the basis's.
+    """
+    tracks, mapping = result.tracks, result.mapping
+    time = model.modes[3]
+    window = mapping.time_from_model(np.array([time.start, time.start + time.length]))
+    tile = Tile("box", tuple(mapping.box), tuple(mapping.box), 0.0, 0.0, float(window[0]), float(window[1]), 0.0)
+    lon = mapping.from_model(np.asarray(result.x, np.float64), np.zeros(len(result.x)))[0]
+    lat = mapping.from_model(np.zeros(len(result.y)), np.asarray(result.y, np.float64))[1]
+    cells = (*np.meshgrid(lon, lat), mapping.time_from_model(result.time))
+    notes = []
+    for f in range(posterior.n_field):
+        rows = np.flatnonzero(np.asarray(tracks.field) == f)
+        x, y, t = (np.asarray(a, np.float64)[rows] for a in (tracks.positions[..., 0], tracks.positions[..., 1],
+                                                               tracks.times))
+        ok = np.isfinite(x) & np.isfinite(y) & np.isfinite(t)
+        fix_lon, fix_lat = mapping.from_model(x[ok], y[ok])
+        fixes = Fixes(np.nonzero(ok)[0].astype(np.int64), mapping.time_from_model(t[ok]), fix_lon, fix_lat,
+                      np.arange(len(rows)))
+        mean = np.concatenate([posterior.mean[f].real, posterior.mean[f].imag])
+        field = {c: result.fields[f"{c}_mean"][f] for c in ("u", "v")}
+        field |= {f"var_{c}": result.fields[f"{c}_std"][f] ** 2 for c in ("u", "v")}
+        info = (posterior.info or ({},) * posterior.n_field)[f]
+        corrected, record = local_gp_correction(field, cells, fixes, fixes.segments(), mean, model, mapping, tile,
+                                                k_max, bool(info.get("zero_guard")))
+        label = f"local GP{f' (field {f})' if posterior.n_field > 1 else ''}"
+        if corrected is None:
+            notes.append(f"{label}: {record}; u, v are the basis field's")
+            continue
+        u, v, var_u, var_v = corrected
+        result.fields["u_mean"][f], result.fields["v_mean"][f] = u, v
+        for c, var in (("u", var_u), ("v", var_v)):
+            result.fields.setdefault(f"{c}_total_std", np.array(result.fields[f"{c}_std"]))[f] = np.sqrt(var)
+        notes.append(f"{label}: fitted to {record['velocities']} drifter velocities over 6 hours (length scale "
+                     f"{record['ell_km']:.0f} km, time scale {record['tau_days']:.1f} days, std "
+                     f"{record['std_m_s']:.3f} m/s): u, v follow the drifters where they are, their total std "
+                     "includes it; psi is the basis field's (--no-local-gp leaves it out)")
+    return notes
 
 
 def tile_tracks(fixes: Fixes, segments: list[np.ndarray], tile: Tile):
@@ -281,14 +347,13 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
             float(np.percentile(np.abs(residual), 99)), int((~inlier).sum()))
 
 
-def _local_on_grid(gp, tile: Tile, grid: Grid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Returns the residual GP's mean (du, dv) and its latent variance `(day, lat, lon)` on the tile's cells."""
+def _local_on(gp, tile: Tile, lon2, lat2, seconds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Returns the residual GP's mean (du, dv) and its latent variance `(day, lat, lon)` at the cells lon2, lat2
+    `(lat, lon)` degrees (in the tile's longitude convention) on each of `seconds` `(day,)`."""
     from lagda.mapping.residual import local_km
 
-    days, rows, cols = grid.window(tile)
-    lon2, lat2 = np.meshgrid(tile.relative_lon(grid.lon[cols]), grid.lat[rows])
     xy = np.stack(local_km(lon2, lat2, tile.centre), axis=-1)  # (lat, lon, 2) km
-    day = (grid.days[days] - tile.start_s) / DAY_S
+    day = (np.asarray(seconds, np.float64) - tile.start_s) / DAY_S
     shape = (len(day), *lon2.shape)
     mean = gp.mean_on(xy.reshape(-1, 2), day).reshape(*shape, 2)
     sub_d, sub_y, sub_x = (_lattice(n) for n in shape)
