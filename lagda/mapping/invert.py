@@ -9,7 +9,8 @@ velocity the basis leaves out are chosen from the tile's own tracks (methods.pri
 assimilate --method linear --basis circular` does for one box. Drifter segments are split at gaps longer than
 `archive.MAX_GAP_S` (`Fixes.segments`), so that no finite difference spans a drifter's absence from the box. The
 drifters' velocities over chunks of `LOCAL_CHUNK_S`, less the basis field's, are then mapped by a space-time
-Gaussian process (lagda.mapping.residual) fitted to them, whose mean is added to the field.
+Gaussian process (lagda.mapping.residual) fitted to them, whose mean is added to the field (`local_gp_correction`).
+`lagda assimilate`'s ocean path gives its one box the same correction (`box_local_gp`).
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model,
             field["var_v"] * basis + var_local + far), record
 
 
-def box_local_gp(result, posterior, model, k_max: float) -> str:
+def box_local_gp(result, posterior, model, k_max: float) -> list[str]:
     """Adds to a one-box `lagda assimilate` result in longitude/latitude the local GP of what its basis leaves out
     at the drifters (`local_gp_correction`, as each tile of a map has it): its u_mean, v_mean (m/s) follow the
     drifters' own velocities where they are, and u_total_std, v_total_std become the total predictive std; psi
