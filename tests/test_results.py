@@ -170,6 +170,12 @@ def test_figure_shows_true_and_recovered_psi_on_one_scale_with_their_error(tmp_p
     assert np.max(np.abs(error_im.get_array())) <= error_im.get_clim()[1]  # nothing clipped
     titles = [ax.get_title() for ax in assimilation_figure(res, truth=None, field=1).axes if ax.get_title()]
     assert titles == ["posterior mean psi and velocity", "posterior std of velocity"]  # no truth: no true, no error
+    # a result with the total predictive std (the velocity the basis leaves out): the band to read is drawn
+    res.fields.update({f"{c}_total_std": 2.0 * res.fields[f"{c}_std"] for c in ("u", "v")})
+    std_ax = assimilation_figure(res, truth=None, field=1, time_index=1).axes[1]
+    assert std_ax.get_title() == "total predictive std of velocity"
+    np.testing.assert_allclose(std_ax.get_images()[0].get_array(),
+                               2.0 * np.hypot(res.fields["u_std"][1, 1], res.fields["v_std"][1, 1]))
 
 
 # ---------------------------------------------------------------- lagda assimilate: argument errors

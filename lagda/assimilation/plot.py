@@ -37,14 +37,15 @@ def assimilation_figure(res: Result, tracks: Tracks | None = None, truth=None, f
                         time_index: int = -1) -> Figure:
     """Returns the figure of one field of a result at one grid time.
 
-    Panels: true psi, posterior-mean psi with the mean velocity as arrows and the error
-    (posterior mean - true psi), all three on one colour scale, then the posterior std of the
-    velocity. Without a known truth only the last two panels are drawn. psi is shown without
-    its spatial mean: the constant mode k = (0, 0) moves no drifter, so no track can recover
-    it. The field's tracks are overlaid on each panel, wrapped onto the torus. For a result in
-    physical units (`res.mapping`) the maps are in longitude/latitude (degrees, the land drawn over
-    them in grey; or km for projected tracks), psi in m^2/s and the spread in m/s, the title gives
-    the date, and a last panel shows each drifter's fixes against the date (its gaps).
+    Panels: true psi, posterior-mean psi with the mean velocity as arrows and the error (posterior
+    mean - true psi), all three on one colour scale, then the posterior std of the velocity (its
+    total predictive std where the result has one). Without a known truth only the last two panels
+    are drawn. psi is shown without its spatial mean: the constant mode k = (0, 0) moves no drifter,
+    so no track can recover it. The field's tracks are overlaid on each panel, wrapped onto the
+    torus. For a result in physical units (`res.mapping`) the maps are in longitude/latitude
+    (degrees, the land drawn over them in grey; or km for projected tracks), psi in m^2/s and the
+    spread in m/s, the title gives the date, and a last panel shows each drifter's fixes against the
+    date (its gaps).
 
     Args:
         res: a `Result` from `read_result`.
@@ -72,7 +73,11 @@ def assimilation_figure(res: Result, tracks: Tracks | None = None, truth=None, f
     limit = max(float(np.max(np.abs(image))) for _, image in psi_panels) or 1.0  # error unclipped
     # The std of psi is dominated by the constant c_(0,0), which no track can see; the
     # velocity's spread is the uncertainty a user can act on.
-    speed_std = np.hypot(res.fields["u_std"][field, time_index], res.fields["v_std"][field, time_index])
+    # the total predictive std (the velocity the basis leaves out included) where the result has it: the band
+    # to read against an ocean's velocity; else the spread of the field in the basis
+    total = "u_total_std" in res.fields
+    std = {c: res.fields[f"{c}_total_std" if total else f"{c}_std"][field, time_index] for c in ("u", "v")}
+    speed_std = np.hypot(std["u"], std["v"])
     n_panel = len(psi_panels) + 1 + (mapping is not None and tracks is not None)
     fig = Figure(figsize=(3.9 * n_panel + 0.8, 4.0), layout="constrained")
     axes = list(fig.subplots(1, n_panel))
@@ -93,7 +98,7 @@ def assimilation_figure(res: Result, tracks: Tracks | None = None, truth=None, f
     fig.colorbar(im, ax=maps[: len(psi_panels)], shrink=0.8, label=r"$\psi$ - spatial mean" + units[0])
     im = maps[-1].imshow(speed_std, cmap="viridis", **extent)
     fig.colorbar(im, ax=maps[-1], shrink=0.8, label="std of velocity" + units[1])
-    maps[-1].set_title("posterior std of velocity")
+    maps[-1].set_title("total predictive std of velocity" if total else "posterior std of velocity")
     labels = ("x", "y") if mapping is None else (("longitude (degrees east)", "latitude (degrees north)")
                                                  if mapping.coordinates == "lonlat" else ("x (km)", "y (km)"))
     aspect = ("equal" if mapping is None or mapping.coordinates != "lonlat"
