@@ -431,17 +431,15 @@ def _read_zarr(path):
 
     if is_url(path):
         ds = open_zarr_url(path)
-        with ds:
-            ds.load()
-            return _checked(_from_dataset, ds, path)
-    if not _is_zarr(path):
+    elif not _is_zarr(path):
         raise ValueError(f"{path} is a directory, not a zarr store (no .zgroup or zarr.json)")
-    try:
-        ds = xr.open_zarr(path, decode_times=False, consolidated=None)
-    except ImportError:
-        raise ValueError(f"{path}: reading zarr needs the zarr package (pip install zarr)") from None
-    except Exception as error:
-        raise ValueError(f"{path}: cannot be read as zarr ({type(error).__name__})") from None
+    else:
+        try:
+            ds = xr.open_zarr(path, decode_times=False, consolidated=None)
+        except ImportError:
+            raise ValueError(f"{path}: reading zarr needs the zarr package (pip install zarr)") from None
+        except Exception as error:
+            raise ValueError(f"{path}: cannot be read as zarr ({type(error).__name__})") from None
     with ds:
         ds.load()
         return _checked(_from_dataset, ds, path)

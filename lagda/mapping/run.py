@@ -373,7 +373,7 @@ def local_cluster(workers: int | None):
 def _land_note(sea: np.ndarray, fixes: Fixes, grid: Grid, settings: MapSettings) -> str:
     """Returns the note on the land cells (sea fraction 0): how many, what becomes of them, the fixes in them."""
     land = sea == 0
-    j, i, ok = _cells_of(fixes, grid, settings)
+    j, i, ok = _cells_of(fixes.lon, fixes.lat, grid, settings)
     ashore = int(land[j[ok], i[ok]].sum())
     share = f"{int(land.sum()):,} of {land.size:,} cells ({land.mean():.1%}) have no sea in {LAND_SOURCE}"
     fixes_there = (f"; {ashore:,} fixes lie in them (drifters ashore, or a coast finer than the mask)" if ashore
@@ -470,11 +470,11 @@ def local_gp_summary(infos: list[dict]) -> str:
             f"({std[0]:.3f}-{std[2]:.3f})")
 
 
-def _cells_of(fixes: Fixes, grid: Grid, settings: MapSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Returns each fix's cell (row j, column i) and whether it lies in the map's region."""
+def _cells_of(lon, lat, grid: Grid, settings: MapSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Returns the cell (row j, column i) of each fix at lon, lat `(fix,)` and whether it lies in the region."""
     res, west, south = settings.resolution, settings.region[0], settings.region[2]
-    i = np.floor(((fixes.lon - west) % 360.0) / res).astype(np.int64)
-    j = np.floor((fixes.lat - south) / res).astype(np.int64)
+    i = np.floor(((lon - west) % 360.0) / res).astype(np.int64)
+    j = np.floor((lat - south) / res).astype(np.int64)
     return j, i, (i >= 0) & (i < len(grid.lon)) & (j >= 0) & (j < len(grid.lat))
 
 
@@ -482,7 +482,7 @@ def _fix_counts(fixes: Fixes, grid: Grid, settings: MapSettings, lo: int, hi: in
     """Returns the fixes in each cell within half a cadence of map times lo..hi-1 `(hi - lo, lat, lon)`."""
     k = np.floor((fixes.time - grid.days[0]) / settings.cadence_s + 0.5).astype(np.int64)
     near = (k >= lo) & (k < hi)
-    j, i, ok = _cells_of(fixes.subset(near), grid, settings)
+    j, i, ok = _cells_of(fixes.lon[near], fixes.lat[near], grid, settings)
     k = k[near] - lo
     counts = np.zeros((hi - lo, len(grid.lat), len(grid.lon)), np.int32)
     np.add.at(counts, (k[ok], j[ok], i[ok]), 1)
