@@ -405,6 +405,60 @@ def test_archive_extent_leaves_out_spikes_and_lone_fixes_and_reads_whole_tracks_
     assert len(whole) == inside.sum() and np.all(np.diff(whole.traj) >= 0)
 
 
+def write_years(path, shift_end_days=0.0, lives=True):
+    """Writes a ragged archive of 40 drifters over four years, 6-hourly, ordered by their end date as the GDP's
+    ragged files are, with the GDP's per-drifter start_date and end_date (the end moved by `shift_end_days`)."""
+    rng = np.random.default_rng(3)
+    starts = np.round(np.sort(rng.uniform(0, 4 * 365, 40)) * 86400.0) + parse_time("2020-01-01T00:00:00Z")
+    days = rng.integers(30, 200, 40)
+    order = np.argsort(starts + days * 86400.0)
+    times = [starts[k] + 21600.0 * np.arange(4 * days[k]) for k in order]
+    lon = np.concatenate([-40.0 + rng.uniform(0, 4) + 0.01 * np.arange(len(t)) % 3 for t in times])
+    lat = np.concatenate([30.0 + rng.uniform(0, 4) + 0.005 * np.arange(len(t)) % 2 for t in times])
+    since = {"units": "seconds since 1970-01-01 00:00:00"}
+    variables = {"rowsize": ("traj", np.array([len(t) for t in times])), "id": ("traj", 1000 + order),
+                 "lon": ("obs", lon), "lat": ("obs", lat), "time": ("obs", np.concatenate(times), since)}
+    if lives:
+        variables["start_date"] = ("traj", np.array([t[0] for t in times]), since)
+        variables["end_date"] = ("traj", np.array([t[-1] for t in times]) + shift_end_days * 86400.0, since)
+    xr.Dataset(variables).to_netcdf(path)
+    return np.concatenate(times), lon, lat
+
+
+def test_a_year_of_a_longer_archive_is_read_by_the_drifters_that_live_in_it(tmp_path):
+    """Of a four-year archive whose drifters state their lives (the GDP's start_date, end_date), the selection of
+    one year reads the positions of only the drifters alive in it, and selects the same fixes as a reading of
+    every fix; the extent in that year is the same too. Lives that disagree with the fixes (every end_date 20 days
+    early) are found out: every fix is read again, and a note says so."""
+    from lagda.mapping.archive import archive_extent, select_fixes
+
+    times, lon, lat = write_years(tmp_path / "years.nc")
+    write_years(tmp_path / "plain.nc", lives=False)
+    write_years(tmp_path / "wrong.nc", shift_end_days=-20.0)
+    year = (parse_time("2021-03-01T00:00:00Z"), parse_time("2022-03-01T00:00:00Z"))
+    region = (-45.0, -30.0, 25.0, 40.0)  # every fix
+    inside = (times >= year[0]) & (times <= year[1])
+    selected = {name: select_fixes(tmp_path / name, region, year, chunk_fixes=400)
+                for name in ("years.nc", "plain.nc", "wrong.nc")}
+    for fixes in selected.values():
+        assert len(fixes) == inside.sum()
+        for name in ("traj", "time", "lon", "lat"):
+            np.testing.assert_array_equal(getattr(fixes, name), getattr(selected["plain.nc"], name))
+    np.testing.assert_array_equal(np.sort(selected["plain.nc"].time), np.sort(times[inside]))
+    def read(name):  # (times, positions) read, from the note
+        note = next(n for n in selected[name].notes if n.startswith("read the times of"))
+        return int(note.split("times of ")[1].split(" ")[0]), int(note.split("positions of ")[1].split(" ")[0])
+
+    assert inside.sum() <= read("years.nc")[1] <= read("years.nc")[0] < 0.5 * len(times)
+    assert read("wrong.nc")[0] == read("plain.nc")[0] == len(times)
+    assert "start_date and end_date" in " ".join(selected["years.nc"].notes)
+    assert any("drifter lives were not used: drifter" in n for n in selected["wrong.nc"].notes)
+    assert not any("lives were not used" in n for n in selected["years.nc"].notes)
+    extents = [archive_extent(tmp_path / name, 0.5, 86400.0, period=year, chunk_fixes=400)
+               for name in ("years.nc", "plain.nc", "wrong.nc")]
+    assert extents[0] == extents[1] == extents[2]
+
+
 def test_map_reads_other_track_files_as_the_ragged_archive(tmp_path):
     """The archive's fixes as ERDDAP writes a CSV (a row of units under the header), as a two-dimensional
     (trajectory, obs) CF netCDF, as the GDP's hourly files (a file per drifter: their folder, or the files listed,

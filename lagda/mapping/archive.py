@@ -3,12 +3,14 @@
 An archive is a contiguous ragged array (clouddrift's and the GDP's layout: a per-trajectory count such as
 `rowsize` over the trajectory dimension, `lon`, `lat`, `time` over the observation dimension) in netCDF or Zarr.
 Only slices of `chunk_fixes` observations are in memory at a time: what is kept is the fixes of the region (widened
-by a margin) and period, so memory follows the region and period, not the archive. Any other longitude/latitude
-track file lagda reads (lagda.io.formats: CSV, Parquet, other netCDF layouts) is read whole and laid out as a
-ragged array in memory; several files or a folder of them (a file per drifter, as the GDP's hourly files come)
-are read a group of whole files at a time (`_Archive`). GDP variables are used when present: `drogue_status` is
-carried per fix, and `clean` applies lagda's cleaning rules (lagda.io.clean: duplicates, order, spikes, undrogued
-fixes) to the selection.
+by a margin) and period, so memory follows the region and period, not the archive. Given a period, a slice's
+positions are read only from its first to its last fix in it, and the drifters whose stated life (`start_date` or
+`deploy_date`, and `end_date`) misses it are not read (`_Ragged.chunks`), so a year of a decades-long archive reads
+about that year. Any other longitude/latitude track file lagda reads (lagda.io.formats: CSV, Parquet, other
+netCDF layouts) is read whole and laid out as a ragged array in memory; several files or a folder of them (a file
+per drifter, as the GDP's hourly files come) are read a group of whole files at a time (`_Archive`). GDP
+variables are used when present: `drogue_status` is carried per fix, and `clean` applies lagda's cleaning rules
+(lagda.io.clean: duplicates, order, spikes, undrogued fixes) to the selection.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from lagda.mapping.tiles import region_width
 CHUNK_FIXES = 2_000_000  # observations read at a time
 MAX_GAP_S = 6 * 3600.0  # a drifter's fixes further apart than this are separate segments
 MIN_SEGMENT_FIXES = 3  # a segment with fewer fixes gives no velocity to map
+LIFE_SLACK_S = 86400.0  # a drifter's stated life (start_date..end_date) is widened by this before it is trusted
 _LON_NAMES, _LAT_NAMES = ("lon", "longitude"), ("lat", "latitude")  # an archive's position variables
 # the cleaning counts (CleanReport fields) of fixes left out of the archive's extent, and how a note names them
 _EXTENT_RULES = {"spikes_dropped": "position spikes", "undrogued_dropped": "undrogued",
@@ -68,6 +71,10 @@ class Fixes:
                                    lat=self.lat[keep], drogue=None if self.drogue is None else self.drogue[keep])
 
 
+class LivesDisagree(ValueError):
+    """An archive's per-drifter dates (start_date, end_date) disagree with the times of its fixes."""
+
+
 class _Archive:
     """A map's archive, read a piece at a time (`pieces`): one ragged netCDF file or Zarr store (opened lazily),
     one other track file (read whole), or several files (read a group of whole files of about `group_fixes` fixes
@@ -81,22 +88,36 @@ class _Archive:
         self.files = track_files(source)
         self.name = source_name(self.files)
         self.index, self.n_total, self.notes, self._ids = {}, 0, (), None
+        self.use_lives, self.read_note = True, None
 
-    def chunks(self, chunk_fixes: int, desc: str, progress: bool = False):
+    def chunks(self, chunk_fixes: int, desc: str, progress: bool = False, period=None):
         """Yields (piece, numbers, slice, lon, lat, seconds): `pieces` read in slices of whole trajectories
-        (`_Ragged.chunks`), with a progress bar `desc` on stderr (in files read, or fixes of one archive)."""
+        (`_Ragged.chunks`), with a progress bar `desc` on stderr (in files read, or fixes of one archive). With
+        `period` (start, end) seconds, what lies outside it may be left unread (`_Ragged.chunks`, the drifters'
+        lives when the archive states them and `use_lives`); `read_note` then says what was read, when not every fix.
+
+        Raises:
+            LivesDisagree: the archive's drifter lives disagree with its fixes (read again with `use_lives` off).
+        """
         from tqdm import tqdm
 
         several = len(self.files) > 1
         with tqdm(total=len(self.files) if several else None, unit="file" if several else "fix", desc=desc,
                   disable=not progress, leave=False, dynamic_ncols=True) as bar:
             for piece, numbers, n_files in self.pieces(chunk_fixes):
+                lives = piece.lives() if period is not None and self.use_lives and not several else None
                 if not several:
                     bar.total = piece.n_total
-                for sl, lon, lat, seconds in piece.chunks(chunk_fixes, whole_trajectories=True):
+                for sl, lon, lat, seconds in piece.chunks(chunk_fixes, True, period, lives and lives[:2]):
                     yield piece, numbers, sl, lon, lat, seconds
-                    bar.update(0 if several else sl.stop - sl.start)
-                bar.update(n_files if several else 0)
+                    bar.update(0 if several else sl.stop - bar.n)
+                bar.update(n_files if several else piece.n_total - bar.n)
+                if period is not None and not several and piece.positions_read < piece.n_total:
+                    self.read_note = (f"read the times of {piece.times_read} and the positions of "
+                                      f"{piece.positions_read} of the {piece.n_total} fixes" +
+                                      (f" (the drifters whose life, {lives[2]} widened by {LIFE_SLACK_S / 86400:g}"
+                                       " day, meets the period)" if lives else "") +
+                                      ": the positions from the first to the last fix in the period of each slice")
 
     def pieces(self, group_fixes: int = CHUNK_FIXES):
         """Yields (piece: `_Ragged`, traj: int64 `(piece trajectory,)` its trajectories' numbers in the archive,
@@ -247,6 +268,7 @@ class _Ragged:
             if ds[name].dims != (obs_dim,):
                 raise ValueError(f"{path}: {name} has dims {ds[name].dims}, expected ({obs_dim!r},)")
         self.ends = np.cumsum(ds[self.count].values.astype(np.int64))
+        self.times_read = self.positions_read = 0  # observations read, for a note
         self.n_total = int(self.ends[-1]) if len(self.ends) else 0
         self.drogue = ("drogue_status" if "drogue_status" in ds.variables and ds["drogue_status"].dims == (obs_dim,)
                        else None)
@@ -259,11 +281,20 @@ class _Ragged:
         return ds["id"].values if "id" in ds.variables and ds["id"].dims == ds[self.count].dims else np.arange(
             ds.sizes[ds[self.count].dims[0]])
 
-    def chunks(self, chunk_fixes: int, whole_trajectories: bool = False):
+    def chunks(self, chunk_fixes: int, whole_trajectories: bool = False, period=None, lives=None):
         """Yields (slice, lon, lat, seconds since 1970) float64 of `chunk_fixes` observations at a time; with
         `whole_trajectories`, each slice ends at a trajectory's end (a trajectory longer than `chunk_fixes` is one
-        slice), so that rules over a whole track (the spike rule) can run slice by slice."""
-        from lagda.io.formats import cf_seconds, without_fills
+        slice), so that rules over a whole track (the spike rule) can run slice by slice.
+
+        With `period` (start, end) seconds, a slice is narrowed to the span from its first to its last fix in the
+        period (its times are read first; its positions only over that span) and left out when it has none; with
+        `lives` as well (`lives()`), the trajectories whose life misses the period are not read at all. Fixes
+        outside the period may still be yielded (the caller selects); none inside it is left out.
+
+        Raises:
+            LivesDisagree: a fix read lies outside its trajectory's life (so the lives cannot be trusted).
+        """
+        from lagda.io.formats import without_fills
 
         start = 0
         while start < self.n_total:
@@ -272,10 +303,67 @@ class _Ragged:
                 ended = np.searchsorted(self.ends, stop, side="right")
                 below = int(self.ends[ended - 1]) if ended else 0
                 stop = below if below > start else int(self.ends[np.searchsorted(self.ends, start, side="right")])
-            sl = slice(start, stop)
-            yield (sl, without_fills(self.ds[self.lon][sl].values), without_fills(self.ds[self.lat][sl].values),
-                   cf_seconds(self.ds[self.time][sl].values, self.units, self.calendar, self.path))
+            sl, seconds = (slice(start, stop), None) if period is None else self._in_period(start, stop, period,
+                                                                                            lives)
             start = stop
+            if sl is None:
+                continue
+            if seconds is None:
+                seconds = self._seconds(sl)
+            self.positions_read += sl.stop - sl.start
+            yield (sl, without_fills(self.ds[self.lon][sl].values), without_fills(self.ds[self.lat][sl].values),
+                   seconds)
+
+    def _seconds(self, sl: slice) -> np.ndarray:
+        from lagda.io.formats import cf_seconds
+
+        self.times_read += sl.stop - sl.start
+        return cf_seconds(self.ds[self.time][sl].values, self.units, self.calendar, self.path)
+
+    def _in_period(self, start: int, stop: int, period, lives) -> tuple[slice | None, np.ndarray | None]:
+        """Returns (the span of observations start..stop that holds every fix in `period`, their seconds), or
+        (None, None) when none is in it; the trajectories whose `lives` miss the period are not read."""
+        if lives is not None:
+            first, last = np.searchsorted(self.ends, [start, stop - 1], side="right")
+            meet = np.flatnonzero((lives[1][first:last + 1] >= period[0]) & (lives[0][first:last + 1] <= period[1]))
+            if not len(meet):
+                return None, None
+            lo, hi = first + meet[0], first + meet[-1]
+            start, stop = max(start, int(self.ends[lo - 1]) if lo else 0), min(stop, int(self.ends[hi]))
+        seconds = self._seconds(slice(start, stop))
+        if lives is not None:
+            traj = np.searchsorted(self.ends, np.arange(start, stop), side="right")
+            outside = (seconds < lives[0][traj]) | (seconds > lives[1][traj])
+            if np.any(outside):
+                k = int(np.argmax(outside))
+                raise LivesDisagree(f"drifter {self.ids()[traj[k]]} has a fix at "
+                                    f"{np.datetime64(int(seconds[k]), 's')} outside its life")
+        inside = np.flatnonzero((seconds >= period[0]) & (seconds <= period[1]))
+        if not len(inside):
+            return None, None
+        return slice(start + int(inside[0]), start + int(inside[-1]) + 1), seconds[inside[0]:inside[-1] + 1]
+
+    def lives(self) -> tuple[np.ndarray, np.ndarray, str] | None:
+        """Returns (first, last) float64 `(trajectory,)` seconds since 1970 of each trajectory's life as the archive
+        states it (the GDP's and clouddrift's per-drifter `start_date`, else `deploy_date`, and `end_date`, widened
+        by LIFE_SLACK_S; a date missing or not stated: -inf or +inf) and the variables' names, or None when it
+        states neither end."""
+        from lagda.io.formats import cf_seconds
+
+        ds, along = self.ds, self.ds[self.count].dims
+        names = [next((n for n in names if n in ds.variables and ds[n].dims == along
+                       and " since " in str(ds[n].attrs.get("units", ""))), None)
+                 for names in (("start_date", "deploy_date"), ("end_date",))]
+        if names == [None, None]:
+            return None
+        try:
+            first, last = (np.full(len(self.ends), np.nan) if n is None else
+                           cf_seconds(ds[n].values, ds[n].attrs["units"], ds[n].attrs.get("calendar"), self.path)
+                           for n in names)
+        except ValueError:
+            return None
+        return (np.where(np.isnan(first), -np.inf, first - LIFE_SLACK_S),
+                np.where(np.isnan(last), np.inf, last + LIFE_SLACK_S), " and ".join(n for n in names if n))
 
     def fixes(self, sl: slice, lon, lat, seconds, keep, numbers) -> Fixes:
         """Returns the `Fixes` (no ids) of the slice `sl` of the archive where bool `keep` holds (lon, lat, seconds:
@@ -296,6 +384,18 @@ def _in_region(lon, lat, region, margin_deg: float = 0.0) -> np.ndarray:
             & (lat <= north + margin_deg) & np.isfinite(lon) & np.isfinite(lat))
 
 
+def _read_with_lives(path, scan) -> tuple:
+    """Returns (scan(source), source, notes) for `source` the `_Archive` of `path`: read again with every fix when
+    the archive's drifter lives disagree with its fixes (`LivesDisagree`), which `notes` then says."""
+    source = _Archive(path)
+    try:
+        return scan(source), source, ()
+    except LivesDisagree as error:
+        source = _Archive(path)
+        source.use_lives = False
+        return scan(source), source, (f"the archive's drifter lives were not used: {error}",)
+
+
 def select_fixes(path, region, period, margin_deg: float = 0.0, margin_s: float = 0.0,
                  chunk_fixes: int = CHUNK_FIXES, progress: bool = False) -> Fixes:
     """Returns the fixes of archive `path` in `region` widened by `margin_deg` and `period` widened by `margin_s`.
@@ -307,17 +407,23 @@ def select_fixes(path, region, period, margin_deg: float = 0.0, margin_s: float 
     Raises:
         FileNotFoundError: missing archive. ValueError: not a ragged archive, or no fix in the region and period.
     """
-    source, parts = _Archive(path), []
-    for piece, numbers, sl, lon, lat, seconds in source.chunks(chunk_fixes, "selecting fixes", progress):
-        keep = (_in_region(lon, lat, region, margin_deg) & (seconds >= period[0] - margin_s)
-                & (seconds <= period[1] + margin_s))
-        parts.append(piece.fixes(sl, lon, lat, seconds, keep, numbers))
+    widened = (period[0] - margin_s, period[1] + margin_s)
+
+    def select(source):
+        parts = []
+        for piece, numbers, sl, lon, lat, seconds in source.chunks(chunk_fixes, "selecting fixes", progress, widened):
+            keep = _in_region(lon, lat, region, margin_deg) & (seconds >= widened[0]) & (seconds <= widened[1])
+            parts.append(piece.fixes(sl, lon, lat, seconds, keep, numbers))
+        return parts
+
+    parts, source, distrust = _read_with_lives(path, select)
     traj = np.concatenate([p.traj for p in parts]) if parts else np.zeros(0, np.int64)
     if not len(traj):
         raise ValueError(f"{source.name}: no fix inside the region {tuple(region)} and period")
-    notes = source.notes + (f"archive {source.name}: {len(traj)} of {source.n_total} fixes in the region and period "
-                            f"(with a margin of {margin_deg:g} degrees and {margin_s / 86400:g} days), "
-                            f"{len(np.unique(traj))} drifters",)
+    read = distrust + ((source.read_note,) if source.read_note else ())
+    notes = source.notes + read + (f"archive {source.name}: {len(traj)} of {source.n_total} fixes in the region and "
+                                   f"period (with a margin of {margin_deg:g} degrees and {margin_s / 86400:g} days), "
+                                   f"{len(np.unique(traj))} drifters",)
     drogues = [p.drogue for p in parts]
     if any(d is not None for d in drogues):  # a piece without drogue_status: its fixes' status unknown (NaN)
         drogues = [np.full(len(p), np.nan) if d is None else d for p, d in zip(parts, drogues)]
@@ -358,31 +464,37 @@ def archive_extent(path, resolution: float, cadence_s: float, region=None, perio
         '2025-03-01T00:00:00 to 2025-03-31T00:00:00'
     """
     n_bins = int(round(360.0 / resolution))
-    occupied, lat_range, time_range, kept, poleward = np.zeros(n_bins, bool), [np.inf, -np.inf], [np.inf, -np.inf], 0, 0
-    dropped = dict.fromkeys([*_EXTENT_RULES, "unsegmented"], 0)
-    source = _Archive(path)
-    for piece, numbers, sl, lon, lat, seconds in source.chunks(chunk_fixes, "finding the extent", progress):
-        keep = np.isfinite(lon) & np.isfinite(lat) & np.isfinite(seconds)
-        if region is not None:
-            keep &= _in_region(lon, lat, region)
-        if period is not None:
-            keep &= (seconds >= period[0]) & (seconds <= period[1])
-        fixes = clean(piece.fixes(sl, lon, lat, seconds, keep, numbers), keep_undrogued)
-        for rule in _EXTENT_RULES:
-            dropped[rule] += fixes.clean[f"clean_{rule}"]
-        usable = np.zeros(len(fixes), bool)
-        usable[np.concatenate(fixes.segments() or [np.zeros(0, np.int64)])] = True
-        dropped["unsegmented"] += int(np.sum(~usable))
-        fixes = fixes.subset(usable)
-        if region is None:
-            poleward += int(np.sum(np.abs(fixes.lat) > 80.0))
-            fixes = fixes.subset(np.abs(fixes.lat) <= 80.0)
-        if not len(fixes):
-            continue
-        kept += len(fixes)
-        occupied[np.floor((fixes.lon + 180.0) % 360.0 / resolution).astype(np.int64) % n_bins] = True
-        lat_range = [min(lat_range[0], fixes.lat.min()), max(lat_range[1], fixes.lat.max())]
-        time_range = [min(time_range[0], fixes.time.min()), max(time_range[1], fixes.time.max())]
+
+    def scan(source):
+        occupied, lat_range, time_range, kept, poleward = np.zeros(n_bins, bool), [np.inf, -np.inf], [np.inf,
+                                                                                                      -np.inf], 0, 0
+        dropped = dict.fromkeys([*_EXTENT_RULES, "unsegmented"], 0)
+        for piece, numbers, sl, lon, lat, seconds in source.chunks(chunk_fixes, "finding the extent", progress,
+                                                                   period):
+            keep = np.isfinite(lon) & np.isfinite(lat) & np.isfinite(seconds)
+            if region is not None:
+                keep &= _in_region(lon, lat, region)
+            if period is not None:
+                keep &= (seconds >= period[0]) & (seconds <= period[1])
+            fixes = clean(piece.fixes(sl, lon, lat, seconds, keep, numbers), keep_undrogued)
+            for rule in _EXTENT_RULES:
+                dropped[rule] += fixes.clean[f"clean_{rule}"]
+            usable = np.zeros(len(fixes), bool)
+            usable[np.concatenate(fixes.segments() or [np.zeros(0, np.int64)])] = True
+            dropped["unsegmented"] += int(np.sum(~usable))
+            fixes = fixes.subset(usable)
+            if region is None:
+                poleward += int(np.sum(np.abs(fixes.lat) > 80.0))
+                fixes = fixes.subset(np.abs(fixes.lat) <= 80.0)
+            if not len(fixes):
+                continue
+            kept += len(fixes)
+            occupied[np.floor((fixes.lon + 180.0) % 360.0 / resolution).astype(np.int64) % n_bins] = True
+            lat_range = [min(lat_range[0], fixes.lat.min()), max(lat_range[1], fixes.lat.max())]
+            time_range = [min(time_range[0], fixes.time.min()), max(time_range[1], fixes.time.max())]
+        return occupied, lat_range, time_range, kept, poleward, dropped
+
+    (occupied, lat_range, time_range, kept, poleward, dropped), source, _ = _read_with_lives(path, scan)
     names = {**_EXTENT_RULES, "unsegmented": f"in no run of {MIN_SEGMENT_FIXES} fixes at most "
                                              f"{MAX_GAP_S / 3600:g} h apart"}
     removed = ", ".join(f"{n} {names[rule]}" for rule, n in dropped.items() if n)
