@@ -400,6 +400,10 @@ def select_fixes(path, region, period, margin_deg: float = 0.0, margin_s: float 
                  chunk_fixes: int = CHUNK_FIXES, progress: bool = False) -> Fixes:
     """Returns the fixes of archive `path` in `region` widened by `margin_deg` and `period` widened by `margin_s`.
 
+    Of a ragged archive only what may lie in the period is read (`_Ragged.chunks`: the drifters' stated lives,
+    then each slice's span of the period); the fixes' notes say how many fixes were read, and whether the lives
+    were set aside because a drifter's fixes fall outside its stated life (every fix read then).
+
     Args:
         path: the archive: a ragged netCDF file or Zarr store, any lon/lat track file, several, or a folder of
             them (lagda.io.formats.track_files); region: (west, east, south, north) degrees (east < west crosses
