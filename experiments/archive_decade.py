@@ -1,7 +1,7 @@
 """One year of a longer archive: the selection pass of `lagda map` on ten years of the basin-year archive.
 
 The basin-year archive (`python -m experiments.basin_year make`) repeated over ten years (copy k a year later,
-its drifters new ids), ordered by the drifters' end dates as the GDP's ragged files are, with the GDP's
+its drifters new ids), ordered by the drifters' start dates as clouddrift writes the GDP's ragged files, with the GDP's
 per-drifter `start_date` and `end_date` (each drifter's first and last fix), written as netCDF and as a Zarr
 store in chunks of 1,000,000 fixes, the store also served over HTTP from this machine, as fast as it can and at
 50 MB/s. For each, the fixes of the benchmark's region in the sixth year are selected reading every fix
@@ -48,8 +48,8 @@ def make_decade(archive: pathlib.Path, work: pathlib.Path) -> tuple[pathlib.Path
         starts = ends - one.rowsize.values
         span = [slice(a, b) for a, b in zip(starts, ends)]
         copies = [(k, j) for k in range(YEARS) for j in range(len(span))]
-        last = np.array([np.nanmax(one.time.values[span[j]]) + k * YEAR_S for k, j in copies])
-        order = [copies[i] for i in np.argsort(last, kind="stable")]
+        begins = np.array([np.nanmin(one.time.values[span[j]]) + k * YEAR_S for k, j in copies])
+        order = [copies[i] for i in np.argsort(begins, kind="stable")]
         pick = np.concatenate([np.arange(span[j].start, span[j].stop) for _, j in order])
         shift = np.concatenate([np.full(span[j].stop - span[j].start, k * YEAR_S) for k, j in order])
         time = one.time.values[pick] + shift
@@ -64,7 +64,7 @@ def make_decade(archive: pathlib.Path, work: pathlib.Path) -> tuple[pathlib.Path
              "start_date": ("traj", first, since), "end_date": ("traj", final, since),
              "lon": ("obs", one.lon.values[pick], one.lon.attrs), "lat": ("obs", one.lat.values[pick], one.lat.attrs),
              "time": ("obs", time, since), "drogue_status": ("obs", one.drogue_status.values[pick])},
-            attrs={"title": "ten years of the basin-year archive, ordered by end date"})
+            attrs={"title": "ten years of the basin-year archive, ordered by start date"})
         decade.to_netcdf(nc)
         # Zarr format 2 with consolidated metadata, as the GDP's store on AWS
         decade.chunk({"obs": ZARR_CHUNK}).to_zarr(store, mode="w", consolidated=True, zarr_format=2)
