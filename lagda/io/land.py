@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import zipfile
@@ -96,6 +97,17 @@ def sea_fraction(lon, lat, resolution) -> np.ndarray:
     return fraction.reshape(len(lat), len(lon)).astype(np.float32)
 
 
+@functools.lru_cache(maxsize=4)  # a figure's panels draw the same area: the mask is read once for them
+def _drawn_sea(lon_range: tuple, lat_range: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Returns (lon, lat, sea fraction) of the pixels `draw_land` draws over the area."""
+    centres = []
+    for first, last in (lon_range, lat_range):
+        n = int(np.clip((last - first) * DRAWN_PIXELS_PER_DEGREE, 2, DRAWN_PIXELS))
+        centres.append(first + (last - first) * (np.arange(n) + 0.5) / n)
+    lon, lat = centres
+    return lon, lat, sea_fraction(lon, lat, (lon[1] - lon[0], lat[1] - lat[0]))
+
+
 def draw_land(ax, lon_range, lat_range) -> None:
     """Draws the land in grey over a longitude/latitude axes (over its images and meshes, under lines and
     arrows of zorder above 2) and the coast as a line, in pixels of about 2 minutes (at most DRAWN_PIXELS a side).
@@ -104,12 +116,7 @@ def draw_land(ax, lon_range, lat_range) -> None:
         ax: a matplotlib Axes in degrees; lon_range, lat_range: (first, last) edges of the area drawn in degrees
             (longitudes may run past 180).
     """
-    centres = []
-    for first, last in (lon_range, lat_range):
-        n = int(np.clip((last - first) * DRAWN_PIXELS_PER_DEGREE, 2, DRAWN_PIXELS))
-        centres.append(first + (last - first) * (np.arange(n) + 0.5) / n)
-    lon, lat = centres
-    sea = sea_fraction(lon, lat, (lon[1] - lon[0], lat[1] - lat[0]))
+    lon, lat, sea = _drawn_sea(tuple(map(float, lon_range)), tuple(map(float, lat_range)))
     ax.imshow(np.where(sea[..., None] < 0.5, [0.8, 0.8, 0.8, 1.0], 0.0), extent=(*lon_range, *lat_range),
               origin="lower", interpolation="nearest", aspect="auto", zorder=2)
     if sea.min() < 0.5 < sea.max():  # a coast in view
