@@ -4,10 +4,12 @@ The basin-year archive (`python -m experiments.basin_year make`) repeated over t
 its drifters new ids), ordered by the drifters' start dates as clouddrift writes the GDP's ragged files, with the GDP's
 per-drifter `start_date` and `end_date` (each drifter's first and last fix), written as netCDF and as a Zarr
 store in chunks of 1,000,000 fixes, the store also served over HTTP from this machine, as fast as it can and at
-50 MB/s. For each, the fixes of the benchmark's region in the sixth year are selected reading every fix
-(`every_fix`: the selection before the period was used to skip what lies outside it) and by `select_fixes` as
-`lagda map` calls it; the two selections must be equal. Rows: results/archive_decade.csv (seconds, the times and
-positions read, the ratio).
+50 MB/s, and as a folder of the GDP's hourly files as NCEI serves them (one per drifter, with its deploy_date,
+end_date and drogue_lost_date: `lagda.testing.write_gdp_hourly_files`; and the other variables NCEI's files hold,
+as clouddrift's gdp1h adapter lists them, with random values: `add_ncei_variables`). For each, the fixes of the
+benchmark's region in the sixth year are selected reading every fix (`every_fix`: the selection before the period
+was used to skip what lies outside it) and by `select_fixes` as `lagda map` calls it; the two selections must be
+equal. Rows: results/archive_decade.csv (seconds, the times and positions read or the files read, the ratio).
 
     python -m experiments.archive_decade --archive runs/basin_year/archive.nc --work runs/archive_decade
 """
@@ -26,7 +28,9 @@ import time
 import numpy as np
 import xarray as xr
 
+from lagda.io.formats import cf_seconds
 from lagda.mapping.archive import CHUNK_FIXES, _Archive, _in_region, select_fixes
+from lagda.testing import write_gdp_hourly_files
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CSV = ROOT / "results" / "archive_decade.csv"
@@ -35,9 +39,10 @@ REGION = (-50.0, -10.0, 10.0, 50.0)  # the basin-year benchmark's region
 LINK_BYTES_PER_S = 50e6  # the bandwidth of the slow server: a good connection to a cloud bucket
 
 
-def make_decade(archive: pathlib.Path, work: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path, tuple]:
-    """Writes decade.nc and decade.zarr (once); returns their paths and the sixth year (start, end) seconds."""
-    nc, store = work / "decade.nc", work / "decade.zarr"
+def make_decade(archive: pathlib.Path, work: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path, pathlib.Path, tuple]:
+    """Writes decade.nc, decade.zarr and the folder decade_files (once); returns their paths and the sixth year
+    (start, end) seconds."""
+    nc, store, folder = work / "decade.nc", work / "decade.zarr", work / "decade_files"
     with xr.open_dataset(archive, decode_times=False) as one:
         one = one[["rowsize", "id", "lon", "lat", "time", "drogue_status"]].load()
     units = one.time.attrs["units"]
@@ -68,17 +73,62 @@ def make_decade(archive: pathlib.Path, work: pathlib.Path) -> tuple[pathlib.Path
         decade.to_netcdf(nc)
         # Zarr format 2 with consolidated metadata, as the GDP's store on AWS
         decade.chunk({"obs": ZARR_CHUNK}).to_zarr(store, mode="w", consolidated=True, zarr_format=2)
+    if not (folder / "complete").exists():
+        with xr.open_dataset(nc, decode_times=False) as decade:
+            ends, status = np.cumsum(decade.rowsize.values), decade.drogue_status.values
+            seconds = cf_seconds(decade.time.values, decade.time.attrs["units"], decade.time.attrs.get("calendar"))
+        lost = {}  # a drifter's drogue_lost_date: its first undrogued fix
+        for i, (a, b) in enumerate(zip(ends - np.diff(ends, prepend=0), ends)):
+            off = np.flatnonzero(status[a:b] == 0)
+            if len(off):
+                lost[i] = float(seconds[a + off[0]])
+        rng = np.random.default_rng(0)
+        for path in write_gdp_hourly_files(nc, folder, lost):
+            add_ncei_variables(path, rng)
+        (folder / "complete").write_text("")  # not a track file: the folder's files end in .nc
     sixth = first_year + 5 * YEAR_S
-    return nc, store, (sixth, sixth + YEAR_S)
+    return nc, store, folder, (sixth, sixth + YEAR_S)
+
+
+NCEI_PER_FIX = ("ve", "vn", "err_lat", "err_lon", "err_ve", "err_vn", "gap", "sst", "sst1", "sst2", "err_sst",
+                "err_sst1", "err_sst2")
+NCEI_FLAGS = ("flg_sst", "flg_sst1", "flg_sst2")
+NCEI_PER_DRIFTER = ("WMO", "expno", "deploy_lon", "deploy_lat", "start_date", "start_lon", "start_lat", "end_lon",
+                    "end_lat", "typedeath", "location_type")
+NCEI_TEXT = ("typebuoy", "DeployingShip", "DeploymentStatus", "BuoyTypeManufacturer", "BuoyTypeSensorArray",
+             "CurrentProgram", "PurchaserFunding", "DeployingCountry")
+
+
+def add_ncei_variables(path, rng) -> None:
+    """Adds to a file of `write_gdp_hourly_files` the other variables an NCEI hourly file holds (the names of
+    clouddrift's gdp1h adapter): float32 per fix, int8 flags per fix, numbers and text per drifter; random values,
+    start_date the deploy_date."""
+    import netCDF4
+
+    with netCDF4.Dataset(path, "a") as nc:
+        shape = nc["longitude"].shape
+        for name in NCEI_PER_FIX:
+            nc.createVariable(name, "f4", ("traj", "obs"))[:] = rng.normal(size=shape).astype(np.float32)
+        for name in NCEI_FLAGS:
+            nc.createVariable(name, "i1", ("traj", "obs"))[:] = rng.integers(0, 6, shape).astype(np.int8)
+        for name in NCEI_PER_DRIFTER:
+            nc.createVariable(name, "f8", ("traj",))[:] = nc["deploy_date"][:] if name == "start_date" else 1.0
+        nc["start_date"].units = nc["deploy_date"].units
+        for name in NCEI_TEXT:
+            nc.createVariable(name, str, ("traj",))[0] = "SVP"
 
 
 def every_fix(path, region, period):
-    """The fixes in region and period, every fix of the archive read (the selection without skipping)."""
+    """Returns the fixes in region and period, every fix of the archive read (the selection without skipping):
+    their ids, times and positions; and the number of fixes read."""
     source, parts = _Archive(path), []
     for piece, numbers, sl, lon, lat, seconds in source.chunks(CHUNK_FIXES, "", False):
         keep = _in_region(lon, lat, region) & (seconds >= period[0]) & (seconds <= period[1])
         parts.append(piece.fixes(sl, lon, lat, seconds, keep, numbers))
-    return {name: np.concatenate([getattr(p, name) for p in parts]) for name in ("traj", "time", "lon", "lat")}
+    fixes = {name: np.concatenate([getattr(p, name) for p in parts]) for name in ("traj", "time", "lon", "lat")}
+    order = np.lexsort((fixes["time"], fixes.pop("traj")))  # the files' fixes are sorted when selected
+    return {"id": source.ids()[np.concatenate([p.traj for p in parts])][order],
+            **{name: values[order] for name, values in fixes.items()}}, source.n_total
 
 
 @contextlib.contextmanager
@@ -112,30 +162,37 @@ def main() -> None:
     parser.add_argument("--work", type=pathlib.Path, default=ROOT / "runs" / "archive_decade")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    nc, store, year = make_decade(args.archive, args.work)
+    nc, store, folder, year = make_decade(args.archive, args.work)
     rows = []
     with served(args.work) as address, served(args.work, LINK_BYTES_PER_S) as link:
         for kind, path in (("netCDF", str(nc)), ("Zarr", str(store)), ("Zarr over HTTP", f"{address}/decade.zarr"),
-                           (f"Zarr over HTTP at {LINK_BYTES_PER_S / 1e6:g} MB/s", f"{link}/decade.zarr")):
+                           (f"Zarr over HTTP at {LINK_BYTES_PER_S / 1e6:g} MB/s", f"{link}/decade.zarr"),
+                           ("a netCDF file per drifter", str(folder))):
             start = time.perf_counter()
-            reference = every_fix(path, REGION, year)
+            reference, total = every_fix(path, REGION, year)
             every_s = time.perf_counter() - start
             start = time.perf_counter()
             fixes = select_fixes(path, REGION, year)
             select_s = time.perf_counter() - start
+            order = np.lexsort((fixes.time, fixes.traj))
             for name, values in reference.items():
-                np.testing.assert_array_equal(getattr(fixes, name), values)
-            note = next(n for n in fixes.notes if n.startswith("read the times of"))
-            times_read = int(note.split("times of ")[1].split(" ")[0])
-            positions_read = int(note.split("positions of ")[1].split(" ")[0])
-            total = int(note.split(" of the ")[1].split(" ")[0])
-            rows.append({"archive": kind, "fixes": total, "selected": len(fixes), "every_fix_s": round(every_s, 2),
-                         "select_fixes_s": round(select_s, 2), "speedup": round(every_s / select_s, 1),
-                         "times_read": times_read, "positions_read": positions_read})
+                got = fixes.ids[fixes.traj] if name == "id" else getattr(fixes, name)
+                np.testing.assert_array_equal(got[order], values)
+            number = lambda note, after: int(note.split(after)[1].split(" ")[0])
+            note = next(n for n in fixes.notes if n.startswith("read the times of") or " files: the other " in n)
+            row = {"archive": kind, "fixes": total, "selected": len(fixes),
+                   "every_fix_s": round(every_s, 2), "select_fixes_s": round(select_s, 2),
+                   "speedup": round(every_s / select_s, 1)}
+            if " files: " in note:
+                row.update(files=number(note, " of the "), files_read=number(note, "read "))
+            else:
+                row.update(times_read=number(note, "times of "), positions_read=number(note, "positions of "))
+            rows.append(row)
             print(rows[-1], flush=True)
     CSV.parent.mkdir(exist_ok=True)
     with open(CSV, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, list(rows[0]))
+        writer = csv.DictWriter(handle, ["archive", "fixes", "files", "selected", "every_fix_s", "select_fixes_s",
+                                         "speedup", "times_read", "positions_read", "files_read"])
         writer.writeheader()
         writer.writerows(rows)
     print(f"wrote {CSV}")

@@ -68,8 +68,8 @@ def write_gdp_hourly_files(ragged, folder, lost: dict | None = None, missing: di
     """Writes the drifters of a ragged lon/lat file (`rowsize`, `id`, `lon`, `lat`, `time` over `obs`) as the GDP
     hourly collection's files come from NCEI, one per drifter, and returns their paths: `drifter_hourly_<ID>.nc`
     with dimensions traj = 1 and obs, `ID(traj)`, `rowsize(traj)`, `time`, `longitude`, `latitude` over (traj,
-    obs) in seconds since 1970 and degrees, `deploy_date` and `drogue_lost_date` over traj, no featureType, no
-    cf_role, missing values -1e34 stored as numbers.
+    obs) in seconds since 1970 and degrees, `deploy_date` (the first fix's time), `end_date` (the last's) and
+    `drogue_lost_date` over traj, no featureType, no cf_role, missing values -1e34 stored as numbers.
 
     Args:
         ragged: the file to split; folder: where the files go (made if missing).
@@ -98,6 +98,7 @@ def write_gdp_hourly_files(ragged, folder, lost: dict | None = None, missing: di
             {"ID": ("traj", [drifter], {"long_name": "Global Drifter Program Buoy ID"}),
              "rowsize": ("traj", [len(seconds)]),
              "deploy_date": ("traj", [seconds[0]], units),
+             "end_date": ("traj", [seconds[seconds != GDP_FILL][-1]], units),
              "drogue_lost_date": ("traj", [(lost or {}).get(i, GDP_FILL)], units),
              "time": (("traj", "obs"), seconds[None], units),
              "longitude": (("traj", "obs"), lon[None], {"units": "degrees_east", "long_name": "Longitude"}),

@@ -460,6 +460,40 @@ def test_a_year_of_a_longer_archive_is_read_by_the_drifters_that_live_in_it(tmp_
     assert extents[0] == extents[1] == extents[2]
 
 
+def test_a_year_of_a_folder_of_drifter_files_reads_the_files_of_the_drifters_that_live_in_it(tmp_path):
+    """Of a folder of four years of GDP hourly files (a file per drifter, stating its deploy_date and end_date),
+    the selection of one year reads only the files of the drifters alive in it, and selects the same fixes as the
+    ragged file of the same drifters; a file whose end_date is 20 days early is found out when read: every file
+    is read again, and a note says so."""
+    import netCDF4
+
+    from lagda.mapping.archive import select_fixes
+    from lagda.testing import write_gdp_hourly_files
+
+    times, _, _ = write_years(tmp_path / "years.nc")
+    files = write_gdp_hourly_files(tmp_path / "years.nc", tmp_path / "gdp")
+    year = (parse_time("2021-03-01T00:00:00Z"), parse_time("2022-03-01T00:00:00Z"))
+    region = (-45.0, -30.0, 25.0, 40.0)  # every fix
+    reference = select_fixes(tmp_path / "years.nc", region, year)
+    folder = select_fixes(tmp_path / "gdp", region, year, chunk_fixes=400)
+    for name in ("time", "lon", "lat"):
+        np.testing.assert_array_equal(getattr(folder, name), getattr(reference, name))
+    with xr.open_dataset(tmp_path / "years.nc", decode_times=False) as ds:
+        lives = (ds.end_date.values + 86400.0 >= year[0]) & (ds.start_date.values - 86400.0 <= year[1])
+    alive = int(np.sum(lives))
+    assert 0 < alive < len(files) // 2
+    assert f"read {alive} of the {len(files)} files: the other {len(files) - alive} state lives of their drifters " \
+           "(deploy_date and end_date, widened by 1 day) that miss the period" in folder.notes
+    inside = files[int(np.flatnonzero(lives)[0])]
+    with netCDF4.Dataset(inside, "a") as ds:
+        ds["end_date"][:] = ds["end_date"][:] - 20 * 86400.0
+    wrong = select_fixes(tmp_path / "gdp", region, year, chunk_fixes=400)
+    for name in ("time", "lon", "lat"):
+        np.testing.assert_array_equal(getattr(wrong, name), getattr(reference, name))
+    assert any(n.startswith("the archive's drifter lives were not used: ") and inside in n for n in wrong.notes)
+    assert not any(n.startswith("read ") and " of the " in n and "files" in n for n in wrong.notes)
+
+
 def test_map_reads_other_track_files_as_the_ragged_archive(tmp_path):
     """The archive's fixes as ERDDAP writes a CSV (a row of units under the header), as a two-dimensional
     (trajectory, obs) CF netCDF, as the GDP's hourly files (a file per drifter: their folder, or the files listed,

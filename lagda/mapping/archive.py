@@ -8,7 +8,8 @@ positions are read only from its first to its last fix in it, and the drifters w
 `deploy_date`, and `end_date`) misses it are not read (`_Ragged.chunks`), so a year of a decades-long archive reads
 about that year. Any other longitude/latitude track file lagda reads (lagda.io.formats: CSV, Parquet, other
 netCDF layouts) is read whole and laid out as a ragged array in memory; several files or a folder of them (a file
-per drifter, as the GDP's hourly files come) are read a group of whole files at a time (`_Archive`). GDP
+per drifter, as the GDP's hourly files come) are read a group of whole files at a time (`_Archive`), given a period
+only the files whose drifters' stated lives meet it (`_file_life`). GDP
 variables are used when present: `drogue_status` is carried per fix, and `clean` applies lagda's cleaning rules
 (lagda.io.clean: duplicates, order, spikes, undrogued fixes) to the selection.
 """
@@ -93,8 +94,9 @@ class _Archive:
     def chunks(self, chunk_fixes: int, desc: str, progress: bool = False, period=None):
         """Yields (piece, numbers, slice, lon, lat, seconds): `pieces` read in slices of whole trajectories
         (`_Ragged.chunks`), with a progress bar `desc` on stderr (in files read, or fixes of one archive). With
-        `period` (start, end) seconds, what lies outside it may be left unread (`_Ragged.chunks`, the drifters'
-        lives when the archive states them and `use_lives`); `read_note` then says what was read, when not every fix.
+        `period` (start, end) seconds, what lies outside it may be left unread (`_Ragged.chunks`; with `use_lives`,
+        the drifters, or of several files the files, whose stated lives miss it); `read_note` then says what was
+        read, when not every fix.
 
         Raises:
             LivesDisagree: the archive's drifter lives disagree with its fixes (read again with `use_lives` off).
@@ -104,7 +106,7 @@ class _Archive:
         several = len(self.files) > 1
         with tqdm(total=len(self.files) if several else None, unit="file" if several else "fix", desc=desc,
                   disable=not progress, leave=False, dynamic_ncols=True) as bar:
-            for piece, numbers, n_files in self.pieces(chunk_fixes):
+            for piece, numbers, n_files in self.pieces(chunk_fixes, period if self.use_lives else None):
                 lives = piece.lives() if period is not None and self.use_lives and not several else None
                 if not several:
                     bar.total = piece.n_total
@@ -118,10 +120,16 @@ class _Archive:
                                       (f" (the drifters whose life, {lives[2]} widened by {LIFE_SLACK_S / 86400:g}"
                                        " day, meets the period)" if lives else "") +
                                       ": the positions from the first to the last fix in the period of each slice")
+            bar.update(bar.total - bar.n if several else 0)  # the files passed over after the last one read
 
-    def pieces(self, group_fixes: int = CHUNK_FIXES):
+    def pieces(self, group_fixes: int = CHUNK_FIXES, period=None):
         """Yields (piece: `_Ragged`, traj: int64 `(piece trajectory,)` its trajectories' numbers in the archive,
-        the number of files read for it)."""
+        the number of files read or passed over for it). Of several files, given `period` (start, end) seconds,
+        a file whose drifters' stated lives (`_file_life`) miss it is not read (`read_note` says how many were).
+
+        Raises:
+            LivesDisagree: a file read has a fix outside the lives its drifters state.
+        """
         from lagda.io.formats import SeveralFiles, is_url, merge_raw
         from lagda.io.tracks import id_text
 
@@ -137,17 +145,29 @@ class _Archive:
                 self._ids, self.n_total = np.asarray(piece.ids()), piece.n_total
                 yield piece, np.arange(len(self._ids), dtype=np.int64), 1
             return
-        several, batch, size = SeveralFiles(self.files), [], 0
+        several, batch, size, passed, stated = SeveralFiles(self.files), [], 0, 0, set()
         for k, path in enumerate(self.files):
-            batch.append(several.read(path))
-            size += sum(np.size(t) for t in batch[-1].times)
-            if size >= group_fixes or k == len(self.files) - 1:
+            life = None if period is None else _file_life(path)
+            if life is not None and (life[1] < period[0] or life[0] > period[1]):
+                passed += 1
+            else:
+                batch.append(several.read(path))
+                if life is not None:
+                    _check_life(batch[-1], life, path)
+                size += sum(np.size(t) for t in batch[-1].times)
+            stated.update([life[2]] if life is not None else [])
+            if batch and (size >= group_fixes or k == len(self.files) - 1):
                 piece = _Ragged(_ragged_dataset(merge_raw(batch), self.name, several=True), self.name)
                 traj = np.array([self.index.setdefault(id_text(t), len(self.index)) for t in piece.ids()], np.int64)
                 self.n_total += piece.n_total
-                yield piece, traj, len(batch)
-                batch, size = [], 0
+                yield piece, traj, len(batch) + passed
+                batch, size, passed = [], 0, 0
         self.notes = several.notes() + tuple(f"assumed: {line}" for line in several.warnings())
+        skipped = len(self.files) - len(several.file_notes)
+        if skipped:
+            self.read_note = (f"read {len(several.file_notes)} of the {len(self.files)} files: the other {skipped} "
+                              f"state lives of their drifters ({' or '.join(sorted(stated))}, widened by "
+                              f"{LIFE_SLACK_S / 86400:g} day) that miss the period")
 
     def ids(self) -> np.ndarray:
         """Returns the archive's drifter ids `(trajectory,)` (after the pieces)."""
@@ -344,26 +364,8 @@ class _Ragged:
         return slice(start + int(inside[0]), start + int(inside[-1]) + 1), seconds[inside[0]:inside[-1] + 1]
 
     def lives(self) -> tuple[np.ndarray, np.ndarray, str] | None:
-        """Returns (first, last) float64 `(trajectory,)` seconds since 1970 of each trajectory's life as the archive
-        states it (the GDP's and clouddrift's per-drifter `start_date`, else `deploy_date`, and `end_date`, widened
-        by LIFE_SLACK_S; a date missing or not stated: -inf or +inf) and the variables' names, or None when it
-        states neither end."""
-        from lagda.io.formats import cf_seconds
-
-        ds, along = self.ds, self.ds[self.count].dims
-        names = [next((n for n in names if n in ds.variables and ds[n].dims == along
-                       and " since " in str(ds[n].attrs.get("units", ""))), None)
-                 for names in (("start_date", "deploy_date"), ("end_date",))]
-        if names == [None, None]:
-            return None
-        try:
-            first, last = (np.full(len(self.ends), np.nan) if n is None else
-                           cf_seconds(ds[n].values, ds[n].attrs["units"], ds[n].attrs.get("calendar"), self.path)
-                           for n in names)
-        except ValueError:
-            return None
-        return (np.where(np.isnan(first), -np.inf, first - LIFE_SLACK_S),
-                np.where(np.isnan(last), np.inf, last + LIFE_SLACK_S), " and ".join(n for n in names if n))
+        """Returns the lives of the archive's trajectories as it states them (`_stated_lives`), or None."""
+        return _stated_lives(self.ds.variables, self.path, self.ds[self.count].dims)
 
     def fixes(self, sl: slice, lon, lat, seconds, keep, numbers) -> Fixes:
         """Returns the `Fixes` (no ids) of the slice `sl` of the archive where bool `keep` holds (lon, lat, seconds:
@@ -374,6 +376,115 @@ class _Ragged:
         order = np.lexsort((seconds[keep], traj))
         drogue = None if self.drogue is None else np.asarray(self.ds[self.drogue][sl].values)[keep][order]
         return Fixes(traj[order], seconds[keep][order], lon[keep][order], lat[keep][order], None, drogue)
+
+
+def _stated_lives(variables, path, along=None) -> tuple[np.ndarray, np.ndarray, str] | None:
+    """Returns (first, last) float64 `(trajectory,)` seconds since 1970 of each trajectory's life as `variables`
+    (name -> xarray Variable) state it (the GDP's and clouddrift's per-drifter `start_date`, else `deploy_date`, and
+    `end_date`, over the dimensions `along`, or any of at most one dimension when None; widened by LIFE_SLACK_S; a
+    date missing or not stated: -inf or +inf) and the variables' names, or None when it states neither end."""
+    from lagda.io.formats import cf_seconds
+
+    def stated(name):
+        var = variables.get(name)
+        return (var is not None and (var.dims == along if along is not None else var.ndim <= 1)
+                and " since " in str(var.attrs.get("units", "")))
+
+    names = [next((n for n in names if stated(n)), None) for names in (("start_date", "deploy_date"), ("end_date",))]
+    if names == [None, None]:
+        return None
+    size = next(variables[n].size for n in names if n)
+    try:
+        first, last = (np.full(size, np.nan) if n is None else
+                       cf_seconds(np.ravel(variables[n].values), variables[n].attrs["units"],
+                                  variables[n].attrs.get("calendar"), path)
+                       for n in names)
+    except ValueError:
+        return None
+    return (np.where(np.isnan(first), -np.inf, first - LIFE_SLACK_S),
+            np.where(np.isnan(last), np.inf, last + LIFE_SLACK_S), " and ".join(n for n in names if n))
+
+
+def _file_life(path: str) -> tuple[float, float, str] | None:
+    """Returns (first, last) seconds since 1970 of the span of the lives a local netCDF file or Zarr store states
+    for its drifters (`_stated_lives`, widened by LIFE_SLACK_S) and the variables' names, or None when it states
+    none or is another kind of file (read whole then)."""
+    from lagda.io.formats import is_url
+
+    if is_url(path):
+        return None
+    stat = os.stat(path)
+    return _dates_read(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=None)  # a map's extent pass and its selection read a file's dates once
+def _dates_read(path: str, mtime_ns: int, size: int) -> tuple[float, float, str] | None:
+    """`_file_life` of the file as it is (`mtime_ns`, `size`): only its dates are read. A folder may hold thousands
+    of files: a netCDF-4 file is read through h5py, which opens one in a tenth of the time netCDF4 takes (that
+    reads every variable's header), a netCDF-3 file through netCDF4."""
+    import xarray as xr
+
+    names = ("start_date", "deploy_date", "end_date")
+    try:
+        if os.path.isdir(path):
+            with xr.open_zarr(path, decode_times=False, consolidated=None) as ds:
+                variables = {n: ds.variables[n].load() for n in names if n in ds.variables}
+        else:
+            with open(path, "rb") as handle:
+                head = handle.read(8)
+            if head.startswith(b"\x89HDF"):
+                variables = _hdf5_dates(path, names)
+            elif head.startswith(b"CDF"):
+                import netCDF4
+
+                with netCDF4.Dataset(path) as nc:
+                    variables = {n: xr.Variable(v.dimensions, np.ma.filled(np.ma.asarray(v[:], np.float64), np.nan),
+                                                {a: v.getncattr(a) for a in v.ncattrs()})
+                                 for n, v in nc.variables.items() if n in names}
+            else:
+                return None
+    except Exception:  # read whole, where the reader says what is wrong with it
+        return None
+    lives = _stated_lives(variables, path)
+    if lives is None or not lives[0].size:
+        return None
+    return float(np.min(lives[0])), float(np.max(lives[1])), lives[2]
+
+
+def _hdf5_dates(path: str, names) -> dict:
+    """Returns the variables `names` of a netCDF-4 file's root group that are numbers as xarray Variables
+    (float64, their `_FillValue` and `missing_value` NaN, `scale_factor` and `add_offset` applied; the dimensions
+    named by position only)."""
+    import h5py
+    import xarray as xr
+
+    text = lambda value: value.decode() if isinstance(value, bytes) else value
+    variables = {}
+    with h5py.File(path, "r") as h5:
+        for name in names:
+            var = h5.get(name)
+            if not isinstance(var, h5py.Dataset) or var.dtype.kind not in "iuf":
+                continue
+            attrs = {key: text(var.attrs[key]) for key in ("units", "calendar", "_FillValue", "missing_value",
+                                                           "scale_factor", "add_offset") if key in var.attrs}
+            values = var[()].astype(np.float64)
+            for key in ("_FillValue", "missing_value"):
+                if key in attrs:
+                    values[np.isin(values, np.asarray(attrs[key], np.float64))] = np.nan
+            values = values * float(np.ravel(attrs.get("scale_factor", 1.0))[0]) + float(
+                np.ravel(attrs.get("add_offset", 0.0))[0])
+            variables[name] = xr.Variable(tuple(f"dim_{k}" for k in range(values.ndim)), values, attrs)
+    return variables
+
+
+def _check_life(raw, life, path) -> None:
+    """Raises LivesDisagree when a fix of file `path`'s `RawTracks` lies outside the span `life` (`_file_life`)."""
+    times = np.concatenate([np.ravel(t) for t in raw.times]) if raw.times else np.zeros(0)
+    outside = (times < life[0]) | (times > life[1])
+    if np.any(outside):
+        k = int(np.argmax(outside))
+        raise LivesDisagree(f"{path} has a fix at {np.datetime64(int(times[k]), 's')} outside the lives its "
+                            f"drifters state ({life[2]})")
 
 
 def _in_region(lon, lat, region, margin_deg: float = 0.0) -> np.ndarray:
@@ -401,8 +512,9 @@ def select_fixes(path, region, period, margin_deg: float = 0.0, margin_s: float 
     """Returns the fixes of archive `path` in `region` widened by `margin_deg` and `period` widened by `margin_s`.
 
     Of a ragged archive only what may lie in the period is read (`_Ragged.chunks`: the drifters' stated lives,
-    then each slice's span of the period); the fixes' notes say how many fixes were read, and whether the lives
-    were set aside because a drifter's fixes fall outside its stated life (every fix read then).
+    then each slice's span of the period), of several files only those whose drifters' stated lives meet it
+    (`_file_life`); the fixes' notes say how many fixes or files were read, and whether the lives were set aside
+    because a drifter's fixes fall outside its stated life (every fix read then).
 
     Args:
         path: the archive: a ragged netCDF file or Zarr store, any lon/lat track file, several, or a folder of
