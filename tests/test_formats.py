@@ -373,6 +373,70 @@ def test_single_trajectory_files_with_quality_flags_read_as_their_drifters(tmp_p
                             "missing (1 of the files)")
 
 
+def write_erddap_netcdf(path, raw, layout: str, feature: bool = True, cf_role: bool = True) -> None:
+    """Writes the fixes of `raw` as ERDDAP's tabledap serves a trajectory dataset in netCDF-3: `.nc`, a flat table
+    over `row` (ID a char array over (row, ID_strlen), each fix a row), or `.ncCF`, a contiguous ragged array
+    (ID over (trajectory, ID_strlen), rowSize with sample_dimension); with or without featureType and cf_role."""
+    import netCDF4
+
+    ids = [str(i) for i in raw.ids]
+    width = max(map(len, ids))
+    sizes = [len(t) for t in raw.times]
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as nc:
+        nc.createDimension("ID_strlen", width)
+        rows = "row" if layout == "nc" else "obs"
+        nc.createDimension(rows, sum(sizes))
+        owner = rows if layout == "nc" else "trajectory"
+        if layout == "ncCF":
+            nc.createDimension("trajectory", len(ids))
+            count = nc.createVariable("rowSize", "i4", ("trajectory",))
+            count.sample_dimension = "obs"
+            count[:] = sizes
+        id_var = nc.createVariable("ID", "S1", (owner, "ID_strlen"))
+        id_var.long_name = "Global Drifter Program Buoy ID"
+        if cf_role:
+            id_var.cf_role = "trajectory_id"
+        id_var[:] = netCDF4.stringtochar(np.array(np.repeat(ids, sizes) if layout == "nc" else ids, f"S{width}"))
+        for name, values, units in (("time", np.concatenate(raw.times), "seconds since 1970-01-01T00:00:00Z"),
+                                    ("latitude", np.concatenate(raw.positions)[:, 1], "degrees_north"),
+                                    ("longitude", np.concatenate(raw.positions)[:, 0], "degrees_east")):
+            var = nc.createVariable(name, "f8", (rows,))
+            var.units, var.standard_name = units, name
+            var[:] = values
+        nc.cdm_data_type, nc.cdm_trajectory_variables = "Trajectory", "ID"
+        if feature:
+            nc.featureType = "Trajectory"
+
+
+def test_erddap_netcdf_tables_read_as_their_drifters(tmp_path):
+    """ERDDAP's tabledap netCDF downloads of a trajectory dataset: `.nc` (a flat table, a row per fix, the drifter
+    id a char array per row) and `.ncCF` (a contiguous ragged array) read as the drifters of the same fixes; a
+    table without featureType and cf_role is read the same, with a warning naming the id variable. A table of one
+    drifter is that drifter, its id the one value of ID (not its rows' ids joined)."""
+    from lagda.demo import shipped
+    from lagda.io.formats import read_raw
+    from lagda.io.tracks import id_text
+
+    reference = read_raw(shipped("gdp_like.nc"))
+    cases = {"table.nc": ("nc", True, True), "cf.nc": ("ncCF", True, True), "bare.nc": ("nc", False, False)}
+    for name, (layout, feature, cf_role) in cases.items():
+        write_erddap_netcdf(tmp_path / name, reference, layout, feature, cf_role)
+    with pytest.warns(UserWarning, match=r"bare.nc: no featureType attribute; assumed a table of fixes, one a row, "
+                                         r"8 trajectories told apart by ID\('row',\)"):
+        bare = read_raw(tmp_path / "bare.nc")
+    for raw in (read_raw(tmp_path / "table.nc"), read_raw(tmp_path / "cf.nc"), bare):
+        assert [id_text(i) for i in raw.ids] == [id_text(i) for i in reference.ids]
+        assert raw.coordinates == "lonlat" and raw.physical_time
+        for got, want in zip(raw.times + raw.positions, reference.times + reference.positions):
+            np.testing.assert_array_equal(got, want)
+    one = dataclasses.replace(reference, ids=reference.ids[:1], times=reference.times[:1],
+                              positions=reference.positions[:1])
+    write_erddap_netcdf(tmp_path / "one.nc", one, "nc")
+    raw = read_raw(tmp_path / "one.nc")
+    assert [id_text(i) for i in raw.ids] == [id_text(reference.ids[0])]
+    np.testing.assert_array_equal(raw.positions[0], reference.positions[0])
+
+
 def test_a_csv_drogue_lost_date_or_drogue_status_column_leaves_undrogued_fixes_out(tmp_path):
     """ERDDAP's GDP tables repeat each drifter's drogue_lost_date on its rows: fixes from that time on are
     undrogued, left out and counted; an empty date is a drogue never lost. A drogue_status column is read as is."""

@@ -11,7 +11,9 @@ Formats, detected from the content (not the name):
   sums to the size of the dimension of `time` and the positions (clouddrift's adapters), or
   positions over two dimensions (trajectory, obs); a warning says what was assumed (none for a
   featureType file over two dimensions, the CF layout). One trajectory without a trajectory dimension (CF's
-  single-trajectory layout, a file per drifter: positions and time 1-D of one length) is read too. The GDP
+  single-trajectory layout, a file per drifter: positions and time 1-D of one length) is read too, and so is a
+  flat table of fixes (positions, time and a trajectory id over one dimension, a row per fix: ERDDAP's tabledap
+  `.nc`; its `.ncCF` is a contiguous ragged array), its rows grouped by id. The GDP
   variables `GDP_VARIABLES` (per fix, or per trajectory) are read when present, into `RawTracks.per_fix`, and a
   GDP file's `drogue_lost_date` gives `drogue_status`. Values that CF quality flags (`ancillary_variables`)
   mark bad, spikes or missing are read as missing, and -1e34 (the GDP's missing value) as missing too.
@@ -487,21 +489,29 @@ def _from_dataset(ds, path):
               if "sample_dimension" in var.attrs]
     if feature is not None and str(feature).lower() != "trajectory":
         raise ValueError(f"{path}: featureType is {feature!r}; lagda reads only featureType = \"trajectory\"")
-    single = False
+    single, table = False, None
     if not counts:  # the layout from the dimensions, whatever featureType says
         position = None if feature is None else _position_names(ds, path)[0]
         why = "no featureType attribute" if feature is None else None
         try:
             counts = _guess_layout(ds, path, why, position)
-        except ValueError:  # neither a ragged count nor positions over two dimensions: one trajectory, or none
-            single = _single_trajectory(ds, path, why)
-            if not single:
+        except ValueError:  # neither a ragged count nor positions over two dimensions: a table, one trajectory, none
+            table = _table_ids(ds, path, why)
+            single = table is None and _single_trajectory(ds, path, why)
+            if table is None and not single:
                 raise
     a, b, coordinates = _position_names(ds, path)
     t_name = _time_name(ds, path)
     ds, flag_note = _without_flagged(ds, (a, b, t_name))
     time, physical_time = _time_values(ds[t_name], path)
     scale = _length_factor(ds[a], coordinates)
+    if table is not None:
+        per_row = {name: np.asarray(ds[name].values) for name in GDP_VARIABLES
+                   if name in ds.variables and ds[name].dims == ds[a].dims}
+        ids, times, positions, _, per_fix = _group_rows(table, time, scale * ds[a].values, scale * ds[b].values,
+                                                        per_row=per_row)
+        return RawTracks(times, [without_fills(p) for p in positions], ids, None, coordinates, physical_time,
+                         dict(ds.attrs), per_fix=per_fix, notes=flag_note)
     if single:
         per_fix = {name: [np.asarray(ds[name].values)] for name in GDP_VARIABLES
                    if name in ds.variables and ds[name].shape == ds[a].shape}
@@ -543,6 +553,37 @@ def _from_dataset(ds, path):
     return dataclasses.replace(_raw(ds, instance, times, positions, coordinates, physical_time, per_fix), notes=notes)
 
 
+def _table_ids(ds, path, why: str | None) -> np.ndarray | None:
+    """Returns the trajectory id of each fix `(row,)` of a flat table (positions, time and a trajectory id over one
+    dimension, as ERDDAP's tabledap `.nc` files are), or None when `ds` is no such table: its id is the variable
+    with `cf_role = "trajectory_id"` over the fixes' dimension, else one named id or ID (said in a warning), and it
+    names more than one trajectory. Text ids are stripped strings."""
+    try:
+        a, b, _ = _position_names(ds, path)
+        t = _time_name(ds, path)
+    except ValueError:
+        return None
+    dims = ds[a].dims
+    if len(dims) != 1 or ds[b].dims != dims or ds[t].dims != dims:
+        return None
+    over_rows = {name: var for name, var in ds.variables.items() if var.dims == dims and name not in (a, b, t)}
+    named = [name for name, var in over_rows.items() if var.attrs.get("cf_role") == "trajectory_id"]
+    guessed = not named
+    named = named or [name for name in ("id", "ID") if name in over_rows]
+    if not named:
+        return None
+    ids = np.asarray(ds[named[0]].values)
+    if ids.dtype.kind in "SUO":
+        ids = np.array([(v.decode() if isinstance(v, bytes) else str(v)).strip() for v in ids], dtype=object)
+    unique = np.unique(ids)
+    if len(unique) < 2:
+        return None
+    if why is not None or guessed:
+        warnings.warn(f"{path}: {why or 'no trajectory_id variable'}; assumed a table of fixes, one a row, "
+                      f"{len(unique)} trajectories told apart by {named[0]}{dims}", stacklevel=7)
+    return ids
+
+
 def _single_trajectory(ds, path, why: str | None) -> bool:
     """Returns whether `ds` is one trajectory without a trajectory dimension (CF's single-trajectory layout, as a
     file per drifter often is): positions and time 1-D of one length (their dimensions may differ, as POSITION
@@ -565,10 +606,10 @@ def _single_id(ds, path) -> tuple[np.ndarray, bool]:
         if var.attrs.get("cf_role") != "trajectory_id":
             continue
         value = np.asarray(var.values)
-        if value.dtype.kind == "S" and value.ndim == 1:  # a char array not joined by the reader
+        if value.dtype.kind == "S" and value.ndim == 1 and value.dtype.itemsize == 1:  # chars not joined by the reader
             return np.array([b"".join(value).decode().strip()]), True
-        if value.size == 1:
-            return np.array([id_text(value.reshape(()).item()).strip()]), True
+        if value.size and np.all(value == value.flat[0]):  # one id, or the same id on every fix (a table's rows)
+            return np.array([id_text(value.flat[0]).strip()]), True
     for key in ("platform_code", "wmo_platform_code"):
         if str(ds.attrs.get(key, "")).strip():
             return np.array([str(ds.attrs[key]).strip()]), True
