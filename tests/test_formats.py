@@ -142,6 +142,31 @@ def test_erddap_csv_and_csvp_read_as_the_plain_csv(tmp_path):
     assert read["plain"].positions.shape[:2] == (2, 6) and np.isnan(read["plain"].positions[0, 3, 1])
 
 
+def test_a_csv_without_an_id_column_takes_the_drifter_from_a_platform_column_and_says_so(tmp_path):
+    """OSMC's ERDDAP names a drifter by platform_code (beside a platform_id of another numbering): read as the
+    plain id column, with a warning naming the column taken; a CSV with no column naming the drifter is refused
+    in one line that lists its columns."""
+    from lagda.io.formats import read_raw
+
+    rows = [(f"30023406000000{i}", 900 + i, f"2025-03-01T{h:02d}:00:00Z", -40 + 0.01 * h + i, 34 + 0.02 * h)
+            for i in range(2) for h in range(6)]
+    (tmp_path / "plain.csv").write_text("id,time,lon,lat\n" + "".join(
+        f"{code},{t},{lon},{lat}\n" for code, _, t, lon, lat in rows))
+    (tmp_path / "osmc.csv").write_text(
+        "platform_id,platform_type,platform_code,time,latitude,longitude\n,,,UTC,degrees_north,degrees_east\n" +
+        "".join(f"{pid},DRIFTING BUOYS,{code},{t},{lat},{lon}\n" for code, pid, t, lon, lat in rows))
+    plain = read_raw(tmp_path / "plain.csv")
+    with pytest.warns(UserWarning, match="osmc.csv: no id column; assumed platform_code names each fix's drifter"):
+        osmc = read_raw(tmp_path / "osmc.csv")
+    assert osmc.ids.tolist() == plain.ids.tolist() == ["300234060000000", "300234060000001"]
+    for got, want in zip(osmc.positions + osmc.times, plain.positions + plain.times):
+        np.testing.assert_array_equal(got, want)
+    (tmp_path / "anonymous.csv").write_text("name,time,lon,lat\na,2025-03-01T00:00:00Z,-40,34\n")
+    with pytest.raises(ValueError, match=r"anonymous.csv: a CSV of fixes needs a column naming each fix's drifter "
+                                         r"\(id, or one of platform_code, .*\); its columns are name,time,lon,lat$"):
+        read_raw(tmp_path / "anonymous.csv")
+
+
 @pytest.mark.parametrize("content,message", [
     ("id,time,lon,lat\na,0.5,-40,34\na,0.6,-40,34\n", "ISO 8601"),
     ("id,time,x,y\na,2025-03-01T00:00:00,0.1,0.2\n", "model times"),

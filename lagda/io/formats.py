@@ -22,7 +22,8 @@ Formats, detected from the content (not the name):
 - CSV with a header: `id,time,x,y[,field]` in model units, or `id,time,lon,lat[,field]` with
   ISO 8601 datetimes (longitude/latitude also accepted as column names, in any order, other columns
   ignored): ERDDAP's tabledap CSV of the GDP's datasets is read as downloaded (`.csv`, whose second
-  row holds the units, or `.csvp`, "time (UTC)").
+  row holds the units, or `.csvp`, "time (UTC)"). Without an `id` column, the first of `CSV_ID_COLUMNS` present
+  names each fix's drifter (OSMC's `platform_code`), said in a warning.
 - The GDP's 6-hourly interpolated text files (`buoydata_*.dat`, no header: `ID MM DD.ddd YYYY LAT LON ...`).
 
 Text files (CSV, 6-hourly) may be gzip-compressed, as AOML serves the 6-hourly files (`.dat.gz`).
@@ -64,6 +65,10 @@ _STANDARD_CALENDARS = ("standard", "gregorian", "proleptic_gregorian")
 GDP_VARIABLES = ("drogue_status", "location_type", "err_lat", "err_lon", "err_ve", "err_vn")  # read when present
 QG_TRUTH = {"psi", "u", "v", "truth_time"}  # the gridded truth of a QG truth file (lagda simulate --flow qg)
 # what a folder's track files end in: netCDF, CSV (ERDDAP's .csvp too), the GDP's 6-hourly text, Parquet, Zarr
+# the columns that may name a CSV fix's drifter when it has no id column, first found first: the id of OSMC's and
+# the Copernicus in-situ ERDDAP datasets, CF's and Parcels' trajectory, and common names of others
+CSV_ID_COLUMNS = ("id", "platform_code", "platform_id", "trajectory", "trajectory_id", "drifter_id", "buoy_id",
+                  "wmo")
 TRACK_SUFFIXES = (".nc", ".nc4", ".cdf", ".csv", ".csvp", ".dat", ".csv.gz", ".dat.gz", ".parquet", ".zarr")
 FILL_MAGNITUDE = 1e30  # a time or position this large is a fill value (GDP: -1e34; netCDF's default: 9.97e36)
 
@@ -917,8 +922,14 @@ def _read_csv(path, head: bytes, compression: str | None = None) -> RawTracks:
     header = {_csv_name(h) for h in first.split(",")}
     lonlat = [pair for pair in (("lon", "lat"), ("longitude", "latitude")) if set(pair) <= header]
     names = lonlat[0] if lonlat else ("x", "y")
-    if not {"id", "time", *names} <= header:
+    if not {"time", *names} <= header:
         raise ValueError(f"{path} {_NOT_TRACKS}")
+    id_name = next((name for name in CSV_ID_COLUMNS if name in header), None)
+    if id_name is None:
+        raise ValueError(f"{path}: a CSV of fixes needs a column naming each fix's drifter (id, or one of "
+                         f"{', '.join(CSV_ID_COLUMNS[1:])}); its columns are {first.strip()}")
+    if id_name != "id":
+        warnings.warn(f"{path}: no id column; assumed {id_name} names each fix's drifter", stacklevel=5)
     import pandas as pd
 
     try:  # every column as text, "" where empty; fields past the header's (a delimiter ending a row) are left out
@@ -929,7 +940,7 @@ def _read_csv(path, head: bytes, compression: str | None = None) -> RawTracks:
         raise ValueError(f"{path}: cannot be read as CSV ({str(error).splitlines()[0]})") from None
     table.columns = [_csv_name(str(c)) for c in table.columns]
     column = lambda name: table[name].str.strip()
-    if len(table) and column("time").iloc[0] == "UTC" and not column("id").iloc[0]:  # ERDDAP's units row
+    if len(table) and column("time").iloc[0] == "UTC" and not column(id_name).iloc[0]:  # ERDDAP's units row
         table = table.iloc[1:]
     a, b = (_csv_numbers(column(name), path) for name in names)
     times, physical = _csv_times(column("time").tolist(), path)
@@ -944,7 +955,7 @@ def _read_csv(path, head: bytes, compression: str | None = None) -> RawTracks:
         lost, _ = _csv_times(column("drogue_lost_date").tolist(), path)
         per_row["drogue_status"] = np.where(times >= lost, 0, 1).astype(np.int8)
         notes = ("drogue_status from each drifter's drogue_lost_date (drogued before it)",)
-    ids, t, pos, field, per_fix = _group_rows(column("id").to_numpy(str), times, a, b,
+    ids, t, pos, field, per_fix = _group_rows(column(id_name).to_numpy(str), times, a, b,
                                               column("field").tolist() if "field" in table.columns else None, per_row)
     return RawTracks(t, pos, ids, field, "lonlat" if lonlat else "model", physical, per_fix=per_fix, notes=notes)
 
