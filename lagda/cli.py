@@ -525,9 +525,10 @@ def _add_map_parser(subparsers) -> None:
                     "--resume continues an interrupted run.")
     p.add_argument("--tracks", required=True, nargs="+", metavar="ARCHIVE",
                    help="drifter archive: a ragged netCDF or Zarr store (clouddrift, GDP), or a longitude/latitude "
-                        "track file as lagda assimilate reads (CF trajectory netCDF, Parcels output, CSV such as "
-                        "ERDDAP's); or several such files, or a folder of them (a file per drifter, as the GDP's "
-                        "hourly files come), read as one, a group of files at a time; or the URL of a Zarr store "
+                        "track file as lagda assimilate reads (CF trajectory netCDF, Parcels output, CSV or "
+                        "netCDF such as ERDDAP's); or several such files, or a folder of them (a file per drifter, "
+                        "as the GDP's hourly files come), read as one, a group of files at a time (with --period, "
+                        "not the files whose drifters' stated lives miss it); or the URL of a Zarr store "
                         "(https://...zarr, such as the GDP's hourly collection on AWS), read in slices")
     p.add_argument("--region", type=float, nargs=4, metavar=("LON0", "LON1", "LAT0", "LAT1"),
                    help="west east south north in degrees (LON1 < LON0 crosses the dateline); latitudes within 80 "

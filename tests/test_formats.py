@@ -398,10 +398,11 @@ def test_single_trajectory_files_with_quality_flags_read_as_their_drifters(tmp_p
                             "missing (1 of the files)")
 
 
-def write_erddap_netcdf(path, raw, layout: str, feature: bool = True, cf_role: bool = True) -> None:
+def write_erddap_netcdf(path, raw, layout: str, feature: bool = True, cf_role: bool = True, lost=None) -> None:
     """Writes the fixes of `raw` as ERDDAP's tabledap serves a trajectory dataset in netCDF-3: `.nc`, a flat table
     over `row` (ID a char array over (row, ID_strlen), each fix a row), or `.ncCF`, a contiguous ragged array
-    (ID over (trajectory, ID_strlen), rowSize with sample_dimension); with or without featureType and cf_role."""
+    (ID over (trajectory, ID_strlen), rowSize with sample_dimension); with or without featureType and cf_role;
+    with `lost` (seconds since 1970 per drifter, NaN: never), a table's drogue_lost_date on every row."""
     import netCDF4
 
     ids = [str(i) for i in raw.ids]
@@ -428,6 +429,10 @@ def write_erddap_netcdf(path, raw, layout: str, feature: bool = True, cf_role: b
             var = nc.createVariable(name, "f8", (rows,))
             var.units, var.standard_name = units, name
             var[:] = values
+        if lost is not None:
+            var = nc.createVariable("drogue_lost_date", "f8", (rows,), fill_value=np.nan)
+            var.units = "seconds since 1970-01-01T00:00:00Z"
+            var[:] = np.repeat(lost, sizes)
         nc.cdm_data_type, nc.cdm_trajectory_variables = "Trajectory", "ID"
         if feature:
             nc.featureType = "Trajectory"
@@ -436,8 +441,9 @@ def write_erddap_netcdf(path, raw, layout: str, feature: bool = True, cf_role: b
 def test_erddap_netcdf_tables_read_as_their_drifters(tmp_path):
     """ERDDAP's tabledap netCDF downloads of a trajectory dataset: `.nc` (a flat table, a row per fix, the drifter
     id a char array per row) and `.ncCF` (a contiguous ragged array) read as the drifters of the same fixes; a
-    table without featureType and cf_role is read the same, with a warning naming the id variable. A table of one
-    drifter is that drifter, its id the one value of ID (not its rows' ids joined)."""
+    table without featureType and cf_role is read the same, with a warning naming the id variable; a table's
+    drogue_lost_date on each row makes its fixes from that time undrogued. A table of one drifter is that
+    drifter, its id the one value of ID (not its rows' ids joined)."""
     from lagda.demo import shipped
     from lagda.io.formats import read_raw
     from lagda.io.tracks import id_text
@@ -454,6 +460,14 @@ def test_erddap_netcdf_tables_read_as_their_drifters(tmp_path):
         assert raw.coordinates == "lonlat" and raw.physical_time
         for got, want in zip(raw.times + raw.positions, reference.times + reference.positions):
             np.testing.assert_array_equal(got, want)
+    lost = np.full(len(reference.ids), np.nan)
+    lost[2] = reference.times[2][40]  # the third drifter loses its drogue at its 41st fix
+    write_erddap_netcdf(tmp_path / "lost.nc", reference, "nc", lost=lost)
+    raw = read_raw(tmp_path / "lost.nc")
+    status = raw.per_fix["drogue_status"]
+    assert status[2][:40].min() == 1 and status[2][40:].max() == 0
+    assert all(s.min() == 1 for k, s in enumerate(status) if k != 2)
+    assert "drogue_status from each drifter's drogue_lost_date (drogued before it)" in raw.notes
     one = dataclasses.replace(reference, ids=reference.ids[:1], times=reference.times[:1],
                               positions=reference.positions[:1])
     write_erddap_netcdf(tmp_path / "one.nc", one, "nc")

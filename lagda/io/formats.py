@@ -513,10 +513,15 @@ def _from_dataset(ds, path):
     if table is not None:
         per_row = {name: np.asarray(ds[name].values) for name in GDP_VARIABLES
                    if name in ds.variables and ds[name].dims == ds[a].dims}
+        notes = flag_note
+        lost = ds.variables.get("drogue_lost_date")
+        if "drogue_status" not in per_row and physical_time and lost is not None and lost.dims == ds[a].dims:
+            per_row["drogue_status"] = np.where(time >= _time_values(lost, path)[0], 0, 1).astype(np.int8)
+            notes += ("drogue_status from each drifter's drogue_lost_date (drogued before it)",)
         ids, times, positions, _, per_fix = _group_rows(table, time, scale * ds[a].values, scale * ds[b].values,
                                                         per_row=per_row)
         return RawTracks(times, [without_fills(p) for p in positions], ids, None, coordinates, physical_time,
-                         dict(ds.attrs), per_fix=per_fix, notes=flag_note)
+                         dict(ds.attrs), per_fix=per_fix, notes=notes)
     if single:
         per_fix = {name: [np.asarray(ds[name].values)] for name in GDP_VARIABLES
                    if name in ds.variables and ds[name].shape == ds[a].shape}
