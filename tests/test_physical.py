@@ -194,3 +194,30 @@ def test_the_ocean_path_follows_the_drifters_with_a_local_gp_where_its_basis_can
     assert rms["gp"] < 0.25 * rms["basis"], (rms, len(errors["gp"]), note)  # the local GP follows it
     assert np.mean(errors["covered"]) > 0.9
     assert np.all(np.isfinite(res.fields["v_mean"])) and np.all(res.fields["u_total_std"] > 0)
+
+
+def test_tracks_in_projected_metres_keep_the_basis_field_and_say_why(tmp_path):
+    """The local GP works on longitude/latitude: on tracks in projected metres the ocean path keeps its basis
+    field, and a note (in the summary and the result file) says so."""
+    import json
+
+    import xarray as xr
+
+    from lagda.io.tracks import Tracks, write_tracks
+
+    mapping = Mapping((-2e5, 3e5, 1e5, 6e5), "projected", ORIGIN, 3.6e7)
+    hours = np.arange(0, 97, 1.0)
+    times = np.tile(mapping.time_to_model(ORIGIN + 3600.0 * hours), (4, 1))
+    rows = np.array([0.2, 0.4, 0.6, 0.8])
+    positions = np.stack([0.2 + 0.3 * hours / 96 + 0.05 * np.sin(2 * np.pi * rows[:, None]) * np.ones_like(hours),
+                          rows[:, None] + 0.02 * np.sin(hours / 10.0)], axis=-1)
+    write_tracks(Tracks(positions, times, np.zeros(4, np.int64), np.array(["a", "b", "c", "d"]), mapping=mapping),
+                 tmp_path / "metres.nc")
+    summary = assimilate_file(tmp_path / "metres.nc", tmp_path / "r.nc", basis="circular", k_max=2, degree=1,
+                              n_grid=8)
+    note = ("local GP: not fitted: it works on longitude/latitude tracks and these are projected x, y in metres; "
+            "u, v are the basis field's")
+    assert note in summary.notes
+    with xr.open_dataset(tmp_path / "r.nc") as ds:
+        assert note in json.loads(ds.attrs["settings_notes"])
+

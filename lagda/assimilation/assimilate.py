@@ -229,11 +229,13 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
                  "read_warnings": json.dumps(list(warnings)),
                  **(tracks.clean.attrs() if tracks.clean is not None else {})}
         result = posterior_result(posterior, model, grid_times, n_grid, tracks, attrs)
-        if local_gp and method == "linear" and basis is not None and tracks.mapping is not None \
-                and tracks.mapping.coordinates == "lonlat":
+        if local_gp and method == "linear" and basis is not None and tracks.mapping is not None:
             from lagda.mapping.invert import box_local_gp
 
-            notes = notes + tuple(box_local_gp(result, posterior, model, k_max))
+            notes = notes + (tuple(box_local_gp(result, posterior, model, k_max))
+                             if tracks.mapping.coordinates == "lonlat" else
+                             ("local GP: not fitted: it works on longitude/latitude tracks and these are projected x, "
+                              "y in metres; u, v are the basis field's",))
             result.attrs["settings_notes"] = json.dumps(list(notes))
         write_result(out_path, result)
         scores = _scores(posterior, tracks, model, result, n_grid)
