@@ -494,6 +494,28 @@ def test_a_year_of_a_folder_of_drifter_files_reads_the_files_of_the_drifters_tha
     assert not any(n.startswith("read ") and " of the " in n and "files" in n for n in wrong.notes)
 
 
+def test_a_files_stated_life_is_read_alike_from_netcdf4_netcdf3_and_zarr(tmp_path):
+    """The span of the lives a file states (`_file_life`: start_date or deploy_date, end_date, widened by a day)
+    is the same read through h5py (netCDF-4), netCDF4 (netCDF-3) and xarray (Zarr); a missing end (-1e34, the
+    GDP's fill) is no end; a CSV, or a file that states no dates, states no life."""
+    from lagda.mapping.archive import LIFE_SLACK_S, _file_life
+
+    since = {"units": "hours since 2020-01-01 00:00:00"}
+    ds = xr.Dataset({"ID": ("traj", [7, 8]), "rowsize": ("traj", [2, 2]),
+                     "deploy_date": ("traj", [24.0, 48.0], since), "end_date": ("traj", [72.0, -1e34], since),
+                     "time": ("obs", [24.0, 25.0, 48.0, 49.0], since), "lon": ("obs", np.zeros(4)),
+                     "lat": ("obs", np.zeros(4))})
+    ds.to_netcdf(tmp_path / "four.nc", format="NETCDF4", encoding={n: {"_FillValue": None} for n in ds.variables})
+    ds.to_netcdf(tmp_path / "three.nc", format="NETCDF3_64BIT")
+    ds.to_zarr(tmp_path / "store.zarr", zarr_format=2)
+    start = parse_time("2020-01-02T00:00:00Z") - LIFE_SLACK_S
+    for name in ("four.nc", "three.nc", "store.zarr"):
+        assert _file_life(str(tmp_path / name)) == (start, np.inf, "deploy_date and end_date"), name
+    ds.drop_vars(["deploy_date", "end_date"]).to_netcdf(tmp_path / "none.nc")
+    (tmp_path / "fixes.csv").write_text("id,time,lon,lat\na,2020-01-01T00:00:00Z,0,0\n")
+    assert _file_life(str(tmp_path / "none.nc")) is None and _file_life(str(tmp_path / "fixes.csv")) is None
+
+
 def test_map_reads_other_track_files_as_the_ragged_archive(tmp_path):
     """The archive's fixes as ERDDAP writes a CSV (a row of units under the header), as a two-dimensional
     (trajectory, obs) CF netCDF, as the GDP's hourly files (a file per drifter: their folder, or the files listed,
