@@ -470,10 +470,11 @@ def test_erddap_netcdf_tables_read_as_their_drifters(tmp_path):
     assert "drogue_status from each drifter's drogue_lost_date (drogued before it)" in raw.notes
     one = dataclasses.replace(reference, ids=reference.ids[:1], times=reference.times[:1],
                               positions=reference.positions[:1])
-    write_erddap_netcdf(tmp_path / "one.nc", one, "nc")
-    raw = read_raw(tmp_path / "one.nc")
-    assert [id_text(i) for i in raw.ids] == [id_text(reference.ids[0])]
-    np.testing.assert_array_equal(raw.positions[0], reference.positions[0])
+    for cf_role in (True, False):  # named by its cf_role variable, or by ID without one
+        write_erddap_netcdf(tmp_path / f"one_{cf_role}.nc", one, "nc", cf_role=cf_role)
+        raw = read_raw(tmp_path / f"one_{cf_role}.nc")
+        assert [id_text(i) for i in raw.ids] == [id_text(reference.ids[0])] and raw.ids_given
+        np.testing.assert_array_equal(raw.positions[0], reference.positions[0])
 
 
 def test_a_csv_drogue_lost_date_or_drogue_status_column_leaves_undrogued_fixes_out(tmp_path):

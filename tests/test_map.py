@@ -484,6 +484,8 @@ def test_a_year_of_a_folder_of_drifter_files_reads_the_files_of_the_drifters_tha
     assert 0 < alive < len(files) // 2
     assert f"read {alive} of the {len(files)} files: the other {len(files) - alive} state lives of their drifters " \
            "(deploy_date and end_date, widened by 1 day) that miss the period" in folder.notes
+    assert any(n.startswith(f"assumed: {alive} of {len(files)} files in ") and "(each): no featureType" in n
+               for n in folder.notes)
     inside = files[int(np.flatnonzero(lives)[0])]
     with netCDF4.Dataset(inside, "a") as ds:
         ds["end_date"][:] = ds["end_date"][:] - 20 * 86400.0

@@ -302,9 +302,11 @@ class SeveralFiles:
         return tuple(notes)
 
     def warnings(self) -> list[str]:
-        """Returns one line per distinct warning the files' readers gave, with how many files gave it."""
-        return [f"{self.name} ({'each' if n == len(self.file_notes) else f'{n} of them'}): {text}"
-                for text, n in self.said.items()]
+        """Returns one line per distinct warning the files' readers gave, with how many of the files read gave it
+        (the files read named as of all the files, when not every one was read)."""
+        read = len(self.file_notes)
+        who = self.name if read == len(self.files) else f"{read} of {self.name}"
+        return [f"{who} ({'each' if n == read else f'{n} of them'}): {text}" for text, n in self.said.items()]
 
 
 def merge_raw(raws: list, notes: tuple = ()) -> RawTracks:
@@ -611,10 +613,10 @@ def _single_trajectory(ds, path, why: str | None) -> bool:
 
 def _single_id(ds, path) -> tuple[np.ndarray, bool]:
     """Returns (ids `(1,)`, whether the file names it) of a single-trajectory file: its `cf_role =
-    "trajectory_id"` variable, else its `platform_code` or `wmo_platform_code` attribute, else the file's name."""
-    for var in ds.variables.values():
-        if var.attrs.get("cf_role") != "trajectory_id":
-            continue
+    "trajectory_id"` variable, else a variable `id` or `ID` of one value, else its `platform_code` or
+    `wmo_platform_code` attribute, else the file's name."""
+    named = [var for var in ds.variables.values() if var.attrs.get("cf_role") == "trajectory_id"]
+    for var in named or [ds.variables[name] for name in ("id", "ID") if name in ds.variables]:
         value = np.asarray(var.values)
         if value.dtype.kind == "S" and value.ndim == 1 and value.dtype.itemsize == 1:  # chars not joined by the reader
             return np.array([b"".join(value).decode().strip()]), True
