@@ -402,7 +402,7 @@ def _add_assimilate_parser(subparsers, help_method: str | None = None) -> None:
     p.add_argument("--keep-undrogued", action="store_true",
                    help="keep fixes a GDP file marks undrogued (drogue_status 0; default: left out, counted)")
     p.add_argument("--no-local-gp", dest="local_gp", action="store_false",
-                   help="on longitude/latitude tracks in a chosen basis (the default for them), leave out the local "
+                   help="on physical tracks in a chosen basis (the default for them), leave out the local "
                         "Gaussian process of what the basis leaves out at the drifters (u, v are then the basis "
                         "field's)")
     shown = _method_options(help_method)

@@ -172,7 +172,7 @@ def test_the_ocean_path_follows_the_drifters_with_a_local_gp_where_its_basis_can
     (tmp_path / "jet.csv").write_text("\n".join(lines) + "\n")
     summary = assimilate_file(tmp_path / "jet.csv", tmp_path / "r.nc", basis="circular", k_max=2, degree=1, n_grid=24)
     (note,) = [n for n in summary.notes if n.startswith("local GP")]
-    assert "fitted to" in note and "psi is the basis field's" in note
+    assert "fitted to" in note and "psi is the basis field's" in note, note
     res = read_result(tmp_path / "r.nc")
     lon, lat = res.mapping.from_model(*np.meshgrid(res.x, res.y))  # (y, x)
     fu, _ = res.mapping.velocity_factors(lat)
@@ -196,28 +196,44 @@ def test_the_ocean_path_follows_the_drifters_with_a_local_gp_where_its_basis_can
     assert np.all(np.isfinite(res.fields["v_mean"])) and np.all(res.fields["u_total_std"] > 0)
 
 
-def test_tracks_in_projected_metres_keep_the_basis_field_and_say_why(tmp_path):
-    """The local GP works on longitude/latitude: on tracks in projected metres the ocean path keeps its basis
-    field, and a note (in the summary and the result file) says so."""
-    import json
-
-    import xarray as xr
-
+def test_tracks_in_projected_metres_get_the_local_gp_in_metres(tmp_path):
+    """The jet of the test above in projected metres (a lab's or a model's tracks, x, y in m): u = U0 + A sin(2 pi
+    (y - y0) / L) across 16 drifters' rows. The local GP works on the plane as it is: u follows the drifters where
+    the basis (k_max 2) cannot, the total std covers the truth at their cells, and its note says what was fitted."""
     from lagda.io.tracks import Tracks, write_tracks
 
-    mapping = Mapping((-2e5, 3e5, 1e5, 6e5), "projected", ORIGIN, 3.6e7)
-    hours = np.arange(0, 97, 1.0)
-    times = np.tile(mapping.time_to_model(ORIGIN + 3600.0 * hours), (4, 1))
-    rows = np.array([0.2, 0.4, 0.6, 0.8])
-    positions = np.stack([0.2 + 0.3 * hours / 96 + 0.05 * np.sin(2 * np.pi * rows[:, None]) * np.ones_like(hours),
-                          rows[:, None] + 0.02 * np.sin(hours / 10.0)], axis=-1)
-    write_tracks(Tracks(positions, times, np.zeros(4, np.int64), np.array(["a", "b", "c", "d"]), mapping=mapping),
-                 tmp_path / "metres.nc")
-    summary = assimilate_file(tmp_path / "metres.nc", tmp_path / "r.nc", basis="circular", k_max=2, degree=1,
-                              n_grid=8)
-    note = ("local GP: not fitted: it works on longitude/latitude tracks and these are projected x, y in metres; "
-            "u, v are the basis field's")
-    assert note in summary.notes
-    with xr.open_dataset(tmp_path / "r.nc") as ds:
-        assert note in json.loads(ds.attrs["settings_notes"])
-
+    u0, amp, span = 0.2, 0.05, 150e3
+    # 240 km around the tracks, the grid's rows (every 10 km at n_grid 24) on the drifters' rows
+    mapping = Mapping((-2.1e5, 3e4, 1.25e5, 3.65e5), "projected", ORIGIN, 3.6e7)
+    rows = 1.75e5 + span * np.arange(16) / 15
+    jet = lambda y: u0 + amp * np.sin(2 * np.pi * (y - rows[0]) / (span / 3))
+    seconds = np.arange(0, 8 * 86400 + 1, 3600.0)
+    x = -1.8e5 + jet(rows)[:, None] * seconds  # (drifter, obs) metres
+    positions = np.stack(mapping.to_model(x, np.broadcast_to(rows[:, None], x.shape)), axis=-1)
+    times = np.tile(mapping.time_to_model(ORIGIN + seconds), (len(rows), 1))
+    write_tracks(Tracks(positions, times, np.zeros(len(rows), np.int64), np.array([f"d{i}" for i in range(16)]),
+                        mapping=mapping), tmp_path / "jet_m.nc")
+    summary = assimilate_file(tmp_path / "jet_m.nc", tmp_path / "r.nc", basis="circular", k_max=2, degree=1,
+                              n_grid=24)
+    (note,) = [n for n in summary.notes if n.startswith("local GP")]
+    assert "fitted to" in note, note
+    res = read_result(tmp_path / "r.nc")
+    cx, cy = mapping.from_model(res.x, res.y)  # cell centres, metres
+    near = np.array([np.argmin(np.abs(cy - row)) for row in rows])
+    errors = {"basis": [], "gp": [], "covered": []}
+    for k, t in enumerate(res.time):  # at each drifter's cell at each time
+        s = mapping.time_from_model(t) - ORIGIN
+        at = np.array([np.argmin(np.abs(cx - (-1.8e5 + jet(row) * s))) for row in rows])
+        truth = jet(cy[near])
+        points = np.stack([res.x[at], res.y[near]], axis=-1)
+        coef = np.concatenate([res.coef_mean[0].real, res.coef_mean[0].imag])
+        fu, _ = mapping.velocity_factors(cy[near])
+        errors["basis"].extend((velocity_basis(points, t, res.k1, res.k2, res.omega, res.time_basis) @ coef)[..., 0]
+                               * fu - truth)
+        errors["gp"].extend(res.fields["u_mean"][0, k][near, at] - truth)
+        errors["covered"].extend(np.abs(res.fields["u_mean"][0, k][near, at] - truth)
+                                 < 1.96 * res.fields["u_total_std"][0, k][near, at])
+    rms = {k: float(np.sqrt(np.mean(np.square(v)))) for k, v in errors.items() if k != "covered"}
+    assert rms["basis"] > 0.4 * amp  # the basis misses the jet
+    assert rms["gp"] < 0.25 * rms["basis"], (rms, note)  # the local GP follows it
+    assert np.mean(errors["covered"]) > 0.9

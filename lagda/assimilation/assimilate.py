@@ -149,8 +149,9 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
     keep_undrogued : bool
         Keep fixes a GDP file marks undrogued (drogue_status 0; default: left out, counted in a note).
     local_gp : bool
-        For `linear` in a chosen basis on longitude/latitude tracks (the ocean path): add the local Gaussian
-        process of what the basis leaves out at the drifters, as `lagda map` does per tile
+        For `linear` in a chosen basis on physical tracks (the ocean path; longitude/latitude or projected
+        metres): add the local Gaussian process of what the basis leaves out at the drifters, as `lagda map` does
+        per tile
         (lagda.mapping.invert.box_local_gp): u, v follow the drifters' velocities where they are and
         u_total_std, v_total_std include it; psi stays the basis field's. A note says what was fitted.
 
@@ -232,10 +233,7 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
         if local_gp and method == "linear" and basis is not None and tracks.mapping is not None:
             from lagda.mapping.invert import box_local_gp
 
-            notes = notes + (tuple(box_local_gp(result, posterior, model, k_max))
-                             if tracks.mapping.coordinates == "lonlat" else
-                             ("local GP: not fitted: it works on longitude/latitude tracks and these are projected x, "
-                              "y in metres; u, v are the basis field's",))
+            notes = notes + tuple(box_local_gp(result, posterior, model, k_max))
             result.attrs["settings_notes"] = json.dumps(list(notes))
         write_result(out_path, result)
         scores = _scores(posterior, tracks, model, result, n_grid)

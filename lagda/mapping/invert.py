@@ -104,7 +104,8 @@ def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model,
 
     Args:
         field: the basis field on the cells: u, v (m/s) and the variance of the field in the basis var_u, var_v
-            (m/s)^2, `(day, lat, lon)`. cells: (lon `(lat, lon)`, lat `(lat, lon)` degrees, seconds `(day,)`).
+            (m/s)^2, `(day, lat, lon)`. cells: (lon `(lat, lon)`, lat `(lat, lon)` degrees, seconds `(day,)`);
+            for a projected `mapping`, x and y metres in place of lon and lat, here and in `fixes` and `tile`.
         fixes, segments: the drifters' fixes and their segments (`Fixes.segments`); mean: the basis posterior
             mean `(2K,)` (real, imaginary parts); model, mapping: the basis and the box's tangent plane;
         tile: the box and window (its centre is the GP's plane); zero_guard: the basis estimate is the prior mean.
@@ -113,7 +114,7 @@ def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model,
     if local is None:
         return None, f"fewer than {MIN_LOCAL_POINTS} drifter velocities: not fitted"
     gp, hyper, points, spread, largest, outliers = local
-    du, dv, var_local = _local_on(gp, tile, *cells)
+    du, dv, var_local = _local_on(gp, tile, *cells, projected=mapping.coordinates == "projected")
     reach = float(max(np.abs(du).max(), np.abs(dv).max()))
     if reach > LOCAL_REACH * largest:  # an ill-posed fit rings between its data: the tile keeps its basis field
         return None, (f"rejected: its correction reached {reach:.3g} m/s, over {LOCAL_REACH:g}x the residuals' 99th "
@@ -135,13 +136,14 @@ def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model,
 
 
 def box_local_gp(result, posterior, model, k_max: float) -> list[str]:
-    """Adds to a one-box `lagda assimilate` result in longitude/latitude the local GP of what its basis leaves out
-    at the drifters (`local_gp_correction`, as each tile of a map has it): its u_mean, v_mean (m/s) follow the
+    """Adds to a one-box `lagda assimilate` result of physical tracks (longitude/latitude, or projected x, y
+    metres) the local GP of what its basis leaves out at the drifters (`local_gp_correction`, as each tile of a
+    map has it): its u_mean, v_mean (m/s) follow the
     drifters' own velocities where they are, and u_total_std, v_total_std become the total predictive std; psi
     and the coefficients stay the basis field's. Returns one note line per field of what was fitted or why not.
 
     Args:
-        result: lagda.io.results.Result of a chosen basis (physical fields, `result.tracks` with a lonlat mapping),
+        result: lagda.io.results.Result of a chosen basis (physical fields, `result.tracks` with a physical mapping),
             changed in place; posterior: its Posterior; model: its basis (basis_model); k_max: the basis's.
     """
     tracks, mapping = result.tracks, result.mapping
@@ -280,10 +282,22 @@ def _interpolate(values, axes, shape) -> np.ndarray:
     return interp(mesh)
 
 
-def _chunk_velocities(fixes: Fixes, segments: list[np.ndarray], chunk_s: float):
+def _plane_km(a, b, tile: Tile, projected: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (x, y) km of points `(...)` on the local GP's plane about the tile's centre: longitude, latitude
+    degrees on the sinusoidal plane (lagda.mapping.residual.local_km), or projected x, y metres as they are."""
+    from lagda.mapping.residual import local_km
+
+    if projected:
+        centre = tile.centre
+        return (np.asarray(a, np.float64) - centre[0]) / 1000.0, (np.asarray(b, np.float64) - centre[1]) / 1000.0
+    return local_km(a, b, tile.centre)
+
+
+def _chunk_velocities(fixes: Fixes, segments: list[np.ndarray], chunk_s: float, projected: bool = False):
     """Returns (lon, lat, seconds, velocity `(n, 2)` m/s) of each drifter segment's chunks of `chunk_s`: the
     displacement from a chunk's first fix to its last over their time apart (chunks spanning under half `chunk_s`
-    left out), at the midpoint; (u, v) = (R cos(lat) dlon/dt, R dlat/dt)."""
+    left out), at the midpoint; (u, v) = (R cos(lat) dlon/dt, R dlat/dt), or (dx/dt, dy/dt) of `projected` fixes
+    (x, y metres in place of lon, lat)."""
     from lagda.io.physical import EARTH_RADIUS_M
 
     first, last = [], []
@@ -297,8 +311,10 @@ def _chunk_velocities(fixes: Fixes, segments: list[np.ndarray], chunk_s: float):
     i, j = (np.concatenate(a) if a else np.zeros(0, np.int64) for a in (first, last))
     lon, lat = 0.5 * (fixes.lon[i] + fixes.lon[j]), 0.5 * (fixes.lat[i] + fixes.lat[j])
     dt = fixes.time[j] - fixes.time[i]
-    u = EARTH_RADIUS_M * np.cos(np.deg2rad(lat)) * np.deg2rad(fixes.lon[j] - fixes.lon[i]) / dt
-    v = EARTH_RADIUS_M * np.deg2rad(fixes.lat[j] - fixes.lat[i]) / dt
+    dx, dy = fixes.lon[j] - fixes.lon[i], fixes.lat[j] - fixes.lat[i]
+    if not projected:
+        dx, dy = EARTH_RADIUS_M * np.cos(np.deg2rad(lat)) * np.deg2rad(dx), EARTH_RADIUS_M * np.deg2rad(dy)
+    u, v = dx / dt, dy / dt
     return lon, lat, 0.5 * (fixes.time[i] + fixes.time[j]), np.stack([u, v], axis=-1)
 
 
@@ -312,13 +328,14 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
     the basis resolves are the basis's.
     """
     from lagda.assimilation.methods.prior_search import velocity_outliers
-    from lagda.mapping.residual import EARTH_RADIUS_KM, Predictor, fit, local_km
+    from lagda.mapping.residual import EARTH_RADIUS_KM, Predictor, fit
     from simulate.flow import velocity_basis
 
-    lon, lat, seconds, velocity = _chunk_velocities(fixes, segments, LOCAL_CHUNK_S)
+    projected = mapping.coordinates == "projected"
+    lon, lat, seconds, velocity = _chunk_velocities(fixes, segments, LOCAL_CHUNK_S, projected)
     if len(lon) > LOCAL_MAX_POINTS:  # longer chunks, fewer velocities
         lon, lat, seconds, velocity = _chunk_velocities(fixes, segments,
-                                                        LOCAL_CHUNK_S * np.ceil(len(lon) / LOCAL_MAX_POINTS))
+                                                        LOCAL_CHUNK_S * np.ceil(len(lon) / LOCAL_MAX_POINTS), projected)
     if len(lon) < MIN_LOCAL_POINTS:
         return None
     k1, k2, omega, time = model.modes
@@ -332,10 +349,11 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
     residual, velocity = residual[inlier], velocity[inlier]
     if len(lon) < MIN_LOCAL_POINTS:
         return None
-    x, y = local_km(lon, lat, tile.centre)
+    x, y = _plane_km(lon, lat, tile, projected)
     points = np.stack([x, y, (seconds - tile.start_s) / DAY_S], axis=-1)
     pick = np.random.default_rng(0).permutation(len(points))[:LOCAL_FIT_POINTS]
-    side_km = np.deg2rad(tile.box[3] - tile.box[2]) * EARTH_RADIUS_KM
+    side_km = (tile.box[3] - tile.box[2]) / 1000.0 if projected else np.deg2rad(tile.box[3] - tile.box[2]) * \
+        EARTH_RADIUS_KM
     window_days = (tile.end_s - tile.start_s) / DAY_S
     power = float(np.mean(residual**2))
     # the variance at most a few times the residual's: a longer trend is the basis's, not a reason to inflate it
@@ -348,12 +366,12 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
             float(np.percentile(np.abs(residual), 99)), int((~inlier).sum()))
 
 
-def _local_on(gp, tile: Tile, lon2, lat2, seconds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _local_on(gp, tile: Tile, lon2, lat2, seconds, projected: bool = False) -> tuple[np.ndarray, np.ndarray,
+                                                                                     np.ndarray]:
     """Returns the residual GP's mean (du, dv) and its latent variance `(day, lat, lon)` at the cells lon2, lat2
-    `(lat, lon)` degrees (in the tile's longitude convention) on each of `seconds` `(day,)`."""
-    from lagda.mapping.residual import local_km
-
-    xy = np.stack(local_km(lon2, lat2, tile.centre), axis=-1)  # (lat, lon, 2) km
+    `(lat, lon)` degrees (in the tile's longitude convention; x, y metres when `projected`) on each of `seconds`
+    `(day,)`."""
+    xy = np.stack(_plane_km(lon2, lat2, tile, projected), axis=-1)  # (lat, lon, 2) km
     day = (np.asarray(seconds, np.float64) - tile.start_s) / DAY_S
     shape = (len(day), *lon2.shape)
     mean = gp.mean_on(xy.reshape(-1, 2), day).reshape(*shape, 2)
