@@ -63,6 +63,7 @@ _LON_UNITS = {"degrees_east", "degree_east", "degree_e", "degrees_e", "degreee",
 _LAT_UNITS = {"degrees_north", "degree_north", "degree_n", "degrees_n", "degreen", "degreesn"}
 _STANDARD_CALENDARS = ("standard", "gregorian", "proleptic_gregorian")
 GDP_VARIABLES = ("drogue_status", "location_type", "err_lat", "err_lon", "err_ve", "err_vn")  # read when present
+DROGUE_FROM_LOST_NOTE = "drogue_status from each drifter's drogue_lost_date (drogued before it)"
 QG_TRUTH = {"psi", "u", "v", "truth_time"}  # the gridded truth of a QG truth file (lagda simulate --flow qg)
 # what a folder's track files end in: netCDF, CSV (ERDDAP's .csvp too), the GDP's 6-hourly text, Parquet, Zarr
 # the columns that may name a CSV fix's drifter when it has no id column, first found first: the id of OSMC's and
@@ -518,8 +519,8 @@ def _from_dataset(ds, path):
         notes = flag_note
         lost = ds.variables.get("drogue_lost_date")
         if "drogue_status" not in per_row and physical_time and lost is not None and lost.dims == ds[a].dims:
-            per_row["drogue_status"] = np.where(time >= _time_values(lost, path)[0], 0, 1).astype(np.int8)
-            notes += ("drogue_status from each drifter's drogue_lost_date (drogued before it)",)
+            per_row["drogue_status"] = _drogued(time, _time_values(lost, path)[0])
+            notes += (DROGUE_FROM_LOST_NOTE,)
         ids, times, positions, _, per_fix = _group_rows(table, time, scale * ds[a].values, scale * ds[b].values,
                                                         per_row=per_row)
         return RawTracks(times, [without_fills(p) for p in positions], ids, None, coordinates, physical_time,
@@ -561,7 +562,7 @@ def _from_dataset(ds, path):
     notes = flag_note
     if "drogue_status" not in per_fix and physical_time and "drogue_lost_date" in ds.variables:
         per_fix["drogue_status"] = _drogue_from_lost_date(ds["drogue_lost_date"], instance, times, path)
-        notes += ("drogue_status from each drifter's drogue_lost_date (drogued before it)",)
+        notes += (DROGUE_FROM_LOST_NOTE,)
     return dataclasses.replace(_raw(ds, instance, times, positions, coordinates, physical_time, per_fix), notes=notes)
 
 
@@ -578,10 +579,7 @@ def _table_ids(ds, path, why: str | None) -> np.ndarray | None:
     dims = ds[a].dims
     if len(dims) != 1 or ds[b].dims != dims or ds[t].dims != dims:
         return None
-    over_rows = {name: var for name, var in ds.variables.items() if var.dims == dims and name not in (a, b, t)}
-    named = [name for name, var in over_rows.items() if var.attrs.get("cf_role") == "trajectory_id"]
-    guessed = not named
-    named = named or [name for name in ("id", "ID") if name in over_rows]
+    named, guessed = _id_names(ds, dims)
     if not named:
         return None
     ids = np.asarray(ds[named[0]].values)
@@ -594,6 +592,14 @@ def _table_ids(ds, path, why: str | None) -> np.ndarray | None:
         warnings.warn(f"{path}: {why or 'no trajectory_id variable'}; assumed a table of fixes, one a row, "
                       f"{len(unique)} trajectories told apart by {named[0]}{dims}", stacklevel=7)
     return ids
+
+
+def _id_names(ds, dims: tuple | None = None) -> tuple[list, bool]:
+    """Returns (the names of the variables that may hold the trajectory ids, whether by name alone): those with
+    `cf_role = "trajectory_id"`, else a variable `id` or `ID`; over `dims` only, when given."""
+    over = lambda var: dims is None or var.dims == dims
+    named = [name for name, var in ds.variables.items() if var.attrs.get("cf_role") == "trajectory_id" and over(var)]
+    return named or [name for name in ("id", "ID") if name in ds.variables and over(ds.variables[name])], not named
 
 
 def _single_trajectory(ds, path, why: str | None) -> bool:
@@ -615,9 +621,8 @@ def _single_id(ds, path) -> tuple[np.ndarray, bool]:
     """Returns (ids `(1,)`, whether the file names it) of a single-trajectory file: its `cf_role =
     "trajectory_id"` variable, else a variable `id` or `ID` of one value, else its `platform_code` or
     `wmo_platform_code` attribute, else the file's name."""
-    named = [var for var in ds.variables.values() if var.attrs.get("cf_role") == "trajectory_id"]
-    for var in named or [ds.variables[name] for name in ("id", "ID") if name in ds.variables]:
-        value = np.asarray(var.values)
+    for name in _id_names(ds)[0]:
+        value = np.asarray(ds.variables[name].values)
         if value.dtype.kind == "S" and value.ndim == 1 and value.dtype.itemsize == 1:  # chars not joined by the reader
             return np.array([b"".join(value).decode().strip()]), True
         if value.size and np.all(value == value.flat[0]):  # one id, or the same id on every fix (a table's rows)
@@ -666,7 +671,13 @@ def _drogue_from_lost_date(var, instance_dim, times: list, path) -> list:
     if var.dims != (instance_dim,):
         raise ValueError(f"{path}: drogue_lost_date has dims {var.dims}, expected ({instance_dim!r},)")
     lost, _ = _time_values(var, path)
-    return [np.where(np.asarray(t) >= when, 0, 1).astype(np.int8) for t, when in zip(times, lost)]
+    return [_drogued(np.asarray(t), when) for t, when in zip(times, lost)]
+
+
+def _drogued(times, lost) -> np.ndarray:
+    """Returns the GDP drogue_status int8 (1 drogued, 0 not) of fixes at `times` whose drifter lost its drogue at
+    `lost` (broadcast; seconds since 1970, NaN: never): drogued before it."""
+    return np.where(np.asarray(times) >= lost, 0, 1).astype(np.int8)
 
 
 def _gdp_variables(ds, instance_dim, obs_dims, split, sizes) -> dict:
@@ -820,8 +831,7 @@ def _seconds(dates: np.ndarray) -> np.ndarray:
 def _raw(ds, instance_dim, times, positions, coordinates, physical_time, per_fix=None) -> RawTracks:
     """Returns `RawTracks` from per-trajectory lists plus the instance variables of `ds`."""
     n = ds.sizes[instance_dim]
-    id_vars = [name for name, var in ds.variables.items() if var.attrs.get("cf_role") == "trajectory_id"]
-    id_vars = id_vars or [name for name in ("id", "ID") if name in ds.variables and ds[name].dims == (instance_dim,)]
+    id_vars = _id_names(ds, (instance_dim,))[0]
     ids = ds[id_vars[0]].values if id_vars else np.arange(n)
     field = ds["field"].values if "field" in ds.variables and ds["field"].dims == (instance_dim,) else None
     release = None
@@ -959,9 +969,8 @@ def _read_csv(path, head: bytes, compression: str | None = None) -> RawTracks:
     if physical and "drogue_status" in table.columns:
         per_row["drogue_status"] = _csv_numbers(column("drogue_status"), path)
     elif physical and "drogue_lost_date" in table.columns:  # the GDP's per-drifter date, repeated on its rows
-        lost, _ = _csv_times(column("drogue_lost_date").tolist(), path)
-        per_row["drogue_status"] = np.where(times >= lost, 0, 1).astype(np.int8)
-        notes = ("drogue_status from each drifter's drogue_lost_date (drogued before it)",)
+        per_row["drogue_status"] = _drogued(times, _csv_times(column("drogue_lost_date").tolist(), path)[0])
+        notes = (DROGUE_FROM_LOST_NOTE,)
     ids, t, pos, field, per_fix = _group_rows(column(id_name).to_numpy(str), times, a, b,
                                               column("field").tolist() if "field" in table.columns else None, per_row)
     return RawTracks(t, pos, ids, field, "lonlat" if lonlat else "model", physical, per_fix=per_fix, notes=notes)
