@@ -211,9 +211,9 @@ def test_an_interrupt_at_each_transition_then_resume_gives_the_same_map(small_ma
             np.testing.assert_array_equal(a[name].values, b[name].values)
 
 
-def _eddy_fixes(centre, days=10, n=24, seed=4, current=(U, V), peak=0.3):
+def _eddy_fixes(centre, days=10, n=24, seed=4, current=(U, V), peak=0.3, every_h=1):
     """Returns (Fixes, velocity(lon, lat) -> (u, v) m/s) of drifters in the uniform `current` plus a Gaussian eddy of
-    40 km radius (`peak` m/s) at `centre`, hourly fixes (Euler steps of 10 minutes) with 20 m noise."""
+    40 km radius (`peak` m/s) at `centre`, a fix every `every_h` hours (Euler steps of 10 minutes) with 20 m noise."""
     from lagda.mapping.archive import Fixes
 
     radius = 40e3
@@ -230,29 +230,31 @@ def _eddy_fixes(centre, days=10, n=24, seed=4, current=(U, V), peak=0.3):
     lat = centre[1] + rng.uniform(-1.0, 1.0, n)
     steps, keep = days * 24 * 6, []
     for k in range(steps):
-        if k % 6 == 0:
+        if k % (6 * every_h) == 0:
             keep.append((lon.copy(), lat.copy()))
         u, v = velocity(lon, lat)
         lat = lat + np.degrees(600.0 * v / EARTH_RADIUS_M)
         lon = lon + np.degrees(600.0 * u / (EARTH_RADIUS_M * np.cos(np.deg2rad(lat))))
     lons, lats = (np.stack(a, axis=1) for a in zip(*keep))  # (drifter, fix)
     noise = lambda: np.degrees(rng.normal(0, 20.0, lons.shape) / EARTH_RADIUS_M)
-    seconds = parse_time(START) + 3600.0 * np.arange(lons.shape[1])
+    seconds = parse_time(START) + 3600.0 * every_h * np.arange(lons.shape[1])
     fixes = Fixes(traj=np.repeat(np.arange(n), lons.shape[1]), time=np.tile(seconds, n),
                   lon=(lons + noise() / np.cos(np.deg2rad(lats))).ravel(), lat=(lats + noise()).ravel(),
                   ids=np.arange(n))
     return fixes, velocity
 
 
-def test_the_local_gp_maps_an_eddy_the_tile_basis_cannot_resolve():
+@pytest.mark.parametrize("every_h", [1, 6], ids=["hourly", "6-hourly"])
+def test_the_local_gp_maps_an_eddy_the_tile_basis_cannot_resolve(every_h):
     # k_max 3 over a 5-degree box resolves waves of 180 km and longer; the eddy's radius is 40 km: the local GP of
-    # what the basis leaves out returns it along the drifters, and its std narrows there
+    # what the basis leaves out returns it along the drifters, and its std narrows there, from hourly fixes and
+    # from the GDP's 6-hourly ones
     from lagda.mapping.invert import invert_tile, tile_fixes
 
     s = settings(-40.0, 30.0)
     tile = tile_layout(s.region, s.period, s.tile_deg, s.halo_deg, s.window_days, s.step_days)[0]
     grid = s.grid()
-    fixes, velocity = _eddy_fixes(tile.centre)
+    fixes, velocity = _eddy_fixes(tile.centre, every_h=every_h)
     fixes = tile_fixes(fixes, tile)
     days, rows, cols = grid.window(tile)
     lon2, lat2 = np.meshgrid(tile.relative_lon(grid.lon[cols]), grid.lat[rows])

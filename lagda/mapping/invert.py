@@ -294,20 +294,20 @@ def _plane_km(a, b, tile: Tile, projected: bool) -> tuple[np.ndarray, np.ndarray
 
 
 def _chunk_velocities(fixes: Fixes, segments: list[np.ndarray], chunk_s: float, projected: bool = False):
-    """Returns (lon, lat, seconds, velocity `(n, 2)` m/s) of each drifter segment's chunks of `chunk_s`: the
-    displacement from a chunk's first fix to its last over their time apart (chunks spanning under half `chunk_s`
-    left out), at the midpoint; (u, v) = (R cos(lat) dlon/dt, R dlat/dt), or (dx/dt, dy/dt) of `projected` fixes
-    (x, y metres in place of lon, lat)."""
+    """Returns (lon, lat, seconds, velocity `(n, 2)` m/s) of each drifter segment's velocities over about `chunk_s`,
+    whatever its fixes' cadence (hourly, 6-hourly, irregular): the displacement between the first fixes of
+    consecutive chunks of `chunk_s` (counted from the segment's first fix; the segment's last fix closes the last)
+    over their time apart, at the midpoint, pairs under half `chunk_s` apart left out; (u, v) = (R cos(lat) dlon/dt,
+    R dlat/dt), or (dx/dt, dy/dt) of `projected` fixes (x, y metres in place of lon, lat)."""
     from lagda.io.physical import EARTH_RADIUS_M
 
     first, last = [], []
     for s in segments:
         block = np.floor((fixes.time[s] - fixes.time[s[0]]) / chunk_s).astype(np.int64)
-        starts = np.flatnonzero(np.r_[True, np.diff(block) != 0])
-        ends = np.r_[starts[1:], len(s)] - 1
-        ok = fixes.time[s[ends]] - fixes.time[s[starts]] >= 0.5 * chunk_s
-        first.append(s[starts[ok]])
-        last.append(s[ends[ok]])
+        ends = s[np.unique(np.r_[np.flatnonzero(np.r_[True, np.diff(block) != 0]), len(s) - 1])]
+        ok = fixes.time[ends[1:]] - fixes.time[ends[:-1]] >= 0.5 * chunk_s
+        first.append(ends[:-1][ok])
+        last.append(ends[1:][ok])
     i, j = (np.concatenate(a) if a else np.zeros(0, np.int64) for a in (first, last))
     lon, lat = 0.5 * (fixes.lon[i] + fixes.lon[j]), 0.5 * (fixes.lat[i] + fixes.lat[j])
     dt = fixes.time[j] - fixes.time[i]
