@@ -115,7 +115,7 @@ def busiest_box(bench: Benchmark, archive: xr.Dataset, tiling: Tiling) -> tuple[
     return pick
 
 
-def _subset_archive(archive: xr.Dataset, keep: np.ndarray) -> xr.Dataset:
+def subset_archive(archive: xr.Dataset, keep: np.ndarray) -> xr.Dataset:
     """Returns the ragged archive's fixes where `keep` `(obs,)`, trajectories without any left out."""
     traj = np.repeat(np.arange(archive.sizes["traj"]), archive["rowsize"].values)
     rowsize = np.bincount(traj[keep], minlength=archive.sizes["traj"])
@@ -153,7 +153,7 @@ def box_comparison(bench: Benchmark, archive_path, store: xr.Dataset, truth: xr.
     keep = (archive["lon"].values >= west) & (archive["lon"].values < east) & (archive["lat"].values >= south)
     keep &= (archive["lat"].values < north) & (t >= start) & (t < start + 30)
     sub_path, result_path = work / "box_tracks.nc", work / "box_result.nc"
-    _subset_archive(archive, keep).to_netcdf(sub_path)
+    subset_archive(archive, keep).to_netcdf(sub_path)
     cmd = [sys.executable, "-m", "lagda", "assimilate", "--tracks", str(sub_path), "--out", str(result_path),
            "--overwrite", *extra]
     began = time.perf_counter()
