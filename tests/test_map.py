@@ -244,6 +244,28 @@ def _eddy_fixes(centre, days=10, n=24, seed=4, current=(U, V), peak=0.3, every_h
     return fixes, velocity
 
 
+@pytest.mark.parametrize("every_h", [1.0, 2.5, 6.0])
+def test_the_local_gps_velocities_span_about_six_hours_at_any_cadence(every_h):
+    # two drifters in the uniform current (U, V) for four days, a fix every `every_h` hours: each gives 16 chunk
+    # velocities, every one the current, their midpoints 3 to 12 hours apart (a 6-hourly track, one fix a chunk,
+    # gave none when they were taken within each chunk)
+    from lagda.mapping.archive import Fixes
+    from lagda.mapping.invert import LOCAL_CHUNK_S, _chunk_velocities
+
+    seconds = 3600.0 * every_h * np.arange(int(96 / every_h) + 1)
+    phi0 = np.deg2rad(30.0)
+    phi = phi0 + V * seconds / EARTH_RADIUS_M
+    lat = np.degrees(phi)
+    lon = -40.0 + np.degrees(U / V * (np.arctanh(np.sin(phi)) - np.arctanh(np.sin(phi0))))  # dlon/dt = U / (R cos)
+    fixes = Fixes(traj=np.repeat([0, 1], len(seconds)), time=np.tile(seconds, 2), lon=np.tile(lon, 2),
+                  lat=np.tile(lat, 2), ids=np.arange(2))
+    _, _, mid, velocity = _chunk_velocities(fixes, fixes.segments(), LOCAL_CHUNK_S)
+    assert len(velocity) == 2 * 16
+    np.testing.assert_allclose(velocity, np.tile([U, V], (len(velocity), 1)), rtol=1e-3)
+    apart = np.diff(mid[:16]) / 3600.0
+    assert np.all((apart >= 3.0) & (apart <= 12.0)), apart
+
+
 @pytest.mark.parametrize("every_h", [1, 6], ids=["hourly", "6-hourly"])
 def test_the_local_gp_maps_an_eddy_the_tile_basis_cannot_resolve(every_h):
     # k_max 3 over a 5-degree box resolves waves of 180 km and longer; the eddy's radius is 40 km: the local GP of

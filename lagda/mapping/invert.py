@@ -304,10 +304,10 @@ def _chunk_velocities(fixes: Fixes, segments: list[np.ndarray], chunk_s: float, 
     first, last = [], []
     for s in segments:
         block = np.floor((fixes.time[s] - fixes.time[s[0]]) / chunk_s).astype(np.int64)
-        ends = s[np.unique(np.r_[np.flatnonzero(np.r_[True, np.diff(block) != 0]), len(s) - 1])]
-        ok = fixes.time[ends[1:]] - fixes.time[ends[:-1]] >= 0.5 * chunk_s
-        first.append(ends[:-1][ok])
-        last.append(ends[1:][ok])
+        marks = s[np.unique(np.r_[np.flatnonzero(np.r_[True, np.diff(block) != 0]), len(s) - 1])]
+        ok = fixes.time[marks[1:]] - fixes.time[marks[:-1]] >= 0.5 * chunk_s
+        first.append(marks[:-1][ok])
+        last.append(marks[1:][ok])
     i, j = (np.concatenate(a) if a else np.zeros(0, np.int64) for a in (first, last))
     lon, lat = 0.5 * (fixes.lon[i] + fixes.lon[j]), 0.5 * (fixes.lat[i] + fixes.lat[j])
     dt = fixes.time[j] - fixes.time[i]
