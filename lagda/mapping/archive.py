@@ -155,7 +155,8 @@ class _Archive:
                 if life is not None:
                     _check_life(batch[-1], life, path)
                 size += sum(np.size(t) for t in batch[-1].times)
-            stated.update([life[2]] if life is not None else [])
+            if life is not None:
+                stated.add(life[2])
             if batch and (size >= group_fixes or k == len(self.files) - 1):
                 piece = _Ragged(_ragged_dataset(merge_raw(batch), self.name, several=True), self.name)
                 traj = np.array([self.index.setdefault(id_text(t), len(self.index)) for t in piece.ids()], np.int64)
