@@ -11,12 +11,14 @@ Steps (each cached in the work folder, default runs/basin_year/; `--quick` uses 
 - `score --store STORE`: a `lagda map` store against the truth (experiments.basin_methods.score_map).
 - `run`: `lagda map` with 1 and 2 workers (wall time, tiles/s, peak memory of the process tree), scored; the
   one-box `lagda assimilate` comparison; the CSV and the results page's table.
-- `six-hourly`: `lagda map` (the last of `--workers`) on the archive's fixes at the GDP's 6-hourly times, scored.
+- `six-hourly`, `daily`: `lagda map` (the last of `--workers`) on the archive's fixes at the GDP's 6-hourly times
+  (00, 06, 12, 18 UTC), or at 00 UTC only, scored.
 
     python -m experiments.basin_year make
     python -m experiments.basin_year baselines
     python -m experiments.basin_year run [--workers 1 2]
     python -m experiments.basin_year six-hourly    # lagda map on the archive's fixes at 00, 06, 12, 18 UTC only
+    python -m experiments.basin_year daily         # ... at 00 UTC only
     python -m experiments.basin_year page          # regenerate docs/results/basin-year.md's table from the CSV
     python -m experiments.basin_year all --quick    # a tiny configuration end to end (needs `lagda map`)
 """
@@ -313,30 +315,37 @@ def run(bench: Benchmark, work: pathlib.Path, workers=(1, 2), map_args=(), assim
     return rows + baselines(bench, work, open_map(first) if first else None, log)
 
 
-def six_hourly(bench: Benchmark, work: pathlib.Path, workers: int = 2, map_args=(), log=print) -> dict:
-    """Returns the CSV row of `lagda map` (timed, scored) on the archive's fixes at 00, 06, 12 and 18 UTC only, the
-    GDP's 6-hourly times (cached as archive_6h.nc; the same drifters, noise and problems, a sixth of the fixes)."""
+SPARSE = {"six-hourly": (6, "6-hourly fixes (those at 00, 06, 12, 18 UTC)", "the GDP's 6-hourly times"),
+          "daily": (24, "daily fixes (those at 00 UTC)", "00 UTC")}  # step: (hours, row label, note)
+
+
+def sparse_fixes(bench: Benchmark, work: pathlib.Path, step: str, workers: int = 2, map_args=(), log=print) -> dict:
+    """Returns the CSV row of `lagda map` (timed, scored) on the archive's fixes every SPARSE[step] hours only,
+    at whole multiples of them since 1970 (cached as archive_{hours}h.nc; the same drifters, noise and problems)."""
+    hours, label, times = SPARSE[step]
     archive, truth_path = make(bench, work, log)
-    sparse = work / "archive_6h.nc"
+    sparse = work / f"archive_{hours}h.nc"
     if not sparse.exists():
         with xr.open_dataset(archive) as ds:
             seconds = (ds["time"].values - np.datetime64("1970-01-01", "ns")) / np.timedelta64(1, "s")
-            subset_archive(ds.load(), np.isclose(np.mod(seconds, 21600.0), 0.0)).to_netcdf(sparse)
+            subset_archive(ds.load(), np.isclose(np.mod(seconds, 3600.0 * hours), 0.0)).to_netcdf(sparse)
     extra = " ".join(map_args)
-    store = work / f"map_6h_w{workers}{extra.replace(' ', '').replace('-', '_')}.zarr"
+    store = work / f"map_{hours}h_w{workers}{extra.replace(' ', '').replace('-', '_')}.zarr"
     measured = run_map(bench, sparse, store, workers, map_args, log)
-    row = score_store(bench, store, xr.open_dataset(truth_path), f"{workers} workers, 6-hourly fixes (those at 00, "
-                      f"06, 12, 18 UTC){f', {extra}' if extra else ''}")
+    row = score_store(bench, store, xr.open_dataset(truth_path), f"{workers} workers, {label}"
+                      f"{f', {extra}' if extra else ''}")
+    with xr.open_dataset(sparse) as ds, xr.open_dataset(archive) as whole:
+        row["notes"] += f"; the archive's fixes at {times} ({ds.sizes['obs']:,} of {whole.sizes['obs']:,})"
     row.update(workers=workers, wall_s=measured["wall_s"], tiles=measured["tiles"],
                tiles_per_s=measured["tiles_per_s"], peak_rss_gb=measured["peak_rss_gb"])
-    log(f"lagda map on 6-hourly fixes: {measured['wall_s']:.0f} s; error {row['error']:.3f}, coverage "
+    log(f"lagda map on {label}: {measured['wall_s']:.0f} s; error {row['error']:.3f}, coverage "
         f"{row['coverage']:.3f}")
     return row
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("step", choices=["make", "baselines", "score", "run", "six-hourly", "page", "all"])
+    parser.add_argument("step", choices=["make", "baselines", "score", "run", *SPARSE, "page", "all"])
     parser.add_argument("--quick", action="store_true", help="the tiny configuration (quick())")
     parser.add_argument("--work", type=pathlib.Path, help="the cache folder (default runs/basin_year[_quick])")
     parser.add_argument("--csv", type=pathlib.Path, help="results/basin_year.csv (--quick: WORK/basin_year.csv)")
@@ -362,8 +371,8 @@ def main(argv=None) -> int:
                 parser.error("score needs --store")
             rows = [score_store(bench, args.store, xr.open_dataset(make(bench, work)[1]),
                                  args.label or args.store.name)]
-        if args.step == "six-hourly":
-            rows = [six_hourly(bench, work, args.workers[-1], args.map_args.split())]
+        if args.step in SPARSE:
+            rows = [sparse_fixes(bench, work, args.step, args.workers[-1], args.map_args.split())]
         if args.step in ("run", "all"):
             rows = run(bench, work, args.workers, args.map_args.split(), args.assimilate_args.split())
             truth = xr.open_dataset(make(bench, work)[1])

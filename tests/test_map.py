@@ -19,14 +19,15 @@ START = "2025-01-01T00:00:00Z"
 U, V = 0.12, -0.05  # m/s
 
 
-def write_archive(path, lon0, lat0, size=6.0, days=16, n=14, seed=0, spikes=0):
-    """Writes a GDP-like ragged archive of drifters in the uniform current (U, V), hourly fixes with 20 m noise."""
+def write_archive(path, lon0, lat0, size=6.0, days=16, n=14, seed=0, spikes=0, every_h=1.0):
+    """Writes a GDP-like ragged archive of drifters in the uniform current (U, V), a fix every `every_h` hours with
+    20 m noise."""
     rng = np.random.default_rng(seed)
     t0 = np.datetime64("2025-01-01T00:00:00", "ns")
     rows, lons, lats, times = [], [], [], []
     for _ in range(n):
         lon, lat = lon0 + rng.uniform(0, size), lat0 + rng.uniform(0, size)
-        s = 3600.0 * np.arange(int(days * 24))
+        s = 3600.0 * every_h * np.arange(int(days * 24 / every_h))
         lat_t = lat + np.degrees((V * s + rng.normal(0, 20, len(s))) / EARTH_RADIUS_M)
         lon_t = lon + np.degrees((U * s + rng.normal(0, 20, len(s))) / (EARTH_RADIUS_M * np.cos(np.radians(lat_t))))
         if spikes:
@@ -259,11 +260,59 @@ def test_the_local_gps_velocities_span_about_six_hours_at_any_cadence(every_h):
     lon = -40.0 + np.degrees(U / V * (np.arctanh(np.sin(phi)) - np.arctanh(np.sin(phi0))))  # dlon/dt = U / (R cos)
     fixes = Fixes(traj=np.repeat([0, 1], len(seconds)), time=np.tile(seconds, 2), lon=np.tile(lon, 2),
                   lat=np.tile(lat, 2), ids=np.arange(2))
-    _, _, mid, velocity = _chunk_velocities(fixes, fixes.segments(), LOCAL_CHUNK_S)
+    _, _, mid, velocity, span = _chunk_velocities(fixes, fixes.segments(), LOCAL_CHUNK_S)
     assert len(velocity) == 2 * 16
     np.testing.assert_allclose(velocity, np.tile([U, V], (len(velocity), 1)), rtol=1e-3)
     apart = np.diff(mid[:16]) / 3600.0
     assert np.all((apart >= 3.0) & (apart <= 12.0)), apart
+    assert np.all((span >= 3 * 3600.0) & (span <= 12 * 3600.0)), span
+
+
+def test_a_drifters_segments_split_at_gaps_measured_against_its_own_cadence():
+    # hourly fixes split at a 7 h gap; 6-hourly ones jittered by two minutes stay whole; daily fixes split only at
+    # a gap over 36 h; fixes two days apart give no segment (nor a note's median over 24 h: the limit stays 36 h)
+    from lagda.mapping.archive import Fixes
+
+    hours = {0: np.r_[np.arange(10), 17 + np.arange(10)],
+             1: 6.0 * np.arange(12) + np.tile([0.0, 2 / 60, -2 / 60], 4),
+             2: np.r_[24.0 * np.arange(6), 24.0 * 5 + 48 + 24.0 * np.arange(4)],
+             3: 48.0 * np.arange(8)}
+    traj = np.concatenate([np.full(len(h), d) for d, h in hours.items()])
+    fixes = Fixes(traj=traj, time=3600.0 * np.concatenate(list(hours.values())), lon=np.zeros(len(traj)),
+                  lat=np.zeros(len(traj)), ids=np.arange(4))
+    lengths = [(int(fixes.traj[s[0]]), len(s)) for s in fixes.segments()]
+    assert lengths == [(0, 10), (0, 10), (1, 12), (2, 6), (2, 4)]
+    steps = dict(zip(*fixes.drifter_steps()))
+    assert steps == {0: 3600.0, 1: 21720.0, 2: 86400.0, 3: 172800.0}  # 1: steps 6 h + 2, - 4, + 2 min, ...
+    note = fixes.cadence_note()
+    assert note.startswith("3 of 4 drifters have fixes further apart than 6 h (median step 6.03-48 h)"), note
+    exact = Fixes(traj=np.repeat([0, 1], 12), time=np.r_[3600.0 * np.arange(12), 21600.0 * np.arange(12)],
+                  lon=np.zeros(24), lat=np.zeros(24), ids=np.arange(2))
+    assert exact.cadence_note() is None and [len(s) for s in exact.segments()] == [12, 12]
+
+
+def test_daily_fixes_are_mapped_and_said_two_day_fixes_refused(tmp_path):
+    # the uniform current from a fix a day: every cell with a fix has it, and a note says the segments' limit;
+    # from a fix every two days there is no velocity to map: one error, nothing written
+    archive, out = tmp_path / "daily.nc", tmp_path / "map.nc"
+    write_archive(archive, -40.0, 30.0, size=3.0, days=16, n=14, every_h=24.0)
+    said = []
+    summary = map_archive(archive, out, settings(-40.0, 30.0, size=3.0), workers=1, progress=False,
+                          say=said.append)
+    assert summary["inverted"] == summary["tiles"]
+    assert any("14 of 14 drifters have fixes further apart than 6 h (median step 24 h)" in s for s in said)
+    with xr.open_dataset(out) as ds:
+        fixed = ds.n_fixes.values > 0
+        assert fixed.sum() > 50
+        np.testing.assert_allclose(ds.u.values[fixed], U, atol=0.01)
+        np.testing.assert_allclose(ds.v.values[fixed], V, atol=0.01)
+    sparse = tmp_path / "two_days.nc"
+    write_archive(sparse, -40.0, 30.0, size=3.0, days=16, n=14, every_h=48.0)
+    with pytest.raises(ValueError, match="none of the .* fixes the cleaning kept in the region and period lies in a "
+                                         "drifter segment"):
+        map_archive(sparse, tmp_path / "none.nc", settings(-40.0, 30.0, size=3.0), workers=1, progress=False,
+                    say=said.append)
+    assert not any(p.name.startswith("none.nc") for p in tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("every_h", [1, 6], ids=["hourly", "6-hourly"])
@@ -319,7 +368,7 @@ def test_a_tile_answered_zero_counts_the_velocity_variance_once():
     mapping, tracks = invert.tile_tracks(fixes, segments, tile)
     mean, _, _, chosen = invert._posterior(tracks, s.k_max, s.degree)
     assert not np.any(mean)
-    gp, hyper, _, spread, _, _ = invert._local_fit(fixes, segments, mean, chosen["model"], mapping, tile, s.k_max)
+    gp, hyper, _, spread, _, _, _ = invert._local_fit(fixes, segments, mean, chosen["model"], mapping, tile, s.k_max)
     days, rows, cols = grid.window(tile)
     _, _, var_local = invert._local_on(gp, tile, *np.meshgrid(grid.lon[cols], grid.lat[rows]), grid.days[days])
     expected = var_local + (var_local / hyper.s2) ** 2 * max(spread - hyper.s2, 0.0)

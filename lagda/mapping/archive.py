@@ -26,7 +26,8 @@ import numpy as np
 from lagda.mapping.tiles import region_width
 
 CHUNK_FIXES = 2_000_000  # observations read at a time
-MAX_GAP_S = 6 * 3600.0  # a drifter's fixes further apart than this are separate segments
+MAX_GAP_S = 6 * 3600.0  # a drifter's fixes further apart than this are separate segments (`Fixes.gap_limits`) ...
+MAX_STEP_S = 86400.0  # ... unless its median step is longer: then GAP_FACTOR times that step, taken at most this
 MIN_SEGMENT_FIXES = 3  # a segment with fewer fixes gives no velocity to map
 LIFE_SLACK_S = 86400.0  # a drifter's stated life (start_date..end_date) is widened by this before it is trusted
 _LON_NAMES, _LAT_NAMES = ("lon", "longitude"), ("lat", "latitude")  # an archive's position variables
@@ -61,15 +62,64 @@ class Fixes:
         return len(self.time)
 
     def segments(self) -> list[np.ndarray]:
-        """Returns the fix indices of each drifter segment the map can use: one drifter, no gap over MAX_GAP_S, at
-        least MIN_SEGMENT_FIXES fixes (the fixes sorted by trajectory and time)."""
-        breaks = np.flatnonzero((np.diff(self.traj) != 0) | (np.diff(self.time) > MAX_GAP_S)) + 1
+        """Returns the fix indices of each drifter segment the map can use: one drifter, no step over its gap limit
+        (`gap_limits`), at least MIN_SEGMENT_FIXES fixes (the fixes sorted by trajectory and time)."""
+        breaks = np.flatnonzero((np.diff(self.traj) != 0) | (np.diff(self.time) > self.gap_limits())) + 1
         return [s for s in np.split(np.arange(len(self)), breaks) if len(s) >= MIN_SEGMENT_FIXES]
+
+    def drifter_steps(self) -> tuple[np.ndarray, np.ndarray]:
+        """Returns (traj `(m,)`, median `(m,)` seconds): the median step between consecutive fixes of each drifter
+        of at least two fixes (traj increasing)."""
+        same = np.diff(self.traj) == 0
+        step, owner = np.diff(self.time)[same], self.traj[1:][same]
+        order = np.lexsort((step, owner))
+        step, owner = step[order], owner[order]
+        starts = np.flatnonzero(np.r_[True, np.diff(owner) != 0]) if len(owner) else np.zeros(0, np.int64)
+        counts = np.diff(np.r_[starts, len(owner)])
+        return owner[starts], 0.5 * (step[starts + (counts - 1) // 2] + step[starts + counts // 2])
+
+    def gap_limits(self) -> np.ndarray:
+        """Returns float64 `(fix - 1,)`: the longest step between consecutive fixes that keeps a drifter's segment
+        whole, in seconds: MAX_GAP_S, or when the drifter's median step is longer (12-hourly or daily fixes),
+        lagda.io.tracks.GAP_FACTOR times that step (taken at most MAX_STEP_S: fixes further apart give no velocity
+        the map can use). A longer step (a gap, or the drifter's absence from a tile) splits the segment."""
+        from lagda.io.tracks import GAP_FACTOR
+
+        drifters, median = self.drifter_steps()
+        limit = np.full(max(len(self) - 1, 0), MAX_GAP_S)
+        if len(drifters):  # a step within a drifter: its own limit (a step between drifters splits them anyway)
+            at = np.minimum(np.searchsorted(drifters, self.traj[1:]), len(drifters) - 1)
+            own = np.maximum(MAX_GAP_S, GAP_FACTOR * np.minimum(median[at], MAX_STEP_S))
+            limit = np.where(drifters[at] == self.traj[1:], own, limit)
+        return limit
+
+    def cadence_note(self) -> str | None:
+        """Returns one line on the drifters whose median step exceeds MAX_GAP_S (their segments split at a longer
+        gap, `gap_limits`), or None when there is none."""
+        from lagda.io.tracks import GAP_FACTOR
+
+        median = self.drifter_steps()[1]
+        sparse = median[median > MAX_GAP_S]
+        if not len(sparse):
+            return None
+        low, high = (f"{np.min(sparse) / 3600:.3g}", f"{np.max(sparse) / 3600:.3g}")
+        return (f"{len(sparse)} of {len(median)} drifters have fixes further apart than {MAX_GAP_S / 3600:g} h "
+                f"(median step {low if low == high else f'{low}-{high}'} h): their tracks are split "
+                f"at steps over {GAP_FACTOR:g} times their median step (at most {GAP_FACTOR * MAX_STEP_S / 3600:g} "
+                f"h), and their velocities span their steps (smoother than from hourly fixes)")
 
     def subset(self, keep) -> "Fixes":
         """Returns the fixes where boolean `keep` `(fix,)` holds (same ids and notes)."""
         return dataclasses.replace(self, traj=self.traj[keep], time=self.time[keep], lon=self.lon[keep],
                                    lat=self.lat[keep], drogue=None if self.drogue is None else self.drogue[keep])
+
+
+def unsegmented_text() -> str:
+    """Returns how a note names the fixes in no drifter segment (`Fixes.segments`)."""
+    from lagda.io.tracks import GAP_FACTOR
+
+    return (f"in no run of {MIN_SEGMENT_FIXES} fixes at most {MAX_GAP_S / 3600:g} h apart (or {GAP_FACTOR:g} times "
+            f"a drifter's median step, up to {GAP_FACTOR * MAX_STEP_S / 3600:g} h)")
 
 
 class LivesDisagree(ValueError):
@@ -612,8 +662,7 @@ def archive_extent(path, resolution: float, cadence_s: float, region=None, perio
         return occupied, lat_range, time_range, kept, poleward, dropped
 
     (occupied, lat_range, time_range, kept, poleward, dropped), source, _ = _read_with_lives(path, scan)
-    names = {**_EXTENT_RULES, "unsegmented": f"in no run of {MIN_SEGMENT_FIXES} fixes at most "
-                                             f"{MAX_GAP_S / 3600:g} h apart"}
+    names = {**_EXTENT_RULES, "unsegmented": unsegmented_text()}
     removed = ", ".join(f"{n} {names[rule]}" for rule, n in dropped.items() if n)
     of = f" the map can use ({removed} left out)" if removed else ""
     if not kept:

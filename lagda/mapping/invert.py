@@ -7,9 +7,10 @@ and circular Fourier modes up to `k_max` per box side times Legendre polynomials
 whole window (lagda.assimilation.methods.basis.basis_model); the prior's spectrum and the error model of the
 velocity the basis leaves out are chosen from the tile's own tracks (methods.prior_search), exactly as `lagda
 assimilate --method linear --basis circular` does for one box. Drifter segments are split at gaps longer than
-`archive.MAX_GAP_S` (`Fixes.segments`), so that no finite difference spans a drifter's absence from the box. The
-drifters' velocities over chunks of `LOCAL_CHUNK_S`, less the basis field's, are then mapped by a space-time
-Gaussian process (lagda.mapping.residual) fitted to them, whose mean is added to the field (`local_gp_correction`).
+`archive.MAX_GAP_S` (or 1.5 times a drifter's median step, up to 36 h: `Fixes.gap_limits`), so that no finite
+difference spans a drifter's absence from the box. The drifters' velocities over
+chunks of `LOCAL_CHUNK_S`, less the basis field's, are then mapped by a space-time Gaussian process
+(lagda.mapping.residual) fitted to them, whose mean is added to the field (`local_gp_correction`).
 `lagda assimilate`'s ocean path gives its one box the same correction (`box_local_gp`).
 """
 
@@ -113,7 +114,7 @@ def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model,
     local = _local_fit(fixes, segments, mean, model, mapping, tile, k_max)
     if local is None:
         return None, f"fewer than {MIN_LOCAL_POINTS} drifter velocities: not fitted"
-    gp, hyper, points, spread, largest, outliers = local
+    gp, hyper, points, spread, largest, outliers, span_h = local
     du, dv, var_local = _local_on(gp, tile, *cells, projected=mapping.coordinates == "projected")
     reach = float(max(np.abs(du).max(), np.abs(dv).max()))
     if reach > LOCAL_REACH * largest:  # an ill-posed fit rings between its data: the tile keeps its basis field
@@ -130,7 +131,7 @@ def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model,
     basis = 0.0 if zero_guard else remaining
     record = {"velocities": points, "ell_km": hyper.ell_km, "tau_days": hyper.tau_days,
               "std_m_s": float(np.sqrt(hyper.s2)), "noise_m_s": float(np.sqrt(hyper.n2)),
-              "spread_m_s": float(np.sqrt(spread)), "outliers": outliers}
+              "spread_m_s": float(np.sqrt(spread)), "outliers": outliers, "span_h": span_h}
     return (field["u"] + du, field["v"] + dv, field["var_u"] * basis + var_local + far,
             field["var_v"] * basis + var_local + far), record
 
@@ -176,7 +177,8 @@ def box_local_gp(result, posterior, model, k_max: float) -> list[str]:
         result.fields["u_mean"][f], result.fields["v_mean"][f] = u, v
         for c, var in (("u", var_u), ("v", var_v)):
             result.fields.setdefault(f"{c}_total_std", np.array(result.fields[f"{c}_std"]))[f] = np.sqrt(var)
-        notes.append(f"{label}: fitted to {record['velocities']} drifter velocities over 6 hours (length scale "
+        notes.append(f"{label}: fitted to {record['velocities']} drifter velocities over {record['span_h']:.3g} "
+                     "hours (median; length scale "
                      f"{record['ell_km']:.0f} km, time scale {record['tau_days']:.1f} days, std "
                      f"{record['std_m_s']:.3f} m/s): u, v follow the drifters where they are, their total std "
                      "includes it; psi is the basis field's (--no-local-gp leaves it out)")
@@ -294,11 +296,12 @@ def _plane_km(a, b, tile: Tile, projected: bool) -> tuple[np.ndarray, np.ndarray
 
 
 def _chunk_velocities(fixes: Fixes, segments: list[np.ndarray], chunk_s: float, projected: bool = False):
-    """Returns (lon, lat, seconds, velocity `(n, 2)` m/s) of each drifter segment's velocities over about `chunk_s`,
-    whatever its fixes' cadence (hourly, 6-hourly, irregular): the displacement between the first fixes of
-    consecutive chunks of `chunk_s` (counted from the segment's first fix; the segment's last fix closes the last)
-    over their time apart, at the midpoint, pairs under half `chunk_s` apart left out; (u, v) = (R cos(lat) dlon/dt,
-    R dlat/dt), or (dx/dt, dy/dt) of `projected` fixes (x, y metres in place of lon, lat)."""
+    """Returns (lon, lat, seconds, velocity `(n, 2)` m/s, span `(n,)` s) of each drifter segment's velocities over
+    about `chunk_s` whatever its fixes' cadence (hourly, 6-hourly, irregular; over their step when that is longer,
+    as for daily fixes): the displacement between the first fixes of consecutive chunks of `chunk_s` (counted from
+    the segment's first fix; the segment's last fix closes the last) over their time apart, `span`, at the
+    midpoint, pairs under half `chunk_s` apart left out; (u, v) = (R cos(lat) dlon/dt, R dlat/dt), or (dx/dt, dy/dt)
+    of `projected` fixes (x, y metres in place of lon, lat)."""
     from lagda.io.physical import EARTH_RADIUS_M
 
     first, last = [], []
@@ -315,13 +318,14 @@ def _chunk_velocities(fixes: Fixes, segments: list[np.ndarray], chunk_s: float, 
     if not projected:
         dx, dy = EARTH_RADIUS_M * np.cos(np.deg2rad(lat)) * np.deg2rad(dx), EARTH_RADIUS_M * np.deg2rad(dy)
     u, v = dx / dt, dy / dt
-    return lon, lat, 0.5 * (fixes.time[i] + fixes.time[j]), np.stack([u, v], axis=-1)
+    return lon, lat, 0.5 * (fixes.time[i] + fixes.time[j]), np.stack([u, v], axis=-1), dt
 
 
 def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: float):
-    """Returns (the residual's GP, its Hyper, the number of velocities, their spread) for the drifters' chunk
-    velocities less the basis field's there, or None with fewer than MIN_LOCAL_POINTS velocities; the spread is
-    the variance of the chunk velocities about their mean, (m/s)^2 per component.
+    """Returns (the residual's GP, its Hyper, the number of velocities, their spread, the residuals' 99th
+    percentile m/s, the outliers left out, the velocities' median span in hours) for the drifters' chunk velocities
+    (`_chunk_velocities`) less the basis field's there, or None with fewer than MIN_LOCAL_POINTS velocities; the
+    spread is the variance of the chunk velocities about their mean, (m/s)^2 per component.
 
     Its hyperparameters maximise the marginal likelihood of at most LOCAL_FIT_POINTS of them (u and v sharing
     them), its length scale bounded by half the basis's shortest wavelength (the box's side over k_max): the scales
@@ -332,9 +336,9 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
     from simulate.flow import velocity_basis
 
     projected = mapping.coordinates == "projected"
-    lon, lat, seconds, velocity = _chunk_velocities(fixes, segments, LOCAL_CHUNK_S, projected)
+    lon, lat, seconds, velocity, span = _chunk_velocities(fixes, segments, LOCAL_CHUNK_S, projected)
     if len(lon) > LOCAL_MAX_POINTS:  # longer chunks, fewer velocities
-        lon, lat, seconds, velocity = _chunk_velocities(fixes, segments,
+        lon, lat, seconds, velocity, span = _chunk_velocities(fixes, segments,
                                                         LOCAL_CHUNK_S * np.ceil(len(lon) / LOCAL_MAX_POINTS), projected)
     if len(lon) < MIN_LOCAL_POINTS:
         return None
@@ -345,7 +349,7 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
     residual = velocity - (g @ mean) * np.stack([fu, fv], axis=-1)
     # a fix the spike rule let through makes a chunk velocity far off: left out beyond OUTLIER_SIGMAS robust stds
     inlier = ~velocity_outliers(residual, OUTLIER_SIGMAS, error_std=1e-3)[0]
-    lon, lat, seconds = lon[inlier], lat[inlier], seconds[inlier]
+    lon, lat, seconds, span = lon[inlier], lat[inlier], seconds[inlier], span[inlier]
     residual, velocity = residual[inlier], velocity[inlier]
     if len(lon) < MIN_LOCAL_POINTS:
         return None
@@ -363,7 +367,7 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
                 start=(30.0, 3.0, power, 0.1 * power), bounds=bounds, centre=False, maxiter=50)
     spread = float(np.mean((velocity - velocity.mean(axis=0)) ** 2))
     return (Predictor(points, residual, hyper, centre=False), hyper, len(points), spread,
-            float(np.percentile(np.abs(residual), 99)), int((~inlier).sum()))
+            float(np.percentile(np.abs(residual), 99)), int((~inlier).sum()), float(np.median(span)) / 3600.0)
 
 
 def _local_on(gp, tile: Tile, lon2, lat2, seconds, projected: bool = False) -> tuple[np.ndarray, np.ndarray,

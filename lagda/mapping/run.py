@@ -18,10 +18,10 @@ import time
 
 import numpy as np
 
-from lagda.io.formats import is_url, open_zarr_url, track_files
+from lagda.io.formats import is_url, open_zarr_url, source_name, track_files
 from lagda.io.land import SOURCE as LAND_SOURCE
 from lagda.io.land import sea_fraction
-from lagda.mapping.archive import Fixes, archive_extent, clean, select_fixes
+from lagda.mapping.archive import Fixes, archive_extent, clean, select_fixes, unsegmented_text
 from lagda.mapping.invert import Grid, invert_tile, tile_fixes
 from lagda.mapping.tiles import DAY_S, Tile, region_width, tile_layout
 from simulate.atomic import (
@@ -287,6 +287,12 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
                                                                               abs(settings.region[3])))),
                          progress=progress)
     fixes = clean(fixes, settings.keep_undrogued)
+    if not fixes.segments():
+        raise ValueError(f"{source_name(track_files(archive))}: none of the {len(fixes)} fixes the cleaning kept in "
+                         f"the region and period lies in a drifter segment the map can use ({unsegmented_text()})")
+    cadence = fixes.cadence_note()
+    if cadence:
+        fixes = dataclasses.replace(fixes, notes=(*fixes.notes, cadence))
     sea = sea_fraction(grid.lon, grid.lat, settings.resolution)
     land_note = _land_note(sea, fixes, grid, settings)
     fixes = dataclasses.replace(fixes, notes=(*chosen, *fixes.notes, land_note))  # said, and kept in the map's notes
