@@ -8,9 +8,9 @@ whole window (lagda.assimilation.methods.basis.basis_model); the prior's spectru
 velocity the basis leaves out are chosen from the tile's own tracks (methods.prior_search), exactly as `lagda
 assimilate --method linear --basis circular` does for one box. Drifter segments are split at gaps longer than
 `archive.MAX_GAP_S` (or 1.5 times a drifter's median step, up to 36 h: `Fixes.gap_limits`), so that no finite
-difference spans a drifter's absence from the box. The drifters' velocities over
-chunks of `LOCAL_CHUNK_S`, less the basis field's, are then mapped by a space-time Gaussian process
-(lagda.mapping.residual) fitted to them, whose mean is added to the field (`local_gp_correction`).
+difference spans a drifter's absence from the box. The drifters' velocities over chunks of `LOCAL_CHUNK_S`, less
+the basis field's, are then mapped by a space-time Gaussian process (lagda.mapping.residual) fitted to them, whose
+mean is added to the field (`local_gp_correction`).
 `lagda assimilate`'s ocean path gives its one box the same correction (`box_local_gp`).
 """
 
@@ -338,8 +338,8 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
     projected = mapping.coordinates == "projected"
     lon, lat, seconds, velocity, span = _chunk_velocities(fixes, segments, LOCAL_CHUNK_S, projected)
     if len(lon) > LOCAL_MAX_POINTS:  # longer chunks, fewer velocities
-        lon, lat, seconds, velocity, span = _chunk_velocities(fixes, segments,
-                                                        LOCAL_CHUNK_S * np.ceil(len(lon) / LOCAL_MAX_POINTS), projected)
+        longer = LOCAL_CHUNK_S * np.ceil(len(lon) / LOCAL_MAX_POINTS)
+        lon, lat, seconds, velocity, span = _chunk_velocities(fixes, segments, longer, projected)
     if len(lon) < MIN_LOCAL_POINTS:
         return None
     k1, k2, omega, time = model.modes

@@ -471,9 +471,11 @@ def local_gp_summary(infos: list[dict]) -> str:
         return f"local GP in no tile ({others})"
     q = lambda key: np.percentile([f[key] for f in fitted], [10, 50, 90])
     ell, tau, std = q("ell_km"), q("tau_days"), q("std_m_s")
-    return (f"local GP in {len(fitted)} tiles ({others}): length scale {ell[1]:.0f} km ({ell[0]:.0f}-{ell[2]:.0f}, "
-            f"10-90%), time scale {tau[1]:.1f} days ({tau[0]:.1f}-{tau[2]:.1f}), std {std[1]:.3f} m/s "
-            f"({std[0]:.3f}-{std[2]:.3f})")
+    spans = [f["span_h"] for f in fitted if "span_h" in f]  # (tiles of a map begun by an earlier lagda lack it)
+    over = f"velocities over {np.median(spans):.3g} h (median), " if spans else ""
+    return (f"local GP in {len(fitted)} tiles ({others}): {over}length scale {ell[1]:.0f} km "
+            f"({ell[0]:.0f}-{ell[2]:.0f}, 10-90%), time scale {tau[1]:.1f} days ({tau[0]:.1f}-{tau[2]:.1f}), "
+            f"std {std[1]:.3f} m/s ({std[0]:.3f}-{std[2]:.3f})")
 
 
 def _cells_of(lon, lat, grid: Grid, settings: MapSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
