@@ -267,7 +267,7 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
     out = os.fspath(out)
     if not out.endswith((".zarr", ".nc")):
         raise ValueError(f"--out {out}: the map store must end in .zarr or .nc")
-    track_files(archive)  # a missing path or an empty folder is said before anything else
+    name = source_name(track_files(archive))  # a missing path or an empty folder is said before anything else
     start = time.perf_counter()
     chosen = []
     if settings.region is None or settings.period is None:
@@ -288,7 +288,7 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
                          progress=progress)
     fixes = clean(fixes, settings.keep_undrogued)
     if not fixes.segments():
-        raise ValueError(f"{source_name(track_files(archive))}: none of the {len(fixes)} fixes the cleaning kept in "
+        raise ValueError(f"{name}: none of the {len(fixes)} fixes the cleaning kept in "
                          f"the region and period lies in a drifter segment the map can use ({unsegmented_text()})")
     cadence = fixes.cadence_note()
     if cadence:
