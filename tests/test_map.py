@@ -51,13 +51,27 @@ def settings(lon0, lat0, size=6.0):
 
 @pytest.fixture(scope="module")
 def uniform(tmp_path_factory):
-    """(archive, settings, an uninterrupted map) of a uniform current north of the equator."""
+    """(archive, settings, an uninterrupted map, the warnings it gave) of a uniform current north of the equator,
+    with Dask's large-graph warning lowered from 10 MB to 4 kB (a task holding a tile's fixes here was up to 44 kB)."""
+    import warnings
+
+    import dask
+
     folder = tmp_path_factory.mktemp("map")
     archive = folder / "gdp.nc"
     write_archive(archive, -40.0, 30.0, spikes=3)
     out = folder / "map.nc"
-    summary = map_archive(archive, out, settings(-40.0, 30.0), workers=2, progress=False, say=lambda _: None)
-    return archive, settings(-40.0, 30.0), out, summary
+    with warnings.catch_warnings(record=True) as caught, \
+            dask.config.set({"distributed.admin.large-graph-warning-threshold": "4kB"}):
+        warnings.simplefilter("always")
+        summary = map_archive(archive, out, settings(-40.0, 30.0), workers=2, progress=False, say=lambda _: None)
+    return archive, settings(-40.0, 30.0), out, summary, [str(w.message) for w in caught]
+
+
+def test_tiles_fixes_go_to_the_workers_as_data_not_in_the_task_graph(uniform):
+    """A dense tile (300 drifters at 15-minute fixes: 20 MB) made Dask warn "Sending large graph" when its fixes
+    were arguments of the task; scattered first, the graph holds their key alone."""
+    assert not [message for message in uniform[-1] if "large graph" in message]
 
 
 def test_local_cluster_workers_keep_the_adaptive_malloc_threshold():
@@ -70,7 +84,7 @@ def test_local_cluster_workers_keep_the_adaptive_malloc_threshold():
 
 
 def test_uniform_current_is_recovered_on_every_tile_without_seams(uniform):
-    _, s, out, summary = uniform
+    _, s, out, summary, _ = uniform
     assert summary["inverted"] == summary["tiles"] == len(tile_layout(s.region, s.period, s.tile_deg, s.halo_deg,
                                                                       s.window_days, s.step_days))
     with xr.open_dataset(out) as ds:
@@ -136,7 +150,7 @@ def test_a_current_across_the_dateline_or_at_high_latitude(tmp_path, lon0, lat0)
 
 
 def test_a_killed_map_resumes_to_the_same_store(uniform, tmp_path):
-    archive, s, reference, _ = uniform
+    archive, s, reference, _, _ = uniform
     out = tmp_path / "map.nc"
     cmd = [sys.executable, "-m", "lagda", "map", "--tracks", str(archive), "--region", *map(str, s.region),
            "--period", "2025-01-01", "2025-01-15", "--resolution", "0.5", "--tile-size", "3", "--halo", "1",
@@ -163,7 +177,7 @@ def test_a_killed_map_resumes_to_the_same_store(uniform, tmp_path):
 
 
 def test_map_refuses_bad_input_in_one_line(uniform, tmp_path):
-    archive, s, _, _ = uniform
+    archive, s, _, _, _ = uniform
     run = lambda *extra: subprocess.run([sys.executable, "-m", "lagda", "map", "--tracks", str(archive), "--region",
                                          "-40", "-34", "30", "36", "--period", "2025-01-01", "2025-01-15",
                                          "--out", str(tmp_path / "m.nc"), *extra], capture_output=True, text=True)
@@ -382,7 +396,7 @@ def test_the_blend_in_blocks_of_days_writes_the_same_map(uniform, tmp_path, monk
     # the one-block run wrote, cell for cell
     import lagda.mapping.run as run
 
-    archive, s, reference, _ = uniform
+    archive, s, reference, _, _ = uniform
     monkeypatch.setattr(run, "BLEND_DAYS", 4)
     out = tmp_path / "blocks.zarr"
     map_archive(archive, out, s, workers=1, progress=False, say=lambda _: None)
@@ -649,7 +663,7 @@ def test_plot_map_draws_the_busiest_day_or_the_one_asked_for(uniform, tmp_path):
     outside the map's days is refused in one line and nothing is written."""
     from lagda.mapping.plot import map_figure, open_map, plot_map
 
-    _, _, reference, _ = uniform
+    _, _, reference, _, _ = uniform
     with xr.open_dataset(reference) as ds:
         counts = ds.n_fixes.sum(("lat", "lon")).values
         days = [str(t)[:10] for t in ds.time.values]

@@ -339,18 +339,25 @@ def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, 
         by_time = np.argsort(fixes.time, kind="stable")
         sorted_time = fixes.time[by_time]
 
+        inputs = {}  # each running tile's fixes, scattered, by its future's key
+
         def submit(tile):  # the window's fixes first (a binary search), then the box among them
             lo = np.searchsorted(sorted_time, tile.start_s, side="left")
             hi = np.searchsorted(sorted_time, tile.end_s, side="right")
             in_window = fixes.subset(np.sort(by_time[lo:hi]))  # back in (drifter, time) order
-            return client.submit(_run_tile, tile_fixes(in_window, tile), tile, grid, settings.k_max, settings.degree,
-                                 settings.local_gp, key=f"tile-{tile.key}", pure=False)
+            # sent to a worker as data, not inside the task graph (which Dask warns of beyond 10 MB: a dense tile)
+            data = client.scatter(tile_fixes(in_window, tile), hash=False)
+            future = client.submit(_run_tile, data, tile, grid, settings.k_max, settings.degree, settings.local_gp,
+                                   key=f"tile-{tile.key}", pure=False)
+            inputs[future.key] = data
+            return future
 
         running = as_completed([submit(t) for _, t in zip(range(limit), queue)])  # range first: no tile lost
         bar = tqdm(total=n_tiles, initial=n_done, unit="tile", disable=not progress, desc="lagda map")
         for future in running:
             _save_piece(partial, future.result())
             future.release()
+            inputs.pop(future.key).release()
             bar.update(1)
             following = next(queue, None)
             if following is not None:
