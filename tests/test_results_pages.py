@@ -1,5 +1,6 @@
 """The results pages open with summary tables made from the tracked results/*.csv (experiments/results_pages.py):
-a page and its CSV files agree, and the block is replaced in place, not duplicated."""
+a page and its CSV files agree, and the block is replaced in place, not duplicated. Every page of the site and the
+README has a heading at least every 60 lines and no paragraph over 1000 characters."""
 
 import pytest
 
@@ -57,9 +58,13 @@ def _blocks(text: str):
             para.append(line.strip())
 
 
-@pytest.mark.parametrize("page", sorted(p.name for p in (results_pages.ROOT / "docs" / "results").glob("*.md")))
-def test_results_page_has_a_heading_every_60_lines_and_short_paragraphs(page):
-    text = (results_pages.ROOT / "docs" / "results" / page).read_text()
+# every page of the site, and the README: a newcomer finds their way by the headings, and reads short paragraphs
+PAGES = sorted(str(p.relative_to(results_pages.ROOT)) for p in (results_pages.ROOT / "docs").rglob("*.md"))
+
+
+@pytest.mark.parametrize("page", [*PAGES, "README.md"])
+def test_a_page_has_a_heading_every_60_lines_and_short_paragraphs(page):
+    text = (results_pages.ROOT / page).read_text()
     headings = [n for n, kind, _ in _blocks(text) if kind == "heading"] + [len(text.split("\n")) + 1]
     assert not [(a, b) for a, b in zip(headings, headings[1:]) if b - a > 60], "sections of over 60 lines"
     assert not [(n, len(p)) for n, kind, p in _blocks(text) if kind == "paragraph" and len(p) > 1000]
