@@ -330,17 +330,18 @@ def test_daily_fixes_are_mapped_and_said_two_day_fixes_refused(tmp_path):
     assert not any(p.name.startswith("none.nc") for p in tmp_path.iterdir())
 
 
-@pytest.mark.parametrize("every_h", [1, 6], ids=["hourly", "6-hourly"])
-def test_the_local_gp_maps_an_eddy_the_tile_basis_cannot_resolve(every_h):
+@pytest.mark.parametrize(("every_h", "n"), [(1, 24), (6, 24), (1, 150)], ids=["hourly", "6-hourly", "dense"])
+def test_the_local_gp_maps_an_eddy_the_tile_basis_cannot_resolve(every_h, n):
     # k_max 3 over a 5-degree box resolves waves of 180 km and longer; the eddy's radius is 40 km: the local GP of
-    # what the basis leaves out returns it along the drifters, and its std narrows there, from hourly fixes and
-    # from the GDP's 6-hourly ones
+    # what the basis leaves out returns it along the drifters, and its std narrows there, from hourly fixes, from
+    # the GDP's 6-hourly ones, and from 150 drifters' hourly fixes (a dense deployment: the few velocities at the
+    # eddy's peak are far above the residuals' 99th percentile, which once rejected the fit)
     from lagda.mapping.invert import invert_tile, tile_fixes
 
     s = settings(-40.0, 30.0)
     tile = tile_layout(s.region, s.period, s.tile_deg, s.halo_deg, s.window_days, s.step_days)[0]
     grid = s.grid()
-    fixes, velocity = _eddy_fixes(tile.centre, every_h=every_h)
+    fixes, velocity = _eddy_fixes(tile.centre, n=n, every_h=every_h)
     fixes = tile_fixes(fixes, tile)
     days, rows, cols = grid.window(tile)
     lon2, lat2 = np.meshgrid(tile.relative_lon(grid.lon[cols]), grid.lat[rows])
@@ -359,7 +360,7 @@ def test_the_local_gp_maps_an_eddy_the_tile_basis_cannot_resolve(every_h):
         stds[local] = float(np.median(piece["u_std"][:, near]))
         assert ("ell_km" in piece["info"].get("local_gp", {})) == local
     eddy = np.sqrt(np.mean((true_u[near] - U) ** 2 + (true_v[near] - V) ** 2))
-    assert near.sum() >= 10 and errors[False] > 0.2 * eddy  # the basis alone misses a good part of the eddy
+    assert near.sum() >= 10 and errors[False] > 0.15 * eddy  # the basis alone misses a good part of the eddy
     # at least 40% of the basis's error gone (the fit's noise floor, NOISE_FLOOR, keeps it from following the
     # tracks' 20 m position noise more closely)
     assert errors[True] < 0.6 * errors[False]

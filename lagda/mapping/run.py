@@ -473,7 +473,7 @@ def local_gp_summary(infos: list[dict]) -> str:
     if not fitted and not said:
         return ""
     others = f"{len(said) - rejected} with too few drifter velocities, {rejected} rejected (a correction over " \
-             "twice the residuals' 99th percentile: the basis field kept)"
+             "twice the largest residual at the drifters: the basis field kept)"
     if not fitted:
         return f"local GP in no tile ({others})"
     q = lambda key: np.percentile([f[key] for f in fitted], [10, 50, 90])
