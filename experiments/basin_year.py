@@ -230,7 +230,7 @@ def write_csv(rows: list[dict], path: pathlib.Path) -> pathlib.Path:
     merged = [r for r in old if (r["method"], r["config"]) not in keys] + rows
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
+        writer = csv.DictWriter(f, COLUMNS, extrasaction="ignore", lineterminator="\n")
         writer.writeheader()
         for r in merged:
             writer.writerow({k: _fmt(r.get(k, "")) for k in COLUMNS})
