@@ -86,6 +86,14 @@ def _objectives(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.set_index("objective")[list(columns)].rename(columns=columns)
 
 
+def _dense(rows: pd.DataFrame) -> pd.DataFrame:
+    columns = {"cell_days": "cell-days", "error": "map error", "binned_error": "binned means error",
+               "rms_error_m_s": "map RMS m/s", "binned_rms_error_m_s": "binned RMS m/s", "coverage": "coverage (95%)",
+               "median_u_std_m_s": "median u_std m/s", "wall_s": "wall s", "local_gp": "local GP tiles"}
+    rows = rows.astype({"cell_days": str, "wall_s": str})
+    return rows.set_index("resolution_deg")[list(columns)].rename(columns=columns).rename_axis("resolution (deg)")
+
+
 PAGES = {
     "docs/results/assimilation.md": [
         Summary("Median relative velocity error over the held-out flows, per observation regime and method "
@@ -97,6 +105,11 @@ PAGES = {
                 "flows, per number of drifters: without (`noclim`) and with (`clim`) a climatology, the oracle, "
                 "and the error of the truth's projection on the basis",
                 "results/qg_defaults.csv", _qg_defaults),
+    ],
+    "docs/results/dense-deployment.md": [
+        Summary("`lagda map` with every default on the GLAD-like deployment, scored at the cells with a fix each day, "
+                "against daily binned means of the finite-difference velocities on the same cells",
+                "results/dense_cluster.csv", _dense),
     ],
     "docs/results/training.md": [
         Summary("Test retrieval of the paper preset after its last epoch (Figure 14), per test library: the "

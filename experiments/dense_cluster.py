@@ -1,0 +1,198 @@
+"""A dense deployment: `lagda map` with every default on a GLAD-like release, against its truth and binned means.
+
+Three hundred drifters are released in a 20 km cluster (Gaussian, 7 km std) at 88 W, 28 N and followed for 60 days
+with a fix every 15 minutes and 10 m position noise, as the Gulf of Mexico's GLAD experiment (2012) gave, in an
+analytic divergence-free flow: a uniform current of (0.05, 0.02) m/s and 12 Gaussian eddies (radius 30-60 km, peak
+speed 0.06-0.18 m/s) drifting at about 0.02 m/s, on the plane x = R cos(28 N) dlon, y = R dlat (RK4 steps of 15
+minutes). The file is an `id,time,lon,lat` CSV of 1,728,300 rows, no lagda attributes.
+
+`lagda map --tracks dense.csv --out map.nc` (every default), and again at `--resolution 0.05`, is scored at the
+cells with a fix each day (`n_fixes` > 0) against the truth at the cell centres and map times: the relative L2
+error, the 95% band's coverage of u and v, the median `u_std` and the RMS error per component in m/s. Beside it,
+daily binned means of the centred finite-difference velocities (over 30 minutes) on the same cells, as a user
+would grid them by hand.
+
+    python -m experiments.dense_cluster              # the file (cached in runs/dense_cluster/), both maps, the CSV
+    python -m experiments.dense_cluster --work DIR --csv OUT.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import pathlib
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CSV = ROOT / "results" / "dense_cluster.csv"
+EARTH_RADIUS_M = 6371e3
+CENTRE = (-88.0, 28.0)  # lon, lat of the release and of the flow's plane
+START = np.datetime64("2012-07-20T00:00")
+STEP_S, DAYS, DRIFTERS = 900.0, 60, 300
+COLUMNS = ("resolution_deg", "cell_days", "error", "binned_error", "coverage", "median_u_std_m_s",
+           "rms_error_m_s", "binned_rms_error_m_s", "wall_s", "local_gp")
+
+
+class Flow:
+    """The analytic flow: a uniform current and 12 drifting Gaussian eddies (seed 0); velocities in m/s on the
+    plane x = R cos(lat0) dlon, y = R dlat (metres)."""
+
+    def __init__(self, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        n = 12
+        self.x0, self.y0 = rng.uniform(-300e3, 300e3, n), rng.uniform(-300e3, 300e3, n)
+        self.amplitude = rng.choice([-1, 1], n) * rng.uniform(0.1, 0.3, n)
+        self.radius = rng.uniform(30e3, 60e3, n)
+        self.drift = rng.normal(size=(n, 2)) * 0.02
+        self.current = (0.05, 0.02)
+        self.rng = rng  # the release and the noise continue the same stream
+
+    def velocity(self, x, y, t):
+        """Returns (u, v) m/s at plane points x, y (m, any shape) at t seconds after START."""
+        u, v = np.full_like(x, self.current[0]), np.full_like(x, self.current[1])
+        for i in range(len(self.radius)):
+            dx = x - (self.x0[i] + self.drift[i, 0] * t)
+            dy = y - (self.y0[i] + self.drift[i, 1] * t)
+            g = np.exp(-(dx**2 + dy**2) / (2 * self.radius[i] ** 2)) * self.amplitude[i] / self.radius[i]
+            u, v = u + g * dy, v - g * dx  # psi = a r exp(-r^2 / 2 r0^2): divergence-free
+        return u, v
+
+    def on_cells(self, lon, lat, t):
+        """Returns the true eastward and northward velocity (m/s) at lon, lat degrees (any shape) at t seconds."""
+        x = np.deg2rad(lon - CENTRE[0]) * EARTH_RADIUS_M * np.cos(np.deg2rad(CENTRE[1]))
+        y = np.deg2rad(lat - CENTRE[1]) * EARTH_RADIUS_M
+        u, v = self.velocity(x, y, t)
+        return u * np.cos(np.deg2rad(lat)) / np.cos(np.deg2rad(CENTRE[1])), v
+
+
+def make(path: pathlib.Path, drifters: int = DRIFTERS, days: float = DAYS) -> pathlib.Path:
+    """Writes the deployment's CSV at `path` (unless it exists; `drifters` followed for `days`) and returns it."""
+    import pandas as pd
+
+    if path.exists():
+        return path
+    flow = Flow()
+    rng = flow.rng
+    x, y = rng.normal(0, 7e3, drifters), rng.normal(0, 7e3, drifters)
+    steps = int(days * 86400 / STEP_S)
+    xs, ys = np.empty((steps + 1, drifters)), np.empty((steps + 1, drifters))
+    xs[0], ys[0] = x, y
+    h = STEP_S
+    for k in range(steps):
+        t = k * h
+        k1 = flow.velocity(x, y, t)
+        k2 = flow.velocity(x + h / 2 * k1[0], y + h / 2 * k1[1], t + h / 2)
+        k3 = flow.velocity(x + h / 2 * k2[0], y + h / 2 * k2[1], t + h / 2)
+        k4 = flow.velocity(x + h * k3[0], y + h * k3[1], t + h)
+        x = x + h / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
+        y = y + h / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
+        xs[k + 1], ys[k + 1] = x, y
+    lat = CENTRE[1] + np.degrees(ys / EARTH_RADIUS_M)
+    lon = CENTRE[0] + np.degrees(xs / (EARTH_RADIUS_M * np.cos(np.deg2rad(CENTRE[1]))))
+    lat += np.degrees(rng.normal(0, 10.0, lat.shape) / EARTH_RADIUS_M)  # 10 m position noise
+    lon += np.degrees(rng.normal(0, 10.0, lon.shape) / EARTH_RADIUS_M) / np.cos(np.deg2rad(CENTRE[1]))
+    times = START + (np.arange(steps + 1) * STEP_S).astype("timedelta64[s]")
+    frame = pd.DataFrame({"id": np.tile(np.arange(drifters) + 1000, steps + 1), "time": np.repeat(times, drifters),
+                          "lon": lon.ravel(), "lat": lat.ravel()}).sort_values(["id", "time"], kind="stable")
+    frame["time"] = frame["time"].dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False, float_format="%.6f")
+    return path
+
+
+def binned(tracks: pathlib.Path, lon, lat, days) -> tuple[np.ndarray, np.ndarray]:
+    """Returns the daily binned means (u, v) `(day, lat, lon)` m/s (NaN where no velocity) of the tracks' centred
+    finite-difference velocities on the map's cells lon `(nx,)`, lat `(ny,)` (centres) and days `(nt,)` (seconds
+    after START; a day holds the velocities within half a day of it)."""
+    import pandas as pd
+
+    frame = pd.read_csv(tracks)
+    seconds = (pd.to_datetime(frame["time"], utc=True).dt.tz_convert(None).to_numpy() - START) / np.timedelta64(1, "s")
+    ids, flon, flat = frame["id"].values, frame["lon"].values, frame["lat"].values
+    same = ids[2:] == ids[:-2]
+    dt = seconds[2:] - seconds[:-2]
+    u = EARTH_RADIUS_M * np.cos(np.deg2rad(flat[1:-1])) * np.deg2rad(flon[2:] - flon[:-2]) / dt
+    v = EARTH_RADIUS_M * np.deg2rad(flat[2:] - flat[:-2]) / dt
+    at, plon, plat, u, v = seconds[1:-1][same], flon[1:-1][same], flat[1:-1][same], u[same], v[same]
+    res = float(lon[1] - lon[0])
+    it = np.round((at - days[0]) / 86400.0).astype(np.int64)
+    ix = np.floor((plon - (lon[0] - res / 2)) / res).astype(np.int64)
+    iy = np.floor((plat - (lat[0] - res / 2)) / res).astype(np.int64)
+    shape = (len(days), len(lat), len(lon))
+    ok = (it >= 0) & (it < shape[0]) & (ix >= 0) & (ix < shape[2]) & (iy >= 0) & (iy < shape[1])
+    flat_index = np.ravel_multi_index((it[ok], iy[ok], ix[ok]), shape)
+    count = np.bincount(flat_index, minlength=np.prod(shape)).reshape(shape)
+    mean = lambda w: np.bincount(flat_index, w[ok], np.prod(shape)).reshape(shape) / np.where(count, count, np.nan)
+    return mean(u), mean(v)
+
+
+def score(store: pathlib.Path, tracks: pathlib.Path) -> dict:
+    """Returns the map's and the binned means' scores at the cells with a fix each day (module docstring)."""
+    import xarray as xr
+
+    flow = Flow()
+    with xr.open_dataset(store) as m:
+        days = (m.time.values - START) / np.timedelta64(1, "s")
+        lon, lat = m.lon.values, m.lat.values
+        u, v, su, sv, n = (m[k].values.astype(np.float64) for k in ("u", "v", "u_std", "v_std", "n_fixes"))
+        found = re.match(r"local GP in (\w+) tiles? \(.*?(\d+) rejected", str(m.attrs.get("local_gp", "")))
+        local_gp = f"fitted in {found[1]}, rejected in {found[2]}" if found else str(m.attrs.get("local_gp", ""))
+    lon2, lat2 = np.meshgrid(lon, lat)
+    truth = np.stack([np.stack(flow.on_cells(lon2, lat2, t)) for t in days], axis=1)  # (2, day, lat, lon)
+    bu, bv = binned(tracks, lon, lat, days)
+    cells = (n > 0) & np.isfinite(u) & np.isfinite(bu)
+    tu, tv = truth[0][cells], truth[1][cells]
+    norm = np.sum(tu**2 + tv**2)
+    error = lambda a, b: float(np.sqrt(np.sum((a[cells] - tu) ** 2 + (b[cells] - tv) ** 2) / norm))
+    rms = lambda a, b: float(np.sqrt(np.mean(((a[cells] - tu) ** 2 + (b[cells] - tv) ** 2) / 2)))
+    inside = np.r_[np.abs(u[cells] - tu) <= 1.96 * su[cells], np.abs(v[cells] - tv) <= 1.96 * sv[cells]]
+    return {"cell_days": int(cells.sum()), "error": error(u, v), "binned_error": error(bu, bv),
+            "coverage": float(inside.mean()), "median_u_std_m_s": float(np.median(su[cells])),
+            "rms_error_m_s": rms(u, v), "binned_rms_error_m_s": rms(bu, bv), "local_gp": local_gp}
+
+
+def run_map(tracks: pathlib.Path, out: pathlib.Path, resolution: float | None) -> float:
+    """Runs `lagda map` on the tracks as a user would (a new process), returns its wall seconds."""
+    command = [sys.executable, "-m", "lagda", "map", "--tracks", str(tracks), "--out", str(out), "--no-progress",
+               "--overwrite"]
+    if resolution is not None:
+        command += ["--resolution", str(resolution)]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"lagda map exited {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
+    return time.perf_counter() - start
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--work", type=pathlib.Path, default=ROOT / "runs" / "dense_cluster")
+    parser.add_argument("--csv", type=pathlib.Path, default=CSV)
+    args = parser.parse_args(argv)
+    tracks = make(args.work / "dense.csv")
+    rows = []
+    for resolution in (None, 0.05):
+        out = args.work / f"map_{resolution or 'default'}.nc"
+        wall = run_map(tracks, out, resolution)
+        row = {"resolution_deg": resolution or 0.25, "wall_s": round(wall, 1), **score(out, tracks)}
+        rows.append(row)
+        print(f"resolution {row['resolution_deg']:g}: error {row['error']:.3f} (binned means "
+              f"{row['binned_error']:.3f}) on {row['cell_days']} cell-days, coverage {row['coverage']:.3f}, "
+              f"median u_std {row['median_u_std_m_s']:.4f} m/s, RMS error {row['rms_error_m_s']:.4f} m/s, {wall:.1f} s")
+    args.csv.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.csv, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: f"{row[k]:.4g}" if isinstance(row[k], float) else row[k] for k in COLUMNS})
+    print(f"wrote {args.csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
