@@ -20,17 +20,19 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import pathlib
-import re
 import subprocess
 import sys
 import time
 
 import numpy as np
 
+from experiments.basin_methods import binned_means, fd_velocities, relative_l2
+from lagda.io.physical import EARTH_RADIUS_M
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CSV = ROOT / "results" / "dense_cluster.csv"
-EARTH_RADIUS_M = 6371e3
 CENTRE = (-88.0, 28.0)  # lon, lat of the release and of the flow's plane
 START = np.datetime64("2012-07-20T00:00")
 STEP_S, DAYS, DRIFTERS = 900.0, 60, 300
@@ -105,30 +107,20 @@ def make(path: pathlib.Path, drifters: int = DRIFTERS, days: float = DAYS) -> pa
     return path
 
 
-def binned(tracks: pathlib.Path, lon, lat, days) -> tuple[np.ndarray, np.ndarray]:
+def binned(tracks: pathlib.Path, lon, lat, times) -> tuple[np.ndarray, np.ndarray]:
     """Returns the daily binned means (u, v) `(day, lat, lon)` m/s (NaN where no velocity) of the tracks' centred
-    finite-difference velocities on the map's cells lon `(nx,)`, lat `(ny,)` (centres) and days `(nt,)` (seconds
-    after START; a day holds the velocities within half a day of it)."""
+    finite-difference velocities (experiments.basin_methods: `fd_velocities`, `binned_means` in bins of one cell) on
+    the map's cells lon `(nx,)`, lat `(ny,)` (centres) and times `(nt,)` (datetime64, daily)."""
     import pandas as pd
+    import xarray as xr
 
     frame = pd.read_csv(tracks)
-    seconds = (pd.to_datetime(frame["time"], utc=True).dt.tz_convert(None).to_numpy() - START) / np.timedelta64(1, "s")
-    ids, flon, flat = frame["id"].values, frame["lon"].values, frame["lat"].values
-    same = ids[2:] == ids[:-2]
-    dt = seconds[2:] - seconds[:-2]
-    u = EARTH_RADIUS_M * np.cos(np.deg2rad(flat[1:-1])) * np.deg2rad(flon[2:] - flon[:-2]) / dt
-    v = EARTH_RADIUS_M * np.deg2rad(flat[2:] - flat[:-2]) / dt
-    at, plon, plat, u, v = seconds[1:-1][same], flon[1:-1][same], flat[1:-1][same], u[same], v[same]
-    res = float(lon[1] - lon[0])
-    it = np.round((at - days[0]) / 86400.0).astype(np.int64)
-    ix = np.floor((plon - (lon[0] - res / 2)) / res).astype(np.int64)
-    iy = np.floor((plat - (lat[0] - res / 2)) / res).astype(np.int64)
-    shape = (len(days), len(lat), len(lon))
-    ok = (it >= 0) & (it < shape[0]) & (ix >= 0) & (ix < shape[2]) & (iy >= 0) & (iy < shape[1])
-    flat_index = np.ravel_multi_index((it[ok], iy[ok], ix[ok]), shape)
-    count = np.bincount(flat_index, minlength=np.prod(shape)).reshape(shape)
-    mean = lambda w: np.bincount(flat_index, w[ok], np.prod(shape)).reshape(shape) / np.where(count, count, np.nan)
-    return mean(u), mean(v)
+    ids, rowsize = np.unique(frame["id"].values, return_counts=True)  # the rows are sorted by (id, time)
+    archive = xr.Dataset({"rowsize": ("traj", rowsize), "lon": ("obs", frame["lon"].values),
+                          "lat": ("obs", frame["lat"].values),
+                          "time": ("obs", pd.to_datetime(frame["time"], utc=True).dt.tz_convert(None).to_numpy())})
+    means = binned_means(fd_velocities(archive)[0], lon, lat, times, bin_deg=float(lon[1] - lon[0]))
+    return means["u"].values, means["v"].values
 
 
 def score(store: pathlib.Path, tracks: pathlib.Path) -> dict:
@@ -137,21 +129,21 @@ def score(store: pathlib.Path, tracks: pathlib.Path) -> dict:
 
     flow = Flow()
     with xr.open_dataset(store) as m:
-        days = (m.time.values - START) / np.timedelta64(1, "s")
-        lon, lat = m.lon.values, m.lat.values
+        times, lon, lat = m.time.values, m.lon.values, m.lat.values
         u, v, su, sv, n = (m[k].values.astype(np.float64) for k in ("u", "v", "u_std", "v_std", "n_fixes"))
-        found = re.match(r"local GP in (\w+) tiles? \(.*?(\d+) rejected", str(m.attrs.get("local_gp", "")))
-        local_gp = f"fitted in {found[1]}, rejected in {found[2]}" if found else str(m.attrs.get("local_gp", ""))
+        records = json.loads(m.attrs.get("tile_records", "[]"))
+    local = [r["local_gp"] for r in records if "local_gp" in r]
+    rejected = sum(isinstance(x, str) and x.startswith("rejected") for x in local)
+    local_gp = f"fitted in {sum(isinstance(x, dict) for x in local)}, rejected in {rejected}"
     lon2, lat2 = np.meshgrid(lon, lat)
-    truth = np.stack([np.stack(flow.on_cells(lon2, lat2, t)) for t in days], axis=1)  # (2, day, lat, lon)
-    bu, bv = binned(tracks, lon, lat, days)
+    seconds = (times - START) / np.timedelta64(1, "s")
+    tu, tv = np.stack([np.stack(flow.on_cells(lon2, lat2, t)) for t in seconds], axis=1)  # (day, lat, lon) each
+    bu, bv = binned(tracks, lon, lat, times)
     cells = (n > 0) & np.isfinite(u) & np.isfinite(bu)
-    tu, tv = truth[0][cells], truth[1][cells]
-    norm = np.sum(tu**2 + tv**2)
-    error = lambda a, b: float(np.sqrt(np.sum((a[cells] - tu) ** 2 + (b[cells] - tv) ** 2) / norm))
-    rms = lambda a, b: float(np.sqrt(np.mean(((a[cells] - tu) ** 2 + (b[cells] - tv) ** 2) / 2)))
-    inside = np.r_[np.abs(u[cells] - tu) <= 1.96 * su[cells], np.abs(v[cells] - tv) <= 1.96 * sv[cells]]
-    return {"cell_days": int(cells.sum()), "error": error(u, v), "binned_error": error(bu, bv),
+    rms = lambda a, b: float(np.sqrt(np.mean(((a - tu)[cells] ** 2 + (b - tv)[cells] ** 2) / 2)))
+    inside = np.r_[np.abs(u - tu)[cells] <= 1.96 * su[cells], np.abs(v - tv)[cells] <= 1.96 * sv[cells]]
+    return {"cell_days": int(cells.sum()), "error": relative_l2(u, v, tu, tv, cells),
+            "binned_error": relative_l2(bu, bv, tu, tv, cells),
             "coverage": float(inside.mean()), "median_u_std_m_s": float(np.median(su[cells])),
             "rms_error_m_s": rms(u, v), "binned_rms_error_m_s": rms(bu, bv), "local_gp": local_gp}
 

@@ -26,7 +26,8 @@ def test_a_map_equal_to_the_truth_scores_zero_and_binned_means_follow_the_drifte
     tracks = dc.make(tmp_path / "dense.csv", drifters=5, days=2)
     lon, lat = -88.2 + 0.05 * np.arange(9), 27.8 + 0.05 * np.arange(9)
     days = np.array([0.0, 86400.0, 2 * 86400.0])
-    bu, bv = dc.binned(tracks, lon, lat, days)
+    times = dc.START + days.astype("timedelta64[s]")
+    bu, bv = dc.binned(tracks, lon, lat, times)
     fixed = np.isfinite(bu)
     assert fixed.sum() >= 5
     lon2, lat2 = np.meshgrid(lon, lat)
@@ -37,7 +38,7 @@ def test_a_map_equal_to_the_truth_scores_zero_and_binned_means_follow_the_drifte
                 "u_std": (("time", "lat", "lon"), np.full(shape, 1e-9)),
                 "v_std": (("time", "lat", "lon"), np.full(shape, 1e-9)),
                 "n_fixes": (("time", "lat", "lon"), fixed.astype(np.int32))},
-               coords={"time": dc.START + days.astype("timedelta64[s]"), "lat": lat, "lon": lon}).to_netcdf(store)
+               coords={"time": times, "lat": lat, "lon": lon}).to_netcdf(store)
     scores = dc.score(store, tracks)
     assert scores["cell_days"] == fixed.sum() and scores["error"] == pytest.approx(0.0, abs=1e-12)
     assert scores["coverage"] == 1.0
