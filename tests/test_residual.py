@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lagda.mapping.residual import Hyper, Predictor, fit, kernel, local_km, neg_log_likelihood, predict
+from lagda.mapping.residual import Hyper, NearestInTime, Predictor, fit, kernel, local_km, neg_log_likelihood, predict
 
 
 @pytest.mark.parametrize("centre", [True, False])
@@ -67,3 +67,28 @@ def test_predictions_on_a_lattice_of_days_are_the_pointwise_ones():
     points = np.concatenate([np.column_stack([xy, np.full(len(xy), d)]) for d in days])
     np.testing.assert_allclose(gp.mean_on(xy, days), gp.mean(points).reshape(3, 7, 2), rtol=1e-10, atol=1e-14)
     np.testing.assert_allclose(gp.std_on(xy, days), gp.std(points).reshape(3, 7), rtol=1e-10)
+
+
+def test_conditioning_on_the_nearest_in_time_is_the_whole_gp_where_the_rest_is_far():
+    # two bursts of data 40 time scales apart: under the squared-exponential kernel the far burst is independent of
+    # the near one (exp(-800) = 0), so the GP on the nearest 50 points is the GP on all 100 near each burst; with a
+    # cap over the data it is the whole GP everywhere
+    rng = np.random.default_rng(6)
+    x = np.stack([rng.uniform(0, 200, 100), rng.uniform(0, 200, 100),
+                  np.r_[rng.uniform(0, 2, 50), rng.uniform(120, 122, 50)]], -1)
+    y = rng.standard_normal((100, 2)) * 0.05
+    hyper = Hyper(ell_km=40.0, tau_days=3.0, s2=0.003, n2=1e-4)
+    whole = Predictor(x, y, hyper, centre=False)
+    xy, days = rng.uniform(0, 200, (7, 2)), np.array([1.0, 121.0])
+    nearest = NearestInTime(x, y, hyper, cap=50)
+    assert {round(float(t)) for t in nearest.at(1.0).x[:, 2]} <= {0, 1, 2}
+    np.testing.assert_allclose(nearest.mean_on(xy, days), whole.mean_on(xy, days), rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(nearest.std_on(xy, days), whole.std_on(xy, days), rtol=1e-9)
+    every = NearestInTime(x, y, hyper, cap=500)
+    days = np.array([1.0, 60.0, 121.0])
+    np.testing.assert_allclose(every.mean_on(xy, days), whole.mean_on(xy, days), rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(every.std_on(xy, days), whole.std_on(xy, days), rtol=1e-9)
+    # both at once, the std on some of the days and other points: the same as each alone
+    mean, std = nearest.on_days(xy, days, xy[:3], days[[0, 2]])
+    np.testing.assert_array_equal(mean, nearest.mean_on(xy, days))
+    np.testing.assert_array_equal(std, nearest.std_on(xy[:3], days[[0, 2]]))

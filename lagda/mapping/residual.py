@@ -6,9 +6,9 @@ The kernel is squared-exponential in distance and in time,
     k((x, t), (x', t')) = s2 exp(-|x - x'|^2 / (2 l^2) - (t - t')^2 / (2 tau^2)),
 
 plus noise n2 on the diagonal, for points `(n, 3)` of (x km, y km, t days) on a local plane. `lagda map` fits it to
-what each tile's basis leaves out at the drifters (mean zero) and adds its prediction to the tile's field; the
-basin-year benchmark's GP baseline (after Goncalves et al. 2019) fits it to the velocities themselves (their mean
-removed).
+what each tile's basis leaves out at the drifters (mean zero) and adds its prediction to the tile's field (in a
+dense tile, conditioned each day on the velocities nearest in time: `NearestInTime`); the basin-year benchmark's
+GP baseline (after Goncalves et al. 2019) fits it to the velocities themselves (their mean removed).
 """
 
 from __future__ import annotations
@@ -143,6 +143,47 @@ class Predictor:
             w = solve_triangular(self.factor[0], (self.hyper.s2 * space * row).T, lower=True)
             out[d] = np.sqrt(np.maximum(self.hyper.s2 - (w**2).sum(0), 0.0))
         return out
+
+    def on_days(self, xy, days, std_xy, std_days) -> tuple[np.ndarray, np.ndarray]:
+        """Returns (`mean_on(xy, days)`, `std_on(std_xy, std_days)`)."""
+        return self.mean_on(xy, days), self.std_on(std_xy, std_days)
+
+
+class NearestInTime:
+    """The GP of `Predictor` conditioned, at each time it predicts on, on the `cap` data points nearest to that
+    time alone: data a few time scales away hardly inform it, and dense tracks give more velocities than one
+    Cholesky factor can hold. Data x `(n, 3)`, values y `(n, c)`, prior mean zero; `mean_on`, `std_on` as
+    `Predictor`'s, one factor per day."""
+
+    def __init__(self, x, y, hyper: Hyper, cap: int):
+        self.x, self.y, self.hyper, self.cap = x, y, hyper, cap
+        self._last = (None, None)
+
+    def at(self, day: float) -> Predictor:
+        """Returns the GP conditioned on the `cap` points nearest in time to `day` (ties kept in data order)."""
+        if self._last[0] != day:
+            nearest = np.sort(np.argsort(np.abs(self.x[:, 2] - day), kind="stable")[:self.cap])
+            self._last = (day, Predictor(self.x[nearest], self.y[nearest], self.hyper, centre=False))
+        return self._last[1]
+
+    def mean_on(self, xy, days) -> np.ndarray:
+        """Returns the posterior mean `(day, m, c)` at points xy `(m, 2)` km on each of `days` `(day,)`."""
+        return np.stack([self.at(float(d)).mean_on(xy, [d])[0] for d in days])
+
+    def std_on(self, xy, days) -> np.ndarray:
+        """Returns the latent posterior std `(day, m)` at points xy `(m, 2)` km on each of `days` `(day,)`."""
+        return np.stack([self.at(float(d)).std_on(xy, [d])[0] for d in days])
+
+    def on_days(self, xy, days, std_xy, std_days) -> tuple[np.ndarray, np.ndarray]:
+        """Returns (`mean_on(xy, days)`, `std_on(std_xy, std_days)`), one factor for a day in both."""
+        days, std_days = [float(d) for d in days], [float(d) for d in std_days]
+        means, stds = {}, {}
+        for d in sorted(set(days) | set(std_days)):
+            if d in days:
+                means[d] = self.at(d).mean_on(xy, [d])[0]
+            if d in std_days:
+                stds[d] = self.at(d).std_on(std_xy, [d])[0]
+        return np.stack([means[d] for d in days]), np.stack([stds[d] for d in std_days])
 
 
 def predict(x, y, xs, hyper: Hyper, centre: bool = True) -> tuple[np.ndarray, np.ndarray]:
