@@ -26,12 +26,14 @@ from lagda.mapping.tiles import DAY_S, Tile
 MIN_SEGMENTS = 2  # a tile with fewer drifter segments is not inverted (too little to choose a prior from)
 STD_EVERY = 2  # the predictive std is computed on every STD_EVERY-th cell and day, and interpolated between
 LOCAL_CHUNK_S = 6 * 3600.0  # the drifter velocities of the local fit: displacements over chunks of this length
-LOCAL_MAX_POINTS = 1200  # at most this many velocities per tile (longer chunks beyond)
-LOCAL_FIT_POINTS = 150  # the hyperparameters are fitted on at most this many of them (a fit costs its cube)
+LOCAL_MAX_POINTS = 1200  # the GP is conditioned on at most this many velocities (beyond: the nearest in time per day)
+LOCAL_FIT_POINTS = 150  # the hyperparameters are fitted on sets of at most this many of them (a fit costs its cube)
+LOCAL_FIT_SLABS = 3  # in a dense tile, also on this many sets of the velocities nearest in time to a random time
 MIN_LOCAL_POINTS = 10
 NOISE_FLOOR = 0.25  # the local fit's noise std at least this fraction of the residuals' RMS (tiny noise on dense
 NOISE_FLOOR_M_S = 0.001  # tracks is ill-conditioned), and at least this
-LOCAL_REACH = 2.0  # a local correction over this many times the largest residual at the drifters is rejected
+LOCAL_REACH = 2.0  # a local correction over this many times the drifters' largest residual (from the basis field or
+# from their mean velocity) is rejected
 OUTLIER_SIGMAS = 5.0  # chunk velocities whose residual is further than this many robust stds are left out
 
 
@@ -117,11 +119,13 @@ def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model,
     gp, hyper, points, spread, largest, outliers, span_h = local
     du, dv, var_local = _local_on(gp, tile, *cells, projected=mapping.coordinates == "projected")
     reach = float(max(np.abs(du).max(), np.abs(dv).max()))
-    # an ill-posed fit rings between its data: the tile keeps its basis field. The largest residual, not a
-    # percentile, is the yardstick: dense tracks sample an eddy the basis misses at its peak only in a few velocities
+    # an ill-posed fit rings between its data: the tile keeps its basis field. The yardstick is the drifters'
+    # largest residual, not a percentile (dense tracks sample an eddy the basis misses at its peak only in a few
+    # velocities), from the basis field or from their mean velocity: where a dense cluster skirts an eddy, the basis
+    # fits the drifters closely and the eddy's flank beside them is larger than any residual from the basis there
     if reach > LOCAL_REACH * largest:
-        return None, (f"rejected: its correction reached {reach:.3g} m/s, over {LOCAL_REACH:g}x the largest "
-                      f"residual at the drifters ({largest:.3g} m/s)")
+        return None, (f"rejected: its correction reached {reach:.3g} m/s, over {LOCAL_REACH:g}x the drifters' "
+                      f"largest residual ({largest:.3g} m/s)")
     # near a drifter the local fit corrects the basis field's error too: its variance shrinks by the same
     # fraction as the residual's. Away from the drifters the velocity the basis leaves out is larger than its
     # residual at them (where the basis fit absorbed part of it): its variance there is the spread of the
@@ -134,6 +138,8 @@ def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model,
     record = {"velocities": points, "ell_km": hyper.ell_km, "tau_days": hyper.tau_days,
               "std_m_s": float(np.sqrt(hyper.s2)), "noise_m_s": float(np.sqrt(hyper.n2)),
               "spread_m_s": float(np.sqrt(spread)), "outliers": outliers, "span_h": span_h}
+    if points > LOCAL_MAX_POINTS:
+        record["nearest_per_day"] = LOCAL_MAX_POINTS
     return (field["u"] + du, field["v"] + dv, field["var_u"] * basis + var_local + far,
             field["var_v"] * basis + var_local + far), record
 
@@ -179,8 +185,9 @@ def box_local_gp(result, posterior, model, k_max: float) -> list[str]:
         result.fields["u_mean"][f], result.fields["v_mean"][f] = u, v
         for c, var in (("u", var_u), ("v", var_v)):
             result.fields.setdefault(f"{c}_total_std", np.array(result.fields[f"{c}_std"]))[f] = np.sqrt(var)
+        nearest = f", each day the {record['nearest_per_day']} nearest in time" if "nearest_per_day" in record else ""
         notes.append(f"{label}: fitted to {record['velocities']} drifter velocities over {record['span_h']:.3g} "
-                     "hours (median; length scale "
+                     f"hours (median{nearest}; length scale "
                      f"{record['ell_km']:.0f} km, time scale {record['tau_days']:.1f} days, std "
                      f"{record['std_m_s']:.3f} m/s): u, v follow the drifters where they are, their total std "
                      "includes it; psi is the basis field's (--no-local-gp leaves it out)")
@@ -327,28 +334,31 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
     """Returns (the residual's GP, its Hyper, the number of velocities, their spread, the largest residual
     component m/s, the outliers left out, the velocities' median span in hours) for the drifters' chunk velocities
     (`_chunk_velocities`) less the basis field's there, or None with fewer than MIN_LOCAL_POINTS velocities; the
-    spread is the variance of the chunk velocities about their mean, (m/s)^2 per component.
+    spread is the variance of the chunk velocities about their mean, (m/s)^2 per component, the largest residual
+    that of a velocity from the basis field's or from their mean, whichever is larger.
 
-    Its hyperparameters maximise the marginal likelihood of at most LOCAL_FIT_POINTS of them (u and v sharing
-    them), its length scale bounded by half the basis's shortest wavelength (the box's side over k_max): the scales
-    the basis resolves are the basis's.
+    Its hyperparameters maximise the marginal likelihood of LOCAL_FIT_POINTS of them drawn at random (u and v
+    sharing them), its length scale bounded by half the basis's shortest wavelength (the box's side over k_max): the
+    scales the basis resolves are the basis's. A dense tile (over LOCAL_MAX_POINTS velocities) also fits them on
+    LOCAL_FIT_SLABS sets of the LOCAL_FIT_POINTS nearest in time to a random time, since a random draw from many
+    drifters holds few close pairs and misses the short scales, and conditions the GP at each day on the
+    LOCAL_MAX_POINTS velocities nearest to it in time (lagda.mapping.residual.NearestInTime).
     """
     from lagda.assimilation.methods.prior_search import velocity_outliers
-    from lagda.mapping.residual import EARTH_RADIUS_KM, Predictor, fit
+    from lagda.mapping.residual import EARTH_RADIUS_KM, NearestInTime, Predictor, fit
     from simulate.flow import velocity_basis
 
     projected = mapping.coordinates == "projected"
     lon, lat, seconds, velocity, span = _chunk_velocities(fixes, segments, LOCAL_CHUNK_S, projected)
-    if len(lon) > LOCAL_MAX_POINTS:  # longer chunks, fewer velocities
-        longer = LOCAL_CHUNK_S * np.ceil(len(lon) / LOCAL_MAX_POINTS)
-        lon, lat, seconds, velocity, span = _chunk_velocities(fixes, segments, longer, projected)
     if len(lon) < MIN_LOCAL_POINTS:
         return None
     k1, k2, omega, time = model.modes
-    g = velocity_basis(np.stack(mapping.to_model(lon, lat), axis=-1), mapping.time_to_model(seconds), k1, k2, omega,
-                       time)  # (n, 2, 2K)
+    z, t = np.stack(mapping.to_model(lon, lat), axis=-1), mapping.time_to_model(seconds)
+    block = 2000  # G is (n, 2, 2K): built a block of velocities at a time
+    fitted = np.concatenate([velocity_basis(z[i:i + block], t[i:i + block], k1, k2, omega, time) @ mean
+                             for i in range(0, len(z), block)])
     fu, fv = mapping.velocity_factors(lat)
-    residual = velocity - (g @ mean) * np.stack([fu, fv], axis=-1)
+    residual = velocity - fitted * np.stack([fu, fv], axis=-1)
     # a fix the spike rule let through makes a chunk velocity far off: left out beyond OUTLIER_SIGMAS robust stds
     inlier = ~velocity_outliers(residual, OUTLIER_SIGMAS, error_std=1e-3)[0]
     lon, lat, seconds, span = lon[inlier], lat[inlier], seconds[inlier], span[inlier]
@@ -362,14 +372,23 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
         EARTH_RADIUS_KM
     window_days = (tile.end_s - tile.start_s) / DAY_S
     power = float(np.mean(residual**2))
-    # the variance at most a few times the residual's: a longer trend is the basis's, not a reason to inflate it
-    bounds = ((10.0, max(0.5 * side_km / k_max, 11.0)), (0.25, window_days / 3), (1e-6, max(4.0 * power, 2e-6)),
-              (max(NOISE_FLOOR**2 * power, NOISE_FLOOR_M_S**2), 0.25))
-    hyper = fit([(points[pick], residual[pick, 0]), (points[pick], residual[pick, 1])],
-                start=(30.0, 3.0, power, 0.1 * power), bounds=bounds, centre=False, maxiter=50)
     spread = float(np.mean((velocity - velocity.mean(axis=0)) ** 2))
-    return (Predictor(points, residual, hyper, centre=False), hyper, len(points), spread,
-            float(np.abs(residual).max()), int((~inlier).sum()), float(np.median(span)) / 3600.0)
+    dense = len(points) > LOCAL_MAX_POINTS
+    sets = [pick]
+    if dense:
+        for centre in np.random.default_rng(1).uniform(points[:, 2].min(), points[:, 2].max(), LOCAL_FIT_SLABS):
+            sets.append(np.argsort(np.abs(points[:, 2] - centre), kind="stable")[:LOCAL_FIT_POINTS])
+    # the variance at most a few times the residual's, or the velocities' spread: a longer trend is the basis's, not
+    # a reason to inflate it, but where the basis fits a compact cluster closely its residual there is no measure
+    # of what it leaves out beside the cluster
+    bounds = ((10.0, max(0.5 * side_km / k_max, 11.0)), (0.25, window_days / 3),
+              (1e-6, max(4.0 * power, spread, 2e-6)), (max(NOISE_FLOOR**2 * power, NOISE_FLOOR_M_S**2), 0.25))
+    hyper = fit([(points[i], residual[i, c]) for i in sets for c in (0, 1)],
+                start=(30.0, 3.0, power, 0.1 * power), bounds=bounds, centre=False, maxiter=50)
+    gp = NearestInTime(points, residual, hyper, LOCAL_MAX_POINTS) if dense else \
+        Predictor(points, residual, hyper, centre=False)
+    largest = float(max(np.abs(residual).max(), np.abs(velocity - velocity.mean(axis=0)).max()))
+    return gp, hyper, len(points), spread, largest, int((~inlier).sum()), float(np.median(span)) / 3600.0
 
 
 def _local_on(gp, tile: Tile, lon2, lat2, seconds, projected: bool = False) -> tuple[np.ndarray, np.ndarray,
@@ -380,8 +399,8 @@ def _local_on(gp, tile: Tile, lon2, lat2, seconds, projected: bool = False) -> t
     xy = np.stack(_plane_km(lon2, lat2, tile, projected), axis=-1)  # (lat, lon, 2) km
     day = (np.asarray(seconds, np.float64) - tile.start_s) / DAY_S
     shape = (len(day), *lon2.shape)
-    mean = gp.mean_on(xy.reshape(-1, 2), day).reshape(*shape, 2)
     sub_d, sub_y, sub_x = (_lattice(n) for n in shape)
-    var = gp.std_on(xy[np.ix_(sub_y, sub_x)].reshape(-1, 2), day[sub_d]) ** 2
+    mean, std = gp.on_days(xy.reshape(-1, 2), day, xy[np.ix_(sub_y, sub_x)].reshape(-1, 2), day[sub_d])
+    mean, var = mean.reshape(*shape, 2), std**2
     var = _interpolate(var.reshape(len(sub_d), len(sub_y), len(sub_x)), (sub_d, sub_y, sub_x), shape)
     return mean[..., 0], mean[..., 1], var
