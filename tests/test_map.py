@@ -280,7 +280,8 @@ def test_the_local_gps_velocities_span_about_six_hours_at_any_cadence(every_h):
     lon = -40.0 + np.degrees(U / V * (np.arctanh(np.sin(phi)) - np.arctanh(np.sin(phi0))))  # dlon/dt = U / (R cos)
     fixes = Fixes(traj=np.repeat([0, 1], len(seconds)), time=np.tile(seconds, 2), lon=np.tile(lon, 2),
                   lat=np.tile(lat, 2), ids=np.arange(2))
-    _, _, mid, velocity, span = _chunk_velocities(fixes, fixes.segments(), LOCAL_CHUNK_S)
+    _, _, mid, velocity, span, segment = _chunk_velocities(fixes, fixes.segments(), LOCAL_CHUNK_S)
+    np.testing.assert_array_equal(segment, np.repeat([0, 1], 16))
     assert len(velocity) == 2 * 16
     np.testing.assert_allclose(velocity, np.tile([U, V], (len(velocity), 1)), rtol=1e-3)
     apart = np.diff(mid[:16]) / 3600.0
@@ -404,6 +405,32 @@ def test_the_local_gp_maps_the_flank_of_an_eddy_a_dense_cluster_skirts():
     eddy = np.sqrt(np.mean(np.broadcast_to((true_u - U) ** 2 + (true_v - V) ** 2, held.shape)[held]))
     assert held.sum() >= 20 and errors[False] > 0.2 * eddy  # the basis alone misses a good part of the flank
     assert errors[True] < errors[False] / 3
+
+
+@pytest.mark.parametrize(("n", "cluster"), [(24, None), (150, (-0.6, 0.5, 7.0))], ids=["scattered", "cluster"])
+def test_the_local_fit_leaves_out_a_bad_fixs_velocities_not_an_eddys(n, cluster):
+    # ten fixes 5 km off their track (at a 6-hour chunk's first fix: each moves two chunk velocities by 0.23 m/s
+    # against their neighbours) are left out with their velocities, and the map is nearly the clean one's; the
+    # clean tracks lose almost none, the cluster skirting the eddy none of its flank's (a screen on the residuals
+    # themselves left out 72 of them: most of the cluster's residuals are tiny, the flank's far off them)
+    import dataclasses
+
+    from lagda.mapping.invert import invert_tile, tile_fixes
+
+    s = settings(-40.0, 30.0)
+    tile = tile_layout(s.region, s.period, s.tile_deg, s.halo_deg, s.window_days, s.step_days)[0]
+    grid = s.grid()
+    fixes, _ = _eddy_fixes(tile.centre, n=n, cluster=cluster)
+    per_drifter = len(fixes.time) // len(fixes.ids)
+    lat = fixes.lat.copy()
+    lat[[d * per_drifter + k for d in range(0, 20, 4) for k in (60, 150)]] += np.degrees(5000.0 / EARTH_RADIUS_M)
+    pieces = {name: invert_tile(tile_fixes(f, tile), tile, grid, s.k_max, s.degree)
+              for name, f in (("clean", fixes), ("spiked", dataclasses.replace(fixes, lat=lat)))}
+    dropped = {name: piece["info"]["local_gp"]["outliers"] for name, piece in pieces.items()}
+    assert dropped["clean"] <= 0.01 * pieces["clean"]["info"]["local_gp"]["velocities"]
+    assert dropped["spiked"] >= dropped["clean"] + 20
+    change = np.hypot(pieces["spiked"]["u"] - pieces["clean"]["u"], pieces["spiked"]["v"] - pieces["clean"]["v"])
+    assert change.max() < 0.02  # m/s: the bad velocities were 0.23 m/s off
 
 
 def test_a_tile_answered_zero_counts_the_velocity_variance_once():

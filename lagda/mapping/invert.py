@@ -34,7 +34,8 @@ NOISE_FLOOR = 0.25  # the local fit's noise std at least this fraction of the re
 NOISE_FLOOR_M_S = 0.001  # tracks is ill-conditioned), and at least this
 LOCAL_REACH = 2.0  # a local correction over this many times the drifters' largest residual (from the basis field or
 # from their mean velocity) is rejected
-OUTLIER_SIGMAS = 5.0  # chunk velocities whose residual is further than this many robust stds are left out
+OUTLIER_SIGMAS = 5.0  # chunk velocities whose residual, and its departure from its neighbours', lie over this many
+# robust stds off are left out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,7 +306,8 @@ def _plane_km(a, b, tile: Tile, projected: bool) -> tuple[np.ndarray, np.ndarray
 
 
 def _chunk_velocities(fixes: Fixes, segments: list[np.ndarray], chunk_s: float, projected: bool = False):
-    """Returns (lon, lat, seconds, velocity `(n, 2)` m/s, span `(n,)` s) of each drifter segment's velocities over
+    """Returns (lon, lat, seconds, velocity `(n, 2)` m/s, span `(n,)` s, segment `(n,)`) of each drifter segment's
+    velocities (in time order, `segment` the index of theirs in `segments`) over
     about `chunk_s` whatever its fixes' cadence (hourly, 6-hourly, irregular; over their step when that is longer,
     as for daily fixes): the displacement between the first fixes of consecutive chunks of `chunk_s` (counted from
     the segment's first fix; the segment's last fix closes the last) over their time apart, `span`, at the
@@ -321,13 +323,31 @@ def _chunk_velocities(fixes: Fixes, segments: list[np.ndarray], chunk_s: float, 
         first.append(marks[:-1][ok])
         last.append(marks[1:][ok])
     i, j = (np.concatenate(a) if a else np.zeros(0, np.int64) for a in (first, last))
+    segment = np.repeat(np.arange(len(first)), [len(a) for a in first])
     lon, lat = 0.5 * (fixes.lon[i] + fixes.lon[j]), 0.5 * (fixes.lat[i] + fixes.lat[j])
     dt = fixes.time[j] - fixes.time[i]
     dx, dy = fixes.lon[j] - fixes.lon[i], fixes.lat[j] - fixes.lat[i]
     if not projected:
         dx, dy = EARTH_RADIUS_M * np.cos(np.deg2rad(lat)) * np.deg2rad(dx), EARTH_RADIUS_M * np.deg2rad(dy)
     u, v = dx / dt, dy / dt
-    return lon, lat, 0.5 * (fixes.time[i] + fixes.time[j]), np.stack([u, v], axis=-1), dt
+    return lon, lat, 0.5 * (fixes.time[i] + fixes.time[j]), np.stack([u, v], axis=-1), dt, segment
+
+
+def _departures(values, segment) -> np.ndarray:
+    """Returns each of `values` `(n, c)` less the mean of its neighbours in its `segment` `(n,)` (the values of a
+    segment consecutive): one neighbour at a segment's ends, zero for a segment's lone value. One bad fix between
+    two chunk velocities moves them apart, against their neighbours; a flow the basis misses moves them together."""
+    values = np.asarray(values, np.float64)
+    out = np.zeros_like(values)
+    same_prev = np.r_[False, segment[1:] == segment[:-1]]
+    same_next = np.r_[segment[:-1] == segment[1:], False]
+    total = np.zeros_like(values)
+    total[same_prev] += values[np.flatnonzero(same_prev) - 1]
+    total[same_next] += values[np.flatnonzero(same_next) + 1]
+    count = (same_prev.astype(int) + same_next)[:, None]
+    has = count[:, 0] > 0
+    out[has] = values[has] - total[has] / count[has]
+    return out
 
 
 def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: float):
@@ -349,7 +369,7 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
     from simulate.flow import velocity_basis
 
     projected = mapping.coordinates == "projected"
-    lon, lat, seconds, velocity, span = _chunk_velocities(fixes, segments, LOCAL_CHUNK_S, projected)
+    lon, lat, seconds, velocity, span, segment = _chunk_velocities(fixes, segments, LOCAL_CHUNK_S, projected)
     if len(lon) < MIN_LOCAL_POINTS:
         return None
     k1, k2, omega, time = model.modes
@@ -359,8 +379,12 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
                              for i in range(0, len(z), block)])
     fu, fv = mapping.velocity_factors(lat)
     residual = velocity - fitted * np.stack([fu, fv], axis=-1)
-    # a fix the spike rule let through makes a chunk velocity far off: left out beyond OUTLIER_SIGMAS robust stds
-    inlier = ~velocity_outliers(residual, OUTLIER_SIGMAS, error_std=1e-3)[0]
+    # a fix the spike rule let through makes a chunk velocity far off the others and off its neighbours along the
+    # drifter: left out beyond OUTLIER_SIGMAS robust stds of both. Not of the residuals alone: where a compact
+    # cluster meets an eddy the basis misses, the residuals of most drifters are tiny and the eddy's far off them,
+    # yet smooth in time
+    far = [velocity_outliers(r, OUTLIER_SIGMAS, error_std=1e-3)[0] for r in (residual, _departures(residual, segment))]
+    inlier = ~(far[0] & far[1])
     lon, lat, seconds, span = lon[inlier], lat[inlier], seconds[inlier], span[inlier]
     residual, velocity = residual[inlier], velocity[inlier]
     if len(lon) < MIN_LOCAL_POINTS:

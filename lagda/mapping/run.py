@@ -481,7 +481,8 @@ def local_gp_summary(infos: list[dict]) -> str:
     spans = [f["span_h"] for f in fitted if "span_h" in f]  # (tiles of a map begun by an earlier lagda lack it)
     over = f"velocities over {np.median(spans):.3g} h (median), " if spans else ""
     dense = [f["nearest_per_day"] for f in fitted if "nearest_per_day" in f]
-    over += f"in {len(dense)} dense tiles each day the {dense[0]:,} nearest in time, " if dense else ""
+    over += f"in {len(dense)} dense tile{'s' * (len(dense) > 1)} each day the {dense[0]:,} nearest in time, " \
+        if dense else ""
     return (f"local GP in {len(fitted)} tiles ({others}): {over}length scale {ell[1]:.0f} km "
             f"({ell[0]:.0f}-{ell[2]:.0f}, 10-90%), time scale {tau[1]:.1f} days ({tau[0]:.1f}-{tau[2]:.1f}), "
             f"std {std[1]:.3f} m/s ({std[0]:.3f}-{std[2]:.3f})")
