@@ -338,16 +338,13 @@ def _departures(values, segment) -> np.ndarray:
     segment consecutive): one neighbour at a segment's ends, zero for a segment's lone value. One bad fix between
     two chunk velocities moves them apart, against their neighbours; a flow the basis misses moves them together."""
     values = np.asarray(values, np.float64)
-    out = np.zeros_like(values)
-    same_prev = np.r_[False, segment[1:] == segment[:-1]]
-    same_next = np.r_[segment[:-1] == segment[1:], False]
+    has_prev = np.r_[False, segment[1:] == segment[:-1]]
+    has_next = np.r_[segment[:-1] == segment[1:], False]
     total = np.zeros_like(values)
-    total[same_prev] += values[np.flatnonzero(same_prev) - 1]
-    total[same_next] += values[np.flatnonzero(same_next) + 1]
-    count = (same_prev.astype(int) + same_next)[:, None]
-    has = count[:, 0] > 0
-    out[has] = values[has] - total[has] / count[has]
-    return out
+    total[has_prev] += values[:-1][has_prev[1:]]
+    total[has_next] += values[1:][has_next[:-1]]
+    count = (has_prev.astype(int) + has_next)[:, None]
+    return np.where(count > 0, values - total / np.maximum(count, 1), 0.0)
 
 
 def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: float):
@@ -396,7 +393,8 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
         EARTH_RADIUS_KM
     window_days = (tile.end_s - tile.start_s) / DAY_S
     power = float(np.mean(residual**2))
-    spread = float(np.mean((velocity - velocity.mean(axis=0)) ** 2))
+    anomaly = velocity - velocity.mean(axis=0)
+    spread = float(np.mean(anomaly**2))
     dense = len(points) > LOCAL_MAX_POINTS
     sets = [pick]
     if dense:
@@ -411,7 +409,7 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
                 start=(30.0, 3.0, power, 0.1 * power), bounds=bounds, centre=False, maxiter=50)
     gp = NearestInTime(points, residual, hyper, LOCAL_MAX_POINTS) if dense else \
         Predictor(points, residual, hyper, centre=False)
-    largest = float(max(np.abs(residual).max(), np.abs(velocity - velocity.mean(axis=0)).max()))
+    largest = float(max(np.abs(residual).max(), np.abs(anomaly).max()))
     return gp, hyper, len(points), spread, largest, int((~inlier).sum()), float(np.median(span)) / 3600.0
 
 
