@@ -575,7 +575,7 @@ def _add_map_parser(subparsers) -> None:
 def _run_map(args: argparse.Namespace) -> int:
     from lagda.assimilation.fields import parse_step
     from lagda.io.physical import parse_time
-    from lagda.mapping.run import MapSettings, interrupted_state, map_archive
+    from lagda.mapping.run import MapSettings, TileFailed, interrupted_state, map_archive
 
     settings = MapSettings(tuple(args.region) if args.region else None,
                            (parse_time(args.period[0]), parse_time(args.period[1])) if args.period else None,
@@ -595,6 +595,8 @@ def _run_map(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"lagda map: interrupted: {interrupted_state(args.out)}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except TileFailed as error:
+        return _report(args, f"error: {error}; {interrupted_state(args.out)}", EXIT_FAILURE)
     if not summary.get("already_complete"):
         print(f"wrote {args.out}: {summary['tiles']} tiles in {summary['seconds']:.1f} s "
               f"({summary['tiles'] / max(summary['seconds'], 1e-9):.3g} tiles/s)")

@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 import xarray as xr
 
 from lagda.io.physical import EARTH_RADIUS_M, parse_time
-from lagda.mapping.run import MapSettings, local_cluster, map_archive
+from lagda.mapping.run import MapSettings, _run_tile, local_cluster, map_archive
 from lagda.mapping.tiles import tile_layout
 
 START = "2025-01-01T00:00:00Z"
@@ -221,6 +222,71 @@ def test_an_interrupt_at_each_transition_then_resume_gives_the_same_map(small_ma
     summary = run(resume=True)
     assert summary.get("already_complete", False) == fault.startswith(("map-final:renamed", "map-partial-removal"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["map.nc"]  # no temporary, no partial folder left
+    with xr.open_dataset(out) as a, xr.open_dataset(reference) as b:
+        for name in ("u", "v", "u_std", "v_std", "n_fixes"):
+            np.testing.assert_array_equal(a[name].values, b[name].values)
+
+
+_GATE = {"first": None, "open": threading.Event()}
+
+
+def _gated_run_tile(fixes, tile, *args):
+    """`_run_tile`, the tiles after `_GATE["first"]` held until `_GATE["open"]` (a module function: Dask pickles
+    it by reference, also for in-process workers)."""
+    if tile.key != _GATE["first"]:
+        _GATE["open"].wait(60)
+    return _run_tile(fixes, tile, *args)
+
+
+async def _lose_a_pending_tiles_worker(dask_scheduler):
+    """Removes from the scheduler the worker holding the fixes of a tile not yet computed, as when its machine is
+    lost (the scheduler's own steps for a worker that stops answering); returns the tile's task key."""
+    for task in dask_scheduler.tasks.values():
+        if task.key.startswith("tile-") and task.state != "memory":
+            holder = next(iter(next(iter(task.dependencies)).who_has)).address
+            await dask_scheduler.remove_worker(holder, stimulus_id="test-lost-worker")
+            return task.key
+    return None
+
+
+@pytest.mark.parametrize("sends", [3, 1], ids=["sent-again", "given-up-then-resumed"])
+def test_a_lost_dask_worker_loses_no_tile(small_map, tmp_path, monkeypatch, sends):
+    """The worker holding a pending tile's fixes is lost after the first tile is saved: the tile is sent again and
+    the map is the uninterrupted one; allowed one send only, the run stops (TileFailed) keeping the saved tile, and
+    a --resume writes the same map."""
+    from dask.distributed import Client, LocalCluster
+
+    import lagda.mapping.run as run
+
+    archive, s, _, reference = small_map
+    out, notes, lost = tmp_path / "map.nc", [], []
+    save = run._save_piece
+    _GATE["first"] = tile_layout(s.region, s.period, s.tile_deg, s.halo_deg, s.window_days, s.step_days)[0].key
+    _GATE["open"].clear()
+
+    def save_then_lose_a_worker(partial, piece):
+        save(partial, piece)
+        if not lost:
+            lost.append(client.run_on_scheduler(_lose_a_pending_tiles_worker))
+            _GATE["open"].set()
+
+    monkeypatch.setattr(run, "_run_tile", _gated_run_tile)
+    monkeypatch.setattr(run, "_save_piece", save_then_lose_a_worker)
+    monkeypatch.setattr(run, "TILE_SENDS", sends)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        go = lambda **kw: map_archive(archive, out, s, scheduler=cluster.scheduler_address, progress=False,
+                                      say=notes.append, **kw)
+        if sends == 1:
+            with pytest.raises(run.TileFailed, match="its Dask worker was lost each of the 1 times"):
+                go()
+            assert len(os.listdir(f"{out}.partial/tiles")) >= 1
+            go(resume=True)
+        else:
+            go()
+    tile = lost[0].removeprefix("tile-").rsplit("-", 1)[0]  # its first send was lost
+    assert lost[0].endswith("-1") and (f"note: tile {tile}: its Dask worker was lost; sent again" in notes) == \
+        (sends > 1)
     with xr.open_dataset(out) as a, xr.open_dataset(reference) as b:
         for name in ("u", "v", "u_std", "v_std", "n_fixes"):
             np.testing.assert_array_equal(a[name].values, b[name].values)

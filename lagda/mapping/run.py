@@ -37,6 +37,11 @@ from simulate.atomic import (
 
 VARIABLES = ("u", "v", "u_std", "v_std")
 BLEND_DAYS = 32  # map times blended and written at once
+TILE_SENDS = 3  # a tile whose Dask worker is lost is sent again, at most this many times in all
+
+
+class TileFailed(RuntimeError):
+    """A tile whose Dask worker was lost each of the TILE_SENDS times it was sent (a tile that ends its worker)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,7 +267,8 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
             the extent of the archive's fixes (the same on a resume); a note says what was chosen.
     Raises:
         FileNotFoundError: missing archive. ValueError: bad settings, an existing output, a resume with other
-            settings, no fix in the region and period.
+            settings, no fix in the region and period. TileFailed: a tile's Dask worker was lost each time it was
+            sent (a lost worker is otherwise made good: its tiles are sent again); the finished tiles are kept.
     """
     out = os.fspath(out)
     if not out.endswith((".zarr", ".nc")):
@@ -304,7 +310,7 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
     say(f"note: {len(tiles)} tiles ({settings.tile_deg:g} degrees with a {settings.halo_deg:g}-degree halo, "
         f"{settings.window_days:g}-day windows every {settings.step_days:g} days)"
         + (f", {len(done)} done before" if done else ""))
-    _compute(pending, fixes, grid, settings, partial, len(done), len(tiles), workers, scheduler, progress)
+    _compute(pending, fixes, grid, settings, partial, len(done), len(tiles), workers, scheduler, progress, say)
     infos = _write(out, partial, tiles, grid, settings, fixes, manifest, sea)
     remove_tree(partial, fault="map-partial-removal")
     skipped = [i for i in infos if "skipped" in i]
@@ -324,11 +330,19 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
             "seconds": time.perf_counter() - start, "notes": notes}
 
 
-def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, scheduler, progress) -> None:
-    """Runs the pending tiles on Dask and saves each piece as it finishes."""
+def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, scheduler, progress, say) -> None:
+    """Runs the pending tiles on Dask and saves each piece as it finishes. A tile whose worker is lost (a machine
+    gone, a process killed) is sent again, said in a note: its fixes were scattered to that worker, which Dask
+    cannot rebuild.
+
+    Raises:
+        TileFailed: a tile's worker was lost each of the TILE_SENDS times it was sent.
+    """
     if not pending:
         return
-    from dask.distributed import Client, as_completed
+    from concurrent.futures import CancelledError
+
+    from dask.distributed import Client, KilledWorker, as_completed
     from tqdm import tqdm
 
     cluster = local_cluster(workers) if scheduler is None else None
@@ -339,7 +353,8 @@ def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, 
         by_time = np.argsort(fixes.time, kind="stable")
         sorted_time = fixes.time[by_time]
 
-        inputs = {}  # each running tile's fixes, scattered, by its future's key
+        inputs = {}  # each running tile and its fixes, scattered, by its future's key
+        sends = {}  # the times each tile was sent
 
         def submit(tile):  # the window's fixes first (a binary search), then the box among them
             lo = np.searchsorted(sorted_time, tile.start_s, side="left")
@@ -347,17 +362,30 @@ def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, 
             in_window = fixes.subset(np.sort(by_time[lo:hi]))  # back in (drifter, time) order
             # sent to a worker as data, not inside the task graph (which Dask warns of beyond 10 MB: a dense tile)
             data = client.scatter(tile_fixes(in_window, tile), hash=False)
+            sends[tile.key] = sends.get(tile.key, 0) + 1
             future = client.submit(_run_tile, data, tile, grid, settings.k_max, settings.degree, settings.local_gp,
-                                   key=f"tile-{tile.key}", pure=False)
-            inputs[future.key] = data
+                                   key=f"tile-{tile.key}-{sends[tile.key]}", pure=False)
+            inputs[future.key] = (tile, data)
             return future
 
         running = as_completed([submit(t) for _, t in zip(range(limit), queue)])  # range first: no tile lost
         bar = tqdm(total=n_tiles, initial=n_done, unit="tile", disable=not progress, desc="lagda map")
         for future in running:
-            _save_piece(partial, future.result())
+            tile, data = inputs.pop(future.key)
+            try:
+                piece = future.result()
+            except (CancelledError, KilledWorker):  # its worker was lost, and with it the fixes scattered there
+                data.release()
+                if sends[tile.key] >= TILE_SENDS:
+                    raise TileFailed(f"tile {tile.key}: its Dask worker was lost each of the {TILE_SENDS} times "
+                                     "it was sent (a tile that ends its worker: out of memory? fewer --workers "
+                                     "leave each more)") from None
+                say(f"note: tile {tile.key}: its Dask worker was lost; sent again")
+                running.add(submit(tile))
+                continue
+            _save_piece(partial, piece)
             future.release()
-            inputs.pop(future.key).release()
+            data.release()
             bar.update(1)
             following = next(queue, None)
             if following is not None:
