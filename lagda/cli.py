@@ -596,7 +596,7 @@ def _run_map(args: argparse.Namespace) -> int:
         print(f"lagda map: interrupted: {interrupted_state(args.out)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except TileFailed as error:
-        return _report(args, f"error: {error}; {interrupted_state(args.out)}", EXIT_FAILURE)
+        return _report(args, f"error: {error}", EXIT_FAILURE)
     if not summary.get("already_complete"):
         print(f"wrote {args.out}: {summary['tiles']} tiles in {summary['seconds']:.1f} s "
               f"({summary['tiles'] / max(summary['seconds'], 1e-9):.3g} tiles/s)")

@@ -268,7 +268,8 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
     Raises:
         FileNotFoundError: missing archive. ValueError: bad settings, an existing output, a resume with other
             settings, no fix in the region and period. TileFailed: a tile's Dask worker was lost each time it was
-            sent (a lost worker is otherwise made good: its tiles are sent again); the finished tiles are kept.
+            sent (a lost worker is otherwise made good: its tiles are sent again); OSError: the scheduler lost
+            (ConnectionError) or a tile not saved; the finished tiles are kept, the message says how to go on.
     """
     out = os.fspath(out)
     if not out.endswith((".zarr", ".nc")):
@@ -310,7 +311,10 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
     say(f"note: {len(tiles)} tiles ({settings.tile_deg:g} degrees with a {settings.halo_deg:g}-degree halo, "
         f"{settings.window_days:g}-day windows every {settings.step_days:g} days)"
         + (f", {len(done)} done before" if done else ""))
-    _compute(pending, fixes, grid, settings, partial, len(done), len(tiles), workers, scheduler, progress, say)
+    try:
+        _compute(pending, fixes, grid, settings, partial, len(done), len(tiles), workers, scheduler, progress, say)
+    except (TileFailed, OSError) as error:  # a tile, a worker or the scheduler lost: what is saved, how to go on
+        raise type(error)(f"{error}; {interrupted_state(out)}") from error
     infos = _write(out, partial, tiles, grid, settings, fixes, manifest, sea)
     remove_tree(partial, fault="map-partial-removal")
     skipped = [i for i in infos if "skipped" in i]
@@ -336,63 +340,83 @@ def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, 
     cannot rebuild.
 
     Raises:
-        TileFailed: a tile's worker was lost each of the TILE_SENDS times it was sent.
+        TileFailed: a tile's worker was lost each of the TILE_SENDS times it was sent. ConnectionError: the
+            scheduler was lost.
     """
     if not pending:
         return
-    from concurrent.futures import CancelledError
+    import logging
 
-    from dask.distributed import Client, KilledWorker, as_completed
-    from tqdm import tqdm
+    from dask.distributed import Client
 
     cluster = local_cluster(workers) if scheduler is None else None
-    with Client(scheduler or cluster) as client:
-        # a bounded number of tiles in flight: the client holds the fixes of those tiles only
-        limit = 2 * max(1, len(client.scheduler_info().get("workers", {})))
-        queue = iter(pending)
-        by_time = np.argsort(fixes.time, kind="stable")
-        sorted_time = fixes.time[by_time]
+    client_log = logging.getLogger("distributed.client")
+    level = client_log.level
+    try:
+        with Client(scheduler or cluster) as client:
+            _send_tiles(client, pending, fixes, grid, settings, partial, n_done, n_tiles, progress, say)
+    finally:
+        client_log.setLevel(level)
+        if cluster is not None:
+            cluster.close()
 
-        inputs = {}  # each running tile and its fixes, scattered, by its future's key
-        sends = {}  # the times each tile was sent
 
-        def submit(tile):  # the window's fixes first (a binary search), then the box among them
-            lo = np.searchsorted(sorted_time, tile.start_s, side="left")
-            hi = np.searchsorted(sorted_time, tile.end_s, side="right")
-            in_window = fixes.subset(np.sort(by_time[lo:hi]))  # back in (drifter, time) order
-            # sent to a worker as data, not inside the task graph (which Dask warns of beyond 10 MB: a dense tile)
-            data = client.scatter(tile_fixes(in_window, tile), hash=False)
-            sends[tile.key] = sends.get(tile.key, 0) + 1
-            future = client.submit(_run_tile, data, tile, grid, settings.k_max, settings.degree, settings.local_gp,
-                                   key=f"tile-{tile.key}-{sends[tile.key]}", pure=False)
-            inputs[future.key] = (tile, data)
-            return future
+def _send_tiles(client, pending, fixes, grid, settings, partial, n_done, n_tiles, progress, say) -> None:
+    """`_compute`'s work on its client: a bounded number of tiles in flight, each piece saved as it comes."""
+    import logging
+    from concurrent.futures import CancelledError
 
-        running = as_completed([submit(t) for _, t in zip(range(limit), queue)])  # range first: no tile lost
-        bar = tqdm(total=n_tiles, initial=n_done, unit="tile", disable=not progress, desc="lagda map")
-        for future in running:
-            tile, data = inputs.pop(future.key)
-            try:
-                piece = future.result()
-            except (CancelledError, KilledWorker):  # its worker was lost, and with it the fixes scattered there
-                data.release()
-                if sends[tile.key] >= TILE_SENDS:
-                    raise TileFailed(f"tile {tile.key}: its Dask worker was lost each of the {TILE_SENDS} times "
-                                     "it was sent (a tile that ends its worker: out of memory? fewer --workers "
-                                     "leave each more)") from None
-                say(f"note: tile {tile.key}: its Dask worker was lost; sent again")
-                running.add(submit(tile))
-                continue
-            _save_piece(partial, piece)
-            future.release()
+    from dask.distributed import KilledWorker, as_completed
+    from tqdm import tqdm
+
+    # a bounded number of tiles in flight: the client holds the fixes of those tiles only
+    limit = 2 * max(1, len(client.scheduler_info().get("workers", {})))
+    queue = iter(pending)
+    by_time = np.argsort(fixes.time, kind="stable")
+    sorted_time = fixes.time[by_time]
+
+    inputs = {}  # each running tile and its fixes, scattered, by its future's key
+    sends = {}  # the times each tile was sent
+
+    def submit(tile):  # the window's fixes first (a binary search), then the box among them
+        lo = np.searchsorted(sorted_time, tile.start_s, side="left")
+        hi = np.searchsorted(sorted_time, tile.end_s, side="right")
+        in_window = fixes.subset(np.sort(by_time[lo:hi]))  # back in (drifter, time) order
+        # sent to a worker as data, not inside the task graph (which Dask warns of beyond 10 MB: a dense tile)
+        data = client.scatter(tile_fixes(in_window, tile), hash=False)
+        sends[tile.key] = sends.get(tile.key, 0) + 1
+        future = client.submit(_run_tile, data, tile, grid, settings.k_max, settings.degree, settings.local_gp,
+                               key=f"tile-{tile.key}-{sends[tile.key]}", pure=False)
+        inputs[future.key] = (tile, data)
+        return future
+
+    running = as_completed([submit(t) for _, t in zip(range(limit), queue)])  # range first: no tile lost
+    bar = tqdm(total=n_tiles, initial=n_done, unit="tile", disable=not progress, desc="lagda map")
+    for future in running:
+        tile, data = inputs.pop(future.key)
+        try:
+            piece = future.result()
+        except (CancelledError, KilledWorker) as error:  # its worker was lost, and the fixes scattered there
+            if getattr(error, "reason", "") in ("scheduler-connection-lost", "scheduler-restart"):
+                # the client's reconnection, cancelled as it closes, would log a traceback over the error line
+                logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
+                raise ConnectionError(f"lost the Dask scheduler ({error.reason})") from None
             data.release()
-            bar.update(1)
-            following = next(queue, None)
-            if following is not None:
-                running.add(submit(following))
-        bar.close()
-    if cluster is not None:
-        cluster.close()
+            if sends[tile.key] >= TILE_SENDS:
+                raise TileFailed(f"tile {tile.key}: its Dask worker was lost each of the {TILE_SENDS} times "
+                                 "it was sent (a tile that ends its worker: out of memory? fewer --workers "
+                                 "leave each more)") from None
+            say(f"note: tile {tile.key}: its Dask worker was lost; sent again")
+            running.add(submit(tile))
+            continue
+        _save_piece(partial, piece)
+        future.release()
+        data.release()
+        bar.update(1)
+        following = next(queue, None)
+        if following is not None:
+            running.add(submit(following))
+    bar.close()
 
 
 def local_cluster(workers: int | None):
