@@ -8,6 +8,10 @@ same output removes those whose process is gone (`remove_stale`) and reports eac
 A folder is removed by renaming it to a temporary name first (`remove_tree`), so a folder cut
 short while being deleted is a stale temporary, never a half-empty folder under its real name.
 
+While a job writes an output it holds `OutputLock` on it, so that a second run on the same output (the
+command started twice, a scheduler's requeue while the first still runs) refuses at once, naming the
+first, instead of racing it for the same files.
+
 `write_netcdf` writes a netCDF file this way and stays interruptible: xarray's default netCDF4
 lock is a combination of two non-reentrant locks, and a Ctrl-C that lands while it releases them
 leaves one held, so the `close()` in xarray's own cleanup then waits on it forever. Writing
@@ -64,6 +68,73 @@ def fault_point(name: str) -> None:
 def reset_fault_counts() -> None:
     """Forgets how often each fault point was passed (for tests that inject several faults in one process)."""
     _passed.clear()
+
+
+class Busy(ValueError):
+    """Another process holds the output's `OutputLock`."""
+
+
+class OutputLock:
+    """An exclusive lock on `path` while a job writes it (a context manager, or `release()`): the kernel's lock
+    (flock) on the hidden file `.NAME.lock` beside it, which names its holder. A killed job holds no lock, whatever
+    it left; the file is removed on release.
+
+    Raises:
+        Busy: another process holds it (its pid, host and start in the message).
+
+    Example:
+        >>> import tempfile
+        >>> out = Path(tempfile.mkdtemp()) / "map.nc"
+        >>> with OutputLock(out, "lagda map"):
+        ...     try:
+        ...         OutputLock(out, "lagda map")
+        ...     except Busy as busy:
+        ...         print(str(busy).split(" (pid")[0].replace(str(out), "OUT"))
+        another lagda map is writing OUT
+    """
+
+    def __init__(self, path, job: str):
+        import fcntl
+        import socket
+        import time
+
+        path = Path(path)
+        self.path = path.with_name(f".{path.name}.lock")
+        while True:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(self._fd, 200).decode(errors="replace").strip() or "another process"
+                os.close(self._fd)
+                raise Busy(f"another {job} is writing {path} ({holder}): wait for it to end, or stop it and rerun "
+                           "with --resume") from None
+            try:  # the file locked is still the one named (its holder may have removed it on release meanwhile)
+                if os.stat(self.path).st_ino == os.fstat(self._fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(self._fd)
+        os.ftruncate(self._fd, 0)
+        os.write(self._fd, f"pid {os.getpid()} on {socket.gethostname()}, since "
+                           f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}".encode())
+
+    def release(self) -> None:
+        """Removes the lock file and releases the lock (idempotent)."""
+        if self._fd is None:
+            return
+        try:
+            os.unlink(self.path)  # before the unlock, so that no one locks a file about to vanish
+        except FileNotFoundError:
+            pass
+        os.close(self._fd)
+        self._fd = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 def temporary_name(path) -> Path:

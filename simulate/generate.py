@@ -37,6 +37,7 @@ import numpy as np
 from simulate import schema
 from simulate.atomic import (
     Interrupted,
+    OutputLock,
     fault_point,
     make_folder_atomic,
     remove_stale,
@@ -388,7 +389,8 @@ def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | o
     ------
     ValueError
         Bad settings, a `like` conflict, an existing output or unfinished run that may not be used, a resume
-        with another setting (named), or an unwritable output path; all checked before anything is written.
+        with another setting (named), an unwritable output path, or another run writing `out` (`Busy`); all
+        checked before anything is written.
     Interrupted
         On a KeyboardInterrupt; its message says what is saved and whether `resume` continues.
 
@@ -411,6 +413,17 @@ def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | o
     out = Path(out)
     modes = dataset_modes(config, like)
     check_output(out)
+    lock = OutputLock(out, "lagda simulate")  # a second run on this output refuses, naming this one
+    try:
+        return _generate(config, out, modes, (index, count), resume, overwrite, progress, history, report)
+    finally:
+        lock.release()
+
+
+def _generate(config: SimConfig, out: Path, modes, shard, resume: bool, overwrite: bool, progress, history,
+              report) -> Path:
+    """`generate_dataset` once its output is locked."""
+    index, count = shard
     partial = partial_dir(out)
     manifest = _manifest(config, modes, (index, count))
     plan = _plan(out, partial, manifest, resume, overwrite)

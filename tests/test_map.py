@@ -165,10 +165,11 @@ def test_a_killed_map_resumes_to_the_same_store(uniform, tmp_path):
     os.killpg(child.pid, signal.SIGKILL)  # the command and its Dask workers
     child.wait()
     assert not out.exists(), "killed after the end: the test did not interrupt the run"
+    assert (tmp_path / ".map.nc.lock").exists()  # its lock file is left, its lock gone with it
     resumed = subprocess.run([*cmd, "--resume", "--no-progress"], capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
     assert "note: " in resumed.stderr and "tile/s" not in resumed.stderr  # the notes without the bar
-    assert not (tmp_path / "map.nc.partial").exists()
+    assert not (tmp_path / "map.nc.partial").exists() and not (tmp_path / ".map.nc.lock").exists()
     with xr.open_dataset(out) as a, xr.open_dataset(reference) as b:
         for name in ("u", "v", "u_std", "v_std", "n_fixes"):
             np.testing.assert_array_equal(a[name].values, b[name].values)
@@ -227,6 +228,18 @@ def test_an_interrupt_at_each_transition_then_resume_gives_the_same_map(small_ma
             np.testing.assert_array_equal(a[name].values, b[name].values)
 
 
+def test_a_second_map_on_the_same_output_is_refused_before_it_writes(small_map, tmp_path):
+    from simulate.atomic import Busy, OutputLock
+
+    archive, s, scheduler, _ = small_map
+    out = tmp_path / "map.nc"
+    with OutputLock(out, "lagda map"):  # a run writing it (another process's lock is tested with lagda simulate)
+        with pytest.raises(Busy, match=f"another lagda map is writing {out} \\(pid {os.getpid()} on "):
+            map_archive(archive, out, s, scheduler=scheduler, progress=False, say=lambda _: None)
+        assert sorted(p.name for p in tmp_path.iterdir()) == [".map.nc.lock"]
+    assert not list(tmp_path.iterdir())
+
+
 _GATE = {"first": None, "open": threading.Event()}
 
 
@@ -278,7 +291,7 @@ def test_a_lost_dask_worker_loses_no_tile(small_map, tmp_path, monkeypatch, send
         go = lambda **kw: map_archive(archive, out, s, scheduler=cluster.scheduler_address, progress=False,
                                       say=notes.append, **kw)
         if sends == 1:
-            with pytest.raises(run.TileFailed, match="lost each of the 1 times it was sent.*rerun the same command with --resume"):
+            with pytest.raises(run.TileFailed, match="each of the 1 times it was sent.*the same command with --resume"):
                 go()
             assert len(os.listdir(f"{out}.partial/tiles")) >= 1
             go(resume=True)

@@ -68,14 +68,16 @@ CHUNKS = [f"{P}/chunk_00000{i}.npz" for i in range(4)]
 # manifest:written and manifest:renamed (a stale temporary folder, as partial:created), chunk:written@1 and
 # chunk:renamed@2 (a stale chunk temporary and saved chunks, both in chunk:written@4), final:written (a stale
 # output temporary, as final:open); the Ctrl-C test below stops at several of them.
+# A run killed while it writes leaves its lock file too (the lock itself dies with it: the resume takes it).
+LOCK = ".r.nc.lock"
 KILLS = {
-    "partial:created": ([".r.nc.partial.tmp-{pid}"], False),
-    "partial:renamed": ([P, f"{P}/manifest.json"], False),
-    "chunk:written@4": ([P, f"{P}/.chunk_000003.npz.tmp-{{pid}}", *CHUNKS[:3], f"{P}/manifest.json"], False),
-    "final:open": ([".r.nc.tmp-{pid}", P, *CHUNKS, f"{P}/manifest.json"], False),
-    "final:renamed": (["r.nc", P, *CHUNKS, f"{P}/manifest.json"], True),
-    "partial-removal:renamed": ([name.replace(P, ".r.nc.partial.tmp-{pid}")
-                                 for name in (P, *CHUNKS, f"{P}/manifest.json")] + ["r.nc"], True),
+    "partial:created": ([LOCK, ".r.nc.partial.tmp-{pid}"], False),
+    "partial:renamed": ([LOCK, P, f"{P}/manifest.json"], False),
+    "chunk:written@4": ([LOCK, P, f"{P}/.chunk_000003.npz.tmp-{{pid}}", *CHUNKS[:3], f"{P}/manifest.json"], False),
+    "final:open": ([LOCK, ".r.nc.tmp-{pid}", P, *CHUNKS, f"{P}/manifest.json"], False),
+    "final:renamed": ([LOCK, "r.nc", P, *CHUNKS, f"{P}/manifest.json"], True),
+    "partial-removal:renamed": ([LOCK] + [name.replace(P, ".r.nc.partial.tmp-{pid}")
+                                          for name in (P, *CHUNKS, f"{P}/manifest.json")] + ["r.nc"], True),
     "summary": (["r.nc"], True),
 }
 
@@ -169,3 +171,24 @@ def test_a_running_process_keeps_its_temporaries(tmp_path):
     mine.write_bytes(b""), running.write_bytes(b"")
     assert atomic.remove_stale(tmp_path / "r.nc") == [mine]
     assert running.exists()
+
+
+def test_a_second_run_on_the_same_output_is_refused_naming_the_first_until_it_is_killed(whole, capsys, tmp_path):
+    """A run holding the output (another process: the lock is the kernel's) makes the same command exit 2 naming
+    it, nothing written; once that process is killed (its lock file left behind), the same command completes."""
+    out = tmp_path / "r.nc"
+    hold = (f"import time; from simulate.atomic import OutputLock; lock = OutputLock({str(out)!r}, 'lagda simulate'); "
+            "print('held', flush=True); time.sleep(300)")
+    holder = subprocess.Popen([sys.executable, "-c", hold], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        code, err = simulate(capsys, "--out", str(out))
+        assert code == 2 and f"error: another lagda simulate is writing {out} (pid {holder.pid} on " in err
+        assert listing(tmp_path) == [".r.nc.lock"]
+    finally:
+        holder.kill()
+        holder.wait()
+    code, err = simulate(capsys, "--out", str(out))
+    assert code == 0, err
+    assert listing(tmp_path) == ["r.nc"]
+    assert_same_data(out, whole)

@@ -25,6 +25,7 @@ from lagda.mapping.archive import Fixes, archive_extent, clean, select_fixes, un
 from lagda.mapping.invert import Grid, invert_tile, tile_fixes
 from lagda.mapping.tiles import DAY_S, Tile, region_width, tile_layout
 from simulate.atomic import (
+    OutputLock,
     fault_point,
     make_folder_atomic,
     remove_stale,
@@ -267,14 +268,22 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
             the extent of the archive's fixes (the same on a resume); a note says what was chosen.
     Raises:
         FileNotFoundError: missing archive. ValueError: bad settings, an existing output, a resume with other
-            settings, no fix in the region and period. TileFailed: a tile's Dask worker was lost each time it was
-            sent (a lost worker is otherwise made good: its tiles are sent again); OSError: the scheduler lost
-            (ConnectionError) or a tile not saved; the finished tiles are kept, the message says how to go on.
+            settings, no fix in the region and period; another run writing `out` (Busy). TileFailed: a tile's
+            Dask worker was lost each time it was sent (a lost worker is otherwise made good: its tiles are sent
+            again); OSError: the scheduler lost (ConnectionError) or a tile not saved; the finished tiles are
+            kept, the message says how to go on.
     """
     out = os.fspath(out)
     if not out.endswith((".zarr", ".nc")):
         raise ValueError(f"--out {out}: the map store must end in .zarr or .nc")
     name = source_name(track_files(archive))  # a missing path or an empty folder is said before anything else
+    with OutputLock(out, "lagda map"):  # a second run on this output refuses, naming this one
+        return _map_archive(archive, out, name, settings, workers, scheduler, resume, overwrite, progress, say)
+
+
+def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, scheduler, resume: bool,
+                 overwrite: bool, progress: bool, say) -> dict:
+    """`map_archive` once its output is locked."""
     start = time.perf_counter()
     chosen = []
     if settings.region is None or settings.period is None:
