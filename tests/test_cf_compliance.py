@@ -1,7 +1,7 @@
 """Every kind of netCDF file lagda writes passes the IOOS compliance checker for CF-1.11 with no errors.
 
 The files are made by the commands a user runs (`lagda simulate`, `lagda export-tracks`, `lagda
-assimilate`), in model units and in physical units, and checked as `compliance-checker
+assimilate`, `lagda map`), in model units and in physical units, and checked as `compliance-checker
 --test=cf:1.11 FILE` checks them. Errors are the checker's high-priority failures (its
 "Errors" section).
 """
@@ -54,11 +54,14 @@ def files(tmp_path_factory):
     out["result-physical"] = d / "result_physical.nc"
     assert run("assimilate", "--tracks", out["tracks-physical-ragged"], "--method", "linear", "--n-grid", "8",
                "--out", out["result-physical"]) == 0
+    out["map"] = d / "map.nc"
+    assert run("map", "--tracks", SHIPPED["shipped-gdp-like-ragged"], "--out", out["map"], "--resolution", "0.5",
+               "--workers", "1", "--no-progress") == 0
     return {**out, **SHIPPED}
 
 
 KINDS = ["dataset", "tracks-model-multidimensional", "tracks-model-ragged", "tracks-physical-multidimensional",
-         "tracks-physical-ragged", "result-model", "result-physical"]
+         "tracks-physical-ragged", "result-model", "result-physical", "map"]
 # the files the project ships, as they are (package data and data/)
 SHIPPED = {"shipped-example-tracks": shipped("example_tracks.nc"), "shipped-gdp-like-ragged": shipped("gdp_like.nc"),
            "data-example-small": ROOT / "data" / "example_small.nc", "data-small-test": ROOT / "data" / "small_test.nc"}

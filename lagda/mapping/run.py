@@ -595,7 +595,8 @@ def _dataset(grid: Grid, settings: MapSettings, fields: dict, counts, infos, sea
         "lon": ("lon", grid.lon, {"standard_name": "longitude", "units": "degrees_east", "axis": "X"})})
     skipped = sum("skipped" in i for i in infos)
     ds.attrs = {"Conventions": "CF-1.11", "title": "lagda map: daily velocity maps from drifters",
-                "source": f"lagda {__version__}", "tile_size_deg": settings.tile_deg,
+                "source": f"lagda {__version__}", "history": f"written by lagda map (lagda {__version__})",
+                "tile_size_deg": settings.tile_deg,
                 "halo_deg": settings.halo_deg, "window_days": settings.window_days,
                 "window_step_days": settings.step_days, "k_max": settings.k_max, "degree": settings.degree,
                 "tiles": len(infos), "tiles_skipped": skipped,
@@ -608,4 +609,6 @@ def _dataset(grid: Grid, settings: MapSettings, fields: dict, counts, infos, sea
                 "settings": json.dumps(dataclasses.asdict(settings)),
                 "settings_hash": hashlib.sha256(json.dumps(dataclasses.asdict(settings)).encode()).hexdigest()[:16]}
     ds.time.encoding["units"] = "seconds since 1970-01-01T00:00:00Z"
+    for name in ("lat", "lon"):  # CF: a coordinate variable has no fill value (xarray gives floats NaN)
+        ds[name].encoding["_FillValue"] = None
     return ds
