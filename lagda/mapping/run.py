@@ -173,7 +173,8 @@ def _prepare(out: str, manifest: dict, resume: bool, overwrite: bool, say) -> tu
         return partial, False
     if os.path.exists(out):
         if not resume:
-            raise ValueError(f"{out} exists; pass --overwrite to replace it, or --resume to finish an interrupted run")
+            raise ValueError(f"{out} exists; pass --overwrite to replace it, or --resume to finish an interrupted run "
+                             "(on a complete map, --resume changes nothing and --plot draws it)")
         stored = _stored(out)
         if stored is not None and not _differences(stored, manifest):
             if os.path.isdir(partial):  # killed after the rename, before the cleanup
