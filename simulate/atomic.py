@@ -70,6 +70,15 @@ def reset_fault_counts() -> None:
     _passed.clear()
 
 
+def check_folder(path) -> None:
+    """Raises ValueError unless the folder that `path` is to be written in exists and is writable."""
+    parent = Path(path).parent
+    if not parent.is_dir():
+        raise ValueError(f"cannot write {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write {path}: directory {parent} is not writable")
+
+
 class Busy(ValueError):
     """Another process holds the output's `OutputLock`."""
 
@@ -80,7 +89,8 @@ class OutputLock:
     it left; the file is removed on release.
 
     Raises:
-        Busy: another process holds it (its pid, host and start in the message).
+        Busy: another process holds it (its pid, host and start in the message). ValueError: the folder of
+            `path` is missing or not writable (`check_folder`).
 
     Example:
         >>> import tempfile
@@ -99,6 +109,7 @@ class OutputLock:
         import time
 
         path = Path(path)
+        check_folder(path)
         self.path = path.with_name(f".{path.name}.lock")
         while True:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)

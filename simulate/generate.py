@@ -38,6 +38,7 @@ from simulate import schema
 from simulate.atomic import (
     Interrupted,
     OutputLock,
+    check_folder,
     fault_point,
     make_folder_atomic,
     remove_stale,
@@ -193,13 +194,9 @@ def partial_dir(out: str | os.PathLike) -> Path:
 def check_output(out: Path, overwrite: bool = True) -> None:
     """Raises ValueError if the output cannot (or, without `overwrite`, must not) be written; checked before
     computing."""
-    parent = out.parent
     if out.is_dir():
         raise ValueError(f"output {out} is a directory")
-    if not parent.is_dir():
-        raise ValueError(f"cannot write {out}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"cannot write {out}: directory {parent} is not writable")
+    check_folder(out)
     if out.exists() and not overwrite:
         raise ValueError(f"output {out} already exists: pass --overwrite to replace it")
 

@@ -238,6 +238,9 @@ def test_a_second_map_on_the_same_output_is_refused_before_it_writes(small_map, 
             map_archive(archive, out, s, scheduler=scheduler, progress=False, say=lambda _: None)
         assert sorted(p.name for p in tmp_path.iterdir()) == [".map.nc.lock"]
     assert not list(tmp_path.iterdir())
+    with pytest.raises(ValueError, match=f"cannot write .*: directory {tmp_path / 'missing'} does not exist"):
+        map_archive(archive, tmp_path / "missing" / "map.nc", s, scheduler=scheduler, progress=False,
+                    say=lambda _: None)
 
 
 _GATE = {"first": None, "open": threading.Event()}

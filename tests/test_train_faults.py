@@ -96,3 +96,11 @@ def test_a_stale_orbax_temporary_is_removed_and_reported(pairs, monkeypatch, cap
     stale.mkdir()
     train(CONFIG, pairs, None, tmp_path / "run", resume=True, progress=False)
     assert f"removed {stale}" in capsys.readouterr().err and not stale.exists()
+
+
+def test_a_second_run_into_the_same_folder_is_refused_before_it_writes(pairs, tmp_path):
+    run = tmp_path / "run"
+    with atomic.OutputLock(run, "lagda train"):  # a run writing it (another process's lock: lagda simulate's test)
+        with pytest.raises(atomic.Busy, match=f"another lagda train is writing {run} "):
+            train(CONFIG, pairs, None, run, resume=True, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

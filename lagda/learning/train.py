@@ -47,7 +47,7 @@ from lagda.learning.encoders import (
 from lagda.learning.evaluate import retrieval_scores
 from lagda.learning.model import Contrastive, build_model, track_estimates
 from lagda.learning.optimizer import make_optimizer
-from simulate.atomic import fault_point, remove_stale_inside, write_atomic
+from simulate.atomic import OutputLock, fault_point, remove_stale_inside, write_atomic
 
 
 class TrainingDiverged(ValueError):
@@ -374,7 +374,7 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
     Raises
     ------
     ValueError, FileNotFoundError
-        Bad config, data or run directory (one line).
+        Bad config, data or run directory (one line); another run writing `run_dir` (`simulate.atomic.Busy`).
     TrainingDiverged
         A NaN or infinite loss (a ValueError); the last good checkpoint is kept.
 
@@ -395,6 +395,19 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
     initialize_distributed()
     config.validate()
     run_dir = pathlib.Path(run_dir)
+    if jax.process_index() == 0:  # one lock for a run of several processes: process 0 writes the run's files
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        lock = OutputLock(run_dir, "lagda train")  # a second run into this folder refuses, naming this one
+    try:
+        return _train(config, train_data, test_data, run_dir, resume, progress)
+    finally:
+        if jax.process_index() == 0:
+            lock.release()
+
+
+def _train(config: TrainConfig, train_data, test_data, run_dir: pathlib.Path, resume: bool,
+           progress: bool) -> pathlib.Path:
+    """`train` once its run folder is locked."""
     train_data = as_paired(train_data, config.stream)  # a list: shards joined, releases merged (data.join_files)
     test_data = None if test_data is None else as_paired(test_data)
     mesh = Mesh(np.asarray(jax.devices()), ("data",))
