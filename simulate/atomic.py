@@ -261,6 +261,10 @@ def write_netcdf(ds, path, encoding: dict | None = None, fault: str = "netcdf") 
     removes the temporary file and propagates instead of hanging (the module docstring says why). Other
     threads of the process must not use netCDF meanwhile. Fault points: `FAULT:open` (the temporary file is
     open and partly written), then those of `write_atomic`.
+
+    Raises:
+        OSError: the netCDF library failed to write (its RuntimeError, "NetCDF: HDF error" on a full disk): the
+            message says the free space left in the folder and whether the data would fit in it.
     """
     import xarray as xr
 
@@ -276,4 +280,18 @@ def write_netcdf(ds, path, encoding: dict | None = None, fault: str = "netcdf") 
         finally:
             store.close()
 
-    return write_atomic(path, write, fault)
+    try:
+        return write_atomic(path, write, fault)
+    except RuntimeError as error:  # the library's own error for a failed write, a full disk's included
+        free = shutil.disk_usage(Path(path).parent).free
+        room = (f"less than the data's {_size(ds.nbytes)}: the disk is full" if free < ds.nbytes else
+                f"the data's {_size(ds.nbytes)} would fit")
+        raise OSError(f"cannot write {path}: {error} ({_size(free)} free in {Path(path).parent}, {room})") from error
+
+
+def _size(n: float) -> str:
+    """Returns a byte count as people read it: "126 kB", "46.3 GB"."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{int(n)} bytes"

@@ -390,6 +390,8 @@ def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | o
         checked before anything is written.
     Interrupted
         On a KeyboardInterrupt; its message says what is saved and whether `resume` continues.
+    OSError
+        A failed write (a full disk); its message says the same.
 
     Examples
     --------
@@ -449,6 +451,8 @@ def _generate(config: SimConfig, out: Path, modes, shard, resume: bool, overwrit
         if state["stage"] == "final" and _output_matches(out, manifest):  # stopped just after the rename
             state["stage"] = "written"
         raise Interrupted(_interrupted_message(state, out, partial)) from None
+    except OSError as error:  # a full disk: what is saved, and how to go on
+        raise type(error)(f"{error}; {_interrupted_message(state, out, partial)}") from error
     return out
 
 

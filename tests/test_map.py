@@ -243,6 +243,27 @@ def test_a_second_map_on_the_same_output_is_refused_before_it_writes(small_map, 
                     say=lambda _: None)
 
 
+def test_a_map_that_cannot_be_written_keeps_its_tiles_and_says_resume(small_map, tmp_path, monkeypatch):
+    """The final write failing (a full disk: netCDF4's RuntimeError) is one OSError naming the tiles saved and
+    --resume; the resume, with room again, writes the uninterrupted map."""
+    archive, s, scheduler, reference = small_map
+    out = tmp_path / "map.nc"
+    dump = xr.Dataset.dump_to_store
+
+    def full_disk(self, store, **kwargs):
+        raise RuntimeError("NetCDF: HDF error")
+
+    monkeypatch.setattr(xr.Dataset, "dump_to_store", full_disk)
+    with pytest.raises(OSError, match=r"NetCDF: HDF error .*; \d+ tiles are saved in .*--resume"):
+        map_archive(archive, out, s, scheduler=scheduler, progress=False, say=lambda _: None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["map.nc.partial"]
+    monkeypatch.setattr(xr.Dataset, "dump_to_store", dump)
+    map_archive(archive, out, s, scheduler=scheduler, resume=True, progress=False, say=lambda _: None)
+    with xr.open_dataset(out) as a, xr.open_dataset(reference) as b:
+        for name in ("u", "v", "u_std", "v_std", "n_fixes"):
+            np.testing.assert_array_equal(a[name].values, b[name].values)
+
+
 _GATE = {"first": None, "open": threading.Event()}
 
 

@@ -192,3 +192,44 @@ def test_a_second_run_on_the_same_output_is_refused_naming_the_first_until_it_is
     assert code == 0, err
     assert listing(tmp_path) == ["r.nc"]
     assert_same_data(out, whole)
+
+
+def test_a_failed_netcdf_write_is_one_os_error_saying_the_free_space_and_leaves_no_file(tmp_path, monkeypatch):
+    """netCDF4 reports a full disk as RuntimeError("NetCDF: HDF error"): write_netcdf says it as an OSError (one
+    error line from any command) with the room left, and leaves neither the file nor its temporary."""
+    import xarray as xr
+
+    def full_disk(self, store, **kwargs):
+        raise RuntimeError("NetCDF: HDF error")
+
+    monkeypatch.setattr(xr.Dataset, "dump_to_store", full_disk)
+    ds = xr.Dataset({"a": ("x", np.zeros(1000))})
+    with pytest.raises(OSError, match=rf"cannot write {tmp_path / 'd.nc'}: NetCDF: HDF error \(.* free in "
+                                      rf"{tmp_path}, the data's 8 kB would fit\)"):
+        atomic.write_netcdf(ds, tmp_path / "d.nc")
+    assert listing(tmp_path) == []
+
+
+def test_a_full_disk_says_what_is_saved_and_resume_completes(whole, capsys, monkeypatch, tmp_path):
+    import errno
+
+    from simulate import generate
+
+    out, write = tmp_path / "r.nc", generate.write_atomic
+    calls = []
+
+    def full_at_the_second_chunk(path, *args, **kwargs):
+        calls.append(path)
+        if len(calls) == 3:  # the manifest, the first chunk, then no room
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write(path, *args, **kwargs)
+
+    monkeypatch.setattr(generate, "write_atomic", full_at_the_second_chunk)
+    code, err = simulate(capsys, "--out", str(out))
+    assert code == 2 and ("error: [Errno 28] No space left on device; 3 of 10 fields are saved in "
+                          f"{out}.partial: rerun the same command with --resume to continue") in err
+    monkeypatch.setattr(generate, "write_atomic", write)
+    code, err = simulate(capsys, "--out", str(out), "--resume")
+    assert code == 0, err
+    assert_same_data(out, whole)
+    assert listing(tmp_path) == ["r.nc"]
