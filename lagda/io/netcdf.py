@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulate.atomic import write_atomic
+from simulate.atomic import write_netcdf
 
 
 def trajectory_ids(ids) -> np.ndarray:
@@ -27,5 +27,6 @@ def lagda_version() -> str:
 
 
 def write_netcdf_atomic(ds, path, encoding) -> None:
-    """Writes `ds` to `path` through a temporary file in the same directory, then renames."""
-    write_atomic(path, lambda tmp: ds.to_netcdf(tmp, engine="netcdf4", encoding=encoding))
+    """Writes `ds` to `path` through a temporary file in the same directory, then renames
+    (`simulate.atomic.write_netcdf`: a failed write, a full disk's, is an OSError that says the room left)."""
+    write_netcdf(ds, path, encoding)
