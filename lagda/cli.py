@@ -180,9 +180,11 @@ def _run_simulate(args: argparse.Namespace) -> int:
         out = generate_dataset(config, args.out, like=args.like, resume=args.resume, overwrite=args.overwrite,
                                progress=progress, history="lagda " + shlex.join(args.argv), shard=shard,
                                report=report)
-    except Interrupted as interrupted:
+    except BaseException as error:  # the bar's line ended before the error's
         progress.close()
-        print(f"lagda simulate: interrupted: {interrupted}", file=sys.stderr)
+        if not isinstance(error, Interrupted):
+            raise
+        print(f"lagda simulate: interrupted: {error}", file=sys.stderr)
         return EXIT_INTERRUPTED
     progress.close()
     if any(ALREADY_COMPLETE in line for line in notes):

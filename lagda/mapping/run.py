@@ -404,32 +404,32 @@ def _send_tiles(client, pending, fixes, grid, settings, partial, n_done, n_tiles
         return future
 
     running = as_completed([submit(t) for _, t in zip(range(limit), queue)])  # range first: no tile lost
-    bar = tqdm(total=n_tiles, initial=n_done, unit="tile", disable=not progress, desc="lagda map")
-    for future in running:
-        tile, data = inputs.pop(future.key)
-        try:
-            piece = future.result()
-        except (CancelledError, KilledWorker) as error:  # its worker was lost, and the fixes scattered there
-            if getattr(error, "reason", "") in ("scheduler-connection-lost", "scheduler-restart"):
-                # the client's reconnection, cancelled as it closes, would log a traceback over the error line
-                logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
-                raise ConnectionError(f"lost the Dask scheduler ({error.reason})") from None
+    with tqdm(total=n_tiles, initial=n_done, unit="tile", disable=not progress, desc="lagda map") as bar:
+        for future in running:
+            tile, data = inputs.pop(future.key)
+            try:
+                piece = future.result()
+            except (CancelledError, KilledWorker) as error:  # its worker was lost, and the fixes scattered there
+                if getattr(error, "reason", "") in ("scheduler-connection-lost", "scheduler-restart"):
+                    # the client's reconnection, cancelled as it closes, would log a traceback over the error line
+                    logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
+                    raise ConnectionError(f"lost the Dask scheduler ({error.reason})") from None
+                data.release()
+                if sends[tile.key] >= TILE_SENDS:
+                    raise TileFailed(f"tile {tile.key}: its Dask worker was lost each of the {TILE_SENDS} times "
+                                     "it was sent (a tile that ends its worker: out of memory? fewer --workers "
+                                     "leave each more)") from None
+                with tqdm.external_write_mode():  # the note on its own line, the bar drawn again below it
+                    say(f"note: tile {tile.key}: its Dask worker was lost; sent again")
+                running.add(submit(tile))
+                continue
+            _save_piece(partial, piece)
+            future.release()
             data.release()
-            if sends[tile.key] >= TILE_SENDS:
-                raise TileFailed(f"tile {tile.key}: its Dask worker was lost each of the {TILE_SENDS} times "
-                                 "it was sent (a tile that ends its worker: out of memory? fewer --workers "
-                                 "leave each more)") from None
-            say(f"note: tile {tile.key}: its Dask worker was lost; sent again")
-            running.add(submit(tile))
-            continue
-        _save_piece(partial, piece)
-        future.release()
-        data.release()
-        bar.update(1)
-        following = next(queue, None)
-        if following is not None:
-            running.add(submit(following))
-    bar.close()
+            bar.update(1)
+            following = next(queue, None)
+            if following is not None:
+                running.add(submit(following))
 
 
 def local_cluster(workers: int | None):
