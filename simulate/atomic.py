@@ -283,10 +283,33 @@ def write_netcdf(ds, path, encoding: dict | None = None, fault: str = "netcdf") 
     try:
         return write_atomic(path, write, fault)
     except RuntimeError as error:  # the library's own error for a failed write, a full disk's included
+        release_unlinked(temporary_name(path))
         free = shutil.disk_usage(Path(path).parent).free
         room = (f"less than the data's {_size(ds.nbytes)}: the disk is full" if free < ds.nbytes else
                 f"the data's {_size(ds.nbytes)} would fit")
         raise OSError(f"cannot write {path}: {error} ({_size(free)} free in {Path(path).parent}, {room})") from error
+
+
+def release_unlinked(path) -> int:
+    """Truncates the file descriptors this process still holds on `path` after it was unlinked; returns how many.
+
+    A netCDF file whose close fails (a full disk fails its last flush) stays open inside the HDF5 library after
+    its temporary is removed, so its space would return only when the process ends (a notebook would keep the disk
+    full); truncated, it returns now. Reads /proc/self/fd: elsewhere nothing is done.
+    """
+    target, count = f"{os.path.abspath(path)} (deleted)", 0
+    try:
+        entries = os.listdir("/proc/self/fd")
+    except OSError:
+        return 0
+    for name in entries:
+        try:
+            if os.readlink(f"/proc/self/fd/{name}") == target:
+                os.ftruncate(int(name), 0)
+                count += 1
+        except OSError:  # closed meanwhile, or not a file
+            pass
+    return count
 
 
 def _size(n: float) -> str:

@@ -233,3 +233,18 @@ def test_a_full_disk_says_what_is_saved_and_resume_completes(whole, capsys, monk
     assert code == 0, err
     assert_same_data(out, whole)
     assert listing(tmp_path) == ["r.nc"]
+
+
+def test_a_file_held_open_after_its_unlink_gives_its_space_back(tmp_path):
+    """What a failed netCDF close leaves (HDF5 keeps the removed temporary open): release_unlinked truncates it."""
+    path = tmp_path / ".d.nc.tmp-1"
+    handle = open(path, "wb")
+    handle.write(b"x" * 1_000_000)
+    handle.flush()
+    os.unlink(path)
+    try:
+        assert os.fstat(handle.fileno()).st_size == 1_000_000
+        assert atomic.release_unlinked(path) == 1
+        assert os.fstat(handle.fileno()).st_size == 0
+    finally:
+        handle.close()
