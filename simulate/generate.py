@@ -412,11 +412,8 @@ def generate_dataset(config: SimConfig, out: str | os.PathLike, *, like: str | o
     out = Path(out)
     modes = dataset_modes(config, like)
     check_output(out)
-    lock = OutputLock(out, "lagda simulate")  # a second run on this output refuses, naming this one
-    try:
+    with OutputLock(out, "lagda simulate"):  # a second run on this output refuses, naming this one
         return _generate(config, out, modes, (index, count), resume, overwrite, progress, history, report)
-    finally:
-        lock.release()
 
 
 def _generate(config: SimConfig, out: Path, modes, shard, resume: bool, overwrite: bool, progress, history,

@@ -395,13 +395,14 @@ def train(config: TrainConfig, train_data, test_data, run_dir, resume: bool = Fa
     initialize_distributed()
     config.validate()
     run_dir = pathlib.Path(run_dir)
+    lock = None
     if jax.process_index() == 0:  # one lock for a run of several processes: process 0 writes the run's files
         run_dir.parent.mkdir(parents=True, exist_ok=True)
         lock = OutputLock(run_dir, "lagda train")  # a second run into this folder refuses, naming this one
     try:
         return _train(config, train_data, test_data, run_dir, resume, progress)
     finally:
-        if jax.process_index() == 0:
+        if lock is not None:
             lock.release()
 
 

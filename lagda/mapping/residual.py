@@ -157,33 +157,32 @@ class NearestInTime:
 
     def __init__(self, x, y, hyper: Hyper, cap: int):
         self.x, self.y, self.hyper, self.cap = x, y, hyper, cap
-        self._last = (None, None)
 
     def at(self, day: float) -> Predictor:
         """Returns the GP conditioned on the `cap` points nearest in time to `day` (ties kept in data order)."""
-        if self._last[0] != day:
-            nearest = np.sort(np.argsort(np.abs(self.x[:, 2] - day), kind="stable")[:self.cap])
-            self._last = (day, Predictor(self.x[nearest], self.y[nearest], self.hyper, centre=False))
-        return self._last[1]
+        nearest = np.sort(np.argsort(np.abs(self.x[:, 2] - day), kind="stable")[:self.cap])
+        return Predictor(self.x[nearest], self.y[nearest], self.hyper, centre=False)
 
     def mean_on(self, xy, days) -> np.ndarray:
         """Returns the posterior mean `(day, m, c)` at points xy `(m, 2)` km on each of `days` `(day,)`."""
-        return np.stack([self.at(float(d)).mean_on(xy, [d])[0] for d in days])
+        return self.on_days(xy, days, xy, [])[0]
 
     def std_on(self, xy, days) -> np.ndarray:
         """Returns the latent posterior std `(day, m)` at points xy `(m, 2)` km on each of `days` `(day,)`."""
-        return np.stack([self.at(float(d)).std_on(xy, [d])[0] for d in days])
+        return self.on_days(xy, [], xy, days)[1]
 
-    def on_days(self, xy, days, std_xy, std_days) -> tuple[np.ndarray, np.ndarray]:
-        """Returns (`mean_on(xy, days)`, `std_on(std_xy, std_days)`), one factor for a day in both."""
+    def on_days(self, xy, days, std_xy, std_days) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Returns (`mean_on(xy, days)`, `std_on(std_xy, std_days)`), None for no days: one factor for a day in both."""
         days, std_days = [float(d) for d in days], [float(d) for d in std_days]
         means, stds = {}, {}
         for d in sorted(set(days) | set(std_days)):
+            gp = self.at(d)
             if d in days:
-                means[d] = self.at(d).mean_on(xy, [d])[0]
+                means[d] = gp.mean_on(xy, [d])[0]
             if d in std_days:
-                stds[d] = self.at(d).std_on(std_xy, [d])[0]
-        return np.stack([means[d] for d in days]), np.stack([stds[d] for d in std_days])
+                stds[d] = gp.std_on(std_xy, [d])[0]
+        return (np.stack([means[d] for d in days]) if days else None,
+                np.stack([stds[d] for d in std_days]) if std_days else None)
 
 
 def predict(x, y, xs, hyper: Hyper, centre: bool = True) -> tuple[np.ndarray, np.ndarray]:

@@ -323,11 +323,8 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
         + (f", {len(done)} done before" if done else ""))
     try:
         _compute(pending, fixes, grid, settings, partial, len(done), len(tiles), workers, scheduler, progress, say)
-    except (TileFailed, OSError) as error:  # a tile, a worker or the scheduler lost: what is saved, how to go on
-        raise type(error)(f"{error}; {interrupted_state(out)}") from error
-    try:
         infos = _write(out, partial, tiles, grid, settings, fixes, manifest, sea)
-    except OSError as error:  # a full disk: every tile is saved
+    except (TileFailed, OSError) as error:  # a tile, the scheduler or the disk: what is saved, how to go on
         raise type(error)(f"{error}; {interrupted_state(out)}") from error
     remove_tree(partial, fault="map-partial-removal")
     skipped = [i for i in infos if "skipped" in i]
