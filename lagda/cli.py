@@ -555,6 +555,10 @@ def _add_map_parser(subparsers) -> None:
     p.add_argument("--no-land-mask", dest="land_mask", action="store_false",
                    help="map the land cells too (default: cells with no sea in the GLOBE 1-km land mask are NaN; "
                         "their sea_area_fraction is in the map either way)")
+    p.add_argument("--withhold", type=float, default=0.0, metavar="FRACTION",
+                   help="leave this fraction of the drifters out of the map (chosen by their ids: the same on every "
+                        "run) and check the map against their daily velocities: its error and its 95%% band's "
+                        "coverage, in a note and in the map's attributes (default 0: every drifter mapped)")
     tiles = p.add_argument_group("tiles")
     tiles.add_argument("--tile-size", type=float, default=d.tile_deg, metavar="DEG",
                        help=f"tile height in degrees (about its width in km) (default {d.tile_deg:g})")
@@ -583,7 +587,7 @@ def _run_map(args: argparse.Namespace) -> int:
                            (parse_time(args.period[0]), parse_time(args.period[1])) if args.period else None,
                            args.resolution, parse_step(args.cadence, "--cadence"), args.tile_size, args.halo,
                            args.window_days, args.window_step, args.k_max, args.degree, args.keep_undrogued,
-                           args.local_gp, args.land_mask)
+                           args.local_gp, args.land_mask, args.withhold)
     if args.plot_day is not None:
         if args.plot is None:
             raise ValueError("--plot-day needs --plot FIG.png")

@@ -253,14 +253,15 @@ def remove_tree(path, fault: str = "folder-removal") -> None:
         shutil.rmtree(tmp)
 
 
-def write_netcdf(ds, path, encoding: dict | None = None, fault: str = "netcdf") -> Path:
+def write_netcdf(ds, path, encoding: dict | None = None, fault: str = "netcdf", finish=None) -> Path:
     """Returns `path` after writing the xarray Dataset `ds` there as NETCDF4 through a temporary file (atomic).
 
     Equivalent to `ds.to_netcdf(path, engine="netcdf4", format="NETCDF4", encoding=encoding)` (variables held
     in memory or dask arrays, computed chunk by chunk), but a KeyboardInterrupt during the write closes and
     removes the temporary file and propagates instead of hanging (the module docstring says why). Other
-    threads of the process must not use netCDF meanwhile. Fault points: `FAULT:open` (the temporary file is
-    open and partly written), then those of `write_atomic`.
+    threads of the process must not use netCDF meanwhile. `finish(tmp)`, when given, is called on the written and
+    closed temporary file before its rename (to add what is computed from the data written, such as attributes).
+    Fault points: `FAULT:open` (the temporary file is open and partly written), then those of `write_atomic`.
 
     Raises:
         OSError: the netCDF library failed to write (its RuntimeError, "NetCDF: HDF error" on a full disk): the
@@ -279,6 +280,8 @@ def write_netcdf(ds, path, encoding: dict | None = None, fault: str = "netcdf") 
             writer.sync()
         finally:
             store.close()
+        if finish is not None:
+            finish(tmp)
 
     try:
         return write_atomic(path, write, fault)

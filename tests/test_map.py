@@ -187,6 +187,9 @@ def test_map_refuses_bad_input_in_one_line(uniform, tmp_path):
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "latitudes" in bad.stderr
     none = run("--period", "2030-01-01", "2030-01-15")
     assert none.returncode == 2 and "no fix" in none.stderr
+    whole = run("--withhold", "1")
+    assert whole.returncode == 2 and whole.stderr.strip() == ("lagda map: error: --withhold 1: the fraction of "
+                                                              "drifters to withhold must be in [0, 1)")
     assert not any(p.name.startswith("m.nc") for p in tmp_path.iterdir())
 
 
@@ -374,7 +377,7 @@ def test_the_local_gps_velocities_span_about_six_hours_at_any_cadence(every_h):
     # velocities, every one the current, their midpoints 3 to 12 hours apart (a 6-hourly track, one fix a chunk,
     # gave none when they were taken within each chunk)
     from lagda.mapping.archive import Fixes
-    from lagda.mapping.invert import LOCAL_CHUNK_S, _chunk_velocities
+    from lagda.mapping.invert import LOCAL_CHUNK_S, chunk_velocities
 
     seconds = 3600.0 * every_h * np.arange(int(96 / every_h) + 1)
     phi0 = np.deg2rad(30.0)
@@ -383,7 +386,7 @@ def test_the_local_gps_velocities_span_about_six_hours_at_any_cadence(every_h):
     lon = -40.0 + np.degrees(U / V * (np.arctanh(np.sin(phi)) - np.arctanh(np.sin(phi0))))  # dlon/dt = U / (R cos)
     fixes = Fixes(traj=np.repeat([0, 1], len(seconds)), time=np.tile(seconds, 2), lon=np.tile(lon, 2),
                   lat=np.tile(lat, 2), ids=np.arange(2))
-    _, _, mid, velocity, span, segment = _chunk_velocities(fixes, fixes.segments(), LOCAL_CHUNK_S)
+    _, _, mid, velocity, span, segment = chunk_velocities(fixes, fixes.segments(), LOCAL_CHUNK_S)
     np.testing.assert_array_equal(segment, np.repeat([0, 1], 16))
     assert len(velocity) == 2 * 16
     np.testing.assert_allclose(velocity, np.tile([U, V], (len(velocity), 1)), rtol=1e-3)

@@ -305,7 +305,7 @@ def _plane_km(a, b, tile: Tile, projected: bool) -> tuple[np.ndarray, np.ndarray
     return local_km(a, b, tile.centre)
 
 
-def _chunk_velocities(fixes: Fixes, segments: list[np.ndarray], chunk_s: float, projected: bool = False):
+def chunk_velocities(fixes: Fixes, segments: list[np.ndarray], chunk_s: float, projected: bool = False):
     """Returns (lon, lat, seconds, velocity `(n, 2)` m/s, span `(n,)` s, segment `(n,)`) of each drifter segment's
     velocities (in time order, `segment` the index of theirs in `segments`) over
     about `chunk_s` whatever its fixes' cadence (hourly, 6-hourly, irregular; over their step when that is longer,
@@ -350,7 +350,7 @@ def _departures(values, segment) -> np.ndarray:
 def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: float):
     """Returns (the residual's GP, its Hyper, the number of velocities, their spread, the largest residual
     component m/s, the outliers left out, the velocities' median span in hours) for the drifters' chunk velocities
-    (`_chunk_velocities`) less the basis field's there, or None with fewer than MIN_LOCAL_POINTS velocities; the
+    (`chunk_velocities`) less the basis field's there, or None with fewer than MIN_LOCAL_POINTS velocities; the
     spread is the variance of the chunk velocities about their mean, (m/s)^2 per component, the largest residual
     that of a velocity from the basis field's or from their mean, whichever is larger.
 
@@ -366,7 +366,7 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
     from simulate.flow import velocity_basis
 
     projected = mapping.coordinates == "projected"
-    lon, lat, seconds, velocity, span, segment = _chunk_velocities(fixes, segments, LOCAL_CHUNK_S, projected)
+    lon, lat, seconds, velocity, span, segment = chunk_velocities(fixes, segments, LOCAL_CHUNK_S, projected)
     if len(lon) < MIN_LOCAL_POINTS:
         return None
     k1, k2, omega, time = model.modes

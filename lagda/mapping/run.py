@@ -62,6 +62,8 @@ class MapSettings:
             drifters (lagda.mapping.residual), fitted per tile; without it that velocity is the error model's std.
         land_mask: leave the cells with no sea in the GLOBE 1-km land mask NaN (lagda.io.land); the map's
             `sea_area_fraction` is written either way.
+        withhold: the fraction of the drifters left out of the map and checked against it once it is written
+            (lagda.mapping.check: the same drifters on every run); 0: every drifter mapped.
 
     Example:
         >>> from lagda.io.physical import parse_time
@@ -84,10 +86,13 @@ class MapSettings:
     keep_undrogued: bool = False
     local_gp: bool = True
     land_mask: bool = True
+    withhold: float = 0.0
 
     def __post_init__(self):
         if not (self.resolution > 0 and self.cadence_s > 0 and self.k_max >= 1 and self.degree >= 0):
             raise ValueError("resolution, cadence and k_max must be positive, degree >= 0")
+        if not 0.0 <= self.withhold < 1.0:
+            raise ValueError(f"--withhold {self.withhold:g}: the fraction of drifters to withhold must be in [0, 1)")
 
     def grid(self) -> Grid:
         """Returns the map's cells (centres) and times (region and period given or found)."""
@@ -152,7 +157,9 @@ def _stored(path: str) -> dict | None:
 
 def _differences(stored: dict, manifest: dict) -> list[str]:
     settings = set(stored.get("settings", {})) | set(manifest["settings"])
-    return sorted({k for k in settings if stored.get("settings", {}).get(k) != manifest["settings"].get(k)}
+    defaults = dataclasses.asdict(MapSettings())  # a setting newer than a stored run: that run had its default
+    old = {k: stored.get("settings", {}).get(k, defaults.get(k)) for k in settings}
+    return sorted({k for k in settings if old[k] != manifest["settings"].get(k)}
                   | {k for k in set(stored) | set(manifest) if k.startswith("archive")
                      and stored.get(k) != manifest.get(k)})
 
@@ -297,6 +304,9 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
     partial, complete = _prepare(out, manifest, resume, overwrite, say)
     if complete:
         say(f"{out} is already complete: nothing to do")
+        with open_map(out) as done:
+            if "check" in done.attrs:  # made with --withhold: its check said again
+                say(f"note: {done.attrs['check']}")
         return {"tiles": len(tiles), "already_complete": True, "seconds": 0.0, "notes": []}
     grid = settings.grid()
     fixes = select_fixes(archive, settings.region, (min(t.start_s for t in tiles), max(t.end_s for t in tiles)),
@@ -304,6 +314,7 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
                                                                               abs(settings.region[3])))),
                          progress=progress)
     fixes = clean(fixes, settings.keep_undrogued)
+    fixes, held = _withhold(fixes, settings.withhold)
     if not fixes.segments():
         raise ValueError(f"{name}: none of the {len(fixes)} fixes the cleaning kept in "
                          f"the region and period lies in a drifter segment the map can use ({unsegmented_text()})")
@@ -323,7 +334,7 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
         + (f", {len(done)} done before" if done else ""))
     try:
         _compute(pending, fixes, grid, settings, partial, len(done), len(tiles), workers, scheduler, progress, say)
-        infos = _write(out, partial, tiles, grid, settings, fixes, manifest, sea)
+        infos, check = _write(out, partial, tiles, grid, settings, fixes, manifest, sea, held)
     except (TileFailed, OSError) as error:  # a tile, the scheduler or the disk: what is saved, how to go on
         raise type(error)(f"{error}; {interrupted_state(out)}") from error
     remove_tree(partial, fault="map-partial-removal")
@@ -338,10 +349,28 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
     local = local_gp_summary(infos)
     if local:
         notes.append(local)
+    if check is not None:
+        notes.append(check["check"])
     for line in notes[len(fixes.notes):]:
         say(f"note: {line}")
     return {"tiles": len(tiles), "inverted": len(infos) - len(skipped), "skipped": len(skipped),
-            "seconds": time.perf_counter() - start, "notes": notes}
+            "seconds": time.perf_counter() - start, "notes": notes, "check": check}
+
+
+def _withhold(fixes: Fixes, fraction: float) -> tuple[Fixes, Fixes | None]:
+    """Returns (the fixes to map, those of the withheld drifters or None), a note on what was withheld added to the
+    first's."""
+    if not fraction:
+        return fixes, None
+    from lagda.mapping.check import withheld
+
+    out = withheld(fixes, fraction)
+    held, kept = fixes.subset(out), fixes.subset(~out)
+    n_held, n_all = len(np.unique(held.traj)), len(np.unique(fixes.traj))
+    note = (f"withheld {n_held} of {n_all} drifters ({len(held):,} fixes; --withhold {fraction:g}, chosen by their "
+            "ids) from the map, to check it against their daily velocities once it is written; n_fixes counts the "
+            "others")
+    return dataclasses.replace(kept, notes=(*kept.notes, note)), held
 
 
 def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, scheduler, progress, say) -> None:
@@ -459,10 +488,11 @@ def _land_note(sea: np.ndarray, fixes: Fixes, grid: Grid, settings: MapSettings)
 
 
 def _write(out, partial, tiles, grid: Grid, settings: MapSettings, fixes: Fixes, manifest: dict,
-           sea: np.ndarray) -> list[dict]:
+           sea: np.ndarray, held: Fixes | None = None) -> tuple[list[dict], dict | None]:
     """Blends the pieces (in layout order) and writes the dataset, BLEND_DAYS map times at a time (the blend's
-    memory is a block's, not the period's), the land cells NaN if the settings say so; returns the pieces'
-    infos."""
+    memory is a block's, not the period's), the land cells NaN if the settings say so; with `held` (withheld
+    drifters' fixes), checks the written map against them and adds the scores to its attributes before it takes
+    its name. Returns (the pieces' infos, the check's attributes or None)."""
     import dask
     import dask.array as da
 
@@ -478,12 +508,20 @@ def _write(out, partial, tiles, grid: Grid, settings: MapSettings, fixes: Fixes,
                                              (hi - lo, *cells), np.int32) for lo, hi in blocks])
     ds = _dataset(grid, settings, dict(zip(VARIABLES, blended)), counts, infos, sea)
     ds.attrs.update({"notes": json.dumps(list(fixes.notes)), "manifest": json.dumps(manifest), **fixes.clean})
+    checked = {}
+
+    def check(tmp):  # on the written map, before it takes its name
+        if held is not None:
+            checked.update(_check_attrs(tmp, held))
+            _add_attrs(tmp, checked)
+
     with dask.config.set(scheduler="synchronous"):  # one block at a time, in this process
         if out.endswith(".nc"):
-            write_netcdf(ds, out, fault="map-final")
-            return infos
+            write_netcdf(ds, out, fault="map-final", finish=check)
+            return infos, checked or None
         tmp = temporary_name(out)
         ds.to_zarr(tmp, mode="w", zarr_format=2, consolidated=True)  # v2: read by every zarr
+    check(tmp)
     fault_point("map-final:written")
     if os.path.isdir(out):  # a store being overwritten: moved aside to a temporary name, then removed
         old = temporary_name(out).with_name(temporary_name(out).name + "-old")
@@ -491,7 +529,34 @@ def _write(out, partial, tiles, grid: Grid, settings: MapSettings, fixes: Fixes,
         shutil.rmtree(old)
     os.rename(tmp, out)
     fault_point("map-final:renamed")
-    return infos
+    return infos, checked or None
+
+
+def _check_attrs(path, held: Fixes) -> dict:
+    """Returns the map's attributes of its check against the withheld drifters (lagda.mapping.check)."""
+    from lagda.io.tracks import id_text
+    from lagda.mapping.check import check_line, check_map
+
+    with open_map(path) as maps:
+        scores = check_map(maps, held)
+    ids = sorted({id_text(held.ids[t]) for t in np.unique(held.traj)})
+    return {"check": check_line(scores, len(ids)), "check_withheld_ids": json.dumps(ids),
+            **{f"check_{name}": value for name, value in scores.items()}}
+
+
+def _add_attrs(path, attrs: dict) -> None:
+    """Adds global attributes to a written map (.nc file or .zarr folder, its consolidated metadata too)."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        import zarr
+
+        zarr.open_group(path, mode="r+").attrs.update(attrs)
+        zarr.consolidate_metadata(path)
+        return
+    import netCDF4
+
+    with netCDF4.Dataset(path, "a") as nc:
+        nc.setncatts(attrs)
 
 
 def _blend_block(partial, tiles, grid: Grid, lo: int, hi: int, land: np.ndarray | None = None) -> np.ndarray:

@@ -1,0 +1,168 @@
+"""A map checked against drifters it was not made from: `lagda map --withhold`.
+
+A user has no truth to score a map against, but has drifters: some of them are left out of the map
+(`withheld`, chosen by their ids so that every run and resume leaves out the same), and the map is then compared
+with their daily velocities (`check_map`): each withheld drifter segment's displacement over 24 hours, at its
+midpoint, against the map there (linear in time between map times, bilinear in space). The scores say what the
+map is worth where it had no drifter of its own, and whether its std says so: the error relative to the drifters'
+RMS speed, the fraction of velocity components inside the map's 95% band (mean +- 1.96 std), and the RMS of the
+error over the std (1 when the std is right). A daily velocity averages out the inertial and tidal motions the
+daily map does not hold; what remains of them (away from 30 degrees of latitude) counts as error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+import numpy as np
+
+from lagda.mapping.archive import Fixes
+from lagda.mapping.tiles import DAY_S
+
+CHECK_CHUNK_S = DAY_S  # the withheld drifters' velocities: displacements over this long
+Z95 = 1.959964
+
+
+def withheld(fixes: Fixes, fraction: float) -> np.ndarray:
+    """Returns bool `(fix,)`: the fixes of the drifters left out of the map to check it, round(fraction x the
+    drifters) of them (at least one when `fraction` > 0): those whose ids' SHA-256 digests are smallest (the same
+    drifters whatever the order or the process, and a drifter's choice does not depend on its fixes).
+
+    Example:
+        >>> f = Fixes(traj=np.array([0, 0, 1, 1, 2]), time=np.arange(5.0), lon=np.zeros(5), lat=np.zeros(5),
+        ...           ids=np.array(["a", "b", "c"]))
+        >>> withheld(f, 0.3).tolist()
+        [False, False, False, False, True]
+    """
+    present = np.unique(fixes.traj)
+    if fraction == 0.0 or not len(present):
+        return np.zeros(len(fixes), bool)
+    from lagda.io.tracks import id_text
+
+    digests = [hashlib.sha256(id_text(fixes.ids[t]).encode()).hexdigest() for t in present]
+    count = max(1, int(round(fraction * len(present))))
+    chosen = present[np.argsort(digests, kind="stable")[:count]]
+    return np.isin(fixes.traj, chosen)
+
+
+def check_map(maps, fixes: Fixes) -> dict:
+    """Returns the map's scores against the fixes' daily velocities (drifters it was not made from).
+
+    Args:
+        maps: a `lagda map` dataset (xarray; time, lat, lon regular, lon increasing, possibly past 180) with
+            u, v, u_std, v_std in m/s; read one map time at a time.
+        fixes: the drifters to check against (cleaned as the map's were).
+    Returns:
+        `band_scores` of the map at the velocities where it has a value, and "drifters": how many drifters have
+        one there, "outside": velocities outside the map's region and period, "no_value": velocities where the
+        map is NaN (land, no tile).
+    """
+    west = float(maps["lon"].values[0]) - 180.0  # the fixes in the map's longitudes (a track crosses 180 whole)
+    lon, lat, seconds, velocity, traj = daily_velocities(dataclasses.replace(fixes, lon=west + (fixes.lon - west)
+                                                                             % 360.0))
+    sampled, inside = sample_map(maps, lon, lat, seconds)
+    ok = inside & np.all(np.isfinite(sampled), axis=1)
+    return {"drifters": int(len(np.unique(traj[ok]))), "outside": int((~inside).sum()),
+            "no_value": int((inside & ~ok).sum()), **band_scores(sampled[ok, :2], sampled[ok, 2:], velocity[ok])}
+
+
+def daily_velocities(fixes: Fixes) -> tuple[np.ndarray, ...]:
+    """Returns (lon, lat, seconds, velocity `(n, 2)` m/s, traj `(n,)`): each drifter segment's displacements over
+    CHECK_CHUNK_S (lagda.mapping.invert.chunk_velocities) at their midpoints, and the drifter of each."""
+    from lagda.mapping.invert import chunk_velocities
+
+    segments = fixes.segments()
+    lon, lat, seconds, velocity, _, segment = chunk_velocities(fixes, segments, CHECK_CHUNK_S)
+    traj = np.array([fixes.traj[segments[s][0]] for s in segment], np.int64)
+    return lon, lat, seconds, velocity, traj
+
+
+def band_scores(mean, std, reference) -> dict:
+    """Returns the scores of velocities `mean` with their `std` against `reference` (each `(n, 2)` m/s):
+    {"velocities": n, "error": sqrt(sum |mean - reference|^2 / sum |reference|^2), "rms_m_s": the RMS vector
+    error, "speed_rms_m_s": the reference's RMS speed, "coverage_95": the fraction of components within 1.96 std,
+    "z_rms": the RMS of the components' error over their std}; NaN scores when n is 0.
+
+    Example:
+        >>> s = band_scores(np.array([[1.0, 0.0]]), np.array([[0.5, 0.5]]), np.array([[1.0, 1.0]]))
+        >>> round(s["error"], 3), s["coverage_95"], round(s["z_rms"], 3)
+        (0.707, 0.5, 1.414)
+    """
+    error = np.asarray(mean, np.float64) - reference
+    n = len(error)
+    if not n:
+        return {"velocities": 0, **dict.fromkeys(("error", "rms_m_s", "speed_rms_m_s", "coverage_95", "z_rms"),
+                                                  float("nan"))}
+    return {"velocities": n, "error": float(np.sqrt(np.sum(error**2) / np.sum(np.square(reference)))),
+            "rms_m_s": float(np.sqrt(np.mean(np.sum(error**2, axis=1)))),
+            "speed_rms_m_s": float(np.sqrt(np.mean(np.sum(np.square(reference), axis=1)))),
+            "coverage_95": float(np.mean(np.abs(error) <= Z95 * std)),
+            "z_rms": float(np.sqrt(np.mean((error / std) ** 2)))}
+
+
+def check_line(scores: dict, withheld_drifters: int) -> str:
+    """Returns the one line a note says of `check_map`'s scores."""
+    if not scores["velocities"]:
+        return (f"check: none of the {withheld_drifters} withheld drifters has a daily velocity where the map has a "
+                "value: nothing to check")
+    missed = scores["outside"] + scores["no_value"]
+    return (f"check against {scores['drifters']} of the {withheld_drifters} withheld drifters, "
+            f"{scores['velocities']:,} daily velocities" + (f" ({missed:,} more outside the map or where it is NaN)"
+                                                            if missed else "")
+            + f": error {scores['error']:.3f} of their RMS speed {scores['speed_rms_m_s']:.3f} m/s (RMS "
+            f"{scores['rms_m_s']:.3f} m/s), 95% band coverage {scores['coverage_95']:.3f}, RMS of error over std "
+            f"{scores['z_rms']:.2f} (about 1 when the std is right)")
+
+
+def sample_map(maps, lon, lat, seconds, names=("u", "v", "u_std", "v_std")) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (values `(n, len(names))`, inside `(n,)`): the map's variables at points lon, lat (degrees),
+    seconds (since 1970-01-01) `(n,)` each, linear in time between map times and bilinear in space over the
+    cell-centre corners where the map has a value (NaN where none has, and outside its region and period)."""
+    (t, y, x), inside = _map_position(maps, lon, lat, seconds)
+    values = np.full((len(inside), len(names)), np.nan)
+    values[inside] = _sample(maps, t[inside], y[inside], x[inside], names)
+    return values, inside
+
+
+def _map_position(maps, lon, lat, seconds):
+    """Returns ((time, lat, lon) fractional indices `(n,)` each, inside `(n,)`): where the points lie on the map's
+    grid, and whether within its period and within half a cell of its cells."""
+    times = maps["time"].values.astype("datetime64[ns]").astype(np.int64) / 1e9
+    lats, lons = maps["lat"].values.astype(np.float64), maps["lon"].values.astype(np.float64)
+
+    def index(values, axis):  # a regular axis of one value or more
+        step = axis[1] - axis[0] if len(axis) > 1 else 1.0
+        return (values - axis[0]) / step
+
+    res = lons[1] - lons[0] if len(lons) > 1 else (lats[1] - lats[0] if len(lats) > 1 else 1.0)
+    west_edge = lons[0] - 0.5 * res
+    x = ((np.asarray(lon) - west_edge) % 360.0) / res - 0.5  # the map's longitudes may pass 180
+    y, t = index(np.asarray(lat, np.float64), lats), index(np.asarray(seconds, np.float64), times)
+    inside = ((x <= len(lons) - 0.5) & (y >= -0.5) & (y <= len(lats) - 0.5) & (t >= 0) & (t <= len(times) - 1))
+    return (t, y, x), inside
+
+
+def _sample(maps, t, y, x, names) -> np.ndarray:
+    """Returns the variables `names` `(n, len(names))` at fractional grid indices `(n,)` each (inside the grid):
+    linear in time, bilinear in space (clamped to the outer cell centres), over the corners where the map has a
+    value (NaN where none has: land, no tile)."""
+    nt, ny, nx = maps.sizes["time"], maps.sizes["lat"], maps.sizes["lon"]
+    y, x = np.clip(y, 0, ny - 1), np.clip(x, 0, nx - 1)
+    j0, i0 = np.minimum(np.floor(y).astype(int), max(ny - 2, 0)), np.minimum(np.floor(x).astype(int), max(nx - 2, 0))
+    k0 = np.minimum(np.floor(t).astype(int), max(nt - 2, 0))
+    wy, wx, wt = y - j0, x - i0, t - k0
+    total, weights = np.zeros((len(t), len(names))), np.zeros((len(t), 1))
+    for k in np.unique(np.r_[k0, np.minimum(k0 + 1, nt - 1)]):  # one map time read at a time
+        field = np.stack([maps[name].isel(time=int(k)).values.astype(np.float64) for name in names], axis=-1)
+        for dk, in_time in ((0, 1.0 - wt), (1, wt)):
+            which = np.flatnonzero(np.minimum(k0 + dk, nt - 1) == k)
+            for dj, dy in ((0, 1.0 - wy), (1, wy)):
+                for di, dx in ((0, 1.0 - wx), (1, wx)):
+                    value = field[np.minimum(j0[which] + dj, ny - 1), np.minimum(i0[which] + di, nx - 1)]
+                    weight = (in_time[which] * dy[which] * dx[which])[:, None] * np.all(np.isfinite(value), axis=1,
+                                                                                         keepdims=True)
+                    total[which] += weight * np.nan_to_num(value)
+                    weights[which] += weight
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(weights > 0, total / weights, np.nan)
