@@ -139,7 +139,8 @@ def test_erddap_csv_and_csvp_read_as_the_plain_csv(tmp_path):
         np.testing.assert_array_equal(read[name].positions, read["plain"].positions)
         np.testing.assert_array_equal(read[name].times, read["plain"].times)
         assert read[name].trajectory_id.tolist() == read["plain"].trajectory_id.tolist()
-    assert read["plain"].positions.shape[:2] == (2, 6) and np.isnan(read["plain"].positions[0, 3, 1])
+    assert np.isfinite(read["plain"].times).sum(axis=1).tolist() == [5, 6]  # the row without a latitude left out
+    assert all("1 rows with no position or time left out" in read[name].notes for name in read)
 
 
 def test_a_csv_without_an_id_column_takes_the_drifter_from_a_platform_column_and_says_so(tmp_path):
@@ -165,6 +166,105 @@ def test_a_csv_without_an_id_column_takes_the_drifter_from_a_platform_column_and
     with pytest.raises(ValueError, match=r"anonymous.csv: a CSV of fixes needs a column naming each fix's drifter "
                                          r"\(id, or one of platform_code, .*\); its columns are name,time,lon,lat$"):
         read_raw(tmp_path / "anonymous.csv")
+
+
+def _fixes_csv(delimiter=",", decimal=".", header="id,time,lon,lat") -> str:
+    """Returns a CSV of two drifters' six hourly fixes with `header` (names joined by commas), its values written
+    with `delimiter` and `decimal`."""
+    rows = [header.replace(",", delimiter)]
+    for i in range(2):
+        for h in range(6):
+            lon, lat = f"{-40 + 0.01 * h + i:.4f}", f"{34 + 0.02 * h:.4f}"
+            rows.append(delimiter.join([f"30023406000000{i}", f"2025-03-01T{h:02d}:00:00Z",
+                                        lon.replace(".", decimal), lat.replace(".", decimal)]))
+    return "\n".join(rows) + "\n"
+
+
+def _same_fixes(raw, plain):
+    assert raw.ids.tolist() == plain.ids.tolist() and raw.coordinates == "lonlat" and raw.physical_time
+    for got, want in zip(raw.positions + raw.times, plain.positions + plain.times):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_spreadsheet_csvs_read_as_the_plain_csv_and_say_their_delimiter(tmp_path):
+    """What spreadsheets write: Excel's "CSV UTF-8" starts with a byte-order mark (ignored, compressed too),
+    European Excel separates by semicolons with decimal commas, others by tabs (a .tsv is a track file of a
+    folder): each reads as the plain CSV of the same fixes, a note naming a delimiter other than the comma."""
+    import gzip
+
+    from lagda.io.formats import read_raw, track_files
+
+    (tmp_path / "plain.csv").write_text(_fixes_csv())
+    plain = read_raw(tmp_path / "plain.csv")
+    assert plain.notes == ()
+    (tmp_path / "bom.csv").write_bytes(_fixes_csv().encode("utf-8-sig"))
+    (tmp_path / "bom.csv.gz").write_bytes(gzip.compress(_fixes_csv().encode("utf-8-sig")))
+    (tmp_path / "europe.csv").write_text(_fixes_csv(";", ","))
+    (tmp_path / "tabs.tsv").write_text(_fixes_csv("\t"))
+    for name, notes in (("bom.csv", ()), ("bom.csv.gz", ()),
+                        ("europe.csv", ("columns separated by semicolons, a comma in a number read as its decimal "
+                                        "point",)),
+                        ("tabs.tsv", ("columns separated by tabs",))):
+        raw = read_raw(tmp_path / name)
+        _same_fixes(raw, plain)
+        assert raw.notes == notes, name
+    assert str(tmp_path / "tabs.tsv") in track_files(tmp_path)
+
+
+def test_a_csv_time_column_of_another_common_name_is_read_and_said(tmp_path):
+    """A time column named datetime, date_time or timestamp (any case, with ERDDAP's units) is the time column,
+    said in a warning; a CSV with none is refused in one line that lists its columns."""
+    from lagda.io.formats import read_raw
+
+    (tmp_path / "plain.csv").write_text(_fixes_csv())
+    plain = read_raw(tmp_path / "plain.csv")
+    for column in ("datetime", "Date_Time", "timestamp (UTC)"):
+        (tmp_path / "t.csv").write_text(_fixes_csv(header=f"id,{column},lon,lat"))
+        with pytest.warns(UserWarning, match=rf"t.csv: no time column; assumed {column.split(' ')[0].lower()} "
+                                             "names each fix's time"):
+            _same_fixes(read_raw(tmp_path / "t.csv"), plain)
+    (tmp_path / "when.csv").write_text(_fixes_csv(header="id,when,lon,lat"))
+    with pytest.raises(ValueError, match=r"when.csv: a CSV of fixes needs a column naming each fix's time \(time, or "
+                                         r"one of datetime, .*\); its columns are id,when,lon,lat$"):
+        read_raw(tmp_path / "when.csv")
+
+
+def test_a_csv_without_fixes_is_refused_and_rows_without_a_position_or_time_are_counted(tmp_path):
+    """A CSV of a header alone (or of ERDDAP's header and units rows) holds no fixes, and says so; rows with a
+    blank or NaN longitude, latitude or time are left out and counted in a note (a -999 is a value: the cleaning
+    judges it)."""
+    from lagda.io.formats import read_raw
+
+    for name, text in (("empty.csv", "id,time,lon,lat\n"),
+                       ("erddap.csv", "ID,time,longitude,latitude\n,UTC,degrees_east,degrees_north\n")):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(ValueError, match=rf"{name}: holds no fixes \(a header line and no rows\)$"):
+            read_raw(tmp_path / name)
+    lines = _fixes_csv().splitlines()
+    lines[2] = "300234060000000,2025-03-01T01:00:00Z,,34.02"
+    lines[3] = "300234060000000,2025-03-01T02:00:00Z,-39.98,NaN"
+    lines[8] = "300234060000001,,-38.99,34.02"
+    lines[9] = "300234060000001,2025-03-01T02:00:00Z,-999,34.04"
+    (tmp_path / "gaps.csv").write_text("\n".join(lines) + "\n")
+    raw = read_raw(tmp_path / "gaps.csv")
+    assert raw.notes == ("3 rows with no position or time left out",)
+    assert [len(t) for t in raw.times] == [4, 5] and raw.positions[1][1, 0] == -999
+    assert np.all(np.isfinite(np.concatenate(raw.positions))) and np.all(np.isfinite(np.concatenate(raw.times)))
+
+
+def test_lonlat_netcdf_with_model_times_is_refused_by_the_reader(tmp_path):
+    """Positions in degrees with a time without CF units are refused as the file is read (read_raw, which
+    lagda map reads through), in the words lagda assimilate gives, not at the mapping."""
+    from lagda.io.formats import read_raw
+
+    tracks = _physical()
+    xr.Dataset({"lon": (("trajectory", "obs"), tracks.positions[..., 0] * 10 - 40, {"units": "degrees_east"}),
+                "lat": (("trajectory", "obs"), tracks.positions[..., 1] * 8 + 30, {"units": "degrees_north"}),
+                "time": (("trajectory", "obs"), tracks.times)},
+               attrs={"featureType": "trajectory"}).to_netcdf(tmp_path / "no_units.nc")
+    with pytest.raises(ValueError, match=r'no_units.nc: positions are lon/lat but time has no CF units \("seconds '
+                                         r'since \.\.\.", or ISO datetimes in CSV\)$'):
+        read_raw(tmp_path / "no_units.nc")
 
 
 @pytest.mark.parametrize("content,message", [

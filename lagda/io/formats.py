@@ -23,7 +23,10 @@ Formats, detected from the content (not the name):
   ISO 8601 datetimes (longitude/latitude also accepted as column names, in any order, other columns
   ignored): ERDDAP's tabledap CSV of the GDP's datasets is read as downloaded (`.csv`, whose second
   row holds the units, or `.csvp`, "time (UTC)"). Without an `id` column, the first of `CSV_ID_COLUMNS` present
-  names each fix's drifter (OSMC's `platform_code`), said in a warning.
+  names each fix's drifter (OSMC's `platform_code`), said in a warning, and without a `time` column the first of
+  `CSV_TIME_COLUMNS` (`datetime`, ...) holds its time. Columns may be separated by semicolons (a comma in a number
+  its decimal point, as European spreadsheets write) or tabs, said in a note; a byte-order mark is ignored (Excel's
+  "CSV UTF-8"). Rows without a position or a time are left out, counted in a note.
 - The GDP's 6-hourly interpolated text files (`buoydata_*.dat`, no header: `ID MM DD.ddd YYYY LAT LON ...`).
 
 Text files (CSV, 6-hourly) may be gzip-compressed, as AOML serves the 6-hourly files (`.dat.gz`).
@@ -70,7 +73,12 @@ QG_TRUTH = {"psi", "u", "v", "truth_time"}  # the gridded truth of a QG truth fi
 # the Copernicus in-situ ERDDAP datasets, CF's and Parcels' trajectory, and common names of others
 CSV_ID_COLUMNS = ("id", "platform_code", "platform_id", "trajectory", "trajectory_id", "drifter_id", "buoy_id",
                   "wmo")
-TRACK_SUFFIXES = (".nc", ".nc4", ".cdf", ".csv", ".csvp", ".dat", ".csv.gz", ".dat.gz", ".parquet", ".zarr")
+# the columns that may hold a CSV fix's time, first found first, as `_csv_name` matches them ("Time (UTC)" is time)
+CSV_TIME_COLUMNS = ("time", "datetime", "date_time", "timestamp", "time_utc", "datetime_utc")
+CSV_DELIMITERS = {",": "commas", ";": "semicolons", "\t": "tabs"}  # a CSV's delimiter: the header's most frequent
+CSV_MISSING = ("", "NA", "nan", "NaN")  # a CSV value that is missing
+TRACK_SUFFIXES = (".nc", ".nc4", ".cdf", ".csv", ".csvp", ".tsv", ".dat", ".csv.gz", ".tsv.gz", ".dat.gz", ".parquet",
+                  ".zarr")
 FILL_MAGNITUDE = 1e30  # a time or position this large is a fill value (GDP: -1e34; netCDF's default: 9.97e36)
 
 
@@ -351,15 +359,9 @@ def to_tracks(raw: RawTracks, path, box=None, time_scale: float | None = None, *
         ValueError: for model positions with CF times or the reverse, a box or time scale given for
             tracks in model units, or a stored mapping that is inconsistent.
     """
-    if raw.coordinates == "model":
-        if raw.physical_time:
-            raise ValueError(f"{path}: positions are in model units (units \"1\") but times are CF datetimes; "
-                             "give physical positions (lon/lat, or x/y in metres) or model times")
-        if box is not None or time_scale is not None:
-            raise ValueError(f"{path}: --box and --time-scale apply to physical tracks; this file is in model units")
-    elif not raw.physical_time:
-        raise ValueError(f"{path}: positions are {'lon/lat' if raw.coordinates == 'lonlat' else 'in metres'} but time "
-                         "has no CF units (\"seconds since ...\", or ISO datetimes in CSV)")
+    _check_units(raw, path)
+    if raw.coordinates == "model" and (box is not None or time_scale is not None):
+        raise ValueError(f"{path}: --box and --time-scale apply to physical tracks; this file is in model units")
     raw, report = clean_fixes(raw, keep_undrogued=keep_undrogued)
     per_fix = {name: raw.per_fix[name] for name in ("position_std_m", "velocity_std_m_s") if name in raw.per_fix}
     if raw.coordinates == "model":
@@ -408,6 +410,20 @@ def to_tracks(raw: RawTracks, path, box=None, time_scale: float | None = None, *
     return pack_tracks(model_t, model_pos, raw.ids, field, raw.release, mapping=mapping,
                        notes=raw.notes + mapping.notes + report.notes(), dt=file_dt(raw.attrs), clean=report,
                        per_fix=per_fix, **truth)
+
+
+def _check_units(raw, path) -> None:
+    """Refuses `RawTracks` whose positions and times are not both physical or both model units.
+
+    Raises:
+        ValueError: one line saying which is which.
+    """
+    if raw.coordinates == "model" and raw.physical_time:
+        raise ValueError(f"{path}: positions are in model units (units \"1\") but times are CF datetimes; "
+                         "give physical positions (lon/lat, or x/y in metres) or model times")
+    if raw.coordinates != "model" and not raw.physical_time:
+        raise ValueError(f"{path}: positions are {'lon/lat' if raw.coordinates == 'lonlat' else 'in metres'} but time "
+                         "has no CF units (\"seconds since ...\", or ISO datetimes in CSV)")
 
 
 def _warn_outside(model_pos: list, path) -> None:
@@ -471,11 +487,15 @@ def raw_from_dataset(ds, name="dataset") -> RawTracks:
 
 
 def _checked(read, ds, path):
-    """Returns read(ds, path), turning a lookup error on a malformed file into one ValueError line."""
+    """Returns read(ds, path), turning a lookup error on a malformed file into one ValueError line; positions and
+    times in different units are refused as read (`_check_units`), so that every command says the same of them."""
     try:
-        return read(ds, path)
+        raw = read(ds, path)
     except (KeyError, IndexError, TypeError) as error:
         raise ValueError(f"{path}: inconsistent track file ({type(error).__name__}: {error})") from None
+    if isinstance(raw, RawTracks):
+        _check_units(raw, path)
+    return raw
 
 
 def _from_dataset(ds, path):
@@ -928,60 +948,98 @@ def _csv_name(column: str) -> str:
     return name.split(" (", 1)[0] if name.endswith(")") else name
 
 
+def _csv_delimiter(header: str) -> str:
+    """Returns the delimiter of a CSV header line: the one of `CSV_DELIMITERS` it holds most of, a comma on a tie."""
+    return max(CSV_DELIMITERS, key=header.count)
+
+
+def _csv_column(header, names: tuple, what: str, path, columns: str) -> str:
+    """Returns the first of the column names `names` in `header` (names as `_csv_name` gives them), with a warning
+    when it is not `names[0]`.
+
+    Raises:
+        ValueError: when none is, one line listing the file's `columns`.
+    """
+    found = next((name for name in names if name in header), None)
+    if found is None:
+        raise ValueError(f"{path}: a CSV of fixes needs a column naming each fix's {what} ({names[0]}, or one of "
+                         f"{', '.join(names[1:])}); its columns are {columns}")
+    if found != names[0]:
+        warnings.warn(f"{path}: no {names[0]} column; assumed {found} names each fix's {what}", stacklevel=6)
+    return found
+
+
 def _read_csv(path, head: bytes, compression: str | None = None) -> RawTracks:
     """Returns the tracks of a CSV file with header id,time,x,y[,field] or id,time,lon,lat[,field]
     (module docstring); ERDDAP's tabledap CSV is read too: its row of units under the header (.csv) or units in
-    the column names, "time (UTC)" (.csvp), with the ID column of the GDP's datasets."""
+    the column names, "time (UTC)" (.csvp), with the ID column of the GDP's datasets. A byte-order mark is
+    ignored; columns may be separated by semicolons (a comma in a number then its decimal point) or tabs, said in
+    a note. Rows without a position or a time are left out, counted in a note.
+
+    Raises:
+        ValueError: one line: not a CSV of fixes, a column missing (the columns listed), no rows, bad values.
+    """
     try:
-        first = head.decode("utf-8").splitlines()[0] if head else ""
+        first = head.decode("utf-8-sig").splitlines()[0] if head else ""
     except UnicodeDecodeError:
         first = ""
-    header = {_csv_name(h) for h in first.split(",")}
+    delimiter = _csv_delimiter(first)
+    header = {_csv_name(h) for h in first.split(delimiter)}
     lonlat = [pair for pair in (("lon", "lat"), ("longitude", "latitude")) if set(pair) <= header]
     names = lonlat[0] if lonlat else ("x", "y")
-    if not {"time", *names} <= header:
+    if not set(names) <= header:
         raise ValueError(f"{path} {_NOT_TRACKS}")
-    id_name = next((name for name in CSV_ID_COLUMNS if name in header), None)
-    if id_name is None:
-        raise ValueError(f"{path}: a CSV of fixes needs a column naming each fix's drifter (id, or one of "
-                         f"{', '.join(CSV_ID_COLUMNS[1:])}); its columns are {first.strip()}")
-    if id_name != "id":
-        warnings.warn(f"{path}: no id column; assumed {id_name} names each fix's drifter", stacklevel=5)
+    columns = first.strip()
+    time_name = _csv_column(header, CSV_TIME_COLUMNS, "time", path, columns)
+    id_name = _csv_column(header, CSV_ID_COLUMNS, "drifter", path, columns)
     import pandas as pd
 
     try:  # every column as text, "" where empty; fields past the header's (a delimiter ending a row) are left out
-        table = pd.read_csv(path, dtype=str, keep_default_na=False, usecols=range(len(first.split(","))),
-                            compression=compression,
-                            encoding="utf-8")
+        table = pd.read_csv(path, sep=delimiter, dtype=str, keep_default_na=False,
+                            usecols=range(len(first.split(delimiter))), compression=compression, encoding="utf-8-sig")
     except (ValueError, pd.errors.ParserError) as error:
         raise ValueError(f"{path}: cannot be read as CSV ({str(error).splitlines()[0]})") from None
     table.columns = [_csv_name(str(c)) for c in table.columns]
     column = lambda name: table[name].str.strip()
-    if len(table) and column("time").iloc[0] == "UTC" and not column(id_name).iloc[0]:  # ERDDAP's units row
+    if len(table) and column(time_name).iloc[0] == "UTC" and not column(id_name).iloc[0]:  # ERDDAP's units row
         table = table.iloc[1:]
+    if not len(table):
+        raise ValueError(f"{path}: holds no fixes (a header line and no rows)")
+    notes = []
+    if delimiter != ",":
+        notes.append(f"columns separated by {CSV_DELIMITERS[delimiter]}"
+                     + (", a comma in a number read as its decimal point" if delimiter == ";" else ""))
+        if delimiter == ";":  # European spreadsheets: 34,5 is 34.5
+            table = table.apply(lambda values: values if values.name == id_name else
+                                values.str.replace(",", ".", regex=False))
     a, b = (_csv_numbers(column(name), path) for name in names)
-    times, physical = _csv_times(column("time").tolist(), path)
+    times, physical = _csv_times(column(time_name).tolist(), path)
     if physical != bool(lonlat):
         raise ValueError(f"{path}: columns {names[0]},{names[1]} need " + (
-            "ISO 8601 datetimes in the time column" if lonlat else
+            f"ISO 8601 datetimes in the {time_name} column" if lonlat else
             "model times (numbers); for physical tracks use lon,lat columns with ISO 8601 datetimes"))
-    per_row, notes = {}, ()
+    per_row = {}
     if physical and "drogue_status" in table.columns:
         per_row["drogue_status"] = _csv_numbers(column("drogue_status"), path)
     elif physical and "drogue_lost_date" in table.columns:  # the GDP's per-drifter date, repeated on its rows
         per_row["drogue_status"] = _drogued(times, _csv_times(column("drogue_lost_date").tolist(), path)[0])
-        notes = (DROGUE_FROM_LOST_NOTE,)
-    ids, t, pos, field, per_fix = _group_rows(column(id_name).to_numpy(str), times, a, b,
-                                              column("field").tolist() if "field" in table.columns else None, per_row)
-    return RawTracks(t, pos, ids, field, "lonlat" if lonlat else "model", physical, per_fix=per_fix, notes=notes)
+        notes.append(DROGUE_FROM_LOST_NOTE)
+    kept = np.isfinite(a) & np.isfinite(b) & np.isfinite(times)
+    if not kept.all():
+        notes.append(f"{int(np.sum(~kept))} rows with no position or time left out")
+    fields = column("field").to_numpy(str)[kept].tolist() if "field" in table.columns else None
+    ids, t, pos, field, per_fix = _group_rows(column(id_name).to_numpy(str)[kept], times[kept], a[kept], b[kept],
+                                              fields, {name: values[kept] for name, values in per_row.items()})
+    return RawTracks(t, pos, ids, field, "lonlat" if lonlat else "model", physical, per_fix=per_fix,
+                     notes=tuple(notes))
 
 
 def _csv_numbers(texts, path) -> np.ndarray:
-    """Returns a CSV column of numbers as float64, empty, "NA" or "nan" as NaN."""
+    """Returns a CSV column of numbers as float64, `CSV_MISSING` as NaN."""
     import pandas as pd
 
     try:
-        return pd.to_numeric(texts.replace(dict.fromkeys(("", "NA", "nan", "NaN")))).to_numpy(np.float64)
+        return pd.to_numeric(texts.replace(dict.fromkeys(CSV_MISSING))).to_numpy(np.float64)
     except (ValueError, TypeError) as error:
         raise ValueError(f"{path}: bad CSV value ({str(error).splitlines()[0]})") from None
 
@@ -1027,16 +1085,16 @@ def _read_buoydata(path, compression: str | None = None) -> RawTracks:
 
 
 def _csv_times(texts: list, path) -> tuple[np.ndarray, bool]:
-    """Returns (times, physical): numbers as model time, else ISO 8601 datetimes as seconds since 1970."""
+    """Returns (times, physical): numbers as model time, else ISO 8601 datetimes as seconds since 1970; `CSV_MISSING`
+    as NaN."""
     try:
-        return np.array([float(s) if s not in ("", "nan", "NaN", "NA") else np.nan for s in texts]), False
+        return np.array([float(s) if s not in CSV_MISSING else np.nan for s in texts]), False
     except ValueError:
         pass
     import pandas as pd
 
     try:
-        stamps = pd.to_datetime(pd.Series(texts).replace({"": None, "NA": None, "nan": None}), utc=True,
-                                format="ISO8601")
+        stamps = pd.to_datetime(pd.Series(texts).replace(dict.fromkeys(CSV_MISSING)), utc=True, format="ISO8601")
     except (ValueError, TypeError) as error:
         first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise ValueError(f"{path}: the time column holds neither numbers nor ISO 8601 datetimes "
