@@ -83,6 +83,40 @@ def test_spike_rule_needs_both_hops_fast_and_off_the_line():
     assert not spike_mask(t, off, "projected").any()
 
 
+@pytest.mark.parametrize("coordinates", ["lonlat", "projected"])
+def test_a_fill_position_written_two_or_three_times_in_a_row_is_one_spike(coordinates):
+    n = 120
+    hours = T0 + HOUR * np.arange(n)
+    path = _to(coordinates, _path_m(n, 0.3, seed=5), lon0=-35.0, lat0=35.0)
+    fill = np.array([0.0, 0.0]) if coordinates == "lonlat" else np.array([-4e6, 2e6])  # null island, far away
+    planted = [[40, 41], [70, 71, 72], [0, 1], [n - 3, n - 2, n - 1], [100]]  # in the middle, at the ends, alone
+    tracks = path.copy()
+    for rows in planted:
+        tracks[rows] = fill
+    cleaned, report = clean_fixes(_raw([hours, hours], [tracks, path], coordinates))
+    dropped = sorted(sum(planted, []))
+    assert report.spikes_dropped == len(dropped) == 11
+    np.testing.assert_array_equal(cleaned.times[0], np.delete(hours, dropped))
+    assert len(cleaned.times[1]) == n  # the same track without them keeps every fix
+    assert any("up to 3 in a row" in line for line in report.notes())
+    four = path.copy()
+    four[50:54] = fill  # longer than SPIKE_RUN: not judged a spike (a track may truly jump and stay)
+    assert not spike_mask(hours, four, coordinates)[50:54].any()
+
+
+def test_positions_off_the_sphere_are_fill_values_dropped_and_counted():
+    t = T0 + HOUR * np.arange(30.0)
+    p = _to("lonlat", _path_m(30, 0.3, seed=6), lon0=-40.0)
+    p[[3, 20]] = [[-999.0, 35.0], [-40.0, 9999.0]]
+    p[25, 0] += 360.0  # the same place written 0..360: kept
+    cleaned, report = clean_fixes(_raw([t], [p]))
+    assert report.impossible_positions_dropped == 2 and report.spikes_dropped == 0
+    np.testing.assert_array_equal(cleaned.times[0], np.delete(t, [3, 20]))
+    assert any("2 fixes at no place on the sphere" in line for line in report.notes())
+    model = clean_fixes(_raw([t], [p], "projected"))[1]  # metres: no such bound
+    assert model.impossible_positions_dropped == 0
+
+
 def test_duplicates_conflicts_and_unsorted_times_exact_counts():
     t = T0 + HOUR * np.arange(10.0)
     p = _to("lonlat", _path_m(10, 0.3, seed=4), lon0=-40.0)

@@ -187,9 +187,10 @@ def _same_fixes(raw, plain):
 
 
 def test_spreadsheet_csvs_read_as_the_plain_csv_and_say_their_delimiter(tmp_path):
-    """What spreadsheets write: Excel's "CSV UTF-8" starts with a byte-order mark (ignored, compressed too),
-    European Excel separates by semicolons with decimal commas, others by tabs (a .tsv is a track file of a
-    folder): each reads as the plain CSV of the same fixes, a note naming a delimiter other than the comma."""
+    """What spreadsheets write: Excel's "CSV UTF-8" starts with a byte-order mark (ignored, compressed too), R's
+    write.csv quotes its header and strings, European Excel separates by semicolons with decimal commas, others by
+    tabs (a .tsv is a track file of a folder): each reads as the plain CSV of the same fixes, a note naming a
+    delimiter other than the comma."""
     import gzip
 
     from lagda.io.formats import read_raw, track_files
@@ -201,7 +202,10 @@ def test_spreadsheet_csvs_read_as_the_plain_csv_and_say_their_delimiter(tmp_path
     (tmp_path / "bom.csv.gz").write_bytes(gzip.compress(_fixes_csv().encode("utf-8-sig")))
     (tmp_path / "europe.csv").write_text(_fixes_csv(";", ","))
     (tmp_path / "tabs.tsv").write_text(_fixes_csv("\t"))
-    for name, notes in (("bom.csv", ()), ("bom.csv.gz", ()),
+    lines = _fixes_csv().splitlines()  # R's write.csv: the header and the strings quoted
+    (tmp_path / "r.csv").write_text("\n".join(['"id","time","lon","lat"'] + [
+        '"{}","{}",{},{}'.format(*line.split(",")) for line in lines[1:]]) + "\n")
+    for name, notes in (("bom.csv", ()), ("bom.csv.gz", ()), ("r.csv", ()),
                         ("europe.csv", ("columns separated by semicolons, a comma in a number read as its decimal "
                                         "point",)),
                         ("tabs.tsv", ("columns separated by tabs",))):

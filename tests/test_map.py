@@ -633,6 +633,21 @@ def test_map_without_region_and_period_maps_the_archives_extent_and_says_so(tmp_
     assert again.get("already_complete")
 
 
+def test_a_region_or_period_with_no_fix_or_upside_down_is_refused_in_one_line(tmp_path):
+    """A region holding no fix said so (the cleaning of no fix once failed with an IndexError), and a region south
+    of itself or a period ending before it starts before the archive is read."""
+    from lagda.mapping.archive import archive_extent
+
+    archive = tmp_path / "gdp.nc"
+    write_archive(archive, -40.0, 30.0, size=2.0, days=3, n=3)
+    with pytest.raises(ValueError, match="no fix in the region given to take the map's period from"):
+        archive_extent(archive, 0.5, 86400.0, region=(10.0, 16.0, 0.0, 6.0))
+    with pytest.raises(ValueError, match="south < north"):
+        MapSettings(region=(-40.0, -34.0, 36.0, 30.0))
+    with pytest.raises(ValueError, match="the end must be after the start"):
+        MapSettings(period=(parse_time("2025-01-15"), parse_time("2025-01-01")))
+
+
 def test_archive_extent_leaves_out_spikes_and_lone_fixes_and_reads_whole_tracks_in_slices(tmp_path):
     """A fix at (0 E, 0 N) (a position spike) and one dated 1970 (a lone fix decades from its track) would stretch
     the map to a 40-degree box and 55 years: the extent is the clean archive's, and the note counts both. Read in

@@ -2,7 +2,8 @@
 
 Rules, in this order, on each trajectory of a `RawTracks` (lagda.io.tracks):
 
-1. fixes without a finite time are dropped;
+1. fixes without a finite time are dropped, and on the sphere those at no place on it (a latitude beyond 90
+   degrees or a longitude outside -180..360: a fill value such as -999 or 9999);
 2. fixes with the GDP `drogue_status` 0 (undrogued: the drifter no longer follows the mixed layer) are
    dropped, unless `keep_undrogued`;
 3. exact duplicates (same time and position) are dropped, keeping one;
@@ -11,7 +12,8 @@ Rules, in this order, on each trajectory of a `RawTracks` (lagda.io.tracks):
    `DUPLICATE_RADIUS_M`, else the group is dropped (no metric in model units: always dropped);
 6. lone end fixes are dropped (dated times only; `lone_end_mask` states the rule): a fill time such as
    1970-01-01 sorts to a track's end, decades from its other fixes;
-7. isolated position spikes are dropped (physical coordinates only; `spike_mask` states the rule);
+7. position spikes, alone or a run of up to `SPIKE_RUN` fixes, are dropped (physical coordinates only;
+   `spike_mask` states the rule);
 8. trajectories left with no fix are dropped.
 
 The GDP per-fix errors are carried, not used to drop: `err_lat`/`err_lon` (degrees) become `position_std_m` and
@@ -33,6 +35,7 @@ SPEED_FACTOR = 4.0  # ... or above this many times the track's median speed, whi
 SPIKE_RESIDUAL = 0.5  # a spike lies off its neighbours' straight line by this fraction of its mean hop or more
 DUPLICATE_RADIUS_M = 300.0  # fixes of one time this close are one position measured twice: averaged
 SPIKE_PASSES = 3  # the spike rule is applied again after removals, at most this many times
+SPIKE_RUN = 3  # consecutive fixes away from their track together (a fill position repeated) are one spike
 LONE_GAP_S = 10 * 86400.0  # an end fix further than this from the rest of its track, and ...
 LONE_GAP_FACTOR = 100.0  # ... than this many times the track's median step, is a lone fix
 MIN_FIXES = 3  # a physical trajectory left with fewer fixes gives no velocity: dropped
@@ -49,6 +52,7 @@ class CleanReport:
     fixes_read: int = 0
     fixes_kept: int = 0
     missing_times_dropped: int = 0
+    impossible_positions_dropped: int = 0  # lon/lat off the sphere: fill values
     undrogued_dropped: int = 0
     undrogued_kept: int = 0
     exact_duplicates_dropped: int = 0
@@ -72,6 +76,9 @@ class CleanReport:
         lines = []
         if self.missing_times_dropped:
             lines.append(f"clean: {self.missing_times_dropped} fixes without a time dropped")
+        if self.impossible_positions_dropped:
+            lines.append(f"clean: {self.impossible_positions_dropped} fixes at no place on the sphere dropped "
+                         "(latitude beyond 90 degrees or longitude outside -180..360: fill values)")
         if self.undrogued_dropped:
             lines.append(f"clean: {self.undrogued_dropped} undrogued fixes dropped (drogue_status 0; "
                          "--keep-undrogued keeps them)")
@@ -93,9 +100,9 @@ class CleanReport:
                          f"{LONE_GAP_S / 86400:g} days and {LONE_GAP_FACTOR:g} median steps from the next fix: a "
                          "wrong time)")
         if self.spikes_dropped:
-            lines.append(f"clean: {self.spikes_dropped} position spikes dropped (faster than "
-                         f"max({MAX_SPEED_M_S:g} m/s, {SPEED_FACTOR:g}x the track's median speed) to both neighbours "
-                         "and off their line)")
+            lines.append(f"clean: {self.spikes_dropped} position spikes dropped (alone or up to {SPIKE_RUN} in a "
+                         f"row, reached and left faster than max({MAX_SPEED_M_S:g} m/s, {SPEED_FACTOR:g}x the "
+                         "track's median speed) and off their neighbours' line)")
         if self.trajectories_emptied:
             lines.append(f"clean: {self.trajectories_emptied} trajectories left without fixes dropped")
         if self.short_trajectories_dropped:
@@ -156,7 +163,8 @@ def clean_fixes(raw: RawTracks, *, keep_undrogued: bool = False) -> tuple[RawTra
     >>> report.notes()
     ('clean: 1 exact duplicate fixes dropped', 'clean: times sorted in 1 trajectories')
     """
-    counts = dict.fromkeys(["missing_times_dropped", "undrogued_dropped", "undrogued_kept",
+    counts = dict.fromkeys(["missing_times_dropped", "impossible_positions_dropped", "undrogued_dropped",
+                            "undrogued_kept",
                             "exact_duplicates_dropped", "trajectories_sorted", "conflicts_averaged",
                             "conflicts_dropped", "conflict_fixes_dropped", "spikes_dropped", "lone_fixes_dropped",
                             "trajectories_emptied",
@@ -171,6 +179,10 @@ def clean_fixes(raw: RawTracks, *, keep_undrogued: bool = False) -> tuple[RawTra
         n_read += len(t)
         ok = np.isfinite(t)
         counts["missing_times_dropped"] += int(np.sum(~ok))
+        if raw.coordinates == "lonlat":
+            nowhere = ok & ((np.abs(p[:, 1]) > 90.0) | (p[:, 0] < -180.0) | (p[:, 0] > 360.0))
+            counts["impossible_positions_dropped"] += int(np.sum(nowhere))
+            ok &= ~nowhere
         if "drogue_status" in v:
             undrogued = ok & _is_zero(v["drogue_status"])
             counts["undrogued_kept" if keep_undrogued else "undrogued_dropped"] += int(np.sum(undrogued))
@@ -239,14 +251,25 @@ def lone_end_mask(t: np.ndarray) -> np.ndarray:
 
 
 def spike_mask(t: np.ndarray, p: np.ndarray, coordinates: str) -> np.ndarray:
-    """Returns a bool `(n,)`: the isolated position spikes of one track with increasing times `t` `(n,)`.
+    """Returns a bool `(n,)`: the position spikes of one track with increasing times `t` `(n,)`.
 
     With `v` the speeds of the hops between consecutive finite fixes and `bound = max(MAX_SPEED_M_S,
     SPEED_FACTOR * median(v))`: an interior fix is a spike when both its hops are faster than `bound` and its
     distance from the straight line between its neighbours (at its time) exceeds `SPIKE_RESIDUAL` times the
     mean of its two hops; an end fix is a spike when its hop is faster than `bound` and the next hop is not.
-    A jet at constant speed below the bound is never cut, at any speed its median sets. NaN fixes are
-    skipped. `p`: `(n, 2)` lon/lat degrees ("lonlat") or metres ("projected"); `t` in seconds.
+    A run of 2 to `SPIKE_RUN` fixes (a fill position written several times) is a spike when the hops into and
+    out of it are faster than `bound`, the hops inside it and the hop over it are not, and each of its fixes is
+    that far off the line between the fixes around it; a run at a track's end, when its hop to the rest is faster
+    than `bound` and the hops inside it and as many hops of the rest beyond are not. A jet at constant speed below
+    the bound is never cut, at any speed its median sets. NaN fixes are skipped. `p`: `(n, 2)` lon/lat degrees
+    ("lonlat") or metres ("projected"); `t` in seconds.
+
+    Example:
+        >>> t = 3600.0 * np.arange(8)
+        >>> x = np.c_[1000.0 * np.arange(8), np.zeros(8)]  # 0.28 m/s eastward, metres
+        >>> x[3:5] = [5e6, 5e6]  # a fill position twice
+        >>> spike_mask(t, x, "projected").astype(int).tolist()
+        [0, 0, 0, 1, 1, 0, 0, 0]
     """
     mask = np.zeros(len(t), bool)
     idx = np.flatnonzero(np.all(np.isfinite(p), axis=1))
@@ -255,7 +278,8 @@ def spike_mask(t: np.ndarray, p: np.ndarray, coordinates: str) -> np.ndarray:
     tt, pp = t[idx], p[idx]
     hop = _distance(pp[:-1], pp[1:], coordinates)
     speed = hop / np.diff(tt)
-    fast = speed > max(MAX_SPEED_M_S, SPEED_FACTOR * float(np.median(speed)))
+    bound = max(MAX_SPEED_M_S, SPEED_FACTOR * float(np.median(speed)))
+    fast = speed > bound
     w = ((tt[1:-1] - tt[:-2]) / (tt[2:] - tt[:-2]))[:, None]
     a, b = pp[:-2], pp[2:].copy()
     if coordinates == "lonlat":
@@ -264,6 +288,28 @@ def spike_mask(t: np.ndarray, p: np.ndarray, coordinates: str) -> np.ndarray:
     mask[idx[1:-1]] = fast[:-1] & fast[1:] & (residual > SPIKE_RESIDUAL * 0.5 * (hop[:-1] + hop[1:]))
     mask[idx[0]] = fast[0] & ~fast[1]
     mask[idx[-1]] = fast[-1] & ~fast[-2]
+    for run in range(2, SPIKE_RUN + 1):
+        if len(idx) < run + 2:
+            break
+        first = np.arange(1, len(idx) - run)  # interior runs first..first+run-1, between first-1 and first+run
+        before, after = pp[first - 1], pp[first + run].copy()
+        if coordinates == "lonlat":
+            after[:, 0] = before[:, 0] + _wrap(after[:, 0] - before[:, 0])
+        over = _distance(before, after, coordinates) / (tt[first + run] - tt[first - 1]) <= bound
+        reach = SPIKE_RESIDUAL * 0.5 * (hop[first - 1] + hop[first + run - 1])
+        off = np.ones(len(first), bool)  # and together: no fast hop inside the run
+        for k in range(run):
+            if k < run - 1:
+                off &= ~fast[first + k]
+            w = ((tt[first + k] - tt[first - 1]) / (tt[first + run] - tt[first - 1]))[:, None]
+            off &= _distance(pp[first + k], before + w * (after - before), coordinates) > reach
+        for start in first[fast[first - 1] & fast[first + run - 1] & over & off]:
+            mask[idx[start:start + run]] = True
+        if len(idx) >= 2 * run + 2:  # a run at an end, the track's next `run` hops steady
+            if fast[run - 1] and not fast[run:2 * run].any() and not fast[:run - 1].any():
+                mask[idx[:run]] = True
+            if fast[-run] and not fast[-2 * run:-run].any() and not fast[-run + 1:].any():
+                mask[idx[-run:]] = True
     return mask
 
 

@@ -943,8 +943,9 @@ def _read_parquet(path) -> RawTracks:
 
 
 def _csv_name(column: str) -> str:
-    """Returns a CSV column's name as matched: stripped, lower case, without ERDDAP's " (units)" suffix (.csvp)."""
-    name = column.strip().lower()
+    """Returns a CSV column's name as matched: stripped of spaces and quotes (R's write.csv quotes the header),
+    lower case, without ERDDAP's " (units)" suffix (.csvp)."""
+    name = column.strip().strip('"').strip().lower()
     return name.split(" (", 1)[0] if name.endswith(")") else name
 
 

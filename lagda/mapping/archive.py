@@ -32,7 +32,8 @@ MIN_SEGMENT_FIXES = 3  # a segment with fewer fixes gives no velocity to map
 LIFE_SLACK_S = 86400.0  # a drifter's stated life (start_date..end_date) is widened by this before it is trusted
 _LON_NAMES, _LAT_NAMES = ("lon", "longitude"), ("lat", "latitude")  # an archive's position variables
 # the cleaning counts (CleanReport fields) of fixes left out of the archive's extent, and how a note names them
-_EXTENT_RULES = {"spikes_dropped": "position spikes", "undrogued_dropped": "undrogued",
+_EXTENT_RULES = {"impossible_positions_dropped": "at no place on the sphere (fill values)",
+                 "spikes_dropped": "position spikes", "undrogued_dropped": "undrogued",
                  "exact_duplicates_dropped": "exact duplicates", "conflict_fixes_dropped": "conflicting duplicates",
                  "lone_fixes_dropped": "lone fixes at a track's end (a wrong time)",
                  "short_trajectory_fixes_dropped": "on trajectories of fewer than 3 fixes"}
@@ -345,7 +346,8 @@ class _Ragged:
                        else None)
         self.units, self.calendar = ds[self.time].attrs.get("units", ""), ds[self.time].attrs.get("calendar")
         if " since " not in str(self.units):
-            raise ValueError(f"{path}: time has units {self.units!r}; lagda map needs CF times (\"seconds since ...\")")
+            has = f"has units {self.units!r}" if self.units else "has no CF units"
+            raise ValueError(f"{path}: time {has}; lagda map needs CF times (\"seconds since ...\")")
 
     def ids(self) -> np.ndarray:
         ds = self.ds
@@ -710,9 +712,10 @@ def clean(fixes: Fixes, keep_undrogued: bool = False) -> Fixes:
 
     splits = np.flatnonzero(np.diff(fixes.traj)) + 1
     present = fixes.traj[np.append(0, splits)] if len(fixes) else np.zeros(0, np.int64)
-    per_fix = {} if fixes.drogue is None else {"drogue_status": np.split(fixes.drogue, splits)}
-    raw = RawTracks(np.split(fixes.time, splits), np.split(np.stack([fixes.lon, fixes.lat], -1), splits),
-                    present, None, "lonlat", True, per_fix=per_fix)
+    split = lambda values: np.split(values, splits) if len(fixes) else []  # no fix: no trajectory
+    per_fix = {} if fixes.drogue is None else {"drogue_status": split(fixes.drogue)}
+    raw = RawTracks(split(fixes.time), split(np.stack([fixes.lon, fixes.lat], -1)), present, None, "lonlat", True,
+                    per_fix=per_fix)
     cleaned, report = clean_fixes(raw, keep_undrogued=keep_undrogued)
     sizes = [len(t) for t in cleaned.times]
     pos = np.concatenate(cleaned.positions) if sizes else np.zeros((0, 2))

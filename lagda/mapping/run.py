@@ -23,7 +23,7 @@ from lagda.io.land import SOURCE as LAND_SOURCE
 from lagda.io.land import sea_fraction
 from lagda.mapping.archive import Fixes, archive_extent, clean, select_fixes, unsegmented_text
 from lagda.mapping.invert import Grid, invert_tile, tile_fixes
-from lagda.mapping.tiles import DAY_S, Tile, region_width, tile_layout
+from lagda.mapping.tiles import DAY_S, Tile, check_extent, region_width, tile_layout
 from simulate.atomic import (
     OutputLock,
     fault_point,
@@ -91,6 +91,7 @@ class MapSettings:
     def __post_init__(self):
         if not (self.resolution > 0 and self.cadence_s > 0 and self.k_max >= 1 and self.degree >= 0):
             raise ValueError("resolution, cadence and k_max must be positive, degree >= 0")
+        check_extent(self.region, self.period)  # before the archive is read
         if not 0.0 <= self.withhold < 1.0:
             raise ValueError(f"--withhold {self.withhold:g}: the fraction of drifters to withhold must be in [0, 1)")
 

@@ -73,6 +73,20 @@ def region_width(region) -> float:
     return 360.0 if width == 0 else width
 
 
+def check_extent(region=None, period=None) -> None:
+    """Checks a map's region (west, east, south, north degrees) and period (start, end seconds), either may be None.
+
+    Raises:
+        ValueError: latitudes outside -80 <= south < north <= 80, or a period that does not end after it starts.
+    """
+    if region is not None:
+        south, north = float(region[2]), float(region[3])
+        if not (-80.0 <= south < north <= 80.0):
+            raise ValueError(f"--region latitudes must satisfy -80 <= south < north <= 80, got {south:g}, {north:g}")
+    if period is not None and not period[1] > period[0]:
+        raise ValueError("--period: the end must be after the start")
+
+
 def tile_layout(region, period, tile_deg: float, halo_deg: float, window_days: float, step_days: float) -> list[Tile]:
     """Returns the tiles covering `region` (west, east, south, north degrees) over `period` (start, end seconds).
 
@@ -80,13 +94,10 @@ def tile_layout(region, period, tile_deg: float, halo_deg: float, window_days: f
         ValueError: for a region outside latitudes (-80, 80), sizes that are not positive, or a step longer than
             the window.
     """
+    check_extent(region, period)
     west, _, south, north = (float(r) for r in region)
-    if not (-80.0 <= south < north <= 80.0):
-        raise ValueError(f"--region latitudes must satisfy -80 <= south < north <= 80, got {south:g}, {north:g}")
     if not (tile_deg > 0 and halo_deg > 0 and window_days > 0 and 0 < step_days <= window_days):
         raise ValueError("tile size, halo and window must be positive and the window step at most the window")
-    if not period[1] > period[0]:
-        raise ValueError("--period: the end must be after the start")
     width = region_width(region)
     ramp_s = max(0.5 * (window_days - step_days), 0.25 * step_days) * DAY_S
     starts, start = [], period[0] - ramp_s
