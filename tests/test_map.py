@@ -648,6 +648,21 @@ def test_a_region_or_period_with_no_fix_or_upside_down_is_refused_in_one_line(tm
         MapSettings(period=(parse_time("2025-01-15"), parse_time("2025-01-01")))
 
 
+def test_a_tile_that_cannot_be_inverted_is_said_with_why(small_map, tmp_path):
+    """Drifters that never move (no velocity variance to choose a prior from): the tile is left NaN and the note
+    says why, not that it lacked drifters."""
+    _, s, scheduler, _ = small_map
+    hours = np.datetime64("2025-01-01T00", "ns") + np.arange(8 * 24) * np.timedelta64(1, "h")
+    rows = [f"{k},{str(h)[:19]}Z,{-39.0 + 0.5 * k},{31.0 + 0.4 * k}" for k in range(4) for h in hours]
+    (tmp_path / "still.csv").write_text("id,time,lon,lat\n" + "\n".join(rows) + "\n")
+    said = []
+    summary = map_archive(tmp_path / "still.csv", tmp_path / "m.nc", s, scheduler=scheduler, progress=False,
+                          say=said.append)
+    assert summary["inverted"] == 0
+    line = [x for x in said if "tiles inverted" in x][0]
+    assert ", 0 without enough drifters" in line and "whose tracks could not be inverted" in line and "rep_var" in line
+
+
 def test_archive_extent_leaves_out_spikes_and_lone_fixes_and_reads_whole_tracks_in_slices(tmp_path):
     """A fix at (0 E, 0 N) (a position spike) and one dated 1970 (a lone fix decades from its track) would stretch
     the map to a 40-degree box and 55 years: the extent is the clean archive's, and the note counts both. Read in

@@ -342,8 +342,14 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
     skipped = [i for i in infos if "skipped" in i]
     zero = sum(bool(i.get("zero_guard")) for i in infos)
     outliers = [i.get("velocity_outliers_dropped", 0) for i in infos]
-    notes = list(fixes.notes) + [f"{len(infos) - len(skipped)} tiles inverted, {len(skipped)} without enough "
-                                 f"drifters (left to the others, else NaN), {zero} answered the prior mean (zero) "
+    few = sum(i["skipped"].startswith("fewer than") for i in skipped)
+    failed = [f"{i['tile']}: {i['skipped']}" for i in skipped if not i["skipped"].startswith("fewer than")]
+    # a tile whose tracks cannot be inverted (drifters that never move: no velocity variance) is said with why
+    unusable = (f", {len(failed)} whose tracks could not be inverted (left to the others, else NaN; "
+                f"{failed[0]}{' and others in tile_records' if len(failed) > 1 else ''})" if failed else "")
+    notes = list(fixes.notes) + [f"{len(infos) - len(skipped)} tiles inverted, {few} without enough "
+                                 f"drifters (left to the others, else NaN){unusable}, {zero} answered the prior "
+                                 "mean (zero) "
                                  "because their tracks predicted held-out drifters no better; "
                                  f"{sum(o > 0 for o in outliers)} tiles left out {sum(outliers)} velocities far off "
                                  "their fitted field (fixes off their track that cleaning kept)"]
