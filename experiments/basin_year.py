@@ -259,18 +259,18 @@ def page_table(csv_path: pathlib.Path) -> str:
     return "\n".join(lines)
 
 
-def write_page(csv_path: pathlib.Path, page: pathlib.Path) -> pathlib.Path:
-    """Returns `page` with the text between its table markers replaced by `page_table(csv_path)`.
+def write_page(csv_path: pathlib.Path, page: pathlib.Path, table=page_table, marker="basin-year table") -> pathlib.Path:
+    """Returns `page` with the text between its `marker` comments replaced by `table(csv_path)`.
 
     Raises:
         ValueError: if the page lacks the markers.
     """
-    begin, end = "<!-- basin-year table: begin -->", "<!-- basin-year table: end -->"
+    begin, end = f"<!-- {marker}: begin -->", f"<!-- {marker}: end -->"
     text = page.read_text()
     if begin not in text or end not in text:
         raise ValueError(f"{page} has no {begin} ... {end} markers")
     head, rest = text.split(begin, 1)
-    page.write_text(head + begin + "\n" + page_table(csv_path) + "\n" + end + rest.split(end, 1)[1])
+    page.write_text(head + begin + "\n" + table(csv_path) + "\n" + end + rest.split(end, 1)[1])
     return page
 
 

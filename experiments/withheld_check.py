@@ -2,15 +2,16 @@
 its drifters withheld, the map's check against them set beside its score against the truth at the same points.
 
 ```bash
-python -m experiments.withheld_check --quick               # the tiny basin (seconds to make, a minute to map)
-python -m experiments.withheld_check --workers 2           # the basin year (its cache in runs/basin_year/)
-python -m experiments.withheld_check --store MAP.zarr      # an existing map made with --withhold
+python -m experiments.withheld_check --quick --withhold 0.2  # the tiny basin (a minute to make, a minute to map)
+python -m experiments.withheld_check --withhold 0.1          # the basin year (its cache in runs/basin_year/)
+python -m experiments.withheld_check --store MAP.zarr        # an existing map of the archive made with --withhold
 ```
 
-Rows (results/withheld_check.csv): the map against the withheld drifters' daily velocities (what `lagda map`
-says, with no truth), the map against the truth at the same points and times (what the check stands for), the
-drifters' daily velocities against the truth there (how far the check's reference is from the truth), and the map
-against the truth on every cell-day holding a fix of the mapped drifters (the basin-year page's headline score).
+Rows (results/withheld_check.csv, and the table of docs/results/basin-year.md): the map against the withheld
+drifters' daily velocities (what `lagda map` says, with no truth), the map against the truth at the same points and
+times (what the check stands for), the drifters' daily velocities against the truth there (how far the check's
+reference is from the truth), and the map against the truth on every cell-day holding a fix of the mapped drifters
+(the basin-year page's headline score).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 import xarray as xr
 
 from experiments.basin_run import run_map
-from experiments.basin_year import full, make, quick, score_store
+from experiments.basin_year import PAGE, full, make, quick, score_store, write_page
 from lagda.io.physical import parse_time
 from lagda.io.tracks import id_text
 from lagda.mapping.archive import clean, select_fixes
@@ -79,6 +80,16 @@ def _fmt(value):
     return f"{value:.4g}" if isinstance(value, float) else value
 
 
+def page_table(csv_path: pathlib.Path) -> str:
+    """Returns the basin-year page's table of the check (markdown) from the CSV."""
+    with open(csv_path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    lines = ["| archive | withheld | comparison | velocities | error | RMS m/s | RMS speed m/s | coverage (95%) "
+             "| RMS error / std |", "|" + "---|" * 9]
+    lines += ["| " + " | ".join(r[k] for k in FIELDS) + " |" for r in rows]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="the tiny basin (experiments.basin_year.quick)")
@@ -104,6 +115,8 @@ def main(argv=None) -> int:
     for row in rows:
         print(", ".join(f"{k} {_fmt(row.get(k, ''))}" for k in FIELDS[2:] if row.get(k, "") != ""))
     print(f"wrote {write_csv(rows, args.csv)}")
+    if args.csv == CSV:
+        print(f"wrote {write_page(CSV, PAGE, page_table, 'withheld-check table')}")
     return 0
 
 
