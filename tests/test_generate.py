@@ -244,3 +244,7 @@ def test_training_files_join_shards_and_merge_releases(reference, tmp_path):
     np.testing.assert_array_equal(data.coef, whole.coef)
     np.testing.assert_array_equal(data.positions[:, :1], whole.positions)
     np.testing.assert_array_equal(data.positions[:, 1:], load_paired(random).positions)
+    from lagda.learning.data import as_paired
+
+    shards = as_paired(str(tmp_path / "fixed-*.nc"))  # one quoted glob, as `lagda train --train 'fixed-*.nc'` passes
+    np.testing.assert_array_equal(shards.positions, whole.positions)

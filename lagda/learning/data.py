@@ -204,13 +204,21 @@ def load_paired(path, stream: bool = False) -> PairedData:
 
 
 def as_paired(data, stream: bool = False) -> PairedData:
-    """Returns `data` itself if it is PairedData, else the pairs of a path or a list (`join_files`).
+    """Returns `data` itself if it is PairedData, else the pairs of a path, a glob pattern or a list (`join_files`).
 
     stream: tracks stay on disk (`load_paired`); a list must then be one run's shard files.
     """
     if isinstance(data, PairedData):
         return data
-    return join_files(data, stream) if isinstance(data, (list, tuple)) else load_paired(data, stream)
+    if isinstance(data, (list, tuple)) or _is_pattern(data):  # a quoted glob ('train-*.nc') names shard files
+        return join_files(list(data) if isinstance(data, (list, tuple)) else [data], stream)
+    return load_paired(data, stream)
+
+
+def _is_pattern(path) -> bool:
+    """Returns whether `path` is a glob pattern that names no file itself."""
+    text = os.fspath(path)
+    return any(c in text for c in "*?[") and not os.path.exists(text)
 
 
 def expand_paths(paths) -> list[pathlib.Path]:
@@ -222,7 +230,7 @@ def expand_paths(paths) -> list[pathlib.Path]:
     out = []
     for item in paths:
         text = os.fspath(item)
-        if any(c in text for c in "*?[") and not os.path.exists(text):
+        if _is_pattern(text):
             matches = sorted(glob.glob(text))
             if not matches:
                 raise FileNotFoundError(f"no dataset file matches {text}")
