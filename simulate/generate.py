@@ -3,12 +3,16 @@
 Randomness depends only on (seed, sample index): sample s uses
 key_s = fold_in(key(seed), s), split into four keys for its coefficients, release points,
 Brownian increments and observation noise. The file is therefore bit-identical whatever the
-chunk size, and a resumed run reproduces an uninterrupted one. Prior draws are made in float32
+chunk size or sharding (on one machine: the compiled code is the CPU's or the GPU's), and a resumed run reproduces an
+uninterrupted one. Prior draws are made in float32
 whatever the precision (so a float32 and a float64 file share c and release points) and are
 stored as float64 (exact). Positions are stored in the integrator's precision.
 
 Work is done in chunks of `chunk_size` fields; the last chunk is padded to the same shape so
-one compilation serves the run. A shard (`shard=(i, n)`, `lagda simulate --shard I/N`) computes
+one compilation serves the run, and that shape is padded to a multiple of `PAD` fields: compiled for batches of
+150 or 500 fields, a few fields (at 500, the last two of each 250) came out of XLA's CPU code different in the
+last bit from the same fields in a batch of 1,000 (measured; at multiples of PAD they agree on this machine).
+A shard (`shard=(i, n)`, `lagda simulate --shard I/N`) computes
 the contiguous block of samples `schema.shard_block(n_samples, i, n)` with the same per-sample keys, so
 its file holds exactly those rows of the unsharded file; `schema.open_dataset` over all n shard
 files returns the unsharded dataset (the union is bit-identical to a single run). Each finished chunk is saved in
@@ -283,6 +287,9 @@ def _chunk_path(partial: Path, index: int) -> Path:
     return partial / f"chunk_{index:06d}.npz"
 
 
+PAD = 64  # fields: every chunk is compiled for a multiple of this many (the module docstring says why)
+
+
 def _run_chunks(config: SimConfig, modes, partial: Path, progress: Callable | None, block: tuple[int, int]):
     """Returns (coef, release, positions) of the samples [start, stop), saving each new chunk in `partial`.
 
@@ -295,6 +302,7 @@ def _run_chunks(config: SimConfig, modes, partial: Path, progress: Callable | No
     first, stop = block
     total = stop - first
     size = min(config.chunk_size, total)
+    compiled = -(-size // PAD) * PAD
     counts = [min(size, total - i * size) for i in range(-(-total // size))]
     real = np.dtype(config.precision)
     arrays = (np.empty((total, len(k1)), np.complex64), np.empty((total, config.n_drifters, 2), np.float32),
@@ -326,7 +334,7 @@ def _run_chunks(config: SimConfig, modes, partial: Path, progress: Callable | No
         for index, count in enumerate(counts):
             if _chunk_path(partial, index).exists():
                 continue
-            samples = jnp.arange(first + index * size, first + (index + 1) * size,
+            samples = jnp.arange(first + index * size, first + index * size + compiled,
                                  dtype=jnp.int32)  # padded: extra rows dropped
             chunk = _run_chunk(key, samples, scale, k1, k2, omega, config)  # dispatched, not waited for
             if pending is not None:
