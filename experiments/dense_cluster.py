@@ -37,7 +37,8 @@ CENTRE = (-88.0, 28.0)  # lon, lat of the release and of the flow's plane
 START = np.datetime64("2012-07-20T00:00")
 STEP_S, DAYS, DRIFTERS = 900.0, 60, 300
 COLUMNS = ("resolution_deg", "cell_days", "error", "binned_error", "coverage", "median_u_std_m_s",
-           "rms_error_m_s", "binned_rms_error_m_s", "wall_s", "local_gp")
+           "rms_error_m_s", "binned_rms_error_m_s", "wall_s", "local_gp", "coverage_under_10_fixes",
+           "coverage_10_to_50_fixes", "coverage_over_50_fixes", "coverage_days_30_45")
 
 
 class Flow:
@@ -142,7 +143,16 @@ def score(store: pathlib.Path, tracks: pathlib.Path) -> dict:
     cells = (n > 0) & np.isfinite(u) & np.isfinite(bu)
     rms = lambda a, b: float(np.sqrt(np.mean(((a - tu)[cells] ** 2 + (b - tv)[cells] ** 2) / 2)))
     inside = np.r_[np.abs(u - tu)[cells] <= 1.96 * su[cells], np.abs(v - tv)[cells] <= 1.96 * sv[cells]]
-    return {"cell_days": int(cells.sum()), "error": relative_l2(u, v, tu, tv, cells),
+    day = np.arange(len(times))[:, None, None]
+
+    def covered(where):  # "coverage (cell-days)" in a part of the cells
+        part = cells & where
+        hit = np.r_[np.abs(u - tu)[part] <= 1.96 * su[part], np.abs(v - tv)[part] <= 1.96 * sv[part]]
+        return f"{hit.mean():.3f} ({int(part.sum())})" if part.any() else ""
+
+    parts = {"coverage_under_10_fixes": covered(n < 10), "coverage_10_to_50_fixes": covered((n >= 10) & (n <= 50)),
+             "coverage_over_50_fixes": covered(n > 50), "coverage_days_30_45": covered((day >= 30) & (day <= 45))}
+    return {**parts, "cell_days": int(cells.sum()), "error": relative_l2(u, v, tu, tv, cells),
             "binned_error": relative_l2(bu, bv, tu, tv, cells),
             "coverage": float(inside.mean()), "median_u_std_m_s": float(np.median(su[cells])),
             "rms_error_m_s": rms(u, v), "binned_rms_error_m_s": rms(bu, bv), "local_gp": local_gp}
