@@ -32,14 +32,18 @@ def simulate_tracks(coef, release, k1, k2, omega, dt, n_obs: int, stride: int, d
         Complex Fourier coefficients `(sample, mode)`.
     release : array_like
         Release points `(sample, drifter, 2)`, (x, y) in domain lengths.
-    k1, k2 : array_like
-        Integer wavenumbers `(mode,)`.
+    k1 : array_like
+        Integer wavenumbers `(mode,)` in the x direction.
+    k2 : array_like
+        Integer wavenumbers `(mode,)` in the y direction.
     omega : array_like
         Frequencies `(mode,)`, radians per model time unit.
     dt : float
         RK4 time step, model time units.
-    n_obs, stride : int
-        Number of observations and RK4 steps between two of them (static).
+    n_obs : int
+        Number of recorded observations per track (static).
+    stride : int
+        RK4 steps between two recorded observations (static).
     diffusivity : float, default 0
         Brownian forcing kappa, domain lengths^2 per model time unit (static); 0 gives plain RK4.
     key : jax.Array, optional

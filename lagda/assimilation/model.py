@@ -91,11 +91,28 @@ def model_settings(tracks: Tracks | None, run_dir=None, dt: float | None = None)
     and would make sparse tracks look dense). Each guess is a note.
 
     Args:
-        tracks: the observed tracks (may be None with a run); run_dir: trained run or None.
-        dt: RK4 step given by the user (overrides the run's and the file's).
+        tracks: the observed tracks (`lagda.io.Tracks`); may be None when `run_dir` is given.
+        run_dir: a trained run directory (`lagda train --run-dir`), whose dataset meta gives the modes,
+            frequencies, prior and dt; None: they come from the tracks, as above.
+        dt: RK4 step in model time units, given by the user (overrides the run's and the file's); None: found.
+
+    Returns:
+        The `FlowModel`: `k1`, `k2`, `omega`, `scale` `(mode,)`, `dt`, and `notes` (one line per guess).
+
     Raises:
         ValueError: without a run, if model-unit tracks do not state their modes and frequencies;
             with a run that has frequencies, for physical tracks.
+
+    Example:
+        >>> from lagda.demo import shipped
+        >>> from lagda.io import read_tracks
+        >>> model = model_settings(read_tracks(shipped("example_tracks.nc")))  # no run: from the file
+        >>> len(model.k1), round(model.dt, 9)
+        (49, 0.0001)
+        >>> model.notes[1]
+        'dt 0.0001 guessed: the smallest observation spacing in steps of at most 0.0001; pass --dt to set it'
+        >>> model_settings(None, shipped("model"), dt=5e-5).notes  # a run's modes, another dt
+        ("dt 5e-05 given (the model run's is 0.0001)",)
     """
     from simulate.config import SimConfig
     from simulate.prior import spectrum

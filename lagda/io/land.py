@@ -52,14 +52,26 @@ def _cell_index(centres: np.ndarray, step: float, pixel_centres: np.ndarray, per
 def sea_fraction(lon, lat, resolution) -> np.ndarray:
     """Returns the fraction of each cell that is sea `(len(lat), len(lon))` float32 in [0, 1].
 
-    Args:
-        lon: (nx,) cell centres in degrees east, evenly spaced (any convention: -180..180, 0..360, across the
-            dateline); lat: (ny,) cell centres in degrees north, evenly spaced and increasing.
-        resolution: the cells' side in degrees, or (dlon, dlat).
     The fraction is the share of the mask's pixels whose centre lies in the cell; a cell that holds no pixel
     centre (cells under 1/120 degree) takes the pixel at its centre.
+
+    Args:
+        lon: (nx,) cell centres in degrees east, evenly spaced (any convention: -180..180, 0..360, across the
+            dateline).
+        lat: (ny,) cell centres in degrees north, evenly spaced and increasing.
+        resolution: the cells' side in degrees, or (dlon, dlat).
+
+    Returns:
+        float32 `(ny, nx)`: the sea fraction of each cell, in [0, 1] (rows by latitude, columns by longitude).
+
     Raises:
-        ValueError: latitudes outside -90..90. ImportError: global-land-mask missing.
+        ValueError: latitudes outside -90..90.
+        ImportError: global-land-mask missing.
+
+    Example:
+        >>> import numpy as np
+        >>> sea_fraction(np.array([-6.5, -5.5]), np.array([35.5]), 1.0).round(2)  # the Gulf of Cadiz, Gibraltar
+        array([[0.93, 0.26]], dtype=float32)
     """
     lon, lat = np.atleast_1d(np.asarray(lon, float)), np.atleast_1d(np.asarray(lat, float))
     dlon, dlat = (float(resolution),) * 2 if np.ndim(resolution) == 0 else map(float, resolution)

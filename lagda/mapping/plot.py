@@ -76,14 +76,23 @@ def plot_map(store, out_png, day: str | None = None) -> tuple[str, str]:
     """Returns (out_png, the day drawn) after drawing `map_figure` of one day of a map store.
 
     Args:
-        store: a `lagda map` store (.zarr or .nc); out_png: the image (written via a temporary file + rename).
+        store: a `lagda map` store (.zarr or .nc).
+        out_png: the PNG image to write (via a temporary file and a rename).
         day: a date (ISO 8601, "2025-03-15"): the map time nearest it; None: the day with the most fixes.
+
+    Returns:
+        `(out_png, day)`: the image's path as a string and the day drawn, "YYYY-MM-DD".
+
     Raises:
-        FileNotFoundError: no such store. ValueError: a day outside the map's period, or not a date.
+        FileNotFoundError: no such store.
+        ValueError: a day outside the map's period, or not a date.
 
-    Example (after `lagda map --tracks lagda/shipped/gdp_like.nc --out map.nc`)::
+    Example:
+        After `lagda map --tracks lagda/shipped/gdp_like.nc --out map.nc` (not run here):
 
+        ```python
         plot_map("map.nc", "map.png")  # ("map.png", "2025-03-02"): the day with the most fixes
+        ```
     """
     with open_map(store) as maps:
         times = maps["time"].values

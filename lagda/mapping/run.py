@@ -53,10 +53,16 @@ class MapSettings:
         region: (west, east, south, north) degrees (east < west crosses the dateline); None: the extent of the
             archive's fixes, which `map_archive` finds and records (archive.archive_extent).
         period: (start, end) seconds since 1970-01-01T00:00:00Z; None: from the first to the last fix, likewise.
-        resolution: cell size in degrees; cadence_s: seconds between map times.
-        tile_deg, halo_deg: tile height (and about its width in distance) and halo in degrees of latitude.
-        window_days, step_days: each tile's time window and the step between windows.
-        k_max, degree: the tile basis (circular Fourier modes per box side, Legendre degree in time).
+        resolution: cell size in degrees (longitude and latitude).
+        cadence_s: seconds between map times (default: a day).
+        tile_deg: tile height in degrees of latitude; a tile is about as wide in distance (lagda.mapping.tiles).
+        halo_deg: how far each tile's box reaches beyond its core on every side, in degrees of latitude (and the
+            same distance in longitude): the fixes in the box inform the tile, whose field fades to 0 across the
+            halo where it is blended with its neighbours'.
+        window_days: each tile's time window, days.
+        step_days: the step between the starts of consecutive windows, days.
+        k_max: the tile basis's circular Fourier modes, up to `k_max` per box side.
+        degree: the tile basis's Legendre polynomial degree in time.
         keep_undrogued: keep fixes with drogue_status 0.
         local_gp: add to each tile's field a space-time Gaussian process of what the basis leaves out at the
             drifters (lagda.mapping.residual), fitted per tile; without it that velocity is the error model's std.
@@ -64,6 +70,10 @@ class MapSettings:
             `sea_area_fraction` is written either way.
         withhold: the fraction of the drifters left out of the map and checked against it once it is written
             (lagda.mapping.check: the same drifters on every run); 0: every drifter mapped.
+
+    Raises:
+        ValueError: resolution or cadence_s not positive, k_max < 1 or degree < 0; region latitudes outside
+            -80 <= south < north <= 80, or a period that does not end after it starts; withhold outside [0, 1).
 
     Example:
         >>> from lagda.io.physical import parse_time
@@ -266,21 +276,50 @@ def _load_piece(partial: str, key: str) -> dict:
 def map_archive(archive, out, settings: MapSettings, workers: int | None = None, scheduler: str | None = None,
                 resume: bool = False, overwrite: bool = False, progress: bool = True, say=print) -> dict:
     """Maps the archive's drifters to daily velocity maps with their std; writes `out` (.zarr or .nc); returns a
-    summary {"tiles", "inverted", "skipped", "seconds", "notes"}.
+    summary of the run.
+
+    A region or period left None in `settings` is the extent of the archive's fixes (the same on a resume); a
+    note says what was chosen.
 
     Args:
         archive: a ragged netCDF file or Zarr store read in slices, any lon/lat track file, several, or a folder
-            of them (lagda.mapping.archive); out: the output path, ending in .zarr or .nc.
-        workers: Dask LocalCluster worker processes (default: the CPUs); scheduler: the address of a running Dask
-            scheduler instead. resume: finish an interrupted run (a finished one is left as it is); overwrite: start
-            again. say: where the progress notes go (one line each). A region or period left None in `settings` is
-            the extent of the archive's fixes (the same on a resume); a note says what was chosen.
+            of them (lagda.mapping.archive).
+        out: the output path, ending in .zarr or .nc.
+        settings: what the map is made of (`MapSettings`); a resume compares every field.
+        workers: Dask LocalCluster worker processes (default: the CPUs); ignored with `scheduler`.
+        scheduler: the address of a running Dask scheduler (tcp://HOST:8786) to use instead of a local cluster.
+        resume: finish an interrupted run from the tiles saved in `OUT.partial/` (a finished one is left as it
+            is).
+        overwrite: start again, discarding an existing output or unfinished run.
+        progress: show progress bars (reading the archive, the tiles) on stderr.
+        say: where the progress notes go (one line each; default: print).
+
+    Returns:
+        A summary dict: "tiles" (their count), "inverted" and "skipped" (tiles), "seconds" (wall), "notes" (the
+            note lines said) and "check" (the withheld drifters' check with `settings.withhold`, else None); for
+            an output already complete, {"tiles", "already_complete": True, "seconds": 0.0, "notes": []}.
+
     Raises:
-        FileNotFoundError: missing archive. ValueError: bad settings, an existing output, a resume with other
-            settings, no fix in the region and period; another run writing `out` (Busy). TileFailed: a tile's
-            Dask worker was lost each time it was sent (a lost worker is otherwise made good: its tiles are sent
-            again); OSError: the scheduler lost (ConnectionError) or a tile not saved; the finished tiles are
-            kept, the message says how to go on.
+        FileNotFoundError: missing archive.
+        ValueError: bad settings, an existing output, a resume with other settings, no fix in the region and
+            period; another run writing `out` (Busy, a ValueError).
+        TileFailed: a tile's Dask worker was lost each time it was sent (a lost worker is otherwise made good:
+            its tiles are sent again); the finished tiles are kept, the message says how to go on.
+        OSError: the scheduler lost (ConnectionError) or a tile not saved; the finished tiles are kept, the
+            message says how to go on.
+
+    Example:
+        A month of the North Atlantic from a drifter archive, on 2 local worker processes (the call `lagda map`
+        makes; not run here):
+
+        ```python
+        from lagda.io.physical import parse_time
+        from lagda.mapping import MapSettings, map_archive
+
+        settings = MapSettings(region=(-60, -20, 20, 60),
+                               period=(parse_time("2025-01-01"), parse_time("2025-01-31")))
+        summary = map_archive("gdp_hourly.nc", "maps.zarr", settings, workers=2)
+        ```
     """
     out = os.fspath(out)
     if not out.endswith((".zarr", ".nc")):
