@@ -74,7 +74,8 @@ def check_folder(path) -> None:
     """Raises ValueError unless the folder that `path` is to be written in exists and is writable."""
     parent = Path(path).parent
     if not parent.is_dir():
-        raise ValueError(f"cannot write {path}: directory {parent} does not exist")
+        what = f"{parent} is a file, not a directory" if parent.exists() else f"directory {parent} does not exist"
+        raise ValueError(f"cannot write {path}: {what}")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ValueError(f"cannot write {path}: directory {parent} is not writable")
 

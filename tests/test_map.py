@@ -244,6 +244,10 @@ def test_a_second_map_on_the_same_output_is_refused_before_it_writes(small_map, 
     with pytest.raises(ValueError, match=f"cannot write .*: directory {tmp_path / 'missing'} does not exist"):
         map_archive(archive, tmp_path / "missing" / "map.nc", s, scheduler=scheduler, progress=False,
                     say=lambda _: None)
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(ValueError, match=f"cannot write .*: {tmp_path / 'a-file'} is a file, not a directory"):
+        map_archive(archive, tmp_path / "a-file" / "map.nc", s, scheduler=scheduler, progress=False,
+                    say=lambda _: None)
 
 
 def test_a_map_that_cannot_be_written_keeps_its_tiles_and_says_resume(small_map, tmp_path, monkeypatch):
