@@ -11,7 +11,8 @@ stored as float64 (exact). Positions are stored in the integrator's precision.
 Work is done in chunks of `chunk_size` fields; the last chunk is padded to the same shape so
 one compilation serves the run, and that shape is padded to a multiple of `PAD` fields: compiled for batches of
 150 or 500 fields, a few fields (at 500, the last two of each 250) came out of XLA's CPU code different in the
-last bit from the same fields in a batch of 1,000 (measured; at multiples of PAD they agree on this machine).
+last bit from the same fields in a batch of 1,000 (measured; at multiples of PAD they agree on this machine, whose
+AVX-512 vectors hold 16 float32; at multiples of 8 they did not).
 A shard (`shard=(i, n)`, `lagda simulate --shard I/N`) computes
 the contiguous block of samples `schema.shard_block(n_samples, i, n)` with the same per-sample keys, so
 its file holds exactly those rows of the unsharded file; `schema.open_dataset` over all n shard
@@ -287,7 +288,7 @@ def _chunk_path(partial: Path, index: int) -> Path:
     return partial / f"chunk_{index:06d}.npz"
 
 
-PAD = 64  # fields: every chunk is compiled for a multiple of this many (the module docstring says why)
+PAD = 16  # fields: every chunk is compiled for a multiple of this many (the module docstring says why)
 
 
 def _run_chunks(config: SimConfig, modes, partial: Path, progress: Callable | None, block: tuple[int, int]):

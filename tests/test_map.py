@@ -852,6 +852,16 @@ def test_map_reads_other_track_files_as_the_ragged_archive(tmp_path):
         fixes = select_fixes(other, region, period, **chunked)
         for name in ("traj", "time", "lon", "lat"):
             np.testing.assert_array_equal(getattr(fixes, name), getattr(reference, name))
+    padded = tmp_path / "padded.nc"  # a (trajectory, obs) file padded past each track's end: the slots are no fixes
+    pad = lambda values, fill: np.concatenate([values.reshape(n, m), np.full((n, 5), fill, values.dtype)], axis=1)
+    xr.Dataset({"id": ("trajectory", ds.id.values, {"cf_role": "trajectory_id"}),
+                "lon": (("trajectory", "obs"), pad(ds.lon.values, np.nan), {"units": "degrees_east"}),
+                "lat": (("trajectory", "obs"), pad(ds.lat.values, np.nan), {"units": "degrees_north"}),
+                "time": (("trajectory", "obs"), pad(ds.time.values, np.datetime64("NaT")))},
+               attrs={"featureType": "trajectory"}).to_netcdf(padded)
+    fixes = select_fixes(padded, region, period)
+    np.testing.assert_array_equal(fixes.time, reference.time)
+    assert f": {n * m} of {n * m} fixes in the region and period" in fixes.notes[-1]
     one = select_fixes(files[0], region, period)  # one GDP file alone: it has a rowsize, its positions are 2-D
     for name in ("time", "lon", "lat"):
         np.testing.assert_array_equal(getattr(one, name), getattr(reference, name)[reference.traj == 0])

@@ -242,7 +242,7 @@ def test_previous_option_names_are_accepted_with_a_deprecation_note():
 def test_cli_assimilate_method_options_are_validated(tmp_path, capsys):
     from lagda.cli import main
 
-    (tmp_path / "t.csv").write_text("id,time,x,y\n")
+    (tmp_path / "t.csv").write_text("id,time,x,y\n" + "".join(f"a,{0.01 * k},{0.1 + 0.01 * k},0.5\n" for k in range(5)))
     for flag, value, message in (("--noise-std", "-1", "noise_std must be >= 0"),
                                  ("--bank-size", "0", "bank_size must be in"), ("--top-k", "0", "top_k must be in")):
         code = main(["assimilate", "--tracks", str(tmp_path / "t.csv"), flag, value, "--out", str(tmp_path / "r.nc")])

@@ -297,13 +297,16 @@ def _ragged_dataset(raw, name: str, several: bool = False):
         holds = "these files hold" if several else "this file holds"
         raise ValueError(f"{name}: lagda map maps longitude/latitude fixes at dated times; {holds} {kind} "
                          "(lagda assimilate reads it)")
-    positions = np.concatenate(raw.positions) if raw.times else np.zeros((0, 2))
-    variables = {"rowsize": ("traj", np.array([len(t) for t in raw.times], np.int64)), "id": ("traj", raw.ids),
+    # a padded (trajectory, obs) file's empty slots (no time, no position) are not fixes: left out, not counted
+    slots = [np.isfinite(t) | np.any(np.isfinite(p), axis=-1) for t, p in zip(raw.times, raw.positions)]
+    positions = np.concatenate([p[k] for p, k in zip(raw.positions, slots)]) if raw.times else np.zeros((0, 2))
+    variables = {"rowsize": ("traj", np.array([k.sum() for k in slots], np.int64)), "id": ("traj", raw.ids),
                  "lon": ("obs", positions[:, 0]), "lat": ("obs", positions[:, 1]),
-                 "time": ("obs", np.concatenate(raw.times) if raw.times else np.zeros(0),
+                 "time": ("obs", np.concatenate([t[k] for t, k in zip(raw.times, slots)]) if raw.times else np.zeros(0),
                           {"units": "seconds since 1970-01-01T00:00:00Z"})}
     if "drogue_status" in raw.per_fix:
-        variables["drogue_status"] = ("obs", np.concatenate(raw.per_fix["drogue_status"]))
+        variables["drogue_status"] = ("obs", np.concatenate([d[k] for d, k in zip(raw.per_fix["drogue_status"],
+                                                                                   slots)]))
     return xr.Dataset(variables)
 
 
