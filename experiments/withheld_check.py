@@ -26,7 +26,7 @@ import numpy as np
 import xarray as xr
 
 from experiments.basin_run import run_map
-from experiments.basin_year import PAGE, full, make, quick, score_store, write_page
+from experiments.basin_year import PAGE, _fmt, full, make, quick, score_store, write_page
 from lagda.io.physical import parse_time
 from lagda.io.tracks import id_text
 from lagda.mapping.archive import clean, select_fixes
@@ -74,10 +74,6 @@ def write_csv(rows: list[dict], path: pathlib.Path) -> pathlib.Path:
         writer.writeheader()
         writer.writerows(old + [{k: _fmt(r.get(k, "")) for k in FIELDS} for r in rows])
     return path
-
-
-def _fmt(value):
-    return f"{value:.4g}" if isinstance(value, float) else value
 
 
 def page_table(csv_path: pathlib.Path) -> str:

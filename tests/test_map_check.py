@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from lagda.assimilation.scores import Z
 from lagda.io.physical import EARTH_RADIUS_M, parse_time
 from lagda.io.tracks import id_text
 from lagda.mapping.archive import Fixes, clean, select_fixes
-from lagda.mapping.check import Z95, check_map, withheld
+from lagda.mapping.check import check_map, withheld
 from lagda.mapping.run import MapSettings, _differences, map_archive, open_map
 
 DAY = 86400.0
@@ -61,7 +62,7 @@ def test_the_check_of_a_known_map_against_known_drifters_is_the_closed_form():
     reference = np.array([[0.15, 0.0]] * 3 + [[0.05, 0.0]] * 4)
     assert scores["error"] == pytest.approx(np.sqrt(np.sum(error**2) / np.sum(reference**2)), rel=1e-6)
     std = np.array([0.01, 0.015])
-    assert scores["coverage_95"] == pytest.approx(np.mean(np.abs(error) <= Z95 * std))
+    assert scores["coverage_95"] == pytest.approx(np.mean(np.abs(error) <= Z * std))
     assert scores["z_rms"] == pytest.approx(np.sqrt(np.mean((error / std) ** 2)), rel=1e-6)
     maps["u"][:] = np.nan  # no value anywhere: every velocity inside is counted as such
     assert check_map(maps, fixes)["no_value"] == 7

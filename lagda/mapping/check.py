@@ -17,11 +17,11 @@ import hashlib
 
 import numpy as np
 
+from lagda.assimilation.scores import Z
 from lagda.mapping.archive import Fixes
 from lagda.mapping.tiles import DAY_S
 
 CHECK_CHUNK_S = DAY_S  # the withheld drifters' velocities: displacements over this long
-Z95 = 1.959964
 
 
 def withheld(fixes: Fixes, fraction: float) -> np.ndarray:
@@ -97,7 +97,7 @@ def band_scores(mean, std, reference) -> dict:
     return {"velocities": n, "error": float(np.sqrt(np.sum(error**2) / np.sum(np.square(reference)))),
             "rms_m_s": float(np.sqrt(np.mean(np.sum(error**2, axis=1)))),
             "speed_rms_m_s": float(np.sqrt(np.mean(np.sum(np.square(reference), axis=1)))),
-            "coverage_95": float(np.mean(np.abs(error) <= Z95 * std)),
+            "coverage_95": float(np.mean(np.abs(error) <= Z * std)),
             "z_rms": float(np.sqrt(np.mean((error / std) ** 2)))}
 
 

@@ -24,6 +24,7 @@ from lagda.mapping.archive import Fixes
 from lagda.mapping.tiles import DAY_S, Tile
 
 MIN_SEGMENTS = 2  # a tile with fewer drifter segments is not inverted (too little to choose a prior from)
+TOO_FEW_SEGMENTS = f"fewer than {MIN_SEGMENTS} drifter segments"  # such a tile's "skipped" reason
 STD_EVERY = 2  # the predictive std is computed on every STD_EVERY-th cell and day, and interpolated between
 LOCAL_CHUNK_S = 6 * 3600.0  # the drifter velocities of the local fit: displacements over chunks of this length
 LOCAL_MAX_POINTS = 1200  # the GP is conditioned on at most this many velocities (beyond: the nearest in time per day)
@@ -82,7 +83,7 @@ def invert_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int,
     segments = fixes.segments()
     info = {"tile": tile.key, "fixes": int(len(fixes)), "segments": len(segments)}
     if len(segments) < MIN_SEGMENTS:
-        return {"info": {**info, "skipped": f"fewer than {MIN_SEGMENTS} drifter segments"}}
+        return {"info": {**info, "skipped": TOO_FEW_SEGMENTS}}
     mapping, tracks = tile_tracks(fixes, segments, tile)
     mean, cov, rep_std, chosen = _posterior(tracks, k_max, degree)
     model = chosen.pop("model")

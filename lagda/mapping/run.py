@@ -22,7 +22,7 @@ from lagda.io.formats import is_url, open_zarr_url, source_name, track_files
 from lagda.io.land import SOURCE as LAND_SOURCE
 from lagda.io.land import sea_fraction
 from lagda.mapping.archive import Fixes, archive_extent, clean, select_fixes, unsegmented_text
-from lagda.mapping.invert import Grid, invert_tile, tile_fixes
+from lagda.mapping.invert import TOO_FEW_SEGMENTS, Grid, invert_tile, tile_fixes
 from lagda.mapping.tiles import DAY_S, Tile, check_extent, region_width, tile_layout
 from simulate.atomic import (
     OutputLock,
@@ -381,8 +381,8 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
     skipped = [i for i in infos if "skipped" in i]
     zero = sum(bool(i.get("zero_guard")) for i in infos)
     outliers = [i.get("velocity_outliers_dropped", 0) for i in infos]
-    few = sum(i["skipped"].startswith("fewer than") for i in skipped)
-    failed = [f"{i['tile']}: {i['skipped']}" for i in skipped if not i["skipped"].startswith("fewer than")]
+    few = sum(i["skipped"] == TOO_FEW_SEGMENTS for i in skipped)
+    failed = [f"{i['tile']}: {i['skipped']}" for i in skipped if i["skipped"] != TOO_FEW_SEGMENTS]
     # a tile whose tracks cannot be inverted (drifters that never move: no velocity variance) is said with why
     unusable = (f", {len(failed)} whose tracks could not be inverted (left to the others, else NaN; "
                 f"{failed[0]}{' and others in tile_records' if len(failed) > 1 else ''})" if failed else "")
