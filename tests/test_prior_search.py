@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 
 from lagda.assimilation.methods import prior_search
-from lagda.assimilation.methods.linear_gaussian import log_evidence, normal_log_evidence
+from lagda.assimilation.methods.linear_gaussian import (
+    log_evidence,
+    normal_log_evidence,
+    normal_posterior,
+    rows_log_evidence,
+    rows_posterior_mean,
+)
 from lagda.assimilation.methods.prior_search import (
     PriorSearch,
     _Whitened,
@@ -65,6 +71,38 @@ def test_normal_log_evidence_matches_the_svd_evidence_and_its_gradient():
     eps = 1e-6
     numeric = [(normal_log_evidence(g.T @ g, g.T @ y, 0.0, d * np.exp(eps * e)) - ratio) / eps for e in np.eye(12)]
     np.testing.assert_allclose(grad, numeric, rtol=1e-4, atol=1e-6)
+
+
+def test_the_evidence_and_mean_from_fewer_rows_than_unknowns_are_the_normal_equations_ones():
+    rng = np.random.default_rng(3)
+    g, y, d = rng.normal(size=(12, 60)), rng.normal(size=12), np.exp(rng.normal(size=60))
+    ratio, grad = rows_log_evidence(g, y, d, gradient=True)
+    # the closed form (an SVD of G D^1/2 at unit noise), and the same quantity from G^T G in the unknowns' space
+    assert ratio == pytest.approx(log_evidence(g, y, d, 1.0) + 0.5 * float(y @ y), rel=1e-10)
+    normal, normal_grad = normal_log_evidence(g.T @ g, g.T @ y, float(y @ y), d, gradient=True)
+    assert ratio == pytest.approx(normal, rel=1e-10)
+    np.testing.assert_allclose(grad, normal_grad, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(rows_posterior_mean(g, y, d), normal_posterior(g.T @ g, g.T @ y, d)[0], rtol=1e-9)
+
+
+def test_whitened_folds_with_fewer_rows_than_unknowns_answer_as_their_normal_equations():
+    rng = np.random.default_rng(4)
+    model = _model(k_max=4, degree=1)
+    points, t, vel, track = _tracks(model, None, rng, n_track=6, n_obs=6)
+    g = velocity_basis(points, t, *model.modes)
+    folds = [np.flatnonzero(track % 3 == f) for f in range(3)]
+    whitened = _Whitened.build([track_series(g[f], vel[f], track[f], t[f]) for f in folds], (0.05, 2.0, 1e-4))
+    assert whitened.dual  # 72 rows, 100 unknowns
+    grams = [gw.T @ gw for gw, _ in whitened.rows]
+    rhss = [gw.T @ yw for gw, yw in whitened.rows]
+    prior_var = np.exp(rng.normal(size=g.shape[-1]))
+    assert whitened.log_evidence(prior_var) == pytest.approx(
+        normal_log_evidence(sum(grams), sum(rhss), whitened.yy, prior_var), rel=1e-10)
+    without_first = normal_posterior(grams[1] + grams[2], rhss[1] + rhss[2], prior_var, covariance=False)[0]
+    np.testing.assert_allclose(whitened.mean(prior_var, leave_out=0), without_first, rtol=1e-8, atol=1e-10)
+    mean, cov = whitened.posterior(prior_var)
+    np.testing.assert_allclose(mean, whitened.mean(prior_var), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(cov, normal_posterior(sum(grams), sum(rhss), prior_var)[1], rtol=1e-8, atol=1e-9)
 
 
 def test_fitted_log_spectrum_recovers_a_known_spectrum():
@@ -166,3 +204,4 @@ def test_fixes_a_few_kilometres_off_are_left_out_instead_of_zeroing_the_answer(m
     monkeypatch.setattr(prior_search, "OUTLIER_K", np.inf)  # the plain Gaussian search: the spikes zero the answer
     gaussian, _, _, _, _, plain = search_prior(points, t, spiked, track, 1e-4, model)
     assert plain["zero_guard"] and plain["cv_ratio"] >= 1 and np.all(gaussian == 0)
+

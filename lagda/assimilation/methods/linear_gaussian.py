@@ -215,17 +215,42 @@ def _scaled_factor(gram, prior_var):
     prior_var D `(p,)`; B is built in one buffer and factored in place (the search factors it hundreds of times).
     Raises LinAlgError for a gram that is not positive semidefinite."""
     root = np.sqrt(np.asarray(prior_var, np.float64))
-    b = np.multiply(gram, root[:, None])
-    b *= root[None, :]
-    b.flat[:: len(root) + 1] += 1.0
-    try:  # b is symmetric, so its transpose is the same matrix in Fortran order: LAPACK factors it without a copy
-        return root, cholesky(b.T, lower=True, overwrite_a=True, check_finite=False)
+
+    def identity_plus():
+        b = np.multiply(gram, root[:, None])
+        b *= root[None, :]
+        b.flat[:: len(root) + 1] += 1.0
+        return b
+
+    return root, _identity_plus_factor(identity_plus)
+
+
+def _rows_factor(rows, prior_var):
+    """Returns (H = G D^1/2 `(n, p)`, lower Cholesky factor `(n, n)` of S = I + H H^T = I + G D G^T) for whitened
+    rows G `(n, p)` and prior_var D `(p,)`. Raises LinAlgError for non-finite rows."""
+    h = np.asarray(rows, np.float64) * np.sqrt(np.asarray(prior_var, np.float64))[None, :]
+
+    def identity_plus():
+        s = dsyrk(1.0, h.T, trans=1)  # H H^T in the upper triangle, zeros below (h.T: Fortran order, no copy)
+        s += np.triu(s, 1).T
+        s.flat[:: len(s) + 1] += 1.0
+        return s
+
+    return h, _identity_plus_factor(identity_plus)
+
+
+def _identity_plus_factor(identity_plus):
+    """Returns the lower Cholesky factor of the symmetric matrix identity_plus() = I + (a positive semidefinite
+    matrix), eigenvalues >= 1: factored in place; if rounding made it indefinite, made again, symmetrised and
+    factored with a jitter. Raises LinAlgError when that fails too."""
+    try:  # the matrix is symmetric, so its transpose is the same in Fortran order: LAPACK factors it without a copy
+        return cholesky(identity_plus().T, lower=True, overwrite_a=True, check_finite=False)
     except np.linalg.LinAlgError:  # rounding in a gram of huge prior variances: symmetrised, with a jitter
-        b = np.multiply(gram, root[:, None]) * root[None, :]
+        b = identity_plus()
         sym = 0.5 * (b + b.T)
-        sym.flat[:: len(root) + 1] += 1.0 + 1e-10 * float(np.max(np.abs(np.diag(sym))))
+        sym.flat[:: len(sym) + 1] += 1e-10 * float(np.max(np.abs(np.diag(sym))))
         try:
-            return root, cholesky(sym, lower=True, check_finite=False)
+            return cholesky(sym, lower=True, check_finite=False)
         except np.linalg.LinAlgError:
             raise np.linalg.LinAlgError("the normal equations are not positive definite (the data's gram matrix "
                                         "is not positive semidefinite: non-finite or inconsistent tracks)") from None
@@ -272,3 +297,32 @@ def normal_log_evidence(gram, rhs, yy: float, prior_var, gradient: bool = False)
     inv = np.tril(inv)
     u = inv.T @ w  # B^-1 z = D^-1/2 m
     return ratio, 0.5 * (u**2 + np.sum(inv**2, axis=0) - 1.0)
+
+
+def rows_log_evidence(rows, values, prior_var, gradient: bool = False):
+    """Returns `normal_log_evidence` of whitened data from the data themselves: rows G `(n, p)`, values y `(n,)`,
+    prior_var D `(p,)`; with `gradient` also its derivative `(p,)` with respect to log D.
+
+    The same quantity through S = I + G D G^T `(n, n)` in place of B `(p, p)` (det S = det B, and z^T B^-1 z =
+    y^T y - y^T S^-1 y): cheaper when there are fewer rows than unknowns. With H = G D^1/2, S = L L^T and
+    a = S^-1 y, the derivative in log D_i is ((H^T a)_i^2 - |L^-1 h_i|^2) / 2 (MacKay's, as there).
+    Raises LinAlgError for non-finite rows.
+    """
+    values = np.asarray(values, np.float64)
+    h, chol = _rows_factor(rows, prior_var)
+    w = solve_triangular(chol, values, lower=True, check_finite=False)  # L^-1 y: y^T S^-1 y = |w|^2
+    ratio = 0.5 * float(values @ values - w @ w) - float(np.sum(np.log(np.diag(chol))))
+    if not gradient:
+        return ratio
+    a = solve_triangular(chol, w, lower=True, trans=1, check_finite=False)  # S^-1 y
+    projected = solve_triangular(chol, h, lower=True, check_finite=False)  # L^-1 H
+    return ratio, 0.5 * ((h.T @ a) ** 2 - np.sum(projected**2, axis=0))
+
+
+def rows_posterior_mean(rows, values, prior_var):
+    """Returns `normal_posterior`'s mean `(p,)` from the whitened rows G `(n, p)` and values y `(n,)` themselves:
+    D G^T (I + G D G^T)^-1 y, cheaper when there are fewer rows than unknowns. Raises LinAlgError for
+    non-finite rows."""
+    h, chol = _rows_factor(rows, prior_var)
+    a = cho_solve((chol, True), np.asarray(values, np.float64), check_finite=False)
+    return np.sqrt(np.asarray(prior_var, np.float64)) * (h.T @ a)
