@@ -205,3 +205,11 @@ def test_fixes_a_few_kilometres_off_are_left_out_instead_of_zeroing_the_answer(m
     gaussian, _, _, _, _, plain = search_prior(points, t, spiked, track, 1e-4, model)
     assert plain["zero_guard"] and plain["cv_ratio"] >= 1 and np.all(gaussian == 0)
 
+
+def test_drifters_that_never_move_are_refused_in_words():
+    """Every velocity zero (drifters aground, or a file of one position per drifter): no scale for the prior, so no
+    search (it took the log of zero and ended in a linear-algebra error about NaNs)."""
+    model = _model()
+    points, t, vel, track = _tracks(model, None, np.random.default_rng(5), n_track=4, n_obs=10)
+    with pytest.raises(ValueError, match=r"^no drifter moves between its fixes \(every velocity is zero\)"):
+        search_prior(points, t, np.zeros_like(vel), track, 1e-4, model)

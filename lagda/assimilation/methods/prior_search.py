@@ -51,6 +51,7 @@ from simulate.flow import current_mask, velocity_basis
 LOG_VAR_RANGE = 60.0  # prior log-variances searched within this of the start's largest
 OUTLIER_K = 6.0  # searched pairs whose residual is over this many standard deviations (`velocity_outliers`): out
 OUTLIER_PASSES = 2  # the outliers flagged again against the estimate without them at most this many times
+NO_MOTION = "no drifter moves between its fixes (every velocity is zero)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,7 +283,12 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
 
     Velocities far off a fitted field are left out before and after the search (`screen_first_fit`,
     `velocity_outliers`; the module's docstring), their counts in the info ("velocity_outliers_dropped" and its parts).
+
+    Raises:
+        ValueError: when every velocity is zero (no drifter moves: nothing sets the flow's scale).
     """
+    if not np.any(vel):
+        raise ValueError(f"{NO_MOTION}: there is no flow to estimate from them")
     spec = model.search
     keep = thin_pairs(t, track, spec.spacing_days * spec.day)
     points, t, vel, track = points[keep], t[keep], vel[keep], track[keep]
