@@ -664,7 +664,8 @@ def test_a_tile_that_cannot_be_inverted_is_said_with_why(small_map, tmp_path):
                           say=said.append)
     assert summary["inverted"] == 0
     line = [x for x in said if "tiles inverted" in x][0]
-    assert ", 0 without enough drifters" in line and "whose tracks could not be inverted" in line and "rep_var" in line
+    assert ", 0 without enough drifters" in line and "whose tracks could not be inverted" in line
+    assert "no drifter moves between its fixes (every velocity is zero)" in line
 
 
 def test_archive_extent_leaves_out_spikes_and_lone_fixes_and_reads_whole_tracks_in_slices(tmp_path):
@@ -873,6 +874,50 @@ def test_map_reads_other_track_files_as_the_ragged_archive(tmp_path):
     with pytest.raises(ValueError, match="lagda map maps longitude/latitude fixes") as info:
         archive_extent(model, 0.5, 86400.0)
     assert "\n" not in str(info.value)
+
+
+def test_a_file_of_unsorted_fixes_is_mapped_sorted_and_says_so(tmp_path):
+    """A CSV whose rows are shuffled: its fixes are grouped by drifter in the file's order, and the cleaning sorts
+    each drifter's times and counts them in a note, as `lagda assimilate` says it (the map sorted them silently)."""
+    from lagda.mapping.archive import archive_extent, clean, select_fixes
+
+    ragged, shuffled = tmp_path / "gdp.nc", tmp_path / "shuffled.csv"
+    write_archive(ragged, -40.0, 30.0, size=2.0, days=3, n=4)
+    with xr.open_dataset(ragged) as ds:
+        ds = ds.load()
+    stamps = np.datetime_as_string(ds.time.values, unit="s")
+    rows = [f"{i},{t}Z,{float(lon)!r},{float(lat)!r}" for i, t, lon, lat in
+            zip(np.repeat(ds.id.values, ds.rowsize.values), stamps, ds.lon.values, ds.lat.values)]
+    np.random.default_rng(0).shuffle(rows)
+    shuffled.write_text("\n".join(["id,time,lon,lat", *rows]) + "\n")
+    region, period, _ = archive_extent(ragged, 0.5, 86400.0)
+    reference = clean(select_fixes(ragged, region, period))
+    fixes = clean(select_fixes(shuffled, region, period))
+    by_drifter = lambda f: np.lexsort((f.time, f.ids[f.traj].astype(str)))  # the CSV numbers drifters as they come
+    for name in ("time", "lon", "lat"):
+        np.testing.assert_array_equal(getattr(fixes, name)[by_drifter(fixes)],
+                                      getattr(reference, name)[by_drifter(reference)])
+    assert all(np.all(np.diff(fixes.time[fixes.traj == k]) > 0) for k in range(4))
+    assert "clean: times sorted in 4 trajectories" in fixes.notes and fixes.clean["clean_trajectories_sorted"] == 4
+    assert reference.clean["clean_trajectories_sorted"] == 0
+
+
+def test_a_ragged_file_that_does_not_declare_its_layout_is_read_and_says_how(tmp_path):
+    """A ragged file whose count has no CF sample_dimension (clouddrift's adapters, or a hand-made file): read from
+    its dimensions, and a note says so; a declared one says nothing of it."""
+    from lagda.mapping.archive import archive_extent, select_fixes
+
+    bare, declared = tmp_path / "bare.nc", tmp_path / "declared.nc"
+    write_archive(bare, -40.0, 30.0, size=2.0, days=3, n=4)
+    with xr.open_dataset(bare) as ds:
+        ds = ds.load()
+    ds["rowsize"].attrs["sample_dimension"] = "obs"
+    ds.to_netcdf(declared)
+    region, period, _ = archive_extent(bare, 0.5, 86400.0)
+    line = ("bare.nc: no CF sample_dimension attribute; assumed a contiguous ragged array (clouddrift layout): "
+            "rowsize(traj) counts the observations along 'obs'")
+    assert any(note.endswith(line) for note in select_fixes(bare, region, period).notes)
+    assert not any("assumed" in note for note in select_fixes(declared, region, period).notes)
 
 
 def test_plot_map_draws_the_busiest_day_or_the_one_asked_for(uniform, tmp_path):

@@ -718,6 +718,12 @@ def _gdp_variables(ds, instance_dim, obs_dims, split, sizes) -> dict:
     return out
 
 
+def assumed_ragged(path, why: str, count: str, count_dim: str, sample_dim: str) -> str:
+    """Returns the line that says a file was read as a contiguous ragged array found from its dimensions."""
+    return (f"{path}: {why}; assumed a contiguous ragged array (clouddrift layout): {count}({count_dim}) counts the "
+            f"observations along {sample_dim!r}")
+
+
 def _guess_layout(ds, path, why: str | None, position: str | None = None) -> list:
     """Returns [(count, sample_dim)] for a ragged array without attributes, [] for (trajectory, obs) arrays.
 
@@ -743,8 +749,7 @@ def _guess_layout(ds, path, why: str | None, position: str | None = None) -> lis
                     continue
                 if sample_dim != var.dims[0] and int(var.values.sum()) == size and size > 0:
                     why = why or "featureType trajectory without CF ragged attributes (sample_dimension)"
-                    warnings.warn(f"{path}: {why}; assumed a contiguous ragged array (clouddrift layout): "
-                                  f"{name}({var.dims[0]}) counts the observations along {sample_dim!r}", stacklevel=6)
+                    warnings.warn(assumed_ragged(path, why, name, var.dims[0], sample_dim), stacklevel=6)
                     return [(name, sample_dim)]
     if two_d:
         if why is None:  # featureType trajectory over two dimensions: the CF multidimensional layout

@@ -41,7 +41,7 @@ _EXTENT_RULES = {"impossible_positions_dropped": "at no place on the sphere (fil
 
 @dataclasses.dataclass(frozen=True)
 class Fixes:
-    """Fixes of several drifters, flat and sorted by (trajectory, time).
+    """Fixes of several drifters, flat, grouped by trajectory (sorted by time in each once `clean`ed).
 
     Attributes:
         traj: int64 `(fix,)` index into `ids`; ids: `(trajectory,)` the archive's ids as stored.
@@ -181,7 +181,7 @@ class _Archive:
         Raises:
             LivesDisagree: a file read has a fix outside the lives its drifters state.
         """
-        from lagda.io.formats import SeveralFiles, is_url, merge_raw
+        from lagda.io.formats import SeveralFiles, assumed_ragged, is_url, merge_raw
         from lagda.io.tracks import id_text
 
         if len(self.files) == 1:
@@ -193,6 +193,9 @@ class _Archive:
             self.notes = tuple(ds.attrs.get("lagda_read_notes", ()))
             with ds:
                 piece = _Ragged(ds, self.name)
+                if "sample_dimension" not in ds[piece.count].attrs:  # a ragged file opened as it is, undeclared
+                    self.notes += (assumed_ragged(self.name, "no CF sample_dimension attribute", piece.count,
+                                                  ds[piece.count].dims[0], piece.obs_dim),)
                 self._ids, self.n_total = np.asarray(piece.ids()), piece.n_total
                 yield piece, np.arange(len(self._ids), dtype=np.int64), 1
             return
@@ -300,7 +303,8 @@ def _ragged_dataset(raw, name: str, several: bool = False):
     # a padded (trajectory, obs) file's empty slots (no time, no position) are not fixes: left out, not counted
     slots = [np.isfinite(t) | np.any(np.isfinite(p), axis=-1) for t, p in zip(raw.times, raw.positions)]
     positions = np.concatenate([p[k] for p, k in zip(raw.positions, slots)]) if raw.times else np.zeros((0, 2))
-    variables = {"rowsize": ("traj", np.array([k.sum() for k in slots], np.int64)), "id": ("traj", raw.ids),
+    variables = {"rowsize": ("traj", np.array([k.sum() for k in slots], np.int64), {"sample_dimension": "obs"}),
+                 "id": ("traj", raw.ids),
                  "lon": ("obs", positions[:, 0]), "lat": ("obs", positions[:, 1]),
                  "time": ("obs", np.concatenate([t[k] for t, k in zip(raw.times, slots)]) if raw.times else np.zeros(0),
                           {"units": "seconds since 1970-01-01T00:00:00Z"})}
@@ -335,7 +339,8 @@ class _Ragged:
 
     def __init__(self, ds, path):
         self.ds, self.path = ds, path
-        self.count, obs_dim = _ragged_names(ds, path)
+        self.count, self.obs_dim = _ragged_names(ds, path)
+        obs_dim = self.obs_dim
         self.lon = _variable(ds, _LON_NAMES, path, "longitude")
         self.lat = _variable(ds, _LAT_NAMES, path, "latitude")
         self.time = _variable(ds, ("time",), path, "time")
@@ -425,11 +430,12 @@ class _Ragged:
 
     def fixes(self, sl: slice, lon, lat, seconds, keep, numbers) -> Fixes:
         """Returns the `Fixes` (no ids) of the slice `sl` of the archive where bool `keep` holds (lon, lat, seconds:
-        the slice's, as `chunks` yields them), sorted by (trajectory, time), each trajectory numbered by `numbers`
-        `(trajectory,)` (its number in an archive of several pieces)."""
+        the slice's, as `chunks` yields them), grouped by trajectory in the archive's order (`clean` sorts each
+        one's times and says how many it sorted), each trajectory numbered by `numbers` `(trajectory,)` (its number
+        in an archive of several pieces)."""
         index = np.flatnonzero(keep) + sl.start
         traj = numbers[np.searchsorted(self.ends, index, side="right")]
-        order = np.lexsort((seconds[keep], traj))
+        order = np.argsort(traj, kind="stable")
         drogue = None if self.drogue is None else np.asarray(self.ds[self.drogue][sl].values)[keep][order]
         return Fixes(traj[order], seconds[keep][order], lon[keep][order], lat[keep][order], None, drogue)
 
@@ -601,10 +607,10 @@ def select_fixes(path, region, period, margin_deg: float = 0.0, margin_s: float 
         drogues = [np.full(len(p), np.nan) if d is None else d for p, d in zip(parts, drogues)]
     fixes = Fixes(traj, *(np.concatenate([getattr(p, name) for p in parts]) for name in ("time", "lon", "lat")),
                   source.ids(), np.concatenate(drogues) if drogues[0] is not None else None, notes)
-    # a piece's slices end at trajectory ends, each sorted by (trajectory, time): so is their concatenation, unless
-    # a drifter is in several pieces (files read in groups)
+    # a piece's slices end at trajectory ends, each grouped by trajectory: so is their concatenation, unless a
+    # drifter is in several pieces (files read in groups)
     if np.any(np.diff(fixes.traj) < 0):
-        fixes = fixes.subset(np.lexsort((fixes.time, fixes.traj)))
+        fixes = fixes.subset(np.argsort(fixes.traj, kind="stable"))
     return fixes
 
 
