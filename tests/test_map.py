@@ -75,13 +75,18 @@ def test_tiles_fixes_go_to_the_workers_as_data_not_in_the_task_graph(uniform):
     assert not [message for message in uniform[-1] if "large graph" in message]
 
 
-def test_local_cluster_workers_keep_the_adaptive_malloc_threshold():
-    """Dask's default MALLOC_TRIM_THRESHOLD_ (a fixed mmap threshold: page faults on every matrix) is not set."""
+def test_local_cluster_workers_keep_the_adaptive_malloc_threshold_and_leave_ctrl_c_to_lagda():
+    """Dask's default MALLOC_TRIM_THRESHOLD_ (a fixed mmap threshold: page faults on every matrix) is not set; the
+    workers ignore SIGINT (a terminal's Ctrl-C reaches them too: each printed a traceback), the map stops on it."""
+    import signal
+
     from dask.distributed import Client
 
     with local_cluster(1) as cluster, Client(cluster) as client:
         assert list(client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_")).values()) == [None]
         assert list(client.run(lambda: os.environ.get("OPENBLAS_NUM_THREADS")).values()) == ["1"]
+        assert list(client.run(lambda: signal.getsignal(signal.SIGINT) is signal.SIG_IGN).values()) == [True]
+    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
 
 
 def test_uniform_current_is_recovered_on_every_tile_without_seams(uniform):

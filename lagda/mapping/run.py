@@ -515,9 +515,22 @@ def local_cluster(workers: int | None):
     from dask.distributed import LocalCluster
 
     with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
-        # the scheduler's HTTP server on a free port: on Dask's 8787, a second map on the machine printed a warning
+        # the scheduler's HTTP server on a free port: on Dask's 8787, a second map on the machine printed a warning;
+        # each worker runs this module's dask_setup as it starts
         return LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                            dashboard_address=":0", silence_logs=40)
+                            dashboard_address=":0", silence_logs=40, preload=[__name__])
+
+
+def dask_setup(worker) -> None:
+    """Run by each local worker process as it starts (Dask's preload hook): it ignores SIGINT.
+
+    Ctrl-C in a terminal reaches every process of the command; the workers' share of it printed a traceback each
+    over the line that says what the interrupted run left. `lagda map` itself stops on it and closes its cluster,
+    which ends the workers.
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _land_note(sea: np.ndarray, fixes: Fixes, grid: Grid, settings: MapSettings) -> str:
