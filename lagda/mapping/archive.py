@@ -340,18 +340,17 @@ class _Ragged:
     def __init__(self, ds, path):
         self.ds, self.path = ds, path
         self.count, self.obs_dim = _ragged_names(ds, path)
-        obs_dim = self.obs_dim
         self.lon = _variable(ds, _LON_NAMES, path, "longitude")
         self.lat = _variable(ds, _LAT_NAMES, path, "latitude")
         self.time = _variable(ds, ("time",), path, "time")
         for name in (self.lon, self.lat, self.time):
-            if ds[name].dims != (obs_dim,):
-                raise ValueError(f"{path}: {name} has dims {ds[name].dims}, expected ({obs_dim!r},)")
+            if ds[name].dims != (self.obs_dim,):
+                raise ValueError(f"{path}: {name} has dims {ds[name].dims}, expected ({self.obs_dim!r},)")
         self.ends = np.cumsum(ds[self.count].values.astype(np.int64))
         self.times_read = self.positions_read = 0  # observations read, for a note
         self.n_total = int(self.ends[-1]) if len(self.ends) else 0
-        self.drogue = ("drogue_status" if "drogue_status" in ds.variables and ds["drogue_status"].dims == (obs_dim,)
-                       else None)
+        self.drogue = ("drogue_status" if "drogue_status" in ds.variables
+                       and ds["drogue_status"].dims == (self.obs_dim,) else None)
         self.units, self.calendar = ds[self.time].attrs.get("units", ""), ds[self.time].attrs.get("calendar")
         if " since " not in str(self.units):
             has = f"has units {self.units!r}" if self.units else "has no CF units"

@@ -77,8 +77,9 @@ class _Whitened:
     unknowns (the evidence and posterior means then work with (rows x rows) matrices), else as normal equations.
 
     Its evidence and means are the same either way (to rounding); only their cost differs: a sparse set of tracks
-    in a large basis (one box's drifters, a few hundred thinned pairs against a few thousand unknowns) is solved
-    an order of magnitude faster, and in a tenth of the memory, from its rows.
+    in a large basis (one box's drifters: a few hundred thinned pairs against a few thousand unknowns) factors
+    (rows x rows) matrices in place of (unknowns x unknowns) ones, and keeps its rows in place of a Gram matrix
+    per fold.
     """
 
     rows: list | None  # per fold (G_f `(m_f, p)`, y_f `(m_f,)`), when the rows are fewer than the unknowns
