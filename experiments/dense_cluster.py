@@ -142,19 +142,18 @@ def score(store: pathlib.Path, tracks: pathlib.Path) -> dict:
     bu, bv = binned(tracks, lon, lat, times)
     cells = (n > 0) & np.isfinite(u) & np.isfinite(bu)
     rms = lambda a, b: float(np.sqrt(np.mean(((a - tu)[cells] ** 2 + (b - tv)[cells] ** 2) / 2)))
-    inside = np.r_[np.abs(u - tu)[cells] <= 1.96 * su[cells], np.abs(v - tv)[cells] <= 1.96 * sv[cells]]
+    inside = lambda part: np.r_[np.abs(u - tu)[part] <= 1.96 * su[part], np.abs(v - tv)[part] <= 1.96 * sv[part]]
     day = np.arange(len(times))[:, None, None]
 
     def covered(where):  # "coverage (cell-days)" in a part of the cells
         part = cells & where
-        hit = np.r_[np.abs(u - tu)[part] <= 1.96 * su[part], np.abs(v - tv)[part] <= 1.96 * sv[part]]
-        return f"{hit.mean():.3f} ({int(part.sum())})" if part.any() else ""
+        return f"{inside(part).mean():.3f} ({int(part.sum())})" if part.any() else ""
 
     parts = {"coverage_under_10_fixes": covered(n < 10), "coverage_10_to_50_fixes": covered((n >= 10) & (n <= 50)),
              "coverage_over_50_fixes": covered(n > 50), "coverage_days_30_45": covered((day >= 30) & (day <= 45))}
     return {**parts, "cell_days": int(cells.sum()), "error": relative_l2(u, v, tu, tv, cells),
             "binned_error": relative_l2(bu, bv, tu, tv, cells),
-            "coverage": float(inside.mean()), "median_u_std_m_s": float(np.median(su[cells])),
+            "coverage": float(inside(cells).mean()), "median_u_std_m_s": float(np.median(su[cells])),
             "rms_error_m_s": rms(u, v), "binned_rms_error_m_s": rms(bu, bv), "local_gp": local_gp}
 
 

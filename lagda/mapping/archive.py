@@ -429,14 +429,14 @@ class _Ragged:
 
     def fixes(self, sl: slice, lon, lat, seconds, keep, numbers) -> Fixes:
         """Returns the `Fixes` (no ids) of the slice `sl` of the archive where bool `keep` holds (lon, lat, seconds:
-        the slice's, as `chunks` yields them), grouped by trajectory in the archive's order (`clean` sorts each
-        one's times and says how many it sorted), each trajectory numbered by `numbers` `(trajectory,)` (its number
-        in an archive of several pieces)."""
+        the slice's, as `chunks` yields them), in the archive's order: each trajectory's fixes together, as a
+        contiguous ragged array holds them (`clean` sorts each one's times and says how many it sorted; the numbers
+        may decrease from one trajectory to the next, which `select_fixes` puts in order), each trajectory numbered
+        by `numbers` `(trajectory,)` (its number in an archive of several pieces)."""
         index = np.flatnonzero(keep) + sl.start
         traj = numbers[np.searchsorted(self.ends, index, side="right")]
-        order = np.argsort(traj, kind="stable")
-        drogue = None if self.drogue is None else np.asarray(self.ds[self.drogue][sl].values)[keep][order]
-        return Fixes(traj[order], seconds[keep][order], lon[keep][order], lat[keep][order], None, drogue)
+        drogue = None if self.drogue is None else np.asarray(self.ds[self.drogue][sl].values)[keep]
+        return Fixes(traj, seconds[keep], lon[keep], lat[keep], None, drogue)
 
 
 def _stated_lives(variables, path, along=None) -> tuple[np.ndarray, np.ndarray, str] | None:
@@ -606,8 +606,8 @@ def select_fixes(path, region, period, margin_deg: float = 0.0, margin_s: float 
         drogues = [np.full(len(p), np.nan) if d is None else d for p, d in zip(parts, drogues)]
     fixes = Fixes(traj, *(np.concatenate([getattr(p, name) for p in parts]) for name in ("time", "lon", "lat")),
                   source.ids(), np.concatenate(drogues) if drogues[0] is not None else None, notes)
-    # a piece's slices end at trajectory ends, each grouped by trajectory: so is their concatenation, unless a
-    # drifter is in several pieces (files read in groups)
+    # a piece's slices end at trajectory ends, each trajectory's fixes together: in trajectory order unless a
+    # drifter is in several pieces (files read in groups), whose numbers then decrease somewhere
     if np.any(np.diff(fixes.traj) < 0):
         fixes = fixes.subset(np.argsort(fixes.traj, kind="stable"))
     return fixes

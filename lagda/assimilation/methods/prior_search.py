@@ -82,7 +82,8 @@ class _Whitened:
     per fold.
     """
 
-    rows: list | None  # per fold (G_f `(m_f, p)`, y_f `(m_f,)`), when the rows are fewer than the unknowns
+    rows: list | None  # per fold (G_f `(m_f, p)`, y_f `(m_f,)`), when the rows are fewer than the unknowns: views
+    stacked: tuple | None  # into (G, y) of every fold, stacked once (the evidence reads them at every step)
     grams: list | None  # otherwise per fold G_f^T G_f `(p, p)` and G_f^T y_f `(p,)`, and their sums
     rhss: list | None
     gram: np.ndarray | None
@@ -96,15 +97,20 @@ class _Whitened:
         rows = [whiten_track_series(fold, *error)[:2] for fold in arranged]
         yy = float(sum(yw @ yw for _, yw in rows))
         if sum(len(yw) for _, yw in rows) < rows[0][0].shape[1]:
-            return cls(rows, None, None, None, None, yy)
+            stacked = np.concatenate([gw for gw, _ in rows]), np.concatenate([yw for _, yw in rows])
+            ends = np.cumsum([0] + [len(yw) for _, yw in rows])
+            views = [(stacked[0][lo:hi], stacked[1][lo:hi]) for lo, hi in zip(ends[:-1], ends[1:])]
+            return cls(views, stacked, None, None, None, None, yy)
         grams, rhss = [_gram(gw) for gw, _ in rows], [gw.T @ yw for gw, yw in rows]
-        return cls(None, grams, rhss, sum(grams), sum(rhss), yy)
+        return cls(None, None, grams, rhss, sum(grams), sum(rhss), yy)
 
     @property
     def dual(self) -> bool:
         return self.rows is not None
 
     def _stacked(self, leave_out=None):
+        if leave_out is None:
+            return self.stacked
         kept = [r for f, r in enumerate(self.rows) if f != leave_out]
         return np.concatenate([gw for gw, _ in kept]), np.concatenate([yw for _, yw in kept])
 
