@@ -229,6 +229,31 @@ def velocity_basis(points, t, k1, k2, omega, time=None) -> np.ndarray:
     return g
 
 
+def psi_basis(points, t, k1, k2, omega, time=None) -> np.ndarray:
+    """Returns P with psi(z, t) = P x for x = (Re c, Im c): numpy float64 `(..., 2 * mode)`.
+
+    With c = a + i b, psi = sum_k f_k (a_k cos theta_k - b_k sin theta_k) (theta_k as in `velocity_basis`); the
+    uniform current's ramp -Re(A) y + Im(A) x of A = sum f_k c_k e^{i omega_k t} over its modes.
+
+    Args:
+        points: `(..., 2)` positions z; t: times broadcastable to `points.shape[:-1]`.
+        k1, k2, omega: `(mode,)` wavevectors and frequencies; time: `TimeBasis` or None.
+    """
+    z = np.asarray(points, np.float64)
+    k1, k2, omega = (np.asarray(a, np.float64) for a in (k1, k2, omega))
+    t = np.asarray(t, np.float64)[..., None]
+    theta = omega * t + TWO_PI * (z[..., 0:1] * k1 + z[..., 1:2] * k2)  # (..., mode)
+    factor = 1.0 if time is None else temporal_factor(t[..., 0], time, np)
+    current = current_mask(time)
+    periodic = factor if current is None else factor * (1.0 - current)
+    rows = np.concatenate([np.cos(theta) * periodic, -np.sin(theta) * periodic], axis=-1)
+    if current is not None:  # -Re(A) y + Im(A) x, Re(A) = f (a cos - b sin)(omega t), Im(A) = f (a sin + b cos)
+        cos, sin = np.cos(omega * t) * factor * current, np.sin(omega * t) * factor * current
+        x, y = z[..., 0:1], z[..., 1:2]
+        rows = rows + np.concatenate([-cos * y + sin * x, sin * y + cos * x], axis=-1)
+    return rows
+
+
 def many_points(fn, positions, t, coef, k1, k2, omega):
     """Evaluates `psi` or `velocity` for several fields at several points.
 

@@ -9,6 +9,7 @@ from simulate.flow import (
     grid_fields,
     many_points,
     psi,
+    psi_basis,
     rectangular_modes,
     velocity,
     velocity_basis,
@@ -113,3 +114,17 @@ def test_velocity_basis_is_the_jacobian_of_velocity_in_re_im_c(field):
         for j in range(4):
             np.testing.assert_allclose(g[i, j], jax.jacfwd(w_of_x)(x, points[i, j], times[j]), rtol=1e-12, atol=1e-11)
             np.testing.assert_allclose(g[i, j] @ x, w_of_x(x, points[i, j], times[j]), rtol=1e-12, atol=1e-11)
+
+
+def test_psi_basis_is_the_jacobian_of_psi_in_re_im_c(field):
+    coef, omega = field
+    points = jax.random.uniform(jax.random.key(6), (5, 2), jnp.float64, -1.0, 2.0)
+    times = jnp.linspace(0.0, 0.1, 5)
+    rows = psi_basis(points, times, K1, K2, omega)
+    assert rows.shape == (5, 2 * len(K1)) and rows.dtype == np.float64
+    n = len(K1)
+    x = jnp.concatenate([coef[0].real, coef[0].imag])
+    for i in range(5):
+        def psi_of_x(x):
+            return psi(points[i], times[i], x[:n] + 1j * x[n:], K1, K2, omega)
+        np.testing.assert_allclose(rows[i], jax.grad(psi_of_x)(x), rtol=1e-12, atol=1e-11)

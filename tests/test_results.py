@@ -2,16 +2,18 @@
 
 import dataclasses
 
+import jax
 import netCDF4
 import numpy as np
 import pytest
 
 from lagda.assimilation.fields import grid_posterior, posterior_result
-from lagda.assimilation.model import flow_model
-from lagda.assimilation.posterior import Posterior
+from lagda.assimilation.methods.linear_gaussian import gaussian_estimate
+from lagda.assimilation.model import flow_model, to_complex
+from lagda.assimilation.posterior import Posterior, stack_estimates
 from lagda.io.results import read_result, write_result
 from lagda.io.tracks import Tracks
-from simulate.flow import grid_fields, rectangular_modes
+from simulate.flow import circular_modes, grid_fields, in_time, rectangular_modes
 
 K1, K2 = rectangular_modes((-1, 1), (-1, 1))
 OMEGA = np.linspace(-3.0, 3.0, 9)
@@ -56,6 +58,45 @@ def test_weighted_std_matches_monte_carlo_formula():
     mean = np.einsum("m,mtyx->tyx", w[0], u)
     std = np.sqrt(np.einsum("m,mtyx->tyx", w[0], (u - mean) ** 2))
     np.testing.assert_allclose(out["u_std"][0], std, atol=1e-10)
+
+
+@pytest.mark.parametrize("case", ["frequencies", "steady", "legendre-with-current"])
+def test_exact_std_of_a_gaussian_is_that_of_its_root_as_members(case):
+    """For cov = R R^T (r columns), the 2r members mean +- sqrt(r) R_j of weight 1 / 2r have exactly the variance of
+    N(mean, cov) in every linear functional: the exact spreads (from cov) equal those members' weighted spreads."""
+    k1, k2, omega, time = K1, K2, OMEGA, None
+    if case == "steady":
+        omega = np.zeros(len(K1))
+    elif case == "legendre-with-current":
+        c1, c2 = circular_modes(2.0)
+        current = np.arange(len(c1) + 1) == 0
+        k1, k2, omega, time = in_time(np.r_[0, c1], np.r_[0, c2], np.zeros(len(c1) + 1), 2, 0.0, 0.1, current)
+    rng = np.random.default_rng(4)
+    n, r = len(k1), 5
+    root, mean = rng.normal(size=(2 * n, r)), _complex(rng, (1, n))
+    dev = to_complex(np.sqrt(r) * root.T)  # (r, mode)
+    members = np.concatenate([mean + dev, mean - dev])[None]
+    weights = np.full((1, 2 * r), 0.5 / r)
+    exact = Posterior(members, weights, "test", cov=(root @ root.T)[None])
+    sampled = Posterior(members, weights, "test")
+    for a, b in ((exact.std_re, sampled.std_re), (exact.std_im, sampled.std_im)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    out, reference = (grid_posterior(p, k1, k2, omega, TIMES, N, time=time) for p in (exact, sampled))
+    for name in reference:
+        scale = np.abs(reference[name]).max()
+        np.testing.assert_allclose(out[name], reference[name], atol=1e-10 * scale, err_msg=name)
+
+
+def test_a_gaussian_estimate_keeps_its_covariance():
+    cov = np.diag(np.arange(1.0, 19.0))
+    estimate = gaussian_estimate(jax.random.key(0), np.zeros(18), cov, 8)
+    post = stack_estimates([estimate, estimate], "linear", [1.0, 1.0])
+    np.testing.assert_array_equal(post.cov, [cov, cov])
+    np.testing.assert_allclose(post.std_im, np.sqrt(np.arange(10.0, 19.0))[None].repeat(2, 0), rtol=1e-15)
+    mixed = stack_estimates([estimate, dataclasses.replace(estimate, cov=None)], "linear", [1.0, 1.0])
+    assert mixed.cov is None  # the spreads of every field from the samples
+    with pytest.raises(ValueError, match="cov"):
+        Posterior(post.samples, post.weights, "linear", cov=post.cov[:, :4, :4])
 
 
 def _write(path, post, tracks=None, attrs=None, n_modes=9):

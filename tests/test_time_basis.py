@@ -19,6 +19,7 @@ from simulate.flow import (
     grid_fields,
     in_time,
     psi,
+    psi_basis,
     rectangular_modes,
     temporal_factor,
     time_basis,
@@ -78,6 +79,8 @@ def test_every_evaluation_path_agrees(current):
         points, t = rng.random((6, 2)), rng.uniform(0, 0.1, 6)
         pointwise = np.stack([np.asarray(velocity(jnp.asarray(p), s, coef, *model.modes)) for p, s in zip(points, t)])
         assert np.allclose(velocity_basis(points, t, *model.modes) @ to_real(coef), pointwise, atol=1e-10)
+        psi_pointwise = [float(psi(jnp.asarray(p), s, coef, *model.modes)) for p, s in zip(points, t)]
+        assert np.allclose(psi_basis(points, t, *model.modes) @ to_real(coef), psi_pointwise, atol=1e-10)
         # grid_fields at grid points and times equals the pointwise psi and velocity
         times = jnp.asarray([0.03, 0.08])
         field_psi, u, v = (np.asarray(a)[0]

@@ -1,7 +1,9 @@
 """Posterior fields on a grid: the mean and spread of psi, u, v of a posterior, and the `Result` written to file.
 
 psi, u, v are linear in the coefficients, so the mean field is the field of the mean coefficient and the
-variance is the weighted mean of the squared fields of the deviations (`grid_posterior`). `posterior_result`
+variance is a quadratic form of the field's rows in the coefficients' covariance: exact for a Gaussian posterior
+(`field_variance`), else the weighted mean of the squared fields of the samples' deviations (`grid_posterior`).
+`posterior_result`
 gathers what the result file holds (lagda.io.results.write_result writes it), in physical units for tracks
 with a mapping (lagda.io.physical.physical_fields).
 """
@@ -20,7 +22,7 @@ from lagda.assimilation.posterior import Posterior
 from lagda.io.physical import physical_fields
 from lagda.io.results import FIELD_NAMES, Result
 from lagda.io.tracks import Tracks
-from simulate.flow import grid_fields
+from simulate.flow import grid_fields, psi_basis, temporal_factor, velocity_basis
 
 _grid = jax.jit(grid_fields, static_argnames="n_grid")
 
@@ -44,23 +46,84 @@ def padded_members(samples, weights, batch: int) -> tuple[np.ndarray, np.ndarray
             np.concatenate([weights, np.zeros((weights.shape[0], n_pad), weights.dtype)], axis=1), size)
 
 
+def separable_variance(rows, cov, degrees, factors) -> np.ndarray:
+    """Returns the variance of sum_p L_p(t) rows_p x_p for x ~ N(., cov) at each time: `(time, row)`.
+
+    A field of a basis without frequencies is separable: its value at (z, t) is sum_p L_p(t) rows_p(z) x_p, with
+    x_p the unknowns of degree p (lagda's own steady model: one degree, L_0 = 1). Its variance is
+    sum_pq L_p(t) L_q(t) diag(rows_p cov_pq rows_q^T): the matrix products are made once, not once per time.
+
+    Args:
+        rows: `(row, unknown)` the field's rows where every L_p is 1; cov: `(unknown, unknown)` symmetric;
+        degrees: int `(unknown,)` each unknown's degree p; factors: `(time, degree)` L_p(t).
+    """
+    groups = [np.flatnonzero(degrees == p) for p in range(factors.shape[1])]
+    cross = np.zeros((len(groups), len(groups), len(rows)))
+    for p, i in enumerate(groups):
+        for q, j in enumerate(groups[p:], start=p):
+            if len(i) and len(j):
+                cross[p, q] = cross[q, p] = np.einsum("nk,nk->n", rows[:, i] @ cov[np.ix_(i, j)], rows[:, j])
+    return np.einsum("tp,tq,pqn->tn", factors, factors, cross)
+
+
+def field_variance(cov, k1, k2, omega, times, n_grid: int, time=None, block: int = 4096) -> list[np.ndarray]:
+    """Returns the exact variance of psi, u, v on the grid for coefficients x = (Re c, Im c) ~ N(., cov): each
+    `(time, y, x)`, the rows of `block` points at a time.
+
+    Args:
+        cov: `(2 mode, 2 mode)`; k1, k2, omega: `(mode,)`; times: `(time,)` model times; n_grid: points per side;
+        time: the model's `simulate.flow.TimeBasis`, or None.
+    """
+    cov = np.asarray(cov, np.float64)
+    k1, k2, omega, times = (np.asarray(a) for a in (k1, k2, omega, times))
+    grid = np.arange(n_grid) / n_grid
+    gx, gy = np.meshgrid(grid, grid)  # (y, x)
+    points = np.stack([gx, gy], axis=-1).reshape(-1, 2)
+    var = np.empty((len(times), len(points), 3))
+
+    def rows_at(z, t):  # (point x field, 2 mode): psi, u, v
+        return np.concatenate([psi_basis(z, t, k1, k2, omega, time)[:, None, :],
+                               velocity_basis(z, t, k1, k2, omega, time)], axis=1).reshape(-1, cov.shape[0])
+
+    if time is None:
+        degrees, factors, at = np.zeros(len(cov), np.int64), np.ones((len(times), 1)), 0.0
+    else:
+        degrees = np.tile(time.degree, 2)
+        factors = temporal_factor(times, time._replace(select=np.eye(time.select.shape[-1])), np)
+        at = time.start + time.length  # every Legendre polynomial is 1 at the window's end
+    for start in range(0, len(points), block):
+        z = points[start : start + block]
+        if np.any(omega):  # not separable in time: the rows at each time
+            for n, t in enumerate(times):
+                rows = rows_at(z, t)
+                var[n, start : start + len(z)] = np.einsum("nk,nk->n", rows @ cov, rows).reshape(-1, 3)
+        else:
+            var[:, start : start + len(z)] = separable_variance(rows_at(z, at), cov, degrees,
+                                                                factors).reshape(len(times), -1, 3)
+    return [np.maximum(var[..., i], 0.0).reshape(len(times), n_grid, n_grid) for i in range(3)]
+
+
 def grid_posterior(posterior: Posterior, k1, k2, omega, times, n_grid: int = 32, batch: int = 64, time=None) -> dict:
     """Returns posterior mean and std of psi, u, v on the grid: `{psi_mean, psi_std, ...}`, each `(field, time, y, x)`.
 
-    psi, u, v are linear in c, so the mean field is the field of the mean coefficient and the
-    variance is sum_m w_m f(c_m - mean)^2; members are processed `batch` at a time (padded with
-    zero weight, so one compilation serves all batches) to bound memory.
+    psi, u, v are linear in c, so the mean field is the field of the mean coefficient. The variance is exact for a
+    posterior with its covariance (`field_variance`); else sum_m w_m f(c_m - mean)^2 over its samples, members
+    processed `batch` at a time (padded with zero weight, so one compilation serves all batches) to bound memory.
 
     Args:
-        posterior: weighted samples `(field, member, mode)`.
+        posterior: weighted samples `(field, member, mode)`, and `cov` or None.
         k1, k2: integer `(mode,)`; omega `(mode,)`; times `(time,)`; n_grid: points per side;
         time: the model's `simulate.flow.TimeBasis`, or None.
     """
+    if posterior.cov is not None:
+        out = _grid_mean(posterior, k1, k2, omega, times, n_grid, time)
+        var = [field_variance(c, k1, k2, omega, times, n_grid, time) for c in posterior.cov]
+        out.update({f"{name}_std": np.sqrt(np.stack([v[i] for v in var])) for i, name in enumerate(FIELD_NAMES)})
+        return out
     k1, k2 = jnp.asarray(k1), jnp.asarray(k2)
     omega, times = jnp.asarray(omega, jnp.float64), jnp.asarray(times, jnp.float64)
-    mean = posterior.mean
-    means = [np.asarray(f) for f in _grid(jnp.asarray(mean), k1, k2, omega, times, n_grid=n_grid, time=time)]
-    out = {f"{name}_mean": m for name, m in zip(FIELD_NAMES, means)}
+    out = _grid_mean(posterior, k1, k2, omega, times, n_grid, time)
+    mean, means = posterior.mean, [out[f"{name}_mean"] for name in FIELD_NAMES]
     samples, weights = np.asarray(posterior.samples, np.complex128), np.asarray(posterior.weights, np.float64)
     dev, w, size = padded_members(samples - mean[:, None, :], weights, batch)
     var = [np.zeros_like(m) for m in means]
@@ -72,6 +135,13 @@ def grid_posterior(posterior: Posterior, k1, k2, omega, times, n_grid: int = 32,
                 v[f] += np.asarray(part)
     out.update({f"{name}_std": np.sqrt(np.maximum(v, 0.0)) for name, v in zip(FIELD_NAMES, var)})
     return out
+
+
+def _grid_mean(posterior: Posterior, k1, k2, omega, times, n_grid: int, time) -> dict:
+    """Returns {psi_mean, u_mean, v_mean}, each `(field, time, y, x)`: the fields of the posterior mean."""
+    fields = _grid(jnp.asarray(posterior.mean), jnp.asarray(k1), jnp.asarray(k2), jnp.asarray(omega, jnp.float64),
+                   jnp.asarray(times, jnp.float64), n_grid=n_grid, time=time)
+    return {f"{name}_mean": np.asarray(f) for name, f in zip(FIELD_NAMES, fields)}
 
 
 DAY = 86400.0  # seconds

@@ -2,8 +2,9 @@
 
 A method's estimate of one field is a `FieldEstimate`; the `Posterior` of a track file stacks them
 (`stack_estimates`). Particle methods give their particles and weights, Gaussian methods (linear,
-var's Laplace approximation) samples drawn from the Gaussian with equal weights, retrieval its top
-candidates as members (and again as `candidates`).
+var's Laplace approximation) samples drawn from the Gaussian with equal weights and the Gaussian's covariance
+itself (`cov`: the spreads written to file are then exact, not the samples'), retrieval its top candidates as
+members (and again as `candidates`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class FieldEstimate:
     candidates: np.ndarray | None = None  # complex (rank, mode)
     candidate_weights: np.ndarray | None = None  # (rank,)
     info: dict = dataclasses.field(default_factory=dict)
+    cov: np.ndarray | None = None  # a Gaussian posterior's covariance of x = (Re c, Im c), float64 (2 mode, 2 mode)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +55,9 @@ class Posterior:
         candidate_weights: retrieval only, float `(field, rank)`.
         seconds: wall seconds spent per field `(field,)`.
         info: per field, the method's decisions (FieldEstimate.info): a tuple of dicts.
+        cov: a Gaussian posterior's covariance of x = (Re c, Im c), float64 `(field, 2 mode, 2 mode)`, when every
+            field has one (the samples are drawn from it): the spreads (`std_re`, `std_im`,
+            lagda.assimilation.fields.grid_posterior) are then computed from it exactly; else None.
     """
 
     samples: np.ndarray
@@ -62,12 +67,16 @@ class Posterior:
     candidate_weights: np.ndarray | None = None
     seconds: np.ndarray | None = None
     info: tuple | None = None
+    cov: np.ndarray | None = None
 
     def __post_init__(self):
         s, w = np.asarray(self.samples), np.asarray(self.weights)
         if s.ndim != 3 or w.shape != s.shape[:2]:
             raise ValueError(f"Posterior: samples {s.shape} must be (field, member, mode) and weights {w.shape} "
                              "(field, member)")
+        if self.cov is not None and np.shape(self.cov) != (s.shape[0], 2 * s.shape[2], 2 * s.shape[2]):
+            raise ValueError(f"Posterior: cov {np.shape(self.cov)} must be (field, 2 mode, 2 mode) for samples "
+                             f"{s.shape}")
 
     @property
     def n_field(self) -> int:
@@ -82,13 +91,20 @@ class Posterior:
 
     @property
     def std_re(self) -> np.ndarray:
-        """Returns the weighted std of Re c, float `(field, mode)`."""
+        """Returns the std of Re c, float `(field, mode)`: from `cov` when there is one, else the samples'."""
+        if self.cov is not None:
+            return self._cov_std()[:, : np.shape(self.samples)[2]]
         return _weighted_moments(np.real(self.samples).astype(np.float64), np.asarray(self.weights, np.float64))[1]
 
     @property
     def std_im(self) -> np.ndarray:
-        """Returns the weighted std of Im c, float `(field, mode)`."""
+        """Returns the std of Im c, float `(field, mode)`: from `cov` when there is one, else the samples'."""
+        if self.cov is not None:
+            return self._cov_std()[:, np.shape(self.samples)[2] :]
         return _weighted_moments(np.imag(self.samples).astype(np.float64), np.asarray(self.weights, np.float64))[1]
+
+    def _cov_std(self) -> np.ndarray:
+        return np.sqrt(np.maximum(np.diagonal(np.asarray(self.cov, np.float64), axis1=1, axis2=2), 0.0))
 
     def diagnostics(self) -> list[dict]:
         """Returns per field the JSON-ready decisions of the method (info without large arrays)."""
@@ -98,6 +114,7 @@ class Posterior:
 def stack_estimates(estimates, method: str, seconds) -> "Posterior":
     """Returns the `Posterior` of per-field `FieldEstimate`s (their info as `Posterior.info`), `seconds` `(field,)`."""
     has_candidates = all(e.candidates is not None for e in estimates)
+    has_cov = all(e.cov is not None for e in estimates)
     return Posterior(
         samples=np.stack([e.samples for e in estimates]).astype(np.complex128),
         weights=np.stack([e.weights for e in estimates]).astype(np.float64),
@@ -106,6 +123,7 @@ def stack_estimates(estimates, method: str, seconds) -> "Posterior":
         candidate_weights=np.stack([e.candidate_weights for e in estimates]) if has_candidates else None,
         seconds=np.asarray(seconds, np.float64),
         info=tuple(dict(e.info) for e in estimates),
+        cov=np.stack([e.cov for e in estimates]).astype(np.float64) if has_cov else None,
     )
 
 

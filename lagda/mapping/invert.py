@@ -242,9 +242,10 @@ def _on_grid(mean, cov, model, mapping, tile: Tile, grid: Grid) -> dict:
 
     The basis has no frequencies (omega = 0): a mode's velocity at (z, t) is its spatial part at z times the
     Legendre polynomial L_p(t) of its degree p. So the velocity is sum_p L_p(t) w_p with one w_p per degree, and
-    the variance sum_pq L_p(t) L_q(t) diag(G_p C_pq G_q^T) with G_p the spatial part of degree p's modes: the
-    matrix products are made once, not once a day.
+    its variance is separable too (lagda.assimilation.fields.separable_variance): the matrix products are made
+    once, not once a day.
     """
+    from lagda.assimilation.fields import separable_variance
     from simulate.flow import temporal_factor, velocity_basis
 
     days, rows, cols = grid.window(tile)
@@ -266,12 +267,8 @@ def _on_grid(mean, cov, model, mapping, tile: Tile, grid: Grid) -> dict:
     # the std varies on the basis's scales: computed on a coarser lattice, then interpolated
     sub_d, sub_y, sub_x = (_lattice(n) for n in shape)
     sub = space.reshape(len(lat), len(lon), 2, -1)[np.ix_(sub_y, sub_x)].reshape(-1, space.shape[-1])
-    cross = np.empty((n_degrees, n_degrees, len(sub)))
-    for p, i in enumerate(by_degree):
-        for q, j in enumerate(by_degree[p:], start=p):
-            cross[p, q] = cross[q, p] = np.einsum("nk,nk->n", sub[:, i] @ cov[np.ix_(i, j)], sub[:, j])
-    factors = legendre(seconds[sub_d])  # (sub day, degree)
-    var = np.einsum("tp,tq,pqn->tn", factors, factors, cross).reshape(len(sub_d), len(sub_y), len(sub_x), 2)
+    var = separable_variance(sub, cov, np.tile(time.degree, 2), legendre(seconds[sub_d]))
+    var = var.reshape(len(sub_d), len(sub_y), len(sub_x), 2)
     var = _interpolate(np.maximum(var, 0.0), (sub_d, sub_y, sub_x), shape)
     return {"u": u, "v": v, "var_u": var[..., 0] * fu**2, "var_v": var[..., 1] * fv**2, "fu": fu, "fv": fv}
 

@@ -185,9 +185,10 @@ def gaussian_samples(key, mean, cov, n: int) -> np.ndarray:
 
 
 def gaussian_estimate(key, mean, cov, members: int, info=None) -> FieldEstimate:
-    """Returns a FieldEstimate of equal-weight antithetic samples from N(mean, cov)."""
+    """Returns a FieldEstimate of equal-weight antithetic samples from N(mean, cov), and cov itself (symmetrised)."""
     samples = gaussian_samples(key, mean, cov, members)
-    return FieldEstimate(samples, np.full(members, 1.0 / members), info=dict(info or {}))
+    cov = np.asarray(cov, np.float64)
+    return FieldEstimate(samples, np.full(members, 1.0 / members), info=dict(info or {}), cov=(cov + cov.T) / 2.0)
 
 
 def mixture_estimate(key, means, covs, log_weights, members: int, info=None) -> FieldEstimate:
