@@ -7,10 +7,11 @@ import pytest
 import xarray as xr
 
 from lagda import cli
+from lagda.assimilation.model import resolve_dt
 from lagda.io.export import cut_gaps
 from lagda.io.formats import read_tracks
 from lagda.io.physical import Mapping, iso_time, parse_time
-from lagda.io.tracks import Tracks, pack_tracks, write_tracks
+from lagda.io.tracks import Tracks, check_fits_model, pack_tracks, write_tracks
 
 BOX = (-45.0, -35.0, 30.0, 38.0)
 ORIGIN = parse_time("2025-03-01T00:00:00Z")
@@ -117,6 +118,22 @@ def test_csv_with_iso_datetimes_irregular_times_and_gaps(tmp_path):
     np.testing.assert_allclose(tracks.times[0] * 3.6e7 / HOUR, [0, 1, 7, 13, 25], atol=1e-9)
     np.testing.assert_allclose(tracks.positions[0, :, 0], (np.array([-40 + 0.1 * k for k in range(5)]) + 45) / 10)
     assert tracks.n_field == 1 and tracks.trajectory_id.tolist() == ["a", "b"]
+
+
+def test_fixes_at_irregular_seconds_get_a_step_that_divides_every_time(tmp_path):
+    """Argos-like fixes (5-20 a day at random whole seconds) fit the model: the guessed dt is their common step."""
+    rng = np.random.default_rng(5)
+    seconds = np.sort(rng.choice(10 * 86400, size=120, replace=False)) + 7  # the first fix sets t = 0
+    lines = ["id,time,lon,lat"] + [f"{'ab'[k % 2]},{iso_time(ORIGIN + s)},{-40 + 1e-6 * s},{34 + 5e-7 * s}"
+                                   for k, s in enumerate(seconds)]
+    (tmp_path / "argos.csv").write_text("\n".join(lines) + "\n")
+    tracks = read_tracks(tmp_path / "argos.csv")
+    dt, notes = resolve_dt(tracks, None)
+    check_fits_model(tracks, dt)  # raised "is not a multiple of the model's dt" before
+    second = 1.0 / tracks.mapping.time_scale_s
+    assert dt <= second * (1 + 1e-9) and "irregular times, whose greatest common step is 1 s" in notes[0]
+    hourly = _physical()  # regular fixes keep the smallest spacing's steps
+    assert resolve_dt(hourly, None)[0] == pytest.approx(HOUR / 3.6e7 / np.ceil(HOUR / 3.6e7 / 1e-4))
 
 
 def test_erddap_csv_and_csvp_read_as_the_plain_csv(tmp_path):

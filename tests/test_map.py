@@ -672,6 +672,16 @@ def test_a_tile_that_cannot_be_inverted_is_said_with_why(small_map, tmp_path):
     line = [x for x in said if "tiles inverted" in x][0]
     assert ", 0 without enough drifters" in line and "whose tracks could not be inverted" in line
     assert "no drifter moves between its fixes (every velocity is zero)" in line
+    warning = [x for x in said if x.startswith("warning: no tile was inverted, so the map holds no velocity")]
+    assert len(warning) == 1 and "no drifter moves" in warning[0] and "segments" not in warning[0]
+    # one drifter alone: every tile lacks a second segment, and the warning says so
+    (tmp_path / "one.csv").write_text("id,time,lon,lat\n" + "\n".join(
+        f"a,{str(h)[:19]}Z,{-39.0 + 0.01 * k},{31.0 + 0.005 * k}" for k, h in enumerate(hours)) + "\n")
+    said.clear()
+    assert map_archive(tmp_path / "one.csv", tmp_path / "one.nc", s, scheduler=scheduler, progress=False,
+                       say=said.append)["inverted"] == 0
+    warning = [x for x in said if x.startswith("warning: no tile was inverted")]
+    assert len(warning) == 1 and "at least 2 drifter segments" in warning[0]
 
 
 def test_archive_extent_leaves_out_spikes_and_lone_fixes_and_reads_whole_tracks_in_slices(tmp_path):

@@ -94,6 +94,21 @@ def test_inferred_box_is_square_with_the_margin_and_every_inference_is_a_note():
     assert not any("inferred" in note for note in given.notes)
 
 
+def test_an_inferred_box_over_two_basins_is_refused_and_a_given_one_is_taken():
+    """Drifters in the North Atlantic and the North Pacific would need a 12,600 km plane, off the sphere's scale by
+    up to 100%: refused in one line naming `lagda map`; a 2,000 km box at 40 N (19% off) is inferred as before."""
+    seconds = [ORIGIN + np.array([0.0, 86400.0])] * 2
+    with pytest.raises(ValueError, match=r"a plane that large is off the sphere's scale by up to \d+%; `lagda map`"):
+        infer_mapping([np.array([[-40.0, 30.0], [-39.0, 31.0]]), np.array([[-150.0, 35.0], [-149.0, 36.0]])],
+                      seconds, "lonlat")
+    wide = infer_mapping([np.array([[-40.0, 32.0], [-39.0, 33.0]]), np.array([[-38.0, 47.0], [-37.0, 48.0]])],
+                         seconds, "lonlat")
+    assert 0.1 < wide.max_scale_error < 0.5
+    given = (-160.0, -30.0, -20.0, 85.0)
+    assert infer_mapping([np.array([[-40.0, 30.0]]), np.array([[-150.0, 35.0]])], seconds, "lonlat",
+                         box=given).box == given
+
+
 def test_a_known_shear_current_in_m_per_s_is_recovered_in_m_per_s(tmp_path):
     """psi = cos(2 pi y): u = 2 pi sin(2 pi y), v = 0 (docs/design.md), drifters on grid rows, lon/lat in a CSV.
 

@@ -87,6 +87,18 @@ def test_exact_std_of_a_gaussian_is_that_of_its_root_as_members(case):
         np.testing.assert_allclose(out[name], reference[name], atol=1e-10 * scale, err_msg=name)
 
 
+def test_a_phase_shifted_covariance_is_that_of_the_shifted_coefficients():
+    """c' = c exp(i phase) (a field moved by half a cell, `at_cell_centres`): for cov = R R^T, the shifted
+    covariance is R' R'^T of the shifted columns."""
+    from lagda.assimilation.methods.basis import _phase_shifted
+
+    rng = np.random.default_rng(6)
+    root, phase = rng.normal(size=(18, 4)), rng.uniform(-np.pi, np.pi, 9)
+    shifted = to_complex(root.T) * np.exp(1j * phase)  # (column, mode)
+    root_shifted = np.concatenate([shifted.real, shifted.imag], axis=1).T
+    np.testing.assert_allclose(_phase_shifted(root @ root.T, phase), root_shifted @ root_shifted.T, atol=1e-12)
+
+
 def test_a_gaussian_estimate_keeps_its_covariance():
     cov = np.diag(np.arange(1.0, 19.0))
     estimate = gaussian_estimate(jax.random.key(0), np.zeros(18), cov, 8)

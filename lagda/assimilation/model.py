@@ -172,6 +172,16 @@ def resolve_dt(tracks: Tracks, dt: float | None) -> tuple[float, list]:
     if tracks.dt is not None:
         return float(tracks.dt), [f"dt {float(tracks.dt):g} from the track file's dt attribute"]
     guess = _guess_dt(tracks.times, GUESS_MAX_DT)
+    if tracks.mapping is not None and not _divides(guess, tracks.times):
+        second = 1.0 / tracks.mapping.time_scale_s
+        common = _common_step(tracks.times, second)
+        if common is not None:
+            guess = common / max(1, int(np.ceil(common / GUESS_MAX_DT * (1 - 1e-9))))
+            steps = float(np.nanmax(tracks.times)) / guess
+            return guess, [f"dt {guess:g} guessed ({guess / second:g} s): the fixes are at irregular times, whose "
+                           f"greatest common step is {common / second:g} s, in steps of at most {GUESS_MAX_DT:g}; "
+                           f"the methods that integrate the flow (var, enkf, sample, hybrid's refinement) would take "
+                           f"{steps:.3g} RK4 steps over the window; pass --dt to set it"]
     return guess, [f"dt {guess:g} guessed: the smallest observation spacing in steps of at most {GUESS_MAX_DT:g}; "
                    "pass --dt to set it"]
 
@@ -183,3 +193,22 @@ def _guess_dt(times, max_dt: float) -> float:
         return max_dt
     spacing = float(np.min(steps))
     return spacing / max(1, int(np.ceil(spacing / max_dt * (1 - 1e-9))))
+
+
+def _divides(dt: float, times) -> bool:
+    """Returns whether every finite time is a multiple of dt (to lagda.io.tracks.check_fits_model's tolerance)."""
+    t = np.asarray(times, np.float64)[np.isfinite(times)]
+    return bool(np.all(np.abs(t - np.round(t / dt) * dt) <= 1e-6 * np.maximum(np.abs(t), dt)))
+
+
+def _common_step(times, second: float) -> float | None:
+    """Returns the greatest common step of `times` (model units) in whole seconds, else whole milliseconds (a model
+    time), or None when they are not whole milliseconds from the time origin; `second` is 1 s in model time."""
+    t = np.asarray(times, np.float64)[np.isfinite(times)]
+    for tick in (second, second / 1000.0):
+        ticks = t / tick
+        whole = np.round(ticks)
+        if np.all(np.abs(ticks - whole) < 1e-3):
+            step = int(np.gcd.reduce(np.abs(whole).astype(np.int64)))
+            return step * tick if step > 0 else None
+    return None

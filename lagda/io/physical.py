@@ -289,11 +289,23 @@ def infer_mapping(positions: list, seconds: list, coordinates: Literal["lonlat",
         notes.append(f"time scale inferred: the {window / 86400:.4g}-day window maps onto model time {MODEL_WINDOW:g}, "
                      f"1 model time unit = {time_scale_s:.6g} s; pass --time-scale to set it")
     mapping = Mapping(tuple(float(b) for b in box), coordinates, float(time_origin), float(time_scale_s))
+    if "box" in inferred and mapping.max_scale_error > MAX_INFERRED_SCALE_ERROR:
+        lx, ly = mapping.lengths_m
+        west, east, south, north = mapping.box
+        off = 100 * mapping.max_scale_error
+        raise ValueError(f"the tracks need a box of {lx / 1e3:,.0f} x {ly / 1e3:,.0f} km (lon {west:.4g}..{east:.4g}, "
+                         f"lat {south:.4g}..{north:.4g}): a plane that large is off the sphere's scale by up to "
+                         f"{off:.0f}%; "
+                         "`lagda map` maps a region of any size tile by tile (pass --box to assimilate this box "
+                         "anyway)")
     notes.append(f"mapping: {mapping.describe()}")
     if mapping.max_scale_error > 0.01:
         notes.append("the tangent plane's scale differs from the sphere's by up to "
                      f"{100 * mapping.max_scale_error:.1f}% at the box's north/south edges")
     return dataclasses.replace(mapping, notes=tuple(notes), inferred=tuple(inferred))
+
+
+MAX_INFERRED_SCALE_ERROR = 0.5  # an inferred box whose plane is further off the sphere's scale is refused
 
 
 def box_of_size(centre, lengths_m, coordinates: Literal["lonlat", "projected"]) -> tuple[float, float, float, float]:

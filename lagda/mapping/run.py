@@ -22,7 +22,7 @@ from lagda.io.formats import is_url, open_zarr_url, source_name, track_files
 from lagda.io.land import SOURCE as LAND_SOURCE
 from lagda.io.land import sea_fraction
 from lagda.mapping.archive import Fixes, archive_extent, clean, select_fixes, unsegmented_text
-from lagda.mapping.invert import TOO_FEW_SEGMENTS, Grid, invert_tile, tile_fixes
+from lagda.mapping.invert import MIN_SEGMENTS, TOO_FEW_SEGMENTS, Grid, invert_tile, tile_fixes
 from lagda.mapping.tiles import DAY_S, Tile, check_extent, region_width, tile_layout
 from simulate.atomic import (
     OutputLock,
@@ -399,6 +399,10 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
         notes.append(check["check"])
     for line in notes[len(fixes.notes):]:
         say(f"note: {line}")
+    if len(skipped) == len(infos):
+        why = ([f"a tile needs at least {MIN_SEGMENTS} drifter segments in its box and window to choose its prior "
+                "by holding one out (`lagda assimilate` maps one box from a single drifter)"] if few else []) + failed
+        say(f"warning: no tile was inverted, so the map holds no velocity (NaN everywhere): {'; '.join(why[:2])}")
     return {"tiles": len(tiles), "inverted": len(infos) - len(skipped), "skipped": len(skipped),
             "seconds": time.perf_counter() - start, "notes": notes, "check": check}
 

@@ -136,6 +136,19 @@ def basis_model(tracks: Tracks, basis: str, k_max: float, degree: int, climatolo
     return flow_model(e1, e2, omega, scale, dt, time, unresolved, notes + dt_notes, search)
 
 
+def _phase_shifted(cov, phase) -> np.ndarray:
+    """Returns the covariance of x' = (Re c', Im c') for c' = c exp(i phase): M cov M^T with M = [[C, -S], [S, C]],
+    C, S = diag(cos, sin of phase); cov `(2 mode, 2 mode)`, phase `(mode,)`."""
+    cos, sin = np.cos(phase), np.sin(phase)
+
+    def rows(a):  # M a
+        n = len(cos)
+        re, im = a[:n], a[n:]
+        return np.concatenate([cos[:, None] * re - sin[:, None] * im, sin[:, None] * re + cos[:, None] * im])
+
+    return rows(rows(np.asarray(cov, np.float64)).T).T
+
+
 def _prior_search(tracks: Tracks, t_end: float):
     """Returns (PriorSearch, note): the linear method's search of the prior and error model, its grids in days
     (the mapping's, else a 60-day window's: model-unit tracks have no physical time)."""
@@ -296,7 +309,9 @@ def qg_scores(tracks: Tracks, posterior, model: FlowModel) -> dict:
         truth = truth_in_basis(ds, k1, k2, degree, flows=flows, current=current)
     else:
         truth = dict(zip(("psi", "u", "v", "times"), gridded_truth(ds, flows)))
-    centred = Posterior(at_cell_centres(posterior.samples, model.k1, model.k2, n), posterior.weights, posterior.method)
+    centred = Posterior(at_cell_centres(posterior.samples, model.k1, model.k2, n), posterior.weights, posterior.method,
+                        cov=None if posterior.cov is None else np.stack([
+                            _phase_shifted(c, np.pi * (model.k1 + model.k2) / n) for c in posterior.cov]))
     grid = grid_posterior(centred, model.k1, model.k2, model.omega, truth["times"], n, time=time)
     u, v = grid["u_mean"], grid["v_mean"]
     # projection_limit: relative L2 against the first pair
