@@ -286,6 +286,18 @@ def test_a_physical_trajectory_left_with_two_fixes_is_dropped_and_counted(coordi
         assert list(cleaned.ids) == [7, 8, 9] and report.short_trajectories_dropped == 0
 
 
+def test_a_trajectory_without_a_position_is_dropped_and_counted():
+    """Every fix of a drifter flagged bad (its positions read as missing, its times kept): no track is left of it,
+    where check_fits_model refused the whole file ("no valid observation"); one with two positions left is short."""
+    hours = T0 + HOUR * np.arange(48)
+    good = _to("lonlat", _path_m(48, 0.3, seed=5))
+    two = good.copy()
+    two[2:] = np.nan
+    cleaned, report = clean_fixes(_raw([hours, hours, hours], [good, np.full((48, 2), np.nan), two], ids=[1, 2, 3]))
+    assert list(cleaned.ids) == [1] and report.trajectories_emptied == 1 and report.short_trajectories_dropped == 1
+    assert "clean: 1 trajectories left without a fix with a position dropped" in report.notes()
+
+
 def test_lone_end_fixes_far_in_time_are_dropped_and_counted():
     """A fix dated 1970 and one 30 days after the rest of an hourly track give no velocity and would stretch the
     track's window over decades: both dropped and counted; a 3-day gap at an end, and any gap inside, are kept."""

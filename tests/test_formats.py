@@ -479,8 +479,8 @@ def test_single_trajectory_files_with_quality_flags_read_as_their_drifters(tmp_p
     """A file per drifter without a trajectory dimension, as SOCIB writes one (CF single trajectory: a char id
     with cf_role, LAT/LON over time with QC_LAT/QC_LON flags linked by ancillary_variables) and as the Copernicus
     in-situ files lay one out (TIME over TIME, LATITUDE/LONGITUDE over POSITION, days since 1950, the id in
-    platform_code, no featureType): each is one drifter with its fixes; the fixes their flags call bad or spike
-    are missing, and a note counts them."""
+    platform_code, no featureType, POSITION_QC and TIME_QC linked by their names only): each is one drifter with
+    its fixes; the fixes their flags call bad or spike are missing, and a note counts them."""
     from lagda.demo import shipped
     from lagda.io.formats import read_raw
 
@@ -503,7 +503,14 @@ def test_single_trajectory_files_with_quality_flags_read_as_their_drifters(tmp_p
     xr.Dataset({"TIME": ("TIME", (t1 - parse_time("1950-01-01T00:00:00Z")) / 86400.0,
                          {"units": "days since 1950-01-01T00:00:00Z", "standard_name": "time", "axis": "T"}),
                 "LATITUDE": ("POSITION", p1[:, 1], {"standard_name": "latitude", "units": "degrees_north"}),
-                "LONGITUDE": ("POSITION", p1[:, 0], {"standard_name": "longitude", "units": "degrees_east"})},
+                "LONGITUDE": ("POSITION", p1[:, 0], {"standard_name": "longitude", "units": "degrees_east"}),
+                # the Copernicus flags, linked by their names only (reference table 2; 4 bad_data)
+                "POSITION_QC": ("POSITION", np.where(np.isin(np.arange(len(t1)), [5, 6]), 4, 1).astype(np.int8),
+                                {"flag_values": np.array([0, 1, 2, 3, 4, 5, 7, 8, 9], np.int8),
+                                 "flag_meanings": "no_qc_performed good_data probably_good_data "
+                                                  "bad_data_that_are_potentially_correctable bad_data value_changed "
+                                                  "nominal_value interpolated_value missing_value"}),
+                "TIME_QC": ("TIME", np.full(len(t1), 1, np.int8))},  # no meanings: the table's, all good
                attrs={"platform_code": "6101234"}).to_netcdf(tmp_path / "GL_TS_DB_6101234.nc")
     with pytest.warns(UserWarning, match=r"no featureType attribute; assumed a single trajectory LONGITUDE"):
         raw = read_raw(tmp_path)
@@ -513,8 +520,14 @@ def test_single_trajectory_files_with_quality_flags_read_as_their_drifters(tmp_p
     np.testing.assert_array_equal(raw.positions[1], expected)
     np.testing.assert_array_equal(raw.times[1], t)
     np.testing.assert_allclose(raw.times[0], t1, rtol=0, atol=1e-4)
-    np.testing.assert_array_equal(raw.positions[0], p1)
-    assert raw.notes[1] == ("quality flags: 4 fixes flagged bad by QC_LON (probably_bad_data, bad_data, spike, "
+    expected1 = p1.copy()
+    expected1[[5, 6]] = np.nan
+    np.testing.assert_array_equal(raw.positions[0], expected1)
+    # TIME_QC, all 1 (good) over as many entries as the fixes, is no ragged count either
+    assert raw.notes[1] == ("quality flags: 2 fixes flagged bad by POSITION_QC (bad_data_that_are_potentially_"
+                            "correctable, bad_data, missing_value, by its name), TIME_QC (probably_bad, bad, missing, "
+                            "by its name) read as missing (1 of the files)")
+    assert raw.notes[2] == ("quality flags: 4 fixes flagged bad by QC_LON (probably_bad_data, bad_data, spike, "
                             "missing_value), QC_LAT (probably_bad_data, bad_data, spike, missing_value) read as "
                             "missing (1 of the files)")
 

@@ -104,7 +104,7 @@ class CleanReport:
                          f"row, reached and left faster than max({MAX_SPEED_M_S:g} m/s, {SPEED_FACTOR:g}x the "
                          "track's median speed) and off their neighbours' line)")
         if self.trajectories_emptied:
-            lines.append(f"clean: {self.trajectories_emptied} trajectories left without fixes dropped")
+            lines.append(f"clean: {self.trajectories_emptied} trajectories left without a fix with a position dropped")
         if self.short_trajectories_dropped:
             lines.append(f"clean: {self.short_trajectories_dropped} trajectories with fewer than {MIN_FIXES} fixes "
                          f"dropped ({self.short_trajectory_fixes_dropped} fixes)")
@@ -202,10 +202,11 @@ def clean_fixes(raw: RawTracks, *, keep_undrogued: bool = False) -> tuple[RawTra
                 spikes |= new
             counts["spikes_dropped"] += int(spikes.sum())
             t, p, v = t[~spikes], p[~spikes], {name: a[~spikes] for name, a in v.items()}
-        if len(t) == 0 and np.size(raw.times[i]) > 0:
+        located = int(np.sum(np.all(np.isfinite(p), axis=1)))  # a fix whose position is missing (NaN) stays one
+        if located == 0 and np.size(raw.times[i]) > 0:  # every fix gone, or none with a position (all flagged)
             counts["trajectories_emptied"] += 1
             continue
-        if metric and 0 < len(t) < MIN_FIXES:  # no velocity to take from it
+        if metric and 0 < located < MIN_FIXES:  # no velocity to take from it
             counts["short_trajectories_dropped"] += 1
             counts["short_trajectory_fixes_dropped"] += len(t)
             continue

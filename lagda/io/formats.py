@@ -15,8 +15,9 @@ Formats, detected from the content (not the name):
   flat table of fixes (positions, time and a trajectory id over one dimension, a row per fix: ERDDAP's tabledap
   `.nc`; its `.ncCF` is a contiguous ragged array), its rows grouped by id. The GDP
   variables `GDP_VARIABLES` (per fix, or per trajectory) are read when present, into `RawTracks.per_fix`, and a
-  GDP file's `drogue_lost_date` gives `drogue_status`. Values that CF quality flags (`ancillary_variables`)
-  mark bad, spikes or missing are read as missing, and -1e34 (the GDP's missing value) as missing too.
+  GDP file's `drogue_lost_date` gives `drogue_status`. Values that CF quality flags (`ancillary_variables`, or
+  by name POSITION_QC, TIME_QC, JULD_QC as Copernicus, OceanSITES and Argo files have them) mark bad, spikes or
+  missing are read as missing, and -1e34 (the GDP's missing value) as missing too.
 - Parquet, Parcels v4 output: one row per particle and observation, columns `particle_id`,
   `t` (CF units in the column's metadata), `x` = longitude, `y` = latitude (metres on a flat mesh).
 - CSV with a header: `id,time,x,y[,field]` in model units, or `id,time,lon,lat[,field]` with
@@ -654,26 +655,38 @@ def _single_id(ds, path) -> tuple[np.ndarray, bool]:
 
 
 BAD_FLAG_WORDS = ("bad", "fail", "spike", "missing")  # a quality flag whose meaning has one of these marks a bad fix
+# flags known by name where no `ancillary_variables` links them (Copernicus in-situ / OceanSITES and Argo files),
+# and their reference table's bad values where the flag states no meanings: 3 probably bad, 4 bad, 9 missing
+NAMED_FLAGS = {"position": ("POSITION_QC",), "time": ("TIME_QC", "JULD_QC")}
+NAMED_BAD = {3: "probably_bad", 4: "bad", 9: "missing"}
 
 
 def _without_flagged(ds, names) -> tuple:
     """Returns (ds, notes): the values of `names` (positions and time) that their CF quality flags mark bad (an
     `ancillary_variables` variable with `flag_values` and `flag_meanings`, a meaning with one of
-    `BAD_FLAG_WORDS`: bad_data, spike, FAIL, missing_value) set missing (NaN), and a note counting them."""
+    `BAD_FLAG_WORDS`: bad_data, spike, FAIL, missing_value) set missing (NaN), and a note counting them. Where no
+    flag is linked, a variable of the name Copernicus in-situ, OceanSITES and Argo files give the flag
+    (`NAMED_FLAGS`: POSITION_QC, TIME_QC, JULD_QC) is read the same way, by its reference table (`NAMED_BAD`) when
+    it states no meanings."""
     flagged, said = {}, []
     for name in names:
-        for flag in str(ds[name].attrs.get("ancillary_variables", "")).split():
+        linked = str(ds[name].attrs.get("ancillary_variables", "")).split()
+        kind = "time" if name.lower() in ("time", "juld") or ds[name].attrs.get("standard_name") == "time" else (
+            "position")
+        for flag in linked or [n for n in NAMED_FLAGS[kind] if n in ds.variables]:
             var = ds.variables.get(flag)
             if var is None or var.shape != ds[name].shape:
                 continue
             values = np.atleast_1d(var.attrs.get("flag_values", []))
             meanings = str(var.attrs.get("flag_meanings", "")).split()
+            if not linked and not meanings:
+                values, meanings = np.array(list(NAMED_BAD)), list(NAMED_BAD.values())
             bad = [(v, m) for v, m in zip(values, meanings) if any(w in m.lower() for w in BAD_FLAG_WORDS)]
             if len(values) != len(meanings) or not bad:
                 continue
-            mask = np.isin(np.asarray(var.values), [v for v, _ in bad])
+            mask = np.isin(_flag_numbers(var.values), [v for v, _ in bad])
             flagged[name] = flagged.get(name, np.zeros(mask.shape, bool)) | mask
-            said.append(f"{flag} ({', '.join(m for _, m in bad)})")
+            said.append(f"{flag} ({', '.join(m for _, m in bad)}{'' if linked else ', by its name'})")
     if not flagged:
         return ds, ()
     shape = ds[names[0]].shape  # a fix is flagged when its position or its time is
@@ -682,6 +695,15 @@ def _without_flagged(ds, names) -> tuple:
     count = max(count, *(int(m.sum()) for m in flagged.values()))
     ds = ds.assign({name: ds[name].where(~mask) for name, mask in flagged.items()})
     return ds, (f"quality flags: {count} fixes flagged bad by {', '.join(dict.fromkeys(said))} read as missing",)
+
+
+def _flag_numbers(values) -> np.ndarray:
+    """Returns quality flags as numbers: Argo's characters ('1', b'4', ' ' for none) read as their digits (-1)."""
+    values = np.asarray(values)
+    if values.dtype.kind not in "SUO":
+        return values
+    text = np.char.strip(values.astype(str))
+    return np.where(np.char.isdigit(text), np.char.zfill(text, 1), "-1").astype(np.int64)
 
 
 def _drogue_from_lost_date(var, instance_dim, times: list, path) -> list:
@@ -742,12 +764,16 @@ def _guess_layout(ds, path, why: str | None, position: str | None = None) -> lis
     two_d = [name for name in names if name in ds.variables and ds[name].ndim == 2]
     if not two_d:
         for name, var in named_first:
-            if var.ndim != 1 or var.dtype.kind not in "iu" or name in ds.dims:
+            # a quality flag is no count (a drifter's TIME_QC of all 1 sums to its fixes)
+            flag = "flag_values" in var.attrs or "flag_meanings" in var.attrs or name.upper().endswith("_QC")
+            if var.ndim != 1 or var.dtype.kind not in "iu" or name in ds.dims or flag:
                 continue
             for sample_dim, size in ds.sizes.items():
                 if position is not None and ds[position].dims != (sample_dim,):
                     continue
-                if sample_dim != var.dims[0] and int(var.values.sum()) == size and size > 0:
+                # a count is over fewer trajectories than fixes: one over as many would be a fix a trajectory
+                if (sample_dim != var.dims[0] and int(var.values.sum()) == size and size > 0
+                        and ds.sizes[var.dims[0]] < size):
                     why = why or "featureType trajectory without CF ragged attributes (sample_dimension)"
                     warnings.warn(assumed_ragged(path, why, name, var.dims[0], sample_dim), stacklevel=6)
                     return [(name, sample_dim)]
