@@ -136,6 +136,28 @@ def test_fixes_at_irregular_seconds_get_a_step_that_divides_every_time(tmp_path)
     assert resolve_dt(hourly, None)[0] == pytest.approx(HOUR / 3.6e7 / np.ceil(HOUR / 3.6e7 / 1e-4))
 
 
+def test_a_spreadsheets_date_and_time_columns_are_one_time_and_an_ambiguous_date_is_named(tmp_path):
+    """A date column and a time-of-day column (as spreadsheets export them) make each fix's time, said in a note;
+    a `Date (UTC)` column alone is the time; a day/month date is refused naming the first such value."""
+    from lagda.io.formats import read_raw
+
+    rows = [("a", "2025-03-01", "00:00:00", -40.0, 34.0), ("a", "2025-03-01", "06:00:00", -40.1, 34.1),
+            ("a", "2025-03-02", "00:00", -40.2, 34.2)]
+    (tmp_path / "two.csv").write_text("drifter_id,date,time,lon,lat\n" + "".join(
+        f"{i},{d},{t},{x},{y}\n" for i, d, t, x, y in rows))
+    with pytest.warns(UserWarning, match="no id column; assumed drifter_id"):
+        raw = read_raw(tmp_path / "two.csv")
+    np.testing.assert_array_equal(raw.times[0] - raw.times[0][0], [0.0, 6 * HOUR, 24 * HOUR])
+    assert "times from the date and time columns together" in raw.notes
+    (tmp_path / "one.csv").write_text("id,Date (UTC),lon,lat\n" + "".join(
+        f"{i},{d}T{t},{x},{y}\n" for i, d, t, x, y in rows))
+    with pytest.warns(UserWarning, match="no time column; assumed date"):
+        np.testing.assert_array_equal(read_raw(tmp_path / "one.csv").times[0], raw.times[0])
+    (tmp_path / "dmy.csv").write_text("id,time,lon,lat\na,2025-03-01T00:00:00Z,-40,34\na,01/03/2025 06:00,-40,34\n")
+    with pytest.raises(ValueError, match="the first that is neither: '01/03/2025 06:00' \\(a day and month in"):
+        read_raw(tmp_path / "dmy.csv")
+
+
 def test_erddap_csv_and_csvp_read_as_the_plain_csv(tmp_path):
     """ERDDAP tabledap downloads of the GDP: .csv has a row of units under the header, .csvp the units in the
     column names; ID upper case, other columns (WMO, ve, vn) and another column order. Both read as the plain
@@ -183,6 +205,11 @@ def test_a_csv_without_an_id_column_takes_the_drifter_from_a_platform_column_and
     with pytest.raises(ValueError, match=r"anonymous.csv: a CSV of fixes needs a column naming each fix's drifter "
                                          r"\(id, or one of platform_code, .*\); its columns are name,time,lon,lat$"):
         read_raw(tmp_path / "anonymous.csv")
+    # a file of time and positions alone is one drifter (a drifter per file, as some programs export them)
+    (tmp_path / "buoy_17.csv").write_text("time,lon,lat\n2025-03-01T00:00:00Z,-40,34\n2025-03-01T01:00:00Z,-40,34\n")
+    with pytest.warns(UserWarning, match="no column names the drifters .*: read as one drifter, named by the file's"):
+        alone = read_raw(tmp_path / "buoy_17.csv")
+    assert alone.ids.tolist() == ["buoy_17"] and len(alone.times[0]) == 2
 
 
 def _fixes_csv(delimiter=",", decimal=".", header="id,time,lon,lat") -> str:

@@ -104,7 +104,8 @@ class CleanReport:
                          f"row, reached and left faster than max({MAX_SPEED_M_S:g} m/s, {SPEED_FACTOR:g}x the "
                          "track's median speed) and off their neighbours' line)")
         if self.trajectories_emptied:
-            lines.append(f"clean: {self.trajectories_emptied} trajectories left without a fix with a position dropped")
+            lines.append(f"clean: {self.trajectories_emptied} trajectories left without a located fix dropped "
+                         "(every fix cleaned away, or none with a position)")
         if self.short_trajectories_dropped:
             lines.append(f"clean: {self.short_trajectories_dropped} trajectories with fewer than {MIN_FIXES} fixes "
                          f"dropped ({self.short_trajectory_fixes_dropped} fixes)")

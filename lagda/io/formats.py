@@ -75,7 +75,8 @@ QG_TRUTH = {"psi", "u", "v", "truth_time"}  # the gridded truth of a QG truth fi
 CSV_ID_COLUMNS = ("id", "platform_code", "platform_id", "trajectory", "trajectory_id", "drifter_id", "buoy_id",
                   "wmo")
 # the columns that may hold a CSV fix's time, first found first, as `_csv_name` matches them ("Time (UTC)" is time)
-CSV_TIME_COLUMNS = ("time", "datetime", "date_time", "timestamp", "time_utc", "datetime_utc")
+CSV_TIME_COLUMNS = ("time", "datetime", "date_time", "timestamp", "time_utc", "datetime_utc", "date", "date_utc")
+TIME_OF_DAY = r"\d{1,2}:\d{2}(:\d{2}(\.\d*)?)?"  # a time column that holds only this takes its date from `date`
 CSV_DELIMITERS = {",": "commas", ";": "semicolons", "\t": "tabs"}  # a CSV's delimiter: the header's most frequent
 CSV_MISSING = ("", "NA", "nan", "NaN")  # a CSV value that is missing
 TRACK_SUFFIXES = (".nc", ".nc4", ".cdf", ".csv", ".csvp", ".tsv", ".dat", ".csv.gz", ".tsv.gz", ".dat.gz", ".parquet",
@@ -1023,7 +1024,9 @@ def _read_csv(path, head: bytes, compression: str | None = None) -> RawTracks:
         raise ValueError(f"{path} {_NOT_TRACKS}")
     columns = first.strip()
     time_name = _csv_column(header, CSV_TIME_COLUMNS, "time", path, columns)
-    id_name = _csv_column(header, CSV_ID_COLUMNS, "drifter", path, columns)
+    # a file of one drifter may name none: time and position columns alone (another column might be its id)
+    one = not header & set(CSV_ID_COLUMNS) and header <= {time_name, *names, "date", "field", "drogue_status", ""}
+    id_name = None if one else _csv_column(header, CSV_ID_COLUMNS, "drifter", path, columns)
     import pandas as pd
 
     try:  # every column as text, "" where empty; fields past the header's (a delimiter ending a row) are left out
@@ -1032,6 +1035,10 @@ def _read_csv(path, head: bytes, compression: str | None = None) -> RawTracks:
     except (ValueError, pd.errors.ParserError) as error:
         raise ValueError(f"{path}: cannot be read as CSV ({str(error).splitlines()[0]})") from None
     table.columns = [_csv_name(str(c)) for c in table.columns]
+    if one:
+        id_name, table["id"] = "id", _file_stem(path)
+        warnings.warn(f"{path}: no column names the drifters (id, or one of {', '.join(CSV_ID_COLUMNS[1:])}): "
+                      "read as one drifter, named by the file's name", stacklevel=5)
     column = lambda name: table[name].str.strip()
     if len(table) and column(time_name).iloc[0] == "UTC" and not column(id_name).iloc[0]:  # ERDDAP's units row
         table = table.iloc[1:]
@@ -1045,7 +1052,11 @@ def _read_csv(path, head: bytes, compression: str | None = None) -> RawTracks:
             table = table.apply(lambda values: values if values.name == id_name else
                                 values.str.replace(",", ".", regex=False))
     a, b = (_csv_numbers(column(name), path) for name in names)
-    times, physical = _csv_times(column(time_name).tolist(), path)
+    stamps = column(time_name)
+    if time_name != "date" and "date" in table.columns and stamps.str.fullmatch(TIME_OF_DAY).all():
+        stamps = column("date") + "T" + stamps  # a spreadsheet's date and time of day in two columns
+        notes.append(f"times from the date and {time_name} columns together")
+    times, physical = _csv_times(stamps.tolist(), path)
     if physical != bool(lonlat):
         raise ValueError(f"{path}: columns {names[0]},{names[1]} need " + (
             f"ISO 8601 datetimes in the {time_name} column" if lonlat else
@@ -1064,6 +1075,11 @@ def _read_csv(path, head: bytes, compression: str | None = None) -> RawTracks:
                                               fields, {name: values[kept] for name, values in per_row.items()})
     return RawTracks(t, pos, ids, field, "lonlat" if lonlat else "model", physical, per_fix=per_fix,
                      notes=tuple(notes))
+
+
+def _file_stem(path) -> str:
+    """Returns a file's name without its folder and its suffixes (drifter_1234.csv.gz: drifter_1234)."""
+    return os.path.basename(os.fspath(path)).split(".")[0]
 
 
 def _csv_numbers(texts, path) -> np.ndarray:
@@ -1116,6 +1132,20 @@ def _read_buoydata(path, compression: str | None = None) -> RawTracks:
     return RawTracks(t, pos, grouped, None, "lonlat", True, per_fix=per_fix)
 
 
+def _first_not_iso(texts: list) -> str:
+    """Returns the first of `texts` (not a missing value) that is no ISO 8601 datetime."""
+    import pandas as pd
+
+    for text in dict.fromkeys(texts):
+        if text in CSV_MISSING:
+            continue
+        try:
+            pd.to_datetime(text, utc=True, format="ISO8601")
+        except (ValueError, TypeError):
+            return text
+    return ""
+
+
 def _csv_times(texts: list, path) -> tuple[np.ndarray, bool]:
     """Returns (times, physical): numbers as model time, else ISO 8601 datetimes as seconds since 1970; `CSV_MISSING`
     as NaN."""
@@ -1127,9 +1157,9 @@ def _csv_times(texts: list, path) -> tuple[np.ndarray, bool]:
 
     try:
         stamps = pd.to_datetime(pd.Series(texts).replace(dict.fromkeys(CSV_MISSING)), utc=True, format="ISO8601")
-    except (ValueError, TypeError) as error:
-        first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ValueError(f"{path}: the time column holds neither numbers nor ISO 8601 datetimes "
-                         f"({first_line})") from None
+    except (ValueError, TypeError):
+        raise ValueError(f"{path}: the time column holds neither numbers nor ISO 8601 datetimes (such as "
+                         f"2025-03-01T06:00:00Z); the first that is neither: {_first_not_iso(texts)!r} (a day and "
+                         "month in either order, such as 01/03/2025, cannot be read without guessing)") from None
     values = stamps.dt.tz_localize(None).to_numpy(dtype="datetime64[ns]")
     return _seconds(values), True
