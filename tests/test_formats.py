@@ -53,6 +53,23 @@ def test_physical_export_round_trips_with_its_mapping(tmp_path, layout):
         assert str(first)[:19] == iso_time(tracks.mapping.time_from_model(tracks.times[0, 0]))[:19]
 
 
+def test_a_trajectory_array_stored_obs_first_reads_as_trajectory_first(tmp_path):
+    """Positions over (obs, trajectory), as numpy's column order can write them: the cf_role id's dimension says
+    which is the trajectory, and a note says the file was read transposed."""
+    from lagda.io.formats import read_raw
+
+    tracks = _physical()
+    write_tracks(tracks, tmp_path / "t.nc", layout="multidimensional")
+    with xr.open_dataset(tmp_path / "t.nc") as ds:
+        ds.load().transpose(*reversed(ds["lon"].dims), ...).to_netcdf(tmp_path / "obs_first.nc")
+    with xr.open_dataset(tmp_path / "obs_first.nc") as ds:
+        assert ds["lon"].dims[1] == [v.dims[0] for v in ds.variables.values() if "cf_role" in v.attrs][0]
+    plain, flipped = read_raw(tmp_path / "t.nc"), read_raw(tmp_path / "obs_first.nc")
+    assert flipped.ids.tolist() == plain.ids.tolist() and any("read over" in note for note in flipped.notes)
+    for got, want in zip(flipped.positions + flipped.times, plain.positions + plain.times):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_gaps_remove_fixes_of_the_asked_lengths():
     tracks = _physical(n_traj=1, n_obs=60, spacing_h=(1.0,))
     cut = cut_gaps(tracks, 3, 5, seed=0)

@@ -574,6 +574,11 @@ def _from_dataset(ds, path):
         x = ds[a]
         if x.ndim != 2:
             raise ValueError(f"{path}: position {a!r} has dims {x.dims}, expected (trajectory, obs)")
+        roles = [v.dims[0] for v in ds.variables.values() if v.attrs.get("cf_role") == "trajectory_id" and v.ndim]
+        if roles and x.dims[1] == roles[0]:  # stored (obs, trajectory): the cf_role id says which is which
+            x = x.transpose(x.dims[1], x.dims[0])
+            flag_note += (f"positions stored over {tuple(reversed(x.dims))}: read over {x.dims}, the dimension of "
+                          "the cf_role trajectory id first",)
         order = [d for d in x.dims if d in ds[t_name].dims]
         time = ds[t_name].copy(data=time).transpose(*order).values
         time = np.broadcast_to(time, x.shape) if time.ndim == 1 else time  # orthogonal: time(obs) shared
