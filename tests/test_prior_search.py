@@ -134,6 +134,11 @@ def test_cross_validation_picks_the_true_error_model(true_tau):
     assert info["cv_ratio"] < 1 and not info["zero_guard"]
     cvs = {row["tau_days"]: row["cv_ratio"] for row in info["error_model_table"]}
     assert cvs[true_tau] == min(cvs.values())
+    if true_tau == 8.0:  # one drifter: nothing to hold out, the error model by the evidence, and said so
+        one = track == track[0]
+        info = search_prior(points[one], t[one], vel[one], track[one], 1e-4, model)[-1]
+        assert info["cv_folds"] == 1 and np.isnan(info["cv_ratio"])
+        assert info["representation_time_source"] == "evidence (one drifter: none to hold out)"
 
 
 def test_zero_guard_on_tracks_without_signal():

@@ -364,9 +364,10 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
     # no better than zero on held-out drifters, or no more evidence than the zero-signal model's plus one nat per
     # fitted prior parameter (AIC's penalty: the fitted evidence of pure noise is a little above zero's)
     zero = bool((n_folds > 1 and not cv < 1.0) or ratio <= len(theta))
-    info = {"prior_source": "the tracks: log-spectrum by evidence, error model by cross-validation (no climatology)",
-            "representation_var_source": "given" if rep_var is not None else "cross-validation",
-            "representation_time_source": "given" if tau is not None else "cross-validation",
+    chosen_by = "cross-validation" if n_folds > 1 else "evidence (one drifter: none to hold out)"
+    info = {"prior_source": f"the tracks: log-spectrum by evidence, error model by {chosen_by} (no climatology)",
+            "representation_var_source": "given" if rep_var is not None else chosen_by,
+            "representation_time_source": "given" if tau is not None else chosen_by,
             "prior_log_spectrum": {"a_per_degree": theta[:-2].tolist(), "b": float(theta[-2]), "c": float(theta[-1]),
                                    "k0": spectrum_origin(model)},
             "current_prior_var": msq, "cv_ratio": cv, "cv_folds": n_folds, "log_evidence_ratio_to_zero": ratio,
