@@ -166,6 +166,7 @@ def test_a_spreadsheets_date_and_time_columns_are_one_time_and_an_ambiguous_date
         raw = read_raw(tmp_path / "two.csv")
     np.testing.assert_array_equal(raw.times[0] - raw.times[0][0], [0.0, 6 * HOUR, 24 * HOUR])
     assert "times from the date and time columns together" in raw.notes
+    assert "3 times without a time zone read as UTC" in raw.notes  # said, where a Z or an offset is not
     (tmp_path / "one.csv").write_text("id,Date (UTC),lon,lat\n" + "".join(
         f"{i},{d}T{t},{x},{y}\n" for i, d, t, x, y in rows))
     with pytest.warns(UserWarning, match="no time column; assumed date"):

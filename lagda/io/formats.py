@@ -1062,6 +1062,9 @@ def _read_csv(path, head: bytes, compression: str | None = None) -> RawTracks:
         stamps = column("date") + "T" + stamps  # a spreadsheet's date and time of day in two columns
         notes.append(f"times from the date and {time_name} columns together")
     times, physical = _csv_times(stamps.tolist(), path)
+    naive = int((~stamps.str.contains(r"(?:[zZ]|[+-]\d{2}:?\d{2})$") & ~stamps.isin(CSV_MISSING)).sum())
+    if physical and naive:
+        notes.append(f"{naive} times without a time zone read as UTC")
     if physical != bool(lonlat):
         raise ValueError(f"{path}: columns {names[0]},{names[1]} need " + (
             f"ISO 8601 datetimes in the {time_name} column" if lonlat else

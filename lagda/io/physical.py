@@ -203,11 +203,15 @@ def parse_time(text: str) -> float:
 def unwrap_longitudes(lons: list, reference: float | None = None) -> list:
     """Returns each track's longitudes continuous (no jump at +-180), all near one reference.
 
-    Every longitude is first brought within 180 degrees of `reference` (default: the first finite
-    longitude), then each track is unwrapped along its valid fixes, so tracks across the date line
-    stay continuous.
+    Every longitude is first brought within 180 degrees of `reference`, then each track is unwrapped
+    along its valid fixes, so tracks across the date line stay continuous. Without a reference (the
+    first finite longitude is one), all are then shifted by whole turns so that the middle of their
+    extent lies in [-180, 180), or just east of it across the date line: a file in 0..360 degrees across
+    Greenwich reads as -3..6, not 357..366, and one across the date line as 178..183 (east of it above
+    180) whichever convention it was written in.
     """
     finite = [lon[np.isfinite(lon)] for lon in map(np.asarray, lons)]
+    given = reference is not None
     if reference is None:
         reference = next((float(f[0]) for f in finite if len(f)), 0.0)
     out = []
@@ -217,6 +221,12 @@ def unwrap_longitudes(lons: list, reference: float | None = None) -> list:
         near = reference + (lon[ok] - reference + 180.0) % 360.0 - 180.0
         lon[ok] = np.unwrap(near, period=360.0) if len(near) else near
         out.append(lon)
+    values = np.concatenate([lon[np.isfinite(lon)] for lon in out] or [np.zeros(0)])
+    if not given and len(values):
+        middle = 0.5 * (values.min() + values.max())
+        turn = 360.0 * np.floor((middle + 180.0) / 360.0)
+        turn -= 360.0 * (values.min() - turn < -180.0)  # across the date line: east of it above 180, not below -180
+        out = [lon - turn for lon in out]
     return out
 
 
