@@ -118,7 +118,7 @@ def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model,
     local = _local_fit(fixes, segments, mean, model, mapping, tile, k_max)
     if local is None:
         return None, f"fewer than {MIN_LOCAL_POINTS} drifter velocities: not fitted"
-    gp, hyper, points, spread, largest, outliers, span_h = local
+    gp, hyper, points, spread, largest, outliers, span_h, (seen_mean, seen_anomaly) = local
     du, dv, var_local = _local_on(gp, tile, *cells, projected=mapping.coordinates == "projected")
     reach = float(max(np.abs(du).max(), np.abs(dv).max()))
     # an ill-posed fit rings between its data: the tile keeps its basis field. The yardstick is the drifters'
@@ -137,13 +137,19 @@ def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model,
     remaining = var_local / hyper.s2
     far = remaining**2 * max(spread - hyper.s2, 0.0)
     basis = 0.0 if zero_guard else remaining
+    # away from the drifters, where the basis field departs from their mean velocity by more than any of their own
+    # velocities did, it extrapolates what no drifter saw (a lone eddy's fit rings across the box): that excess is
+    # uncertain, and its square joins the variance there, as far from the drifters as the rest of `far`
+    excess = [np.maximum(np.abs(field[c] - seen_mean[i]) - seen_anomaly[i], 0.0) for i, c in enumerate(("u", "v"))]
+    unseen = [remaining**2 * e**2 for e in excess]
     record = {"velocities": points, "ell_km": hyper.ell_km, "tau_days": hyper.tau_days,
               "std_m_s": float(np.sqrt(hyper.s2)), "noise_m_s": float(np.sqrt(hyper.n2)),
-              "spread_m_s": float(np.sqrt(spread)), "outliers": outliers, "span_h": span_h}
+              "spread_m_s": float(np.sqrt(spread)), "outliers": outliers, "span_h": span_h,
+              "beyond_drifters": float(np.mean(((excess[0] > 0) | (excess[1] > 0)) & (remaining > 0.5)))}
     if points > LOCAL_MAX_POINTS:
         record["nearest_per_day"] = LOCAL_MAX_POINTS
-    return (field["u"] + du, field["v"] + dv, field["var_u"] * basis + var_local + far,
-            field["var_v"] * basis + var_local + far), record
+    return (field["u"] + du, field["v"] + dv, field["var_u"] * basis + var_local + far + unseen[0],
+            field["var_v"] * basis + var_local + far + unseen[1]), record
 
 
 def box_local_gp(result, posterior, model, k_max: float) -> list[str]:
@@ -192,8 +198,17 @@ def box_local_gp(result, posterior, model, k_max: float) -> list[str]:
                      f"hours (median{nearest}; length scale "
                      f"{record['ell_km']:.0f} km, time scale {record['tau_days']:.1f} days, std "
                      f"{record['std_m_s']:.3f} m/s): u, v follow the drifters where they are, their total std "
-                     "includes it; psi is the basis field's (--no-local-gp leaves it out)")
+                     "includes it; psi is the basis field's (--no-local-gp leaves it out)" + beyond_note(record))
     return notes
+
+
+def beyond_note(record: dict) -> str:
+    """Returns "" or the clause saying on what share of the cells, away from the drifters, the basis field departs
+    from their mean velocity by more than any of their velocities did (`local_gp_correction`: its std holds that)."""
+    share = record.get("beyond_drifters", 0.0)
+    return (f"; away from the drifters, on {100 * share:.2g}% of the cells, the basis field departs from their mean "
+            "velocity by more than any of theirs did: an extrapolation, whose excess the total std holds"
+            if share > 0 else "")
 
 
 def tile_tracks(fixes: Fixes, segments: list[np.ndarray], tile: Tile):
@@ -408,7 +423,8 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
     gp = NearestInTime(points, residual, hyper, LOCAL_MAX_POINTS) if dense else \
         Predictor(points, residual, hyper, centre=False)
     largest = float(max(np.abs(residual).max(), np.abs(anomaly).max()))
-    return gp, hyper, len(points), spread, largest, int((~inlier).sum()), float(np.median(span)) / 3600.0
+    seen = (velocity.mean(axis=0), np.abs(anomaly).max(axis=0))
+    return gp, hyper, len(points), spread, largest, int((~inlier).sum()), float(np.median(span)) / 3600.0, seen
 
 
 def _local_on(gp, tile: Tile, lon2, lat2, seconds, projected: bool = False) -> tuple[np.ndarray, np.ndarray,

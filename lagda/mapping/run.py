@@ -673,9 +673,13 @@ def local_gp_summary(infos: list[dict]) -> str:
     dense = [f["nearest_per_day"] for f in fitted if "nearest_per_day" in f]
     over += f"in {len(dense)} dense tile{'s' * (len(dense) > 1)} each day the {dense[0]:,} nearest in time, " \
         if dense else ""
+    beyond = [f["beyond_drifters"] for f in fitted if f.get("beyond_drifters", 0.0) > 0]
+    beyond = (f"; in {len(beyond)} tiles the basis field departs, away from the drifters, from their mean velocity by "
+              f"more than any of theirs did (an extrapolation; on up to {100 * max(beyond):.2g}% of a tile's cells), "
+              "and u_std, v_std hold that excess" if beyond else "")
     return (f"local GP in {len(fitted)} tiles ({others}): {over}length scale {ell[1]:.0f} km "
             f"({ell[0]:.0f}-{ell[2]:.0f}, 10-90%), time scale {tau[1]:.1f} days ({tau[0]:.1f}-{tau[2]:.1f}), "
-            f"std {std[1]:.3f} m/s ({std[0]:.3f}-{std[2]:.3f})")
+            f"std {std[1]:.3f} m/s ({std[0]:.3f}-{std[2]:.3f}){beyond}")
 
 
 def _cells_of(lon, lat, grid: Grid, settings: MapSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
