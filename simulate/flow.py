@@ -200,6 +200,16 @@ def velocity(position, t, coef, k1, k2, omega, time=None):
     return jnp.stack([-dpsi_dy, dpsi_dx])
 
 
+def _phases(points, t, k1, k2, omega, time):
+    """Returns (z `(..., 2)`, t `(..., 1)`, k1, k2, omega, theta_k = omega_k t + 2 pi k.z `(..., mode)`, the temporal
+    factors f_k(t) `(..., mode)` or 1.0) in float64 numpy: what `velocity_basis` and `psi_basis` share."""
+    z = np.asarray(points, np.float64)
+    k1, k2, omega = (np.asarray(a, np.float64) for a in (k1, k2, omega))
+    t = np.asarray(t, np.float64)[..., None]
+    theta = omega * t + TWO_PI * (z[..., 0:1] * k1 + z[..., 1:2] * k2)
+    return z, t, k1, k2, omega, theta, 1.0 if time is None else temporal_factor(t[..., 0], time, np)
+
+
 def velocity_basis(points, t, k1, k2, omega, time=None) -> np.ndarray:
     """Returns G with w(z, t) = G x for x = (Re c, Im c): numpy float64 `(..., 2, 2 * mode)`.
 
@@ -212,12 +222,8 @@ def velocity_basis(points, t, k1, k2, omega, time=None) -> np.ndarray:
         points: `(..., 2)` positions z; t: times broadcastable to `points.shape[:-1]`.
         k1, k2, omega: `(mode,)` wavevectors and frequencies; time: `TimeBasis` or None.
     """
-    z = np.asarray(points, np.float64)
-    k1, k2, omega = (np.asarray(a, np.float64) for a in (k1, k2, omega))
-    t = np.asarray(t, np.float64)[..., None]
-    theta = omega * t + TWO_PI * (z[..., 0:1] * k1 + z[..., 1:2] * k2)  # (..., mode)
+    z, t, k1, k2, omega, theta, factor = _phases(points, t, k1, k2, omega, time)
     basis = TWO_PI * np.concatenate([np.sin(theta), np.cos(theta)], axis=-1)  # (..., 2K)
-    factor = 1.0 if time is None else temporal_factor(t[..., 0], time, np)
     if time is not None:
         basis = basis * np.tile(factor, 2)
     # (2 pi sin) * k rather than (2 pi k) * sin: the rounding of the shipped model's physics feature
@@ -239,11 +245,7 @@ def psi_basis(points, t, k1, k2, omega, time=None) -> np.ndarray:
         points: `(..., 2)` positions z; t: times broadcastable to `points.shape[:-1]`.
         k1, k2, omega: `(mode,)` wavevectors and frequencies; time: `TimeBasis` or None.
     """
-    z = np.asarray(points, np.float64)
-    k1, k2, omega = (np.asarray(a, np.float64) for a in (k1, k2, omega))
-    t = np.asarray(t, np.float64)[..., None]
-    theta = omega * t + TWO_PI * (z[..., 0:1] * k1 + z[..., 1:2] * k2)  # (..., mode)
-    factor = 1.0 if time is None else temporal_factor(t[..., 0], time, np)
+    z, t, k1, k2, omega, theta, factor = _phases(points, t, k1, k2, omega, time)
     current = current_mask(time)
     periodic = factor if current is None else factor * (1.0 - current)
     rows = np.concatenate([np.cos(theta) * periodic, -np.sin(theta) * periodic], axis=-1)
