@@ -362,7 +362,8 @@ def _departures(values, segment) -> np.ndarray:
 
 def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: float):
     """Returns (the residual's GP, its Hyper, the number of velocities, their spread, the largest residual
-    component m/s, the outliers left out, the velocities' median span in hours) for the drifters' chunk velocities
+    component m/s, the outliers left out, the velocities' median span in hours, (their mean, their largest departure
+    from it) `(2,)` m/s per component) for the drifters' chunk velocities
     (`chunk_velocities`) less the basis field's there, or None with fewer than MIN_LOCAL_POINTS velocities; the
     spread is the variance of the chunk velocities about their mean, (m/s)^2 per component, the largest residual
     that of a velocity from the basis field's or from their mean, whichever is larger.
