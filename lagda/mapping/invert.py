@@ -206,7 +206,7 @@ def beyond_note(record: dict) -> str:
     """Returns "" or the clause saying on what share of the cells, away from the drifters, the basis field departs
     from their mean velocity by more than any of their velocities did (`local_gp_correction`: its std holds that)."""
     share = record.get("beyond_drifters", 0.0)
-    return (f"; away from the drifters, on {100 * share:.2g}% of the cells, the basis field departs from their mean "
+    return (f"; away from the drifters, on {100 * share:.3g}% of the cells, the basis field departs from their mean "
             "velocity by more than any of theirs did: an extrapolation, whose excess the total std holds"
             if share > 0 else "")
 
