@@ -566,10 +566,13 @@ def test_a_tile_answered_zero_counts_the_velocity_variance_once():
     mapping, tracks = invert.tile_tracks(fixes, segments, tile)
     mean, _, _, chosen = invert._posterior(tracks, s.k_max, s.degree)
     assert not np.any(mean)
-    gp, hyper, _, spread, _, _, _ = invert._local_fit(fixes, segments, mean, chosen["model"], mapping, tile, s.k_max)
+    gp, hyper, _, spread, _, _, _, (seen, departure) = invert._local_fit(fixes, segments, mean, chosen["model"],
+                                                                           mapping, tile, s.k_max)
     days, rows, cols = grid.window(tile)
     _, _, var_local = invert._local_on(gp, tile, *np.meshgrid(grid.lon[cols], grid.lat[rows]), grid.days[days])
     expected = var_local + (var_local / hyper.s2) ** 2 * max(spread - hyper.s2, 0.0)
+    # the zero basis field departs from the drifters' mean velocity by less than their own velocities do: no excess
+    assert np.all(np.abs(seen) < departure)
     np.testing.assert_allclose(piece["u_std"], np.sqrt(expected), rtol=1e-5)
     np.testing.assert_allclose(piece["v_std"], np.sqrt(expected), rtol=1e-5)
 
