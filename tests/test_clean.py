@@ -286,6 +286,17 @@ def test_a_physical_trajectory_left_with_two_fixes_is_dropped_and_counted(coordi
         assert list(cleaned.ids) == [7, 8, 9] and report.short_trajectories_dropped == 0
 
 
+def test_a_padded_arrays_slots_are_no_fixes_without_a_time():
+    """A (trajectory, obs) file pads its shorter tracks with NaN past their last fix: those slots are not counted as
+    fixes without a time; a missing time between two fixes is."""
+    hours = T0 + HOUR * np.arange(48)
+    good = _to("lonlat", _path_m(48, 0.3, seed=6))
+    padded_t, padded_p = np.append(hours[:40], np.full(8, np.nan)), np.vstack([good[:40], np.full((8, 2), np.nan)])
+    padded_t[10] = np.nan
+    cleaned, report = clean_fixes(_raw([hours, padded_t], [good, padded_p]))
+    assert report.missing_times_dropped == 1 and len(cleaned.times[1]) == 39
+
+
 def test_a_trajectory_without_a_position_is_dropped_and_counted():
     """Every fix of a drifter flagged bad (its positions read as missing, its times kept): no track is left of it,
     where check_fits_model refused the whole file ("no valid observation"); one with two positions left is short."""

@@ -179,7 +179,9 @@ def clean_fixes(raw: RawTracks, *, keep_undrogued: bool = False) -> tuple[RawTra
         v = {name: np.asarray(values[i]).ravel() for name, values in per_fix.items()}
         n_read += len(t)
         ok = np.isfinite(t)
-        counts["missing_times_dropped"] += int(np.sum(~ok))
+        timed = np.flatnonzero(ok)
+        padding = len(t) - (int(timed[-1]) + 1 if len(timed) else 0)  # a padded array's slots past the last fix
+        counts["missing_times_dropped"] += int(np.sum(~ok)) - padding
         if raw.coordinates == "lonlat":
             nowhere = ok & ((np.abs(p[:, 1]) > 90.0) | (p[:, 0] < -180.0) | (p[:, 0] > 360.0))
             counts["impossible_positions_dropped"] += int(np.sum(nowhere))
