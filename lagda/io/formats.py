@@ -511,10 +511,14 @@ def _from_dataset(ds, path):
         except ValueError as error:
             raise ValueError(f"{path}: not a valid lagda dataset: {error}") from None
         return dataclasses.replace(tracks_from_dataset(ds), dt=file_dt(ds.attrs))
-    feature = ds.attrs.get("featureType")
+    feature, parcels = ds.attrs.get("featureType"), ()
     if feature is None and "feature_type" in ds.attrs:
         feature = ds.attrs["feature_type"]
-        warnings.warn(f"{path}: reading Parcels-style attribute feature_type; CF spells it featureType", stacklevel=5)
+        if "parcels_version" in ds.attrs:  # Parcels' own output spells it so: a note, not a warning
+            parcels = (f"Parcels {ds.attrs['parcels_version']} output: its feature_type read as CF's featureType",)
+        else:
+            warnings.warn(f"{path}: reading Parcels-style attribute feature_type; CF spells it featureType",
+                          stacklevel=5)
     counts = [(name, var.attrs["sample_dimension"]) for name, var in ds.variables.items()
               if "sample_dimension" in var.attrs]
     if feature is not None and str(feature).lower() != "trajectory":
@@ -533,6 +537,7 @@ def _from_dataset(ds, path):
     a, b, coordinates = _position_names(ds, path)
     t_name = _time_name(ds, path)
     ds, flag_note = _without_flagged(ds, (a, b, t_name))
+    flag_note = parcels + flag_note
     time, physical_time = _time_values(ds[t_name], path)
     scale = _length_factor(ds[a], coordinates)
     if table is not None:
