@@ -306,8 +306,8 @@ def infer_mapping(positions: list, seconds: list, coordinates: Literal["lonlat",
         raise ValueError(f"the tracks need a box of {lx / 1e3:,.0f} x {ly / 1e3:,.0f} km (lon {west:.4g}..{east:.4g}, "
                          f"lat {south:.4g}..{north:.4g}): a plane that large is off the sphere's scale by up to "
                          f"{off:.0f}%; "
-                         "`lagda map` maps a region of any size tile by tile (pass --box to assimilate this box "
-                         "anyway)")
+                         "`lagda map` maps a region of any size tile by tile, or give each region's drifters a file "
+                         "of their own (--box assimilates a box anyway)")
     notes.append(f"mapping: {mapping.describe()}")
     if mapping.max_scale_error > 0.01:
         notes.append("the tangent plane's scale differs from the sphere's by up to "

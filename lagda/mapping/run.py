@@ -401,7 +401,8 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
         say(f"note: {line}")
     if len(skipped) == len(infos):
         why = ([f"a tile needs at least {MIN_SEGMENTS} drifter segments in its box and window to choose its prior "
-                "by holding one out (`lagda assimilate` maps one box from a single drifter)"] if few else []) + failed
+                "by holding one out (`lagda assimilate` maps one box from a single drifter: a file of its own "
+                "fixes)"] if few else []) + failed
         say(f"warning: no tile was inverted, so the map holds no velocity (NaN everywhere): {'; '.join(why[:2])}")
     return {"tiles": len(tiles), "inverted": len(infos) - len(skipped), "skipped": len(skipped),
             "seconds": time.perf_counter() - start, "notes": notes, "check": check}
