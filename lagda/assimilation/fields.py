@@ -66,27 +66,27 @@ def separable_variance(rows, cov, degrees, factors) -> np.ndarray:
     return np.einsum("tp,tq,pqn->tn", factors, factors, cross)
 
 
-def field_variance(cov, k1, k2, omega, times, n_grid: int, time=None, block: int = 4096) -> list[np.ndarray]:
-    """Returns the exact variance of psi, u, v on the grid for coefficients x = (Re c, Im c) ~ N(., cov): each
-    `(time, y, x)`, the rows of `block` points at a time.
+def field_variance(covs, k1, k2, omega, times, n_grid: int, time=None, block: int = 4096) -> list[np.ndarray]:
+    """Returns the exact variance of psi, u, v on the grid for coefficients x = (Re c, Im c) ~ N(., cov) of each
+    field: each `(field, time, y, x)`; the rows of `block` points at a time, made once for every field.
 
     Args:
-        cov: `(2 mode, 2 mode)`; k1, k2, omega: `(mode,)`; times: `(time,)` model times; n_grid: points per side;
-        time: the model's `simulate.flow.TimeBasis`, or None.
+        covs: `(field, 2 mode, 2 mode)`; k1, k2, omega: `(mode,)`; times: `(time,)` model times; n_grid: points per
+        side; time: the model's `simulate.flow.TimeBasis`, or None.
     """
-    cov = np.asarray(cov, np.float64)
+    covs = np.asarray(covs, np.float64)
     k1, k2, omega, times = (np.asarray(a) for a in (k1, k2, omega, times))
     grid = np.arange(n_grid) / n_grid
     gx, gy = np.meshgrid(grid, grid)  # (y, x)
     points = np.stack([gx, gy], axis=-1).reshape(-1, 2)
-    var = np.empty((len(times), len(points), 3))
+    var = np.empty((len(covs), len(times), len(points), 3))
 
     def rows_at(z, t):  # (point x field, 2 mode): psi, u, v
         return np.concatenate([psi_basis(z, t, k1, k2, omega, time)[:, None, :],
-                               velocity_basis(z, t, k1, k2, omega, time)], axis=1).reshape(-1, cov.shape[0])
+                               velocity_basis(z, t, k1, k2, omega, time)], axis=1).reshape(-1, covs.shape[-1])
 
     if time is None:
-        degrees, factors, at = np.zeros(len(cov), np.int64), np.ones((len(times), 1)), 0.0
+        degrees, factors, at = np.zeros(covs.shape[-1], np.int64), np.ones((len(times), 1)), 0.0
     else:
         degrees = np.tile(time.degree, 2)
         factors = temporal_factor(times, time._replace(select=np.eye(time.select.shape[-1])), np)
@@ -96,11 +96,14 @@ def field_variance(cov, k1, k2, omega, times, n_grid: int, time=None, block: int
         if np.any(omega):  # not separable in time: the rows at each time
             for n, t in enumerate(times):
                 rows = rows_at(z, t)
-                var[n, start : start + len(z)] = np.einsum("nk,nk->n", rows @ cov, rows).reshape(-1, 3)
+                for f, cov in enumerate(covs):
+                    var[f, n, start : start + len(z)] = np.einsum("nk,nk->n", rows @ cov, rows).reshape(-1, 3)
         else:
-            var[:, start : start + len(z)] = separable_variance(rows_at(z, at), cov, degrees,
-                                                                factors).reshape(len(times), -1, 3)
-    return [np.maximum(var[..., i], 0.0).reshape(len(times), n_grid, n_grid) for i in range(3)]
+            rows = rows_at(z, at)
+            for f, cov in enumerate(covs):
+                var[f, :, start : start + len(z)] = separable_variance(rows, cov, degrees,
+                                                                       factors).reshape(len(times), -1, 3)
+    return [np.maximum(var[..., i], 0.0).reshape(len(covs), len(times), n_grid, n_grid) for i in range(3)]
 
 
 def grid_posterior(posterior: Posterior, k1, k2, omega, times, n_grid: int = 32, batch: int = 64, time=None) -> dict:
@@ -117,8 +120,8 @@ def grid_posterior(posterior: Posterior, k1, k2, omega, times, n_grid: int = 32,
     """
     if posterior.cov is not None:
         out = _grid_mean(posterior, k1, k2, omega, times, n_grid, time)
-        var = [field_variance(c, k1, k2, omega, times, n_grid, time) for c in posterior.cov]
-        out.update({f"{name}_std": np.sqrt(np.stack([v[i] for v in var])) for i, name in enumerate(FIELD_NAMES)})
+        var = field_variance(posterior.cov, k1, k2, omega, times, n_grid, time)
+        out.update({f"{name}_std": np.sqrt(v) for name, v in zip(FIELD_NAMES, var)})
         return out
     k1, k2 = jnp.asarray(k1), jnp.asarray(k2)
     omega, times = jnp.asarray(omega, jnp.float64), jnp.asarray(times, jnp.float64)

@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from lagda.io.tracks import Tracks
+from lagda.io.tracks import Tracks, off_steps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,7 +172,8 @@ def resolve_dt(tracks: Tracks, dt: float | None) -> tuple[float, list]:
     if tracks.dt is not None:
         return float(tracks.dt), [f"dt {float(tracks.dt):g} from the track file's dt attribute"]
     guess = _guess_dt(tracks.times, GUESS_MAX_DT)
-    if tracks.mapping is not None and not _divides(guess, tracks.times):
+    finite = np.asarray(tracks.times, np.float64)[np.isfinite(tracks.times)]
+    if tracks.mapping is not None and np.any(off_steps(finite, guess)):
         second = 1.0 / tracks.mapping.time_scale_s
         common = _common_step(tracks.times, second)
         if common is not None:
@@ -193,12 +194,6 @@ def _guess_dt(times, max_dt: float) -> float:
         return max_dt
     spacing = float(np.min(steps))
     return spacing / max(1, int(np.ceil(spacing / max_dt * (1 - 1e-9))))
-
-
-def _divides(dt: float, times) -> bool:
-    """Returns whether every finite time is a multiple of dt (to lagda.io.tracks.check_fits_model's tolerance)."""
-    t = np.asarray(times, np.float64)[np.isfinite(times)]
-    return bool(np.all(np.abs(t - np.round(t / dt) * dt) <= 1e-6 * np.maximum(np.abs(t), dt)))
 
 
 def _common_step(times, second: float) -> float | None:

@@ -392,6 +392,12 @@ def tracks_from_dataset(ds, samples=None, drifters=None) -> Tracks:
     )
 
 
+def off_steps(times, dt: float) -> np.ndarray:
+    """Returns which of `times` `(n,)` are not integer multiples of `dt` (relative tolerance 1e-6), bool `(n,)`."""
+    t = np.asarray(times, np.float64)
+    return np.abs(t - np.round(t / dt) * dt) > 1e-6 * np.maximum(np.abs(t), dt)
+
+
 def check_fits_model(tracks: Tracks, model_dt: float, k1=None, k2=None, omega=None) -> list[str]:
     """Returns warnings (gaps, missing positions) after checking that `tracks` fit the model.
 
@@ -418,8 +424,7 @@ def check_fits_model(tracks: Tracks, model_dt: float, k1=None, k2=None, omega=No
         if n_valid < 3:
             problems.append(f"trajectory {tid} has {n_valid} valid observations; at least 3 are needed")
         t = tracks.times[i][np.isfinite(tracks.times[i])]
-        steps = t / model_dt
-        off = np.abs(t - np.round(steps) * model_dt) > 1e-6 * np.maximum(np.abs(t), model_dt)
+        off = off_steps(t, model_dt)
         if np.any(off):
             problems.append(f"trajectory {tid}: time {float(t[off][0])!r} is not a multiple of the model's dt = "
                             f"{model_dt!r}")
