@@ -1,6 +1,15 @@
-"""Tables printed by the commands: one markdown table for scores of methods, splits or runs."""
+"""What the commands print: markdown tables of scores (methods, splits, runs) and counts in words."""
 
 from __future__ import annotations
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """Returns "n noun" in the number it takes ("1 tile", "0 tiles", "2 velocities" given that plural).
+
+    >>> counted(1, "tile"), counted(3, "velocity", "velocities")
+    ('1 tile', '3 velocities')
+    """
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
 def format_table(rows: dict, columns, first: str = "method", number: str = "{:.3g}") -> str:

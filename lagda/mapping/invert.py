@@ -23,8 +23,10 @@ import numpy as np
 from lagda.mapping.archive import Fixes
 from lagda.mapping.tiles import DAY_S, Tile
 
-MIN_SEGMENTS = 2  # a tile with fewer drifter segments is not inverted (too little to choose a prior from)
-TOO_FEW_SEGMENTS = f"fewer than {MIN_SEGMENTS} drifter segments"  # such a tile's "skipped" reason
+NO_SEGMENT = "no drifter segment"  # the "skipped" reason of a tile without one (nothing to invert)
+# a tile of fewer drifter segments is inverted (its prior chosen by the evidence, none to hold out) but fills only the
+# cells that no tile of more segments reaches (`is_fallback`): a lone drifter's map is far poorer than two drifters'
+FULL_SEGMENTS = 2
 STD_EVERY = 2  # the predictive std is computed on every STD_EVERY-th cell and day, and interpolated between
 LOCAL_CHUNK_S = 6 * 3600.0  # the drifter velocities of the local fit: displacements over chunks of this length
 LOCAL_MAX_POINTS = 1200  # the GP is conditioned on at most this many velocities (beyond: the nearest in time per day)
@@ -75,15 +77,15 @@ def tile_fixes(fixes: Fixes, tile: Tile) -> Fixes:
 def invert_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int, local_gp: bool = True) -> dict:
     """Returns the tile's piece of the map: {"u", "v", "u_std", "v_std"} `(day, lat, lon)` float32 m/s on the cells
     of `grid.window(tile)`, and "info" (a dict of what the inversion chose), or {"info": ...} alone when the tile has
-    fewer than MIN_SEGMENTS drifter segments (nothing to invert).
+    no drifter segment (nothing to invert). A tile of one segment is inverted too (`is_fallback`).
 
     `fixes` are the tile's own (`tile_fixes`). u_std, v_std are the total predictive std: the posterior std of the
     field in the basis and the std of the velocity it leaves out (the error model's), in quadrature.
     """
     segments = fixes.segments()
     info = {"tile": tile.key, "fixes": int(len(fixes)), "segments": len(segments)}
-    if len(segments) < MIN_SEGMENTS:
-        return {"info": {**info, "skipped": TOO_FEW_SEGMENTS}}
+    if not segments:
+        return {"info": {**info, "skipped": NO_SEGMENT}}
     mapping, tracks = tile_tracks(fixes, segments, tile)
     mean, cov, rep_std, chosen = _posterior(tracks, k_max, degree)
     model = chosen.pop("model")
@@ -100,6 +102,13 @@ def invert_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int,
     u, v, var_u, var_v = corrected
     return {"u": u, "v": v, "u_std": np.sqrt(var_u).astype(np.float32), "v_std": np.sqrt(var_v).astype(np.float32),
             "info": info}
+
+
+def is_fallback(info: dict) -> bool:
+    """Whether an inverted tile's piece, of fewer than FULL_SEGMENTS drifter segments, enters the map only on the
+    cells where no piece of more segments has any weight (one drifter's answer fills a gap, never blends into a
+    better one)."""
+    return "skipped" not in info and info.get("segments", FULL_SEGMENTS) < FULL_SEGMENTS
 
 
 def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model, mapping, tile: Tile,

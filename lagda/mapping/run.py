@@ -22,8 +22,9 @@ from lagda.io.formats import is_url, open_zarr_url, source_name, track_files
 from lagda.io.land import SOURCE as LAND_SOURCE
 from lagda.io.land import sea_fraction
 from lagda.mapping.archive import Fixes, archive_extent, clean, select_fixes, unsegmented_text
-from lagda.mapping.invert import MIN_SEGMENTS, TOO_FEW_SEGMENTS, Grid, invert_tile, tile_fixes
+from lagda.mapping.invert import FULL_SEGMENTS, NO_SEGMENT, Grid, invert_tile, is_fallback, tile_fixes
 from lagda.mapping.tiles import DAY_S, Tile, check_extent, region_width, tile_layout
+from lagda.report import counted
 from simulate.atomic import (
     OutputLock,
     fault_point,
@@ -381,16 +382,20 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
     skipped = [i for i in infos if "skipped" in i]
     zero = sum(bool(i.get("zero_guard")) for i in infos)
     outliers = [i.get("velocity_outliers_dropped", 0) for i in infos]
-    few = sum(i["skipped"] == TOO_FEW_SEGMENTS for i in skipped)
-    failed = [f"{i['tile']}: {i['skipped']}" for i in skipped if i["skipped"] != TOO_FEW_SEGMENTS]
+    empty = sum(i["skipped"] == NO_SEGMENT for i in skipped)
+    lone = sum(is_fallback(i) for i in infos)
+    failed = [f"{i['tile']}: {i['skipped']}" for i in skipped if i["skipped"] != NO_SEGMENT]
     # a tile whose tracks cannot be inverted (drifters that never move: no velocity variance) is said with why
     unusable = (f", {len(failed)} whose tracks could not be inverted (left to the others, else NaN; "
                 f"{failed[0]}{' and others in tile_records' if len(failed) > 1 else ''})" if failed else "")
-    notes = list(fixes.notes) + [f"{len(infos) - len(skipped)} tiles inverted, {few} without enough "
-                                 f"drifters (left to the others, else NaN){unusable}, {zero} answered the prior "
+    lone = (f" ({lone} of them from a single drifter segment, their prior chosen by the evidence: their map only "
+            f"where no tile of {FULL_SEGMENTS} or more segments reaches)" if lone else "")
+    notes = list(fixes.notes) + [f"{counted(len(infos) - len(skipped), 'tile')} inverted{lone}, {empty} without a "
+                                 f"drifter (left to the others, else NaN){unusable}, {zero} answered the prior "
                                  "mean (zero) "
                                  "because their tracks predicted held-out drifters no better; "
-                                 f"{sum(o > 0 for o in outliers)} tiles left out {sum(outliers)} velocities far off "
+                                 f"{counted(sum(o > 0 for o in outliers), 'tile')} left out "
+                                 f"{counted(sum(outliers), 'velocity', 'velocities')} far off "
                                  "their fitted field (fixes off their track that cleaning kept)"]
     local = local_gp_summary(infos)
     if local:
@@ -400,9 +405,7 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
     for line in notes[len(fixes.notes):]:
         say(f"note: {line}")
     if len(skipped) == len(infos):
-        why = ([f"a tile needs at least {MIN_SEGMENTS} drifter segments in its box and window to choose its prior "
-                "by holding one out (`lagda assimilate` maps one box from a single drifter: a file of its own "
-                "fixes)"] if few else []) + failed
+        why = failed or ["no tile holds a drifter segment of two fixes within its box and window"]
         say(f"warning: no tile was inverted, so the map holds no velocity (NaN everywhere): {'; '.join(why[:2])}")
     return {"tiles": len(tiles), "inverted": len(infos) - len(skipped), "skipped": len(skipped),
             "seconds": time.perf_counter() - start, "notes": notes, "check": check}
@@ -625,9 +628,11 @@ def _add_attrs(path, attrs: dict) -> None:
 
 def _blend_block(partial, tiles, grid: Grid, lo: int, hi: int, land: np.ndarray | None = None) -> np.ndarray:
     """Returns u, v, u_std, v_std `(4, hi - lo, lat, lon)` float32 of map times lo..hi-1: the pieces' weighted
-    mean, and the std of their mixture (NaN where no piece has a value, and on the `land` cells `(lat, lon)`)."""
+    mean, and the std of their mixture (NaN where no piece has a value, and on the `land` cells `(lat, lon)`). The
+    pieces of one drifter segment (`invert.is_fallback`) make their own blend, taken only where the others have no
+    weight."""
     shape = (hi - lo, len(grid.lat), len(grid.lon))
-    sw, swu, swv, swu2, swv2 = (np.zeros(shape) for _ in range(5))
+    sums = {kind: [np.zeros(shape) for _ in range(5)] for kind in (False, True)}  # w, w u, w v, w E[u^2], w E[v^2]
     for tile in tiles:
         days, rows, cols = grid.window(tile)
         first, last = max(days.start, lo), min(days.stop, hi)
@@ -640,11 +645,14 @@ def _blend_block(partial, tiles, grid: Grid, lo: int, hi: int, land: np.ndarray 
         lon2, lat2 = np.meshgrid(tile.relative_lon(grid.lon[cols]), grid.lat[rows])
         w = tile.time_weight(grid.days[first:last])[:, None, None] * tile.space_weight(lon2, lat2)[None]
         u, v = piece["u"][mine].astype(np.float64), piece["v"][mine].astype(np.float64)
+        sw, swu, swv, swu2, swv2 = sums[is_fallback(piece["info"])]
         sw[block] += w
         swu[block] += w * u
         swv[block] += w * v
         swu2[block] += w * (piece["u_std"][mine].astype(np.float64) ** 2 + u**2)
         swv2[block] += w * (piece["v_std"][mine].astype(np.float64) ** 2 + v**2)
+    gap = sums[False][0] == 0
+    sw, swu, swv, swu2, swv2 = (np.where(gap, lone, full) for full, lone in zip(sums[False], sums[True]))
     with np.errstate(invalid="ignore", divide="ignore"):
         u, v = swu / sw, swv / sw
         u_std = np.sqrt(np.maximum(swu2 / sw - u**2, 0.0))
