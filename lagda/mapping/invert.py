@@ -148,16 +148,20 @@ def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model,
     basis = 0.0 if zero_guard else remaining
     # away from the drifters, where the basis field departs from their mean velocity by more than any of their own
     # velocities did, it extrapolates what no drifter saw (a lone eddy's fit rings across the box): that excess is
-    # uncertain, and its square joins the variance there, as far from the drifters as the rest of `far`
-    excess = [np.maximum(np.abs(field[c] - seen_mean[i]) - seen_anomaly[i], 0.0) for i, c in enumerate(("u", "v"))]
+    # uncertain, and its square joins the variance there, as far from the drifters as the rest of `far`...
+    departure = [field[c] - seen_mean[i] for i, c in enumerate(("u", "v"))]
+    excess = [np.maximum(np.abs(d) - seen_anomaly[i], 0.0) for i, d in enumerate(departure)]
     unseen = [remaining**2 * e**2 for e in excess]
+    # ... and its mean is drawn back, as far from the drifters, to the edge of the velocities they saw
+    clamp = [remaining**2 * np.sign(d) * e for d, e in zip(departure, excess)]
     record = {"velocities": points, "ell_km": hyper.ell_km, "tau_days": hyper.tau_days,
               "std_m_s": float(np.sqrt(hyper.s2)), "noise_m_s": float(np.sqrt(hyper.n2)),
               "spread_m_s": float(np.sqrt(spread)), "outliers": outliers, "span_h": span_h,
               "beyond_drifters": float(np.mean(((excess[0] > 0) | (excess[1] > 0)) & (remaining > 0.5)))}
     if points > LOCAL_MAX_POINTS:
         record["nearest_per_day"] = LOCAL_MAX_POINTS
-    return (field["u"] + du, field["v"] + dv, field["var_u"] * basis + var_local + far + unseen[0],
+    return (field["u"] + du - clamp[0], field["v"] + dv - clamp[1],
+            field["var_u"] * basis + var_local + far + unseen[0],
             field["var_v"] * basis + var_local + far + unseen[1]), record
 
 
@@ -213,11 +217,12 @@ def box_local_gp(result, posterior, model, k_max: float) -> list[str]:
 
 def beyond_note(record: dict) -> str:
     """Returns "" or the clause saying on what share of the cells, away from the drifters, the basis field departs
-    from their mean velocity by more than any of their velocities did (`local_gp_correction`: its std holds that)."""
+    from their mean velocity by more than any of their velocities did (`local_gp_correction`: its mean is drawn
+    back to the edge of theirs, its std holds the excess)."""
     share = record.get("beyond_drifters", 0.0)
     return (f"; away from the drifters, on {100 * share:.3g}% of the cells, the basis field departs from their mean "
-            "velocity by more than any of theirs did: an extrapolation, whose excess the total std holds"
-            if share > 0 else "")
+            "velocity by more than any of theirs did: an extrapolation, drawn back to the edge of their velocities "
+            "there, the excess held by the total std" if share > 0 else "")
 
 
 def tile_tracks(fixes: Fixes, segments: list[np.ndarray], tile: Tile):

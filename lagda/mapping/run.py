@@ -684,8 +684,9 @@ def local_gp_summary(infos: list[dict]) -> str:
         if dense else ""
     beyond = [f["beyond_drifters"] for f in fitted if f.get("beyond_drifters", 0.0) > 0]
     beyond = (f"; in {len(beyond)} tiles the basis field departs, away from the drifters, from their mean velocity by "
-              f"more than any of theirs did (an extrapolation; on up to {100 * max(beyond):.3g}% of a tile's cells), "
-              "and u_std, v_std hold that excess" if beyond else "")
+              f"more than any of theirs did (an extrapolation; on up to {100 * max(beyond):.3g}% of a tile's cells): "
+              "u, v are drawn back to the edge of their velocities there, and u_std, v_std hold the excess"
+              if beyond else "")
     return (f"local GP in {len(fitted)} tiles ({others}): {over}length scale {ell[1]:.0f} km "
             f"({ell[0]:.0f}-{ell[2]:.0f}, 10-90%), time scale {tau[1]:.1f} days ({tau[0]:.1f}-{tau[2]:.1f}), "
             f"std {std[1]:.3f} m/s ({std[0]:.3f}-{std[2]:.3f}){beyond}")
