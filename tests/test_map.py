@@ -695,10 +695,10 @@ def _uniform_csv(path, starts, hours: int = 8 * 24, seed: int = 0) -> None:
 
 
 def test_a_lone_drifter_fills_the_cells_no_other_tile_reaches_and_leaves_the_others_alone(small_map, tmp_path):
-    """A tile of one drifter segment was not inverted: a lone drifter far from the others had no map. It is now, its
-    prior chosen by the evidence, and its piece enters the blend only where no tile of more drifters has weight:
-    the cluster's map is bit-identical with and without the lone drifter, and the lone drifter's cells hold the
-    current within their bands."""
+    """A tile of one drifter segment was not inverted: a lone drifter far from the others had no map. It is now (the
+    local GP of its velocities alone), and its piece enters the blend only where no tile of more drifters has
+    weight: the cluster's map is bit-identical with and without the lone drifter, and the lone drifter's cells hold
+    the current within their bands."""
     _, s, scheduler, _ = small_map
     s = dataclasses.replace(s, region=(-41.0, -29.0, 30.0, 33.0))
     cluster = [(-40.2, 31.2), (-39.9, 31.9), (-39.5, 31.5), (-39.8, 32.3)]
@@ -717,7 +717,7 @@ def test_a_lone_drifter_fills_the_cells_no_other_tile_reaches_and_leaves_the_oth
     inverted = {name: [r for r in rs if "skipped" not in r and r not in lone] for name, rs in records.items()}
     assert inverted["both"] == inverted["cluster"]  # the lone drifter in no other tile
     line = [x for x in said if "inverted" in x][0]
-    assert f"({len(lone)} of them from a single drifter segment" in line
+    assert f"({len(lone)} of them of a single drifter segment: the local GP of its velocities alone" in line
     a, b = maps["cluster"], maps["both"]
     known = np.isfinite(a.u.values)
     for name in ("u", "v", "u_std", "v_std"):
@@ -1059,3 +1059,33 @@ def test_a_resume_compares_every_part_of_the_archives_identity():
     assert _differences(stored, dict(stored)) == []
     assert _differences(stored, {**stored, "archive_paths_sha256": "1" * 64}) == ["archive_paths_sha256"]
     assert _differences(stored, {**stored, "settings": {"resolution": 0.5}}) == ["resolution"]
+
+
+def test_the_bands_beside_a_jet_its_drifters_gathered_in_hold_the_ocean_at_rest(small_map, tmp_path):
+    """Drifters gather in a narrow jet (1.2 m/s, 25 km wide), which the tile basis cannot resolve: its uniform
+    current takes up their mean velocity and carries it to the cells beside the jet, where the ocean is at rest.
+    Away from the drifters the std now holds their mean square velocity, not only their spread about their mean,
+    and so it does in a tile whose local GP was rejected (its std was the error model's alone): the bands hold the
+    resting ocean there, where they held it on 0.3% of those cells."""
+    _, s, scheduler, _ = small_map
+    s = dataclasses.replace(s, region=(-40.0, -34.0, 30.0, 34.0), period=(s.period[0], s.period[0] + 5 * 86400.0))
+    jet_lat, peak, width_m = 32.0, 1.2, 25e3
+    hours = np.arange(5 * 24)
+    rows, t0 = [], np.datetime64("2025-01-01T00:00:00")
+    for k, (lon, lat) in enumerate([(-39.8, 32.05), (-39.5, 31.95), (-39.2, 32.1), (-39.9, 31.9), (-39.0, 32.0),
+                                    (-39.6, 32.3)]):
+        for h in hours:
+            rows.append(f"d{k},{str(t0 + np.timedelta64(int(h), 'h'))}Z,{lon:.6f},{lat:.6f}")
+            y = (lat - jet_lat) * np.pi / 180 * EARTH_RADIUS_M
+            u = peak * np.exp(-0.5 * (y / width_m) ** 2)
+            lon += np.degrees(u * 3600.0 / (EARTH_RADIUS_M * np.cos(np.radians(lat))))
+    (tmp_path / "jet.csv").write_text("id,time,lon,lat\n" + "\n".join(rows) + "\n")
+    map_archive(tmp_path / "jet.csv", tmp_path / "jet.nc", s, scheduler=scheduler, progress=False,
+                say=lambda _: None)
+    with xr.open_dataset(tmp_path / "jet.nc") as m:
+        lat = m.lat.values[None, :, None] + 0 * m.u.values
+        u_true = peak * np.exp(-0.5 * ((lat - jet_lat) * np.pi / 180 * EARTH_RADIUS_M / width_m) ** 2)
+        beside = (np.abs(lat - jet_lat) > 1.0) & np.isfinite(m.u.values)  # over 110 km from the jet
+        held = (np.abs(m.u.values - u_true) < 1.96 * m.u_std.values) & (np.abs(m.v.values) < 1.96 * m.v_std.values)
+        assert beside.sum() > 100 and np.mean(np.abs(m.u.values[beside])) > 0.2  # the jet carried beside it
+        assert held[beside].mean() >= 0.9

@@ -74,10 +74,13 @@ def tile_fixes(fixes: Fixes, tile: Tile) -> Fixes:
     return dataclasses.replace(fixes.subset(keep), lon=lon[keep])
 
 
-def invert_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int, local_gp: bool = True) -> dict:
+def invert_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int, local_gp: bool = True,
+                lone_floor: float = 0.0) -> dict:
     """Returns the tile's piece of the map: {"u", "v", "u_std", "v_std"} `(day, lat, lon)` float32 m/s on the cells
     of `grid.window(tile)`, and "info" (a dict of what the inversion chose), or {"info": ...} alone when the tile has
-    no drifter segment (nothing to invert). A tile of one segment is inverted too (`is_fallback`).
+    no drifter segment (nothing to invert). A tile of one segment is the local GP of its velocities alone
+    (`_lone_segment`, its piece a fallback: `is_fallback`), its variance away from the drifter at least
+    `lone_floor` (m/s)^2 per component (the whole archive's `mean_square_velocity`).
 
     `fixes` are the tile's own (`tile_fixes`). u_std, v_std are the total predictive std: the posterior std of the
     field in the basis and the std of the velocity it leaves out (the error model's), in quadrature.
@@ -87,21 +90,50 @@ def invert_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int,
     if not segments:
         return {"info": {**info, "skipped": NO_SEGMENT}}
     mapping, tracks = tile_tracks(fixes, segments, tile)
+    days, rows, cols = grid.window(tile)
+    lon2, lat2 = np.meshgrid(tile.relative_lon(grid.lon[cols]), grid.lat[rows])
+    cells = (lon2, lat2, grid.days[days])
+    if len(segments) < FULL_SEGMENTS:
+        return _lone_segment(fixes, segments, tracks, mapping, tile, cells, k_max, degree, local_gp, info,
+                             lone_floor)
     mean, cov, rep_std, chosen = _posterior(tracks, k_max, degree)
     model = chosen.pop("model")
     field = _on_grid(mean, cov, model, mapping, tile, grid)
     info.update(chosen)
     if not local_gp:
         return _finish(field, rep_std, info)
-    days, rows, cols = grid.window(tile)
-    lon2, lat2 = np.meshgrid(tile.relative_lon(grid.lon[cols]), grid.lat[rows])
-    corrected, info["local_gp"] = local_gp_correction(field, (lon2, lat2, grid.days[days]), fixes, segments, mean,
-                                                      model, mapping, tile, k_max, bool(info.get("zero_guard")))
+    kept = [(rep_std * field[f]) ** 2 for f in ("fu", "fv")]  # the error model's variance, if the fit is rejected
+    corrected, info["local_gp"] = local_gp_correction(field, cells, fixes, segments, mean, model, mapping, tile,
+                                                      k_max, bool(info.get("zero_guard")), kept_var=kept)
     if corrected is None:
         return _finish(field, rep_std, info)
     u, v, var_u, var_v = corrected
     return {"u": u, "v": v, "u_std": np.sqrt(var_u).astype(np.float32), "v_std": np.sqrt(var_v).astype(np.float32),
             "info": info}
+
+
+def _lone_segment(fixes: Fixes, segments, tracks, mapping, tile: Tile, cells, k_max: float, degree: int,
+                  local_gp: bool, info: dict, far_floor: float = 0.0) -> dict:
+    """Returns the piece of a tile of one drifter segment: the local GP of its velocities alone, about zero (as a
+    tile whose basis answered zero has it), its variance away from the drifter at least `far_floor` (m/s)^2, or
+    {"info": ...} with why not. One track leaves the basis's prior unchosen: fitted from it, the field away from the
+    drifter erred more than a map of zero and its bands held the truth on a third of the cells of some tiles (the
+    basin-year archive); one drifter's own velocities say too little of the ocean's around it, hence the floor."""
+    from lagda.assimilation.methods.basis import basis_model
+    from lagda.io.physical import MODEL_WINDOW
+
+    if not local_gp:
+        return {"info": {**info, "skipped": "one drifter segment, mapped by the local GP alone (--no-local-gp)"}}
+    model = basis_model(tracks, "circular", k_max, degree, window=MODEL_WINDOW)
+    zero = np.zeros((len(cells[2]), *cells[0].shape))
+    field = {"u": zero, "v": zero, "var_u": zero, "var_v": zero}
+    corrected, record = local_gp_correction(field, cells, fixes, segments, np.zeros(2 * model.n_modes), model,
+                                            mapping, tile, k_max, zero_guard=True, far_floor=far_floor)
+    if corrected is None:
+        return {"info": {**info, "skipped": f"one drifter segment, its local GP {record}"}}
+    u, v, var_u, var_v = corrected
+    return {"u": u.astype(np.float32), "v": v.astype(np.float32), "u_std": np.sqrt(var_u).astype(np.float32),
+            "v_std": np.sqrt(var_v).astype(np.float32), "info": {**info, "local_gp": record}}
 
 
 def is_fallback(info: dict) -> bool:
@@ -112,9 +144,11 @@ def is_fallback(info: dict) -> bool:
 
 
 def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model, mapping, tile: Tile,
-                        k_max: float, zero_guard: bool):
+                        k_max: float, zero_guard: bool, far_floor: float = 0.0, kept_var=None):
     """Returns ((u, v, var_u, var_v) `(day, lat, lon)` with the local GP of what the basis leaves out at the
     drifters, its record) or (None, why not) when too few velocities or a rejected fit leave the basis field alone.
+    Given `kept_var`, a rejected fit gives (the basis field drawn back away from the drifters, its variance plus
+    kept_var and the variance away from the drifters; why) instead.
 
     Args:
         field: the basis field on the cells: u, v (m/s) and the variance of the field in the basis var_u, var_v
@@ -123,6 +157,8 @@ def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model,
         fixes, segments: the drifters' fixes and their segments (`Fixes.segments`); mean: the basis posterior
             mean `(2K,)` (real, imaginary parts); model, mapping: the basis and the box's tangent plane;
         tile: the box and window (its centre is the GP's plane); zero_guard: the basis estimate is the prior mean.
+        far_floor: the least variance away from the drifters (m/s)^2; kept_var: (var_u, var_v) (m/s)^2, `(lat, lon)`,
+            of the velocity the basis leaves out (its error model's), or None.
     """
     local = _local_fit(fixes, segments, mean, model, mapping, tile, k_max)
     if local is None:
@@ -130,21 +166,16 @@ def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model,
     gp, hyper, points, spread, largest, outliers, span_h, (seen_mean, seen_anomaly) = local
     du, dv, var_local = _local_on(gp, tile, *cells, projected=mapping.coordinates == "projected")
     reach = float(max(np.abs(du).max(), np.abs(dv).max()))
-    # an ill-posed fit rings between its data: the tile keeps its basis field. The yardstick is the drifters'
-    # largest residual, not a percentile (dense tracks sample an eddy the basis misses at its peak only in a few
-    # velocities), from the basis field or from their mean velocity: where a dense cluster skirts an eddy, the basis
-    # fits the drifters closely and the eddy's flank beside them is larger than any residual from the basis there
-    if reach > LOCAL_REACH * largest:
-        return None, (f"rejected: its correction reached {reach:.3g} m/s, over {LOCAL_REACH:g}x the drifters' "
-                      f"largest residual ({largest:.3g} m/s)")
     # near a drifter the local fit corrects the basis field's error too: its variance shrinks by the same
     # fraction as the residual's. Away from the drifters the velocity the basis leaves out is larger than its
-    # residual at them (where the basis fit absorbed part of it): its variance there is the spread of the
-    # drifters' velocities, entering with the square of that fraction so that it is gone near a drifter. When the
-    # basis estimate is zero (its guard), the local fit maps the drifters' velocities themselves and the basis
-    # posterior is its prior: the velocity's own variance, which the local fit's already holds, is not added twice
+    # residual at them (where the basis fit absorbed part of it): its variance there is the drifters' mean square
+    # velocity, entering with the square of that fraction so that it is gone near a drifter. Their spread about
+    # their mean and their mean itself: drifters gather in a jet, whose mean velocity the basis's uniform current
+    # takes up and carries to cells beside the jet where the ocean may be at rest. When the basis estimate is zero
+    # (its guard), the local fit maps the drifters' velocities themselves and the basis posterior is its prior:
+    # the velocity's own variance, which the local fit's already holds, is not added twice
     remaining = var_local / hyper.s2
-    far = remaining**2 * max(spread - hyper.s2, 0.0)
+    far = [remaining**2 * max(max(spread + m**2, far_floor) - hyper.s2, 0.0) for m in seen_mean]
     basis = 0.0 if zero_guard else remaining
     # away from the drifters, where the basis field departs from their mean velocity by more than any of their own
     # velocities did, it extrapolates what no drifter saw (a lone eddy's fit rings across the box): that excess is
@@ -154,6 +185,19 @@ def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model,
     unseen = [remaining**2 * e**2 for e in excess]
     # ... and its mean is drawn back, as far from the drifters, to the edge of the velocities they saw
     clamp = [remaining**2 * np.sign(d) * e for d, e in zip(departure, excess)]
+    # an ill-posed fit rings between its data: the tile keeps its basis field. The yardstick is the drifters'
+    # largest residual, not a percentile (dense tracks sample an eddy the basis misses at its peak only in a few
+    # velocities), from the basis field or from their mean velocity: where a dense cluster skirts an eddy, the basis
+    # fits the drifters closely and the eddy's flank beside them is larger than any residual from the basis there.
+    # Its variance still says how far from the drifters a cell lies: the rules away from them hold
+    if reach > LOCAL_REACH * largest:
+        why = (f"rejected: its correction reached {reach:.3g} m/s, over {LOCAL_REACH:g}x the drifters' largest "
+               f"residual ({largest:.3g} m/s)")
+        if kept_var is None:
+            return None, why
+        return (field["u"] - clamp[0], field["v"] - clamp[1], field["var_u"] + kept_var[0] + far[0] + unseen[0],
+                field["var_v"] + kept_var[1] + far[1] + unseen[1]), why + (
+                    "; the basis field kept, its std and mean away from the drifters as a fitted one's")
     record = {"velocities": points, "ell_km": hyper.ell_km, "tau_days": hyper.tau_days,
               "std_m_s": float(np.sqrt(hyper.s2)), "noise_m_s": float(np.sqrt(hyper.n2)),
               "spread_m_s": float(np.sqrt(spread)), "outliers": outliers, "span_h": span_h,
@@ -161,8 +205,8 @@ def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model,
     if points > LOCAL_MAX_POINTS:
         record["nearest_per_day"] = LOCAL_MAX_POINTS
     return (field["u"] + du - clamp[0], field["v"] + dv - clamp[1],
-            field["var_u"] * basis + var_local + far + unseen[0],
-            field["var_v"] * basis + var_local + far + unseen[1]), record
+            field["var_u"] * basis + var_local + far[0] + unseen[0],
+            field["var_v"] * basis + var_local + far[1] + unseen[1]), record
 
 
 def box_local_gp(result, posterior, model, k_max: float) -> list[str]:
@@ -330,6 +374,13 @@ def _plane_km(a, b, tile: Tile, projected: bool) -> tuple[np.ndarray, np.ndarray
         centre = tile.centre
         return (np.asarray(a, np.float64) - centre[0]) / 1000.0, (np.asarray(b, np.float64) - centre[1]) / 1000.0
     return local_km(a, b, tile.centre)
+
+
+def mean_square_velocity(fixes: Fixes) -> float:
+    """Returns the mean square of the drifters' velocities over LOCAL_CHUNK_S (`chunk_velocities`) per component,
+    (m/s)^2; 0.0 when they have none."""
+    velocity = chunk_velocities(fixes, fixes.segments(), LOCAL_CHUNK_S)[3]
+    return float(np.mean(velocity**2)) if len(velocity) else 0.0
 
 
 def chunk_velocities(fixes: Fixes, segments: list[np.ndarray], chunk_s: float, projected: bool = False):

@@ -22,7 +22,15 @@ from lagda.io.formats import is_url, open_zarr_url, source_name, track_files
 from lagda.io.land import SOURCE as LAND_SOURCE
 from lagda.io.land import sea_fraction
 from lagda.mapping.archive import Fixes, archive_extent, clean, select_fixes, unsegmented_text
-from lagda.mapping.invert import FULL_SEGMENTS, NO_SEGMENT, Grid, invert_tile, is_fallback, tile_fixes
+from lagda.mapping.invert import (
+    FULL_SEGMENTS,
+    NO_SEGMENT,
+    Grid,
+    invert_tile,
+    is_fallback,
+    mean_square_velocity,
+    tile_fixes,
+)
 from lagda.mapping.tiles import DAY_S, Tile, check_extent, region_width, tile_layout
 from lagda.report import counted
 from simulate.atomic import (
@@ -245,10 +253,11 @@ def interrupted_state(out) -> str:
     return "nothing was saved: rerun the command"
 
 
-def _run_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int, local_gp: bool) -> dict:
+def _run_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int, local_gp: bool,
+              lone_floor: float = 0.0) -> dict:
     """Returns invert_tile's piece; a tile whose tracks cannot be inverted (ValueError) is a skipped piece."""
     try:
-        return invert_tile(fixes, tile, grid, k_max, degree, local_gp)
+        return invert_tile(fixes, tile, grid, k_max, degree, local_gp, lone_floor)
     except ValueError as error:
         return {"info": {"tile": tile.key, "fixes": int(len(fixes)), "skipped": str(error)}}
 
@@ -374,7 +383,8 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
         f"{settings.window_days:g}-day windows every {settings.step_days:g} days)"
         + (f", {len(done)} done before" if done else ""))
     try:
-        _compute(pending, fixes, grid, settings, partial, len(done), len(tiles), workers, scheduler, progress, say)
+        _compute(pending, fixes, grid, settings, partial, len(done), len(tiles), workers, scheduler, progress, say,
+                 mean_square_velocity(fixes))
         infos, check = _write(out, partial, tiles, grid, settings, fixes, manifest, sea, held)
     except (TileFailed, OSError) as error:  # a tile, the scheduler or the disk: what is saved, how to go on
         raise type(error)(f"{error}; {interrupted_state(out)}") from error
@@ -388,8 +398,9 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
     # a tile whose tracks cannot be inverted (drifters that never move: no velocity variance) is said with why
     unusable = (f", {len(failed)} whose tracks could not be inverted (left to the others, else NaN; "
                 f"{failed[0]}{' and others in tile_records' if len(failed) > 1 else ''})" if failed else "")
-    lone = (f" ({lone} of them from a single drifter segment, their prior chosen by the evidence: their map only "
-            f"where no tile of {FULL_SEGMENTS} or more segments reaches)" if lone else "")
+    lone = (f" ({lone} of them of a single drifter segment: the local GP of its velocities alone, about zero, its "
+            "std away from the drifter at least the RMS velocity of all the drifters; their map only where no tile "
+            f"of {FULL_SEGMENTS} or more segments reaches)" if lone else "")
     notes = list(fixes.notes) + [f"{counted(len(infos) - len(skipped), 'tile')} inverted{lone}, {empty} without a "
                                  f"drifter (left to the others, else NaN){unusable}, {zero} answered the prior "
                                  "mean (zero) "
@@ -427,7 +438,8 @@ def _withhold(fixes: Fixes, fraction: float) -> tuple[Fixes, Fixes | None]:
     return dataclasses.replace(kept, notes=(*kept.notes, note)), held
 
 
-def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, scheduler, progress, say) -> None:
+def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, scheduler, progress, say,
+             lone_floor: float = 0.0) -> None:
     """Runs the pending tiles on Dask and saves each piece as it finishes. A tile whose worker is lost (a machine
     gone, a process killed) is sent again, said in a note: its fixes were scattered to that worker, which Dask
     cannot rebuild.
@@ -447,15 +459,18 @@ def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, 
     level = client_log.level
     try:
         with Client(scheduler or cluster) as client:
-            _send_tiles(client, pending, fixes, grid, settings, partial, n_done, n_tiles, progress, say)
+            _send_tiles(client, pending, fixes, grid, settings, partial, n_done, n_tiles, progress, say, lone_floor)
     finally:
         client_log.setLevel(level)
         if cluster is not None:
             cluster.close()
 
 
-def _send_tiles(client, pending, fixes, grid, settings, partial, n_done, n_tiles, progress, say) -> None:
-    """`_compute`'s work on its client: a bounded number of tiles in flight, each piece saved as it comes."""
+def _send_tiles(client, pending, fixes, grid, settings, partial, n_done, n_tiles, progress, say,
+                lone_floor: float = 0.0) -> None:
+    """`_compute`'s work on its client: a bounded number of tiles in flight, each piece saved as it comes; a tile of
+    one drifter segment takes `lone_floor` (m/s)^2, the drifters' mean square velocity, as the least variance
+    away from its drifter (`invert.invert_tile`)."""
     import logging
     from concurrent.futures import CancelledError
 
@@ -479,7 +494,7 @@ def _send_tiles(client, pending, fixes, grid, settings, partial, n_done, n_tiles
         data = client.scatter(tile_fixes(in_window, tile), hash=False)
         sends[tile.key] = sends.get(tile.key, 0) + 1
         future = client.submit(_run_tile, data, tile, grid, settings.k_max, settings.degree, settings.local_gp,
-                               key=f"tile-{tile.key}-{sends[tile.key]}", pure=False)
+                               lone_floor, key=f"tile-{tile.key}-{sends[tile.key]}", pure=False)
         inputs[future.key] = (tile, data)
         return future
 
