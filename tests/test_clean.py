@@ -321,3 +321,27 @@ def test_lone_end_fixes_far_in_time_are_dropped_and_counted():
     cleaned, report = clean_fixes(raw)
     assert report.lone_fixes_dropped == 2 and len(cleaned.times[0]) == 48 and len(cleaned.times[1]) == 50
     assert cleaned.times[0][0] == start and any("2 lone fixes dropped" in line for line in report.notes())
+
+
+@pytest.mark.parametrize("coordinates", ["lonlat", "projected"])
+def test_a_drifter_carried_on_a_ship_then_ashore_is_dropped_and_a_fast_jet_and_a_slow_drift_are_kept(coordinates):
+    """A drifter picked up (six hourly hops at 4.7 m/s along a straight line: no spike), then held in a harbour for
+    8 days (50 m noise): the carried fixes and the days ashore are dropped and counted, the drift before them kept.
+    A jet at 2.5 m/s (no hop over the bound) and a drift of 0.02 m/s for 10 days (no 2-day stretch within 200 m)
+    keep every fix."""
+    rng = np.random.default_rng(4)
+    hours = T0 + HOUR * np.arange(240)
+    drift = _path_m(40, 0.2, seed=5, noise_m=50.0)
+    ship = drift[-1] + 4.7 * HOUR * np.arange(1, 7)[:, None] * [np.cos(0.3), np.sin(0.3)]
+    harbour = ship[-1] + rng.normal(scale=50.0, size=(192, 2))
+    picked = np.concatenate([drift, ship, harbour])
+    jet, slow = _path_m(240, 2.5, seed=6, noise_m=50.0, heading=0.0), _path_m(240, 0.02, seed=7, noise_m=20.0)
+    raw = _raw([hours[:len(picked)], hours, hours], [_to(coordinates, p) for p in (picked, jet, slow)], coordinates)
+    cleaned, report = clean_fixes(raw)
+    assert report.spikes_dropped == 0
+    assert report.carried_dropped == 5  # the fixes on deck, each reached and left at 4.7 m/s
+    assert report.aground_dropped == 193  # the last fix on deck (the harbour's place) and 8 days there
+    np.testing.assert_array_equal(cleaned.times[0], hours[:40])
+    assert len(cleaned.times[1]) == len(cleaned.times[2]) == 240
+    notes = "\n".join(report.notes())
+    assert "5 fixes carried dropped" in notes and "193 fixes aground dropped" in notes

@@ -14,7 +14,10 @@ Rules, in this order, on each trajectory of a `RawTracks` (lagda.io.tracks):
    1970-01-01 sorts to a track's end, decades from its other fixes;
 7. position spikes, alone or a run of up to `SPIKE_RUN` fixes, are dropped (physical coordinates only;
    `spike_mask` states the rule);
-8. trajectories left with no fix are dropped.
+8. fixes not in the water (physical coordinates, dated times; `out_of_water_mask` states the rule): carried,
+   reached and left faster than a spike's bound (a drifter on a ship's deck), or held within `AGROUND_RADIUS_M`
+   of one place for over `AGROUND_S` (aground, or ashore: no ocean current holds a drifter still for days);
+9. trajectories left with no fix are dropped.
 
 The GDP per-fix errors are carried, not used to drop: `err_lat`/`err_lon` (degrees) become `position_std_m` and
 `err_ve`/`err_vn` (m/s) `velocity_std_m_s` in `RawTracks.per_fix`, each the RMS of its two components; a
@@ -39,6 +42,8 @@ SPIKE_RUN = 3  # consecutive fixes away from their track together (a fill positi
 LONE_GAP_S = 10 * 86400.0  # an end fix further than this from the rest of its track, and ...
 LONE_GAP_FACTOR = 100.0  # ... than this many times the track's median step, is a lone fix
 MIN_FIXES = 3  # a physical trajectory left with fewer fixes gives no velocity: dropped
+AGROUND_RADIUS_M = 200.0  # fixes held within this distance of one place ...
+AGROUND_S = 2 * 86400.0  # ... for longer than this are not in the water (aground, ashore)
 _DEG_M = EARTH_RADIUS_M * np.pi / 180  # metres per degree of latitude
 
 
@@ -62,6 +67,8 @@ class CleanReport:
     conflict_fixes_dropped: int = 0  # the fixes of those groups
     spikes_dropped: int = 0
     lone_fixes_dropped: int = 0  # end fixes far in time from the rest of their track
+    carried_dropped: int = 0  # fixes reached and left faster than a spike's bound (on a ship's deck)
+    aground_dropped: int = 0  # fixes held in one place for days
     trajectories_emptied: int = 0
     short_trajectories_dropped: int = 0  # physical files: trajectories left with 1 or 2 fixes
     short_trajectory_fixes_dropped: int = 0
@@ -103,6 +110,13 @@ class CleanReport:
             lines.append(f"clean: {self.spikes_dropped} position spikes dropped (alone or up to {SPIKE_RUN} in a "
                          f"row, reached and left faster than max({MAX_SPEED_M_S:g} m/s, {SPEED_FACTOR:g}x the "
                          "track's median speed) and off their neighbours' line)")
+        if self.carried_dropped:
+            lines.append(f"clean: {self.carried_dropped} fixes carried dropped (reached and left faster than "
+                         f"max({MAX_SPEED_M_S:g} m/s, {SPEED_FACTOR:g}x the track's median speed) along their "
+                         "track: a drifter on a ship's deck)")
+        if self.aground_dropped:
+            lines.append(f"clean: {self.aground_dropped} fixes aground dropped (held within {AGROUND_RADIUS_M:g} m "
+                         f"of one place for over {AGROUND_S / 86400:g} days: a drifter ashore or beached)")
         if self.trajectories_emptied:
             lines.append(f"clean: {self.trajectories_emptied} trajectories left without a located fix dropped "
                          "(every fix cleaned away, or none with a position)")
@@ -168,6 +182,7 @@ def clean_fixes(raw: RawTracks, *, keep_undrogued: bool = False) -> tuple[RawTra
                             "undrogued_kept",
                             "exact_duplicates_dropped", "trajectories_sorted", "conflicts_averaged",
                             "conflicts_dropped", "conflict_fixes_dropped", "spikes_dropped", "lone_fixes_dropped",
+                            "carried_dropped", "aground_dropped",
                             "trajectories_emptied",
                             "short_trajectories_dropped", "short_trajectory_fixes_dropped"], 0)
     metric = raw.coordinates in ("lonlat", "projected")
@@ -205,6 +220,12 @@ def clean_fixes(raw: RawTracks, *, keep_undrogued: bool = False) -> tuple[RawTra
                 spikes |= new
             counts["spikes_dropped"] += int(spikes.sum())
             t, p, v = t[~spikes], p[~spikes], {name: a[~spikes] for name, a in v.items()}
+        if metric and raw.physical_time and len(t) >= 3:
+            carried, aground = out_of_water_mask(t, p, raw.coordinates)
+            counts["carried_dropped"] += int(carried.sum())
+            counts["aground_dropped"] += int(aground.sum())
+            out = carried | aground
+            t, p, v = t[~out], p[~out], {name: a[~out] for name, a in v.items()}
         located = int(np.sum(np.all(np.isfinite(p), axis=1)))  # a fix whose position is missing (NaN) stays one
         if located == 0 and np.size(raw.times[i]) > 0:  # every fix gone, or none with a position (all flagged)
             counts["trajectories_emptied"] += 1
@@ -226,6 +247,42 @@ def clean_fixes(raw: RawTracks, *, keep_undrogued: bool = False) -> tuple[RawTra
     report = CleanReport(fixes_read=n_read, fixes_kept=int(sum(len(t) for t in out_t)), spike_rule=metric,
                          **counts, **_variable_summary(out_v))
     return cleaned, report
+
+
+def out_of_water_mask(t: np.ndarray, p: np.ndarray, coordinates: str) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (carried, aground), bool `(n,)`: the fixes of one track (increasing times `t` `(n,)` seconds,
+    positions `p` `(n, 2)` lon/lat degrees or metres, as `coordinates` says, after the spike rule) not in the water.
+
+    Carried: an interior fix whose hops from the fix before it and to the fix after it are both faster than the
+    spike rule's bound (`spike_mask`) and that is no spike (a spike is reached and left off its track's line): a run
+    of such fixes is a drifter moving faster than any current, on a ship's deck. Aground: each fix of a run held
+    within AGROUND_RADIUS_M of the run's first fix for longer than AGROUND_S (runs taken greedily from each
+    track's start). NaN positions are skipped.
+
+    Example:
+        >>> t = 3600.0 * np.arange(80)
+        >>> x = np.c_[360.0 * np.arange(80), np.zeros(80)]  # 0.1 m/s eastward, metres
+        >>> x[40:43] += 20000.0 * np.arange(1, 4)[:, None] * [1, 0]  # 5.6 m/s for three hours
+        >>> x[43:] = x[42]  # then held in one place for 37 hours
+        >>> carried, aground = out_of_water_mask(t, x, "projected")
+        >>> np.flatnonzero(carried).tolist(), int(aground.sum())
+        ([40, 41], 0)
+    """
+    carried, aground = np.zeros(len(t), bool), np.zeros(len(t), bool)
+    idx = np.flatnonzero(np.all(np.isfinite(p), axis=1))
+    if len(idx) < 3:
+        return carried, aground
+    tt, pp = t[idx], p[idx]
+    speed = _distance(pp[:-1], pp[1:], coordinates) / np.diff(tt)
+    fast = speed > max(MAX_SPEED_M_S, SPEED_FACTOR * float(np.median(speed)))
+    carried[idx[1:-1]] = fast[:-1] & fast[1:]
+    start = 0
+    for k in range(1, len(idx) + 1):
+        if k == len(idx) or _distance(pp[k:k + 1], pp[start:start + 1], coordinates)[0] > AGROUND_RADIUS_M:
+            if tt[k - 1] - tt[start] > AGROUND_S:
+                aground[idx[start:k]] = True
+            start = k
+    return carried, aground & ~carried
 
 
 def lone_end_mask(t: np.ndarray) -> np.ndarray:
