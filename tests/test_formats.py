@@ -110,6 +110,21 @@ def test_ragged_array_without_attributes_is_read_from_its_dimensions_with_a_warn
     assert not any("box inferred" in note for note in back.notes)  # given
 
 
+def test_time_longitude_latitude_in_capitals_without_cf_attributes_are_read(tmp_path):
+    """Copernicus and OceanSITES name them TIME, LONGITUDE, LATITUDE; written without `axis` or `standard_name`
+    (only the time's units), TIME was not found ("no 'time' variable")."""
+    tracks = _physical()
+    ds = _ragged_dataset(tracks, with_attributes=True)
+    ds = ds.rename({"time": "TIME", "lon": "LONGITUDE", "lat": "LATITUDE"})
+    ds.to_netcdf(tmp_path / "caps.nc")
+    back = read_tracks(tmp_path / "caps.nc", box=BOX, time_scale=3.6e7)
+    plain = _ragged_dataset(tracks, with_attributes=True)
+    plain.to_netcdf(tmp_path / "plain.nc")
+    same = read_tracks(tmp_path / "plain.nc", box=BOX, time_scale=3.6e7)
+    np.testing.assert_array_equal(back.positions, same.positions)
+    np.testing.assert_array_equal(back.times, same.times)
+
+
 def test_inferred_mapping_contains_every_fix_and_is_noted(tmp_path):
     tracks = _physical()
     _ragged_dataset(tracks, with_attributes=True).to_netcdf(tmp_path / "r.nc")

@@ -826,9 +826,13 @@ def _length_factor(var, coordinates: str) -> float:
 
 
 def _find_axis(ds, axis: str, path) -> str:
-    """Returns the name of the variable for `axis` ('x', 'y' or 'time'): by name, else `axis` or `standard_name`."""
+    """Returns the name of the variable for `axis` ('x', 'y' or 'time'): by name (in any case: Copernicus and
+    OceanSITES write TIME), else `axis` or `standard_name`."""
     if axis in ds.variables:
         return axis
+    named = [name for name in ds.variables if str(name).lower() == axis]
+    if len(named) == 1:
+        return named[0]
     cf_axis = {"x": "X", "y": "Y", "time": "T"}[axis]
     found = [name for name, var in ds.variables.items()
              if var.attrs.get("axis") == cf_axis or (axis == "time" and var.attrs.get("standard_name") == "time")]
