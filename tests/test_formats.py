@@ -125,6 +125,32 @@ def test_time_longitude_latitude_in_capitals_without_cf_attributes_are_read(tmp_
     np.testing.assert_array_equal(back.times, same.times)
 
 
+def test_a_model_calendar_reads_its_dates_as_the_standard_calendars_and_a_date_it_lacks_is_refused(tmp_path):
+    """A model's drifters written in its noleap calendar (days since 1950 in 2025: the elapsed time differs from the
+    standard calendar's by 18 leap days) were refused; their dates are now the same dates of the standard calendar,
+    with a warning, so the file reads as the same file written in the standard calendar. A 360_day date the
+    standard calendar lacks (30 February) is refused in one line."""
+    import cftime
+
+    tracks = _physical()
+    plain = _ragged_dataset(tracks, with_attributes=True)
+    plain.to_netcdf(tmp_path / "standard.nc")
+    dates = [cftime.DatetimeNoLeap(*d.timetuple()[:6]) for d in plain.time.to_index().to_pydatetime()]
+    model = plain.copy()
+    model["time"] = ("obs", cftime.date2num(dates, "days since 1950-01-01", "noleap"),
+                     {"units": "days since 1950-01-01", "calendar": "noleap"})
+    model.to_netcdf(tmp_path / "noleap.nc")
+    same = read_tracks(tmp_path / "standard.nc", box=BOX, time_scale=3.6e7)
+    with pytest.warns(UserWarning, match="time calendar 'noleap': its dates read as the same dates"):
+        back = read_tracks(tmp_path / "noleap.nc", box=BOX, time_scale=3.6e7)
+    np.testing.assert_allclose(back.times, same.times, atol=1e-9)
+    model["time"] = ("obs", np.full(model.sizes["obs"], 59.5), {"units": "days since 2001-01-01",
+                                                                 "calendar": "360_day"})
+    model.to_netcdf(tmp_path / "360.nc")
+    with pytest.raises(ValueError, match=r"time calendar '360_day' has dates the standard calendar lacks \(2001-02-30"):
+        read_tracks(tmp_path / "360.nc", box=BOX, time_scale=3.6e7)
+
+
 def test_inferred_mapping_contains_every_fix_and_is_noted(tmp_path):
     tracks = _physical()
     _ragged_dataset(tracks, with_attributes=True).to_netcdf(tmp_path / "r.nc")

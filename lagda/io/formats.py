@@ -867,25 +867,64 @@ def without_fills(values) -> np.ndarray:
     return np.where(np.abs(values) >= FILL_MAGNITUDE, np.nan, values)
 
 
-def cf_seconds(values, units: str, calendar, path="") -> np.ndarray:
+def cf_seconds(values, units: str, calendar, path="", warn: bool = True) -> np.ndarray:
     """Returns seconds since 1970-01-01T00:00:00Z of CF time `values` ("UNIT since DATE"); NaN and fill values
-    (magnitude `FILL_MAGNITUDE` or more) are NaN.
+    (magnitude `FILL_MAGNITUDE` or more) are NaN. A model's calendar (noleap, 360_day, ...) is read as the
+    same dates of the standard calendar (`calendar_note` words it; `warn`: as a warning).
 
     Raises:
-        ValueError: for a calendar other than the standard (Gregorian) one, or unreadable units.
+        ValueError: for unreadable units, or a model calendar's date the standard one lacks (30 February).
     """
     import xarray as xr
 
     calendar = str(calendar or "standard").lower()
-    if calendar not in _STANDARD_CALENDARS:
-        raise ValueError(f"{path}: time calendar {calendar!r} is not supported (only the standard Gregorian calendar)")
     values = np.asarray(values, np.float64)
     values = without_fills(values)
+    if calendar not in _STANDARD_CALENDARS:
+        if warn:
+            warnings.warn(f"{path}: {calendar_note(calendar)}", stacklevel=3)
+        return _calendar_seconds(values, units, calendar, path)
     try:
         dates = xr.coding.times.decode_cf_datetime(values, units, calendar)
     except Exception as error:
         raise ValueError(f"{path}: cannot decode time units {units!r} ({type(error).__name__})") from None
     return _seconds(np.asarray(dates))
+
+
+def calendar_note(calendar) -> str | None:
+    """Returns the note on reading times of a model's calendar (`cf_seconds`), None for the standard one."""
+    calendar = str(calendar or "standard").lower()
+    if calendar in _STANDARD_CALENDARS:
+        return None
+    return (f"time calendar {calendar!r}: its dates read as the same dates of the standard calendar (a day only one "
+            "of them has, such as 29 February, is a gap in the tracks)")
+
+
+def _calendar_seconds(values: np.ndarray, units: str, calendar: str, path) -> np.ndarray:
+    """Returns `cf_seconds` of a model's calendar: each date (cftime) as the same date of the standard calendar."""
+    import cftime
+
+    out = np.full(values.shape, np.nan)
+    finite = np.isfinite(values)
+    try:
+        dates = cftime.num2date(values[finite], units, calendar, only_use_cftime_datetimes=True)
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"{path}: cannot decode time units {units!r} in calendar {calendar!r} ({error})") from None
+    text = [d.isoformat() for d in np.ravel(dates)]
+    try:
+        out[finite] = _seconds(np.array(text, dtype="datetime64[us]"))
+    except ValueError:
+        bad = next(t for t in text if not _is_date(t))
+        raise ValueError(f"{path}: time calendar {calendar!r} has dates the standard calendar lacks ({bad})") from None
+    return out
+
+
+def _is_date(text: str) -> bool:
+    try:
+        np.datetime64(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _seconds(dates: np.ndarray) -> np.ndarray:

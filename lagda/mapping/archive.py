@@ -181,7 +181,7 @@ class _Archive:
         Raises:
             LivesDisagree: a file read has a fix outside the lives its drifters state.
         """
-        from lagda.io.formats import SeveralFiles, assumed_ragged, is_url, merge_raw
+        from lagda.io.formats import SeveralFiles, assumed_ragged, calendar_note, is_url, merge_raw
         from lagda.io.tracks import id_text
 
         if len(self.files) == 1:
@@ -193,6 +193,8 @@ class _Archive:
             self.notes = tuple(ds.attrs.get("lagda_read_notes", ()))
             with ds:
                 piece = _Ragged(ds, self.name)
+                self.notes += tuple(f"assumed: {self.name}: {line}" for line in [calendar_note(piece.calendar)]
+                                    if line)
                 if "sample_dimension" not in ds[piece.count].attrs:  # a ragged file opened as it is, undeclared
                     self.notes += (assumed_ragged(self.name, "no CF sample_dimension attribute", piece.count,
                                                   ds[piece.count].dims[0], piece.obs_dim),)
@@ -398,7 +400,7 @@ class _Ragged:
         from lagda.io.formats import cf_seconds
 
         self.times_read += sl.stop - sl.start
-        return cf_seconds(self.ds[self.time][sl].values, self.units, self.calendar, self.path)
+        return cf_seconds(self.ds[self.time][sl].values, self.units, self.calendar, self.path, warn=False)
 
     def _in_period(self, start: int, stop: int, period, lives) -> tuple[slice | None, np.ndarray | None]:
         """Returns (the span of observations start..stop that holds every fix in `period`, their seconds), or
@@ -458,7 +460,7 @@ def _stated_lives(variables, path, along=None) -> tuple[np.ndarray, np.ndarray, 
     try:
         first, last = (np.full(size, np.nan) if n is None else
                        cf_seconds(np.ravel(variables[n].values), variables[n].attrs["units"],
-                                  variables[n].attrs.get("calendar"), path)
+                                  variables[n].attrs.get("calendar"), path, warn=False)
                        for n in names)
     except ValueError:
         return None
