@@ -60,3 +60,22 @@ def test_cells_finer_than_a_pixel_take_the_pixel_at_their_centre(globe):
 def test_latitudes_beyond_the_poles_are_refused():
     with pytest.raises(ValueError, match="within -90..90"):
         sea_fraction(np.array([0.0]), np.array([95.0]), 1.0)
+
+
+def test_an_assimilation_box_over_a_coast_says_which_cells_are_land():
+    """`lagda assimilate` squares its box out over a coast (drifters beside Brazil): its u, v on the land cells
+    were the basis's extrapolation with no word; a warning now counts them and `land_cells` keeps the count. At sea
+    nothing is said."""
+    from types import SimpleNamespace
+
+    from lagda.assimilation.assimilate import land_warning
+    from lagda.io.physical import Mapping
+
+    centres = (np.arange(32) + 0.5) / 32
+    result = lambda box: SimpleNamespace(mapping=Mapping(box, "lonlat", 0.0, 1.0), x=centres, y=centres, attrs={})
+    coast = result((-37.0, -33.0, -8.5, -4.5))  # Recife, Natal: land west of about 35 W
+    line = land_warning(coast)
+    assert line.startswith("land: ") and "extrapolation across the coast" in line
+    assert 0.2 * 32 * 32 < coast.attrs["land_cells"] < 0.8 * 32 * 32
+    sea = result((-42.0, -38.0, 33.0, 37.0))  # the mid-Atlantic
+    assert land_warning(sea) is None and sea.attrs["land_cells"] == 0

@@ -235,6 +235,10 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
 
             notes = notes + tuple(box_local_gp(result, posterior, model, k_max))
             result.attrs["settings_notes"] = json.dumps(list(notes))
+        land = land_warning(result)
+        if land:
+            warnings = tuple(warnings) + (land,)
+            result.attrs["read_warnings"] = json.dumps(list(warnings))
         write_result(out_path, result)
         scores = _scores(posterior, tracks, model, result, n_grid)
         projection_note = scores.pop("projection_note", None)
@@ -247,6 +251,29 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
 
         plot_assimilation(result, plot, tracks=tracks)
     return summary
+
+
+def land_warning(result) -> str | None:
+    """Returns a warning when cells of a longitude/latitude result have no sea in the GLOBE 1-km land mask (its
+    box squared out over a coast): their u, v are the basis field's extrapolation, not currents; None otherwise.
+    The result is kept whole (its scores, its psi): the warning and the attribute `land_cells` say where."""
+    mapping = result.mapping
+    if mapping is None or mapping.coordinates != "lonlat" or len(result.x) < 2 or len(result.y) < 2:
+        return None
+    from lagda.io.land import SOURCE, sea_fraction
+
+    lon = mapping.from_model(np.asarray(result.x, np.float64), np.zeros(len(result.x)))[0]
+    lat = mapping.from_model(np.zeros(len(result.y)), np.asarray(result.y, np.float64))[1]
+    try:
+        land = sea_fraction(lon, lat, (abs(lon[1] - lon[0]), abs(lat[1] - lat[0]))) == 0
+    except (ImportError, ValueError):
+        return None
+    result.attrs["land_cells"] = int(land.sum())
+    if not land.any():
+        return None
+    return (f"land: {int(land.sum()):,} of {land.size:,} cells of the grid ({land.mean():.1%}) have no sea in "
+            f"{SOURCE}: u, v there are the basis field's extrapolation across the coast, not currents (`lagda "
+            "map` leaves such cells NaN)")
 
 
 METHOD_NOTES = ("noise_note", "velocity_outliers_note", "zero_guard_note")  # info keys of a field shown as notes
