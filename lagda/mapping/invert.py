@@ -24,8 +24,8 @@ from lagda.mapping.archive import Fixes
 from lagda.mapping.tiles import DAY_S, Tile
 
 NO_SEGMENT = "no drifter segment"  # the "skipped" reason of a tile without one (nothing to invert)
-# a tile of fewer drifter segments is inverted (its prior chosen by the evidence, none to hold out) but fills only the
-# cells that no tile of more segments reaches (`is_fallback`): a lone drifter's map is far poorer than two drifters'
+# a tile of fewer drifter segments is mapped by the local GP of its drifter's velocities alone (`_lone_segment`) and
+# fills only the cells that no tile of more segments reaches (`is_fallback`): a lone drifter's map is far poorer
 FULL_SEGMENTS = 2
 STD_EVERY = 2  # the predictive std is computed on every STD_EVERY-th cell and day, and interpolated between
 LOCAL_CHUNK_S = 6 * 3600.0  # the drifter velocities of the local fit: displacements over chunks of this length
