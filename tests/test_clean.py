@@ -327,8 +327,8 @@ def test_lone_end_fixes_far_in_time_are_dropped_and_counted():
 def test_a_drifter_carried_on_a_ship_then_ashore_is_dropped_and_a_fast_jet_and_a_slow_drift_are_kept(coordinates):
     """A drifter picked up (six hourly hops at 4.7 m/s along a straight line: no spike), then held in a harbour for
     8 days (50 m noise): the carried fixes and the days ashore are dropped and counted, the drift before them kept.
-    A jet at 2.5 m/s (no hop over the bound) and a drift of 0.02 m/s for 10 days (no 2-day stretch within 200 m)
-    keep every fix."""
+    A jet at 2.5 m/s (no hop over the bound) and a drift of 0.02 m/s for 10 days (no 4-day stretch within 200 m)
+    keep every fix, and so does a drifter held within 200 m for 3 days (a stagnation point of a model ocean)."""
     rng = np.random.default_rng(4)
     hours = T0 + HOUR * np.arange(240)
     drift = _path_m(40, 0.2, seed=5, noise_m=50.0)
@@ -336,12 +336,15 @@ def test_a_drifter_carried_on_a_ship_then_ashore_is_dropped_and_a_fast_jet_and_a
     harbour = ship[-1] + rng.normal(scale=50.0, size=(192, 2))
     picked = np.concatenate([drift, ship, harbour])
     jet, slow = _path_m(240, 2.5, seed=6, noise_m=50.0, heading=0.0), _path_m(240, 0.02, seed=7, noise_m=20.0)
-    raw = _raw([hours[:len(picked)], hours, hours], [_to(coordinates, p) for p in (picked, jet, slow)], coordinates)
+    still = _path_m(240, 0.2, seed=8, noise_m=50.0)
+    still[100:172] = still[100] + rng.normal(scale=30.0, size=(72, 2))
+    raw = _raw([hours[:len(picked)], hours, hours, hours], [_to(coordinates, p) for p in (picked, jet, slow, still)],
+               coordinates)
     cleaned, report = clean_fixes(raw)
     assert report.spikes_dropped == 0
     assert report.carried_dropped == 5  # the fixes on deck, each reached and left at 4.7 m/s
     assert report.aground_dropped == 193  # the last fix on deck (the harbour's place) and 8 days there
     np.testing.assert_array_equal(cleaned.times[0], hours[:40])
-    assert len(cleaned.times[1]) == len(cleaned.times[2]) == 240
+    assert len(cleaned.times[1]) == len(cleaned.times[2]) == len(cleaned.times[3]) == 240
     notes = "\n".join(report.notes())
     assert "5 fixes carried dropped" in notes and "193 fixes aground dropped" in notes

@@ -43,7 +43,8 @@ LONE_GAP_S = 10 * 86400.0  # an end fix further than this from the rest of its t
 LONE_GAP_FACTOR = 100.0  # ... than this many times the track's median step, is a lone fix
 MIN_FIXES = 3  # a physical trajectory left with fewer fixes gives no velocity: dropped
 AGROUND_RADIUS_M = 200.0  # fixes held within this distance of one place ...
-AGROUND_S = 2 * 86400.0  # ... for longer than this are not in the water (aground, ashore)
+AGROUND_S = 4 * 86400.0  # ... for longer than this are not in the water (aground, ashore): not 2 days, since a
+# drifter of the basin-year benchmark's QG ocean, near a stagnation point, stayed within 200 m for 58 hours
 _DEG_M = EARTH_RADIUS_M * np.pi / 180  # metres per degree of latitude
 
 
