@@ -257,8 +257,8 @@ def out_of_water_mask(t: np.ndarray, p: np.ndarray, coordinates: str) -> tuple[n
     Carried: an interior fix whose hops from the fix before it and to the fix after it are both faster than the
     spike rule's bound (`spike_mask`) and that is no spike (a spike is reached and left off its track's line): a run
     of such fixes is a drifter moving faster than any current, on a ship's deck. Aground: each fix of a run held
-    within AGROUND_RADIUS_M of the run's first fix for longer than AGROUND_S (runs taken greedily from each
-    track's start). NaN positions are skipped.
+    within AGROUND_RADIUS_M of the run's first fix for longer than AGROUND_S (a run starts at the first fix, not in
+    an earlier run, whose fix just over AGROUND_S later lies that close). NaN positions are skipped.
 
     Example:
         >>> t = 3600.0 * np.arange(80)
@@ -277,12 +277,18 @@ def out_of_water_mask(t: np.ndarray, p: np.ndarray, coordinates: str) -> tuple[n
     speed = _distance(pp[:-1], pp[1:], coordinates) / np.diff(tt)
     fast = speed > max(MAX_SPEED_M_S, SPEED_FACTOR * float(np.median(speed)))
     carried[idx[1:-1]] = fast[:-1] & fast[1:]
-    start = 0
-    for k in range(1, len(idx) + 1):
-        if k == len(idx) or _distance(pp[k:k + 1], pp[start:start + 1], coordinates)[0] > AGROUND_RADIUS_M:
-            if tt[k - 1] - tt[start] > AGROUND_S:
-                aground[idx[start:k]] = True
-            start = k
+    later = np.searchsorted(tt, tt + AGROUND_S, side="right")  # each fix's first fix over AGROUND_S later
+    has = later < len(tt)
+    starts = np.flatnonzero(has)
+    starts = starts[_distance(pp[starts], pp[later[starts]], coordinates) <= AGROUND_RADIUS_M]
+    away = lambda s, a, b: _distance(pp[a:b], np.broadcast_to(pp[s], pp[a:b].shape), coordinates) > AGROUND_RADIUS_M
+    end = -1
+    for s in starts:  # few: a drifter in the water leaves any 200 m within days
+        if s < end or away(s, s, later[s] + 1).any():
+            continue
+        far = np.flatnonzero(away(s, later[s], len(pp)))
+        end = later[s] + (int(far[0]) if len(far) else len(pp) - later[s])
+        aground[idx[s:end]] = True
     return carried, aground & ~carried
 
 
