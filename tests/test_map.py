@@ -552,8 +552,8 @@ def test_the_local_fit_leaves_out_a_bad_fixs_velocities_not_an_eddys(n, cluster)
 
 def test_a_tile_answered_zero_counts_the_velocity_variance_once():
     # drifters in still water: the basis estimate is zero through its guard, its posterior is the prior, and the
-    # local GP maps the velocities themselves; the total variance is the GP's (with the spread far from the
-    # drifters), not the GP's plus the basis prior's
+    # local GP maps the velocities themselves; the total variance is the GP's (with the drifters' mean square
+    # velocity far from them), not the GP's plus the basis prior's
     from lagda.mapping import invert
 
     s = settings(-40.0, 30.0)
@@ -571,11 +571,11 @@ def test_a_tile_answered_zero_counts_the_velocity_variance_once():
                                                                            mapping, tile, s.k_max)
     days, rows, cols = grid.window(tile)
     _, _, var_local = invert._local_on(gp, tile, *np.meshgrid(grid.lon[cols], grid.lat[rows]), grid.days[days])
-    expected = var_local + (var_local / hyper.s2) ** 2 * max(spread - hyper.s2, 0.0)
+    expected = [var_local + (var_local / hyper.s2) ** 2 * max(spread + m**2 - hyper.s2, 0.0) for m in seen]
     # the zero basis field departs from the drifters' mean velocity by less than their own velocities do: no excess
     assert np.all(np.abs(seen) < departure)
-    np.testing.assert_allclose(piece["u_std"], np.sqrt(expected), rtol=1e-5)
-    np.testing.assert_allclose(piece["v_std"], np.sqrt(expected), rtol=1e-5)
+    np.testing.assert_allclose(piece["u_std"], np.sqrt(expected[0]), rtol=1e-5)
+    np.testing.assert_allclose(piece["v_std"], np.sqrt(expected[1]), rtol=1e-5)
 
 
 def test_the_blend_in_blocks_of_days_writes_the_same_map(uniform, tmp_path, monkeypatch):
@@ -666,7 +666,7 @@ def test_a_tile_that_cannot_be_inverted_is_said_with_why(small_map, tmp_path):
     """Drifters that never move (no velocity variance to choose a prior from): the tile is left NaN and the note
     says why, not that it lacked drifters."""
     _, s, scheduler, _ = small_map
-    hours = np.datetime64("2025-01-01T00", "ns") + np.arange(8 * 24) * np.timedelta64(1, "h")
+    hours = np.datetime64("2025-01-01T00", "ns") + np.arange(3 * 24) * np.timedelta64(1, "h")
     rows = [f"{k},{str(h)[:19]}Z,{-39.0 + 0.5 * k},{31.0 + 0.4 * k}" for k in range(4) for h in hours]
     (tmp_path / "still.csv").write_text("id,time,lon,lat\n" + "\n".join(rows) + "\n")
     said = []
@@ -678,6 +678,14 @@ def test_a_tile_that_cannot_be_inverted_is_said_with_why(small_map, tmp_path):
     assert "no drifter moves between its fixes (every velocity is zero)" in line
     warning = [x for x in said if x.startswith("warning: no tile was inverted, so the map holds no velocity")]
     assert len(warning) == 1 and "no drifter moves" in warning[0] and "segments" not in warning[0]
+    # still for 8 days: out of the water (aground), every fix cleaned away, and the refusal says so
+    days = np.datetime64("2025-01-01T00", "ns") + np.arange(8 * 24) * np.timedelta64(1, "h")
+    rows = [f"{k},{str(h)[:19]}Z,{-39.0 + 0.5 * k},{31.0 + 0.4 * k}" for k in range(4) for h in days]
+    (tmp_path / "ashore.csv").write_text("id,time,lon,lat\n" + "\n".join(rows) + "\n")
+    with pytest.raises(ValueError, match=r"the cleaning kept none of the fixes in the region and period \(768 "
+                                         "fixes aground dropped"):
+        map_archive(tmp_path / "ashore.csv", tmp_path / "a.nc", s, scheduler=scheduler, progress=False,
+                    say=lambda _: None)
 
 
 def _uniform_csv(path, starts, hours: int = 8 * 24, seed: int = 0) -> None:

@@ -15,8 +15,9 @@ Rules, in this order, on each trajectory of a `RawTracks` (lagda.io.tracks):
 7. position spikes, alone or a run of up to `SPIKE_RUN` fixes, are dropped (physical coordinates only;
    `spike_mask` states the rule);
 8. fixes not in the water (physical coordinates, dated times; `out_of_water_mask` states the rule): carried,
-   reached and left faster than a spike's bound (a drifter on a ship's deck), or held within `AGROUND_RADIUS_M`
-   of one place for over `AGROUND_S` (aground, or ashore: no ocean current holds a drifter still for days);
+   reached and left faster than a spike's bound (a drifter on a ship's deck), or, in longitude/latitude, held
+   within `AGROUND_RADIUS_M` of one place for over `AGROUND_S` (aground, or ashore: no ocean current holds a
+   drifter still for days, where a flow given in metres may have a stagnation line);
 9. trajectories left with no fix are dropped.
 
 The GDP per-fix errors are carried, not used to drop: `err_lat`/`err_lon` (degrees) become `position_std_m` and
@@ -223,6 +224,9 @@ def clean_fixes(raw: RawTracks, *, keep_undrogued: bool = False) -> tuple[RawTra
             t, p, v = t[~spikes], p[~spikes], {name: a[~spikes] for name, a in v.items()}
         if metric and raw.physical_time and len(t) >= 3:
             carried, aground = out_of_water_mask(t, p, raw.coordinates)
+            # a drifter at rest for days is out of the water in the ocean; in a flow given in metres (a model's, a
+            # test's) a stagnation line can hold one still
+            aground &= raw.coordinates == "lonlat"
             counts["carried_dropped"] += int(carried.sum())
             counts["aground_dropped"] += int(aground.sum())
             out = carried | aground

@@ -365,6 +365,9 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
                          progress=progress)
     fixes = clean(fixes, settings.keep_undrogued)
     fixes, held = _withhold(fixes, settings.withhold)
+    if not len(fixes):  # what the cleaning did is why
+        said = "; ".join(n.removeprefix("clean: ") for n in fixes.notes if n.startswith("clean: "))
+        raise ValueError(f"{name}: the cleaning kept none of the fixes in the region and period ({said})")
     if not fixes.segments():
         raise ValueError(f"{name}: none of the {len(fixes)} fixes the cleaning kept in "
                          f"the region and period lies in a drifter segment the map can use ({unsegmented_text()})")
