@@ -396,14 +396,14 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
     zero = sum(bool(i.get("zero_guard")) for i in infos)
     outliers = [i.get("velocity_outliers_dropped", 0) for i in infos]
     empty = sum(i["skipped"] == NO_SEGMENT for i in skipped)
-    lone = sum(is_fallback(i) for i in infos)
+    n_lone = sum(is_fallback(i) for i in infos)
     failed = [f"{i['tile']}: {i['skipped']}" for i in skipped if i["skipped"] != NO_SEGMENT]
     # a tile whose tracks cannot be inverted (drifters that never move: no velocity variance) is said with why
     unusable = (f", {len(failed)} whose tracks could not be inverted (left to the others, else NaN; "
                 f"{failed[0]}{' and others in tile_records' if len(failed) > 1 else ''})" if failed else "")
-    lone = (f" ({lone} of them of a single drifter segment: the local GP of its velocities alone, about zero, its "
-            "std away from the drifter at least the RMS velocity of all the drifters; their map only where no tile "
-            f"of {FULL_SEGMENTS} or more segments reaches)" if lone else "")
+    lone = (f" ({n_lone} of them of a single drifter segment: the local GP of its velocities alone, about zero, "
+            "its std away from the drifter at least the RMS velocity of all the drifters; their map only where no "
+            f"tile of {FULL_SEGMENTS} or more segments reaches)" if n_lone else "")
     notes = list(fixes.notes) + [f"{counted(len(infos) - len(skipped), 'tile')} inverted{lone}, {empty} without a "
                                  f"drifter (left to the others, else NaN){unusable}, {zero} answered the prior "
                                  "mean (zero) "
@@ -419,7 +419,7 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
     for line in notes[len(fixes.notes):]:
         say(f"note: {line}")
     if len(skipped) == len(infos):
-        why = failed or ["no tile holds a drifter segment of two fixes within its box and window"]
+        why = failed or ["no tile holds a drifter segment"]
         say(f"warning: no tile was inverted, so the map holds no velocity (NaN everywhere): {'; '.join(why[:2])}")
     return {"tiles": len(tiles), "inverted": len(infos) - len(skipped), "skipped": len(skipped),
             "seconds": time.perf_counter() - start, "notes": notes, "check": check}
