@@ -47,6 +47,7 @@ AGROUND_RADIUS_M = 200.0  # fixes held within this distance of one place ...
 AGROUND_S = 4 * 86400.0  # ... for longer than this are not in the water (aground, ashore): not 2 days, since a
 # drifter of the basin-year benchmark's QG ocean, near a stagnation point, stayed within 200 m for 58 hours
 _DEG_M = EARTH_RADIUS_M * np.pi / 180  # metres per degree of latitude
+_BOUND = f"max({MAX_SPEED_M_S:g} m/s, {SPEED_FACTOR:g}x the track's median speed)"  # the notes' speed bound
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,12 +111,10 @@ class CleanReport:
                          "wrong time)")
         if self.spikes_dropped:
             lines.append(f"clean: {self.spikes_dropped} position spikes dropped (alone or up to {SPIKE_RUN} in a "
-                         f"row, reached and left faster than max({MAX_SPEED_M_S:g} m/s, {SPEED_FACTOR:g}x the "
-                         "track's median speed) and off their neighbours' line)")
+                         f"row, reached and left faster than {_BOUND} and off their neighbours' line)")
         if self.carried_dropped:
             lines.append(f"clean: {self.carried_dropped} fixes carried dropped (reached and left faster than "
-                         f"max({MAX_SPEED_M_S:g} m/s, {SPEED_FACTOR:g}x the track's median speed) along their "
-                         "track: a drifter on a ship's deck)")
+                         f"{_BOUND} along their track: a drifter on a ship's deck)")
         if self.aground_dropped:
             lines.append(f"clean: {self.aground_dropped} fixes aground dropped (held within {AGROUND_RADIUS_M:g} m "
                          f"of one place for over {AGROUND_S / 86400:g} days: a drifter ashore or beached)")
