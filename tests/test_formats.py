@@ -707,6 +707,12 @@ def test_a_csv_drogue_lost_date_or_drogue_status_column_leaves_undrogued_fixes_o
     tracks = read_tracks(tmp_path / "erddap.csv")
     assert tracks.clean.undrogued_dropped == 3 and np.isfinite(tracks.times).sum(axis=1).tolist() == [5, 8]
     assert tracks.notes[0] == "drogue_status from each drifter's drogue_lost_date (drogued before it)"
+    # an empty column (ERDDAP writes it for drifters never undrogued) says so, not that a status was taken from it
+    (tmp_path / "empty.csv").write_text("\n".join(["ID,time,longitude,latitude,drogue_lost_date", *(
+        row.rsplit(",", 1)[0] + "," for row in rows)]) + "\n")
+    empty = read_tracks(tmp_path / "empty.csv")
+    assert empty.notes[0] == "drogue_lost_date holds no date: every fix taken as drogued"
+    assert empty.clean.undrogued_dropped == 0
     status = [f"7,2025-03-01T{h:02d}:00:00Z,{-40 + 0.01 * h},34,{int(h < 6)}" for h in range(8)]
     (tmp_path / "status.csv").write_text("\n".join(["id,time,lon,lat,drogue_status", *status]) + "\n")
     assert read_tracks(tmp_path / "status.csv").clean.undrogued_dropped == 2

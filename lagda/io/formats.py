@@ -68,6 +68,14 @@ _LAT_UNITS = {"degrees_north", "degree_north", "degree_n", "degrees_n", "degreen
 _STANDARD_CALENDARS = ("standard", "gregorian", "proleptic_gregorian")
 GDP_VARIABLES = ("drogue_status", "location_type", "err_lat", "err_lon", "err_ve", "err_vn")  # read when present
 DROGUE_FROM_LOST_NOTE = "drogue_status from each drifter's drogue_lost_date (drogued before it)"
+
+
+def drogue_from_lost_note(lost) -> str:
+    """Returns the note on drogue_status taken from a table's `drogue_lost_date` column, seconds (NaN: no date),
+    which says when no drifter of the table has a date (an empty column: every fix taken as drogued)."""
+    if not np.isfinite(np.asarray(lost, np.float64)).any():
+        return "drogue_lost_date holds no date: every fix taken as drogued"
+    return DROGUE_FROM_LOST_NOTE
 QG_TRUTH = {"psi", "u", "v", "truth_time"}  # the gridded truth of a QG truth file (lagda simulate --flow qg)
 # what a folder's track files end in: netCDF, CSV (ERDDAP's .csvp too), the GDP's 6-hourly text, Parquet, Zarr
 # the columns that may name a CSV fix's drifter when it has no id column, first found first: the id of OSMC's and
@@ -546,8 +554,9 @@ def _from_dataset(ds, path):
         notes = flag_note
         lost = ds.variables.get("drogue_lost_date")
         if "drogue_status" not in per_row and physical_time and lost is not None and lost.dims == ds[a].dims:
-            per_row["drogue_status"] = _drogued(time, _time_values(lost, path)[0])
-            notes += (DROGUE_FROM_LOST_NOTE,)
+            lost_s = _time_values(lost, path)[0]
+            per_row["drogue_status"] = _drogued(time, lost_s)
+            notes += (drogue_from_lost_note(lost_s),)
         ids, times, positions, _, per_fix = _group_rows(table, time, scale * ds[a].values, scale * ds[b].values,
                                                         per_row=per_row)
         return RawTracks(times, [without_fills(p) for p in positions], ids, None, coordinates, physical_time,
@@ -594,7 +603,7 @@ def _from_dataset(ds, path):
     notes = flag_note
     if "drogue_status" not in per_fix and physical_time and "drogue_lost_date" in ds.variables:
         per_fix["drogue_status"] = _drogue_from_lost_date(ds["drogue_lost_date"], instance, times, path)
-        notes += (DROGUE_FROM_LOST_NOTE,)
+        notes += (DROGUE_FROM_LOST_NOTE,)  # a drifter's own file: no date is a drogue never lost
     return dataclasses.replace(_raw(ds, instance, times, positions, coordinates, physical_time, per_fix), notes=notes)
 
 
@@ -1121,8 +1130,9 @@ def _read_csv(path, head: bytes, compression: str | None = None) -> RawTracks:
     if physical and "drogue_status" in table.columns:
         per_row["drogue_status"] = _csv_numbers(column("drogue_status"), path)
     elif physical and "drogue_lost_date" in table.columns:  # the GDP's per-drifter date, repeated on its rows
-        per_row["drogue_status"] = _drogued(times, _csv_times(column("drogue_lost_date").tolist(), path)[0])
-        notes.append(DROGUE_FROM_LOST_NOTE)
+        lost = _csv_times(column("drogue_lost_date").tolist(), path)[0]
+        per_row["drogue_status"] = _drogued(times, lost)
+        notes.append(drogue_from_lost_note(lost))
     kept = np.isfinite(a) & np.isfinite(b) & np.isfinite(times)
     if not kept.all():
         notes.append(f"{int(np.sum(~kept))} rows with no position or time left out")

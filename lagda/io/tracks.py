@@ -465,7 +465,7 @@ def _gap_lines(gaps: list, tracks: Tracks) -> list[str]:
         size = lambda dt: f"{dt:.3g} (model time)"
     medians = np.median([g[2] for g in gaps])
     return [f"gaps: {len(gaps)} of {tracks.n_trajectory} drifters have steps over {GAP_FACTOR:g}x their median step "
-            f"(median step {size(medians)}); largest {size(largest)} (drifter {tid})"]
+            f"(those drifters' median step {size(medians)}); largest {size(largest)} (drifter {tid})"]
 
 
 def _mode_problems(tracks: Tracks, k1, k2, omega) -> list[str]:
