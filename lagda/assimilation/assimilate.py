@@ -261,9 +261,9 @@ def land_warning(result) -> str | None:
     if mapping is None or mapping.coordinates != "lonlat" or len(result.x) < 2 or len(result.y) < 2:
         return None
     from lagda.io.land import SOURCE, sea_fraction
+    from lagda.io.results import physical_axes
 
-    lon = mapping.from_model(np.asarray(result.x, np.float64), np.zeros(len(result.x)))[0]
-    lat = mapping.from_model(np.zeros(len(result.y)), np.asarray(result.y, np.float64))[1]
+    lon, lat = physical_axes(result)
     try:
         land = sea_fraction(lon, lat, (abs(lon[1] - lon[0]), abs(lat[1] - lat[0]))) == 0
     except (ImportError, ValueError):

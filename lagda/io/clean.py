@@ -277,8 +277,7 @@ def out_of_water_mask(t: np.ndarray, p: np.ndarray, coordinates: str) -> tuple[n
     if len(idx) < 3:
         return carried, aground
     tt, pp = t[idx], p[idx]
-    speed = _distance(pp[:-1], pp[1:], coordinates) / np.diff(tt)
-    fast = speed > max(MAX_SPEED_M_S, SPEED_FACTOR * float(np.median(speed)))
+    _, fast, _ = _hops(tt, pp, coordinates)
     carried[idx[1:-1]] = fast[:-1] & fast[1:]
     later = np.searchsorted(tt, tt + AGROUND_S, side="right")  # each fix's first fix over AGROUND_S later
     has = later < len(tt)
@@ -347,10 +346,7 @@ def spike_mask(t: np.ndarray, p: np.ndarray, coordinates: str) -> np.ndarray:
     if len(idx) < 3:
         return mask
     tt, pp = t[idx], p[idx]
-    hop = _distance(pp[:-1], pp[1:], coordinates)
-    speed = hop / np.diff(tt)
-    bound = max(MAX_SPEED_M_S, SPEED_FACTOR * float(np.median(speed)))
-    fast = speed > bound
+    hop, fast, bound = _hops(tt, pp, coordinates)
     w = ((tt[1:-1] - tt[:-2]) / (tt[2:] - tt[:-2]))[:, None]
     a, b = pp[:-2], pp[2:].copy()
     if coordinates == "lonlat":
@@ -382,6 +378,15 @@ def spike_mask(t: np.ndarray, p: np.ndarray, coordinates: str) -> np.ndarray:
             if fast[-run] and not fast[-2 * run:-run].any() and not fast[-run + 1:].any():
                 mask[idx[-run:]] = True
     return mask
+
+
+def _hops(tt: np.ndarray, pp: np.ndarray, coordinates: str) -> tuple[np.ndarray, np.ndarray, float]:
+    """Returns (the hops between consecutive fixes `(n - 1,)` in metres, whether each is faster than the bound,
+    the bound max(MAX_SPEED_M_S, SPEED_FACTOR x their median speed) m/s) of finite fixes at times `tt`."""
+    hop = _distance(pp[:-1], pp[1:], coordinates)
+    speed = hop / np.diff(tt)
+    bound = max(MAX_SPEED_M_S, SPEED_FACTOR * float(np.median(speed)))
+    return hop, speed > bound, bound
 
 
 def _duplicates_and_order(t, p, v, coordinates, counts):

@@ -248,6 +248,13 @@ class Result:
     time_basis: object | None = None  # simulate.flow.TimeBasis of the modes (file: `degree` and the window), or None
 
 
+def physical_axes(result) -> tuple[np.ndarray, np.ndarray]:
+    """Returns a physical result's grid as longitudes `(x,)` and latitudes `(y,)` in degrees (or x, y metres),
+    through its `mapping`."""
+    x, y = np.asarray(result.x, np.float64), np.asarray(result.y, np.float64)
+    return result.mapping.from_model(x, np.zeros(len(x)))[0], result.mapping.from_model(np.zeros(len(y)), y)[1]
+
+
 def read_result(path) -> Result:
     """Returns the contents of an assimilation result file written by `write_result`, of any format version.
 

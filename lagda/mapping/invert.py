@@ -94,8 +94,7 @@ def invert_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int,
     lon2, lat2 = np.meshgrid(tile.relative_lon(grid.lon[cols]), grid.lat[rows])
     cells = (lon2, lat2, grid.days[days])
     if len(segments) < FULL_SEGMENTS:
-        return _lone_segment(fixes, segments, tracks, mapping, tile, cells, k_max, degree, local_gp, info,
-                             lone_floor)
+        return _lone_segment(fixes, segments, mapping, tile, cells, k_max, local_gp, info, lone_floor)
     mean, cov, rep_std, chosen = _posterior(tracks, k_max, degree)
     model = chosen.pop("model")
     field = _on_grid(mean, cov, model, mapping, tile, grid)
@@ -112,23 +111,19 @@ def invert_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int,
             "info": info}
 
 
-def _lone_segment(fixes: Fixes, segments, tracks, mapping, tile: Tile, cells, k_max: float, degree: int,
-                  local_gp: bool, info: dict, far_floor: float = 0.0) -> dict:
+def _lone_segment(fixes: Fixes, segments, mapping, tile: Tile, cells, k_max: float, local_gp: bool, info: dict,
+                  far_floor: float = 0.0) -> dict:
     """Returns the piece of a tile of one drifter segment: the local GP of its velocities alone, about zero (as a
     tile whose basis answered zero has it), its variance away from the drifter at least `far_floor` (m/s)^2, or
     {"info": ...} with why not. One track leaves the basis's prior unchosen: fitted from it, the field away from the
     drifter erred more than a map of zero and its bands held the truth on a third of the cells of some tiles (the
     basin-year archive); one drifter's own velocities say too little of the ocean's around it, hence the floor."""
-    from lagda.assimilation.methods.basis import basis_model
-    from lagda.io.physical import MODEL_WINDOW
-
     if not local_gp:
         return {"info": {**info, "skipped": "one drifter segment, mapped by the local GP alone (--no-local-gp)"}}
-    model = basis_model(tracks, "circular", k_max, degree, window=MODEL_WINDOW)
     zero = np.zeros((len(cells[2]), *cells[0].shape))
     field = {"u": zero, "v": zero, "var_u": zero, "var_v": zero}
-    corrected, record = local_gp_correction(field, cells, fixes, segments, np.zeros(2 * model.n_modes), model,
-                                            mapping, tile, k_max, zero_guard=True, far_floor=far_floor)
+    corrected, record = local_gp_correction(field, cells, fixes, segments, None, None, mapping, tile, k_max,
+                                            zero_guard=True, far_floor=far_floor)
     if corrected is None:
         return {"info": {**info, "skipped": f"one drifter segment, its local GP {record}"}}
     u, v, var_u, var_v = corrected
@@ -155,7 +150,8 @@ def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model,
             (m/s)^2, `(day, lat, lon)`. cells: (lon `(lat, lon)`, lat `(lat, lon)` degrees, seconds `(day,)`);
             for a projected `mapping`, x and y metres in place of lon and lat, here and in `fixes` and `tile`.
         fixes, segments: the drifters' fixes and their segments (`Fixes.segments`); mean: the basis posterior
-            mean `(2K,)` (real, imaginary parts); model, mapping: the basis and the box's tangent plane;
+            mean `(2K,)` (real, imaginary parts), or None for a zero field; model, mapping: the basis (None with
+            a None mean) and the box's tangent plane;
         tile: the box and window (its centre is the GP's plane); zero_guard: the basis estimate is the prior mean.
         far_floor: the least variance away from the drifters (m/s)^2; kept_var: (var_u, var_v) (m/s)^2, `(lat, lon)`,
             of the velocity the basis leaves out (its error model's), or None.
@@ -220,13 +216,13 @@ def box_local_gp(result, posterior, model, k_max: float) -> list[str]:
         result: lagda.io.results.Result of a chosen basis (physical fields, `result.tracks` with a physical mapping),
             changed in place; posterior: its Posterior; model: its basis (basis_model); k_max: the basis's.
     """
+    from lagda.io.results import physical_axes
+
     tracks, mapping = result.tracks, result.mapping
     time = model.modes[3]
     window = mapping.time_from_model(np.array([time.start, time.start + time.length]))
     tile = Tile("box", tuple(mapping.box), tuple(mapping.box), 0.0, 0.0, float(window[0]), float(window[1]), 0.0)
-    lon = mapping.from_model(np.asarray(result.x, np.float64), np.zeros(len(result.x)))[0]
-    lat = mapping.from_model(np.zeros(len(result.y)), np.asarray(result.y, np.float64))[1]
-    cells = (*np.meshgrid(lon, lat), mapping.time_from_model(result.time))
+    cells = (*np.meshgrid(*physical_axes(result)), mapping.time_from_model(result.time))
     notes = []
     for f in range(posterior.n_field):
         rows = np.flatnonzero(np.asarray(tracks.field) == f)
@@ -448,13 +444,14 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Tile, k_max: 
     lon, lat, seconds, velocity, span, segment = chunk_velocities(fixes, segments, LOCAL_CHUNK_S, projected)
     if len(lon) < MIN_LOCAL_POINTS:
         return None
-    k1, k2, omega, time = model.modes
-    z, t = np.stack(mapping.to_model(lon, lat), axis=-1), mapping.time_to_model(seconds)
-    block = 2000  # G is (n, 2, 2K): built a block of velocities at a time
-    fitted = np.concatenate([velocity_basis(z[i:i + block], t[i:i + block], k1, k2, omega, time) @ mean
-                             for i in range(0, len(z), block)])
-    fu, fv = mapping.velocity_factors(lat)
-    residual = velocity - fitted * np.stack([fu, fv], axis=-1)
+    residual = velocity.copy()
+    if mean is not None and np.any(mean):  # a zero field (a lone segment's, a zero-guarded basis) leaves them as is
+        k1, k2, omega, time = model.modes
+        z, t = np.stack(mapping.to_model(lon, lat), axis=-1), mapping.time_to_model(seconds)
+        block = 2000  # G is (n, 2, 2K): built a block of velocities at a time
+        fitted = np.concatenate([velocity_basis(z[i:i + block], t[i:i + block], k1, k2, omega, time) @ mean
+                                 for i in range(0, len(z), block)])
+        residual -= fitted * np.stack(mapping.velocity_factors(lat), axis=-1)
     # a fix the spike rule let through makes a chunk velocity far off the others and off its neighbours along the
     # drifter: left out beyond OUTLIER_SIGMAS robust stds of both. Not of the residuals alone: where a compact
     # cluster meets an eddy the basis misses, the residuals of most drifters are tiny and the eddy's far off them,

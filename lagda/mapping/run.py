@@ -650,7 +650,7 @@ def _blend_block(partial, tiles, grid: Grid, lo: int, hi: int, land: np.ndarray 
     pieces of one drifter segment (`invert.is_fallback`) make their own blend, taken only where the others have no
     weight."""
     shape = (hi - lo, len(grid.lat), len(grid.lon))
-    sums = {kind: [np.zeros(shape) for _ in range(5)] for kind in (False, True)}  # w, w u, w v, w E[u^2], w E[v^2]
+    sums = {False: [np.zeros(shape) for _ in range(5)]}  # w, w u, w v, w E[u^2], w E[v^2]; True: of lone pieces
     for tile in tiles:
         days, rows, cols = grid.window(tile)
         first, last = max(days.start, lo), min(days.stop, hi)
@@ -663,14 +663,19 @@ def _blend_block(partial, tiles, grid: Grid, lo: int, hi: int, land: np.ndarray 
         lon2, lat2 = np.meshgrid(tile.relative_lon(grid.lon[cols]), grid.lat[rows])
         w = tile.time_weight(grid.days[first:last])[:, None, None] * tile.space_weight(lon2, lat2)[None]
         u, v = piece["u"][mine].astype(np.float64), piece["v"][mine].astype(np.float64)
-        sw, swu, swv, swu2, swv2 = sums[is_fallback(piece["info"])]
+        kind = is_fallback(piece["info"])
+        if kind not in sums:  # made only when a lone piece comes: most maps have none
+            sums[kind] = [np.zeros(shape) for _ in range(5)]
+        sw, swu, swv, swu2, swv2 = sums[kind]
         sw[block] += w
         swu[block] += w * u
         swv[block] += w * v
         swu2[block] += w * (piece["u_std"][mine].astype(np.float64) ** 2 + u**2)
         swv2[block] += w * (piece["v_std"][mine].astype(np.float64) ** 2 + v**2)
-    gap = sums[False][0] == 0
-    sw, swu, swv, swu2, swv2 = (np.where(gap, lone, full) for full, lone in zip(sums[False], sums[True]))
+    sw, swu, swv, swu2, swv2 = sums[False]
+    if True in sums:
+        gap = sw == 0
+        sw, swu, swv, swu2, swv2 = (np.where(gap, lone, full) for full, lone in zip(sums[False], sums[True]))
     with np.errstate(invalid="ignore", divide="ignore"):
         u, v = swu / sw, swv / sw
         u_std = np.sqrt(np.maximum(swu2 / sw - u**2, 0.0))
