@@ -44,12 +44,15 @@ def velocity(x, y, t):
     return CURRENT[0] + g * dy, CURRENT[1] - g * dx
 
 
-def write_tracks(path: pathlib.Path, n: int = 8, days: int = 40, seed: int = 2,
-                 noise_m: float = 50.0) -> tuple[np.ndarray, np.ndarray]:
+def write_tracks(path: pathlib.Path, n: int = 8, days: int = 40, seed: int = 2, noise_m: float = 50.0,
+                 oscillation=None) -> tuple[np.ndarray, np.ndarray]:
     """Writes the drifters' `id,time,lon,lat` CSV at `path` and returns their fixes x, y `(hour, drifter)` metres on
-    the plane (with the noise)."""
+    the plane (with the noise). `oscillation(t)`: (u, v) m/s added to the flow everywhere at t seconds (what the
+    drifters also feel, not the truth a result is scored against)."""
     def f(z, t):
-        return np.stack(velocity(z[0], z[1], t))
+        u, v = velocity(z[0], z[1], t)
+        du, dv = (0.0, 0.0) if oscillation is None else oscillation(t)
+        return np.stack([u + du, v + dv])
 
     rng = np.random.default_rng(seed)
     angle, r = rng.uniform(0, 2 * np.pi, n), rng.uniform(0.2, 1.0, n) * 100e3
@@ -119,14 +122,14 @@ def score(result: pathlib.Path, fix_x, fix_y) -> list[dict]:
     return rows
 
 
-def run(command: str, tracks: pathlib.Path, out: pathlib.Path) -> None:
-    """Runs `lagda COMMAND --tracks TRACKS --out OUT` (every default) in a fresh process.
+def run(command: str, tracks: pathlib.Path, out: pathlib.Path, *options: str) -> None:
+    """Runs `lagda COMMAND --tracks TRACKS --out OUT` (every default, but `options`) in a fresh process.
 
     Raises:
         RuntimeError: if it exits non-zero (its last output line in the message).
     """
     done = subprocess.run([sys.executable, "-m", "lagda", command, "--tracks", str(tracks), "--out", str(out),
-                           "--overwrite"], capture_output=True, text=True)
+                           "--overwrite", *options], capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"lagda {command} exited {done.returncode}: {done.stderr.strip().splitlines()[-1]}")
 

@@ -403,6 +403,10 @@ def _add_assimilate_parser(subparsers, help_method: str | None = None) -> None:
                    "they come from the track file")
     p.add_argument("--keep-undrogued", action="store_true",
                    help="keep fixes a GDP file marks undrogued (drogue_status 0; default: left out, counted)")
+    p.add_argument("--no-low-pass", dest="low_pass", action="store_false",
+                   help="on longitude/latitude tracks with dates, assimilate the positions as they are (default: "
+                        "each drifter's positions averaged over its local inertial period and two M2 tidal periods, "
+                        "so that inertial oscillations and tides stay out of the result)")
     p.add_argument("--no-local-gp", dest="local_gp", action="store_false",
                    help="on physical tracks in a chosen basis (the default for them), leave out the local "
                         "Gaussian process of what the basis leaves out at the drifters (u, v are then the basis "
@@ -475,7 +479,7 @@ def _run_assimilate(args: argparse.Namespace) -> int:
                               plot=args.plot, overwrite=args.overwrite, seed=args.seed, dt=args.dt, box=args.box,
                               time_scale=args.time_scale, basis=args.basis, k_max=args.k_max, degree=args.degree,
                               climatology=args.climatology, times=args.times, keep_undrogued=args.keep_undrogued,
-                              local_gp=args.local_gp)
+                              local_gp=args.local_gp, low_pass=args.low_pass)
     _print_summary(summary, args.out, args.plot)
     return 0
 
@@ -552,6 +556,10 @@ def _add_map_parser(subparsers) -> None:
     p.add_argument("--plot-day", metavar="DATE", help="the day --plot draws (default: the day with the most fixes)")
     p.add_argument("--keep-undrogued", action="store_true",
                    help="keep fixes with drogue_status 0 (default: left out, counted)")
+    p.add_argument("--no-low-pass", dest="low_pass", action="store_false",
+                   help="map the positions as they are (default: each drifter's positions averaged over its local "
+                        "inertial period and two M2 tidal periods, so that inertial oscillations and tides stay out "
+                        "of the daily maps)")
     p.add_argument("--no-land-mask", dest="land_mask", action="store_false",
                    help="map the land cells too (default: cells with no sea in the GLOBE 1-km land mask are NaN; "
                         "their sea_area_fraction is in the map either way)")
@@ -587,7 +595,7 @@ def _run_map(args: argparse.Namespace) -> int:
                            (parse_time(args.period[0]), parse_time(args.period[1])) if args.period else None,
                            args.resolution, parse_step(args.cadence, "--cadence"), args.tile_size, args.halo,
                            args.window_days, args.window_step, args.k_max, args.degree, args.keep_undrogued,
-                           args.local_gp, args.land_mask, args.withhold)
+                           args.local_gp, args.land_mask, args.withhold, args.low_pass)
     if args.plot_day is not None:
         if args.plot is None:
             raise ValueError("--plot-day needs --plot FIG.png")

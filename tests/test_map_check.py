@@ -103,7 +103,7 @@ def test_a_map_with_withheld_drifters_is_checked_against_them(tmp_path, suffix):
     with open_map(out) as maps:
         ids = json.loads(maps.attrs["check_withheld_ids"])
         assert len(ids) == 3 and maps.attrs["check"] in said[-1]
-        fixes = clean(select_fixes(archive, s.region, s.period, margin_deg=2.0, margin_s=DAY))
+        fixes = clean(select_fixes(archive, s.region, s.period, margin_deg=2.0, margin_s=DAY)).low_passed()
         out_of_map = np.isin(fixes.traj, [t for t, i in enumerate(fixes.ids) if id_text(i) in ids])
         # n_fixes counts the mapped drifters' fixes in the region within half a day of a map day, not the others'
         day = np.floor((fixes.time - T0) / DAY + 0.5)

@@ -194,6 +194,8 @@ def test_the_ocean_path_follows_the_drifters_with_a_local_gp_where_its_basis_can
     summary = assimilate_file(tmp_path / "jet.csv", tmp_path / "r.nc", basis="circular", k_max=2, degree=1, n_grid=24)
     (note,) = [n for n in summary.notes if n.startswith("local GP")]
     assert "fitted to" in note and "psi is the basis field's" in note, note
+    (low_pass,) = [n for n in summary.notes if n.startswith("low-pass: ")]  # lon/lat with dates: low-passed
+    assert "(22.9-23.9 h here" in low_pass, low_pass  # the inertial period from 31.5 N to 30 N
     res = read_result(tmp_path / "r.nc")
     lon, lat = res.mapping.from_model(*np.meshgrid(res.x, res.y))  # (y, x)
     fu, _ = res.mapping.velocity_factors(lat)
@@ -238,6 +240,7 @@ def test_tracks_in_projected_metres_get_the_local_gp_in_metres(tmp_path):
                               n_grid=24)
     (note,) = [n for n in summary.notes if n.startswith("local GP")]
     assert "fitted to" in note, note
+    assert not [n for n in summary.notes if n.startswith("low-pass")]  # metres: no latitude, no inertial period
     res = read_result(tmp_path / "r.nc")
     cx, cy = mapping.from_model(res.x, res.y)  # cell centres, metres
     near = np.array([np.argmin(np.abs(cy - row)) for row in rows])

@@ -87,7 +87,7 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
                     run_dir=None, n_grid: int = 32, plot=None, overwrite: bool = False, seed: int = 0,
                     dt: float | None = None, box=None, time_scale: float | None = None, basis: str | None = None,
                     k_max: float = 12, degree: int = 3, climatology=None, times: int | str | None = None,
-                    keep_undrogued: bool = False, local_gp: bool = True) -> AssimilationSummary:
+                    keep_undrogued: bool = False, local_gp: bool = True, low_pass: bool = True) -> AssimilationSummary:
     """Returns the summary of assimilating a track file, after writing the result netCDF.
 
     Reads `tracks_path` (lagda.io.formats.read_tracks), finds the model (`model_settings`, or the
@@ -154,6 +154,9 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
         per tile
         (lagda.mapping.invert.box_local_gp): u, v follow the drifters' velocities where they are and
         u_total_std, v_total_std include it; psi stays the basis field's. A note says what was fitted.
+    low_pass : bool
+        For longitude/latitude tracks with dates: average each drifter's positions over its local inertial period
+        and two M2 tidal periods first (lagda.io.formats.read_tracks), as `lagda map` does; a note says so.
 
     Returns
     -------
@@ -197,7 +200,8 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
         check_options(method, config)  # before the file is read
     with python_warnings.catch_warnings(record=True) as caught:  # the reader's assumptions become summary warnings
         python_warnings.simplefilter("always")
-        tracks = read_tracks(tracks_path, box=box, time_scale=time_scale, keep_undrogued=keep_undrogued)
+        tracks = read_tracks(tracks_path, box=box, time_scale=time_scale, keep_undrogued=keep_undrogued,
+                             low_pass=low_pass)
     read_warnings = [str(w.message) for w in caught]  # e.g. a layout assumed from the dimensions
     default_note = ()
     if method is None:

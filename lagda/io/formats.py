@@ -92,7 +92,8 @@ TRACK_SUFFIXES = (".nc", ".nc4", ".cdf", ".csv", ".csvp", ".tsv", ".dat", ".csv.
 FILL_MAGNITUDE = 1e30  # a time or position this large is a fill value (GDP: -1e34; netCDF's default: 9.97e36)
 
 
-def read_tracks(path, box=None, time_scale: float | None = None, *, keep_undrogued: bool = False) -> Tracks:
+def read_tracks(path, box=None, time_scale: float | None = None, *, keep_undrogued: bool = False,
+                low_pass: bool = False) -> Tracks:
     """Returns the tracks of a file (or of several: `read_raw`) in model units, detecting its format and layout.
 
     Formats (lagda.io.formats): CF trajectory netCDF (incomplete multidimensional, orthogonal or
@@ -113,6 +114,9 @@ def read_tracks(path, box=None, time_scale: float | None = None, *, keep_undrogu
         Seconds per model time unit.
     keep_undrogued : bool, default False
         Keep the fixes a GDP `drogue_status` marks undrogued (dropped by default).
+    low_pass : bool, default False
+        For longitude/latitude fixes with dates: average each drifter segment's positions over its local inertial
+        period and two M2 tidal periods once cleaned (lagda.mapping.archive.Fixes.low_passed; a note says so).
 
     Returns
     -------
@@ -143,7 +147,7 @@ def read_tracks(path, box=None, time_scale: float | None = None, *, keep_undrogu
             raise ValueError(f"{path}: --box and --time-scale apply to physical tracks; this lagda dataset is in model "
                              "units")
         return raw
-    return to_tracks(raw, path, box, time_scale, keep_undrogued=keep_undrogued)
+    return to_tracks(raw, path, box, time_scale, keep_undrogued=keep_undrogued, low_pass=low_pass)
 
 
 def read_raw(source) -> RawTracks | Tracks:
@@ -357,13 +361,14 @@ def merge_raw(raws: list, notes: tuple = ()) -> RawTracks:
 
 
 def to_tracks(raw: RawTracks, path, box=None, time_scale: float | None = None, *,
-              keep_undrogued: bool = False) -> Tracks:
+              keep_undrogued: bool = False, low_pass: bool = False) -> Tracks:
     """Returns `Tracks` in model units of `raw`, cleaned (lagda.io.clean) and mapping physical tracks.
 
     Every file goes through `clean_fixes` (so duplicated or unsorted times never refuse it); in model
     units its rules that need metres (averaging close duplicates, spikes) do not apply: conflicting
     duplicates are dropped. `Tracks.clean` is the report, its notes end `Tracks.notes`, and the GDP errors
-    become `Tracks.position_std_m` and `Tracks.velocity_std_m_s`.
+    become `Tracks.position_std_m` and `Tracks.velocity_std_m_s`. With `low_pass`, longitude/latitude fixes with
+    dates are then low-passed (`read_tracks`).
 
     Raises:
         ValueError: for model positions with CF times or the reverse, a box or time scale given for
@@ -379,6 +384,9 @@ def to_tracks(raw: RawTracks, path, box=None, time_scale: float | None = None, *
         return pack_tracks(raw.times, raw.positions, raw.ids, field, raw.release, dt=file_dt(raw.attrs),
                            notes=raw.notes + report.notes(), clean=report, per_fix=per_fix, **raw.truth)
     positions = [np.asarray(p, np.float64).reshape(-1, 2).copy() for p in raw.positions]
+    lowpass_notes = ()
+    if low_pass and raw.coordinates == "lonlat" and raw.physical_time:
+        positions, lowpass_notes = _low_passed(raw.times, positions)
     try:
         stored = Mapping.from_attrs(raw.attrs)
     except ValueError as error:
@@ -418,8 +426,23 @@ def to_tracks(raw: RawTracks, path, box=None, time_scale: float | None = None, *
     model_t = [mapping.time_to_model(t) for t in raw.times]
     field = np.zeros(len(raw.ids), np.int64) if raw.field is None else raw.field
     return pack_tracks(model_t, model_pos, raw.ids, field, raw.release, mapping=mapping,
-                       notes=raw.notes + mapping.notes + report.notes(), dt=file_dt(raw.attrs), clean=report,
-                       per_fix=per_fix, **truth)
+                       notes=raw.notes + mapping.notes + report.notes() + lowpass_notes, dt=file_dt(raw.attrs),
+                       clean=report, per_fix=per_fix, **truth)
+
+
+def _low_passed(times: list, positions: list) -> tuple[list, tuple[str, ...]]:
+    """Returns the positions `[(n, 2)]` lon/lat of each trajectory at `times` `[(n,)]` seconds, each drifter segment
+    low-passed as a map's are (lagda.mapping.archive.Fixes.low_passed), and its note."""
+    from lagda.mapping.archive import Fixes
+
+    sizes = [len(t) for t in times]
+    if not sum(sizes):
+        return positions, ()
+    flat = np.concatenate(positions)
+    fixes = Fixes(np.repeat(np.arange(len(sizes)), sizes), np.concatenate(times), flat[:, 0], flat[:, 1],
+                  np.arange(len(sizes))).low_passed()
+    smooth = np.split(np.stack([fixes.lon, fixes.lat], -1), np.cumsum(sizes)[:-1])
+    return smooth, fixes.notes
 
 
 def _check_units(raw, path) -> None:

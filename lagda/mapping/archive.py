@@ -65,8 +65,34 @@ class Fixes:
     def segments(self) -> list[np.ndarray]:
         """Returns the fix indices of each drifter segment the map can use: one drifter, no step over its gap limit
         (`gap_limits`), at least MIN_SEGMENT_FIXES fixes (the fixes sorted by trajectory and time)."""
-        breaks = np.flatnonzero((np.diff(self.traj) != 0) | (np.diff(self.time) > self.gap_limits())) + 1
-        return [s for s in np.split(np.arange(len(self)), breaks) if len(s) >= MIN_SEGMENT_FIXES]
+        return [s for s in np.split(np.arange(len(self)), self._breaks()) if len(s) >= MIN_SEGMENT_FIXES]
+
+    def _breaks(self) -> np.ndarray:
+        """Returns the indices `(b,)` of the fixes that start a new segment (a new drifter or a step over its gap
+        limit), the first fix not included."""
+        return np.flatnonzero((np.diff(self.traj) != 0) | (np.diff(self.time) > self.gap_limits())) + 1
+
+    def low_passed(self) -> "Fixes":
+        """Returns the fixes with each drifter segment's positions (split as `segments` splits them, short ones
+        too) averaged over the local inertial period and two tidal periods (lagda.io.lowpass), its note added.
+
+        Example:
+            >>> t = np.arange(97) * 3600.0  # hourly, 4 days: a 0.1 m/s drift north and a 0.1 m/s inertial loop
+            >>> f = 2 * 7.2921159e-5 * np.sin(np.deg2rad(40.0))
+            >>> lat = 40.0 + np.rad2deg((0.1 * t + 0.1 / f * np.sin(f * t)) / 6371008.8)
+            >>> smooth = Fixes(np.zeros(97, np.int64), t, np.zeros(97), lat, np.array([1])).low_passed()
+            >>> drift = 40.0 + np.rad2deg(0.1 * t / 6371008.8)
+            >>> bool(np.abs(smooth.lat - drift)[30:67].max() * 111e3 < 5)  # metres, where both windows fit
+            True
+            >>> round(float(np.abs(lat - drift).max() * 111e3))  # the loop's radius in metres
+            1065
+        """
+        from lagda.io.lowpass import low_pass
+
+        if not len(self):
+            return self
+        lon, lat, note = low_pass(self.time, self.lon, self.lat, np.r_[0, self._breaks()])
+        return dataclasses.replace(self, lon=lon, lat=lat, notes=(*self.notes, note))
 
     def drifter_steps(self) -> tuple[np.ndarray, np.ndarray]:
         """Returns (traj `(m,)`, median `(m,)` seconds): the median step between consecutive fixes of each drifter

@@ -6,8 +6,9 @@ with their daily velocities (`check_map`): each withheld drifter segment's displ
 midpoint, against the map there (linear in time between map times, bilinear in space). The scores say what the
 map is worth where it had no drifter of its own, and whether its std says so: the error relative to the drifters'
 RMS speed, the fraction of velocity components inside the map's 95% band (mean +- 1.96 std), and the RMS of the
-error over the std (1 when the std is right). A daily velocity averages out the inertial and tidal motions the
-daily map does not hold; what remains of them (away from 30 degrees of latitude) counts as error.
+error over the std (1 when the std is right). The withheld drifters' positions are low-passed as the mapped
+ones' are (lagda.io.lowpass, unless the map is made without): no inertial or tidal motion, which the map does not
+hold, counts as error.
 """
 
 from __future__ import annotations

@@ -50,6 +50,10 @@ BLEND_DAYS = 32  # map times blended and written at once
 TILE_SENDS = 3  # a tile whose Dask worker is lost is sent again, at most this many times in all
 
 
+# what a map made before a setting existed did: it is compared as that, not as the setting's default
+ABSENT_SETTINGS = {"low_pass": False}
+
+
 class TileFailed(RuntimeError):
     """A tile whose Dask worker was lost each of the TILE_SENDS times it was sent (a tile that ends its worker)."""
 
@@ -73,6 +77,9 @@ class MapSettings:
         k_max: the tile basis's circular Fourier modes, up to `k_max` per box side.
         degree: the tile basis's Legendre polynomial degree in time.
         keep_undrogued: keep fixes with drogue_status 0.
+        low_pass: average each drifter segment's positions over its local inertial period and two tidal periods
+            before the map is made (lagda.io.lowpass): the map is of the flow varying over days, without the
+            inertial oscillations and tides that hourly fixes hold.
         local_gp: add to each tile's field a space-time Gaussian process of what the basis leaves out at the
             drifters (lagda.mapping.residual), fitted per tile; without it that velocity is the error model's std.
         land_mask: leave the cells with no sea in the GLOBE 1-km land mask NaN (lagda.io.land); the map's
@@ -106,6 +113,7 @@ class MapSettings:
     local_gp: bool = True
     land_mask: bool = True
     withhold: float = 0.0
+    low_pass: bool = True
 
     def __post_init__(self):
         if not (self.resolution > 0 and self.cadence_s > 0 and self.k_max >= 1 and self.degree >= 0):
@@ -177,7 +185,8 @@ def _stored(path: str) -> dict | None:
 
 def _differences(stored: dict, manifest: dict) -> list[str]:
     settings = set(stored.get("settings", {})) | set(manifest["settings"])
-    defaults = dataclasses.asdict(MapSettings())  # a setting newer than a stored run: that run had its default
+    # a setting newer than a stored run: that run had its default, or did without what the setting adds
+    defaults = dataclasses.asdict(MapSettings()) | ABSENT_SETTINGS
     old = {k: stored.get("settings", {}).get(k, defaults.get(k)) for k in settings}
     return sorted({k for k in settings if old[k] != manifest["settings"].get(k)}
                   | {k for k in set(stored) | set(manifest) if k.startswith("archive")
@@ -364,6 +373,8 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
                                                                               abs(settings.region[3])))),
                          progress=progress)
     fixes = clean(fixes, settings.keep_undrogued)
+    if settings.low_pass:
+        fixes = fixes.low_passed()
     fixes, held = _withhold(fixes, settings.withhold)
     if not len(fixes):  # what the cleaning did is why
         said = "; ".join(n.removeprefix("clean: ") for n in fixes.notes if n.startswith("clean: "))

@@ -1,0 +1,116 @@
+"""Removing inertial oscillations and tides from drifter positions before a map is made of them.
+
+A drogued drifter's track holds, beside the mesoscale flow a daily map is of, loops at the local inertial period
+2 pi / |f| (f = 2 Omega sin(latitude): 20.9 h at 35 N, 13.8 h at 60 N) and tidal currents (M2 12.42 h, S2 12 h,
+K1 23.93 h, O1 25.82 h), often 0.1-0.3 m/s. Sampled hourly they are velocities like any other and the inversions
+take them for the flow. Each drifter segment's positions are therefore averaged twice in time: over its local
+inertial period, which removes an inertial loop exactly, then over two M2 periods (24.84 h), which removes M2
+exactly and S2, K1 and O1 to 4% of their amplitude or less (a boxcar of width W keeps sinc(W / P) of a period P).
+A steady drift passes unchanged; a flow varying over 5 days keeps 88% of it at 35 N (more at higher latitudes).
+The inertial window is taken at most `MAX_INERTIAL_S`: near the equator the inertial period grows without bound
+and the equatorial currents change within it.
+
+The averages are of the track's piecewise-linear interpolant. Within about a day of either end of a segment,
+where the two windows do not fit around a fix, the average where they last fit is carried to the fix by its
+velocity and acceleration there (`low_pass_series`): exact for the inertial loop and M2, and for a drifter turning
+steadily round an eddy; S2, K1 and O1 are reduced less there (to 10-35% at 35 N). A segment shorter than both
+windows (about two days) is its least-squares straight line.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+OMEGA = 7.2921159e-5  # Earth's rotation rate, rad/s
+M2_S = 12.4206012 * 3600.0  # the principal lunar semidiurnal tide's period
+TIDAL_WINDOW_S = 2 * M2_S  # the second average's width
+MAX_INERTIAL_S = 3 * 86400.0  # the first average's width at most (the inertial period at 9.6 degrees)
+
+
+def inertial_period_s(lat) -> np.ndarray:
+    """Returns the inertial period 2 pi / |2 Omega sin(lat)| in seconds at latitudes `lat` degrees `(...)`, taken
+    at most MAX_INERTIAL_S.
+
+    >>> round(float(inertial_period_s(30.0)) / 3600, 2)
+    23.93
+    """
+    sin = np.abs(np.sin(np.deg2rad(np.asarray(lat, np.float64))))
+    return np.minimum(np.pi / (OMEGA * np.maximum(sin, 1e-12)), MAX_INERTIAL_S)
+
+
+def too_short(t: np.ndarray, inertial_s) -> bool:
+    """Returns whether times t `(n,)` seconds span less than the two windows of `low_pass_series` (`inertial_s` a
+    number or `(n,)`): such a series is its least-squares straight line."""
+    return bool(t[-1] - t[0] < np.max(inertial_s) + TIDAL_WINDOW_S)
+
+
+def low_pass_series(t: np.ndarray, x: np.ndarray, inertial_s) -> np.ndarray:
+    """Returns x `(n,)` at increasing times t `(n,)` seconds averaged over `inertial_s` (a number or `(n,)`) and
+    then over TIDAL_WINDOW_S: the mean of its piecewise-linear interpolant under the two windows centred on each
+    time (a trapezoid) or, within half of both windows of either end, under those centred where they fit, carried to
+    the time by the averaged series' velocity and acceleration there. A steady drift passes exactly, and so do
+    oscillations of period `inertial_s` or of the M2 tide, everywhere; a series shorter than both windows: its
+    least-squares straight line."""
+    t, x = np.asarray(t, np.float64), np.asarray(x, np.float64)
+    a = 0.5 * np.broadcast_to(np.asarray(inertial_s, np.float64), t.shape)
+    b = 0.5 * TIDAL_WINDOW_S
+    s, y = t - t[0], x - x[0]
+    if len(t) < 3 or too_short(t, inertial_s):
+        return x.copy() if len(t) < 2 else x[0] + np.polyval(np.polyfit(s, y, 1), s)
+    h, g = np.diff(s), np.diff(y) / np.diff(s)
+    area = np.r_[0.0, np.cumsum(0.5 * (y[1:] + y[:-1]) * h)]  # the integral of y from s[0] to each time
+    area2 = np.r_[0.0, np.cumsum(area[:-1] * h + y[:-1] * h**2 / 2 + g * h**3 / 6)]  # the integral of that
+
+    def antiderivatives(u):  # y, its integral and the integral of that at times u
+        k = np.clip(np.searchsorted(s, u, side="right") - 1, 0, len(s) - 2)
+        d = u - s[k]
+        return (y[k] + g[k] * d, area[k] + y[k] * d + g[k] * d**2 / 2,
+                area2[k] + area[k] * d + y[k] * d**2 / 2 + g[k] * d**3 / 6)
+
+    centre = np.clip(s, a + b, s[-1] - a - b)
+    # the trapezoid's mean, slope and curvature at the centres: differences of the antiderivatives at its corners
+    corners = [antiderivatives(centre + sign_a * a + sign_b * b) for sign_a in (1, -1) for sign_b in (1, -1)]
+    curvature, slope, mean = ((c[0] - c[1] - c[2] + c[3]) / (4 * a * b) for c in zip(*corners))
+    d = s - centre
+    return x[0] + mean + d * slope + 0.5 * d**2 * curvature
+
+
+def low_pass_segment(t: np.ndarray, lon: np.ndarray, lat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (lon, lat) `(n,)` degrees of one drifter segment's fixes at increasing times t `(n,)` seconds, low-passed
+    by `low_pass_series` over the local inertial period (`inertial_period_s` at each fix's latitude) and two M2
+    periods (longitudes unwrapped for it, each returned on its fix's side of 180 E; a fix without a position stays one,
+    and the averages pass over it)."""
+    out_lon, out_lat = np.array(lon, np.float64), np.array(lat, np.float64)
+    ok = np.isfinite(out_lon) & np.isfinite(out_lat)
+    t, lon, lat = np.asarray(t, np.float64)[ok], out_lon[ok], out_lat[ok]
+    if len(t) < 3:
+        return out_lon, out_lat
+    width = inertial_period_s(lat)
+    unwrapped = np.unwrap(lon, period=360.0)
+    smooth = low_pass_series(t, unwrapped, width) + (lon - unwrapped)  # each fix back on its own side of 180 E
+    out_lon[ok] = np.where(smooth < -180.0, smooth + 360.0, np.where(smooth >= 360.0, smooth - 360.0, smooth))
+    out_lat[ok] = np.clip(low_pass_series(t, lat, width), -90.0, 90.0)
+    return out_lon, out_lat
+
+
+def low_pass(time: np.ndarray, lon: np.ndarray, lat: np.ndarray, starts) -> tuple[np.ndarray, np.ndarray, str]:
+    """Returns (lon, lat) `(n,)` of flat fixes `(n,)` sorted by time within each segment, each segment (from each
+    index of `starts` to the next) low-passed by `low_pass_segment`, and the line that says what was done."""
+    out_lon, out_lat = np.array(lon, np.float64), np.array(lat, np.float64)
+    bounds = np.r_[np.asarray(starts, np.int64), len(time)]
+    segments = short = 0
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        out_lon[a:b], out_lat[a:b] = low_pass_segment(time[a:b], lon[a:b], lat[a:b])
+        located = np.isfinite(lon[a:b]) & np.isfinite(lat[a:b])
+        if located.sum() >= 3:
+            segments += 1
+            short += too_short(time[a:b][located], inertial_period_s(lat[a:b][located]))
+    period = inertial_period_s(lat[np.isfinite(lat)]) / 3600.0 if np.isfinite(lat).any() else np.zeros(1)
+    low, high = f"{np.min(period):.3g}", f"{np.max(period):.3g}"
+    return out_lon, out_lat, (
+        f"low-pass: each drifter segment's positions averaged over the local inertial period "
+        f"({low if low == high else f'{low}-{high}'} h here, at most {MAX_INERTIAL_S / 3600:g} h) and then over "
+        f"{TIDAL_WINDOW_S / 3600:.4g} h (two M2 tidal periods): inertial oscillations and tides removed, the flow "
+        "varying over days kept (--no-low-pass keeps them all)"
+        + (f"; {short} of {segments} segments span less than the two windows: each is its least-squares straight "
+           "line" if short else ""))
