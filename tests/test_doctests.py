@@ -9,7 +9,7 @@ import tempfile
 import pytest
 
 MODULES = ["simulate.tracks", "simulate.generate", "lagda.io.formats", "lagda.io.tracks", "lagda.io.physical",
-           "lagda.io.clean", "lagda.io.land", "lagda.report", "lagda.assimilation.methods.registry",
+           "lagda.io.clean", "lagda.io.land", "lagda.io.lowpass", "lagda.report", "lagda.assimilation.methods.registry",
            "lagda.assimilation.assimilate", "lagda.cli", "lagda.learning.model", "lagda.learning.train",
            "lagda.mapping.run", "lagda.mapping.residual", "lagda.mapping.archive", "lagda.mapping.check"]
 # module-level names documented by a string after their assignment (an attribute docstring, as mkdocstrings reads

@@ -1,7 +1,8 @@
 """Files: track files (`tracks`: the `Tracks` container, the CF writer and the model check; `formats`: the
 readers of every layout the ecosystem writes, `read_tracks` their entry), the physical-units mapping
-(`physical`), `export` (`lagda export-tracks`), the assimilation result file (`results`) and the shared
-netCDF helpers (`netcdf`). The public functions are re-exported here and loaded on first use."""
+(`physical`), the quality control of fixes (`clean`), inertial oscillations and tides taken out of them
+(`lowpass`), `export` (`lagda export-tracks`), the assimilation result file (`results`) and the shared netCDF
+helpers (`netcdf`). The public functions are re-exported here and loaded on first use."""
 
 from lagda._lazy import lazy_getattr
 
