@@ -63,6 +63,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work", type=pathlib.Path, default=ROOT / "runs" / "gdp_spikes")
     parser.add_argument("--truth", type=pathlib.Path, help="the QG truth of experiments.gdp_like (scored when given)")
+    parser.add_argument("--no-low-pass", dest="low_pass", action="store_false",
+                        help="assimilate the positions as they are (`lagda assimilate --no-low-pass`)")
     args = parser.parse_args(argv)
     from lagda.assimilation import assimilate_file
 
@@ -74,7 +76,7 @@ def main(argv=None) -> int:
     reference = None
     for label, path, planted in runs:
         out = args.work / f"result_{label}.nc"
-        summary = assimilate_file(path, out, overwrite=True)
+        summary = assimilate_file(path, out, overwrite=True, low_pass=args.low_pass)
         (u, v, u_std, v_std), info, spikes = inside_extent(out)
         if reference is None:
             reference = (u, v, u_std, v_std)
