@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-from experiments.lone_eddy import CENTRE, run, score, write_tracks
+from experiments.lone_eddy import CENTRE, run, said, score, write_rows, write_tracks
 from lagda.io.lowpass import M2_S, OMEGA
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -93,14 +93,8 @@ def main(argv=None) -> int:
                     for row in score(out, fix_x, fix_y):
                         rows.append({"case": case, "seed": seed, "command": f"lagda {command}",
                                      "low_pass": low_pass, **row})
-                        print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                                        for k, v in rows[-1].items()), flush=True)
-    args.csv.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.csv, "w", newline="") as f:
-        writer = csv.DictWriter(f, COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows({k: (round(v, 5) if isinstance(v, float) else v) for k, v in r.items()} for r in rows)
-    print(f"wrote {args.csv}")
+                        print(said(rows[-1]), flush=True)
+    write_rows(rows, args.csv, COLUMNS)
     if args.page:
         print(f"wrote {write_page(args.csv, PAGE, page_table, marker='inertial table')}")
     return 0

@@ -134,6 +134,21 @@ def run(command: str, tracks: pathlib.Path, out: pathlib.Path, *options: str) ->
         raise RuntimeError(f"lagda {command} exited {done.returncode}: {done.stderr.strip().splitlines()[-1]}")
 
 
+def said(row: dict) -> str:
+    """Returns one progress line of a CSV row."""
+    return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items())
+
+
+def write_rows(rows: list[dict], path: pathlib.Path, columns) -> None:
+    """Writes `rows` as the CSV at `path` (its `columns`, floats to 5 decimals) and says so."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows({k: (round(v, 5) if isinstance(v, float) else v) for k, v in r.items()} for r in rows)
+    print(f"wrote {path}")
+
+
 def page_table(csv_path: pathlib.Path) -> str:
     """Returns the page's Markdown table of the CSV: per command and band, the rows of every seed."""
     with open(csv_path, newline="") as f:
@@ -167,14 +182,8 @@ def main(argv=None) -> int:
             run(command, tracks, out)
             for row in score(out, fix_x, fix_y):
                 rows.append({"seed": seed, "command": f"lagda {command}", **row})
-                print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in rows[-1].items()),
-                      flush=True)
-    args.csv.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.csv, "w", newline="") as f:
-        writer = csv.DictWriter(f, COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows({k: (round(v, 5) if isinstance(v, float) else v) for k, v in r.items()} for r in rows)
-    print(f"wrote {args.csv}")
+                print(said(rows[-1]), flush=True)
+    write_rows(rows, args.csv, COLUMNS)
     if args.page:
         print(f"wrote {write_page(args.csv, PAGE, page_table, marker='lone-eddy table')}")
     return 0
