@@ -8,7 +8,7 @@ inertial period, which removes an inertial loop exactly, then over two M2 period
 exactly (a boxcar of width W keeps sinc(W / P) of a period P; the two keep their product H). The average is then
 twiced (Tukey): the average of what it took away is given back, so the whole keeps 2 H - H^2. That leaves the
 inertial loop and M2 out exactly, S2, K1 and O1 at 8% of their amplitude or less (at 35 N under 2%), passes a
-steady drift and a steadily turning drifter unchanged, and keeps 99% of a flow varying over 5 days at 35 N (73%
+steady drift and a steadily turning drifter unchanged, and keeps 99% of a flow varying over 5 days at 35 N (69%
 over 2 days), where the average alone kept 88% (44%). The inertial window is taken at most `MAX_INERTIAL_S`:
 near the equator the inertial period grows without bound and the equatorial currents change within it.
 
