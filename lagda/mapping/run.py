@@ -368,14 +368,7 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
                 say(f"note: {done.attrs['check']}")
         return {"tiles": len(tiles), "already_complete": True, "seconds": 0.0, "notes": []}
     grid = settings.grid()
-    fixes = select_fixes(archive, settings.region, (min(t.start_s for t in tiles), max(t.end_s for t in tiles)),
-                         margin_deg=settings.halo_deg / np.cos(np.deg2rad(max(abs(settings.region[2]),
-                                                                              abs(settings.region[3])))),
-                         progress=progress)
-    fixes = clean(fixes, settings.keep_undrogued)
-    if settings.low_pass:
-        fixes = fixes.low_passed()
-    fixes, held = _withhold(fixes, settings.withhold)
+    fixes, held = _withhold(map_fixes(archive, settings, tiles, progress), settings.withhold)
     if not len(fixes):  # what the cleaning did is why
         said = "; ".join(n.removeprefix("clean: ") for n in fixes.notes if n.startswith("clean: "))
         raise ValueError(f"{name}: the cleaning kept none of the fixes in the region and period ({said})")
@@ -434,6 +427,17 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
         say(f"warning: no tile was inverted, so the map holds no velocity (NaN everywhere): {'; '.join(why[:2])}")
     return {"tiles": len(tiles), "inverted": len(infos) - len(skipped), "skipped": len(skipped),
             "seconds": time.perf_counter() - start, "notes": notes, "check": check}
+
+
+def map_fixes(archive, settings: MapSettings, tiles: list[Tile], progress: bool = False) -> Fixes:
+    """Returns the fixes a map of `settings` (region and period given or found) is made from, before `--withhold`
+    splits them: those of the tiles' boxes and windows, cleaned (archive.clean) and low-passed (`low_pass`)."""
+    south, north = settings.region[2:]
+    fixes = select_fixes(archive, settings.region, (min(t.start_s for t in tiles), max(t.end_s for t in tiles)),
+                         margin_deg=settings.halo_deg / np.cos(np.deg2rad(max(abs(south), abs(north)))),
+                         progress=progress)
+    fixes = clean(fixes, settings.keep_undrogued)
+    return fixes.low_passed() if settings.low_pass else fixes
 
 
 def _withhold(fixes: Fixes, fraction: float) -> tuple[Fixes, Fixes | None]:
