@@ -68,14 +68,6 @@ _LAT_UNITS = {"degrees_north", "degree_north", "degree_n", "degrees_n", "degreen
 _STANDARD_CALENDARS = ("standard", "gregorian", "proleptic_gregorian")
 GDP_VARIABLES = ("drogue_status", "location_type", "err_lat", "err_lon", "err_ve", "err_vn")  # read when present
 DROGUE_FROM_LOST_NOTE = "drogue_status from each drifter's drogue_lost_date (drogued before it)"
-
-
-def drogue_from_lost_note(lost) -> str:
-    """Returns the note on drogue_status taken from a table's `drogue_lost_date` column, seconds (NaN: no date),
-    which says when no drifter of the table has a date (an empty column: every fix taken as drogued)."""
-    if not np.isfinite(np.asarray(lost, np.float64)).any():
-        return "drogue_lost_date holds no date: every fix taken as drogued"
-    return DROGUE_FROM_LOST_NOTE
 QG_TRUTH = {"psi", "u", "v", "truth_time"}  # the gridded truth of a QG truth file (lagda simulate --flow qg)
 # what a folder's track files end in: netCDF, CSV (ERDDAP's .csvp too), the GDP's 6-hourly text, Parquet, Zarr
 # the columns that may name a CSV fix's drifter when it has no id column, first found first: the id of OSMC's and
@@ -90,6 +82,14 @@ CSV_MISSING = ("", "NA", "nan", "NaN")  # a CSV value that is missing
 TRACK_SUFFIXES = (".nc", ".nc4", ".cdf", ".csv", ".csvp", ".tsv", ".dat", ".csv.gz", ".tsv.gz", ".dat.gz", ".parquet",
                   ".zarr")
 FILL_MAGNITUDE = 1e30  # a time or position this large is a fill value (GDP: -1e34; netCDF's default: 9.97e36)
+
+
+def drogue_from_lost_note(lost) -> str:
+    """Returns the note on drogue_status taken from a table's `drogue_lost_date` column, seconds (NaN: no date),
+    which says when no drifter of the table has a date (an empty column: every fix taken as drogued)."""
+    if not np.isfinite(np.asarray(lost, np.float64)).any():
+        return "drogue_lost_date holds no date: every fix taken as drogued"
+    return DROGUE_FROM_LOST_NOTE
 
 
 def read_tracks(path, box=None, time_scale: float | None = None, *, keep_undrogued: bool = False,

@@ -48,58 +48,64 @@ def too_short(t: np.ndarray, inertial_s) -> bool:
 
 
 def low_pass_series(t: np.ndarray, x: np.ndarray, inertial_s) -> np.ndarray:
-    """Returns x `(n,)` at increasing times t `(n,)` seconds averaged over `inertial_s` (a number or `(n,)`) and
-    then over TIDAL_WINDOW_S, twiced: with F the mean of the piecewise-linear interpolant under the two windows
-    centred on each time (a trapezoid) or, within half of both windows of either end, under those centred where they
-    fit, carried to the time by its velocity and acceleration there, 2 F(x) - F(F(x)). A parabola passes exactly,
-    and oscillations of period `inertial_s` or of the M2 tide are removed, everywhere; a series shorter than both
-    windows: its least-squares straight line."""
+    """Returns x `(n,)` or `(n, c)` (c series at the same times) at increasing times t `(n,)` seconds averaged over
+    `inertial_s` (a number or `(n,)`) and then over TIDAL_WINDOW_S, twiced: with F the mean of the piecewise-linear
+    interpolant under the two windows centred on each time (a trapezoid) or, within half of both windows of either
+    end, under those centred where they fit, carried to the time by its velocity and acceleration there,
+    2 F(x) - F(F(x)). A parabola passes exactly, and oscillations of period `inertial_s` or of the M2 tide are
+    removed, everywhere; a series shorter than both windows: its least-squares straight line."""
     t, x = np.asarray(t, np.float64), np.asarray(x, np.float64)
+    columns = x.reshape(len(t), -1)
     a = 0.5 * np.broadcast_to(np.asarray(inertial_s, np.float64), t.shape)
     b = 0.5 * TIDAL_WINDOW_S
-    s, y = t - t[0], x - x[0]
+    s, y = t - t[0], columns - columns[0]
     if len(t) < 3 or too_short(t, inertial_s):
-        return x.copy() if len(t) < 2 else x[0] + np.polyval(np.polyfit(s, y, 1), s)
-    h = np.diff(s)
+        line = columns.copy() if len(t) < 2 else columns[0] + np.vander(s, 2) @ np.polyfit(s, y, 1)
+        return line.reshape(x.shape)
+    h = np.diff(s)[:, None]
     centre = np.clip(s, a + b, s[-1] - a - b)
-    d = s - centre
+    d = (s - centre)[:, None]
+    # the trapezoid's corners `(4, n)` about each centre, each in its interval k of the times, e into it
+    corners = np.stack([centre + sign_a * a + sign_b * b for sign_a in (1, -1) for sign_b in (1, -1)])
+    k = np.clip(np.searchsorted(s, corners, side="right") - 1, 0, len(s) - 2)
+    e = (corners - s[k])[..., None]
+    scale = (4 * a * b)[:, None]
 
-    def trapezoid(y):  # the average of y `(n,)`: the trapezoid's mean, or near the ends carried by its slope, curvature
-        g = np.diff(y) / h
-        area = np.r_[0.0, np.cumsum(0.5 * (y[1:] + y[:-1]) * h)]  # the integral of y from s[0] to each time
-        area2 = np.r_[0.0, np.cumsum(area[:-1] * h + y[:-1] * h**2 / 2 + g * h**3 / 6)]  # the integral of that
-
-        def antiderivatives(u):  # y, its integral and the integral of that at times u
-            k = np.clip(np.searchsorted(s, u, side="right") - 1, 0, len(s) - 2)
-            e = u - s[k]
-            return (y[k] + g[k] * e, area[k] + y[k] * e + g[k] * e**2 / 2,
-                    area2[k] + area[k] * e + y[k] * e**2 / 2 + g[k] * e**3 / 6)
-
-        # mean, slope and curvature at the centres: differences of the antiderivatives at the trapezoid's corners
-        corners = [antiderivatives(centre + sign_a * a + sign_b * b) for sign_a in (1, -1) for sign_b in (1, -1)]
-        curvature, slope, mean = ((c[0] - c[1] - c[2] + c[3]) / (4 * a * b) for c in zip(*corners))
+    def trapezoid(y):  # the average of y `(n, c)`: the trapezoid's mean, or near the ends carried by slope, curvature
+        g = np.diff(y, axis=0) / h
+        area = np.r_[np.zeros((1, y.shape[1])), np.cumsum(0.5 * (y[1:] + y[:-1]) * h, axis=0)]  # of y from s[0]
+        area2 = np.r_[np.zeros((1, y.shape[1])),
+                      np.cumsum(area[:-1] * h + y[:-1] * h**2 / 2 + g * h**3 / 6, axis=0)]  # the integral of that
+        # y, its integral and the integral of that at the corners; their differences across the corners are the
+        # curvature, slope and mean at the centres
+        yk, gk, ak = y[k], g[k], area[k]
+        values = (yk + gk * e, ak + yk * e + gk * e**2 / 2, area2[k] + ak * e + yk * e**2 / 2 + gk * e**3 / 6)
+        curvature, slope, mean = ((c[0] - c[1] - c[2] + c[3]) / scale for c in values)
         return mean + d * slope + 0.5 * d**2 * curvature
 
     once = trapezoid(y)
-    return x[0] + 2 * once - trapezoid(once)  # twiced: what the average took from the slow flow, given back
+    return (columns[0] + 2 * once - trapezoid(once)).reshape(x.shape)  # twiced: what it took, given back
 
 
-def low_pass_segment(t: np.ndarray, lon: np.ndarray, lat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def low_pass_segment(t: np.ndarray, lon: np.ndarray, lat: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool | None]:
     """Returns (lon, lat) `(n,)` degrees of one drifter segment's fixes at increasing times t `(n,)` seconds, low-passed
     by `low_pass_series` over the local inertial period (`inertial_period_s` at each fix's latitude) and two M2
     periods (longitudes unwrapped for it, each returned on its fix's side of 180 E; a fix without a position stays one,
-    and the averages pass over it)."""
+    and the averages pass over it), and whether the segment was too short for the windows (`too_short`; None: under
+    3 fixes with a position, left as they are)."""
     out_lon, out_lat = np.array(lon, np.float64), np.array(lat, np.float64)
     ok = np.isfinite(out_lon) & np.isfinite(out_lat)
     t, lon, lat = np.asarray(t, np.float64)[ok], out_lon[ok], out_lat[ok]
     if len(t) < 3:
-        return out_lon, out_lat
+        return out_lon, out_lat, None
     width = inertial_period_s(lat)
     unwrapped = np.unwrap(lon, period=360.0)
-    smooth = low_pass_series(t, unwrapped, width) + (lon - unwrapped)  # each fix back on its own side of 180 E
-    out_lon[ok] = np.where(smooth < -180.0, smooth + 360.0, np.where(smooth >= 360.0, smooth - 360.0, smooth))
-    out_lat[ok] = np.clip(low_pass_series(t, lat, width), -90.0, 90.0)
-    return out_lon, out_lat
+    smooth = low_pass_series(t, np.stack([unwrapped, lat], axis=-1), width)
+    smooth_lon = smooth[:, 0] + (lon - unwrapped)  # each fix back on its own side of 180 E
+    out_lon[ok] = np.where(smooth_lon < -180.0, smooth_lon + 360.0,
+                           np.where(smooth_lon >= 360.0, smooth_lon - 360.0, smooth_lon))
+    out_lat[ok] = np.clip(smooth[:, 1], -90.0, 90.0)
+    return out_lon, out_lat, too_short(t, width)
 
 
 def low_pass(time: np.ndarray, lon: np.ndarray, lat: np.ndarray, starts) -> tuple[np.ndarray, np.ndarray, str]:
@@ -122,13 +128,11 @@ def low_pass(time: np.ndarray, lon: np.ndarray, lat: np.ndarray, starts) -> tupl
     """
     out_lon, out_lat = np.array(lon, np.float64), np.array(lat, np.float64)
     bounds = np.r_[np.asarray(starts, np.int64), len(time)]
-    segments = short = 0
+    shorts = []
     for a, b in zip(bounds[:-1], bounds[1:]):
-        out_lon[a:b], out_lat[a:b] = low_pass_segment(time[a:b], lon[a:b], lat[a:b])
-        located = np.isfinite(lon[a:b]) & np.isfinite(lat[a:b])
-        if located.sum() >= 3:
-            segments += 1
-            short += too_short(time[a:b][located], inertial_period_s(lat[a:b][located]))
+        out_lon[a:b], out_lat[a:b], short = low_pass_segment(time[a:b], lon[a:b], lat[a:b])
+        shorts += [] if short is None else [short]
+    segments, short = len(shorts), sum(shorts)
     period = inertial_period_s(lat[np.isfinite(lat)]) / 3600.0 if np.isfinite(lat).any() else np.zeros(1)
     low, high = f"{np.min(period):.3g}", f"{np.max(period):.3g}"
     return out_lon, out_lat, (

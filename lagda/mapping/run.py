@@ -77,15 +77,15 @@ class MapSettings:
         k_max: the tile basis's circular Fourier modes, up to `k_max` per box side.
         degree: the tile basis's Legendre polynomial degree in time.
         keep_undrogued: keep fixes with drogue_status 0.
-        low_pass: average each drifter segment's positions over its local inertial period and two tidal periods
-            before the map is made (lagda.io.lowpass): the map is of the flow varying over days, without the
-            inertial oscillations and tides that hourly fixes hold.
         local_gp: add to each tile's field a space-time Gaussian process of what the basis leaves out at the
             drifters (lagda.mapping.residual), fitted per tile; without it that velocity is the error model's std.
         land_mask: leave the cells with no sea in the GLOBE 1-km land mask NaN (lagda.io.land); the map's
             `sea_area_fraction` is written either way.
         withhold: the fraction of the drifters left out of the map and checked against it once it is written
             (lagda.mapping.check: the same drifters on every run); 0: every drifter mapped.
+        low_pass: average each drifter segment's positions over its local inertial period and two tidal periods
+            before the map is made (lagda.io.lowpass): the map is of the flow varying over days, without the
+            inertial oscillations and tides that hourly fixes hold.
 
     Raises:
         ValueError: resolution or cadence_s not positive, k_max < 1 or degree < 0; region latitudes outside
