@@ -9,12 +9,16 @@ in the clean answer's posterior stds (RMS), the CV ratio, the zero guard and the
 With `--truth QG.nc` (the truth `python -m experiments.gdp_like` writes to runs/gdp/qg_gdp.nc) the error against
 the truth as experiments.gdp_like scores it.
 
-    python -m experiments.gdp_spikes --fractions 0.003 0.01 0.03 --work runs/gdp_spikes
+    python -m experiments.gdp_spikes --truth runs/gdp/qg_gdp.nc   # results/gdp_spikes.csv (rows of this setting)
+    python -m experiments.gdp_spikes --fractions 0.01 --no-low-pass --csv OUT.csv --work DIR
+
+The rows of the other `low_pass` setting already in the CSV are kept.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import pathlib
 
@@ -23,6 +27,10 @@ import xarray as xr
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "lagda" / "shipped" / "gdp_like.nc"
+CSV = ROOT / "results" / "gdp_spikes.csv"
+COLUMNS = ("low_pass", "fixes_displaced", "planted", "cleaning_spikes_dropped", "cleaning_off_track_dropped",
+           "velocity_outliers_dropped", "zero_guard", "cv_ratio", "diff_to_clean", "diff_in_clean_stds",
+           "error_vs_truth", "method_seconds")
 EARTH_RADIUS_M = 6371e3
 
 
@@ -45,7 +53,7 @@ def plant(source, out, fraction: float, seed: int) -> int:
 
 def inside_extent(path):
     """Returns (u, v, u_std, v_std) `(time, cells)` of a result on its grid cells inside the tracks' extent, and its
-    diagnostics of field 0 and its count of cleaned spikes."""
+    diagnostics of field 0 and its cleaning's counts of spikes and fixes off their track."""
     from lagda.io.results import mean_velocity
 
     with xr.open_dataset(path) as res:
@@ -54,7 +62,8 @@ def inside_extent(path):
         inside = ((lon >= np.nanmin(tl)) & (lon <= np.nanmax(tl)) & (lat >= np.nanmin(tt)) & (lat <= np.nanmax(tt)))
         fields = [np.asarray(a)[:, inside] for a in (mean_velocity(res, "u"), mean_velocity(res, "v"),
                                                        res["u_std"].values, res["v_std"].values)]
-        return fields, json.loads(res.attrs["diagnostics"])[0], int(res.attrs["clean_spikes_dropped"])
+        cleaned = [int(res.attrs.get(f"clean_{rule}_dropped", 0)) for rule in ("spikes", "off_track")]
+        return fields, json.loads(res.attrs["diagnostics"])[0], cleaned
 
 
 def main(argv=None) -> int:
@@ -65,7 +74,9 @@ def main(argv=None) -> int:
     parser.add_argument("--truth", type=pathlib.Path, help="the QG truth of experiments.gdp_like (scored when given)")
     parser.add_argument("--no-low-pass", dest="low_pass", action="store_false",
                         help="assimilate the positions as they are (`lagda assimilate --no-low-pass`)")
+    parser.add_argument("--csv", type=pathlib.Path, default=CSV, help="the rows (default results/gdp_spikes.csv)")
     args = parser.parse_args(argv)
+    from experiments.lone_eddy import write_rows
     from lagda.assimilation import assimilate_file
 
     args.work.mkdir(parents=True, exist_ok=True)
@@ -73,15 +84,16 @@ def main(argv=None) -> int:
     for fraction in args.fractions:
         path = args.work / f"spiked_{fraction:g}.nc"
         runs.append((f"{fraction:g}", path, plant(SHIPPED, path, fraction, args.seed)))
-    reference = None
+    reference, rows = None, []
     for label, path, planted in runs:
         out = args.work / f"result_{label}.nc"
         summary = assimilate_file(path, out, overwrite=True, low_pass=args.low_pass)
-        (u, v, u_std, v_std), info, spikes = inside_extent(out)
+        (u, v, u_std, v_std), info, (spikes, off_track) = inside_extent(out)
         if reference is None:
             reference = (u, v, u_std, v_std)
         u0, v0, us0, vs0 = reference
-        row = {"fixes_displaced": label, "planted": planted, "cleaning_spikes_dropped": spikes,
+        row = {"low_pass": int(args.low_pass), "fixes_displaced": label, "planted": planted,
+               "cleaning_spikes_dropped": spikes, "cleaning_off_track_dropped": off_track,
                "velocity_outliers_dropped": info.get("velocity_outliers_dropped"), "zero_guard": info["zero_guard"],
                "cv_ratio": round(float(info["cv_ratio"]), 3),
                "diff_to_clean": round(float(np.sqrt(np.sum((u - u0) ** 2 + (v - v0) ** 2) / np.sum(u0**2 + v0**2))),
@@ -95,6 +107,11 @@ def main(argv=None) -> int:
             with xr.open_dataset(args.truth) as truth:
                 row["error_vs_truth"] = round(error_in_extent(out, truth, path)[0], 3)
         print(json.dumps(row), flush=True)
+        rows.append(row)
+    if args.csv.exists():  # the other setting's rows stay
+        with open(args.csv, newline="") as f:
+            rows = [r for r in csv.DictReader(f) if int(r["low_pass"]) != int(args.low_pass)] + rows
+    write_rows(rows, args.csv, COLUMNS)
     return 0
 
 

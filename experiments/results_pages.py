@@ -94,6 +94,16 @@ def _dense(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.set_index("resolution_deg")[list(columns)].rename(columns=columns).rename_axis("resolution (deg)")
 
 
+def _gdp_spikes(rows: pd.DataFrame) -> pd.DataFrame:
+    columns = {"planted": "planted", "cleaning_off_track_dropped": "dropped off their track",
+               "velocity_outliers_dropped": "velocities left out", "cv_ratio": "CV ratio",
+               "diff_to_clean": "difference to the clean answer", "error_vs_truth": "error against the truth"}
+    rows = rows.assign(positions=rows["low_pass"].map({1: "low-passed (default)", 0: "as they are"}))
+    rows = rows.astype({"planted": str, "cleaning_off_track_dropped": str, "velocity_outliers_dropped": str})
+    return (rows.set_index(["positions", "fixes_displaced"])[list(columns)].rename(columns=columns)
+            .rename_axis(["positions", "fixes displaced"]))
+
+
 PAGES = {
     "docs/results/assimilation.md": [
         Summary("Median relative velocity error over the held-out flows, per observation regime and method "
@@ -110,6 +120,12 @@ PAGES = {
         Summary("`lagda map` with every default on the GLAD-like deployment, scored at the cells with a fix each day, "
                 "against daily binned means of the finite-difference velocities on the same cells",
                 "results/dense_cluster.csv", _dense),
+    ],
+    "docs/results/real-drifters.md": [
+        Summary("`lagda assimilate --tracks FILE` on the GDP-like file with a fraction of its fixes displaced 3-8 km "
+                "(under the spike rule's speed), with its positions low-passed (the default) and as they are "
+                "(`--no-low-pass`): relative difference to the clean file's answer and error against the QG truth",
+                "results/gdp_spikes.csv", _gdp_spikes),
     ],
     "docs/results/training.md": [
         Summary("Test retrieval of the paper preset after its last epoch (Figure 14), per test library: the "

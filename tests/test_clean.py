@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from lagda.io.clean import DUPLICATE_RADIUS_M, MAX_SPEED_M_S, CleanReport, clean_fixes, spike_mask
+from lagda.io.clean import DUPLICATE_RADIUS_M, MAX_SPEED_M_S, CleanReport, clean_fixes, off_track_mask, spike_mask
 from lagda.io.formats import read_tracks
 from lagda.io.physical import EARTH_RADIUS_M
 from lagda.io.tracks import RawTracks, check_fits_model, id_text
@@ -81,6 +81,58 @@ def test_spike_rule_needs_both_hops_fast_and_off_the_line():
     off[10] += [0.0, -40e3 + 0.4 * 10e3]  # fast hops, but within 0.4 of a hop of the line: kept
     off[10, 0] += 30e3
     assert not spike_mask(t, off, "projected").any()
+
+
+def _looping_m(t: np.ndarray, lat: float = 45.0) -> np.ndarray:
+    """Returns `(n, 2)` metres at times `t`: a 0.1 m/s drift, a 10 km eddy at 0.8 m/s and a 0.15 m/s inertial loop."""
+    f = 2 * 7.292e-5 * np.sin(np.deg2rad(lat))
+    eddy, inertial = 0.8 / 10e3, 0.15 / f
+    return np.stack([0.1 * t + 10e3 * np.cos(eddy * t) + inertial * np.sin(f * t),
+                     10e3 * np.sin(eddy * t) + inertial * np.cos(f * t)], axis=-1)
+
+
+@pytest.mark.parametrize("coordinates", ["lonlat", "projected"])
+def test_fixes_a_few_km_off_an_hourly_track_are_dropped_and_nothing_else(coordinates):
+    n = 600
+    hours = HOUR * np.arange(n)
+    rng = np.random.default_rng(3)
+    tracks = [_path_m(n, 0.3, seed=8, noise_m=20.0), _looping_m(hours) + rng.normal(scale=20.0, size=(n, 2))]
+    planted = {0: [2, 40, 43, 300, n - 3], 1: [10, 11, 200, 450]}  # alone, 3 apart, side by side, near the ends
+    spiked = [p.copy() for p in tracks]
+    for i, rows in planted.items():
+        angle, km = rng.uniform(0, 2 * np.pi, len(rows)), rng.uniform(3, 8, len(rows))
+        spiked[i][rows] += 1e3 * km[:, None] * np.stack([np.cos(angle), np.sin(angle)], axis=-1)
+    raw = _raw([T0 + hours] * 4, [_to(coordinates, p, lon0=-30.0) for p in spiked + tracks], coordinates)
+    cleaned, report = clean_fixes(raw)
+    assert report.spikes_dropped == 0  # hops of 1-2 m/s: under the spike rule's bound
+    assert report.off_track_dropped == 9 and report.fixes_kept == 4 * n - 9
+    for i, rows in planted.items():
+        np.testing.assert_array_equal(cleaned.times[i], np.delete(T0 + hours, rows))
+    assert [len(t) for t in cleaned.times[2:]] == [n, n]  # the same tracks unspiked keep every fix
+    assert any("9 fixes off their track dropped" in line for line in report.notes())
+    assert clean_fixes(cleaned)[1].off_track_dropped == 0  # idempotent
+
+
+def test_off_track_rule_keeps_what_a_cubic_follows_noise_and_fixes_too_sparse_to_judge():
+    rng = np.random.default_rng(4)
+    hours = HOUR * np.arange(2000.0)
+    s = hours / 86400.0
+    cubic = np.stack([3e3 * s**3 - 40e3 * s**2, -2e3 * s**3], axis=-1)  # accelerating to 150 m/s: exact for a cubic
+    assert not off_track_mask(hours, cubic, "projected").any()
+    noise = rng.normal(scale=300.0, size=(len(hours), 2))  # 300 m white noise on a straight drift: the median
+    drift = np.stack([0.2 * hours, 0.0 * hours], axis=-1) + noise  # sets the scale; 6 stds are 1.8 km
+    assert not off_track_mask(hours, drift, "projected").any()
+    drift[[500, 1200]] += [[0.0, 3e3], [-2.5e3, 0.0]]  # 3 km in standard units 3e3 / 1.39 = 7.2 stds
+    assert np.flatnonzero(off_track_mask(hours, drift, "projected")).tolist() == [500, 1200]
+    six_hourly = 6 * HOUR * np.arange(240.0)  # the loops aliased: every fix misses the cubic by kilometres
+    loops = _looping_m(six_hourly) + rng.normal(scale=20.0, size=(240, 2))
+    loops[[60, 150]] += [[4e3, 0.0], [0.0, 6e3]]
+    assert not off_track_mask(six_hourly, loops, "projected").any()
+    gap = np.concatenate([hours[:50], hours[50:100] + 3 * 86400.0])  # 3 days missing between fixes 49 and 50
+    line = np.stack([0.2 * gap, np.zeros(100)], axis=-1)
+    line[[49, 50, 51]] += [0.0, 5e3]  # beside the gap: their neighbours span days, not judged
+    line[20] += [0.0, 5e3]
+    assert np.flatnonzero(off_track_mask(gap, line, "projected")).tolist() == [20]
 
 
 @pytest.mark.parametrize("coordinates", ["lonlat", "projected"])

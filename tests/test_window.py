@@ -64,10 +64,12 @@ def test_an_inferred_window_recovers_a_non_periodic_flow_where_the_drifters_are(
 
 
 def test_fixes_a_few_kilometres_off_their_track_do_not_zero_the_ocean_path(tmp_path, monkeypatch):
-    """4 fixes displaced by 5 km (1.4 m/s hops in hourly data: under the cleaning's 3 m/s) are left out of the
-    search (each touches one of its pairs, a day apart from the first) and the position noise is not read from them;
-    without either, the Gaussian answer is zero."""
+    """4 fixes displaced by 5 km (1.4 m/s hops in hourly data: under the spike rule's 3 m/s) are dropped by the
+    cleaning's off-track rule; let through it (as a fix it cannot judge, beside a gap, would be), they are left out
+    of the search (each touches one of its pairs, a day apart from the first) and the position noise is not read
+    from them; without either, the Gaussian answer is zero."""
     from lagda.assimilation.methods import prior_search, track_data
+    from lagda.io import clean as cleaning
 
     extent = _shear_file(tmp_path / "shear.nc")
     with xr.open_dataset(tmp_path / "shear.nc") as ds:
@@ -76,6 +78,9 @@ def test_fixes_a_few_kilometres_off_their_track_do_not_zero_the_ocean_path(tmp_p
     spiked.to_netcdf(tmp_path / "spiked.nc")
     common = dict(method="linear", config={"members": 8}, basis="circular", k_max=4, degree=0, n_grid=24, times=3)
     clean = assimilate_file(tmp_path / "shear.nc", tmp_path / "clean.nc", **common)
+    cleaned = assimilate_file(tmp_path / "spiked.nc", tmp_path / "cleaned.nc", **common)
+    assert any(note.startswith("clean: 4 fixes off their track dropped") for note in cleaned.notes)
+    monkeypatch.setattr(cleaning, "OFF_TRACK_M", np.inf)
     robust = assimilate_file(tmp_path / "spiked.nc", tmp_path / "robust.nc", **common)
     assert not any("outliers" in note for note in clean.notes)
     assert not any("position spikes dropped" in note for note in robust.notes)  # the cleaning kept them
@@ -84,6 +89,7 @@ def test_fixes_a_few_kilometres_off_their_track_do_not_zero_the_ocean_path(tmp_p
     e_clean = _error_where_the_drifters_are(tmp_path / "clean.nc", extent)
     e_robust = _error_where_the_drifters_are(tmp_path / "robust.nc", extent)
     assert e_robust < 1.5 * e_clean < 0.15
+    assert _error_where_the_drifters_are(tmp_path / "cleaned.nc", extent) < 1.5 * e_clean
     monkeypatch.setattr(prior_search, "OUTLIER_K", np.inf)
     monkeypatch.setattr(track_data, "HEAVY_TAIL", np.inf)
     gaussian = assimilate_file(tmp_path / "spiked.nc", tmp_path / "gaussian.nc", **common)

@@ -14,11 +14,13 @@ Rules, in this order, on each trajectory of a `RawTracks` (lagda.io.tracks):
    1970-01-01 sorts to a track's end, decades from its other fixes;
 7. position spikes, alone or a run of up to `SPIKE_RUN` fixes, are dropped (physical coordinates only;
    `spike_mask` states the rule);
-8. fixes not in the water (physical coordinates, dated times; `out_of_water_mask` states the rule): carried,
+8. fixes off their track, a position error too slow for the spike rule (a fix a few kilometres off an hourly
+   track), are dropped (physical coordinates only; `off_track_mask` states the rule);
+9. fixes not in the water (physical coordinates, dated times; `out_of_water_mask` states the rule): carried,
    reached and left faster than a spike's bound (a drifter on a ship's deck), or, in longitude/latitude, held
    within `AGROUND_RADIUS_M` of one place for over `AGROUND_S` (aground, or ashore: no ocean current holds a
    drifter still for days, where a flow given in metres may have a stagnation line);
-9. trajectories left with no fix are dropped.
+10. trajectories left with no fix are dropped.
 
 The GDP per-fix errors are carried, not used to drop: `err_lat`/`err_lon` (degrees) become `position_std_m` and
 `err_ve`/`err_vn` (m/s) `velocity_std_m_s` in `RawTracks.per_fix`, each the RMS of its two components; a
@@ -39,6 +41,10 @@ SPEED_FACTOR = 4.0  # ... or above this many times the track's median speed, whi
 SPIKE_RESIDUAL = 0.5  # a spike lies off its neighbours' straight line by this fraction of its mean hop or more
 DUPLICATE_RADIUS_M = 300.0  # fixes of one time this close are one position measured twice: averaged
 SPIKE_PASSES = 3  # the spike rule is applied again after removals, at most this many times
+OFF_TRACK_SIGMAS = 6.0  # a fix further off the cubic through its neighbours than this many of the track's robust stds
+OFF_TRACK_M = 1000.0  # ... and than this many metres lies off its track (a position error under the speed bound)
+OFF_TRACK_SPAN_STEPS = 12.0  # a fix whose four neighbours span more median steps than this is not judged (a gap)
+OFF_TRACK_PASSES = 10  # the off-track rule is applied again after removals, at most this many times
 SPIKE_RUN = 3  # consecutive fixes away from their track together (a fill position repeated) are one spike
 LONE_GAP_S = 10 * 86400.0  # an end fix further than this from the rest of its track, and ...
 LONE_GAP_FACTOR = 100.0  # ... than this many times the track's median step, is a lone fix
@@ -69,6 +75,7 @@ class CleanReport:
     conflicts_dropped: int = 0  # groups of one time dropped whole
     conflict_fixes_dropped: int = 0  # the fixes of those groups
     spikes_dropped: int = 0
+    off_track_dropped: int = 0  # fixes off the curve through their neighbours, under the spike rule's speed
     lone_fixes_dropped: int = 0  # end fixes far in time from the rest of their track
     carried_dropped: int = 0  # fixes reached and left faster than a spike's bound (on a ship's deck)
     aground_dropped: int = 0  # fixes held in one place for days
@@ -112,6 +119,10 @@ class CleanReport:
         if self.spikes_dropped:
             lines.append(f"clean: {self.spikes_dropped} position spikes dropped (alone or up to {SPIKE_RUN} in a "
                          f"row, reached and left faster than {_BOUND} and off their neighbours' line)")
+        if self.off_track_dropped:
+            lines.append(f"clean: {self.off_track_dropped} fixes off their track dropped (over "
+                         f"{OFF_TRACK_SIGMAS:g} robust stds and {OFF_TRACK_M:g} m from the cubic through their two "
+                         "neighbours each side: a position error under the spike rule's speed)")
         if self.carried_dropped:
             lines.append(f"clean: {self.carried_dropped} fixes carried dropped (reached and left faster than "
                          f"{_BOUND} along their track: a drifter on a ship's deck)")
@@ -182,7 +193,8 @@ def clean_fixes(raw: RawTracks, *, keep_undrogued: bool = False) -> tuple[RawTra
     counts = dict.fromkeys(["missing_times_dropped", "impossible_positions_dropped", "undrogued_dropped",
                             "undrogued_kept",
                             "exact_duplicates_dropped", "trajectories_sorted", "conflicts_averaged",
-                            "conflicts_dropped", "conflict_fixes_dropped", "spikes_dropped", "lone_fixes_dropped",
+                            "conflicts_dropped", "conflict_fixes_dropped", "spikes_dropped", "off_track_dropped",
+                            "lone_fixes_dropped",
                             "carried_dropped", "aground_dropped",
                             "trajectories_emptied",
                             "short_trajectories_dropped", "short_trajectory_fixes_dropped"], 0)
@@ -221,6 +233,9 @@ def clean_fixes(raw: RawTracks, *, keep_undrogued: bool = False) -> tuple[RawTra
                 spikes |= new
             counts["spikes_dropped"] += int(spikes.sum())
             t, p, v = t[~spikes], p[~spikes], {name: a[~spikes] for name, a in v.items()}
+            off = off_track_mask(t, p, raw.coordinates)
+            counts["off_track_dropped"] += int(off.sum())
+            t, p, v = t[~off], p[~off], {name: a[~off] for name, a in v.items()}
         if metric and raw.physical_time and len(t) >= 3:
             carried, aground = out_of_water_mask(t, p, raw.coordinates)
             # a drifter at rest for days is out of the water in the ocean; in a flow given in metres (a model's, a
@@ -380,6 +395,66 @@ def spike_mask(t: np.ndarray, p: np.ndarray, coordinates: str) -> np.ndarray:
     return mask
 
 
+def off_track_mask(t: np.ndarray, p: np.ndarray, coordinates: str) -> np.ndarray:
+    """Returns a bool `(n,)`: the fixes of one track with increasing times `t` `(n,)` that lie off its path.
+
+    Each fix with two finite fixes either side is compared with the cubic through those four at its time: with
+    Lagrange weights `w` `(4,)` from the times, its distance `r` (m) from the prediction, in the units of white
+    position noise `z = r / sqrt(1 + sum(w^2))`, so that irregular times are judged alike. The track's noise scale
+    `s` is the median `z` / sqrt(2 ln 2) (a 2-d Gaussian's median radius, per component). A fix is off its track
+    when `z > OFF_TRACK_SIGMAS s`, `r > OFF_TRACK_M` and no fix within two places has a larger `z` (a displaced
+    fix moves its neighbours' predictions too, by at most 2/3 of its offset); the rule is applied again without
+    the fixes found, at most `OFF_TRACK_PASSES` times. Not judged: the first and last two fixes, a fix whose four
+    neighbours span over `OFF_TRACK_SPAN_STEPS` median steps (a gap) or that has a hop among them faster than the
+    spike rule's bound (a kink where a drifter is picked up: the cubic cannot follow it; `out_of_water_mask`
+    judges it), a track of fewer than 6 finite fixes.
+
+    A cubic follows a drifter turning by theta per step to r = R theta^4 / 6 (R the turn's radius): hourly fixes
+    in an eddy or an inertial loop are predicted to metres, and a fix displaced by a kilometre or more stands out;
+    where the fixes are sparse for the motion (6-hourly fixes of an inertial loop) every `z` is large, `s` with
+    them, and nothing is dropped. `p`: `(n, 2)` lon/lat degrees ("lonlat") or metres ("projected"); `t` seconds.
+
+    Example:
+        >>> t = 3600.0 * np.arange(12)
+        >>> x = np.c_[1000.0 * np.arange(12), 20.0 * np.sin(np.arange(12.0))]  # 0.28 m/s east, 20 m wiggles
+        >>> x[6, 1] += 4000.0  # 4 km off: hops of 1.2 m/s, under the spike rule's 3 m/s
+        >>> bool(spike_mask(t, x, "projected").any()), np.flatnonzero(off_track_mask(t, x, "projected")).tolist()
+        (False, [6])
+    """
+    mask = np.zeros(len(t), bool)
+    idx = np.flatnonzero(np.all(np.isfinite(p), axis=1))
+    for _ in range(OFF_TRACK_PASSES):
+        if len(idx) < 6:
+            break
+        tt, pp = t[idx], p[idx]
+        centre = np.arange(2, len(idx) - 2)
+        around = centre[:, None] + np.array([-2, -1, 1, 2])  # (m, 4): two finite fixes either side
+        s = tt[around] - tt[centre, None]
+        w = np.ones_like(s)
+        for k in range(4):
+            for j in range(4):
+                if j != k:
+                    w[:, k] *= s[:, j] / (s[:, j] - s[:, k])
+        offset = _offsets(pp[around], pp[centre, None], coordinates)  # (m, 4, 2) m from the fix
+        r = np.hypot(*np.einsum("mk,mkc->cm", w, offset))
+        z = r / np.sqrt(1.0 + np.sum(w**2, axis=1))
+        fast = _hops(tt, pp, coordinates)[1]
+        judged = ((s[:, -1] - s[:, 0] <= OFF_TRACK_SPAN_STEPS * np.median(np.diff(tt)))
+                  & ~(fast[centre - 2] | fast[centre - 1] | fast[centre] | fast[centre + 1]))
+        if judged.sum() < 3:
+            break
+        scale = np.median(z[judged]) / np.sqrt(2.0 * np.log(2.0))
+        padded = np.full(len(idx) + 4, -np.inf)
+        padded[centre + 2] = z
+        largest = np.max([padded[centre + 2 + k] for k in (-2, -1, 1, 2)], axis=0)
+        off = judged & (z > OFF_TRACK_SIGMAS * scale) & (r > OFF_TRACK_M) & (z >= largest)
+        if not off.any():
+            break
+        mask[idx[centre[off]]] = True
+        idx = np.delete(idx, centre[off])
+    return mask
+
+
 def _hops(tt: np.ndarray, pp: np.ndarray, coordinates: str) -> tuple[np.ndarray, np.ndarray, float]:
     """Returns (the hops between consecutive fixes `(n - 1,)` in metres, whether each is faster than the bound,
     the bound max(MAX_SPEED_M_S, SPEED_FACTOR x their median speed) m/s) of finite fixes at times `tt`."""
@@ -452,6 +527,16 @@ def _mean_position(p: np.ndarray, coordinates: str) -> np.ndarray:
 def _wrap(dlon):
     """Returns longitude differences in [-180, 180)."""
     return (np.asarray(dlon) + 180.0) % 360.0 - 180.0
+
+
+def _offsets(p: np.ndarray, origin: np.ndarray, coordinates: str) -> np.ndarray:
+    """Returns the positions `p` `(..., 2)` east and north of `origin` (broadcast against `p`) in metres: in lon/lat
+    on the plane tangent at `origin` (for the few kilometres between a fix and its neighbours)."""
+    d = p - origin
+    if coordinates != "lonlat":
+        return d
+    d = np.stack([_wrap(d[..., 0]) * np.cos(np.deg2rad(origin[..., 1])), d[..., 1]], axis=-1)
+    return _DEG_M * d
 
 
 def _distance(a: np.ndarray, b: np.ndarray, coordinates: str) -> np.ndarray:

@@ -35,7 +35,7 @@ Text files (CSV, 6-hourly) may be gzip-compressed, as AOML serves the 6-hourly f
 Several files, or a folder of them, are read as one (`read_raw`: a drifter id in several files is one drifter).
 
 Every track file is quality-controlled before it is mapped (lagda.io.clean: duplicates, order,
-spikes, undrogued fixes; a count and a note for each rule that acted).
+spikes, fixes off their track, undrogued fixes; a count and a note for each rule that acted).
 
 Without a `field` variable (or column), each model-unit trajectory is its own flow, while
 physical tracks all sample one flow (field 0): real drifters of one file share one ocean.
@@ -102,7 +102,8 @@ def read_tracks(path, box=None, time_scale: float | None = None, *, keep_undrogu
     (lagda.io.physical): through `box` and `time_scale` when given, else the file's stored
     mapping, else an inferred one; `Tracks.mapping` and `Tracks.notes` say which. Track files
     (not lagda datasets) are quality-controlled first (lagda.io.clean.clean_fixes: duplicates,
-    order, spikes, undrogued fixes); `Tracks.clean` holds its report and `Tracks.notes` its lines.
+    order, spikes and fixes off their track, undrogued fixes); `Tracks.clean` holds its report and
+    `Tracks.notes` its lines.
 
     Parameters
     ----------

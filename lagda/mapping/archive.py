@@ -33,7 +33,8 @@ LIFE_SLACK_S = 86400.0  # a drifter's stated life (start_date..end_date) is wide
 _LON_NAMES, _LAT_NAMES = ("lon", "longitude"), ("lat", "latitude")  # an archive's position variables
 # the cleaning counts (CleanReport fields) of fixes left out of the archive's extent, and how a note names them
 _EXTENT_RULES = {"impossible_positions_dropped": "at no place on the sphere (fill values)",
-                 "spikes_dropped": "position spikes", "undrogued_dropped": "undrogued",
+                 "spikes_dropped": "position spikes", "off_track_dropped": "off their track",
+                 "undrogued_dropped": "undrogued",
                  "exact_duplicates_dropped": "exact duplicates", "conflict_fixes_dropped": "conflicting duplicates",
                  "lone_fixes_dropped": "lone fixes at a track's end (a wrong time)",
                  "short_trajectory_fixes_dropped": "on trajectories of fewer than 3 fixes"}
