@@ -241,6 +241,35 @@ def test_erddap_csv_and_csvp_read_as_the_plain_csv(tmp_path):
     assert all("1 rows with no position or time left out" in read[name].notes for name in read)
 
 
+def test_csv_numeric_times_in_stated_cf_units_read_as_the_iso_file(tmp_path):
+    """Times as numbers in the CF units ERDDAP's units row or a .csvp column name states (seconds since 1970, days
+    since 1950, the GDP's) read as the same fixes with ISO datetimes, said in a note; numbers without units are
+    refused, the line saying how to state them."""
+    from lagda.io.formats import read_raw
+
+    hours = np.arange(6)
+    seconds = 1740787200.0 + 3600.0 * hours  # 2025-03-01T00:00:00Z on
+    iso = ["id,time,lon,lat"] + [f"a,2025-03-01T{h:02d}:00:00Z,{-40 + 0.01 * h},{34 + 0.02 * h}" for h in hours]
+    units_row = ["ID,time,longitude,latitude", ",seconds since 1970-01-01T00:00:00Z,degrees_east,degrees_north"] + [
+        f"a,{t:.0f},{-40 + 0.01 * h},{34 + 0.02 * h}" for h, t in zip(hours, seconds)]
+    days = (seconds + 631152000.0) / 86400.0  # 1950-01-01 is 631,152,000 s before 1970
+    csvp = ["ID,time (days since 1950-01-01),longitude (degrees_east),latitude (degrees_north)"] + [
+        f"a,{float(d)!r},{-40 + 0.01 * h},{34 + 0.02 * h}" for h, d in zip(hours, days)]
+    read = {}
+    for name, lines in (("iso", iso), ("units_row", units_row), ("csvp", csvp)):
+        (tmp_path / f"{name}.csv").write_text("\n".join(lines) + "\n")
+        read[name] = read_raw(tmp_path / f"{name}.csv")
+    assert read["iso"].physical_time and read["iso"].times[0].tolist() == seconds.tolist()
+    for name, units in (("units_row", "seconds since 1970-01-01T00:00:00Z"), ("csvp", "days since 1950-01-01")):
+        assert read[name].physical_time and f"times read as {units}" in read[name].notes
+        np.testing.assert_allclose(read[name].times[0], seconds, rtol=0, atol=1e-3)
+        np.testing.assert_array_equal(read[name].positions[0], read["iso"].positions[0])
+    (tmp_path / "bare.csv").write_text("\n".join(["id,time,lon,lat"] + units_row[2:]) + "\n")
+    with pytest.raises(ValueError, match=r"or numbers with their CF units under the header or in the column's name, "
+                                         r"such as 'time \(seconds since 1970-01-01T00:00:00Z\)'$"):
+        read_raw(tmp_path / "bare.csv")
+
+
 def test_a_csv_without_an_id_column_takes_the_drifter_from_a_platform_column_and_says_so(tmp_path):
     """OSMC's ERDDAP names a drifter by platform_code (beside a platform_id of another numbering): read as the
     plain id column, with a warning naming the column taken; a CSV with no column naming the drifter is refused

@@ -23,7 +23,9 @@ Formats, detected from the content (not the name):
 - CSV with a header: `id,time,x,y[,field]` in model units, or `id,time,lon,lat[,field]` with
   ISO 8601 datetimes (longitude/latitude also accepted as column names, in any order, other columns
   ignored): ERDDAP's tabledap CSV of the GDP's datasets is read as downloaded (`.csv`, whose second
-  row holds the units, or `.csvp`, "time (UTC)"). Without an `id` column, the first of `CSV_ID_COLUMNS` present
+  row holds the units, or `.csvp`, "time (UTC)"); numeric times are read in the CF units that row or the column's
+  name states ("seconds since 1970-01-01T00:00:00Z", said in a note), and refused without them. Without an `id`
+  column, the first of `CSV_ID_COLUMNS` present
   names each fix's drifter (OSMC's `platform_code`), said in a warning, and without a `time` column the first of
   `CSV_TIME_COLUMNS` (`datetime`, ...) holds its time. Columns may be separated by semicolons (a comma in a number
   its decimal point, as European spreadsheets write) or tabs, said in a note; a byte-order mark is ignored (Excel's
@@ -1126,7 +1128,9 @@ def _read_csv(path, head: bytes, compression: str | None = None) -> RawTracks:
         warnings.warn(f"{path}: no column names the drifters (id, or one of {', '.join(CSV_ID_COLUMNS[1:])}): "
                       "read as one drifter, named by the file's name", stacklevel=5)
     column = lambda name: table[name].str.strip()
-    if len(table) and column(time_name).iloc[0] == "UTC" and not column(id_name).iloc[0]:  # ERDDAP's units row
+    time_units = _csv_header_units(first, delimiter, time_name)  # .csvp: "time (UTC)", "time (days since ...)"
+    if len(table) and _is_units_row(table.iloc[0], time_name, names):  # .csv: ERDDAP's row of units
+        time_units = time_units or table[time_name].iloc[0].strip()
         table = table.iloc[1:]
     if not len(table):
         raise ValueError(f"{path}: holds no fixes (a header line and no rows)")
@@ -1142,13 +1146,18 @@ def _read_csv(path, head: bytes, compression: str | None = None) -> RawTracks:
     if time_name != "date" and "date" in table.columns and stamps.str.fullmatch(TIME_OF_DAY).all():
         stamps = column("date") + "T" + stamps  # a spreadsheet's date and time of day in two columns
         notes.append(f"times from the date and {time_name} columns together")
-    times, physical = _csv_times(stamps.tolist(), path)
-    naive = int((~stamps.str.contains(r"(?:[zZ]|[+-]\d{2}:?\d{2})$") & ~stamps.isin(CSV_MISSING)).sum())
-    if physical and naive:
-        notes.append(f"{naive} times without a time zone read as UTC")
+    if " since " in (time_units or ""):  # numbers in CF units stated by the file
+        times, physical = cf_seconds(_csv_numbers(stamps, path), time_units, None, path), True
+        notes.append(f"times read as {time_units}")
+    else:
+        times, physical = _csv_times(stamps.tolist(), path)
+        naive = int((~stamps.str.contains(r"(?:[zZ]|[+-]\d{2}:?\d{2})$") & ~stamps.isin(CSV_MISSING)).sum())
+        if physical and naive:
+            notes.append(f"{naive} times without a time zone read as UTC")
     if physical != bool(lonlat):
         raise ValueError(f"{path}: columns {names[0]},{names[1]} need " + (
-            f"ISO 8601 datetimes in the {time_name} column" if lonlat else
+            f"ISO 8601 datetimes in the {time_name} column, or numbers with their CF units under the header or in "
+            f"the column's name, such as '{time_name} (seconds since 1970-01-01T00:00:00Z)'" if lonlat else
             "model times (numbers); for physical tracks use lon,lat columns with ISO 8601 datetimes"))
     per_row = {}
     if physical and "drogue_status" in table.columns:
@@ -1165,6 +1174,31 @@ def _read_csv(path, head: bytes, compression: str | None = None) -> RawTracks:
                                               fields, {name: values[kept] for name, values in per_row.items()})
     return RawTracks(t, pos, ids, field, "lonlat" if lonlat else "model", physical, per_fix=per_fix,
                      notes=tuple(notes))
+
+
+def _csv_header_units(first: str, delimiter: str, name: str) -> str | None:
+    """Returns the units in the header's name of column `name` (as `_csv_name` gives it), ERDDAP's .csvp
+    "time (UTC)", or None."""
+    for raw in first.split(delimiter):
+        raw = raw.strip().strip('"').strip()
+        if _csv_name(raw) == name and raw.endswith(")") and " (" in raw:
+            return raw.split(" (", 1)[1][:-1].strip()
+    return None
+
+
+def _is_units_row(row, time_name: str, names) -> bool:
+    """Returns whether a CSV's first row holds units (ERDDAP's .csv): "UTC" or CF time units ("seconds since
+    1970-01-01T00:00:00Z") in its time column and no number in its position columns."""
+    time = str(row[time_name]).strip()
+    if time != "UTC" and " since " not in time:
+        return False
+    for name in names:
+        try:
+            float(row[name])
+            return False
+        except ValueError:
+            pass
+    return True
 
 
 def _file_stem(path) -> str:
