@@ -86,12 +86,17 @@ def test_local_cluster_workers_keep_the_adaptive_malloc_threshold_and_leave_ctrl
 
     from dask.distributed import Client
 
-    ours = signal.getsignal(signal.SIGINT)  # this process's, whatever started it: left as it is
-    with local_cluster(1) as cluster, Client(cluster) as client:
-        assert list(client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_")).values()) == [None]
-        assert list(client.run(lambda: os.environ.get("OPENBLAS_NUM_THREADS")).values()) == ["1"]
-        assert list(client.run(lambda: signal.getsignal(signal.SIGINT) is signal.SIG_IGN).values()) == [True]
-    assert signal.getsignal(signal.SIGINT) is ours
+    # Python's own Ctrl-C handler here, whatever started the tests (a shell's `&` or nohup starts them ignoring
+    # SIGINT, which the workers would inherit): their SIG_IGN must be lagda's doing, and this process's is left
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with local_cluster(1) as cluster, Client(cluster) as client:
+            assert list(client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_")).values()) == [None]
+            assert list(client.run(lambda: os.environ.get("OPENBLAS_NUM_THREADS")).values()) == ["1"]
+            assert list(client.run(lambda: signal.getsignal(signal.SIGINT) is signal.SIG_IGN).values()) == [True]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_uniform_current_is_recovered_on_every_tile_without_seams(uniform):
