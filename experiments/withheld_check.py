@@ -27,11 +27,10 @@ import xarray as xr
 
 from experiments.basin_run import run_map
 from experiments.basin_year import PAGE, _fmt, full, make, quick, score_store, write_page
-from lagda.io.physical import parse_time
 from lagda.io.tracks import id_text
-from lagda.mapping.archive import clean, select_fixes
 from lagda.mapping.check import band_scores, daily_velocities, sample_map
-from lagda.mapping.run import open_map
+from lagda.mapping.run import MapSettings, map_fixes, open_map
+from lagda.mapping.tiles import tile_layout
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CSV = ROOT / "results" / "withheld_check.csv"
@@ -43,8 +42,11 @@ def compare(bench, archive, truth: xr.Dataset, store) -> list[dict]:
     """Returns the rows (module docstring) of a map made with --withhold, against the truth."""
     maps = open_map(store)
     ids = set(json.loads(maps.attrs["check_withheld_ids"]))
-    period = tuple(parse_time(day) for day in bench.period)
-    fixes = clean(select_fixes(archive, bench.region, period))
+    settings = json.loads(maps.attrs["settings"])
+    settings = MapSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()})
+    tiles = tile_layout(settings.region, settings.period, settings.tile_deg, settings.halo_deg, settings.window_days,
+                        settings.step_days)
+    fixes = map_fixes(archive, settings, tiles)  # as the map had them (selected, cleaned, low-passed)
     held = fixes.subset(np.isin(fixes.traj, [t for t, i in enumerate(fixes.ids) if id_text(i) in ids]))
     lon, lat, seconds, velocity, _ = daily_velocities(held)
     mapped, _ = sample_map(maps, lon, lat, seconds)
@@ -59,7 +61,7 @@ def compare(bench, archive, truth: xr.Dataset, store) -> list[dict]:
     rows.append(("the map against the truth on the cell-days with a fix of the mapped drifters",
                  {"velocities": headline["cells"], "error": headline["error"], "coverage_95": headline["coverage"]}))
     name = "quick" if bench == quick() else "basin year"
-    withhold = json.loads(maps.attrs["settings"])["withhold"]
+    withhold = settings.withhold
     return [{"benchmark": name, "withhold": withhold, "comparison": label, **scores} for label, scores in rows]
 
 
