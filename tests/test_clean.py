@@ -122,7 +122,7 @@ def test_off_track_rule_keeps_what_a_cubic_follows_noise_and_fixes_too_sparse_to
     noise = rng.normal(scale=300.0, size=(len(hours), 2))  # 300 m white noise on a straight drift: the median
     drift = np.stack([0.2 * hours, 0.0 * hours], axis=-1) + noise  # sets the scale; 6 stds are 1.8 km
     assert not off_track_mask(hours, drift, "projected").any()
-    drift[[500, 1200]] += [[0.0, 3e3], [-2.5e3, 0.0]]  # 3 km in standard units 3e3 / 1.39 = 7.2 stds
+    drift[[500, 1200]] += [[0.0, 3e3], [-3.5e3, 0.0]]  # 3 km in standard units 3e3 / 1.39 = 7.2 stds
     assert np.flatnonzero(off_track_mask(hours, drift, "projected")).tolist() == [500, 1200]
     six_hourly = 6 * HOUR * np.arange(240.0)  # the loops aliased: every fix misses the cubic by kilometres
     loops = _looping_m(six_hourly) + rng.normal(scale=20.0, size=(240, 2))
