@@ -243,8 +243,8 @@ def test_erddap_csv_and_csvp_read_as_the_plain_csv(tmp_path):
 
 def test_csv_numeric_times_in_stated_cf_units_read_as_the_iso_file(tmp_path):
     """Times as numbers in the CF units ERDDAP's units row or a .csvp column name states (seconds since 1970, days
-    since 1950, the GDP's) read as the same fixes with ISO datetimes, said in a note; numbers without units are
-    refused, the line saying how to state them."""
+    since 1950, the GDP's) read as the same fixes with ISO datetimes, said in a note, and so does a one-drifter file's
+    units row (no id cell to tell it by); numbers without units are refused, the line saying how to state them."""
     from lagda.io.formats import read_raw
 
     hours = np.arange(6)
@@ -264,6 +264,11 @@ def test_csv_numeric_times_in_stated_cf_units_read_as_the_iso_file(tmp_path):
         assert read[name].physical_time and f"times read as {units}" in read[name].notes
         np.testing.assert_allclose(read[name].times[0], seconds, rtol=0, atol=1e-3)
         np.testing.assert_array_equal(read[name].positions[0], read["iso"].positions[0])
+    one = ["time,latitude,longitude", "UTC,degrees_north,degrees_east"] + [  # one drifter: no id column
+        f"{t},{lat},{lon}" for _, t, lon, lat in (line.split(",") for line in iso[1:])]
+    (tmp_path / "one.csv").write_text("\n".join(one) + "\n")
+    with pytest.warns(UserWarning, match="read as one drifter"):
+        np.testing.assert_array_equal(read_raw(tmp_path / "one.csv").times[0], seconds)
     (tmp_path / "bare.csv").write_text("\n".join(["id,time,lon,lat"] + units_row[2:]) + "\n")
     with pytest.raises(ValueError, match=r"or numbers with their CF units under the header or in the column's name, "
                                          r"such as 'time \(seconds since 1970-01-01T00:00:00Z\)'$"):
