@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-from experiments.lone_eddy import CENTRE, run, said, score, write_rows, write_tracks
+from experiments.lone_eddy import CENTRE, run_and_score, write_rows, write_tracks
 from lagda.io.lowpass import M2_S, OMEGA
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -85,15 +85,12 @@ def main(argv=None) -> int:
     for seed in args.seeds:
         for k, case in enumerate(args.cases):
             tracks = args.work / f"tracks_{k}_{seed}.csv"
-            fix_x, fix_y = write_tracks(tracks, seed=seed, oscillation=CASES[case])
+            fixes = write_tracks(tracks, seed=seed, oscillation=CASES[case])
             for command in ("map", "assimilate"):
                 for low_pass in (True, False):
-                    out = args.work / f"{command}_{k}_{seed}_{int(low_pass)}.nc"
-                    run(command, tracks, out, *(() if low_pass else ("--no-low-pass",)))
-                    for row in score(out, fix_x, fix_y):
-                        rows.append({"case": case, "seed": seed, "command": f"lagda {command}",
-                                     "low_pass": low_pass, **row})
-                        print(said(rows[-1]), flush=True)
+                    rows += run_and_score(command, tracks, args.work / f"{command}_{k}_{seed}_{int(low_pass)}.nc",
+                                          fixes, {"case": case, "seed": seed, "command": f"lagda {command}",
+                                                  "low_pass": low_pass}, *(() if low_pass else ("--no-low-pass",)))
     write_rows(rows, args.csv, COLUMNS)
     if args.page:
         print(f"wrote {write_page(args.csv, PAGE, page_table, marker='inertial table')}")

@@ -134,6 +134,16 @@ def run(command: str, tracks: pathlib.Path, out: pathlib.Path, *options: str) ->
         raise RuntimeError(f"lagda {command} exited {done.returncode}: {done.stderr.strip().splitlines()[-1]}")
 
 
+def run_and_score(command: str, tracks: pathlib.Path, out: pathlib.Path, fixes, labels: dict, *options: str):
+    """Returns the `score` rows of `lagda COMMAND` on `tracks` (`run`, with `options`), each after `labels`, and
+    prints each (`said`). fixes: (fix_x, fix_y) of `write_tracks`."""
+    run(command, tracks, out, *options)
+    rows = [{**labels, **row} for row in score(out, *fixes)]
+    for row in rows:
+        print(said(row), flush=True)
+    return rows
+
+
 def said(row: dict) -> str:
     """Returns one progress line of a CSV row."""
     return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items())
@@ -176,13 +186,10 @@ def main(argv=None) -> int:
     rows = []
     for seed in args.seeds:
         tracks = args.work / f"lone_{seed}.csv"
-        fix_x, fix_y = write_tracks(tracks, seed=seed)
+        fixes = write_tracks(tracks, seed=seed)
         for command in ("assimilate", "map"):
-            out = args.work / f"{command}_{seed}.nc"
-            run(command, tracks, out)
-            for row in score(out, fix_x, fix_y):
-                rows.append({"seed": seed, "command": f"lagda {command}", **row})
-                print(said(rows[-1]), flush=True)
+            rows += run_and_score(command, tracks, args.work / f"{command}_{seed}.nc", fixes,
+                                  {"seed": seed, "command": f"lagda {command}"})
     write_rows(rows, args.csv, COLUMNS)
     if args.page:
         print(f"wrote {write_page(args.csv, PAGE, page_table, marker='lone-eddy table')}")

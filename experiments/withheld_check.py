@@ -30,7 +30,6 @@ from experiments.basin_year import PAGE, _fmt, full, make, quick, score_store, w
 from lagda.io.tracks import id_text
 from lagda.mapping.check import band_scores, daily_velocities, sample_map
 from lagda.mapping.run import MapSettings, map_fixes, open_map
-from lagda.mapping.tiles import tile_layout
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CSV = ROOT / "results" / "withheld_check.csv"
@@ -44,9 +43,7 @@ def compare(bench, archive, truth: xr.Dataset, store) -> list[dict]:
     ids = set(json.loads(maps.attrs["check_withheld_ids"]))
     settings = json.loads(maps.attrs["settings"])
     settings = MapSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()})
-    tiles = tile_layout(settings.region, settings.period, settings.tile_deg, settings.halo_deg, settings.window_days,
-                        settings.step_days)
-    fixes = map_fixes(archive, settings, tiles)  # as the map had them (selected, cleaned, low-passed)
+    fixes = map_fixes(archive, settings, settings.tiles())  # as the map had them (selected, cleaned, low-passed)
     held = fixes.subset(np.isin(fixes.traj, [t for t, i in enumerate(fixes.ids) if id_text(i) in ids]))
     lon, lat, seconds, velocity, _ = daily_velocities(held)
     mapped, _ = sample_map(maps, lon, lat, seconds)

@@ -15,7 +15,6 @@ import xarray as xr
 
 from lagda.io.physical import EARTH_RADIUS_M, parse_time
 from lagda.mapping.run import MapSettings, _run_tile, local_cluster, map_archive
-from lagda.mapping.tiles import tile_layout
 
 START = "2025-01-01T00:00:00Z"
 U, V = 0.12, -0.05  # m/s
@@ -101,8 +100,7 @@ def test_local_cluster_workers_keep_the_adaptive_malloc_threshold_and_leave_ctrl
 
 def test_uniform_current_is_recovered_on_every_tile_without_seams(uniform):
     _, s, out, summary, _ = uniform
-    assert summary["inverted"] == summary["tiles"] == len(tile_layout(s.region, s.period, s.tile_deg, s.halo_deg,
-                                                                      s.window_days, s.step_days))
+    assert summary["inverted"] == summary["tiles"] == len(s.tiles())
     with xr.open_dataset(out) as ds:
         assert ds.u.dims == ("time", "lat", "lon") and ds.u.attrs["units"] == "m s-1"
         where = ds.n_fixes > 0
@@ -320,7 +318,7 @@ def test_a_lost_dask_worker_loses_no_tile(small_map, tmp_path, monkeypatch, send
     archive, s, _, reference = small_map
     out, notes, lost = tmp_path / "map.nc", [], []
     save = run._save_piece
-    _GATE["first"] = tile_layout(s.region, s.period, s.tile_deg, s.halo_deg, s.window_days, s.step_days)[0].key
+    _GATE["first"] = s.tiles()[0].key
     _GATE["open"].clear()
 
     def save_then_lose_a_worker(partial, piece):
@@ -471,7 +469,7 @@ def test_the_local_gp_maps_an_eddy_the_tile_basis_cannot_resolve(every_h, n):
     from lagda.mapping.invert import invert_tile, tile_fixes
 
     s = settings(-40.0, 30.0)
-    tile = tile_layout(s.region, s.period, s.tile_deg, s.halo_deg, s.window_days, s.step_days)[0]
+    tile = s.tiles()[0]
     grid = s.grid()
     fixes, velocity = _eddy_fixes(tile.centre, n=n, every_h=every_h)
     fixes = tile_fixes(fixes, tile)
@@ -508,7 +506,7 @@ def test_the_local_gp_maps_the_flank_of_an_eddy_a_dense_cluster_skirts():
     from lagda.mapping.invert import LOCAL_MAX_POINTS, invert_tile, tile_fixes
 
     s = settings(-40.0, 30.0)
-    tile = tile_layout(s.region, s.period, s.tile_deg, s.halo_deg, s.window_days, s.step_days)[0]
+    tile = s.tiles()[0]
     grid = s.grid()
     fixes, velocity = _eddy_fixes(tile.centre, n=150, cluster=(-0.6, 0.5, 7.0))
     fixes = tile_fixes(fixes, tile)
@@ -543,7 +541,7 @@ def test_the_local_fit_leaves_out_a_bad_fixs_velocities_not_an_eddys(n, cluster)
     from lagda.mapping.invert import invert_tile, tile_fixes
 
     s = settings(-40.0, 30.0)
-    tile = tile_layout(s.region, s.period, s.tile_deg, s.halo_deg, s.window_days, s.step_days)[0]
+    tile = s.tiles()[0]
     grid = s.grid()
     fixes, _ = _eddy_fixes(tile.centre, n=n, cluster=cluster)
     per_drifter = len(fixes.time) // len(fixes.ids)
@@ -565,7 +563,7 @@ def test_a_tile_answered_zero_counts_the_velocity_variance_once():
     from lagda.mapping import invert
 
     s = settings(-40.0, 30.0)
-    tile = tile_layout(s.region, s.period, s.tile_deg, s.halo_deg, s.window_days, s.step_days)[0]
+    tile = s.tiles()[0]
     grid = s.grid()
     fixes, _ = _eddy_fixes(tile.centre, current=(0.0, 0.0), peak=0.0)
     fixes = invert.tile_fixes(fixes, tile)

@@ -13,7 +13,6 @@ from lagda.io.tracks import id_text
 from lagda.mapping.archive import Fixes
 from lagda.mapping.check import check_map, withheld
 from lagda.mapping.run import MapSettings, _differences, map_archive, map_fixes, open_map
-from lagda.mapping.tiles import tile_layout
 
 DAY = 86400.0
 T0 = parse_time("2025-01-01")
@@ -105,8 +104,7 @@ def test_a_map_with_withheld_drifters_is_checked_against_them(tmp_path, suffix):
         ids = json.loads(maps.attrs["check_withheld_ids"])
         assert len(ids) == 3 and maps.attrs["check"] in said[-1]
         # the fixes the map was made from (selected, cleaned, low-passed), before it withheld some
-        fixes = map_fixes(archive, s, tile_layout(s.region, s.period, s.tile_deg, s.halo_deg, s.window_days,
-                                                  s.step_days))
+        fixes = map_fixes(archive, s, s.tiles())
         out_of_map = np.isin(fixes.traj, [t for t, i in enumerate(fixes.ids) if id_text(i) in ids])
         # n_fixes counts the mapped drifters' fixes in the region within half a day of a map day, not the others'
         day = np.floor((fixes.time - T0) / DAY + 0.5)

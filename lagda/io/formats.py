@@ -1064,9 +1064,17 @@ def _read_parquet(path) -> RawTracks:
 
 def _csv_name(column: str) -> str:
     """Returns a CSV column's name as matched: stripped of spaces and quotes (R's write.csv quotes the header),
-    lower case, without ERDDAP's " (units)" suffix (.csvp)."""
-    name = column.strip().strip('"').strip().lower()
-    return name.split(" (", 1)[0] if name.endswith(")") else name
+    lower case, without ERDDAP's " (units)" suffix (.csvp; `_csv_name_units`)."""
+    return _csv_name_units(column)[0]
+
+
+def _csv_name_units(column: str) -> tuple[str, str | None]:
+    """Returns (`_csv_name` of a CSV column, the units of its ERDDAP .csvp suffix "time (UTC)" or None)."""
+    name = column.strip().strip('"').strip()
+    if name.endswith(")") and " (" in name:
+        name, units = name.split(" (", 1)
+        return name.lower(), units[:-1].strip()
+    return name.lower(), None
 
 
 def _csv_delimiter(header: str) -> str:
@@ -1128,7 +1136,8 @@ def _read_csv(path, head: bytes, compression: str | None = None) -> RawTracks:
         warnings.warn(f"{path}: no column names the drifters (id, or one of {', '.join(CSV_ID_COLUMNS[1:])}): "
                       "read as one drifter, named by the file's name", stacklevel=5)
     column = lambda name: table[name].str.strip()
-    time_units = _csv_header_units(first, delimiter, time_name)  # .csvp: "time (UTC)", "time (days since ...)"
+    # .csvp: "time (UTC)", "time (days since ...)"
+    time_units = dict(_csv_name_units(h) for h in first.split(delimiter)).get(time_name)
     if len(table) and _is_units_row(table.iloc[0], time_name, names):  # .csv: ERDDAP's row of units
         time_units = time_units or table[time_name].iloc[0].strip()
         table = table.iloc[1:]
@@ -1174,16 +1183,6 @@ def _read_csv(path, head: bytes, compression: str | None = None) -> RawTracks:
                                               fields, {name: values[kept] for name, values in per_row.items()})
     return RawTracks(t, pos, ids, field, "lonlat" if lonlat else "model", physical, per_fix=per_fix,
                      notes=tuple(notes))
-
-
-def _csv_header_units(first: str, delimiter: str, name: str) -> str | None:
-    """Returns the units in the header's name of column `name` (as `_csv_name` gives it), ERDDAP's .csvp
-    "time (UTC)", or None."""
-    for raw in first.split(delimiter):
-        raw = raw.strip().strip('"').strip()
-        if _csv_name(raw) == name and raw.endswith(")") and " (" in raw:
-            return raw.split(" (", 1)[1][:-1].strip()
-    return None
 
 
 def _is_units_row(row, time_name: str, names) -> bool:

@@ -133,6 +133,11 @@ class MapSettings:
         return Grid(west + self.resolution * (np.arange(nx) + 0.5), south + self.resolution * (np.arange(ny) + 0.5),
                     days)
 
+    def tiles(self) -> list[Tile]:
+        """Returns the map's tiles (lagda.mapping.tiles.tile_layout of its region, period, tile size, halo and
+        windows), region and period given or found."""
+        return tile_layout(self.region, self.period, self.tile_deg, self.halo_deg, self.window_days, self.step_days)
+
 
 def _identity(archive) -> dict:
     """Returns what a resume checks of the archive: its absolute path and size in bytes; for several files (a
@@ -357,8 +362,7 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
         region, period, chosen = archive_extent(archive, settings.resolution, settings.cadence_s, settings.region,
                                                 settings.period, settings.keep_undrogued, progress=progress)
         settings = dataclasses.replace(settings, region=region, period=period)
-    tiles = tile_layout(settings.region, settings.period, settings.tile_deg, settings.halo_deg,
-                        settings.window_days, settings.step_days)
+    tiles = settings.tiles()
     manifest = _manifest(archive, settings)
     partial, complete = _prepare(out, manifest, resume, overwrite, say)
     if complete:
