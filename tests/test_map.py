@@ -284,6 +284,56 @@ def test_a_map_that_cannot_be_written_keeps_its_tiles_and_says_resume(small_map,
             np.testing.assert_array_equal(a[name].values, b[name].values)
 
 
+def _other_codes_run_tile(*args):
+    """`_run_tile` as a worker with another lagda install returns it (a module function: Dask pickles it by
+    reference)."""
+    piece = _run_tile(*args)
+    return {**piece, "info": {**piece["info"], "code": "0" * 16}}
+
+
+def test_tiles_of_other_lagda_code_are_never_blended_into_a_map(small_map, tmp_path, monkeypatch):
+    """A tile from a worker running other code stops the run; a partial run made by other code is not resumed; a
+    complete map made by other code is left as it is on --resume, said in a note. With this code's digest the
+    resume writes the uninterrupted map."""
+    import netCDF4
+
+    from lagda.mapping import run as map_run
+    from lagda.provenance import code_digest
+
+    archive, s, scheduler, reference = small_map
+    out, said = tmp_path / "map.nc", []
+    go = lambda **kw: map_archive(archive, out, s, scheduler=scheduler, progress=False, say=said.append, **kw)
+    monkeypatch.setattr(map_run, "_run_tile", _other_codes_run_tile)
+    with pytest.raises(map_run.TileFailed, match=rf"made by a Dask worker running other lagda code \(source digest "
+                                                 rf"0{{16}}; this run's is {code_digest()}\): install the same"):
+        go()
+    monkeypatch.undo()
+    partial = tmp_path / "map.nc.partial"
+    assert not list((partial / "tiles").iterdir())  # nothing of the other code saved
+    manifest = json.loads((partial / "manifest.json").read_text())
+    assert manifest["code"] == code_digest()
+    (partial / "manifest.json").write_text(json.dumps({**manifest, "code": "0" * 16}))
+    with pytest.raises(ValueError, match=rf"cannot resume {out}: its partial run was made by other lagda code "
+                                         rf"\(source digest 0{{16}}; this is {code_digest()}\); pass --overwrite"):
+        go(resume=True)
+    del manifest["code"]  # a partial run made before lagda recorded its code
+    (partial / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=r"made by other lagda code \(no source digest recorded"):
+        go(resume=True)
+    go(resume=True, overwrite=True)
+    with xr.open_dataset(out) as a, xr.open_dataset(reference) as b:
+        assert json.loads(a.attrs["manifest"])["code"] == code_digest()
+        assert "code" not in a.attrs["tile_records"]  # said once, in the manifest
+        for name in ("u", "v", "u_std", "v_std", "n_fixes"):
+            np.testing.assert_array_equal(a[name].values, b[name].values)
+    with netCDF4.Dataset(out, "a") as ds:  # the complete map as other code made it
+        ds.setncattr("manifest", json.dumps({**json.loads(ds.getncattr("manifest")), "code": "1" * 16}))
+    said.clear()
+    assert go(resume=True)["already_complete"]
+    assert said[0] == (f"note: {out} was made by other lagda code (source digest {'1' * 16}; this is "
+                       f"{code_digest()}): left as it is; --overwrite makes it again with this code")
+
+
 _GATE = {"first": None, "open": threading.Event()}
 
 

@@ -1,8 +1,10 @@
 """`lagda map`: tiles on Dask, each finished tile written at once, blended into one CF dataset on (time, lat, lon).
 
-The run keeps its state in `OUT.partial/`: `manifest.json` (the settings and the archive's identity) and one
-`tiles/KEY.npz` per finished tile (written to a temporary name, then renamed), so a killed run resumes at the next
-tile (`resume=True`) and a finished one is not redone. The blend reads the pieces in layout order, so a resumed run
+The run keeps its state in `OUT.partial/`: `manifest.json` (the settings, the archive's identity and the code's
+digest, lagda.provenance) and one `tiles/KEY.npz` per finished tile (written to a temporary name, then renamed), so a
+killed run resumes at the next tile (`resume=True`) and a finished one is not redone. A partial run made by other
+code is not resumed, and a tile made by a worker running other code stops the run: either would blend two codes'
+tiles into one map. The blend reads the pieces in layout order, so a resumed run
 writes the same dataset as an uninterrupted one. The final dataset is written to a temporary name and renamed; the
 partial folder is removed after.
 """
@@ -32,6 +34,7 @@ from lagda.mapping.invert import (
     tile_fixes,
 )
 from lagda.mapping.tiles import DAY_S, Tile, check_extent, region_width, tile_layout
+from lagda.provenance import code_digest
 from lagda.report import counted
 from simulate.atomic import (
     OutputLock,
@@ -55,7 +58,8 @@ ABSENT_SETTINGS = {"low_pass": False}
 
 
 class TileFailed(RuntimeError):
-    """A tile whose Dask worker was lost each of the TILE_SENDS times it was sent (a tile that ends its worker)."""
+    """A tile whose Dask worker was lost each of the TILE_SENDS times it was sent (a tile that ends its worker), or
+    that a worker running other lagda code made (its `code_digest` differs)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,7 +163,8 @@ def _identity(archive) -> dict:
 
 
 def _manifest(archive, settings: MapSettings) -> dict:
-    return {"settings": json.loads(json.dumps(dataclasses.asdict(settings))), **_identity(archive)}
+    return {"settings": json.loads(json.dumps(dataclasses.asdict(settings))), **_identity(archive),
+            "code": code_digest()}
 
 
 def open_map(path):
@@ -221,6 +226,9 @@ def _prepare(out: str, manifest: dict, resume: bool, overwrite: bool, say) -> tu
             if os.path.isdir(partial):  # killed after the rename, before the cleanup
                 remove_tree(partial)
                 say(f"note: removed {partial}, left by a run killed after its map was written")
+            if stored.get("code") != manifest["code"]:
+                say(f"note: {out} was made by other lagda code ({_code_of(stored)}; this is {manifest['code']}): "
+                    "left as it is; --overwrite makes it again with this code")
             return partial, True
         if not os.path.isdir(partial):
             raise ValueError(f"{out} exists with other settings and there is no interrupted run to resume: pass "
@@ -236,9 +244,17 @@ def _prepare(out: str, manifest: dict, resume: bool, overwrite: bool, say) -> tu
         if changed:
             raise ValueError(f"cannot resume {out}: its partial run was made with other settings "
                              f"({', '.join(changed)}); pass --overwrite to start again")
+        if stored.get("code") != manifest["code"]:  # its tiles and this code's would blend into one map
+            raise ValueError(f"cannot resume {out}: its partial run was made by other lagda code "
+                             f"({_code_of(stored)}; this is {manifest['code']}); pass --overwrite to start again")
     elif resume:
         say("note: nothing to resume: starting a new run")
     return partial, False
+
+
+def _code_of(stored: dict) -> str:
+    return (f"source digest {stored['code']}" if "code" in stored else
+            "no source digest recorded: made before lagda recorded one")
 
 
 def _start_partial(partial: str, manifest: dict) -> None:
@@ -269,11 +285,14 @@ def interrupted_state(out) -> str:
 
 def _run_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int, local_gp: bool,
               lone_floor: float = 0.0) -> dict:
-    """Returns invert_tile's piece; a tile whose tracks cannot be inverted (ValueError) is a skipped piece."""
+    """Returns invert_tile's piece, its info with the worker's `code_digest`; a tile whose tracks cannot be inverted
+    (ValueError) is a skipped piece."""
     try:
-        return invert_tile(fixes, tile, grid, k_max, degree, local_gp, lone_floor)
+        piece = invert_tile(fixes, tile, grid, k_max, degree, local_gp, lone_floor)
     except ValueError as error:
-        return {"info": {"tile": tile.key, "fixes": int(len(fixes)), "skipped": str(error)}}
+        piece = {"info": {"tile": tile.key, "fixes": int(len(fixes)), "skipped": str(error)}}
+    piece["info"]["code"] = code_digest()
+    return piece
 
 
 def _save_piece(partial: str, piece: dict) -> None:
@@ -540,6 +559,10 @@ def _send_tiles(client, pending, fixes, grid, settings, partial, n_done, n_tiles
                     say(f"note: tile {tile.key}: its Dask worker was lost; sent again")
                 running.add(submit(tile))
                 continue
+            if piece["info"]["code"] != code_digest():  # a worker with another install: its tiles would blend in
+                raise TileFailed(f"tile {tile.key} was made by a Dask worker running other lagda code (source digest "
+                                 f"{piece['info']['code']}; this run's is {code_digest()}): install the same lagda "
+                                 "on every worker")
             _save_piece(partial, piece)
             future.release()
             data.release()
@@ -780,7 +803,8 @@ def _dataset(grid: Grid, settings: MapSettings, fields: dict, counts, infos, sea
         "lon": ("lon", grid.lon, {"standard_name": "longitude", "units": "degrees_east", "axis": "X"})})
     skipped = sum("skipped" in i for i in infos)
     ds.attrs = {"Conventions": "CF-1.11", "title": "lagda map: daily velocity maps from drifters",
-                "source": f"lagda {__version__}", "history": f"written by lagda map (lagda {__version__})",
+                "source": f"lagda {__version__}",
+                "history": f"written by lagda map (lagda {__version__}, source digest {code_digest()})",
                 "tile_size_deg": settings.tile_deg,
                 "halo_deg": settings.halo_deg, "window_days": settings.window_days,
                 "window_step_days": settings.step_days, "k_max": settings.k_max, "degree": settings.degree,
@@ -790,7 +814,8 @@ def _dataset(grid: Grid, settings: MapSettings, fields: dict, counts, infos, sea
                 "local_gp": local_gp_summary(infos) or "off",
                 "land_mask": (f"{LAND_SOURCE}: cells without sea left NaN" if settings.land_mask
                               else "off: land cells mapped as sea"),
-                "tile_records": json.dumps(infos),
+                # each tile's code is the manifest's (checked as it came): said once, there
+                "tile_records": json.dumps([{k: v for k, v in i.items() if k != "code"} for i in infos]),
                 "settings": json.dumps(dataclasses.asdict(settings)),
                 "settings_hash": hashlib.sha256(json.dumps(dataclasses.asdict(settings)).encode()).hexdigest()[:16]}
     ds.time.encoding["units"] = "seconds since 1970-01-01T00:00:00Z"
