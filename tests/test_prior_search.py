@@ -165,6 +165,38 @@ def test_climb_finds_the_minimum_of_a_unimodal_grid_without_trying_the_far_side(
     assert set(tried) == {grid[i] for i in expected} and len(tried) == len(expected)
 
 
+@pytest.mark.parametrize("minimum", [0.0, 1.4, 2.0, 2.7, 4.0])
+def test_climb_refined_lands_on_the_minimum_of_a_parabola_in_log_grid(minimum):
+    """The CV ratio near its least is about a parabola in log variance: the refined climb finds its minimum between
+    grid points (exactly, for an exact parabola), with one evaluation more, and none at the grid's ends."""
+    grid = (1.0, 2.0, 4.0, 8.0, 16.0)
+    tried = []
+
+    def objective(x):
+        tried.append(x)
+        return 0.8 + 0.01 * (np.log2(x) - minimum) ** 2
+
+    found = climb(grid, objective, refine=True)
+    plain = climb(grid, objective)
+    if minimum in (0.0, 4.0):  # at an end: the grid point, nothing more tried
+        assert found == plain == 2.0**minimum and len(tried) == 2 * len(set(tried))
+    else:
+        assert found == pytest.approx(2.0**minimum, rel=1e-9) and len(set(tried)) == len(set(tried) - {found}) + 1
+        assert objective(found) <= objective(plain)
+
+
+def test_climb_refined_moves_continuously_through_a_near_tie():
+    """Two grid points nearly tied (the CV ratio of the data a few fixes apart): the plain climb jumps between them,
+    the refined one moves a little."""
+    grid = (0.5, 1.0, 2.0, 4.0)
+    picks = {}
+    for tilt in (-1e-4, 1e-4):
+        objective = lambda x, tilt=tilt: (np.log2(x) - 0.5) ** 2 + tilt * np.log2(x)
+        picks[tilt] = climb(grid, objective), climb(grid, objective, refine=True)
+    assert {picks[-1e-4][0], picks[1e-4][0]} == {1.0, 2.0}  # a jump by a factor 2
+    assert picks[-1e-4][1] / picks[1e-4][1] == pytest.approx(1.0, abs=1e-3)  # 2^0.5 both times, to 1e-4 x log 2
+
+
 def _spiked(vel, n_obs, drifters, size):
     """Returns vel `(n, 2)` with one position fix displaced at the middle of each drifter in `drifters`: the lag-1
     velocities into and out of that fix off by +size and -size `(2,)`."""

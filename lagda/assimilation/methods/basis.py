@@ -164,7 +164,8 @@ def _prior_search(tracks: Tracks, t_end: float):
         f"log E|c_kp|^2 = a_p + b log(k / k0) + c log^2(k / k0) by the evidence, the OU time scale in "
         f"{', '.join(f'{d:g}' for d in search.taus_days)} {unit} and variance in "
         f"{', '.join(f'{f:g}' for f in search.var_fractions)} x the tracks' mean square velocity (the time scales "
-        f"at the middle variance, then the variances at the best time scale) by {search.folds}-fold "
+        f"at the middle variance, then the variances at the best time scale, refined between grid variances at the "
+        f"vertex of a parabola through the least and its neighbours) by {search.folds}-fold "
         f"cross-validation over held-out drifters, on pairs about {search.spacing_days:g} "
         f"{unit.split(' ')[0]} apart; the other methods use the prior above")
 

@@ -9,7 +9,10 @@ variance rep_var) is chosen by K-fold cross-validation over held-out drifters: t
 small OU errors on the smooth unresolved velocity, which fit worse, while held-out drifters sample the
 Eulerian field the estimate is scored on. The grid is searched coordinate-wise (the time scales at the middle
 variance, then the variances at the best time scale), each coordinate by descending from its middle point while the
-CV ratio falls (`climb`: the grid's far end is tried only when the ratio still falls towards it). For speed the
+CV ratio falls (`climb`: the grid's far end is tried only when the ratio still falls towards it); the variance is
+then refined at the vertex of the parabola in log variance through the least point and its two neighbours when its
+CV ratio is less: two grid variances near a tie (a factor 2 apart) would otherwise make the choice jump with a few
+fixes. For speed the
 shape is fitted once at the grid's middle error model and only its amplitude at each of the others, on lag-1 pairs
 thinned to about one a day (the OU time scale of days makes denser pairs redundant). If the best model predicts
 held-out drifters no better than zero (CV ratio >= 1) or its evidence exceeds the zero-signal model's by no more than
@@ -66,7 +69,7 @@ class PriorSearch:
 
     day: float
     taus_days: tuple[float, ...] = (2.0, 4.0, 8.0, 16.0)
-    var_fractions: tuple[float, ...] = (0.1, 0.2, 0.4)
+    var_fractions: tuple[float, ...] = (0.05, 0.1, 0.2, 0.4, 0.8)
     folds: int = 8
     spacing_days: float = 1.0
 
@@ -219,11 +222,17 @@ def cross_validate(whitened: _Whitened, raw, prior_var) -> float:
     return sse / max(zero, 1e-300)
 
 
-def climb(grid, objective):
-    """Returns the point of `grid` (increasing) of least objective found by descending from its middle point: its
-    two neighbours, then onwards in the better direction while the objective falls. On a unimodal objective this is
-    the grid's minimum; it spares the grid's far end (the CV ratio of the error models falls to one best time scale
-    and variance, then rises)."""
+def climb(grid, objective, refine: bool = False):
+    """Returns the point of `grid` (increasing, positive) of least objective found by descending from its middle
+    point: its two neighbours, then onwards in the better direction while the objective falls. On a unimodal
+    objective this is the grid's minimum; it spares the grid's far end (the CV ratio of the error models falls to one
+    best time scale and variance, then rises).
+
+    With refine, when that point is interior the vertex of the parabola through it and its two neighbours in
+    log(grid) (all three already evaluated) is evaluated too, and returned when its objective is less: a near tie
+    between two grid points then gives a point between them, which moves continuously with the data, instead of a
+    jump from one to the other.
+    """
     values = {}
 
     def value(i):
@@ -235,7 +244,15 @@ def climb(grid, objective):
     for step in (-1, 1):
         while 0 <= best + step < len(grid) and value(best + step) < value(best):
             best += step
-    return grid[best]
+    if not refine or not 0 < best < len(grid) - 1:
+        return grid[best]
+    x = np.log(np.asarray(grid[best - 1: best + 2], np.float64))
+    f = np.array([value(i) for i in (best - 1, best, best + 1)])
+    curvature, slope, _ = np.polyfit(x - x[1], f, 2)
+    if not curvature > 0:  # flat: the grid point stands
+        return grid[best]
+    vertex = float(np.exp(x[1] - slope / (2 * curvature)))
+    return vertex if objective(vertex) < f[1] else grid[best]
 
 
 def velocity_outliers(residuals, k: float = OUTLIER_K, error_std: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
@@ -337,7 +354,7 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
 
     # coordinate search: the time scales at the middle variance, then the variances at the best time scale
     tau_best = climb(taus, lambda tau_i: score(tau_i, middle[1])[0])
-    best = score(tau_best, climb(variances, lambda var_i: score(tau_best, var_i)[0]))
+    best = score(tau_best, climb(variances, lambda var_i: score(tau_best, var_i)[0], refine=rep_var is None))
     _, cv, tau_best, var_best, ratio, theta, prior_var = best
     whitened = kept.get((tau_best, var_best)) or _Whitened.build(arranged, (var_best, tau_best, noise_var))
     # the searched pairs far off the chosen estimate (fixes a few kilometres off): the final solve, CV ratio and
@@ -373,7 +390,8 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
             "current_prior_var": msq, "cv_ratio": cv, "cv_folds": n_folds, "log_evidence_ratio_to_zero": ratio,
             "search_pairs": len(t), "search_spacing_days": spec.spacing_days, "error_model_table": table,
             "error_model_search": "time scales at the middle variance, then variances at the best time scale, each "
-                                  "descending from the grid's middle (climb)",
+                                  "descending from the grid's middle (climb), the variance then refined at a "
+                                  "parabola's vertex",
             "final_solve": "the searched pairs at the chosen prior and error model"
                            + (", without the velocity outliers" if outlier.any() else ""),
             "velocity_outliers_dropped": int(first.sum() + outlier.sum()), "velocity_outlier_k": OUTLIER_K,
