@@ -56,6 +56,7 @@ from simulate.config import SimConfig
 from simulate.flow import rectangular_modes
 from simulate.kernels import fast_tracks
 from simulate.prior import draw_coefficients, draw_frequencies, spectrum
+from simulate.provenance import code_digest, other_code
 
 ALREADY_COMPLETE = "already complete"
 LIKE_FIELDS = ("frequency_seed", "k1_min", "k1_max", "k2_min", "k2_max",
@@ -246,6 +247,9 @@ def _plan(out: Path, partial: Path, manifest: dict, resume: bool, overwrite: boo
         raise ValueError(f"cannot resume: the unfinished run in {partial} used different settings "
                          f"({', '.join(_differences(old, manifest))}); rerun with the original settings or pass "
                          "--overwrite to start again")
+    if old.get("code") != manifest["code"]:
+        raise ValueError(f"cannot resume: the unfinished run in {partial} was made by {other_code(old.get('code'))}; "
+                         "pass --overwrite to start again")
     return "resume"
 
 
@@ -430,7 +434,9 @@ def _generate(config: SimConfig, out: Path, modes, shard, resume: bool, overwrit
     """`generate_dataset` once its output is locked."""
     index, count = shard
     partial = partial_dir(out)
-    manifest = _manifest(config, modes, (index, count))
+    # the code's digest beside the settings: a partial run of other code is not resumed (its chunks and this code's
+    # would join in one file); a finished file is compared by its settings alone
+    manifest = {**_manifest(config, modes, (index, count)), "code": code_digest()}
     plan = _plan(out, partial, manifest, resume, overwrite)
     block = schema.shard_block(config.n_samples, index, count)
     state = {"stage": "start", "total": block[1] - block[0], "size": min(config.chunk_size, block[1] - block[0])}

@@ -298,7 +298,7 @@ def test_tiles_of_other_lagda_code_are_never_blended_into_a_map(small_map, tmp_p
     import netCDF4
 
     from lagda.mapping import run as map_run
-    from lagda.provenance import code_digest
+    from simulate.provenance import code_digest
 
     archive, s, scheduler, reference = small_map
     out, said = tmp_path / "map.nc", []

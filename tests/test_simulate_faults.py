@@ -140,6 +140,32 @@ def test_resume_with_another_shard_is_refused_naming_it(capsys, monkeypatch, tmp
         == before
 
 
+def test_resume_of_a_run_made_by_other_code_is_refused(whole, capsys, monkeypatch, tmp_path):
+    """An unfinished run records the code's digest: after an upgrade its chunks would join this code's in one file,
+    so the resume is refused in one line, nothing touched; with this code's digest it ends with the uninterrupted
+    file."""
+    import json
+
+    from simulate.provenance import code_digest
+
+    out, partial = tmp_path / "r.nc", tmp_path / "r.nc.partial"
+    monkeypatch.setenv(atomic.FAULT_ENV, "chunk:renamed@1:interrupt")
+    assert simulate(capsys, "--out", str(out))[0] == 130
+    monkeypatch.delenv(atomic.FAULT_ENV)
+    manifest = json.loads((partial / "manifest.json").read_text())
+    assert manifest["code"] == code_digest()
+    (partial / "manifest.json").write_text(json.dumps({**manifest, "code": "0" * 16}))
+    before = {name: (tmp_path / name).read_bytes() for name in listing(tmp_path) if (tmp_path / name).is_file()}
+    code, err = simulate(capsys, "--out", str(out), "--resume")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"was made by other lagda code (source digest {'0' * 16}; this is {code_digest()}); pass --overwrite" in err
+    assert {name: (tmp_path / name).read_bytes() for name in listing(tmp_path) if (tmp_path / name).is_file()} \
+        == before
+    (partial / "manifest.json").write_text(json.dumps(manifest))
+    assert simulate(capsys, "--out", str(out), "--resume")[0] == 0
+    assert_same_data(out, whole)
+
+
 def test_complete_output_of_other_settings_is_refused_naming_them(whole, capsys, tmp_path):
     out = tmp_path / "r.nc"
     out.write_bytes(whole.read_bytes())

@@ -1,7 +1,7 @@
 """`lagda map`: tiles on Dask, each finished tile written at once, blended into one CF dataset on (time, lat, lon).
 
 The run keeps its state in `OUT.partial/`: `manifest.json` (the settings, the archive's identity and the code's
-digest, lagda.provenance) and one `tiles/KEY.npz` per finished tile (written to a temporary name, then renamed), so a
+digest, simulate.provenance) and one `tiles/KEY.npz` per finished tile (written to a temporary name, then renamed), so a
 killed run resumes at the next tile (`resume=True`) and a finished one is not redone. A partial run made by other
 code is not resumed, and a tile made by a worker running other code stops the run: either would blend two codes'
 tiles into one map. The blend reads the pieces in layout order, so a resumed run
@@ -34,7 +34,6 @@ from lagda.mapping.invert import (
     tile_fixes,
 )
 from lagda.mapping.tiles import DAY_S, Tile, check_extent, region_width, tile_layout
-from lagda.provenance import code_digest
 from lagda.report import counted
 from simulate.atomic import (
     OutputLock,
@@ -47,6 +46,7 @@ from simulate.atomic import (
     write_atomic,
     write_netcdf,
 )
+from simulate.provenance import code_digest, other_code
 
 VARIABLES = ("u", "v", "u_std", "v_std")
 BLEND_DAYS = 32  # map times blended and written at once
@@ -227,8 +227,8 @@ def _prepare(out: str, manifest: dict, resume: bool, overwrite: bool, say) -> tu
                 remove_tree(partial)
                 say(f"note: removed {partial}, left by a run killed after its map was written")
             if stored.get("code") != manifest["code"]:
-                say(f"note: {out} was made by other lagda code ({_code_of(stored)}; this is {manifest['code']}): "
-                    "left as it is; --overwrite makes it again with this code")
+                say(f"note: {out} was made by {other_code(stored.get('code'))}: left as it is; --overwrite makes it "
+                    "again with this code")
             return partial, True
         if not os.path.isdir(partial):
             raise ValueError(f"{out} exists with other settings and there is no interrupted run to resume: pass "
@@ -245,16 +245,11 @@ def _prepare(out: str, manifest: dict, resume: bool, overwrite: bool, say) -> tu
             raise ValueError(f"cannot resume {out}: its partial run was made with other settings "
                              f"({', '.join(changed)}); pass --overwrite to start again")
         if stored.get("code") != manifest["code"]:  # its tiles and this code's would blend into one map
-            raise ValueError(f"cannot resume {out}: its partial run was made by other lagda code "
-                             f"({_code_of(stored)}; this is {manifest['code']}); pass --overwrite to start again")
+            raise ValueError(f"cannot resume {out}: its partial run was made by {other_code(stored.get('code'))}; "
+                             "pass --overwrite to start again")
     elif resume:
         say("note: nothing to resume: starting a new run")
     return partial, False
-
-
-def _code_of(stored: dict) -> str:
-    return (f"source digest {stored['code']}" if "code" in stored else
-            "no source digest recorded: made before lagda recorded one")
 
 
 def _start_partial(partial: str, manifest: dict) -> None:

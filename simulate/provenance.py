@@ -1,8 +1,9 @@
 """Which code made an output: a digest of lagda's own source files, recorded where a job resumes from saved work.
 
-Every release so far is numbered 0.1.0, so the version cannot tell two installs apart; the digest can. `lagda map`
-records it in its partial run's manifest and in each tile a worker makes, so that a run resumed after an upgrade, or
-one whose Dask workers run another install, is refused instead of blending tiles of two codes into one map.
+Every release so far is numbered 0.1.0, so the version cannot tell two installs apart; the digest can. `lagda
+simulate` records it in its partial run's manifest, `lagda map` there and in each tile a worker makes, so that a run
+resumed after an upgrade, or one whose Dask workers run another install, is refused instead of joining the work of
+two codes into one output. It lives here, beside simulate.atomic, so that both packages can use it.
 """
 
 from __future__ import annotations
@@ -32,3 +33,10 @@ def code_digest() -> str:
             digest.update(f"{name}/{path.relative_to(root).as_posix()}\n".encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def other_code(recorded: str | None) -> str:
+    """Returns "other lagda code (source digest X; this is Y)": what a saved run made with the digest `recorded` (None:
+    saved before lagda recorded one) is, said in a refusal or a note."""
+    made = f"source digest {recorded}" if recorded else "no source digest recorded: made before lagda recorded one"
+    return f"other lagda code ({made}; this is {code_digest()})"
