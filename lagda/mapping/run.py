@@ -554,10 +554,10 @@ def _send_tiles(client, pending, fixes, grid, settings, partial, n_done, n_tiles
                     say(f"note: tile {tile.key}: its Dask worker was lost; sent again")
                 running.add(submit(tile))
                 continue
-            if piece["info"]["code"] != code_digest():  # a worker with another install: its tiles would blend in
+            made_by = piece["info"].pop("code")  # the manifest's when it is this code's: not kept per tile
+            if made_by != code_digest():  # a worker with another install: its tiles would blend in
                 raise TileFailed(f"tile {tile.key} was made by a Dask worker running other lagda code (source digest "
-                                 f"{piece['info']['code']}; this run's is {code_digest()}): install the same lagda "
-                                 "on every worker")
+                                 f"{made_by}; this run's is {code_digest()}): install the same lagda on every worker")
             _save_piece(partial, piece)
             future.release()
             data.release()
@@ -809,8 +809,7 @@ def _dataset(grid: Grid, settings: MapSettings, fields: dict, counts, infos, sea
                 "local_gp": local_gp_summary(infos) or "off",
                 "land_mask": (f"{LAND_SOURCE}: cells without sea left NaN" if settings.land_mask
                               else "off: land cells mapped as sea"),
-                # each tile's code is the manifest's (checked as it came): said once, there
-                "tile_records": json.dumps([{k: v for k, v in i.items() if k != "code"} for i in infos]),
+                "tile_records": json.dumps(infos),
                 "settings": json.dumps(dataclasses.asdict(settings)),
                 "settings_hash": hashlib.sha256(json.dumps(dataclasses.asdict(settings)).encode()).hexdigest()[:16]}
     ds.time.encoding["units"] = "seconds since 1970-01-01T00:00:00Z"
