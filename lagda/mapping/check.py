@@ -25,14 +25,62 @@ from lagda.mapping.tiles import DAY_S
 CHECK_CHUNK_S = DAY_S  # the withheld drifters' velocities: displacements over this long
 
 
-def withheld(fixes: Fixes, fraction: float) -> np.ndarray:
-    """Returns bool `(fix,)`: the fixes of the drifters left out of the map to check it, round(fraction x the
-    drifters) of them (at least one when `fraction` > 0): those whose ids' SHA-256 digests are smallest (the same
-    drifters whatever the order or the process, and a drifter's choice does not depend on its fixes).
+CONTINUE_S = 3 * DAY_S  # a track that starts within this long after another ends, ...
+CONTINUE_KM = 25.0  # ... within this distance of its last fix plus CONTINUE_M_S times the gap, may continue it
+CONTINUE_M_S = 0.5  # (one drifter under a new id: GDP segment files, looper sets): withheld with it
+
+
+def drifter_groups(fixes: Fixes) -> np.ndarray:
+    """Returns int64 `(trajectory,)`: a group number for each of `fixes.ids`, shared by the tracks that may be one
+    drifter under several ids: a track whose first fix comes at most CONTINUE_S after another's last, within
+    CONTINUE_KM + CONTINUE_M_S x the gap of it, joins its group (and so on along the chain). Ids without fixes
+    have groups of their own. A check that withholds a group withholds the drifter whole: a held-out piece whose
+    continuation stayed in the map is scored against its own track.
 
     Example:
-        >>> f = Fixes(traj=np.array([0, 0, 1, 1, 2]), time=np.arange(5.0), lon=np.zeros(5), lat=np.zeros(5),
-        ...           ids=np.array(["a", "b", "c"]))
+        >>> day = 86400.0  # track b starts 1 day and 10 km after a ends; c is far away
+        >>> f = Fixes(traj=np.array([0, 0, 1, 1, 2, 2]), time=np.array([0, 1, 2, 3, 0, 1]) * day,
+        ...           lon=np.array([0.0, 0.1, 0.19, 0.3, 20.0, 20.1]), lat=np.zeros(6), ids=np.array(["a", "b", "c"]))
+        >>> drifter_groups(f).tolist()
+        [0, 0, 2]
+    """
+    from lagda.mapping.residual import EARTH_RADIUS_KM
+
+    n = len(fixes.ids)
+    parent = np.arange(n)
+
+    def root(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    present = np.unique(fixes.traj)
+    if not len(present):
+        return parent
+    order = np.lexsort((fixes.time, fixes.traj))
+    t, lon, lat = fixes.time[order], fixes.lon[order], fixes.lat[order]
+    first = np.searchsorted(fixes.traj[order], present, side="left")
+    last = np.searchsorted(fixes.traj[order], present, side="right") - 1
+    for a, end in zip(present, last):
+        gap = t[first] - t[end]
+        dlon = np.deg2rad((lon[first] - lon[end] + 180.0) % 360.0 - 180.0) * np.cos(np.deg2rad(lat[end]))
+        km = EARTH_RADIUS_KM * np.hypot(dlon, np.deg2rad(lat[first] - lat[end]))
+        follows = (gap >= 0) & (gap <= CONTINUE_S) & (km <= CONTINUE_KM + CONTINUE_M_S * gap / 1000.0) & (present != a)
+        for b in present[follows]:
+            parent[root(b)] = root(a)
+    return np.array([root(i) for i in range(n)], np.int64)
+
+
+def withheld(fixes: Fixes, fraction: float) -> np.ndarray:
+    """Returns bool `(fix,)`: the fixes of the drifters left out of the map to check it: whole `drifter_groups`
+    (a drifter under several ids together), round(fraction x the groups) of them (at least one when `fraction` >
+    0), those whose first ids' SHA-256 digests are smallest (the same drifters whatever the order or the process,
+    and a group's choice does not depend on its fixes).
+
+    Example:
+        >>> f = Fixes(traj=np.array([0, 0, 1, 1, 2]), time=np.arange(5.0), lon=np.array([0.0, 0, 9, 9, 50]),
+        ...           lat=np.zeros(5), ids=np.array(["a", "b", "c"]))
         >>> withheld(f, 0.3).tolist()
         [False, False, False, False, True]
     """
@@ -41,10 +89,13 @@ def withheld(fixes: Fixes, fraction: float) -> np.ndarray:
         return np.zeros(len(fixes), bool)
     from lagda.io.tracks import id_text
 
-    digests = [hashlib.sha256(id_text(fixes.ids[t]).encode()).hexdigest() for t in present]
-    count = max(1, int(round(fraction * len(present))))
-    chosen = present[np.argsort(digests, kind="stable")[:count]]
-    return np.isin(fixes.traj, chosen)
+    group = drifter_groups(fixes)
+    groups = np.unique(group[present])
+    digests = [min(hashlib.sha256(id_text(fixes.ids[t]).encode()).hexdigest() for t in present[group[present] == g])
+               for g in groups]
+    count = max(1, int(round(fraction * len(groups))))
+    chosen = groups[np.argsort(digests, kind="stable")[:count]]
+    return np.isin(group[fixes.traj], chosen)
 
 
 def check_map(maps, fixes: Fixes) -> dict:

@@ -385,7 +385,8 @@ def chunk_velocities(fixes: Fixes, segments: list[np.ndarray], chunk_s: float, p
     about `chunk_s` whatever its fixes' cadence (hourly, 6-hourly, irregular; over their step when that is longer,
     as for daily fixes): the displacement between the first fixes of consecutive chunks of `chunk_s` (counted from
     the segment's first fix; the segment's last fix closes the last) over their time apart, `span`, at the
-    midpoint, pairs under half `chunk_s` apart left out; (u, v) = (R cos(lat) dlon/dt, R dlat/dt), or (dx/dt, dy/dt)
+    midpoint, pairs under half `chunk_s` apart left out; (u, v) = (R cos(lat) dlon/dt, R dlat/dt) (dlon the short way
+    round: a track may cross its file's longitude seam), or (dx/dt, dy/dt)
     of `projected` fixes (x, y metres in place of lon, lat)."""
     from lagda.io.physical import EARTH_RADIUS_M
 
@@ -398,9 +399,11 @@ def chunk_velocities(fixes: Fixes, segments: list[np.ndarray], chunk_s: float, p
         last.append(marks[1:][ok])
     i, j = (np.concatenate(a) if a else np.zeros(0, np.int64) for a in (first, last))
     segment = np.repeat(np.arange(len(first)), [len(a) for a in first])
-    lon, lat = 0.5 * (fixes.lon[i] + fixes.lon[j]), 0.5 * (fixes.lat[i] + fixes.lat[j])
     dt = fixes.time[j] - fixes.time[i]
     dx, dy = fixes.lon[j] - fixes.lon[i], fixes.lat[j] - fixes.lat[i]
+    if not projected:  # a track across the 0 or 180 meridian of its file's convention: the short way round
+        dx = (dx + 180.0) % 360.0 - 180.0
+    lon, lat = fixes.lon[i] + 0.5 * dx, fixes.lat[i] + 0.5 * dy
     if not projected:
         dx, dy = EARTH_RADIUS_M * np.cos(np.deg2rad(lat)) * np.deg2rad(dx), EARTH_RADIUS_M * np.deg2rad(dy)
     u, v = dx / dt, dy / dt

@@ -28,6 +28,7 @@ from lagda.mapping.invert import (
     FULL_SEGMENTS,
     NO_SEGMENT,
     Grid,
+    chunk_velocities,
     invert_tile,
     is_fallback,
     mean_square_velocity,
@@ -54,7 +55,8 @@ TILE_SENDS = 3  # a tile whose Dask worker is lost is sent again, at most this m
 
 
 # what a map made before a setting existed did: it is compared as that, not as the setting's default
-ABSENT_SETTINGS = {"low_pass": False}
+ABSENT_SETTINGS = {"low_pass": False, "method": "basis", "background": None}
+METHODS = ("objective", "basis")
 
 
 class TileFailed(RuntimeError):
@@ -90,10 +92,16 @@ class MapSettings:
         low_pass: average each drifter segment's positions over its local inertial period and two tidal periods
             before the map is made (lagda.io.lowpass): the map is of the flow varying over days, without the
             inertial oscillations and tides that hourly fixes hold.
+        method: "objective" (each tile an objective map with the archive's own covariance: lagda.mapping.objective;
+            far from the drifters the prior) or "basis" (each tile the `linear` posterior in a Fourier-Legendre basis
+            of its box with a local GP: lagda.mapping.invert; k_max, degree and local_gp are its settings).
+        background: the path of a gridded velocity or sea surface height product (lagda.io.background) taken as
+            the prior mean of the "objective" method, or None for a prior mean of zero.
 
     Raises:
         ValueError: resolution or cadence_s not positive, k_max < 1 or degree < 0; region latitudes outside
-            -80 <= south < north <= 80, or a period that does not end after it starts; withhold outside [0, 1).
+            -80 <= south < north <= 80, or a period that does not end after it starts; withhold outside [0, 1); an
+            unknown method, or a background with the basis method.
 
     Example:
         >>> from lagda.io.physical import parse_time
@@ -118,10 +126,20 @@ class MapSettings:
     land_mask: bool = True
     withhold: float = 0.0
     low_pass: bool = True
+    method: str = "objective"
+    background: str | None = None
 
     def __post_init__(self):
-        if not (self.resolution > 0 and self.cadence_s > 0 and self.k_max >= 1 and self.degree >= 0):
-            raise ValueError("resolution, cadence and k_max must be positive, degree >= 0")
+        for name, value, ok, needs in (("--resolution", self.resolution, self.resolution > 0, "positive"),
+                                       ("--cadence (seconds)", self.cadence_s, self.cadence_s > 0, "positive"),
+                                       ("--k-max", self.k_max, self.k_max >= 1, "at least 1"),
+                                       ("--degree", self.degree, self.degree >= 0, "at least 0")):
+            if not ok:
+                raise ValueError(f"{name} {value:g}: must be {needs}")
+        if self.method not in METHODS:
+            raise ValueError(f"--tile-method {self.method!r}: one of {', '.join(METHODS)}")
+        if self.background is not None and self.method != "objective":
+            raise ValueError("--background is the prior mean of the objective method: not with --tile-method basis")
         check_extent(self.region, self.period)  # before the archive is read
         if not 0.0 <= self.withhold < 1.0:
             raise ValueError(f"--withhold {self.withhold:g}: the fraction of drifters to withhold must be in [0, 1)")
@@ -278,12 +296,18 @@ def interrupted_state(out) -> str:
     return "nothing was saved: rerun the command"
 
 
-def _run_tile(fixes: Fixes, tile: Tile, grid: Grid, k_max: float, degree: int, local_gp: bool,
-              lone_floor: float = 0.0) -> dict:
-    """Returns invert_tile's piece, its info with the worker's `code_digest`; a tile whose tracks cannot be inverted
+def _run_tile(fixes: Fixes, tile: Tile, grid: Grid, settings: "MapSettings", lone_floor: float = 0.0,
+              prior=None) -> dict:
+    """Returns the tile's piece (objective.map_tile with the `prior` Covariance, or invert.invert_tile, as
+    `settings.method` says), its info with the worker's `code_digest`; a tile whose tracks cannot be inverted
     (ValueError) is a skipped piece."""
     try:
-        piece = invert_tile(fixes, tile, grid, k_max, degree, local_gp, lone_floor)
+        if settings.method == "objective":
+            from lagda.mapping.objective import map_tile
+
+            piece = map_tile(fixes, tile, grid, prior, settings.background)
+        else:
+            piece = invert_tile(fixes, tile, grid, settings.k_max, settings.degree, settings.local_gp, lone_floor)
     except ValueError as error:
         piece = {"info": {"tile": tile.key, "fixes": int(len(fixes)), "skipped": str(error)}}
     piece["info"]["code"] = code_digest()
@@ -398,7 +422,10 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
         fixes = dataclasses.replace(fixes, notes=(*fixes.notes, cadence))
     sea = sea_fraction(grid.lon, grid.lat, settings.resolution)
     land_note = _land_note(sea, fixes, grid, settings)
-    fixes = dataclasses.replace(fixes, notes=(*chosen, *fixes.notes, land_note))  # said, and kept in the map's notes
+    prior, prior_notes = None, ()
+    if settings.method == "objective":
+        prior, prior_notes = prior_covariance(fixes, settings)
+    fixes = dataclasses.replace(fixes, notes=(*chosen, *fixes.notes, land_note, *prior_notes))  # kept in the map
     _start_partial(partial, manifest)
     for line in fixes.notes:
         say(f"note: {line}")
@@ -409,11 +436,17 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
         + (f", {len(done)} done before" if done else ""))
     try:
         _compute(pending, fixes, grid, settings, partial, len(done), len(tiles), workers, scheduler, progress, say,
-                 mean_square_velocity(fixes))
+                 mean_square_velocity(fixes) if prior is None else 0.0, prior)
         infos, check = _write(out, partial, tiles, grid, settings, fixes, manifest, sea, held)
     except (TileFailed, OSError) as error:  # a tile, the scheduler or the disk: what is saved, how to go on
         raise type(error)(f"{error}; {interrupted_state(out)}") from error
     remove_tree(partial, fault="map-partial-removal")
+    if settings.method == "objective":
+        notes = list(fixes.notes) + [objective_summary(infos)] + ([check["check"]] if check is not None else [])
+        for line in notes[len(fixes.notes):]:
+            say(f"note: {line}")
+        return {"tiles": len(tiles), "inverted": len(infos), "skipped": 0, "seconds": time.perf_counter() - start,
+                "notes": notes, "check": check}
     skipped = [i for i in infos if "skipped" in i]
     zero = sum(bool(i.get("zero_guard")) for i in infos)
     outliers = [i.get("velocity_outliers_dropped", 0) for i in infos]
@@ -447,6 +480,36 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
             "seconds": time.perf_counter() - start, "notes": notes, "check": check}
 
 
+def prior_covariance(fixes: Fixes, settings: MapSettings):
+    """Returns (the objective map's prior covariance, lagda.mapping.covariance.Covariance, estimated from the
+    fixes' velocities less the prior mean over the map's region and period; its note lines)."""
+    from lagda.mapping.covariance import estimate
+    from lagda.mapping.objective import CHUNK_S, open_background, prior_mean
+
+    segments = fixes.segments()
+    lon, lat, seconds, velocity, _, segment = chunk_velocities(fixes, segments, CHUNK_S)
+    notes = ()
+    if settings.background is not None:
+        background = open_background(settings.background)
+        notes = tuple(f"background: {line}" for line in background.notes)
+        u, _ = background.velocity(lon, lat, seconds)
+        missing = int(np.isnan(u).sum())
+        notes += (f"background {os.path.basename(settings.background)}: the prior mean; the drifters map its "
+                  "departure" + (f" ({missing:,} of {len(u):,} drifter velocities lie where it has no value: "
+                                 "zero there)" if missing else ""),)
+        velocity = velocity - prior_mean(settings.background, lon, lat, seconds)
+    track = np.array([fixes.traj[segments[k][0]] for k in segment], np.int64)
+    cov = estimate(lon, lat, seconds, velocity, track, settings.region, settings.period)
+    return cov, (*notes, cov.note())
+
+
+def objective_summary(infos: list[dict]) -> str:
+    """Returns one line on the objective map's tiles: how many, how many had drifter velocities."""
+    informed = sum(i.get("velocities", 0) > 0 for i in infos)
+    return (f"{counted(len(infos), 'tile')} mapped: {informed} with drifter velocities (an objective map of them), "
+            f"{len(infos) - informed} without (the prior mean and std)")
+
+
 def map_fixes(archive, settings: MapSettings, tiles: list[Tile], progress: bool = False) -> Fixes:
     """Returns the fixes a map of `settings` (region and period given or found) is made from, before `--withhold`
     splits them: those of the tiles' boxes and windows, cleaned (archive.clean) and low-passed (`low_pass`)."""
@@ -475,7 +538,7 @@ def _withhold(fixes: Fixes, fraction: float) -> tuple[Fixes, Fixes | None]:
 
 
 def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, scheduler, progress, say,
-             lone_floor: float = 0.0) -> None:
+             lone_floor: float = 0.0, prior=None) -> None:
     """Runs the pending tiles on Dask and saves each piece as it finishes. A tile whose worker is lost (a machine
     gone, a process killed) is sent again, said in a note: its fixes were scattered to that worker, which Dask
     cannot rebuild.
@@ -495,7 +558,8 @@ def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, 
     level = client_log.level
     try:
         with Client(scheduler or cluster) as client:
-            _send_tiles(client, pending, fixes, grid, settings, partial, n_done, n_tiles, progress, say, lone_floor)
+            _send_tiles(client, pending, fixes, grid, settings, partial, n_done, n_tiles, progress, say, lone_floor,
+                        prior)
     finally:
         client_log.setLevel(level)
         if cluster is not None:
@@ -503,7 +567,7 @@ def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, 
 
 
 def _send_tiles(client, pending, fixes, grid, settings, partial, n_done, n_tiles, progress, say,
-                lone_floor: float = 0.0) -> None:
+                lone_floor: float = 0.0, prior=None) -> None:
     """`_compute`'s work on its client: a bounded number of tiles in flight, each piece saved as it comes; a tile of
     one drifter segment takes `lone_floor` (m/s)^2, the drifters' mean square velocity, as the least variance
     away from its drifter (`invert.invert_tile`)."""
@@ -529,8 +593,8 @@ def _send_tiles(client, pending, fixes, grid, settings, partial, n_done, n_tiles
         # sent to a worker as data, not inside the task graph (which Dask warns of beyond 10 MB: a dense tile)
         data = client.scatter(tile_fixes(in_window, tile), hash=False)
         sends[tile.key] = sends.get(tile.key, 0) + 1
-        future = client.submit(_run_tile, data, tile, grid, settings.k_max, settings.degree, settings.local_gp,
-                               lone_floor, key=f"tile-{tile.key}-{sends[tile.key]}", pure=False)
+        future = client.submit(_run_tile, data, tile, grid, settings, lone_floor, prior,
+                               key=f"tile-{tile.key}-{sends[tile.key]}", pure=False)
         inputs[future.key] = (tile, data)
         return future
 

@@ -1,0 +1,294 @@
+"""How drifter velocities are correlated, estimated from the archive itself: the map's prior covariance.
+
+The velocity's departure a from the prior mean (zero, or a background product) is modelled as a Gaussian process
+with a variance that varies by region and season and a correlation that is the same everywhere,
+
+    cov(a(p), a(q)) = sigma(p) sigma(q) [rho(r) (phi exp(-dt^2 / (2 T^2)) + phi_long exp(-dt^2 / (2 T_long^2)))
+                                         + (1 - phi - phi_long) [p = q]],
+
+r the great-circle distance and dt the time between p and q, rho that of a non-divergent velocity (the mean of
+the two components' correlations: `correlation`; lagda.mapping.objective has the components' own). Two time
+scales: drifters in an eddy see its velocities change over days, and the eddy itself lasts for months. L, T,
+T_long and the correlated fractions phi, phi_long come from the classical method of moments on pairs of drifter
+velocities: the mean of a(p).a(q) over the mean of |a|^2 in bins of separation and lag (normalised in each bin: a fast
+drifter's pairs land at larger separations), fitted by weighted least squares (`estimate`); 1 - phi - phi_long
+is what is uncorrelated even between velocities at one place and time (position noise, motion on scales under a
+chunk).
+sigma^2 is the local mean square departure, a kernel average over PRIOR_RADIUS_KM and PRIOR_DAYS drawn towards
+the whole archive's by PRIOR_WEIGHT velocities' worth (`VarianceField`): where no drifter has been, the prior std
+is the archive's, and a note says how much of the region that is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from lagda.mapping.residual import EARTH_RADIUS_KM
+from lagda.mapping.tiles import DAY_S
+
+MAX_PAIR_KM = 400.0  # pairs of velocities further apart than this ...
+MAX_PAIR_DAYS = 20.0  # ... or longer apart than this are not binned
+MAX_POINTS = 12_000  # velocities binned at most (a fixed-seed draw beyond)
+SEPARATION_KM = np.array([0.0, 5, 10, 20, 30, 45, 60, 80, 100, 130, 170, 220, 300, 400])
+LAG_DAYS = np.array([0.0, 0.5, 1, 2, 3, 5, 8, 12, 20])
+MIN_PAIRS = 20  # a bin of fewer pairs is not fitted
+MAX_PHI = 0.95  # at least this much of the variance is uncorrelated (position noise, motion under a chunk)
+SCALE_BOUNDS = ((5.0, 1000.0), (0.25, 60.0))  # L km, T days
+PRIOR_RADIUS_KM = 500.0  # the regional variance: a Gaussian kernel average over this distance ...
+PRIOR_DAYS = 45.0  # ... and this time ...
+PRIOR_WEIGHT = 20.0  # ... with the archive's mean square counted as this many velocities at every place
+FIELD_STEP_DEG = 1.0  # the variance field's lattice
+FIELD_STEP_DAYS = 10.0
+BIN_DEG, BIN_DAYS = 0.25, 2.0  # the velocities' squares summed in bins this small before the kernel average
+
+
+@dataclasses.dataclass(frozen=True)
+class Covariance:
+    """The prior covariance (module docstring).
+
+    Attributes:
+        ell_km, tau_days: the correlation's length scale L and its short time scale T.
+        phi: the fraction of the variance at a point correlated over T.
+        variance: the archive's mean square departure per component, (m/s)^2.
+        pairs: the velocity pairs binned; velocities: the velocities they come from.
+        field: the regional and seasonal variance (`VarianceField`), or None (the archive's `variance` everywhere).
+        tau_long_days, phi_long: the long time scale T_long and the fraction correlated over it.
+    """
+
+    ell_km: float
+    tau_days: float
+    phi: float
+    variance: float
+    pairs: int = 0
+    velocities: int = 0
+    field: "VarianceField | None" = None
+    tau_long_days: float = 1.0
+    phi_long: float = 0.0
+
+    @property
+    def correlated(self) -> float:
+        """Returns the correlated fraction of the variance at a point, phi + phi_long."""
+        return self.phi + self.phi_long
+
+    def in_time(self, dt_days) -> np.ndarray:
+        """Returns the correlation's time factor phi exp(-dt^2/(2 T^2)) + phi_long exp(-dt^2/(2 T_long^2)) at
+        lags `dt_days` (any shape)."""
+        dt2 = np.asarray(dt_days, np.float64) ** 2
+        return self.phi * np.exp(-0.5 * dt2 / self.tau_days**2) + self.phi_long * np.exp(-0.5 * dt2
+                                                                                        / self.tau_long_days**2)
+
+    def variance_at(self, lon, lat, seconds) -> np.ndarray:
+        """Returns sigma^2 `(n,)` (m/s)^2 per component at points lon, lat (degrees), seconds `(n,)`."""
+        if self.field is None:
+            return np.full(np.shape(lon), self.variance)
+        return self.field.at(lon, lat, seconds)
+
+    def note(self) -> str:
+        """Returns the one line a map says of its prior covariance."""
+        return (f"prior covariance from {self.pairs:,} pairs of {self.velocities:,} drifter velocities (by "
+                f"separation and lag): correlated over {self.ell_km:.0f} km (anti-correlated beyond "
+                f"{np.sqrt(2) * self.ell_km:.0f} km, across an eddy), {self.phi:.0%} of the variance over "
+                f"{self.tau_days:.1f} days and {self.phi_long:.0%} over {self.tau_long_days:.0f} days (the rest noise "
+                "and motion under the map's scales); "
+                f"prior std {np.sqrt(self.variance):.3f} m/s over the archive"
+                + (f", {self.field.span_text()} by region and season" if self.field is not None else "")
+                + ": far from every drifter the map is the prior mean with that std")
+
+
+@dataclasses.dataclass(frozen=True)
+class VarianceField:
+    """sigma^2 on a lattice of (time, lat, lon): `values` `(time, lat, lon)` (m/s)^2 at `days` `(time,)`
+    seconds, `lat` `(lat,)`, `lon` `(lon,)` degrees (lon increasing, in one convention); `informed` the fraction
+    of the lattice within PRIOR_RADIUS_KM and PRIOR_DAYS of a velocity."""
+
+    days: np.ndarray
+    lat: np.ndarray
+    lon: np.ndarray
+    values: np.ndarray
+    informed: float
+
+    def at(self, lon, lat, seconds) -> np.ndarray:
+        """Returns sigma^2 `(n,)` at points `(n,)` (trilinear, clamped to the lattice's edges)."""
+        from scipy.interpolate import RegularGridInterpolator
+
+        lon = np.asarray(lon, np.float64)
+        lon = self.lon[0] + (lon - self.lon[0]) % 360.0
+        lon = np.where(lon > self.lon[-1] + 0.5 * (360.0 - (self.lon[-1] - self.lon[0])), lon - 360.0, lon)
+        axes, values = [], self.values
+        for i, axis in enumerate((self.days, self.lat, self.lon)):
+            if len(axis) == 1:  # a single lattice point: constant along that axis
+                axis = np.array([axis[0] - 1.0, axis[0] + 1.0])
+                values = np.repeat(values, 2, axis=i)
+            axes.append(axis)
+        points = np.stack([np.clip(p, a[0], a[-1]) for p, a in zip(
+            (np.asarray(seconds, np.float64), np.asarray(lat, np.float64), lon), axes)], axis=-1)
+        return RegularGridInterpolator(axes, values)(points.reshape(-1, 3)).reshape(np.shape(lon))
+
+    def span_text(self) -> str:
+        """Returns how far the regional std ranges, and how much of the lattice the drifters inform."""
+        std = np.sqrt(self.values)
+        return (f"{std.min():.3f}-{std.max():.3f} m/s ({self.informed:.0%} of the region and period within "
+                f"{PRIOR_RADIUS_KM:g} km and {PRIOR_DAYS:g} days of a drifter; elsewhere the archive's)")
+
+
+def unit_vectors(lon, lat) -> np.ndarray:
+    """Returns points on the sphere of radius EARTH_RADIUS_KM `(n, 3)` km at lon, lat degrees `(n,)`: their chord
+    distance is within 0.1% of the great-circle distance below 300 km."""
+    lon, lat = np.deg2rad(np.asarray(lon, np.float64)), np.deg2rad(np.asarray(lat, np.float64))
+    return EARTH_RADIUS_KM * np.stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)], axis=-1)
+
+
+def binned_moments(xyz, days, anomaly, track) -> tuple[np.ndarray, np.ndarray, float]:
+    """Returns (the correlation sum a(p).a(q) / sum (|a(p)|^2 + |a(q)|^2)/2 `(r bin, lag bin)`, pair counts `(r bin,
+    lag bin)`, mean |a|^2/2) over the pairs
+    of velocities `anomaly` `(n, 2)` m/s at points xyz `(n, 3)` km, `days` `(n,)` closer than MAX_PAIR_KM and
+    MAX_PAIR_DAYS, in the bins SEPARATION_KM x LAG_DAYS. A velocity is not paired with itself; `track` `(n,)`
+    is not used to exclude pairs (a drifter's own later velocities sample the field too) but kept for the caller.
+    """
+    from scipy.spatial import cKDTree
+
+    del track
+    scale = MAX_PAIR_KM / MAX_PAIR_DAYS  # km per day: the pairs' ball in (xyz, t) holds every pair in the box
+    tree = cKDTree(np.column_stack([xyz, days * scale]))
+    pairs = tree.query_pairs(MAX_PAIR_KM * np.sqrt(2.0), output_type="ndarray")
+    shape = (len(SEPARATION_KM) - 1, len(LAG_DAYS) - 1)
+    if not len(pairs):
+        return np.zeros(shape), np.zeros(shape, np.int64), float(np.mean(anomaly**2)) if len(anomaly) else 0.0
+    i, j = pairs[:, 0], pairs[:, 1]
+    r = np.linalg.norm(xyz[i] - xyz[j], axis=1)
+    lag = np.abs(days[i] - days[j])
+    keep = (r < MAX_PAIR_KM) & (lag < MAX_PAIR_DAYS)
+    i, j, r, lag = i[keep], j[keep], r[keep], lag[keep]
+    product = 0.5 * np.sum(anomaly[i] * anomaly[j], axis=1)
+    power = 0.25 * np.sum(anomaly[i] ** 2, axis=1) + 0.25 * np.sum(anomaly[j] ** 2, axis=1)
+    ri = np.clip(np.searchsorted(SEPARATION_KM, r, side="right") - 1, 0, shape[0] - 1)
+    li = np.clip(np.searchsorted(LAG_DAYS, lag, side="right") - 1, 0, shape[1] - 1)
+    flat = ri * shape[1] + li
+    counts = np.bincount(flat, minlength=np.prod(shape)).reshape(shape)
+    sums = np.bincount(flat, product, minlength=np.prod(shape)).reshape(shape)
+    powers = np.bincount(flat, power, minlength=np.prod(shape)).reshape(shape)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(powers > 0, sums / np.where(powers > 0, powers, 1.0), 0.0), counts, float(np.mean(anomaly**2))
+
+
+def correlation(r_km, lag_days, ell_km: float, tau_days: float, phi: float, tau_long_days: float = 1.0,
+                phi_long: float = 0.0):
+    """Returns the model's correlation of velocity departures (the mean of u u' and v v' over the variance) at
+    separations `r_km` and lags `lag_days` (arrays that broadcast): (1 - r^2/(2 L^2)) exp(-r^2/(2 L^2)) times
+    `Covariance.in_time`, that of a non-divergent velocity whose streamfunction has a Gaussian covariance
+    (lagda.mapping.objective), negative beyond sqrt(2) L: across an eddy."""
+    q = np.asarray(r_km, np.float64) ** 2 / (2.0 * ell_km**2)
+    dt2 = np.asarray(lag_days, np.float64) ** 2
+    return (1.0 - q) * np.exp(-q) * (phi * np.exp(-0.5 * dt2 / tau_days**2)
+                                     + phi_long * np.exp(-0.5 * dt2 / tau_long_days**2))
+
+
+def fit_scales(moments, counts) -> tuple[float, float, float, float, float]:
+    """Returns (L km, T days, phi, T_long days, phi_long): `correlation` fitted to the binned correlations
+    `moments` at the bins' mean separations and lags by least squares weighted by the square root of their
+    `counts` (bins of under MIN_PAIRS pairs left out), T <= T_long, phi + phi_long within [0.05, MAX_PHI]. With
+    under 6 such bins the scales are not guessed from them: SCALE_BOUNDS' lower L and T, phi 0.5 and no long part
+    are returned (the prior then relaxes fastest).
+
+    Example:
+        >>> r, t = 0.5 * (SEPARATION_KM[1:] + SEPARATION_KM[:-1]), 0.5 * (LAG_DAYS[1:] + LAG_DAYS[:-1])
+        >>> m = correlation(r[:, None], t[None, :], 50.0, 1.5, 0.3, 10.0, 0.4)
+        >>> [round(x, 2) for x in fit_scales(m, np.full(m.shape, 100))]
+        [50.0, 1.5, 0.3, 10.0, 0.4]
+    """
+    from scipy.optimize import least_squares
+
+    r = 0.5 * (SEPARATION_KM[1:] + SEPARATION_KM[:-1])
+    t = 0.5 * (LAG_DAYS[1:] + LAG_DAYS[:-1])
+    rr, tt = np.meshgrid(r, t, indexing="ij")
+    ok = counts >= MIN_PAIRS
+    if ok.sum() < 6:
+        return SCALE_BOUNDS[0][0], SCALE_BOUNDS[1][0], 0.5, SCALE_BOUNDS[1][0], 0.0
+    w = np.sqrt(counts[ok])
+
+    def unpack(theta):  # log L, log T, log (T_long / T), logit-like shares of MAX_PHI: T <= T_long by construction
+        ell, tau, ratio = np.exp(theta[:3])
+        total = MAX_PHI / (1.0 + np.exp(-theta[3]))
+        share = 1.0 / (1.0 + np.exp(-theta[4]))
+        return ell, tau, total * share, tau * ratio, total * (1.0 - share)
+
+    residual = lambda theta: w * (correlation(rr[ok], tt[ok], *unpack(theta)) - moments[ok])
+    lower = [np.log(SCALE_BOUNDS[0][0]), np.log(SCALE_BOUNDS[1][0]), 0.0, -6.0, -8.0]
+    upper = [np.log(SCALE_BOUNDS[0][1]), np.log(SCALE_BOUNDS[1][1]), np.log(SCALE_BOUNDS[1][1] / SCALE_BOUNDS[1][0]),
+             6.0, 8.0]
+    best = None
+    for start in ((30.0, 2.0), (100.0, 5.0), (300.0, 15.0)):  # a few starts: the scales trade off in few bins
+        x0 = np.clip([np.log(start[0]), np.log(start[1]), np.log(5.0), 0.0, 0.0], np.add(lower, 1e-9),
+                     np.subtract(upper, 1e-9))
+        found = least_squares(residual, x0, bounds=(lower, upper))
+        if best is None or found.cost < best.cost:
+            best = found
+    ell, tau, phi, tau_long, phi_long = unpack(best.x)
+    if phi_long > 0.0 and tau_long > SCALE_BOUNDS[1][1]:  # beyond the bound: the long part is the window's own
+        tau_long = SCALE_BOUNDS[1][1]
+    return float(ell), float(tau), float(max(phi, 0.05 - phi_long, 0.0)), float(tau_long), float(phi_long)
+
+
+def variance_field(lon, lat, seconds, square, region, period, total: float) -> VarianceField:
+    """Returns the regional and seasonal variance (module docstring) on a lattice of FIELD_STEP_DEG and
+    FIELD_STEP_DAYS over `region` (west, east, south, north degrees, east may pass 180) and `period` (start, end
+    seconds), from the mean square departures `square` `(n,)` (m/s)^2 per component at lon, lat, seconds `(n,)`,
+    drawn towards the archive's `total` (m/s)^2."""
+    from scipy.spatial import cKDTree
+
+    lon, lat = np.asarray(lon, np.float64), np.asarray(lat, np.float64)
+    west, east, south, north = region
+    east = east if east > west else east + 360.0
+    grid_lon = np.linspace(west, east, max(2, int(np.ceil((east - west) / FIELD_STEP_DEG)) + 1))
+    grid_lat = np.linspace(south, north, max(2, int(np.ceil((north - south) / FIELD_STEP_DEG)) + 1))
+    grid_days = np.linspace(period[0], period[1], max(2, int(np.ceil((period[1] - period[0]) / DAY_S
+                                                                       / FIELD_STEP_DAYS)) + 1))
+    lon2, lat2 = np.meshgrid(grid_lon, grid_lat)
+    cells = unit_vectors(lon2.ravel(), lat2.ravel())
+    # the velocities gathered first in bins far finer than the kernel (their sums at their mean places and times)
+    seconds = np.asarray(seconds, np.float64)
+    key = np.stack([np.floor(lon / BIN_DEG), np.floor(lat / BIN_DEG), np.floor(seconds / (BIN_DAYS * DAY_S))], -1)
+    _, which, counts = np.unique(key, axis=0, return_inverse=True, return_counts=True)
+    which = which.ravel()
+    mean = lambda x: np.bincount(which, x) / counts
+    xyz = np.stack([mean(c) for c in unit_vectors(lon, lat).T], axis=-1)
+    bin_seconds, bin_square = mean(seconds), np.bincount(which, square)
+    tree = cKDTree(xyz)
+    values = np.empty((len(grid_days), len(cells)))
+    weight_sum = np.zeros((len(grid_days), len(cells)))
+    for c, idx in enumerate(tree.query_ball_point(cells, 3.0 * PRIOR_RADIUS_KM)):
+        idx = np.asarray(idx, np.int64)
+        space = np.exp(-0.5 * np.sum((xyz[idx] - cells[c]) ** 2, axis=1) / PRIOR_RADIUS_KM**2)
+        w = np.exp(-0.5 * (np.subtract.outer(grid_days, bin_seconds[idx]) / (PRIOR_DAYS * DAY_S)) ** 2) * space
+        weight_sum[:, c] = w @ counts[idx]
+        values[:, c] = (w @ bin_square[idx] + PRIOR_WEIGHT * total) / (weight_sum[:, c] + PRIOR_WEIGHT)
+    informed = float(np.mean(weight_sum >= 1.0))
+    return VarianceField(grid_days, grid_lat, grid_lon, values.reshape(len(grid_days), *lon2.shape), informed)
+
+
+def estimate(lon, lat, seconds, anomaly, track, region=None, period=None) -> Covariance:
+    """Returns the prior covariance of velocities `anomaly` `(n, 2)` m/s (departures from the prior mean) at lon,
+    lat (degrees), seconds `(n,)` of drifters `track` `(n,)`: scales by `fit_scales` on `binned_moments` of at
+    most MAX_POINTS of them (a fixed-seed draw), and with `region` and `period` the `variance_field` over them.
+
+    Raises:
+        ValueError: no velocity.
+    """
+    anomaly = np.asarray(anomaly, np.float64)
+    if not len(anomaly):
+        raise ValueError("no drifter velocity to estimate the prior covariance from")
+    pick = np.arange(len(anomaly))
+    if len(pick) > MAX_POINTS:
+        pick = np.sort(np.random.default_rng(0).choice(len(pick), MAX_POINTS, replace=False))
+    xyz = unit_vectors(np.asarray(lon)[pick], np.asarray(lat)[pick])
+    moments, counts, variance = binned_moments(xyz, np.asarray(seconds)[pick] / DAY_S, anomaly[pick],
+                                               np.asarray(track)[pick])
+    ell, tau, phi, tau_long, phi_long = fit_scales(moments, counts)
+    total = float(np.mean(anomaly**2))
+    field = None
+    if region is not None and period is not None:
+        field = variance_field(np.asarray(lon, np.float64), np.asarray(lat, np.float64), seconds,
+                               0.5 * np.sum(anomaly**2, axis=1), region, period, total)
+    return Covariance(ell, tau, phi, total, int(counts.sum()), len(anomaly), field, tau_long, phi_long)

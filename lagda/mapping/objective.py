@@ -1,0 +1,181 @@
+"""One tile's objective map: the drifters' velocities, less the prior mean, mapped by the Gaussian process of the
+archive's own covariance (lagda.mapping.covariance), as the classical objective analysis of oceanography does.
+
+The velocity's departure from the prior mean (zero, or a background product) is non-divergent at the scales the
+drifters correlate over: the covariance of (u, v) is that of a streamfunction with a Gaussian covariance of
+length L (Bretherton et al. 1976),
+
+    cov(u, u') = (1 - dy^2 / L^2) c,   cov(v, v') = (1 - dx^2 / L^2) c,   cov(u, v') = dx dy / L^2 c,
+    c = sigma sigma' exp(-r^2 / (2 L^2)) [phi exp(-dt^2 / (2 T^2)) + phi_long exp(-dt^2 / (2 T_long^2))],
+
+(dx, dy) = p - p' km on the tile's plane, plus (1 - phi - phi_long) sigma^2 on the diagonal: across an eddy the
+velocities are anti-correlated, which a scalar kernel cannot say. The posterior mean is the prior mean plus what the
+velocities say within a few L and T of them, and relaxes to the prior mean beyond; its variance relaxes to
+sigma^2, the prior's of that region and season. The cells are mapped a block of BLOCK_CELLS x BLOCK_CELLS at a time
+from the velocities within MARGIN_L x L of the block (the kernel beyond is under 3e-4 of its peak): each block
+is an exact posterior of its velocities, and a block with none is the prior.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from lagda.mapping.archive import Fixes
+from lagda.mapping.covariance import Covariance
+from lagda.mapping.tiles import DAY_S, Tile
+
+CHUNK_S = 12 * 3600.0  # the drifters' velocities: displacements over this long (lagda.mapping.invert.chunk_velocities)
+BLOCK_CELLS = 8  # cells mapped together from the same velocities
+MARGIN_L = 4.0  # velocities within this many length scales of a block inform it
+MAX_BLOCK_POINTS = 700  # at most this many velocities per block (beyond: the nearest in space and time)
+STD_EVERY = 2  # the posterior variance on every STD_EVERY-th day, interpolated between
+
+
+def covariance_blocks(p, q, sigma_p, sigma_q, cov: Covariance) -> np.ndarray:
+    """Returns the prior covariance `(2a, 2b)` of the velocity departures (u at p..., v at p...) and (u at q..., v
+    at q...) for points p `(a, 3)`, q `(b, 3)` of (x km, y km, t days) with prior stds sigma_p `(a,)`, sigma_q
+    `(b,)` m/s: the non-divergent kernel of the module docstring, without the nugget.
+
+    Example:
+        >>> cov = Covariance(ell_km=10.0, tau_days=5.0, phi=1.0, variance=1.0)
+        >>> p = np.array([[0.0, 0.0, 0.0]]); q = np.array([[10.0, 0.0, 0.0]])  # q one L east of p
+        >>> covariance_blocks(p, q, np.ones(1), np.ones(1), cov).round(3) + 0.0  # u across the separation, v along
+        array([[0.607, 0.   ],
+               [0.   , 0.   ]])
+    """
+    dx = p[:, None, 0] - q[None, :, 0]
+    dy = p[:, None, 1] - q[None, :, 1]
+    dt = p[:, None, 2] - q[None, :, 2]
+    ell2 = cov.ell_km**2
+    c = np.outer(sigma_p, sigma_q) * np.exp(-0.5 * (dx**2 + dy**2) / ell2) * cov.in_time(dt)
+    uv = dx * dy / ell2 * c
+    return np.block([[(1.0 - dy**2 / ell2) * c, uv], [uv, (1.0 - dx**2 / ell2) * c]])
+
+
+def tile_velocities(fixes: Fixes, tile: Tile):
+    """Returns (lon, lat, seconds, velocity `(n, 2)` m/s) of the tile's drifters over CHUNK_S, at their midpoints
+    (lagda.mapping.invert.chunk_velocities of its segments)."""
+    from lagda.mapping.invert import chunk_velocities
+
+    lon, lat, seconds, velocity, _, _ = chunk_velocities(fixes, fixes.segments(), CHUNK_S)
+    return tile.relative_lon(lon), lat, seconds, velocity
+
+
+@functools.lru_cache(maxsize=2)
+def open_background(path: str):
+    """Returns lagda.io.background.Background of `path`, opened once per process."""
+    from lagda.io.background import Background
+
+    return Background.open(path)
+
+
+def prior_mean(background: str | None, lon, lat, seconds) -> np.ndarray:
+    """Returns the prior mean (u, v) `(..., 2)` m/s at points `(...)`: the background's where it has a value, else
+    zero (and zero everywhere without one)."""
+    shape = np.shape(lon)
+    if background is None:
+        return np.zeros((*shape, 2))
+    u, v = open_background(background).velocity(np.ravel(lon), np.ravel(lat), np.ravel(seconds))
+    return np.nan_to_num(np.stack([u, v], axis=-1)).reshape(*shape, 2)
+
+
+def map_tile(fixes: Fixes, tile: Tile, grid, cov: Covariance, background: str | None = None) -> dict:
+    """Returns the tile's piece of the map: {"u", "v", "u_std", "v_std"} `(day, lat, lon)` float32 m/s on the cells
+    of `grid.window(tile)` and "info"; u_std, v_std are the total predictive std of a drifter's velocity there
+    (the posterior's and the nugget's). A tile without velocities is the prior: the background (or zero) with the
+    prior std.
+
+    `fixes` are the tile's own (lagda.mapping.invert.tile_fixes); `background`: the path of a gridded product
+    (lagda.io.background), or None for a prior mean of zero.
+    """
+    from lagda.mapping.residual import local_km
+
+    days, rows, cols = grid.window(tile)
+    seconds = grid.days[days]
+    lon2, lat2 = np.meshgrid(tile.relative_lon(grid.lon[cols]), grid.lat[rows])
+    shape = (len(seconds), *lon2.shape)
+    cell_lon = np.broadcast_to(lon2, shape)
+    cell_lat = np.broadcast_to(lat2, shape)
+    cell_t = np.broadcast_to(seconds[:, None, None], shape)
+    mean = prior_mean(background, cell_lon, cell_lat, cell_t)
+    prior_var = cov.variance_at(cell_lon.ravel(), cell_lat.ravel(), cell_t.ravel()).reshape(shape)
+    var = np.stack([cov.correlated * prior_var] * 2, axis=-1)  # the field's (latent) variance; the nugget added last
+    lon, lat, t, velocity = tile_velocities(fixes, tile)
+    info = {"tile": tile.key, "fixes": int(len(fixes)), "velocities": int(len(t))}
+    if len(t):
+        anomaly = velocity - prior_mean(background, lon, lat, t)
+        x, y = local_km(lon, lat, tile.centre)
+        points = np.stack([x, y, (t - tile.start_s) / DAY_S], axis=-1)
+        sigma = np.sqrt(cov.variance_at(lon, lat, t))
+        cx, cy = local_km(lon2, lat2, tile.centre)
+        cell_days = (seconds - tile.start_s) / DAY_S
+        cell_sigma = np.sqrt(prior_var)
+        informed = 0
+        for r0 in range(0, lon2.shape[0], BLOCK_CELLS):
+            for c0 in range(0, lon2.shape[1], BLOCK_CELLS):
+                block = (slice(r0, r0 + BLOCK_CELLS), slice(c0, c0 + BLOCK_CELLS))
+                used = _block_points(points, cx[block], cy[block], cov)
+                if not len(used):
+                    continue
+                informed += 1
+                d_mean, d_var = _block_posterior(points[used], anomaly[used], sigma[used], cx[block], cy[block],
+                                                 cell_days, cell_sigma[(slice(None), *block)], cov)
+                mean[(slice(None), *block)] += d_mean
+                var[(slice(None), *block)] = d_var
+        info["blocks_informed"] = informed
+    nugget = (1.0 - cov.correlated) * prior_var
+    return {"u": mean[..., 0].astype(np.float32), "v": mean[..., 1].astype(np.float32),
+            "u_std": np.sqrt(var[..., 0] + nugget).astype(np.float32),
+            "v_std": np.sqrt(var[..., 1] + nugget).astype(np.float32), "info": info}
+
+
+def _block_points(points, cx, cy, cov: Covariance) -> np.ndarray:
+    """Returns the indices of the velocities at `points` `(n, 3)` within MARGIN_L x L of the block's cells (x, y km
+    `(rows, cols)`), at most MAX_BLOCK_POINTS of them (the nearest to the block's centre in units of L and T)."""
+    reach = MARGIN_L * cov.ell_km
+    near = ((points[:, 0] >= cx.min() - reach) & (points[:, 0] <= cx.max() + reach)
+            & (points[:, 1] >= cy.min() - reach) & (points[:, 1] <= cy.max() + reach))
+    used = np.flatnonzero(near)
+    if len(used) > MAX_BLOCK_POINTS:
+        centre = np.array([cx.mean(), cy.mean()])
+        d2 = np.sum((points[used, :2] - centre) ** 2, axis=1) / cov.ell_km**2
+        used = np.sort(used[np.argsort(d2, kind="stable")[:MAX_BLOCK_POINTS]])
+    return used
+
+
+def _block_posterior(points, anomaly, sigma, cx, cy, cell_days, cell_sigma, cov: Covariance):
+    """Returns (the posterior mean departure `(day, rows, cols, 2)` m/s, the posterior variance `(day, rows, cols,
+    2)` (m/s)^2 of u and v) at a block's cells (x, y km `(rows, cols)`) on `cell_days` `(day,)` from velocity
+    departures `anomaly` `(n, 2)` at `points` `(n, 3)` with prior stds `sigma` `(n,)`; cell_sigma `(day, rows,
+    cols)` the cells' prior stds."""
+    from scipy.linalg import cho_factor, cho_solve, solve_triangular
+
+    n = len(points)
+    k = covariance_blocks(points, points, sigma, sigma, cov)
+    k[np.diag_indices(2 * n)] += (1.0 - cov.correlated) * np.tile(sigma**2, 2) + 1e-12
+    factor = cho_factor(k, lower=True)
+    alpha = cho_solve(factor, np.concatenate([anomaly[:, 0], anomaly[:, 1]]))
+    rows, cols = cx.shape
+    m = rows * cols
+    xy = np.stack([cx.ravel(), cy.ravel()], axis=-1)
+    n_days = len(cell_days)
+    mean = np.empty((n_days, m, 2))
+    std_days = np.unique(np.r_[np.arange(0, n_days, STD_EVERY), n_days - 1])
+    var = np.empty((len(std_days), m, 2))
+    for d, day in enumerate(cell_days):
+        cells = np.column_stack([xy, np.full(m, day)])
+        s = cell_sigma[d].ravel()
+        cross = covariance_blocks(cells, points, s, sigma, cov)  # (2m, 2n)
+        mean[d] = (cross @ alpha).reshape(2, m).T
+        if d in std_days:
+            w = solve_triangular(factor[0], cross.T, lower=True)
+            explained = np.sum(w**2, axis=0).reshape(2, m).T
+            var[np.searchsorted(std_days, d)] = np.maximum(cov.correlated * s[:, None] ** 2 - explained, 0.0)
+    if len(std_days) < n_days:  # linear in time between the days computed
+        at = np.arange(n_days)
+        hi = np.clip(np.searchsorted(std_days, at), 1, len(std_days) - 1)
+        w = ((at - std_days[hi - 1]) / (std_days[hi] - std_days[hi - 1]))[:, None, None]
+        var = (1.0 - w) * var[hi - 1] + w * var[hi]
+    return mean.reshape(n_days, rows, cols, 2), var.reshape(n_days, rows, cols, 2)
