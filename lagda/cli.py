@@ -564,9 +564,21 @@ def _add_map_parser(subparsers) -> None:
                    help="map the land cells too (default: cells with no sea in the GLOBE 1-km land mask are NaN; "
                         "their sea_area_fraction is in the map either way)")
     p.add_argument("--withhold", type=float, default=0.0, metavar="FRACTION",
-                   help="leave this fraction of the drifters out of the map (chosen by their ids: the same on every "
-                        "run) and check the map against their daily velocities: its error and its 95%% band's "
+                   help="leave this fraction of the drifters out of the map (whole drifters: tracks that continue "
+                        "one another in place and time go together; chosen by their ids, the same on every run) "
+                        "and check the map against their daily velocities by distance to the nearest fix the map "
+                        "used, beside a map of zero and a binned mean on the same points: error and 95%% band "
                         "coverage, in a note and in the map's attributes (default 0: every drifter mapped)")
+    p.add_argument("--background", metavar="FILE",
+                   help="a gridded product on (time, lat, lon) taken as the prior mean: CF velocities (ugos/vgos, "
+                        "eastward_sea_water_velocity, ...) or sea surface height (adt, sla: its geostrophic "
+                        "velocities); the drifters map its departure, and far from them the map is the background "
+                        "(default: a prior mean of zero)")
+    p.add_argument("--tile-method", choices=("objective", "basis"), default=d.method,
+                   help="each tile's method: objective (an objective map with the covariance the archive's drifter "
+                        "pairs show: the prior far from them) or basis (the linear posterior in a Fourier-Legendre "
+                        f"basis of the tile's box with a local GP; --k-max, --degree, --no-local-gp) (default "
+                        f"{d.method})")
     tiles = p.add_argument_group("tiles")
     tiles.add_argument("--tile-size", type=float, default=d.tile_deg, metavar="DEG",
                        help=f"tile height in degrees (about its width in km) (default {d.tile_deg:g})")
@@ -586,6 +598,19 @@ def _add_map_parser(subparsers) -> None:
     p.set_defaults(run=_run_map)
 
 
+def _background_path(path: str | None) -> str | None:
+    """Returns a --background file's absolute path (read by Dask workers wherever they run), None for none.
+
+    Raises:
+        FileNotFoundError: no such file.
+    """
+    if path is None:
+        return None
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"--background {path}: no such file")
+    return os.path.abspath(path)
+
+
 def _run_map(args: argparse.Namespace) -> int:
     from lagda.assimilation.fields import parse_step
     from lagda.io.physical import parse_time
@@ -595,7 +620,8 @@ def _run_map(args: argparse.Namespace) -> int:
                            (parse_time(args.period[0]), parse_time(args.period[1])) if args.period else None,
                            args.resolution, parse_step(args.cadence, "--cadence"), args.tile_size, args.halo,
                            args.window_days, args.window_step, args.k_max, args.degree, args.keep_undrogued,
-                           args.local_gp, args.land_mask, args.withhold, args.low_pass)
+                           args.local_gp, args.land_mask, args.withhold, args.low_pass, args.tile_method,
+                           _background_path(args.background))
     if args.plot_day is not None:
         if args.plot is None:
             raise ValueError("--plot-day needs --plot FIG.png")

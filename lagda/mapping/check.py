@@ -98,25 +98,84 @@ def withheld(fixes: Fixes, fraction: float) -> np.ndarray:
     return np.isin(group[fixes.traj], chosen)
 
 
-def check_map(maps, fixes: Fixes) -> dict:
+DISTANCE_BANDS_KM = (30.0, 100.0)  # the check's bands of distance to the nearest fix the map used
+BAND_NAMES = ("near", "middle", "far")  # within 30 km, 30-100 km, beyond 100 km
+BINNED_DEG, BINNED_DAYS = 1.0, 5.0  # the binned mean beside the map: the mapped drifters' daily velocities in the
+# same 1-degree cell within 5 days
+
+
+def check_map(maps, fixes: Fixes, mapped: Fixes | None = None) -> dict:
     """Returns the map's scores against the fixes' daily velocities (drifters it was not made from).
 
     Args:
         maps: a `lagda map` dataset (xarray; time, lat, lon regular, lon increasing, possibly past 180) with
             u, v, u_std, v_std in m/s; read one map time at a time.
         fixes: the drifters to check against (cleaned as the map's were).
+        mapped: the fixes the map was made from, or None: then no scores by distance.
     Returns:
         `band_scores` of the map at the velocities where it has a value, and "drifters": how many drifters have
         one there, "outside": velocities outside the map's region and period, "no_value": velocities where the
-        map is NaN (land, no tile).
+        map is NaN (land, no tile); with `mapped`, for each of BAND_NAMES (the distance from the velocity's
+        midpoint to the nearest mapped fix within 12 hours: within 30 km, 30-100 km, beyond 100 km)
+        "{band}_share", "{band}_error", "{band}_coverage_95" and "{band}_binned_error" (the error of the binned
+        mean of the mapped drifters' daily velocities, BINNED_DEG cells over +-BINNED_DAYS, zero where none, on the
+        same velocities; a map of zero errs 1 by the definition of the error).
     """
     west = float(maps["lon"].values[0]) - 180.0  # the fixes in the map's longitudes (a track crosses 180 whole)
     lon, lat, seconds, velocity, traj = daily_velocities(dataclasses.replace(fixes, lon=west + (fixes.lon - west)
                                                                              % 360.0))
     sampled, inside = sample_map(maps, lon, lat, seconds)
     ok = inside & np.all(np.isfinite(sampled), axis=1)
-    return {"drifters": int(len(np.unique(traj[ok]))), "outside": int((~inside).sum()),
-            "no_value": int((inside & ~ok).sum()), **band_scores(sampled[ok, :2], sampled[ok, 2:], velocity[ok])}
+    scores = {"drifters": int(len(np.unique(traj[ok]))), "outside": int((~inside).sum()),
+              "no_value": int((inside & ~ok).sum()), **band_scores(sampled[ok, :2], sampled[ok, 2:], velocity[ok])}
+    if mapped is None or not ok.any():
+        return scores
+    band = np.searchsorted(DISTANCE_BANDS_KM, distance_to_fixes(lon[ok], lat[ok], seconds[ok], mapped))
+    binned = binned_mean(lon[ok], lat[ok], seconds[ok], mapped)
+    for b, name in enumerate(BAND_NAMES):
+        here = band == b
+        mine = band_scores(sampled[ok][here, :2], sampled[ok][here, 2:], velocity[ok][here])
+        scores.update({f"{name}_velocities": int(here.sum()), f"{name}_share": float(here.mean()),
+                       f"{name}_error": mine["error"], f"{name}_coverage_95": mine["coverage_95"],
+                       f"{name}_binned_error": band_scores(binned[here], np.ones((here.sum(), 2)),
+                                                           velocity[ok][here])["error"]})
+    return scores
+
+
+def distance_to_fixes(lon, lat, seconds, fixes: Fixes, within_s: float = 0.5 * DAY_S) -> np.ndarray:
+    """Returns the great-circle distance in km `(n,)` from points lon, lat (degrees), seconds `(n,)` to the nearest
+    of `fixes` within `within_s` of each in time (inf where none is)."""
+    from lagda.mapping.covariance import unit_vectors
+    from lagda.mapping.residual import EARTH_RADIUS_KM
+
+    order = np.argsort(fixes.time, kind="stable")
+    times, xyz = fixes.time[order], unit_vectors(fixes.lon[order], fixes.lat[order])
+    points = unit_vectors(lon, lat)
+    lo = np.searchsorted(times, np.asarray(seconds) - within_s, side="left")
+    hi = np.searchsorted(times, np.asarray(seconds) + within_s, side="right")
+    out = np.full(len(points), np.inf)
+    for i in np.flatnonzero(hi > lo):
+        chord = np.sqrt(np.min(np.sum((xyz[lo[i]:hi[i]] - points[i]) ** 2, axis=1)))
+        out[i] = 2.0 * EARTH_RADIUS_KM * np.arcsin(min(chord / (2.0 * EARTH_RADIUS_KM), 1.0))
+    return out
+
+
+def binned_mean(lon, lat, seconds, fixes: Fixes) -> np.ndarray:
+    """Returns `(n, 2)` m/s: at each point lon, lat (degrees), seconds `(n,)` the mean of the fixes' daily
+    velocities (`daily_velocities`) in the same BINNED_DEG cell within BINNED_DAYS in time; zero where none."""
+    f_lon, f_lat, f_seconds, f_velocity, _ = daily_velocities(fixes)
+    order = np.argsort(f_seconds, kind="stable")
+    f_seconds, f_velocity = f_seconds[order], f_velocity[order]
+    f_cell = np.stack([np.floor((f_lon[order] % 360.0) / BINNED_DEG), np.floor(f_lat[order] / BINNED_DEG)], -1)
+    cell = np.stack([np.floor((np.asarray(lon) % 360.0) / BINNED_DEG), np.floor(np.asarray(lat) / BINNED_DEG)], -1)
+    lo = np.searchsorted(f_seconds, np.asarray(seconds) - BINNED_DAYS * DAY_S, side="left")
+    hi = np.searchsorted(f_seconds, np.asarray(seconds) + BINNED_DAYS * DAY_S, side="right")
+    out = np.zeros((len(cell), 2))
+    for i in np.flatnonzero(hi > lo):
+        same = np.all(f_cell[lo[i]:hi[i]] == cell[i], axis=1)
+        if same.any():
+            out[i] = f_velocity[lo[i]:hi[i]][same].mean(axis=0)
+    return out
 
 
 def daily_velocities(fixes: Fixes) -> tuple[np.ndarray, ...]:
@@ -164,7 +223,22 @@ def check_line(scores: dict, withheld_drifters: int) -> str:
                                                             if missed else "")
             + f": error {scores['error']:.3f} of their RMS speed {scores['speed_rms_m_s']:.3f} m/s (RMS "
             f"{scores['rms_m_s']:.3f} m/s), 95% band coverage {scores['coverage_95']:.3f}, RMS of error over std "
-            f"{scores['z_rms']:.2f} (about 1 when the std is right)")
+            f"{scores['z_rms']:.2f} (about 1 when the std is right)" + band_text(scores))
+
+
+def band_text(scores: dict) -> str:
+    """Returns the check's words by distance band ("" without them): the map's error and coverage beside the
+    binned mean's error on the same velocities (a map of zero errs 1)."""
+    if "near_share" not in scores:
+        return ""
+    said = []
+    for name, words in zip(BAND_NAMES, ("within 30 km", "30-100 km", "beyond 100 km")):
+        if scores[f"{name}_velocities"]:
+            said.append(f"{words} of a mapped fix ({scores[f'{name}_share']:.0%}): map {scores[f'{name}_error']:.2f} "
+                        f"(coverage {scores[f'{name}_coverage_95']:.2f}), binned mean "
+                        f"{scores[f'{name}_binned_error']:.2f}")
+    return ("; by distance (errors relative to a map of zero, which errs 1; under 1 beats it): " + "; ".join(said)
+            if said else "")
 
 
 def sample_map(maps, lon, lat, seconds, names=("u", "v", "u_std", "v_std")) -> tuple[np.ndarray, np.ndarray]:

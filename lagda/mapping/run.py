@@ -34,6 +34,7 @@ from lagda.mapping.invert import (
     mean_square_velocity,
     tile_fixes,
 )
+from lagda.mapping.residual import EARTH_RADIUS_KM
 from lagda.mapping.tiles import DAY_S, Tile, check_extent, region_width, tile_layout
 from lagda.report import counted
 from simulate.atomic import (
@@ -692,13 +693,15 @@ def _write(out, partial, tiles, grid: Grid, settings: MapSettings, fixes: Fixes,
                              axis=1)
     counts = da.concatenate([da.from_delayed(dask.delayed(_fix_counts)(fixes, grid, settings, lo, hi),
                                              (hi - lo, *cells), np.int32) for lo, hi in blocks])
-    ds = _dataset(grid, settings, dict(zip(VARIABLES, blended)), counts, infos, sea)
+    distance = da.concatenate([da.from_delayed(dask.delayed(fix_distance)(fixes, grid, settings, lo, hi),
+                                               (hi - lo, *cells), np.float32) for lo, hi in blocks])
+    ds = _dataset(grid, settings, dict(zip(VARIABLES, blended)), counts, infos, sea, distance)
     ds.attrs.update({"notes": json.dumps(list(fixes.notes)), "manifest": json.dumps(manifest), **fixes.clean})
     checked = {}
 
     def check(tmp):  # on the written map, before it takes its name
         if held is not None:
-            checked.update(_check_attrs(tmp, held))
+            checked.update(_check_attrs(tmp, held, fixes))
             _add_attrs(tmp, checked)
 
     with dask.config.set(scheduler="synchronous"):  # one block at a time, in this process
@@ -718,13 +721,14 @@ def _write(out, partial, tiles, grid: Grid, settings: MapSettings, fixes: Fixes,
     return infos, checked or None
 
 
-def _check_attrs(path, held: Fixes) -> dict:
-    """Returns the map's attributes of its check against the withheld drifters (lagda.mapping.check)."""
+def _check_attrs(path, held: Fixes, mapped: Fixes | None = None) -> dict:
+    """Returns the map's attributes of its check against the withheld drifters (lagda.mapping.check), by distance
+    to the `mapped` fixes when given."""
     from lagda.io.tracks import id_text
     from lagda.mapping.check import check_line, check_map
 
     with open_map(path) as maps:
-        scores = check_map(maps, held)
+        scores = check_map(maps, held, mapped)
     ids = sorted({id_text(held.ids[t]) for t in np.unique(held.traj)})
     return {"check": check_line(scores, len(ids)), "check_withheld_ids": json.dumps(ids),
             **{f"check_{name}": value for name, value in scores.items()}}
@@ -835,7 +839,28 @@ def _fix_counts(fixes: Fixes, grid: Grid, settings: MapSettings, lo: int, hi: in
     return counts
 
 
-def _dataset(grid: Grid, settings: MapSettings, fields: dict, counts, infos, sea: np.ndarray):
+def fix_distance(fixes: Fixes, grid: Grid, settings: MapSettings, lo: int, hi: int) -> np.ndarray:
+    """Returns float32 `(hi - lo, lat, lon)`: the great-circle distance in km from each cell centre to the nearest
+    fix within half a map interval of map times lo..hi-1 (NaN where no fix is that near in time)."""
+    from scipy.spatial import cKDTree
+
+    from lagda.mapping.covariance import unit_vectors
+
+    lon2, lat2 = np.meshgrid(grid.lon, grid.lat)
+    cells = unit_vectors(lon2.ravel(), lat2.ravel())
+    k = np.floor((fixes.time - grid.days[0]) / settings.cadence_s + 0.5).astype(np.int64)
+    out = np.full((hi - lo, *lon2.shape), np.nan, np.float32)
+    points = unit_vectors(fixes.lon, fixes.lat)
+    for d in range(lo, hi):
+        near = k == d
+        if near.any():
+            chord = cKDTree(points[near]).query(cells)[0]
+            out[d - lo] = (2.0 * EARTH_RADIUS_KM * np.arcsin(np.minimum(chord / (2.0 * EARTH_RADIUS_KM), 1.0))
+                           ).reshape(lon2.shape)
+    return out
+
+
+def _dataset(grid: Grid, settings: MapSettings, fields: dict, counts, infos, sea: np.ndarray, distance=None):
     import xarray as xr
 
     from lagda import __version__
@@ -849,10 +874,16 @@ def _dataset(grid: Grid, settings: MapSettings, fields: dict, counts, infos, sea
         data[c] = (("time", "lat", "lon"), fields[c].astype(np.float32),
                    {"standard_name": standard, "long_name": f"{long}, posterior mean", "units": "m s-1"})
         data[f"{c}_std"] = (("time", "lat", "lon"), fields[f"{c}_std"].astype(np.float32),
-                            {"long_name": f"{long}, total predictive standard deviation (the field in the tile basis "
-                                          "and the velocity it leaves out)", "units": "m s-1"})
+                            {"long_name": f"{long}, total predictive standard deviation" + (
+                                " of a drifter's velocity (the mapped field's and the variance uncorrelated at the "
+                                "map's scales)" if settings.method == "objective" else
+                                " (the field in the tile basis and the velocity it leaves out)"), "units": "m s-1"})
     data["n_fixes"] = (("time", "lat", "lon"), counts,
                        {"long_name": "drifter fixes in the cell within half a map interval", "units": "1"})
+    if distance is not None:
+        data["distance_to_fix"] = (("time", "lat", "lon"), distance, {
+            "long_name": "distance to the nearest drifter fix the map used within half a map interval (NaN: none)",
+            "units": "km"})
     data["sea_area_fraction"] = (("lat", "lon"), sea, {
         "standard_name": "sea_area_fraction", "units": "1",
         "long_name": "fraction of the cell that is sea in the GLOBE 1-km land mask (0: land)"})
