@@ -47,10 +47,12 @@ def write_archive(path, lon0, lat0, size=6.0, days=16, n=14, seed=0, spikes=0, e
                 "time": ("obs", np.concatenate(times))}).to_netcdf(path)
 
 
-def settings(lon0, lat0, size=6.0):
+def settings(lon0, lat0, size=6.0, method="basis"):
+    """The tests' map settings; most of this file tests the basis method's tiles (tests/test_objective.py the
+    default's)."""
     return MapSettings((lon0, (lon0 + size + 180.0) % 360.0 - 180.0, lat0, lat0 + size),
                        (parse_time(START), parse_time(START) + 14 * 86400.0), resolution=0.5, tile_deg=3.0,
-                       halo_deg=1.0, window_days=10.0, step_days=5.0, k_max=3.0, degree=1)
+                       halo_deg=1.0, window_days=10.0, step_days=5.0, k_max=3.0, degree=1, method=method)
 
 
 @pytest.fixture(scope="module")
@@ -169,6 +171,7 @@ def test_a_killed_map_resumes_to_the_same_store(uniform, tmp_path):
     cmd = [sys.executable, "-m", "lagda", "map", "--tracks", str(archive), "--region", *map(str, s.region),
            "--period", "2025-01-01", "2025-01-15", "--resolution", "0.5", "--tile-size", "3", "--halo", "1",
            "--window-days", "10", "--window-step", "5", "--k-max", "3", "--degree", "1", "--workers", "1",
+           "--tile-method", "basis",
            "--out", str(out)]
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     tiles = tmp_path / "map.nc.partial" / "tiles"

@@ -1,0 +1,126 @@
+"""The basin-year benchmark at the GDP's density: `lagda map` with every default on N of the archive's drifters,
+scored against the truth by distance to the day's nearest fix the map used, beside a map of zero and binned means.
+
+The archive and truth are the basin-year benchmark's (experiments.basin_year make: 400 GDP-like drifters over a
+QG year, 40 x 40 degrees). Its drifters are drawn (a fixed seed, by id) down to `--drifters` (the GDP keeps about
+one drifter per 5 x 5 degrees: about 60 over this region), written as a ragged file, mapped, and every daily cell
+is scored in the bands of its `distance_to_fix` (within 30 km, 30-100 km, 100-300 km, beyond 300 km; no fix that
+day counts as beyond 300 km): relative error against the truth (0 perfect, 1 a map of zero) and the coverage of
+its 95% bands; beside it, on the same cells, the daily binned mean at the map's resolution on the cells that hold
+a fix, and the 1-degree binned mean over +-5 days (zero where a bin is empty).
+
+    python -m experiments.basin_year make            # once (about 3 min)
+    python -m experiments.sparse_basin --drifters 40 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import pathlib
+import subprocess
+import sys
+import time
+
+import numpy as np
+import xarray as xr
+
+from experiments.basin_methods import binned_means, crop_to_truth, fd_velocities
+from experiments.basin_run import subset_archive
+from experiments.basin_year import full, make
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CSV = ROOT / "results" / "sparse_basin.csv"
+BANDS_KM = (30.0, 100.0, 300.0)
+BAND_NAMES = ("within 30 km", "30-100 km", "100-300 km", "beyond 300 km")
+
+
+def sparse_archive(archive: pathlib.Path, n: int, work: pathlib.Path) -> pathlib.Path:
+    """Returns a ragged file of `n` of the archive's drifters (drawn with seed 0 among their ids), made once."""
+    out = work / f"archive_{n}.nc"
+    if out.exists():
+        return out
+    with xr.open_dataset(archive) as ds:
+        ds = ds.load()
+        ids = np.unique(ds["id"].values)
+        chosen = np.random.default_rng(0).choice(ids, size=min(n, len(ids)), replace=False)
+        per_obs = np.repeat(ds["id"].values, ds["rowsize"].values)
+        part = out.with_suffix(".nc.part")
+        subset_archive(ds, np.isin(per_obs, chosen)).to_netcdf(part)
+    part.rename(out)
+    return out
+
+
+def relative(est_u, est_v, tu, tv) -> float:
+    """Returns sqrt(sum |est - truth|^2 / sum |truth|^2) over the given values `(n,)` each."""
+    return float(np.sqrt(np.sum((est_u - tu) ** 2 + (est_v - tv) ** 2) / np.sum(tu**2 + tv**2)))
+
+
+def score(store: pathlib.Path, truth_path: pathlib.Path, sparse: pathlib.Path, bench) -> list[dict]:
+    """Returns one row per distance band: the map's error and coverage, and the baselines' errors on its cells."""
+    with xr.open_zarr(store) as maps, xr.open_dataset(truth_path) as truth, xr.open_dataset(sparse) as arch:
+        maps, _ = crop_to_truth(maps.load(), truth)
+        tr = truth.sel(time=maps.time, lat=maps.lat, lon=maps.lon, method="nearest")
+        fixes, _ = fd_velocities(arch)
+        times = maps.time.values
+        daily = binned_means(fixes, maps.lon.values, maps.lat.values, times, bench.resolution, 1.0)
+        coarse = binned_means(fixes, maps.lon.values, maps.lat.values, times, 1.0, 11.0)
+        u, v = maps.u.values, maps.v.values
+        su, sv = maps.u_std.values, maps.v_std.values
+        tu, tv = tr.u.values, tr.v.values
+        distance = np.nan_to_num(maps.distance_to_fix.values, nan=np.inf)
+        valid = np.isfinite(u) & np.isfinite(tu)
+        band = np.searchsorted(BANDS_KM, distance)
+        rows = []
+        for b, name in enumerate(BAND_NAMES):
+            m = valid & (band == b)
+            if not m.any():
+                continue
+            cover = np.r_[np.abs(u - tu)[m] <= 1.96 * su[m], np.abs(v - tv)[m] <= 1.96 * sv[m]]
+            cu, cv = np.nan_to_num(coarse.u.values[m]), np.nan_to_num(coarse.v.values[m])
+            du, dv = daily.u.values[m], daily.v.values[m]
+            has = np.isfinite(du)
+            rows.append({"band": name, "cells": int(m.sum()), "share": float(m.mean() / valid.mean()),
+                         "map": relative(u[m], v[m], tu[m], tv[m]), "coverage_95": float(cover.mean()),
+                         "binned_1deg_11d": relative(cu, cv, tu[m], tv[m]),
+                         "daily_binned_own_cells": relative(du[has], dv[has], tu[m][has], tv[m][has])
+                         if has.any() else float("nan"),
+                         "map_on_those_cells": relative(u[m][has], v[m][has], tu[m][has], tv[m][has])
+                         if has.any() else float("nan"), "zero": 1.0})
+    return rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--drifters", type=int, nargs="+", default=[40, 60])
+    parser.add_argument("--work", type=pathlib.Path, default=ROOT / "runs" / "basin_year")
+    parser.add_argument("--csv", type=pathlib.Path, default=CSV)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args(argv)
+    bench = full()
+    archive, truth = make(bench, args.work)
+    rows = []
+    for n in args.drifters:
+        sparse = sparse_archive(archive, n, args.work)
+        store = args.work / f"map_sparse_{n}.zarr"
+        if not store.exists():
+            began = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "lagda", "map", "--tracks", str(sparse), "--region",
+                            *map(str, bench.region), "--period", *bench.period, "--no-land-mask", "--no-progress",
+                            "--workers", str(args.workers), "--out", str(store)], check=True)
+            print(f"{n} drifters: lagda map {time.perf_counter() - began:.0f} s", flush=True)
+        for row in score(store, truth, sparse, bench):
+            rows.append({"drifters": n, **row})
+            print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in rows[-1].items()),
+                  flush=True)
+    args.csv.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.csv, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {args.csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

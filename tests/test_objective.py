@@ -1,0 +1,167 @@
+"""The objective map (lagda.mapping.objective) and its prior covariance (lagda.mapping.covariance), tested against
+mathematics: the exact posterior of a linear-Gaussian model, a non-divergent mean, the prior far from the data,
+no seam across tile edges on a field with structure, and the covariance's scales recovered from pairs drawn from
+a known one; and `--withhold` leaving out a drifter that continues under another id."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from lagda.mapping import covariance as cov_module
+from lagda.mapping.archive import Fixes
+from lagda.mapping.check import drifter_groups, withheld
+from lagda.mapping.covariance import Covariance
+from lagda.mapping.invert import Grid, tile_fixes
+from lagda.mapping.objective import _block_posterior, covariance_blocks, map_tile
+from lagda.mapping.tiles import DAY_S, tile_layout
+
+COV = Covariance(ell_km=40.0, tau_days=3.0, phi=0.5, variance=0.01, tau_long_days=20.0, phi_long=0.3)
+
+
+def _drifter(traj, lon0, lat0, u, v, days=10.0, step_h=6.0, t0=0.0):
+    """Returns (traj, time, lon, lat) of a drifter moving at (u, v) m/s from (lon0, lat0) for `days`."""
+    t = t0 + np.arange(0.0, days * DAY_S + 1, step_h * 3600.0)
+    lat = lat0 + np.rad2deg(v * (t - t0) / 6371008.8)
+    lon = lon0 + np.rad2deg(u * (t - t0) / (6371008.8 * np.cos(np.deg2rad(lat0))))
+    return np.full(len(t), traj), t, lon, lat
+
+
+def _fixes(*drifters) -> Fixes:
+    traj, time, lon, lat = (np.concatenate(parts) for parts in zip(*drifters))
+    return Fixes(traj.astype(np.int64), time, lon, lat, np.array([f"d{i}" for i in range(traj.max() + 1)]))
+
+
+def test_block_posterior_is_the_exact_gaussian_posterior():
+    """At the data points themselves the block posterior equals the closed-form Gaussian conditional built from the
+    same covariance matrix (mean K*ᵀ (K + N)^-1 y, variance diag(K** - K*ᵀ (K + N)^-1 K*))."""
+    rng = np.random.default_rng(0)
+    points = np.column_stack([rng.uniform(-60, 60, (12, 2)), rng.uniform(0, 5, 12)])
+    sigma = np.full(12, 0.1)
+    anomaly = rng.normal(0, 0.1, (12, 2))
+    cx, cy = np.array([[0.0, 10.0]]), np.array([[5.0, -5.0]])
+    days = np.array([1.0, 2.5])
+    mean, var = _block_posterior(points, anomaly, sigma, cx, cy, days, np.full((2, 1, 2), 0.1), COV)
+    k = covariance_blocks(points, points, sigma, sigma, COV) + np.diag(np.full(24, (1 - COV.correlated) * 0.01))
+    for d, day in enumerate(days):
+        cells = np.column_stack([cx.ravel(), cy.ravel(), np.full(2, day)])
+        cross = covariance_blocks(cells, points, np.full(2, 0.1), sigma, COV)
+        expect = cross @ np.linalg.solve(k, np.r_[anomaly[:, 0], anomaly[:, 1]])
+        np.testing.assert_allclose(mean[d, 0, :, 0], expect[:2], atol=1e-12)
+        np.testing.assert_allclose(mean[d, 0, :, 1], expect[2:], atol=1e-12)
+        prior = covariance_blocks(cells, cells, np.full(2, 0.1), np.full(2, 0.1), COV)
+        post = np.diag(prior - cross @ np.linalg.solve(k, cross.T))
+        np.testing.assert_allclose(var[d, 0, :, 0], post[:2], atol=1e-12)  # every day computed at STD_EVERY 2
+        np.testing.assert_allclose(var[d, 0, :, 1], post[2:], atol=1e-12)
+
+
+def test_posterior_mean_is_non_divergent():
+    """Every column of the kernel is a non-divergent field, so the posterior mean is: its divergence (centred
+    differences on a fine grid) is tiny against its vorticity."""
+    rng = np.random.default_rng(1)
+    points = np.column_stack([rng.uniform(-30, 30, (6, 2)), np.zeros(6)])
+    h = 0.5
+    x = np.arange(-60.0, 60.0 + h, h)
+    cx, cy = np.meshgrid(x, x)
+    mean, _ = _block_posterior(points, rng.normal(0, 0.1, (6, 2)), np.full(6, 0.1), cx, cy, np.zeros(1),
+                               np.full((1, *cx.shape), 0.1), COV)
+    u, v = mean[0, ..., 0], mean[0, ..., 1]
+    divergence = np.gradient(u, h, axis=1) + np.gradient(v, h, axis=0)
+    vorticity = np.gradient(v, h, axis=1) - np.gradient(u, h, axis=0)
+    inner = (slice(1, -1), slice(1, -1))  # centred differences (second order) away from the grid's edge
+    assert np.abs(divergence[inner]).max() < 1e-3 * np.abs(vorticity[inner]).max()
+
+
+def test_far_from_two_drifters_the_map_is_the_prior():
+    """Two drifters in one corner of a tile: a few length scales away the mean is the prior mean (zero) and the
+    std the prior std sqrt(variance); at the drifters the mean follows them and the std is smaller."""
+    fixes = _fixes(_drifter(0, -39.0, 31.0, 0.3, 0.0), _drifter(1, -39.0, 31.2, 0.25, 0.05))
+    tile = tile_layout((-40.0, -34.0, 30.0, 36.0), (0.0, 10 * DAY_S), 6.0, 1.0, 30.0, 15.0)[0]
+    grid = Grid(np.arange(-40.875, -33.0, 0.25), np.arange(29.125, 37.0, 0.25), np.arange(0.0, 10.5 * DAY_S, DAY_S))
+    piece = map_tile(tile_fixes(fixes, tile), tile, grid, COV)
+    days, rows, cols = grid.window(tile)
+    lon, lat = np.meshgrid(grid.lon[cols], grid.lat[rows])
+    far = (lon > -37.0) & (lat > 33.5)  # over 250 km (6 L) from both tracks
+    assert far.any()
+    assert np.abs(piece["u"][:, far]).max() < 1e-6 and np.abs(piece["v"][:, far]).max() < 1e-6
+    np.testing.assert_allclose(piece["u_std"][:, far], np.sqrt(COV.variance), rtol=1e-5)
+    near = (np.abs(lat - 31.125) < 0.01) & (np.abs(lon + 38.125) < 0.01)  # on the first drifter's track, day 2-3
+    assert 0.1 < piece["u"][2][near][0] < 0.35
+    assert piece["u_std"][2][near][0] < 0.9 * np.sqrt(COV.variance)
+
+
+def test_no_seam_across_tile_edges_on_a_field_with_structure():
+    """Drifters in a field of eddies mapped by neighbouring tiles and blended: across every tile edge inside the
+    region the map changes no more than its typical cell-to-cell change (each tile conditions on its box, and
+    the covariance is the archive's, the same in every tile)."""
+    from lagda.mapping.run import _blend_block, _save_piece
+
+    rng = np.random.default_rng(3)
+    drifters = []
+    for i in range(40):  # velocities of a steady eddy field: u = -dpsi/dy, v = dpsi/dx at each fix
+        lon0, lat0 = rng.uniform(-40.0, -30.0), rng.uniform(30.0, 36.0)
+        t = np.arange(0.0, 10 * DAY_S + 1, 6 * 3600.0)
+        lon, lat = [lon0], [lat0]
+        for _ in t[1:]:
+            k = 2 * np.pi / 2.0  # eddies of 2 degrees' wavelength, 0.2 m/s
+            u = -0.2 * np.sin(k * lon[-1]) * np.sin(k * lat[-1])
+            v = -0.2 * np.cos(k * lon[-1]) * np.cos(k * lat[-1])
+            lat.append(lat[-1] + np.rad2deg(v * 21600.0 / 6371008.8))
+            lon.append(lon[-1] + np.rad2deg(u * 21600.0 / (6371008.8 * np.cos(np.deg2rad(lat[-1])))))
+        drifters.append((np.full(len(t), i), t, np.array(lon), np.array(lat)))
+    fixes = _fixes(*drifters)
+    cov = dataclasses.replace(COV, ell_km=60.0)
+    region, period = (-40.0, -30.0, 30.0, 36.0), (0.0, 10 * DAY_S)
+    tiles = tile_layout(region, period, 3.0, 1.5, 30.0, 15.0)
+    grid = Grid(np.arange(-39.875, -30.0, 0.25), np.arange(30.125, 36.0, 0.25), np.arange(0.0, 10.5 * DAY_S, DAY_S))
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as partial:
+        import os
+
+        os.makedirs(os.path.join(partial, "tiles"))
+        for tile in tiles:
+            _save_piece(partial, map_tile(tile_fixes(fixes, tile), tile, grid, cov))
+        u = _blend_block(partial, tiles, grid, 0, len(grid.days))[0]
+    assert np.isfinite(u).all()
+    step = np.abs(np.diff(u, axis=2))  # east-west cell-to-cell change
+    edges = sorted({t.core[1] for t in tiles if t.core[1] < region[1] - 1e-9})
+    assert edges
+    for edge in edges:
+        i = int(np.argmin(np.abs(grid.lon[:-1] + 0.125 - edge)))  # the pair of cells either side of the edge
+        across = step[:, :, i]
+        assert np.percentile(across, 99) <= max(2.0 * np.percentile(step, 99), 1e-9), edge
+
+
+def test_covariance_scales_recovered_from_pairs():
+    """Velocities drawn from the model's own covariance (a non-divergent field of known L, T, phi) give back those
+    scales within the binned estimate's precision."""
+    rng = np.random.default_rng(4)
+    n = 1500
+    points = np.column_stack([rng.uniform(-300, 300, (n, 2)), rng.uniform(0, 40, n)])
+    truth = Covariance(ell_km=50.0, tau_days=4.0, phi=0.6, variance=1.0, phi_long=0.0)
+    k = covariance_blocks(points, points, np.ones(n), np.ones(n), truth) + np.eye(2 * n) * 0.4
+    draw = np.linalg.cholesky(k) @ rng.normal(size=2 * n)
+    lat = 30.0 + points[:, 1] / 111.2
+    lon = -40.0 + points[:, 0] / (111.2 * np.cos(np.deg2rad(lat)))
+    found = cov_module.estimate(lon, lat, points[:, 2] * DAY_S, np.column_stack([draw[:n], draw[n:]]), np.arange(n))
+    assert found.ell_km == pytest.approx(50.0, rel=0.2)
+    assert found.correlated == pytest.approx(0.6, abs=0.12)
+    assert found.variance == pytest.approx(1.0, rel=0.15)
+
+
+def test_withhold_keeps_a_drifter_that_continues_under_another_id_together():
+    """A drifter whose track goes on under a second id a day later, beside it: a third far away. Withholding the
+    first withholds its continuation too (one group), and the other drifter is never split."""
+    a = _drifter(0, -39.0, 31.0, 0.2, 0.0, days=5.0)
+    b = _drifter(1, a[2][-1] + 0.02, 31.0, 0.2, 0.0, days=5.0, t0=a[1][-1] + DAY_S)
+    c = _drifter(2, -30.0, 35.0, 0.1, 0.0, days=10.0)
+    fixes = _fixes(a, b, c)
+    groups = drifter_groups(fixes)
+    assert groups[0] == groups[1] != groups[2]
+    for fraction in (0.3, 0.5):
+        held = withheld(fixes, fraction)
+        assert held[fixes.traj == 0].all() == held[fixes.traj == 1].all()
+        assert held[fixes.traj == 0].any() == held[fixes.traj == 1].any()
