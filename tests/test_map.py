@@ -725,6 +725,7 @@ def test_a_tile_that_cannot_be_inverted_is_said_with_why(small_map, tmp_path):
     """Drifters that never move (no velocity variance to choose a prior from): the tile is left NaN and the note
     says why, not that it lacked drifters."""
     _, s, scheduler, _ = small_map
+    s = dataclasses.replace(s, method="basis")  # what the tile basis does
     hours = np.datetime64("2025-01-01T00", "ns") + np.arange(3 * 24) * np.timedelta64(1, "h")
     rows = [f"{k},{str(h)[:19]}Z,{-39.0 + 0.5 * k},{31.0 + 0.4 * k}" for k in range(4) for h in hours]
     (tmp_path / "still.csv").write_text("id,time,lon,lat\n" + "\n".join(rows) + "\n")
@@ -767,6 +768,7 @@ def test_a_lone_drifter_fills_the_cells_no_other_tile_reaches_and_leaves_the_oth
     weight: the cluster's map is bit-identical with and without the lone drifter, and the lone drifter's cells hold
     the current within their bands."""
     _, s, scheduler, _ = small_map
+    s = dataclasses.replace(s, method="basis")  # what the tile basis does
     s = dataclasses.replace(s, region=(-41.0, -29.0, 30.0, 33.0))
     cluster = [(-40.2, 31.2), (-39.9, 31.9), (-39.5, 31.5), (-39.8, 32.3)]
     _uniform_csv(tmp_path / "cluster.csv", cluster)
@@ -1144,6 +1146,7 @@ def test_inertial_oscillations_stay_out_of_the_daily_map(small_map, tmp_path):
         parse = lambda *extra: build_parser().parse_args([command, "--tracks", "t.nc", "--out", "o.nc", *extra])
         assert parse().low_pass and not parse("--no-low-pass").low_pass
     _, s, scheduler, _ = small_map
+    s = dataclasses.replace(s, method="basis")  # what the tile basis does
     write_archive(tmp_path / "loops.nc", -40.0, 30.0, size=3.0, days=8, inertial=0.15)
     errors = {}
     for low_pass in (True, False):
@@ -1165,6 +1168,7 @@ def test_the_bands_beside_a_jet_its_drifters_gathered_in_hold_the_ocean_at_rest(
     and so it does in a tile whose local GP was rejected (its std was the error model's alone): the bands hold the
     resting ocean there, where they held it on 0.3% of those cells."""
     _, s, scheduler, _ = small_map
+    s = dataclasses.replace(s, method="basis")  # what the tile basis does
     s = dataclasses.replace(s, region=(-40.0, -34.0, 30.0, 34.0), period=(s.period[0], s.period[0] + 5 * 86400.0))
     jet_lat, peak, width_m = 32.0, 1.2, 25e3
     hours = np.arange(5 * 24)
