@@ -3,7 +3,8 @@
 Rules, in this order, on each trajectory of a `RawTracks` (lagda.io.tracks):
 
 1. fixes without a finite time are dropped, and on the sphere those at no place on it (a latitude beyond 90
-   degrees or a longitude outside -180..360: a fill value such as -999 or 9999);
+   degrees or a longitude outside -360..720: a fill value such as -999 or 9999; a track that runs past 360 or
+   below -180 as it crosses its file's seam is kept);
 2. fixes with the GDP `drogue_status` 0 (undrogued: the drifter no longer follows the mixed layer) are
    dropped, unless `keep_undrogued`;
 3. exact duplicates (same time and position) are dropped, keeping one;
@@ -95,7 +96,7 @@ class CleanReport:
             lines.append(f"clean: {self.missing_times_dropped} fixes without a time dropped")
         if self.impossible_positions_dropped:
             lines.append(f"clean: {self.impossible_positions_dropped} fixes at no place on the sphere dropped "
-                         "(latitude beyond 90 degrees or longitude outside -180..360: fill values)")
+                         "(latitude beyond 90 degrees or longitude outside -360..720: fill values)")
         if self.undrogued_dropped:
             lines.append(f"clean: {self.undrogued_dropped} undrogued fixes dropped (drogue_status 0; "
                          "--keep-undrogued keeps them)")
@@ -211,7 +212,7 @@ def clean_fixes(raw: RawTracks, *, keep_undrogued: bool = False) -> tuple[RawTra
         padding = len(t) - (int(timed[-1]) + 1 if len(timed) else 0)  # a padded array's slots past the last fix
         counts["missing_times_dropped"] += int(np.sum(~ok)) - padding
         if raw.coordinates == "lonlat":
-            nowhere = ok & ((np.abs(p[:, 1]) > 90.0) | (p[:, 0] < -180.0) | (p[:, 0] > 360.0))
+            nowhere = ok & ((np.abs(p[:, 1]) > 90.0) | (p[:, 0] < -360.0) | (p[:, 0] > 720.0))
             counts["impossible_positions_dropped"] += int(np.sum(nowhere))
             ok &= ~nowhere
         if "drogue_status" in v:
