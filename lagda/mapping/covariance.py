@@ -1,7 +1,11 @@
 """How drifter velocities are correlated, estimated from the archive itself: the map's prior covariance.
 
-The velocity's departure a from the prior mean (zero, or a background product) is modelled as a Gaussian process
-with a variance that varies by region and season and a correlation that is the same everywhere,
+The prior mean is zero, or a background product, plus the regional and seasonal mean of the drifters' departures
+from it: their kernel average over PRIOR_RADIUS_KM and PRIOR_DAYS, each drifter counted once per PRIOR_DAYS
+however often it is sampled, drawn towards zero by PRIOR_DRIFTERS drifters' worth (`regional_field`): one
+drifter's own eddy is not a region's mean current, the scales of a mean current and a gyre, which the mesoscale covariance below cannot hold
+(its correlation would stretch over the basin). The velocity's departure a from that prior mean is modelled as a
+Gaussian process with a variance that varies by region and season and a correlation that is the same everywhere,
 
     cov(a(p), a(q)) = sigma(p) sigma(q) [rho(r) (phi exp(-dt^2 / (2 T^2)) + phi_long exp(-dt^2 / (2 T_long^2)))
                                          + (1 - phi - phi_long) [p = q]],
@@ -14,9 +18,9 @@ velocities: the mean of a(p).a(q) over the mean of |a|^2 in bins of separation a
 drifter's pairs land at larger separations), fitted by weighted least squares (`estimate`); 1 - phi - phi_long
 is what is uncorrelated even between velocities at one place and time (position noise, motion on scales under a
 chunk).
-sigma^2 is the local mean square departure, a kernel average over PRIOR_RADIUS_KM and PRIOR_DAYS drawn towards
-the whole archive's by PRIOR_WEIGHT velocities' worth (`VarianceField`): where no drifter has been, the prior std
-is the archive's, and a note says how much of the region that is.
+sigma^2 is the local mean square departure, the same kernel average drawn towards the whole archive's
+(`regional_field`): where no drifter has been, the prior mean is zero (or the background) and the prior std the
+archive's, and a note says how much of the region that is.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ MAX_PHI = 0.95  # at least this much of the variance is uncorrelated (position n
 SCALE_BOUNDS = ((5.0, 1000.0), (0.25, 60.0))  # L km, T days
 PRIOR_RADIUS_KM = 500.0  # the regional variance: a Gaussian kernel average over this distance ...
 PRIOR_DAYS = 45.0  # ... and this time ...
-PRIOR_WEIGHT = 20.0  # ... with the archive's mean square counted as this many velocities at every place
+PRIOR_DRIFTERS = 4.0  # ... with the prior counted as this many drifters (over PRIOR_DAYS) at every place
 FIELD_STEP_DEG = 1.0  # the variance field's lattice
 FIELD_STEP_DAYS = 10.0
 BIN_DEG, BIN_DAYS = 0.25, 2.0  # the velocities' squares summed in bins this small before the kernel average
@@ -53,7 +57,10 @@ class Covariance:
         phi: the fraction of the variance at a point correlated over T.
         variance: the archive's mean square departure per component, (m/s)^2.
         pairs: the velocity pairs binned; velocities: the velocities they come from.
-        field: the regional and seasonal variance (`VarianceField`), or None (the archive's `variance` everywhere).
+        field: the regional and seasonal variance (`RegionalField` of one value), or None (the archive's
+            `variance` everywhere).
+        mean: the regional and seasonal mean departure (`RegionalField` of u, v m/s) added to the prior mean, or
+            None (none).
         tau_long_days, phi_long: the long time scale T_long and the fraction correlated over it.
     """
 
@@ -63,9 +70,16 @@ class Covariance:
     variance: float
     pairs: int = 0
     velocities: int = 0
-    field: "VarianceField | None" = None
+    field: "RegionalField | None" = None
     tau_long_days: float = 1.0
     phi_long: float = 0.0
+    ell_long_km: float | None = None
+    mean: "RegionalField | None" = None
+
+    @property
+    def long_ell_km(self) -> float:
+        """Returns the long-lived part's length scale (the short part's, `ell_km`, unless given)."""
+        return self.ell_km if self.ell_long_km is None else self.ell_long_km
 
     @property
     def correlated(self) -> float:
@@ -83,7 +97,13 @@ class Covariance:
         """Returns sigma^2 `(n,)` (m/s)^2 per component at points lon, lat (degrees), seconds `(n,)`."""
         if self.field is None:
             return np.full(np.shape(lon), self.variance)
-        return self.field.at(lon, lat, seconds)
+        return self.field.at(lon, lat, seconds)[..., 0]
+
+    def mean_at(self, lon, lat, seconds) -> np.ndarray:
+        """Returns the regional mean departure (u, v) `(..., 2)` m/s at points `(...)` (zero without one)."""
+        if self.mean is None:
+            return np.zeros((*np.shape(lon), 2))
+        return self.mean.at(lon, lat, seconds)
 
     def note(self) -> str:
         """Returns the one line a map says of its prior covariance."""
@@ -94,14 +114,15 @@ class Covariance:
                 "and motion under the map's scales); "
                 f"prior std {np.sqrt(self.variance):.3f} m/s over the archive"
                 + (f", {self.field.span_text()} by region and season" if self.field is not None else "")
-                + ": far from every drifter the map is the prior mean with that std")
+                + (f"; a regional mean current of up to {np.abs(self.mean.values).max():.3f} m/s" if self.mean
+                   is not None else "") + ": far from every drifter the map is the prior mean with that std")
 
 
 @dataclasses.dataclass(frozen=True)
-class VarianceField:
-    """sigma^2 on a lattice of (time, lat, lon): `values` `(time, lat, lon)` (m/s)^2 at `days` `(time,)`
-    seconds, `lat` `(lat,)`, `lon` `(lon,)` degrees (lon increasing, in one convention); `informed` the fraction
-    of the lattice within PRIOR_RADIUS_KM and PRIOR_DAYS of a velocity."""
+class RegionalField:
+    """A regional and seasonal average on a lattice of (time, lat, lon) (`regional_field`): `values` `(time, lat,
+    lon, c)` at `days` `(time,)` seconds, `lat` `(lat,)`, `lon` `(lon,)` degrees (lon increasing, in one
+    convention); `informed` the fraction of the lattice within PRIOR_RADIUS_KM and PRIOR_DAYS of a velocity."""
 
     days: np.ndarray
     lat: np.ndarray
@@ -110,7 +131,7 @@ class VarianceField:
     informed: float
 
     def at(self, lon, lat, seconds) -> np.ndarray:
-        """Returns sigma^2 `(n,)` at points `(n,)` (trilinear, clamped to the lattice's edges)."""
+        """Returns the values `(n, c)` at points `(n,)` (trilinear, clamped to the lattice's edges)."""
         from scipy.interpolate import RegularGridInterpolator
 
         lon = np.asarray(lon, np.float64)
@@ -124,10 +145,11 @@ class VarianceField:
             axes.append(axis)
         points = np.stack([np.clip(p, a[0], a[-1]) for p, a in zip(
             (np.asarray(seconds, np.float64), np.asarray(lat, np.float64), lon), axes)], axis=-1)
-        return RegularGridInterpolator(axes, values)(points.reshape(-1, 3)).reshape(np.shape(lon))
+        return RegularGridInterpolator(axes, values)(points.reshape(-1, 3)).reshape(*np.shape(lon), -1)
 
     def span_text(self) -> str:
-        """Returns how far the regional std ranges, and how much of the lattice the drifters inform."""
+        """Returns how far the regional std ranges (of a field of variances), and how much of the lattice the
+        drifters inform."""
         std = np.sqrt(self.values)
         return (f"{std.min():.3f}-{std.max():.3f} m/s ({self.informed:.0%} of the region and period within "
                 f"{PRIOR_RADIUS_KM:g} km and {PRIOR_DAYS:g} days of a drifter; elsewhere the archive's)")
@@ -174,15 +196,16 @@ def binned_moments(xyz, days, anomaly, track) -> tuple[np.ndarray, np.ndarray, f
 
 
 def correlation(r_km, lag_days, ell_km: float, tau_days: float, phi: float, tau_long_days: float = 1.0,
-                phi_long: float = 0.0):
+                phi_long: float = 0.0, ell_long_km: float | None = None):
     """Returns the model's correlation of velocity departures (the mean of u u' and v v' over the variance) at
     separations `r_km` and lags `lag_days` (arrays that broadcast): (1 - r^2/(2 L^2)) exp(-r^2/(2 L^2)) times
     `Covariance.in_time`, that of a non-divergent velocity whose streamfunction has a Gaussian covariance
     (lagda.mapping.objective), negative beyond sqrt(2) L: across an eddy."""
-    q = np.asarray(r_km, np.float64) ** 2 / (2.0 * ell_km**2)
+    r2 = np.asarray(r_km, np.float64) ** 2
+    q, q_long = r2 / (2.0 * ell_km**2), r2 / (2.0 * (ell_long_km or ell_km) ** 2)
     dt2 = np.asarray(lag_days, np.float64) ** 2
-    return (1.0 - q) * np.exp(-q) * (phi * np.exp(-0.5 * dt2 / tau_days**2)
-                                     + phi_long * np.exp(-0.5 * dt2 / tau_long_days**2))
+    return ((1.0 - q) * np.exp(-q) * phi * np.exp(-0.5 * dt2 / tau_days**2)
+            + (1.0 - q_long) * np.exp(-q_long) * phi_long * np.exp(-0.5 * dt2 / tau_long_days**2))
 
 
 def fit_scales(moments, counts) -> tuple[float, float, float, float, float]:
@@ -231,14 +254,17 @@ def fit_scales(moments, counts) -> tuple[float, float, float, float, float]:
     return float(ell), float(tau), float(max(phi, 0.05 - phi_long, 0.0)), float(tau_long), float(phi_long)
 
 
-def variance_field(lon, lat, seconds, square, region, period, total: float) -> VarianceField:
-    """Returns the regional and seasonal variance (module docstring) on a lattice of FIELD_STEP_DEG and
+def regional_field(lon, lat, seconds, values, region, period, prior, weights=None) -> RegionalField:
+    """Returns the kernel average of `values` `(n, c)` at lon, lat, seconds `(n,)` over PRIOR_RADIUS_KM and
+    PRIOR_DAYS, each weighted by `weights` `(n,)` (a drifter's share: its velocities' spacing over PRIOR_DAYS), with
+    `prior` `(c,)` counted as PRIOR_DRIFTERS at every place, on a lattice of FIELD_STEP_DEG and
     FIELD_STEP_DAYS over `region` (west, east, south, north degrees, east may pass 180) and `period` (start, end
-    seconds), from the mean square departures `square` `(n,)` (m/s)^2 per component at lon, lat, seconds `(n,)`,
-    drawn towards the archive's `total` (m/s)^2."""
+    seconds): far from every value, `prior`."""
     from scipy.spatial import cKDTree
 
     lon, lat = np.asarray(lon, np.float64), np.asarray(lat, np.float64)
+    weights = np.ones(len(lon)) if weights is None else np.asarray(weights, np.float64)
+    values = np.asarray(values, np.float64).reshape(len(lon), -1) * weights[:, None]
     west, east, south, north = region
     east = east if east > west else east + 360.0
     grid_lon = np.linspace(west, east, max(2, int(np.ceil((east - west) / FIELD_STEP_DEG)) + 1))
@@ -247,31 +273,52 @@ def variance_field(lon, lat, seconds, square, region, period, total: float) -> V
                                                                        / FIELD_STEP_DAYS)) + 1))
     lon2, lat2 = np.meshgrid(grid_lon, grid_lat)
     cells = unit_vectors(lon2.ravel(), lat2.ravel())
-    # the velocities gathered first in bins far finer than the kernel (their sums at their mean places and times)
+    # the values gathered first in bins far finer than the kernel (their sums at their mean places and times)
     seconds = np.asarray(seconds, np.float64)
     key = np.stack([np.floor(lon / BIN_DEG), np.floor(lat / BIN_DEG), np.floor(seconds / (BIN_DAYS * DAY_S))], -1)
     _, which, counts = np.unique(key, axis=0, return_inverse=True, return_counts=True)
     which = which.ravel()
     mean = lambda x: np.bincount(which, x) / counts
     xyz = np.stack([mean(c) for c in unit_vectors(lon, lat).T], axis=-1)
-    bin_seconds, bin_square = mean(seconds), np.bincount(which, square)
+    bin_seconds = mean(seconds)
+    bin_sums = np.stack([np.bincount(which, v) for v in values.T], axis=-1)
+    counts = np.bincount(which, weights)  # the bins' weights: drifters' worth
+    prior = np.asarray(prior, np.float64)
     tree = cKDTree(xyz)
-    values = np.empty((len(grid_days), len(cells)))
+    out = np.empty((len(grid_days), len(cells), values.shape[1]))
     weight_sum = np.zeros((len(grid_days), len(cells)))
     for c, idx in enumerate(tree.query_ball_point(cells, 3.0 * PRIOR_RADIUS_KM)):
         idx = np.asarray(idx, np.int64)
         space = np.exp(-0.5 * np.sum((xyz[idx] - cells[c]) ** 2, axis=1) / PRIOR_RADIUS_KM**2)
         w = np.exp(-0.5 * (np.subtract.outer(grid_days, bin_seconds[idx]) / (PRIOR_DAYS * DAY_S)) ** 2) * space
         weight_sum[:, c] = w @ counts[idx]
-        values[:, c] = (w @ bin_square[idx] + PRIOR_WEIGHT * total) / (weight_sum[:, c] + PRIOR_WEIGHT)
-    informed = float(np.mean(weight_sum >= 1.0))
-    return VarianceField(grid_days, grid_lat, grid_lon, values.reshape(len(grid_days), *lon2.shape), informed)
+        out[:, c] = (w @ bin_sums[idx] + PRIOR_DRIFTERS * prior) / (weight_sum[:, c] + PRIOR_DRIFTERS)[:, None]
+    return RegionalField(grid_days, grid_lat, grid_lon, out.reshape(len(grid_days), *lon2.shape, -1),
+                         float(np.mean(weight_sum >= 1.0)))
 
 
-def estimate(lon, lat, seconds, anomaly, track, region=None, period=None) -> Covariance:
+def drifter_shares(seconds, track) -> np.ndarray:
+    """Returns `(n,)`: each velocity's share of its drifter over PRIOR_DAYS, the median time between that drifter's
+    velocities over PRIOR_DAYS (a drifter sampled twice a day counts as much as one sampled hourly).
+
+    Example:
+        >>> drifter_shares(np.arange(4) * 43200.0, np.zeros(4, int)) * PRIOR_DAYS  # twice a day: half a day each
+        array([0.5, 0.5, 0.5, 0.5])
+    """
+    seconds, track = np.asarray(seconds, np.float64), np.asarray(track)
+    out = np.full(len(seconds), 1.0)
+    for t in np.unique(track):
+        mine = track == t
+        step = np.median(np.diff(np.sort(seconds[mine]))) if mine.sum() > 1 else DAY_S
+        out[mine] = step / (PRIOR_DAYS * DAY_S)
+    return out
+
+
+def estimate(lon, lat, seconds, anomaly, track, region=None, period=None, regional_mean: bool = True) -> Covariance:
     """Returns the prior covariance of velocities `anomaly` `(n, 2)` m/s (departures from the prior mean) at lon,
     lat (degrees), seconds `(n,)` of drifters `track` `(n,)`: scales by `fit_scales` on `binned_moments` of at
-    most MAX_POINTS of them (a fixed-seed draw), and with `region` and `period` the `variance_field` over them.
+    most MAX_POINTS of them (a fixed-seed draw); with `region` and `period`, the `regional_field`s over them of
+    the mean (unless not `regional_mean`; its departures then binned) and of the variance.
 
     Raises:
         ValueError: no velocity.
@@ -279,6 +326,12 @@ def estimate(lon, lat, seconds, anomaly, track, region=None, period=None) -> Cov
     anomaly = np.asarray(anomaly, np.float64)
     if not len(anomaly):
         raise ValueError("no drifter velocity to estimate the prior covariance from")
+    mean = weights = None
+    if region is not None and period is not None:
+        weights = drifter_shares(seconds, track)
+    if weights is not None and regional_mean:
+        mean = regional_field(lon, lat, seconds, anomaly, region, period, [0.0, 0.0], weights)
+        anomaly = anomaly - mean.at(lon, lat, seconds)
     pick = np.arange(len(anomaly))
     if len(pick) > MAX_POINTS:
         pick = np.sort(np.random.default_rng(0).choice(len(pick), MAX_POINTS, replace=False))
@@ -289,6 +342,6 @@ def estimate(lon, lat, seconds, anomaly, track, region=None, period=None) -> Cov
     total = float(np.mean(anomaly**2))
     field = None
     if region is not None and period is not None:
-        field = variance_field(np.asarray(lon, np.float64), np.asarray(lat, np.float64), seconds,
-                               0.5 * np.sum(anomaly**2, axis=1), region, period, total)
-    return Covariance(ell, tau, phi, total, int(counts.sum()), len(anomaly), field, tau_long, phi_long)
+        field = regional_field(lon, lat, seconds, 0.5 * np.sum(anomaly**2, axis=1), region, period, [total],
+                               weights)
+    return Covariance(ell, tau, phi, total, int(counts.sum()), len(anomaly), field, tau_long, phi_long, None, mean)

@@ -18,6 +18,7 @@ is an exact posterior of its velocities, and a block with none is the prior.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -47,20 +48,55 @@ def covariance_blocks(p, q, sigma_p, sigma_q, cov: Covariance) -> np.ndarray:
     """
     dx = p[:, None, 0] - q[None, :, 0]
     dy = p[:, None, 1] - q[None, :, 1]
-    dt = p[:, None, 2] - q[None, :, 2]
-    ell2 = cov.ell_km**2
-    c = np.outer(sigma_p, sigma_q) * np.exp(-0.5 * (dx**2 + dy**2) / ell2) * cov.in_time(dt)
-    uv = dx * dy / ell2 * c
-    return np.block([[(1.0 - dy**2 / ell2) * c, uv], [uv, (1.0 - dx**2 / ell2) * c]])
+    dt2 = (p[:, None, 2] - q[None, :, 2]) ** 2
+    sigma = np.outer(sigma_p, sigma_q)
+    uu = vv = uv = 0.0
+    for ell, share, tau in ((cov.ell_km, cov.phi, cov.tau_days), (cov.long_ell_km, cov.phi_long, cov.tau_long_days)):
+        if share <= 0.0:
+            continue
+        ell2 = ell**2
+        c = sigma * share * np.exp(-0.5 * (dx**2 + dy**2) / ell2 - 0.5 * dt2 / tau**2)
+        uu = uu + (1.0 - dy**2 / ell2) * c
+        vv = vv + (1.0 - dx**2 / ell2) * c
+        uv = uv + dx * dy / ell2 * c
+    return np.block([[uu, uv], [uv, vv]])
 
 
-def tile_velocities(fixes: Fixes, tile: Tile):
-    """Returns (lon, lat, seconds, velocity `(n, 2)` m/s) of the tile's drifters over CHUNK_S, at their midpoints
-    (lagda.mapping.invert.chunk_velocities of its segments)."""
-    from lagda.mapping.invert import chunk_velocities
+@dataclasses.dataclass(frozen=True)
+class Velocities:
+    """The drifters' velocities the map is made of, in time order: lon, lat (degrees), seconds `(n,)` at their
+    midpoints, velocity `(n, 2)` m/s (east, north), drifter `(n,)` (the index of its trajectory). Made once for
+    the whole map (`of_fixes`), so that every tile maps the same data where tiles overlap."""
 
-    lon, lat, seconds, velocity, _, _ = chunk_velocities(fixes, fixes.segments(), CHUNK_S)
-    return tile.relative_lon(lon), lat, seconds, velocity
+    lon: np.ndarray
+    lat: np.ndarray
+    seconds: np.ndarray
+    velocity: np.ndarray
+    drifter: np.ndarray
+
+    @classmethod
+    def of_fixes(cls, fixes: Fixes) -> "Velocities":
+        """Returns the fixes' drifter segments' velocities over CHUNK_S (lagda.mapping.invert.chunk_velocities)."""
+        from lagda.mapping.invert import chunk_velocities
+
+        segments = fixes.segments()
+        lon, lat, seconds, velocity, _, segment = chunk_velocities(fixes, segments, CHUNK_S)
+        drifter = np.array([fixes.traj[s[0]] for s in segments], np.int64)[segment] if len(segment) else segment
+        order = np.argsort(seconds, kind="stable")
+        return cls(lon[order], lat[order], seconds[order], velocity[order], drifter[order])
+
+    def __len__(self) -> int:
+        return len(self.seconds)
+
+    def in_tile(self, tile: Tile) -> "Velocities":
+        """Returns those in the tile's box and window, longitudes in the tile's convention."""
+        lo = np.searchsorted(self.seconds, tile.start_s, side="left")
+        hi = np.searchsorted(self.seconds, tile.end_s, side="right")
+        lon = tile.relative_lon(self.lon[lo:hi])
+        lat = self.lat[lo:hi]
+        keep = (lon >= tile.box[0]) & (lon <= tile.box[1]) & (lat >= tile.box[2]) & (lat <= tile.box[3])
+        return Velocities(lon[keep], lat[keep], self.seconds[lo:hi][keep], self.velocity[lo:hi][keep],
+                          self.drifter[lo:hi][keep])
 
 
 @functools.lru_cache(maxsize=2)
@@ -81,13 +117,13 @@ def prior_mean(background: str | None, lon, lat, seconds) -> np.ndarray:
     return np.nan_to_num(np.stack([u, v], axis=-1)).reshape(*shape, 2)
 
 
-def map_tile(fixes: Fixes, tile: Tile, grid, cov: Covariance, background: str | None = None) -> dict:
+def map_tile(data: Velocities, tile: Tile, grid, cov: Covariance, background: str | None = None) -> dict:
     """Returns the tile's piece of the map: {"u", "v", "u_std", "v_std"} `(day, lat, lon)` float32 m/s on the cells
     of `grid.window(tile)` and "info"; u_std, v_std are the total predictive std of a drifter's velocity there
     (the posterior's and the nugget's). A tile without velocities is the prior: the background (or zero) with the
     prior std.
 
-    `fixes` are the tile's own (lagda.mapping.invert.tile_fixes); `background`: the path of a gridded product
+    `data` are the tile's own velocities (`Velocities.in_tile`); `background`: the path of a gridded product
     (lagda.io.background), or None for a prior mean of zero.
     """
     from lagda.mapping.residual import local_km
@@ -99,13 +135,13 @@ def map_tile(fixes: Fixes, tile: Tile, grid, cov: Covariance, background: str | 
     cell_lon = np.broadcast_to(lon2, shape)
     cell_lat = np.broadcast_to(lat2, shape)
     cell_t = np.broadcast_to(seconds[:, None, None], shape)
-    mean = prior_mean(background, cell_lon, cell_lat, cell_t)
+    mean = prior_mean(background, cell_lon, cell_lat, cell_t) + cov.mean_at(cell_lon, cell_lat, cell_t)
     prior_var = cov.variance_at(cell_lon.ravel(), cell_lat.ravel(), cell_t.ravel()).reshape(shape)
     var = np.stack([cov.correlated * prior_var] * 2, axis=-1)  # the field's (latent) variance; the nugget added last
-    lon, lat, t, velocity = tile_velocities(fixes, tile)
-    info = {"tile": tile.key, "fixes": int(len(fixes)), "velocities": int(len(t))}
+    lon, lat, t, velocity = data.lon, data.lat, data.seconds, data.velocity
+    info = {"tile": tile.key, "velocities": int(len(t))}
     if len(t):
-        anomaly = velocity - prior_mean(background, lon, lat, t)
+        anomaly = velocity - prior_mean(background, lon, lat, t) - cov.mean_at(lon, lat, t)
         x, y = local_km(lon, lat, tile.centre)
         points = np.stack([x, y, (t - tile.start_s) / DAY_S], axis=-1)
         sigma = np.sqrt(cov.variance_at(lon, lat, t))
@@ -134,13 +170,13 @@ def map_tile(fixes: Fixes, tile: Tile, grid, cov: Covariance, background: str | 
 def _block_points(points, cx, cy, cov: Covariance) -> np.ndarray:
     """Returns the indices of the velocities at `points` `(n, 3)` within MARGIN_L x L of the block's cells (x, y km
     `(rows, cols)`), at most MAX_BLOCK_POINTS of them (the nearest to the block's centre in units of L and T)."""
-    reach = MARGIN_L * cov.ell_km
+    reach = MARGIN_L * max(cov.ell_km, cov.long_ell_km)
     near = ((points[:, 0] >= cx.min() - reach) & (points[:, 0] <= cx.max() + reach)
             & (points[:, 1] >= cy.min() - reach) & (points[:, 1] <= cy.max() + reach))
     used = np.flatnonzero(near)
     if len(used) > MAX_BLOCK_POINTS:
         centre = np.array([cx.mean(), cy.mean()])
-        d2 = np.sum((points[used, :2] - centre) ** 2, axis=1) / cov.ell_km**2
+        d2 = np.sum((points[used, :2] - centre) ** 2, axis=1)
         used = np.sort(used[np.argsort(d2, kind="stable")[:MAX_BLOCK_POINTS]])
     return used
 

@@ -28,7 +28,6 @@ from lagda.mapping.invert import (
     FULL_SEGMENTS,
     NO_SEGMENT,
     Grid,
-    chunk_velocities,
     invert_tile,
     is_fallback,
     mean_square_velocity,
@@ -423,9 +422,12 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
         fixes = dataclasses.replace(fixes, notes=(*fixes.notes, cadence))
     sea = sea_fraction(grid.lon, grid.lat, settings.resolution)
     land_note = _land_note(sea, fixes, grid, settings)
-    prior, prior_notes = None, ()
+    prior, prior_notes, data = None, (), fixes
     if settings.method == "objective":
-        prior, prior_notes = prior_covariance(fixes, settings)
+        from lagda.mapping.objective import Velocities
+
+        data = Velocities.of_fixes(fixes)
+        prior, prior_notes = prior_covariance(data, settings)
     fixes = dataclasses.replace(fixes, notes=(*chosen, *fixes.notes, land_note, *prior_notes))  # kept in the map
     _start_partial(partial, manifest)
     for line in fixes.notes:
@@ -436,7 +438,7 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
         f"{settings.window_days:g}-day windows every {settings.step_days:g} days)"
         + (f", {len(done)} done before" if done else ""))
     try:
-        _compute(pending, fixes, grid, settings, partial, len(done), len(tiles), workers, scheduler, progress, say,
+        _compute(pending, data, grid, settings, partial, len(done), len(tiles), workers, scheduler, progress, say,
                  mean_square_velocity(fixes) if prior is None else 0.0, prior)
         infos, check = _write(out, partial, tiles, grid, settings, fixes, manifest, sea, held)
     except (TileFailed, OSError) as error:  # a tile, the scheduler or the disk: what is saved, how to go on
@@ -481,14 +483,14 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
             "seconds": time.perf_counter() - start, "notes": notes, "check": check}
 
 
-def prior_covariance(fixes: Fixes, settings: MapSettings):
+def prior_covariance(data, settings: MapSettings):
     """Returns (the objective map's prior covariance, lagda.mapping.covariance.Covariance, estimated from the
-    fixes' velocities less the prior mean over the map's region and period; its note lines)."""
+    drifters' velocities `data` (lagda.mapping.objective.Velocities) less the prior mean over the map's
+    region and period; its note lines)."""
     from lagda.mapping.covariance import estimate
-    from lagda.mapping.objective import CHUNK_S, open_background, prior_mean
+    from lagda.mapping.objective import open_background, prior_mean
 
-    segments = fixes.segments()
-    lon, lat, seconds, velocity, _, segment = chunk_velocities(fixes, segments, CHUNK_S)
+    lon, lat, seconds, velocity = data.lon, data.lat, data.seconds, data.velocity
     notes = ()
     if settings.background is not None:
         background = open_background(settings.background)
@@ -499,8 +501,7 @@ def prior_covariance(fixes: Fixes, settings: MapSettings):
                   "departure" + (f" ({missing:,} of {len(u):,} drifter velocities lie where it has no value: "
                                  "zero there)" if missing else ""),)
         velocity = velocity - prior_mean(settings.background, lon, lat, seconds)
-    track = np.array([fixes.traj[segments[k][0]] for k in segment], np.int64)
-    cov = estimate(lon, lat, seconds, velocity, track, settings.region, settings.period)
+    cov = estimate(lon, lat, seconds, velocity, data.drifter, settings.region, settings.period)
     return cov, (*notes, cov.note())
 
 
@@ -581,18 +582,23 @@ def _send_tiles(client, pending, fixes, grid, settings, partial, n_done, n_tiles
     # a bounded number of tiles in flight: the client holds the fixes of those tiles only
     limit = 2 * max(1, len(client.scheduler_info().get("workers", {})))
     queue = iter(pending)
-    by_time = np.argsort(fixes.time, kind="stable")
-    sorted_time = fixes.time[by_time]
+    velocities = settings.method == "objective"  # then `fixes` are the map's Velocities, in time order
+    by_time = None if velocities else np.argsort(fixes.time, kind="stable")
+    sorted_time = None if velocities else fixes.time[by_time]
 
     inputs = {}  # each running tile and its fixes, scattered, by its future's key
     sends = {}  # the times each tile was sent
 
-    def submit(tile):  # the window's fixes first (a binary search), then the box among them
+    def tile_data(tile):  # the window's fixes first (a binary search), then the box among them
+        if velocities:
+            return fixes.in_tile(tile)
         lo = np.searchsorted(sorted_time, tile.start_s, side="left")
         hi = np.searchsorted(sorted_time, tile.end_s, side="right")
-        in_window = fixes.subset(np.sort(by_time[lo:hi]))  # back in (drifter, time) order
+        return tile_fixes(fixes.subset(np.sort(by_time[lo:hi])), tile)  # back in (drifter, time) order
+
+    def submit(tile):
         # sent to a worker as data, not inside the task graph (which Dask warns of beyond 10 MB: a dense tile)
-        data = client.scatter(tile_fixes(in_window, tile), hash=False)
+        data = client.scatter(tile_data(tile), hash=False)
         sends[tile.key] = sends.get(tile.key, 0) + 1
         future = client.submit(_run_tile, data, tile, grid, settings, lone_floor, prior,
                                key=f"tile-{tile.key}-{sends[tile.key]}", pure=False)
