@@ -131,7 +131,8 @@ PAGES = {
                 "map used within 12 hours: relative error (0 perfect, 1 a map of zero, which errs 1 in every band) "
                 "with its 90% bootstrap interval over drifters, and the map's 95% band coverage",
                 "results/real_drifters.csv", _real_drifters),
-        Summary("`lagda map` with every default on the basin-year archive thinned to N drifters, every daily cell "
+        Summary("`lagda map` with every default on the basin-year archive thinned to N of its 583 trajectory ids "
+                "(583: the whole archive), every daily cell "
                 "scored against the truth by its distance to the day's nearest fix the map used: relative error "
                 "of the map, coverage of its 95% bands, a 1-degree 11-day binned mean (zero where empty), and "
                 "on the cells the daily binned mean at the map's resolution fills, that mean's error and the map's",

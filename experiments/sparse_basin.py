@@ -55,8 +55,9 @@ def sparse_archive(archive: pathlib.Path, n: int, work: pathlib.Path) -> pathlib
 
 def smoothed_background(truth_path: pathlib.Path, work: pathlib.Path) -> pathlib.Path:
     """Returns a background product made from the truth as a model or altimetry would give it: the daily truth
-    smoothed over BACKGROUND_SMOOTH_DEG and BACKGROUND_SMOOTH_DAYS, plus noise correlated over 1 degree of
-    BACKGROUND_NOISE x the truth's RMS speed per component, written as CF ugos/vgos (made once)."""
+    smoothed over BACKGROUND_SMOOTH_DEG and BACKGROUND_SMOOTH_DAYS, plus noise correlated over 1 degree and
+    BACKGROUND_SMOOTH_DAYS (a product's errors last for days, as an altimetry map's do) of BACKGROUND_NOISE x the
+    truth's RMS speed per component, written as CF ugos/vgos (made once)."""
     from scipy.ndimage import gaussian_filter
 
     out = work / "background_smoothed_noisy.nc"
@@ -71,7 +72,8 @@ def smoothed_background(truth_path: pathlib.Path, work: pathlib.Path) -> pathlib
         for name, standard in (("ugos", "surface_geostrophic_eastward_sea_water_velocity"),
                                ("vgos", "surface_geostrophic_northward_sea_water_velocity")):
             smooth = gaussian_filter(truth[name[0]].values.astype(np.float64), sigma, mode="nearest")
-            noise = gaussian_filter(rng.normal(size=smooth.shape), (0.0, 1.0 / res, 1.0 / res), mode="wrap")
+            noise = gaussian_filter(rng.normal(size=smooth.shape), (BACKGROUND_SMOOTH_DAYS, 1.0 / res, 1.0 / res),
+                                    mode="wrap")
             noise *= BACKGROUND_NOISE * rms / noise.std()
             fields[name] = (("time", "lat", "lon"), (smooth + noise).astype(np.float32),
                             {"standard_name": standard, "units": "m s-1"})
@@ -152,8 +154,8 @@ def main(argv=None) -> int:
             for row in score(store, truth, sparse, bench, prior):
                 rows.append({"drifters": n, "background": "smoothed, noisy truth" if prior else "none", **row,
                              "wall_s": measured["wall_s"], "peak_rss_gb": measured["peak_rss_gb"]})
-            print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in rows[-1].items()),
-                  flush=True)
+                print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in rows[-1].items()),
+                      flush=True)
     args.csv.parent.mkdir(parents=True, exist_ok=True)
     with open(args.csv, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(dict.fromkeys(k for row in rows for k in row)))

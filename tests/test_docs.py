@@ -22,7 +22,7 @@ def test_site_builds_strict_with_the_tutorials_executed(tmp_path):
         assert f'id="{name}"' in api, name  # a heading generated from the object's docstring
     # each notebook ran: a line only its execution prints is on its page
     for name, printed in (("twin", "epoch 3: train loss"),
-                          ("drifters", "tiles inverted"),  # lagda map's closing note
+                          ("drifters", "tiles mapped"),  # lagda map's closing note
                           ("retrieval", "new/traj_to_coef")):  # the R@k table of the new flows
         tutorial = (tmp_path / "site" / "tutorials" / name / "index.html").read_text()
         assert printed in tutorial, name

@@ -2,10 +2,11 @@
 
 The prior mean is zero, or a background product, plus the regional and seasonal mean of the drifters' departures
 from it: their kernel average over PRIOR_RADIUS_KM and PRIOR_DAYS, each drifter counted once per PRIOR_DAYS
-however often it is sampled, drawn towards zero by PRIOR_DRIFTERS drifters' worth (`regional_field`): one
-drifter's own eddy is not a region's mean current, the scales of a mean current and a gyre, which the mesoscale covariance below cannot hold
-(its correlation would stretch over the basin). The velocity's departure a from that prior mean is modelled as a
-Gaussian process with a variance that varies by region and season and a correlation that is the same everywhere,
+however often it is sampled, drawn towards zero by PRIOR_DRIFTERS drifters' worth (`regional_field`; one
+drifter's own eddy is not a region's mean current). It holds the scales of a mean current or a gyre, which the
+mesoscale covariance below cannot (its correlation would stretch over the basin). The velocity's departure a from
+that prior mean is modelled as a Gaussian process with a variance that varies by region and season and a
+correlation that is the same everywhere,
 
     cov(a(p), a(q)) = sigma(p) sigma(q) [rho(r) (phi exp(-dt^2 / (2 T^2)) + phi_long exp(-dt^2 / (2 T_long^2)))
                                          + (1 - phi - phi_long) [p = q]],
