@@ -29,7 +29,6 @@ import argparse
 import csv
 import dataclasses
 import json
-import math
 import pathlib
 import sys
 import time
@@ -49,6 +48,7 @@ from experiments.basin_methods import (
 )
 from experiments.basin_ocean import OceanConfig, simulate_year, truth_on_grid
 from experiments.basin_run import box_comparison, run_map, subset_archive
+from experiments.csv_rows import merge_rows
 from lagda.mapping.run import open_map
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -222,25 +222,7 @@ COLUMNS = ["method", "config", "workers", "error", "cells", "coverage", "coverag
 
 def write_csv(rows: list[dict], path: pathlib.Path) -> pathlib.Path:
     """Returns `path` with `rows` merged in: a row replaces the one of the same (method, config)."""
-    old = []
-    if path.exists():
-        with open(path, newline="") as f:
-            old = list(csv.DictReader(f))
-    keys = {(r["method"], r["config"]) for r in rows}
-    merged = [r for r in old if (r["method"], r["config"]) not in keys] + rows
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, COLUMNS, extrasaction="ignore", lineterminator="\n")
-        writer.writeheader()
-        for r in merged:
-            writer.writerow({k: _fmt(r.get(k, "")) for k in COLUMNS})
-    return path
-
-
-def _fmt(value):
-    if isinstance(value, float):
-        return "" if math.isnan(value) else f"{value:.4g}"
-    return value
+    return merge_rows(path, rows, COLUMNS, lambda r: (r["method"], r["config"]))
 
 
 def page_table(csv_path: pathlib.Path) -> str:

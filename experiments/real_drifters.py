@@ -49,13 +49,13 @@ import csv
 import dataclasses
 import hashlib
 import json
-import math
 import pathlib
 import sys
 import time
 
 import numpy as np
 
+from experiments.csv_rows import merge_rows
 from lagda.io.physical import EARTH_RADIUS_M
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -438,24 +438,7 @@ def score_set(period: str, method: str, band: str, keep, points: dict) -> dict:
 
 def write_csv(rows: list[dict], path: pathlib.Path) -> pathlib.Path:
     """Returns `path` with `rows` merged in: they replace the rows of their period."""
-    old = []
-    if path.exists():
-        with open(path, newline="") as f:
-            old = list(csv.DictReader(f))
-    periods = {r["period"] for r in rows}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        for r in [r for r in old if r["period"] not in periods] + rows:
-            writer.writerow({k: _fmt(r.get(k, "")) for k in COLUMNS})
-    return path
-
-
-def _fmt(value):
-    if isinstance(value, float):
-        return "" if math.isnan(value) else f"{value:.4g}"
-    return value
+    return merge_rows(path, rows, COLUMNS, lambda r: r["period"])
 
 
 def page_table(csv_path) -> str:
