@@ -180,15 +180,12 @@ def great_circle_km(a, b) -> np.ndarray:
 def nearest_fix_km(lon, lat, seconds, fix_lon, fix_lat, fix_seconds, within_s: float = NEAR_S) -> np.ndarray:
     """Returns `(n,)` km: the great-circle distance from each point (lon, lat degrees, seconds `(n,)`) to the nearest
     fix (`(m,)` each) at most `within_s` from its time; inf when there is none. Exact (every fix in the window)."""
-    order = np.argsort(fix_seconds, kind="stable")
-    fix_seconds, fixes = np.asarray(fix_seconds)[order], unit_vectors(fix_lon, fix_lat)[order]
-    points = unit_vectors(lon, lat)
-    lo = np.searchsorted(fix_seconds, np.asarray(seconds) - within_s, side="left")
-    hi = np.searchsorted(fix_seconds, np.asarray(seconds) + within_s, side="right")
-    km = np.full(len(points), np.inf)
-    for k in np.flatnonzero(hi > lo):
-        km[k] = great_circle_km(points[k], fixes[lo[k]:hi[k]]).min()
-    return km
+    from lagda.mapping.archive import Fixes
+    from lagda.mapping.check import distance_to_fixes
+
+    fixes = Fixes(np.zeros(len(fix_seconds), np.int64), np.asarray(fix_seconds, np.float64),
+                  np.asarray(fix_lon, np.float64), np.asarray(fix_lat, np.float64), np.array([0]))
+    return distance_to_fixes(lon, lat, seconds, fixes, within_s)
 
 
 def band_of(km) -> np.ndarray:

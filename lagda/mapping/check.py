@@ -145,8 +145,7 @@ def check_map(maps, fixes: Fixes, mapped: Fixes | None = None) -> dict:
 def distance_to_fixes(lon, lat, seconds, fixes: Fixes, within_s: float = 0.5 * DAY_S) -> np.ndarray:
     """Returns the great-circle distance in km `(n,)` from points lon, lat (degrees), seconds `(n,)` to the nearest
     of `fixes` within `within_s` of each in time (inf where none is)."""
-    from lagda.mapping.covariance import unit_vectors
-    from lagda.mapping.residual import EARTH_RADIUS_KM
+    from lagda.mapping.covariance import great_circle_km, unit_vectors
 
     order = np.argsort(fixes.time, kind="stable")
     times, xyz = fixes.time[order], unit_vectors(fixes.lon[order], fixes.lat[order])
@@ -155,8 +154,7 @@ def distance_to_fixes(lon, lat, seconds, fixes: Fixes, within_s: float = 0.5 * D
     hi = np.searchsorted(times, np.asarray(seconds) + within_s, side="right")
     out = np.full(len(points), np.inf)
     for i in np.flatnonzero(hi > lo):
-        chord = np.sqrt(np.min(np.sum((xyz[lo[i]:hi[i]] - points[i]) ** 2, axis=1)))
-        out[i] = 2.0 * EARTH_RADIUS_KM * np.arcsin(min(chord / (2.0 * EARTH_RADIUS_KM), 1.0))
+        out[i] = great_circle_km(np.sqrt(np.min(np.sum((xyz[lo[i]:hi[i]] - points[i]) ** 2, axis=1))))
     return out
 
 

@@ -74,13 +74,7 @@ class Covariance:
     field: "RegionalField | None" = None
     tau_long_days: float = 1.0
     phi_long: float = 0.0
-    ell_long_km: float | None = None
     mean: "RegionalField | None" = None
-
-    @property
-    def long_ell_km(self) -> float:
-        """Returns the long-lived part's length scale (the short part's, `ell_km`, unless given)."""
-        return self.ell_km if self.ell_long_km is None else self.ell_long_km
 
     @property
     def correlated(self) -> float:
@@ -156,6 +150,11 @@ class RegionalField:
                 f"{PRIOR_RADIUS_KM:g} km and {PRIOR_DAYS:g} days of a drifter; elsewhere the archive's)")
 
 
+def great_circle_km(chord_km) -> np.ndarray:
+    """Returns the great-circle distance in km of chords `(...)` km between points of `unit_vectors`."""
+    return 2.0 * EARTH_RADIUS_KM * np.arcsin(np.minimum(np.asarray(chord_km) / (2.0 * EARTH_RADIUS_KM), 1.0))
+
+
 def unit_vectors(lon, lat) -> np.ndarray:
     """Returns points on the sphere of radius EARTH_RADIUS_KM `(n, 3)` km at lon, lat degrees `(n,)`: their chord
     distance is within 0.1% of the great-circle distance below 300 km."""
@@ -163,16 +162,15 @@ def unit_vectors(lon, lat) -> np.ndarray:
     return EARTH_RADIUS_KM * np.stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)], axis=-1)
 
 
-def binned_moments(xyz, days, anomaly, track) -> tuple[np.ndarray, np.ndarray, float]:
+def binned_moments(xyz, days, anomaly) -> tuple[np.ndarray, np.ndarray, float]:
     """Returns (the correlation sum a(p).a(q) / sum (|a(p)|^2 + |a(q)|^2)/2 `(r bin, lag bin)`, pair counts `(r bin,
     lag bin)`, mean |a|^2/2) over the pairs
     of velocities `anomaly` `(n, 2)` m/s at points xyz `(n, 3)` km, `days` `(n,)` closer than MAX_PAIR_KM and
-    MAX_PAIR_DAYS, in the bins SEPARATION_KM x LAG_DAYS. A velocity is not paired with itself; `track` `(n,)`
-    is not used to exclude pairs (a drifter's own later velocities sample the field too) but kept for the caller.
+    MAX_PAIR_DAYS, in the bins SEPARATION_KM x LAG_DAYS. A velocity is not paired with itself; a drifter's own
+    later velocities are (they sample the field too).
     """
     from scipy.spatial import cKDTree
 
-    del track
     scale = MAX_PAIR_KM / MAX_PAIR_DAYS  # km per day: the pairs' ball in (xyz, t) holds every pair in the box
     tree = cKDTree(np.column_stack([xyz, days * scale]))
     pairs = tree.query_pairs(MAX_PAIR_KM * np.sqrt(2.0), output_type="ndarray")
@@ -197,16 +195,14 @@ def binned_moments(xyz, days, anomaly, track) -> tuple[np.ndarray, np.ndarray, f
 
 
 def correlation(r_km, lag_days, ell_km: float, tau_days: float, phi: float, tau_long_days: float = 1.0,
-                phi_long: float = 0.0, ell_long_km: float | None = None):
+                phi_long: float = 0.0):
     """Returns the model's correlation of velocity departures (the mean of u u' and v v' over the variance) at
     separations `r_km` and lags `lag_days` (arrays that broadcast): (1 - r^2/(2 L^2)) exp(-r^2/(2 L^2)) times
     `Covariance.in_time`, that of a non-divergent velocity whose streamfunction has a Gaussian covariance
     (lagda.mapping.objective), negative beyond sqrt(2) L: across an eddy."""
-    r2 = np.asarray(r_km, np.float64) ** 2
-    q, q_long = r2 / (2.0 * ell_km**2), r2 / (2.0 * (ell_long_km or ell_km) ** 2)
-    dt2 = np.asarray(lag_days, np.float64) ** 2
-    return ((1.0 - q) * np.exp(-q) * phi * np.exp(-0.5 * dt2 / tau_days**2)
-            + (1.0 - q_long) * np.exp(-q_long) * phi_long * np.exp(-0.5 * dt2 / tau_long_days**2))
+    q = np.asarray(r_km, np.float64) ** 2 / (2.0 * ell_km**2)
+    return (1.0 - q) * np.exp(-q) * Covariance(ell_km, tau_days, phi, 1.0, tau_long_days=tau_long_days,
+                                               phi_long=phi_long).in_time(lag_days)
 
 
 def fit_scales(moments, counts) -> tuple[float, float, float, float, float]:
@@ -337,12 +333,11 @@ def estimate(lon, lat, seconds, anomaly, track, region=None, period=None, region
     if len(pick) > MAX_POINTS:
         pick = np.sort(np.random.default_rng(0).choice(len(pick), MAX_POINTS, replace=False))
     xyz = unit_vectors(np.asarray(lon)[pick], np.asarray(lat)[pick])
-    moments, counts, variance = binned_moments(xyz, np.asarray(seconds)[pick] / DAY_S, anomaly[pick],
-                                               np.asarray(track)[pick])
+    moments, counts, variance = binned_moments(xyz, np.asarray(seconds)[pick] / DAY_S, anomaly[pick])
     ell, tau, phi, tau_long, phi_long = fit_scales(moments, counts)
     total = float(np.mean(anomaly**2))
     field = None
     if region is not None and period is not None:
         field = regional_field(lon, lat, seconds, 0.5 * np.sum(anomaly**2, axis=1), region, period, [total],
                                weights)
-    return Covariance(ell, tau, phi, total, int(counts.sum()), len(anomaly), field, tau_long, phi_long, None, mean)
+    return Covariance(ell, tau, phi, total, int(counts.sum()), len(anomaly), field, tau_long, phi_long, mean)

@@ -48,18 +48,11 @@ def covariance_blocks(p, q, sigma_p, sigma_q, cov: Covariance) -> np.ndarray:
     """
     dx = p[:, None, 0] - q[None, :, 0]
     dy = p[:, None, 1] - q[None, :, 1]
-    dt2 = (p[:, None, 2] - q[None, :, 2]) ** 2
-    sigma = np.outer(sigma_p, sigma_q)
-    uu = vv = uv = 0.0
-    for ell, share, tau in ((cov.ell_km, cov.phi, cov.tau_days), (cov.long_ell_km, cov.phi_long, cov.tau_long_days)):
-        if share <= 0.0:
-            continue
-        ell2 = ell**2
-        c = sigma * share * np.exp(-0.5 * (dx**2 + dy**2) / ell2 - 0.5 * dt2 / tau**2)
-        uu = uu + (1.0 - dy**2 / ell2) * c
-        vv = vv + (1.0 - dx**2 / ell2) * c
-        uv = uv + dx * dy / ell2 * c
-    return np.block([[uu, uv], [uv, vv]])
+    dt = p[:, None, 2] - q[None, :, 2]
+    ell2 = cov.ell_km**2
+    c = np.outer(sigma_p, sigma_q) * np.exp(-0.5 * (dx**2 + dy**2) / ell2) * cov.in_time(dt)
+    uv = dx * dy / ell2 * c
+    return np.block([[(1.0 - dy**2 / ell2) * c, uv], [uv, (1.0 - dx**2 / ell2) * c]])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,7 +163,7 @@ def map_tile(data: Velocities, tile: Tile, grid, cov: Covariance, background: st
 def _block_points(points, cx, cy, cov: Covariance) -> np.ndarray:
     """Returns the indices of the velocities at `points` `(n, 3)` within MARGIN_L x L of the block's cells (x, y km
     `(rows, cols)`), at most MAX_BLOCK_POINTS of them (the nearest to the block's centre in units of L and T)."""
-    reach = MARGIN_L * max(cov.ell_km, cov.long_ell_km)
+    reach = MARGIN_L * cov.ell_km
     near = ((points[:, 0] >= cx.min() - reach) & (points[:, 0] <= cx.max() + reach)
             & (points[:, 1] >= cy.min() - reach) & (points[:, 1] <= cy.max() + reach))
     used = np.flatnonzero(near)

@@ -33,7 +33,6 @@ from lagda.mapping.invert import (
     mean_square_velocity,
     tile_fixes,
 )
-from lagda.mapping.residual import EARTH_RADIUS_KM
 from lagda.mapping.tiles import DAY_S, Tile, check_extent, region_width, tile_layout
 from lagda.report import counted
 from simulate.atomic import (
@@ -850,7 +849,7 @@ def fix_distance(fixes: Fixes, grid: Grid, settings: MapSettings, lo: int, hi: i
     fix within half a map interval of map times lo..hi-1 (NaN where no fix is that near in time)."""
     from scipy.spatial import cKDTree
 
-    from lagda.mapping.covariance import unit_vectors
+    from lagda.mapping.covariance import great_circle_km, unit_vectors
 
     lon2, lat2 = np.meshgrid(grid.lon, grid.lat)
     cells = unit_vectors(lon2.ravel(), lat2.ravel())
@@ -860,9 +859,7 @@ def fix_distance(fixes: Fixes, grid: Grid, settings: MapSettings, lo: int, hi: i
     for d in range(lo, hi):
         near = k == d
         if near.any():
-            chord = cKDTree(points[near]).query(cells)[0]
-            out[d - lo] = (2.0 * EARTH_RADIUS_KM * np.arcsin(np.minimum(chord / (2.0 * EARTH_RADIUS_KM), 1.0))
-                           ).reshape(lon2.shape)
+            out[d - lo] = great_circle_km(cKDTree(points[near]).query(cells)[0]).reshape(lon2.shape)
     return out
 
 
