@@ -371,7 +371,11 @@ def _add_assimilate_parser(subparsers, help_method: str | None = None) -> None:
                      "model (the ocean path), else hybrid with the shipped encoder")
     p.add_argument("--out", required=True, metavar="RESULT.nc", help="output netCDF result file")
     p.add_argument("--plot", metavar="FIG.png",
-                   help="also draw the result (true psi if known, posterior mean, std, tracks)")
+                   help="also draw the result on one day (true psi if known, posterior mean and velocity, its std, "
+                        "the tracks)")
+    p.add_argument("--plot-day", metavar="DATE",
+                   help="the day --plot draws, ISO 8601 (e.g. 2025-03-15; the result time nearest it) (default: the "
+                        "middle of the tracks' window)")
     p.add_argument("--n-grid", type=int, default=32, help="grid points per side for psi, u, v (default 32)")
     p.add_argument("--times", metavar="N|STEP",
                    help="the result's grid times: N evenly spaced over the window, or for physical tracks a step such "
@@ -479,7 +483,7 @@ def _run_assimilate(args: argparse.Namespace) -> int:
                               plot=args.plot, overwrite=args.overwrite, seed=args.seed, dt=args.dt, box=args.box,
                               time_scale=args.time_scale, basis=args.basis, k_max=args.k_max, degree=args.degree,
                               climatology=args.climatology, times=args.times, keep_undrogued=args.keep_undrogued,
-                              local_gp=args.local_gp, low_pass=args.low_pass)
+                              local_gp=args.local_gp, low_pass=args.low_pass, plot_day=args.plot_day)
     _print_summary(summary, args.out, args.plot)
     return 0
 
@@ -705,6 +709,35 @@ def _run_export(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- example
+
+
+def _add_example_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "example", help="copy a shipped example drifter file into a folder (--list: what there is)",
+        description="Copy an example file shipped with lagda into a folder (default: this one), to try the other "
+                    "commands on, e.g. `lagda example gdp_like && lagda assimilate --tracks gdp_like.nc --out "
+                    "result.nc`. A different file of the same name is never replaced. Without NAME, or with "
+                    "--list, list the examples. In Python: lagda.examples.path(NAME).")
+    p.add_argument("name", nargs="?", metavar="NAME", help="the example to copy (see --list)")
+    p.add_argument("--out", default=".", metavar="DIR", help="the folder to copy into, made if missing (default: .)")
+    p.add_argument("--list", action="store_true", help="list the examples, one line each, and copy nothing")
+    p.set_defaults(run=_run_example)
+
+
+def _run_example(args: argparse.Namespace) -> int:
+    from lagda import examples
+
+    if args.list or args.name is None:
+        width = max(map(len, examples.names()))
+        for name in examples.names():
+            print(f"{name:<{width}}  {examples.EXAMPLES[name]}")
+        return 0
+    target, written = examples.copy(args.name, args.out)
+    print(f"wrote {target}" if written else f"{target} is already there, the same as the example: left as it is")
+    return 0
+
+
 # ---------------------------------------------------------------- train, evaluate
 
 
@@ -883,6 +916,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     _add_assimilate_parser(subparsers, _help_method(argv or []))
     _add_map_parser(subparsers)
     _add_export_parser(subparsers)
+    _add_example_parser(subparsers)
     _add_train_parser(subparsers)
     _add_evaluate_parser(subparsers)
     _add_demo_parser(subparsers)
