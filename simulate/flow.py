@@ -1,4 +1,4 @@
-"""The spectral flow model on the torus T^2 = [0, 1)^2 (docs/design.md, "The forward model").
+"""The spectral flow model on the torus T^2 = [0, 1)^2 (docs/design/forward-model.md).
 
 psi(z, t) = Re( sum_k c_k f_k(t) exp(i omega_k t) exp(2 pi i (k1 x + k2 y)) ),  w = J grad psi,
 J = [[0, -1], [1, 0]], so w = (-d psi/dy, d psi/dx).

@@ -1,7 +1,7 @@
 """The dataset schema, declared once: variables, dimensions, dtypes, units and global attributes.
 
 A lagda dataset is a netCDF4 file of paired samples (Fourier coefficients c, drifter tracks v)
-written through xarray (docs/design.md, "Datasets"). It follows CF conventions for units and
+written through xarray (docs/design/forward-model.md, "Datasets"). It follows CF conventions for units and
 long names but is not a CF discrete-sampling-geometry file, so it has no `featureType`.
 Everything is nondimensional (units "1"). Every `SimConfig` field is a global attribute, so
 `config_from_attrs` rebuilds the exact generator settings from the file.

@@ -1,6 +1,6 @@
 """Observed drifter tracks: the `Tracks` container, the track-file writer and the model check.
 
-Track files (docs/design.md, "Track files") are strict CF discrete-sampling-geometry trajectory files:
+Track files (docs/design/files.md, "Track files") are strict CF discrete-sampling-geometry trajectory files:
 `featureType = "trajectory"`, a `cf_role = "trajectory_id"` variable, either the incomplete
 multidimensional layout (dims `trajectory`/`obs`, ids `trajectory_id(trajectory)`,
 `time(trajectory, obs)` padded with `_FillValue`) or the contiguous ragged one of clouddrift and the GDP (dims
@@ -356,7 +356,7 @@ def tracks_from_dataset(ds, samples=None, drifters=None) -> Tracks:
     Parameters
     ----------
     ds : xarray.Dataset
-        A lagda dataset (`simulate.schema`; docs/design.md, "Datasets").
+        A lagda dataset (`simulate.schema`; docs/design/forward-model.md, "Datasets").
     samples, drifters : array_like of int, optional
         Indices selecting a subset (default: all).
 

@@ -1,6 +1,6 @@
 """Paired training data in memory: coefficients c and drifter tracks v of many fields.
 
-`load_paired` reads a lagda dataset file (netCDF, docs/design.md "Datasets", validated by
+`load_paired` reads a lagda dataset file (netCDF, docs/design/forward-model.md "Datasets", validated by
 `simulate.schema.open_dataset`) or an `.npz` with the same variable names. The dataset's
 modes, frequencies, prior scale, observation times and generator settings travel with
 the arrays (`PairedData.meta`), so a trained run directory can describe its data.

@@ -3,7 +3,7 @@
 (config.encoder = "set" selects the other g_v, lagda/learning/set_encoder.py, for any
 observation regime; `encode_tracks` below serves both.)
 
-g_u(c) = (Re c, Im c) in R^{2K} (fixed; docs/design.md). g_v is a transformer over the track,
+g_u(c) = (Re c, Im c) in R^{2K} (fixed; docs/design/learning.md). g_v is a transformer over the track,
 g_v(v) = P o A_M o ... o A_1 o L(v) (section 6.3), with n_e = 2K outputs:
 
 - features: per observation, from unwrapped positions `(obs, 2)`:

@@ -34,8 +34,8 @@ dq/dt inverted to d psi/dt), an O(dt^4) interpolant, so the drifter scheme is fo
 The model's own AB3 error and its grid-scale filter (1 on all resolved scales but the smallest)
 belong to the flow, not to the drifters.
 
-`simulate_qg` runs the flows and `write_qg_dataset` writes one CF trajectory file (docs/design.md,
-"QG truth datasets"): the tracks (x, y in metres, CF time) readable by `lagda.io.tracks.read_tracks`,
+`simulate_qg` runs the flows and `write_qg_dataset` writes one CF trajectory file (docs/design/qg.md,
+"The QG truth file"): the tracks (x, y in metres, CF time) readable by `lagda.io.tracks.read_tracks`,
 plus the gridded truth psi (the periodic anomaly), u, v (the velocity the drifters feel), the
 background and psi's projection onto the Fourier modes max(|k1|, |k2|) <= `k_max` (lagda's model
 units) at t = 0 and every `truth_interval` seconds.

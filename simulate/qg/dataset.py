@@ -42,7 +42,7 @@ def mapping_attrs(config: QGConfig) -> dict:
 
 
 def to_xarray(config: QGConfig, flows: QGFlows, history: str = ""):
-    """Returns the QG truth file as an xarray Dataset (docs/design.md, "QG truth datasets").
+    """Returns the QG truth file as an xarray Dataset (docs/design/qg.md, "The QG truth file").
 
     A CF trajectory file (orthogonal multidimensional layout: x, y (trajectory, obs) in metres,
     one CF time(obs) shared by all drifters) of all flow x drifter tracks, plus the truth on dims
