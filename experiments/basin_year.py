@@ -10,7 +10,8 @@ Steps (each cached in the work folder, default runs/basin_year/; `--quick` uses 
   (experiments.basin_methods), each scored; rows in the CSV.
 - `score --store STORE`: a `lagda map` store against the truth (experiments.basin_methods.score_map).
 - `run`: `lagda map` with 1 and 2 workers (wall time, tiles/s, peak memory of the process tree), scored; the
-  one-box `lagda assimilate` comparison; the CSV and the results page's table.
+  one-box `lagda assimilate` comparison; the CSV and its table of every row (results/basin_year.md; the docs page
+  docs/results/basin-year.md opens with the summary experiments.results_pages makes from the same CSV).
 - `six-hourly`, `daily`: `lagda map` (the last of `--workers`) on the archive's fixes at the GDP's 6-hourly times
   (00, 06, 12, 18 UTC), or at 00 UTC only, scored.
 
@@ -19,7 +20,7 @@ Steps (each cached in the work folder, default runs/basin_year/; `--quick` uses 
     python -m experiments.basin_year run [--workers 1 2]
     python -m experiments.basin_year six-hourly    # lagda map on the archive's fixes at 00, 06, 12, 18 UTC only
     python -m experiments.basin_year daily         # ... at 00 UTC only
-    python -m experiments.basin_year page          # regenerate docs/results/basin-year.md's table from the CSV
+    python -m experiments.basin_year page          # regenerate results/basin_year.md's table from the CSV
     python -m experiments.basin_year all --quick    # a tiny configuration end to end (needs `lagda map`)
 """
 
@@ -54,7 +55,7 @@ from lagda.mapping.run import open_map
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CSV = ROOT / "results" / "basin_year.csv"
 GP_SUBSAMPLE = 200  # velocities per tile and window for the GP baseline (its cost grows as the square)
-PAGE = ROOT / "docs" / "results" / "basin-year.md"
+PAGE = ROOT / "results" / "basin_year.md"  # every row of the CSV as a table, between "basin-year table" markers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,7 +227,7 @@ def write_csv(rows: list[dict], path: pathlib.Path) -> pathlib.Path:
 
 
 def page_table(csv_path: pathlib.Path) -> str:
-    """Returns the results page's summary table (markdown) from the CSV."""
+    """Returns every row of the CSV as a markdown table (the table of results/basin_year.md)."""
     with open(csv_path, newline="") as f:
         rows = list(csv.DictReader(f))
     head = ("| method | configuration | error on its cells | cell-days | lagda map on the same cells | coverage (95%) "

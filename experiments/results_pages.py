@@ -123,6 +123,59 @@ def _sparse_basin(rows: pd.DataFrame) -> pd.DataFrame:
     columns += ["background_alone"] if "background_alone" in rows else []
     return rows.set_index(["drifters", "background", "band"])[columns]
 
+def _labelled(rows: pd.DataFrame, column: str, labels: dict[str, str]) -> pd.DataFrame:
+    """Returns the rows whose `column` contains a key of `labels`, in the keys' order, with `column` replaced by that
+    key's label; rows holding no key are left out.
+
+    Raises:
+        ValueError: if a key is in no row's `column` (a row renamed or dropped from the CSV).
+    """
+    picked = []
+    for text, label in labels.items():
+        match = rows[rows[column].str.contains(text, regex=False)]
+        if match.empty:
+            raise ValueError(f"no row of the CSV has {text!r} in its {column}")
+        picked.append(match.assign(**{column: label}))
+    return pd.concat(picked)
+
+
+_MAP_COLUMNS = {"error": "error at the fixes", "cells": "cell-days", "coverage": "coverage (95%)",
+                "error_all": "every cell: error", "coverage_all": "every cell: coverage", "seam_ratio": "seam ratio",
+                "wall_s": "wall s", "peak_rss_gb": "peak GB"}
+
+
+def _basin_year_maps(rows: pd.DataFrame) -> pd.DataFrame:
+    rows = _labelled(rows, "config", {"the objective map": "objective (the default)",
+                                      "refined at a parabola's vertex": "`--tile-method basis`"}).astype({"cells": str})
+    return rows.set_index("config")[list(_MAP_COLUMNS)].rename(columns=_MAP_COLUMNS).rename_axis("lagda map")
+
+
+def _basin_year_baselines(rows: pd.DataFrame) -> pd.DataFrame:
+    columns = {"error": "error on its cells", "cells": "cell-days", "map_error_same_cells": "basis map, same cells",
+               "coverage": "coverage (95%)", "wall_s": "wall s"}
+    rows = rows[rows["method"] != "lagda map"].astype({"cells": str})
+    return rows.set_index(["method", "config"])[list(columns)].rename(columns=columns)
+
+
+def _fix_cadence(rows: pd.DataFrame) -> pd.DataFrame:
+    rows = rows[rows["config"].str.contains("fixes (those at", regex=False)]
+    rows = rows.assign(config=rows["config"].str.removeprefix("2 workers, ")).astype({"cells": str})
+    return rows.set_index("config")[list(_MAP_COLUMNS)].rename(columns=_MAP_COLUMNS).rename_axis("fixes mapped")
+
+
+def _band_widths(rows: pd.DataFrame) -> pd.DataFrame:
+    rows = _labelled(rows, "store", {"basin year, lagda map defaults": "full year", "basin year quick": "`--quick`",
+                                     "lattice of its own scales": "full year, trial 1",
+                                     "plus half its noise variance": "full year, trial 2"})
+    columns = {"coverage_95": "95% covers", "coverage_68": "68% covers", "median_abs_z": "median abs z",
+               "rms_error_m_s": "RMS error m/s", "rms_std_m_s": "RMS std m/s"}
+    return rows.set_index(["store", "cells"])[list(columns)].rename(columns=columns).rename_axis(["map", "cells"])
+
+
+def _archive_decade(rows: pd.DataFrame) -> pd.DataFrame:
+    columns = {"every_fix_s": "every fix read, s", "select_fixes_s": "as lagda map reads, s", "speedup": "ratio"}
+    return rows.set_index("archive")[list(columns)].rename(columns=columns)
+
 
 PAGES = {
     "docs/results/sparse-maps.md": [
@@ -153,6 +206,32 @@ PAGES = {
         Summary("`lagda map` with every default on the GLAD-like deployment, scored at the cells with a fix each day, "
                 "against daily binned means of the finite-difference velocities on the same cells",
                 "results/dense_cluster.csv", _dense),
+    ],
+    "docs/results/basin-year.md": [
+        Summary("`lagda map` on the basin-year archive (583 trajectories, hourly fixes, 2 workers, `--no-land-mask`), "
+                "scored against the truth on the daily cell-days holding a fix and on every cell: the default "
+                "objective map and the tile basis",
+                "results/basin_year.csv", _basin_year_maps),
+        Summary("The standard answers on the same archive, each scored on the cell-days where it has a value, beside "
+                "a tile-basis map (`--tile-method basis`) on those same cells; wall seconds on the 2-core machine",
+                "results/basin_year.csv", _basin_year_baselines),
+    ],
+    "docs/results/fix-cadence.md": [
+        Summary("`lagda map --tile-method basis` (2 workers) on the basin-year archive's fixes at 00, 06, 12 and 18 "
+                "UTC, or at 00 UTC only, scored as the hourly maps are: at the cell-days holding one of those fixes "
+                "and on every cell",
+                "results/basin_year.csv", _fix_cadence),
+    ],
+    "docs/results/band-widths.md": [
+        Summary("How wide the tile basis's bands are on the basin year, at the cells with a fix and on every cell: "
+                "the coverage of the 95% and 68% bands, the median of |error| / std (0.674 for a calibrated "
+                "Gaussian band), the RMS error and the RMS std, u and v together",
+                "results/band_widths.csv", _band_widths),
+    ],
+    "docs/results/long-archive.md": [
+        Summary("One year's fixes of the basin-year archive repeated over ten years (15,162,460 fixes), selected by "
+                "reading every fix and as `lagda map` reads them, in seconds",
+                "results/archive_decade.csv", _archive_decade),
     ],
     "docs/results/real-drifters.md": [
         Summary("`lagda assimilate --tracks FILE` on the GDP-like file with a fraction of its fixes displaced 3-8 km "

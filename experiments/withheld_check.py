@@ -7,7 +7,7 @@ python -m experiments.withheld_check --withhold 0.1          # the basin year (i
 python -m experiments.withheld_check --store MAP.zarr        # an existing map of the archive made with --withhold
 ```
 
-Rows (results/withheld_check.csv, and the table of docs/results/basin-year.md): the map against the withheld
+Rows (results/withheld_check.csv, and the table of docs/results/withheld-check.md): the map against the withheld
 drifters' daily velocities (what `lagda map` says, with no truth), the map against the truth at the same points and
 times (what the check stands for), the drifters' daily velocities against the truth there (how far the check's
 reference is from the truth), and the map against the truth on every cell-day holding a fix of the mapped drifters
@@ -26,13 +26,15 @@ import numpy as np
 import xarray as xr
 
 from experiments.basin_run import run_map
-from experiments.basin_year import PAGE, _fmt, full, make, quick, score_store, write_page
+from experiments.basin_year import full, make, quick, score_store, write_page
+from experiments.csv_rows import cell as _fmt
 from lagda.io.tracks import id_text
 from lagda.mapping.check import band_scores, daily_velocities, sample_map
 from lagda.mapping.run import MapSettings, map_fixes, open_map
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CSV = ROOT / "results" / "withheld_check.csv"
+PAGE = ROOT / "docs" / "results" / "withheld-check.md"
 FIELDS = ["benchmark", "withhold", "comparison", "velocities", "error", "rms_m_s", "speed_rms_m_s", "coverage_95",
           "z_rms"]
 
