@@ -65,7 +65,7 @@ def test_readme_shows_the_drifter_jobs_first_and_links_the_docs():
     text = README.read_text()
     assimilate = [c for c in _lagda_commands() if c.startswith(("lagda assimilate", "lagda map"))]
     first = assimilate[0]
-    assert first.startswith("lagda assimilate --tracks lagda/shipped/gdp_like.nc") and "--method" not in first
+    assert first.startswith("lagda assimilate --tracks gdp_like.nc") and "--method" not in first
     assert any(c.startswith("lagda map ") for c in assimilate)
     for link in re.findall(r"\]\(([^)#]+)", text):
         if not link.startswith("http"):
