@@ -12,7 +12,7 @@ against the benchmark's posterior-mean row given the true noise (--yardstick, a 
     python -m experiments.noise_scan --quick --regime sparse100-noisy-4 --sigmas 1e-5,3e-5,1e-4,3e-4,1e-3,3e-3
     python -m experiments.noise_scan --regime sparse100-noisy-4 --flows 5,11 --yardstick results/k49/pm_s*.fields.csv
 
-Results: docs/results/assimilation.md ("The same information as hybrid").
+Results: docs/results/assimilation-noise.md ("The same information as hybrid").
 """
 
 from __future__ import annotations

@@ -30,8 +30,8 @@ the posterior is pi(x) ∝ N(x; 0, D) L(x), as `lagda assimilate --method sample
 - targets: the same SMC (smc_sample) on targets whose moments are known: a Gaussian with the flow's Laplace
   covariance, started 1.2x wider; or 98 independent light-tailed coordinates exp(-z^2 / 2 - c z^4) mixed by a
   linear map of condition 1e5, started from their Laplace Gaussian. Prints the sample's std over the exact one.
-Every probe prints one JSON line (the sampler also one per run's stage record). Results: docs/results/assimilation.md
-("Where the spread is lost"); the minutes there are the 2-core CPU's.
+Every probe prints one JSON line (the sampler also one per run's stage record).
+Results: docs/results/assimilation-sampler.md ("Where the spread is lost"); the minutes there are the 2-core CPU's.
 """
 
 from __future__ import annotations

@@ -52,15 +52,58 @@ class Summary:
         return f"{self.caption} (`{self.csv}`):\n\n{_markdown(self.table(pd.read_csv(root / self.csv)))}"
 
 
-def _assimilation(rows: pd.DataFrame) -> pd.DataFrame:
+def _assimilation(rows: pd.DataFrame, values: str = "velocity_rel_l2_median") -> pd.DataFrame:
     methods = list(dict.fromkeys(rows["method"]))
-    table = rows.pivot(index="regime", columns="method", values="velocity_rel_l2_median")
+    table = rows.pivot(index="regime", columns="method", values=values)
     return table[methods].reindex(list(dict.fromkeys(rows["regime"])))
+
+
+def _assimilation_seconds(rows: pd.DataFrame) -> pd.DataFrame:
+    return _assimilation(rows, "seconds_per_track")
 
 
 def _qg_defaults(rows: pd.DataFrame) -> pd.DataFrame:
     table = rows.groupby(["drifters", "method"], sort=False)["error"].mean().unstack("method")
     table["projection limit"] = rows.groupby("drifters", sort=False)["limit"].mean()
+    return table
+
+
+def _against_posterior_mean(methods: tuple[str, ...], seconds: bool = True) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """A table maker: per regime, each of `methods` as "error (ratio to the posterior mean, 95% coverage[, seconds
+    per track])", with the number of flows behind the regime's posterior mean."""
+
+    def table(rows: pd.DataFrame) -> pd.DataFrame:
+        rows = rows[rows["method"].isin(methods)]
+        cells = [f"{e:#.3g} ({r:.2f}x, {c:.2f}" + (f", {s:.2g} s)" if seconds else ")") for e, r, c, s in
+                 zip(rows["velocity_rel_l2_median"], rows["vs_posterior_mean"], rows["velocity_calibration"],
+                     rows["seconds_per_track"])]
+        regimes = list(dict.fromkeys(rows["regime"]))
+        table = rows.assign(cell=cells).pivot(index="regime", columns="method", values="cell")
+        table = table[[m for m in methods if m in table.columns]].reindex(regimes)
+        flows = rows[rows["method"] == "posterior-mean:var"].set_index("regime")["fields"]
+        table.insert(0, "flows", flows.reindex(regimes).map(str))
+        return table
+
+    return table
+
+
+def _coverage(methods: tuple[str, ...]) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """A table maker: per regime, each of `methods`' 95% band coverage as "mean +- standard error over the flows
+    (flows)", marked "below 0.95" or "above 0.95" where 0.95 is more than 3 standard errors away."""
+
+    def cell(mean: float, se: float, flows: int) -> str:
+        if pd.isna(se):
+            return f"{mean:.3f} ({flows} flow{'s' if flows != 1 else ''})"
+        side = "" if abs(mean - 0.95) <= 3 * se else (" below 0.95" if mean < 0.95 else " above 0.95")
+        return f"{mean:.3f} +- {se:.3f} ({flows} flows){side}"
+
+    def table(rows: pd.DataFrame) -> pd.DataFrame:
+        rows = rows[rows["method"].isin(methods)]
+        cells = [cell(m, s, f) for m, s, f in zip(rows["velocity_calibration"], rows["velocity_calibration_se"],
+                                                   rows["fields"])]
+        table = rows.assign(cell=cells).pivot(index="regime", columns="method", values="cell")
+        return table[[m for m in methods if m in table.columns]].reindex(list(dict.fromkeys(rows["regime"])))
+
     return table
 
 
@@ -195,6 +238,43 @@ PAGES = {
         Summary("Median relative velocity error over the held-out flows, per observation regime and method "
                 "(K = 49; `truth-map` is 4D-Var started from the truth, which no method can use)",
                 "results/assimilation_benchmark.csv", _assimilation),
+    ],
+    "docs/results/assimilation-sampler.md": [
+        Summary("K = 9, 16 held-out flows per regime: 95% band coverage of the true grid velocities, mean +- "
+                "standard error over the flows, of the sampler's posterior mean (`posterior-mean:var`, `sample`'s "
+                "defaults) and of `hybrid` with the noise estimated",
+                "results/assimilation_benchmark_posterior16_quick.csv",
+                _coverage(("posterior-mean:var", "hybrid@estimated"))),
+        Summary("K = 49, the flows whose posterior mean is measured: the same",
+                "results/assimilation_benchmark_posterior_k49.csv",
+                _coverage(("posterior-mean:var", "hybrid@estimated"))),
+    ],
+    "docs/results/assimilation-speed.md": [
+        Summary("Seconds per track of each method in the benchmark of K = 49 flows (per drifter: a 4-drifter field "
+                "counts 4 tracks) on one core of a lent GPU machine's 16, except "
+                "the `sparse100` rows of `truth-map`, `var`, the searches and `hybrid`, on the 2-core CPU",
+                "results/assimilation_benchmark.csv", _assimilation_seconds),
+    ],
+    "docs/results/assimilation-posterior.md": [
+        Summary("K = 9, 16 held-out flows per regime: median relative velocity error (ratio to the posterior mean's, "
+                "95% band coverage, seconds per track on the 2-core CPU) against the posterior mean given the true "
+                "noise (`posterior-mean:var`); `hybrid@estimated` estimates the noise as `lagda assimilate` does",
+                "results/assimilation_benchmark_posterior16_quick.csv",
+                _against_posterior_mean(("truth-map", "posterior-mean:var", "linear", "var", "enkf",
+                                         "hybrid@estimated"))),
+        Summary("K = 49, the flows whose posterior mean is measured: median relative velocity error (ratio to the "
+                "posterior mean's, mean 95% band coverage over the flows)",
+                "results/assimilation_benchmark_posterior_k49.csv",
+                _against_posterior_mean(("posterior-mean:var", "hybrid@estimated", "linear", "var", "embed",
+                                         "truth-map"), seconds=False)),
+    ],
+    "docs/results/assimilation-noise.md": [
+        Summary("K = 9, 16 held-out flows per regime: median relative velocity error (ratio to the posterior mean "
+                "given the true noise, 95% band coverage, seconds per track) of the posterior mean given the true "
+                "noise, of the posterior mean and of `hybrid` at the noise the evidence estimates",
+                "results/assimilation_benchmark_posterior16_quick.csv",
+                _against_posterior_mean(("posterior-mean:var", "posterior-mean:var@estimated",
+                                         "hybrid@estimated"))),
     ],
     "docs/results/ocean.md": [
         Summary("Relative velocity error on QG turbulence with every default (`--basis circular`), mean over the "

@@ -14,7 +14,7 @@ Where the tracks do not determine the field (one sparse track) pi has many modes
 estimate of least expected error, is not the MAP of any one of them. Tracks observed
 every fused.FUSED_MIN_STRIDE or more steps take log L and its gradient from the fused operator
 (`fused_log_likelihood`: the gradient -J^T r by forward sensitivity instead of reverse mode through the RK4
-steps; docs/results/assimilation.md times the two).
+steps; docs/results/assimilation-speed.md times the two).
 
 Sampler (blackjax.adaptive_tempered_smc): N particles from an initial Gaussian q move along the
 bridge of densities pi_l ∝ q^(1-l) (p0 L)^l, l = 0 -> 1. Each stage resamples (systematic), moves
@@ -82,7 +82,7 @@ as the Gaussian of its members (`Gaussian.of_members`: their mean and weighted d
 x 2K members). Any encoder hybrid reads serves, the shipped cosine one too, so the command defaults to it as the
 learned methods do. The learned start is the encoder's guess before the data, nearly as wide as the prior on
 informative tracks, so the bridge still has all of the data's information to cross; this start is after the data,
-near the posterior like var's Laplace start. docs/results/assimilation.md times both against the prior start.
+near the posterior like var's Laplace start. docs/results/assimilation-amortised.md times both against the prior start.
 The field's info keeps hybrid's decisions under "hybrid" (its noise estimate,
 prior inflation, refinement) and its seconds.
 
@@ -110,8 +110,9 @@ says so (lagda.assimilation.posterior): the sample's spread may be too narrow.
 The defaults (target_acceptance 0.9, at most 48 leapfrog steps, 4 stages at l = 1) are for posteriors with a
 curved valley, as on K = 49 sparse tracks of several drifters: small steps on trajectories as long
 (ceil(trajectory_length / step) leapfrog steps, so more of them) and several moves at l = 1 follow the valley,
-for more HMC gradients per particle. docs/results/assimilation.md ("The sampler's kernel") measures them; on the
-linear-Gaussian twin the mean, covariance and evidence stay within their Monte Carlo error (tests/test_sample.py).
+for more HMC gradients per particle. docs/results/assimilation-sampler.md ("The kernel's settings") measures
+them; on the linear-Gaussian twin the mean, covariance and evidence stay within their Monte Carlo error
+(tests/test_sample.py).
 """
 
 from __future__ import annotations
