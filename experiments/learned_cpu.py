@@ -26,7 +26,7 @@ Other files and libraries: `--train` and `--test` instead of the simulated pair,
 test file, `--skip-training` for the baseline's row alone (the paper's data against its whole test set:
 `--train paper_1.nc --test paper_2.nc --library 0 --skip-training`).
 
-Results: results/learned_cpu.csv; docs/results/training.md ("The pure-learned encoder").
+Results: results/learned_cpu.csv; docs/results/training-learned.md.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ implies: a track is retrieved wrongly where its gap is negative.
 
     python -m experiments.misfit_margins --run RUN --data test.nc [--queries 256 --library 4096]
 
-Results: docs/results/training.md ("Coefficient negatives").
+Results: docs/results/training-learned.md ("Coefficient negatives").
 """
 
 from __future__ import annotations

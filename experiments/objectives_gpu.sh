@@ -2,7 +2,7 @@
 # The training objectives compared at the paper's scale, on one GPU machine, in one call of at most LIMIT seconds:
 #   1. the paper's data: `lagda simulate --preset paper`, seeds 1 (train) and 2 (test), N fields each (32,268);
 #   2. experiments/objectives.py on it: cond, joint, sigmoid, kernel_set, sogclr and nuclr train the same encoder
-#      (the `learned` preset with its ridge head, as in the objectives table of docs/results/training.md) for
+#      (the `learned` preset with its ridge head, as in the objectives table of docs/results/training-objectives.md) for
 #      EPOCHS epochs on all N training fields, one seed; each is scored by R@1/5/10 in both directions against the
 #      whole N-field test set; FIELDS=8 adds the downstream field errors of embed and hybrid on 8 held-out flows per
 #      regime (the other columns of that table; off by default, as their cost on a GPU is not measured yet).

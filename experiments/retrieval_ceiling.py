@@ -29,7 +29,7 @@ stride * sigma_v^2 and is written beside every row.
     lagda simulate --preset small --n-samples 1024 --seed 1 --out train1024.nc   # the training file's first fields
     nice -n 10 python -m experiments.retrieval_ceiling --train train1024.nc --test test4096.nc
 
-Results: docs/results/training.md ("The retrieval ceiling"), results/retrieval_ceiling.csv.
+Results: docs/results/training-ceiling.md, results/retrieval_ceiling.csv.
 """
 
 from __future__ import annotations

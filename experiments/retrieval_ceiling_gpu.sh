@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The retrieval ceiling against the whole 32,268-field test set of the paper's data, on one GPU machine, in one
 # call of at most LIMIT seconds (experiments/retrieval_ceiling.py; the 4,096-field CPU run is in
-# docs/results/training.md, "The retrieval ceiling"):
+# docs/results/training-ceiling.md):
 #   1. the paper's data: `lagda simulate --preset paper`, seed 2 (test, 32,268 fields) and the first NOISE_FIELDS
 #      fields of seed 1 (train: the velocity-error estimate), unless WORK already holds them (paper_gpu.sh's
 #      paper_1.nc / paper_2.nc are used as they are);
