@@ -21,8 +21,8 @@ import pathlib
 EXAMPLES = {
     "gdp_like": "8 drifters in a quasi-geostrophic ocean with a mean current, hourly lon/lat fixes with gaps over "
                 "30 days from 2025-03-01 near 40 W, 34 N: a clouddrift ragged netCDF, as the GDP writes it",
-    "example_tracks": "the tracks of the twin demo: one drifter in each of 8 flows of lagda's own model (model units, "
-                      "x and y in 0..1), with the flows' true coefficients",
+    "example_tracks": "the tracks of the twin experiment (lagda demo --twin): one drifter in each of 8 flows of "
+                      "lagda's own model, in model units (x and y in 0..1), with the flows' true coefficients",
 }
 
 
