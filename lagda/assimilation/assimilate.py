@@ -87,13 +87,14 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
                     run_dir=None, n_grid: int = 32, plot=None, overwrite: bool = False, seed: int = 0,
                     dt: float | None = None, box=None, time_scale: float | None = None, basis: str | None = None,
                     k_max: float = 12, degree: int = 3, climatology=None, times: int | str | None = None,
-                    keep_undrogued: bool = False, local_gp: bool = True, low_pass: bool = True) -> AssimilationSummary:
+                    keep_undrogued: bool = False, local_gp: bool = True, low_pass: bool = True,
+                    plot_day: str | None = None) -> AssimilationSummary:
     """Returns the summary of assimilating a track file, after writing the result netCDF.
 
     Reads `tracks_path` (lagda.io.formats.read_tracks), finds the model (`model_settings`, or the
     chosen `basis`), checks the tracks against it (check_fits_model), runs `method` on each field,
     writes `out_path` (lagda.io.results.write_result, temporary file + rename; the settings' notes and
-    each field's diagnostics in its attributes) and, with `plot`, a figure of field 0. Physical tracks
+    each field's diagnostics in its attributes) and, with `plot`, a figure of field 0 on one day. Physical tracks
     (lon/lat or metres, CF times) are mapped onto the model (lagda.io.physical; the mapping's inferences
     are notes) and the result is in physical units.
 
@@ -122,7 +123,10 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
     n_grid : int
         Grid points per side of the result's psi, u, v.
     plot : str or path-like, optional
-        A figure of field 0 to draw (true psi if known, posterior mean, std, tracks).
+        A figure of field 0 to draw (true psi if known, posterior mean, std, tracks; lagda.assimilation.plot).
+    plot_day : str, optional
+        With `plot`, for tracks with dates: the day the figure shows (ISO 8601, e.g. "2025-03-15"; the grid time
+        nearest it); None: the middle grid time of the window. Checked before the method runs.
     overwrite : bool
         Replace an existing `out_path`.
     seed : int
@@ -168,8 +172,9 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
     ------
     ValueError
         One line for an unknown method or option, a bad value, another method's config, an existing `out_path`
-        without `overwrite`, a chosen basis for a method that cannot use one, a climatology without a basis, or
-        tracks that do not fit the model. Nothing is written.
+        without `overwrite`, a chosen basis for a method that cannot use one, a climatology without a basis,
+        tracks that do not fit the model, or a `plot_day` without `plot`, not a date or outside the tracks'
+        window. Nothing is written.
     FileNotFoundError
         A missing track file or run directory.
 
@@ -198,6 +203,12 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
         raise ValueError(f"{out_path} exists; pass --overwrite (overwrite=True in Python) to replace it")
     if method is not None:
         check_options(method, config)  # before the file is read
+    if plot_day is not None:
+        from lagda.assimilation.plot import parse_day
+
+        if not plot:
+            raise ValueError("--plot-day needs --plot FIG.png (plot_day needs plot in Python)")
+        parse_day(plot_day)  # a bad date is refused before the file is read
     with python_warnings.catch_warnings(record=True) as caught:  # the reader's assumptions become summary warnings
         python_warnings.simplefilter("always")
         tracks = read_tracks(tracks_path, box=box, time_scale=time_scale, keep_undrogued=keep_undrogued,
@@ -226,6 +237,10 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
             model = basis_model(tracks, basis, k_max, degree, clim, dt)
             warnings = read_warnings + check_fits_model(tracks, model.dt)  # a chosen basis: the times only
         grid_times, times_note = result_times(tracks, times)
+        if plot:
+            from lagda.assimilation.plot import plot_time_index
+
+            plot_index = plot_time_index(tracks.mapping, grid_times, plot_day)  # before the method runs
         notes = default_note + tuple(tracks.notes) + model.notes + method_obj.notes + (times_note,)
         posterior = method_obj(tracks, model, jax.random.key(seed))
         notes = notes + method_notes(method, posterior)
@@ -253,7 +268,7 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
     if plot:
         from lagda.assimilation.plot import plot_assimilation
 
-        plot_assimilation(result, plot, tracks=tracks)
+        plot_assimilation(result, plot, tracks=tracks, time_index=plot_index)
     return summary
 
 

@@ -1,5 +1,7 @@
 """Figure of an assimilation result: true and recovered psi on one colour scale, their error, the
-velocity's uncertainty, the tracks; for physical results in degrees, m/s and dates."""
+velocity's uncertainty, the tracks; for physical results in degrees, m/s and dates. Also what the figures of
+`lagda assimilate --plot` and `lagda map --plot` share: the day a figure shows (`day_index`) and the arrows' scale
+key (`arrow_key`)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from lagda.io.land import draw_land
-from lagda.io.physical import iso_time
+from lagda.io.physical import iso_time, parse_time
 from lagda.io.results import Result, read_result
 from lagda.io.tracks import Tracks
 from simulate.atomic import write_atomic
@@ -15,18 +17,89 @@ from simulate.flow import grid_fields
 from simulate.plot import wrapped_segments
 
 
+def parse_day(day: str) -> np.datetime64:
+    """Returns the date `day` (ISO 8601, "2025-03-15" or "2025-03-15T12:00") as datetime64[s] (UTC).
+
+    Raises:
+        ValueError: one line, if `day` is not a date.
+
+    Example:
+        >>> parse_day("2025-03-15T06:00")
+        np.datetime64('2025-03-15T06:00:00')
+    """
+    try:
+        return np.datetime64(round(parse_time(day)), "s")
+    except ValueError:
+        raise ValueError(f"--plot-day {day}: not a date (use ISO 8601, e.g. 2025-03-15)") from None
+
+
+def day_index(times, day: str, source: str = "the result") -> int:
+    """Returns the index of the time in `times` nearest the date `day`: the time a figure of that day shows.
+
+    Args:
+        times: datetime64 `(time,)`, increasing (a map's or a result's grid times, UTC).
+        day: a date, ISO 8601 ("2025-03-15").
+        source: what the times are of, for the error ("the map": "outside the map's days").
+
+    Raises:
+        ValueError: one line: `day` is not a date, or lies more than half a time step outside `times`.
+
+    Example:
+        >>> times = np.arange("2025-03-01", "2025-03-31", dtype="datetime64[D]").astype("datetime64[s]")
+        >>> day_index(times, "2025-03-15T10:00")
+        14
+    """
+    times = np.asarray(times).astype("datetime64[s]")
+    wanted = parse_day(day)
+    half = (times[1] - times[0]) / 2 if len(times) > 1 else np.timedelta64(12, "h")
+    if not times[0] - half <= wanted <= times[-1] + half:
+        raise ValueError(f"--plot-day {day}: outside {source}'s days, {str(times[0])[:10]} to "
+                         f"{str(times[-1])[:10]}")
+    return int(np.argmin(np.abs(times - wanted)))
+
+
+def result_dates(mapping, model_times) -> np.ndarray:
+    """Returns datetime64[s] `(time,)` (UTC) of model times `(time,)` of physical tracks (`mapping`,
+    lagda.io.physical.Mapping)."""
+    return np.round(mapping.time_from_model(np.asarray(model_times, np.float64))).astype("datetime64[s]")
+
+
+def plot_time_index(mapping, model_times, day: str | None) -> int:
+    """Returns the grid time a result's figure shows: the one nearest the date `day`, else (None) the middle one
+    (index len // 2: the window's middle, where its drifters inform the field from both sides).
+
+    Args:
+        mapping: the tracks' lagda.io.physical.Mapping (None for model-unit tracks, which have no dates).
+        model_times: the result's grid times `(time,)` in model units.
+        day: a date (ISO 8601) or None.
+
+    Raises:
+        ValueError: one line: `day` is not a date, lies outside the grid times, or the tracks have no dates.
+    """
+    if day is None:
+        return len(model_times) // 2
+    if mapping is None:
+        parse_day(day)  # a bad date is said as such
+        raise ValueError(f"--plot-day {day}: these tracks are in model units, without dates")
+    return day_index(result_dates(mapping, model_times), day)
+
+
 def plot_assimilation(result, out_png, tracks: Tracks | None = None, truth=None, field: int = 0,
-                      time_index: int = -1) -> str:
+                      time_index: int | None = None, day: str | None = None) -> str:
     """Returns `out_png` after drawing `assimilation_figure` of one field at one grid time.
 
     Args:
         result: a result file path or a `Result` from `read_result`.
         out_png: output image path (written via a temporary file + rename).
-        tracks, truth, field, time_index: as in `assimilation_figure`.
+        tracks, truth, field: as in `assimilation_figure`.
+        time_index: the grid time drawn; None: that of `day` (`plot_time_index`: the middle one without it).
+        day: a date (ISO 8601) of a physical result: the grid time nearest it (used when `time_index` is None).
     Raises:
-        ValueError: if `field` or `time_index` is out of range.
+        ValueError: one line, if `field` or `time_index` is out of range, or `day` is not a date of the result.
     """
     res: Result = result if isinstance(result, Result) else read_result(result)
+    if time_index is None:
+        time_index = plot_time_index(res.mapping, res.time, day)
     fig = assimilation_figure(res, tracks, truth, field, time_index)
     # format given: the temporary name has no .png suffix
     write_atomic(out_png, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
@@ -34,7 +107,7 @@ def plot_assimilation(result, out_png, tracks: Tracks | None = None, truth=None,
 
 
 def assimilation_figure(res: Result, tracks: Tracks | None = None, truth=None, field: int = 0,
-                        time_index: int = -1) -> Figure:
+                        time_index: int | None = None) -> Figure:
     """Returns the figure of one field of a result at one grid time.
 
     Panels: true psi, posterior-mean psi with the mean velocity as arrows and the error (posterior
@@ -44,18 +117,21 @@ def assimilation_figure(res: Result, tracks: Tracks | None = None, truth=None, f
     so no track can recover it. The field's tracks are overlaid on each panel, wrapped onto the
     torus. For a result in physical units (`res.mapping`) the maps are in longitude/latitude
     (degrees, the land drawn over them in grey; or km for projected tracks), psi in m^2/s and the
-    spread in m/s, the title gives the date, and a last panel shows each drifter's fixes against the
-    date (its gaps).
+    spread in m/s, the title gives the date and time (UTC), and a last panel shows each drifter's fixes
+    against the date (its gaps). The velocity arrows carry a scale key (m/s, or model units), each colour bar
+    its quantity and unit; the title names the field only when the result has several.
 
     Args:
         res: a `Result` from `read_result`.
         tracks: observed tracks; defaults to those stored in the result.
         truth: complex `(field, mode)` true coefficients; defaults to the result's.
-        field, time_index: which field and grid time to draw.
+        field: which field to draw.
+        time_index: which grid time to draw; None: the middle one (`plot_time_index`).
     Raises:
         ValueError: if `field` or `time_index` is out of range.
     """
     n_field, n_time = res.fields["psi_mean"].shape[:2]
+    time_index = n_time // 2 if time_index is None else time_index
     if not 0 <= field < n_field or not -n_time <= time_index < n_time:
         raise ValueError(f"field {field} / time index {time_index} out of range: the result has {n_field} fields, "
                          f"{n_time} times")
@@ -92,8 +168,9 @@ def assimilation_figure(res: Result, tracks: Tracks | None = None, truth=None, f
         if title.startswith("posterior mean"):
             step = max(1, len(res.x) // 16)
             xx, yy = to_map(*np.meshgrid(res.x[::step], res.y[::step]))
-            ax.quiver(xx, yy, res.fields["u_mean"][field, time_index][::step, ::step],
-                      res.fields["v_mean"][field, time_index][::step, ::step], color="k", alpha=0.6)
+            u, v = (res.fields[f"{c}_mean"][field, time_index][::step, ::step] for c in ("u", "v"))
+            arrow_key(ax, ax.quiver(xx, yy, u, v, color="k", alpha=0.6), np.hypot(u, v),
+                      "model units" if mapping is None else "m/s")
         ax.set_title(title)
     fig.colorbar(im, ax=maps[: len(psi_panels)], shrink=0.8, label=r"$\psi$ - spatial mean" + units[0])
     im = maps[-1].imshow(speed_std, cmap="viridis", **extent)
@@ -108,13 +185,47 @@ def assimilation_figure(res: Result, tracks: Tracks | None = None, truth=None, f
             draw_land(ax, (west, east), (south, north))
         _draw_tracks(ax, tracks, field, to_map)
         ax.set(xlabel=labels[0], ylabel=labels[1], xlim=(west, east), ylim=(south, north), aspect=aspect)
-    when = f"t = {t:.4g}"
+    when = f"t = {t:.4g} (model time)"
     if mapping is not None:
         when = iso_time(mapping.time_from_model(t)).replace("T", " ").replace(":00Z", " UTC")
         if tracks is not None:
             _draw_timeline(axes[-1], tracks, field, mapping, t)
-    fig.suptitle(f"lagda assimilation ({res.method}), field {field}, {when}")
+    which = f", field {field} of {n_field}" if n_field > 1 else ""
+    fig.suptitle(f"lagda assimilation ({res.method}){which}, {when}")
     return fig
+
+
+KEY_STEPS = (1.0, 2.0, 5.0)  # the arrow key's speed: one of these times a power of ten
+
+
+def key_speed(speeds) -> float:
+    """Returns the arrow key's speed: the largest of KEY_STEPS x 10^n not above the 90th percentile of the finite
+    `speeds` (the typical long arrow), 1 when none is positive.
+
+    Example:
+        >>> key_speed(np.array([0.01, 0.03, 0.08, 0.12]))
+        0.1
+    """
+    speeds = np.asarray(speeds, np.float64)
+    speeds = speeds[np.isfinite(speeds) & (speeds > 0)]
+    if not len(speeds):
+        return 1.0
+    typical = float(np.percentile(speeds, 90))
+    power = 10.0 ** np.floor(np.log10(typical))
+    return float(max(step * power for step in KEY_STEPS if step * power <= typical * (1 + 1e-9)))
+
+
+def arrow_key(ax, quiver, speeds, unit: str):
+    """Returns the scale key of the arrows `quiver` drawn on `ax` (matplotlib QuiverKey): an arrow of `key_speed`
+    of the `speeds` shown, labelled with it and `unit` ("0.1 m/s"), in the axes' top right corner on a white
+    box (over the field, under nothing)."""
+    from matplotlib.patches import FancyBboxPatch
+
+    speed = key_speed(speeds)
+    ax.add_patch(FancyBboxPatch((0.62, 0.905), 0.36, 0.075, boxstyle="round,pad=0.01", transform=ax.transAxes,
+                                facecolor="w", edgecolor="0.4", linewidth=0.5, zorder=7))
+    return ax.quiverkey(quiver, 0.9, 0.942, speed, f"{speed:g} {unit}", labelpos="W", coordinates="axes",
+                        color="k", labelcolor="k", zorder=8, fontproperties={"size": 8})
 
 
 def _map_coordinates(mapping):

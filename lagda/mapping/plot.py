@@ -1,16 +1,19 @@
-"""Figure of one day of a `lagda map` store: the velocity, its total predictive std and the fixes behind it."""
+"""Figure of one day of a `lagda map` store: the velocity, its total predictive std and the fixes behind it,
+dated (UTC), with an arrow scale key in m/s, labelled colour bars, the land and optionally the drifters' tracks."""
 
 from __future__ import annotations
 
 import numpy as np
 from matplotlib.figure import Figure
 
+from lagda.assimilation.plot import arrow_key, day_index
 from lagda.io.land import draw_land
-from lagda.io.physical import parse_time
 from lagda.mapping.run import open_map
 from simulate.atomic import write_atomic
 
 MAX_ARROWS = 24  # arrows per side of the velocity panel at most
+TRACK_COLOURS = {"mapped": "orange", "withheld": "deepskyblue"}  # the drifters' tracks on the map panels
+NEAR_DAY_S = 12 * 3600.0  # a drifter's dot: its fix nearest the day drawn, if within this long of it
 
 
 def busiest_day(maps) -> int:
@@ -18,11 +21,19 @@ def busiest_day(maps) -> int:
     return int(np.argmax(maps["n_fixes"].sum(("lat", "lon")).values))
 
 
-def map_figure(maps, time_index: int) -> Figure:
-    """Returns the figure of day `time_index` of a map store `maps` (`open_map`): speed with the velocity as arrows,
-    the speed's total predictive std (u_std and v_std in quadrature) and the fixes per cell that day, on
-    longitude/latitude (a map across the dateline is drawn with its longitudes continued past 180), the land drawn
-    over it in grey with its coast (lagda.io.land).
+def map_figure(maps, time_index: int, drifters: dict | None = None) -> Figure:
+    """Returns the figure of day `time_index` of a map store `maps` (`open_map`): speed with the velocity as arrows
+    (a scale key in m/s above them), the speed's total predictive std (u_std and v_std in quadrature) and the
+    fixes per cell that day, on longitude/latitude (a map across the dateline is drawn with its longitudes
+    continued past 180), the land drawn over it in grey with its coast (lagda.io.land); each colour bar says its
+    quantity and unit, the title the day (UTC).
+
+    Args:
+        maps: a map store (xarray Dataset on time, lat, lon: u, v, u_std, v_std in m/s, n_fixes).
+        time_index: the map time drawn.
+        drifters: tracks drawn over the speed and std panels, {label: lagda.mapping.archive.Fixes} (e.g.
+            {"mapped": ..., "withheld": ...}; colours TRACK_COLOURS, else grey; `draw_drifters`) with a legend;
+            None: none drawn.
 
     Raises:
         ValueError: `time_index` out of range.
@@ -35,50 +46,63 @@ def map_figure(maps, time_index: int) -> Figure:
     lon = lon[0] + (lon - lon[0]) % 360.0  # continuous across the dateline
     lat = day["lat"].values
     u, v = day["u"].values, day["v"].values
-    panels = [("speed (m/s) and velocity", np.hypot(u, v), "viridis"),
-              ("total predictive std of the velocity (m/s)", np.hypot(day["u_std"].values, day["v_std"].values),
-               "magma"),
+    panels = [("speed and velocity", np.hypot(u, v), "viridis", "speed (m/s)"),
+              ("total predictive std of the velocity", np.hypot(day["u_std"].values, day["v_std"].values),
+               "magma", "std of the velocity (m/s)"),
               ("fixes per cell that day", np.where(day["n_fixes"].values > 0, day["n_fixes"].values, np.nan),
-               "Blues")]
+               "Blues", "fixes per cell")]
     half = (lon[1] - lon[0] if len(lon) > 1 else 0.5) / 2, (lat[1] - lat[0] if len(lat) > 1 else 0.5) / 2
     edges = (lon[0] - half[0], lon[-1] + half[0]), (lat[0] - half[1], lat[-1] + half[1])
-    fig = Figure(figsize=(15, 4.6), layout="constrained")
+    fig = Figure(figsize=(15, 4.8), layout="constrained")
     axes = fig.subplots(1, 3, sharey=True)
-    for ax, (title, image, cmap) in zip(axes, panels):
+    for ax, (title, image, cmap, label) in zip(axes, panels):
         mesh = ax.pcolormesh(lon, lat, image, cmap=cmap, shading="nearest", vmin=0.0, zorder=1)
         draw_land(ax, *edges)
-        fig.colorbar(mesh, ax=ax, shrink=0.85)
+        fig.colorbar(mesh, ax=ax, shrink=0.85, label=label)
         ax.set(title=title, xlabel="longitude (degrees east)", xlim=edges[0], ylim=edges[1],
                aspect=1 / np.cos(np.deg2rad(np.mean(lat))))
     step = (max(1, len(lat) // MAX_ARROWS), max(1, len(lon) // MAX_ARROWS))
-    axes[0].quiver(lon[::step[1]], lat[::step[0]], u[::step[0], ::step[1]], v[::step[0], ::step[1]], color="w",
-                   zorder=4)
+    u_drawn, v_drawn = u[::step[0], ::step[1]], v[::step[0], ::step[1]]
+    arrows = axes[0].quiver(lon[::step[1]], lat[::step[0]], u_drawn, v_drawn, color="w", zorder=4)
+    arrow_key(axes[0], arrows, np.hypot(u_drawn, v_drawn), "m/s")
     axes[0].set_ylabel("latitude (degrees north)")
+    for label, fixes in (drifters or {}).items():
+        for ax in axes[:2]:
+            draw_drifters(ax, fixes, lon[0], day["time"].values, TRACK_COLOURS.get(label, "0.5"), label)
+    if drifters:
+        axes[1].legend(loc="lower right", fontsize=7, framealpha=0.8, title="drifters", title_fontsize=7)
     when = str(np.datetime_as_string(day["time"].values, unit="m")).replace("T", " ")
     fig.suptitle(f"lagda map, {when} UTC: {int(np.isfinite(u).sum())} of {u.size} cells mapped, "
                  f"{int(day['n_fixes'].sum())} fixes")
     return fig
 
 
-def parse_day(day: str) -> np.datetime64:
-    """Returns the date `day` (ISO 8601) as datetime64[s].
+def draw_drifters(ax, fixes, west: float, when, colour, label: str) -> None:
+    """Draws each drifter of `fixes` (lagda.mapping.archive.Fixes) on a longitude/latitude axes: its track as a
+    line (broken where it jumps more than 180 degrees), its fix nearest `when` (datetime64, UTC) as a dot if within
+    NEAR_DAY_S of it; longitudes taken from `west` on, as the map's are. The first line carries `label` (for a
+    legend)."""
+    seconds = (np.datetime64(when, "s") - np.datetime64("1970-01-01T00:00:00", "s")) / np.timedelta64(1, "s")
+    lon = west + (fixes.lon - west) % 360.0
+    for n, traj in enumerate(np.unique(fixes.traj)):
+        mine = np.flatnonzero(fixes.traj == traj)
+        mine = mine[np.argsort(fixes.time[mine], kind="stable")]
+        x, y = lon[mine], fixes.lat[mine]
+        x = np.where(np.r_[False, np.abs(np.diff(x)) > 180.0], np.nan, x)  # no line across the map's seam
+        ax.plot(x, y, "-", color=colour, lw=0.9, alpha=0.9, zorder=5, label=None if n else label)
+        near = int(np.argmin(np.abs(fixes.time[mine] - seconds)))
+        if abs(fixes.time[mine][near] - seconds) <= NEAR_DAY_S:
+            ax.plot(lon[mine][near], y[near], "o", color=colour, mec="k", mew=0.6, ms=5, zorder=6)
 
-    Raises:
-        ValueError: one line, if `day` is not a date.
-    """
-    try:
-        return np.datetime64(round(parse_time(day)), "s")
-    except ValueError:
-        raise ValueError(f"--plot-day {day}: not a date (use ISO 8601, e.g. 2025-03-15)") from None
 
-
-def plot_map(store, out_png, day: str | None = None) -> tuple[str, str]:
+def plot_map(store, out_png, day: str | None = None, drifters: dict | None = None) -> tuple[str, str]:
     """Returns (out_png, the day drawn) after drawing `map_figure` of one day of a map store.
 
     Args:
         store: a `lagda map` store (.zarr or .nc).
         out_png: the PNG image to write (via a temporary file and a rename).
         day: a date (ISO 8601, "2025-03-15"): the map time nearest it; None: the day with the most fixes.
+        drifters: tracks to draw, as `map_figure` takes them (None: none).
 
     Returns:
         `(out_png, day)`: the image's path as a string and the day drawn, "YYYY-MM-DD".
@@ -88,7 +112,7 @@ def plot_map(store, out_png, day: str | None = None) -> tuple[str, str]:
         ValueError: a day outside the map's period, or not a date.
 
     Example:
-        After `lagda map --tracks lagda/shipped/gdp_like.nc --out map.nc` (not run here):
+        After `lagda map --tracks gdp_like.nc --out map.nc` (not run here):
 
         ```python
         plot_map("map.nc", "map.png")  # ("map.png", "2025-03-02"): the day with the most fixes
@@ -96,15 +120,7 @@ def plot_map(store, out_png, day: str | None = None) -> tuple[str, str]:
     """
     with open_map(store) as maps:
         times = maps["time"].values
-        if day is None:
-            index = busiest_day(maps)
-        else:
-            wanted = parse_day(day)
-            half = (times[1] - times[0]) / 2 if len(times) > 1 else np.timedelta64(12, "h")
-            if not times[0] - half <= wanted <= times[-1] + half:
-                raise ValueError(f"--plot-day {day}: outside the map's days, {str(times[0])[:10]} to "
-                                 f"{str(times[-1])[:10]}")
-            index = int(np.argmin(np.abs(times - wanted)))
-        fig = map_figure(maps, index)
+        index = busiest_day(maps) if day is None else day_index(times, day, "the map")
+        fig = map_figure(maps, index, drifters)
     write_atomic(out_png, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
     return str(out_png), str(times[index])[:10]
