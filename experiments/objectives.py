@@ -1,6 +1,6 @@
 """Training objectives compared: L_cond (CLIP), joint, sigmoid, kernel_set, SogCLR and NUCLR.
 
-Two studies (README "Training objectives compared"):
+Two studies (docs/results/training-objectives.md):
 
 1. The drifter problem. Every objective (`lagda train --loss ...`) trains the same encoder (the
    `--preset`, default `learned`: the set encoder trained on the mixture of observation regimes,
