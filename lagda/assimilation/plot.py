@@ -9,7 +9,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from lagda.io.land import draw_land
-from lagda.io.physical import iso_time, parse_time
+from lagda.io.physical import parse_time
 from lagda.io.results import Result, read_result
 from lagda.io.tracks import Tracks
 from simulate.atomic import write_atomic
@@ -187,7 +187,7 @@ def assimilation_figure(res: Result, tracks: Tracks | None = None, truth=None, f
         ax.set(xlabel=labels[0], ylabel=labels[1], xlim=(west, east), ylim=(south, north), aspect=aspect)
     when = f"t = {t:.4g} (model time)"
     if mapping is not None:
-        when = iso_time(mapping.time_from_model(t)).replace("T", " ").replace(":00Z", " UTC")
+        when = np.datetime_as_string(result_dates(mapping, [t])[0], unit="m").replace("T", " ") + " UTC"
         if tracks is not None:
             _draw_timeline(axes[-1], tracks, field, mapping, t)
     which = f", field {field} of {n_field}" if n_field > 1 else ""
