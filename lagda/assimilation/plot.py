@@ -198,8 +198,8 @@ def assimilation_figure(res: Result, tracks: Tracks | None = None, truth=None, f
 KEY_STEPS = (1.0, 2.0, 5.0)  # the arrow key's speed: one of these times a power of ten
 
 
-def key_speed(speeds) -> float:
-    """Returns the arrow key's speed: the largest of KEY_STEPS x 10^n not above the 90th percentile of the finite
+def key_speed(speeds, percentile: float = 90.0) -> float:
+    """Returns the arrow key's speed: the largest of KEY_STEPS x 10^n not above the `percentile` of the finite
     `speeds` (the typical long arrow), 1 when none is positive.
 
     Example:
@@ -210,18 +210,18 @@ def key_speed(speeds) -> float:
     speeds = speeds[np.isfinite(speeds) & (speeds > 0)]
     if not len(speeds):
         return 1.0
-    typical = float(np.percentile(speeds, 90))
+    typical = float(np.percentile(speeds, percentile))
     power = 10.0 ** np.floor(np.log10(typical))
     return float(max(step * power for step in KEY_STEPS if step * power <= typical * (1 + 1e-9)))
 
 
-def arrow_key(ax, quiver, speeds, unit: str):
+def arrow_key(ax, quiver, speeds, unit: str, percentile: float = 90.0):
     """Returns the scale key of the arrows `quiver` drawn on `ax` (matplotlib QuiverKey): an arrow of `key_speed`
-    of the `speeds` shown, labelled with it and `unit` ("0.1 m/s"), in the axes' top right corner on a white
-    box (over the field, under nothing)."""
+    of the `speeds` shown (at most their `percentile`), labelled with it and `unit` ("0.1 m/s"), in the axes' top
+    right corner on a white box (over the field, under nothing)."""
     from matplotlib.patches import FancyBboxPatch
 
-    speed = key_speed(speeds)
+    speed = key_speed(speeds, percentile)
     ax.add_patch(FancyBboxPatch((0.62, 0.905), 0.36, 0.075, boxstyle="round,pad=0.01", transform=ax.transAxes,
                                 facecolor="w", edgecolor="0.4", linewidth=0.5, zorder=7))
     return ax.quiverkey(quiver, 0.9, 0.942, speed, f"{speed:g} {unit}", labelpos="W", coordinates="axes",

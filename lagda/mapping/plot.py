@@ -6,12 +6,13 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from lagda.assimilation.plot import arrow_key, day_index
+from lagda.assimilation.plot import arrow_key, day_index, key_speed
 from lagda.io.land import draw_land
 from lagda.mapping.run import open_map
 from simulate.atomic import write_atomic
 
 MAX_ARROWS = 24  # arrows per side of the velocity panel at most
+ARROW_PERCENTILE = 95  # an arrow of about this percentile of the speeds drawn spans the space between two arrows
 TRACK_COLOURS = {"mapped": "orange", "withheld": "deepskyblue"}  # the drifters' tracks on the map panels
 NEAR_DAY_S = 12 * 3600.0  # a drifter's dot: its fix nearest the day drawn, if within this long of it
 
@@ -63,8 +64,12 @@ def map_figure(maps, time_index: int, drifters: dict | None = None) -> Figure:
                aspect=1 / np.cos(np.deg2rad(np.mean(lat))))
     step = (max(1, len(lat) // MAX_ARROWS), max(1, len(lon) // MAX_ARROWS))
     u_drawn, v_drawn = u[::step[0], ::step[1]], v[::step[0], ::step[1]]
-    arrows = axes[0].quiver(lon[::step[1]], lat[::step[0]], u_drawn, v_drawn, color="w", zorder=4)
-    arrow_key(axes[0], arrows, np.hypot(u_drawn, v_drawn), "m/s")
+    speed = np.hypot(u_drawn, v_drawn)
+    spacing = step[1] * (lon[1] - lon[0] if len(lon) > 1 else 1.0)  # degrees of longitude between arrows
+    long = key_speed(speed[np.isfinite(speed)], ARROW_PERCENTILE) if np.isfinite(speed).any() else 1.0
+    arrows = axes[0].quiver(lon[::step[1]], lat[::step[0]], u_drawn, v_drawn, color="w", zorder=4, scale_units="x",
+                            scale=long / spacing, width=0.004)
+    arrow_key(axes[0], arrows, speed, "m/s", ARROW_PERCENTILE)  # about as long as the space between arrows
     axes[0].set_ylabel("latitude (degrees north)")
     for label, fixes in (drifters or {}).items():
         for ax in axes[:2]:
