@@ -616,12 +616,17 @@ def _background_path(path: str | None) -> str | None:
 
 
 def _run_map(args: argparse.Namespace) -> int:
+    from lagda.mapping.arguments import on_command_line
+
+    with on_command_line():  # the map's messages name its flags (--resume), not the Python arguments (resume=True)
+        return _map_command(args)
+
+
+def _map_command(args: argparse.Namespace) -> int:
     from lagda.assimilation.fields import parse_step
-    from lagda.io.physical import parse_time
     from lagda.mapping.run import MapSettings, TileFailed, interrupted_state, map_archive
 
-    settings = MapSettings(tuple(args.region) if args.region else None,
-                           (parse_time(args.period[0]), parse_time(args.period[1])) if args.period else None,
+    settings = MapSettings(tuple(args.region) if args.region else None, tuple(args.period) if args.period else None,
                            args.resolution, parse_step(args.cadence, "--cadence"), args.tile_size, args.halo,
                            args.window_days, args.window_step, args.k_max, args.degree, args.keep_undrogued,
                            args.local_gp, args.land_mask, args.withhold, args.low_pass, args.tile_method,

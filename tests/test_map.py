@@ -277,7 +277,7 @@ def test_a_map_that_cannot_be_written_keeps_its_tiles_and_says_resume(small_map,
         raise RuntimeError("NetCDF: HDF error")
 
     monkeypatch.setattr(xr.Dataset, "dump_to_store", full_disk)
-    with pytest.raises(OSError, match=r"NetCDF: HDF error .*; \d+ tiles are saved in .*--resume"):
+    with pytest.raises(OSError, match=r"NetCDF: HDF error .*; \d+ tiles are saved in .*resume=True"):
         map_archive(archive, out, s, scheduler=scheduler, progress=False, say=lambda _: None)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["map.nc.partial"]
     monkeypatch.setattr(xr.Dataset, "dump_to_store", dump)
@@ -317,7 +317,7 @@ def test_tiles_of_other_lagda_code_are_never_blended_into_a_map(small_map, tmp_p
     assert manifest["code"] == code_digest()
     (partial / "manifest.json").write_text(json.dumps({**manifest, "code": "0" * 16}))
     with pytest.raises(ValueError, match=rf"cannot resume {out}: its partial run was made by other lagda code "
-                                         rf"\(source digest 0{{16}}; this is {code_digest()}\); pass --overwrite"):
+                                         rf"\(source digest 0{{16}}; this is {code_digest()}\); pass overwrite=True"):
         go(resume=True)
     del manifest["code"]  # a partial run made before lagda recorded its code
     (partial / "manifest.json").write_text(json.dumps(manifest))
@@ -334,7 +334,7 @@ def test_tiles_of_other_lagda_code_are_never_blended_into_a_map(small_map, tmp_p
     said.clear()
     assert go(resume=True)["already_complete"]
     assert said[0] == (f"note: {out} was made by other lagda code (source digest {'1' * 16}; this is "
-                       f"{code_digest()}): left as it is; --overwrite makes it again with this code")
+                       f"{code_digest()}): left as it is; overwrite=True makes it again with this code")
 
 
 _GATE = {"first": None, "open": threading.Event()}
@@ -388,7 +388,7 @@ def test_a_lost_dask_worker_loses_no_tile(small_map, tmp_path, monkeypatch, send
         go = lambda **kw: map_archive(archive, out, s, scheduler=cluster.scheduler_address, progress=False,
                                       say=notes.append, **kw)
         if sends == 1:
-            with pytest.raises(run.TileFailed, match="each of the 1 times it was sent.*the same command with --resume"):
+            with pytest.raises(run.TileFailed, match="each of the 1 times it was sent.*the same call with resume=True"):
                 go()
             assert len(os.listdir(f"{out}.partial/tiles")) >= 1
             go(resume=True)

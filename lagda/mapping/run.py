@@ -11,9 +11,11 @@ partial folder is removed after.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
+import numbers
 import os
 import shutil
 import time
@@ -23,7 +25,9 @@ import numpy as np
 from lagda.io.formats import is_url, open_zarr_url, source_name, track_files
 from lagda.io.land import SOURCE as LAND_SOURCE
 from lagda.io.land import sea_fraction
+from lagda.io.physical import parse_time
 from lagda.mapping.archive import Fixes, archive_extent, clean, select_fixes, unsegmented_text
+from lagda.mapping.arguments import again, given
 from lagda.mapping.invert import (
     FULL_SEGMENTS,
     NO_SEGMENT,
@@ -58,6 +62,73 @@ ABSENT_SETTINGS = {"low_pass": False, "method": "basis", "background": None}
 METHODS = ("objective", "basis")
 
 
+def _region_degrees(region) -> tuple[float, float, float, float] | None:
+    """Returns a region as (west, east, south, north) floats, None for None.
+
+    West east of east reads as the band eastward from west across the dateline only when that band is the narrower
+    reading of the two (at most 180 degrees wide): `170, -170` is 20 degrees across the dateline; `-37, -41` would
+    be 356 degrees, a map of the whole latitude band where 4 degrees were meant, and is refused, the message
+    writing both readings (the wide band as `-37, 319`).
+
+    Raises:
+        ValueError: not four finite numbers, or a west east of east whose band across the dateline is over 180
+            degrees wide.
+    """
+    if region is None:
+        return None
+    try:
+        west, east, south, north = (float(value) for value in region)
+    except (TypeError, ValueError):
+        raise ValueError(f"{given('region', region)}: four numbers, west east south north in degrees") from None
+    if not np.all(np.isfinite([west, east, south, north])):
+        raise ValueError(f"{given('region', region)}: four finite numbers, west east south north in degrees")
+    width = region_width((west, east))
+    if west > east and width > 180.0:
+        raise ValueError(f"{given('region', region)}: west {west:g} lies east of east {east:g}; across the "
+                         f"dateline that is a {width:g}-degree band: for the {360 - width:g}-degree band between them "
+                         f"give {given('region', (east, west, south, north))}, for the wide band "
+                         f"{given('region', (west, east + 360, south, north))}")
+    return west, east, south, north
+
+
+def _meridian_crossed(west: float, width: float) -> str:
+    """Returns " across the dateline" or " across 0 degrees" (a 0..360 region across Greenwich) when the band of
+    `width` degrees eastward from `west` crosses it, else "" (a west in 0..360 and an east in -180..180)."""
+    for meridian, name in ((180.0, "the dateline"), (0.0, "0 degrees")):
+        if 0.0 < (meridian - west) % 360.0 < width:
+            return f" across {name}"
+    return ""
+
+
+def _period_seconds(period) -> tuple[float, float] | None:
+    """Returns a period as (start, end) seconds since 1970-01-01T00:00:00Z, None for None. Each date is an ISO 8601
+    string, a numpy.datetime64, a pandas.Timestamp, a datetime or date (each written as ISO 8601 and read by
+    lagda.io.physical.parse_time; with a time zone, in UTC) or seconds since 1970-01-01T00:00:00Z.
+
+    Raises:
+        ValueError: not two dates, or a date that is none of these.
+    """
+    if period is None:
+        return None
+    if isinstance(period, (str, bytes)) or not hasattr(period, "__len__") or len(period) != 2:
+        raise ValueError(f"{given('period', period)}: two dates, the first and last map time (e.g. "
+                         f"{given('period', ('2025-03-01', '2025-03-31'))})")
+
+    def seconds(when) -> float:
+        try:
+            if isinstance(when, numbers.Real) and not isinstance(when, bool):
+                if np.isfinite(when):
+                    return float(when)
+            else:
+                return parse_time(str(when))  # str() of datetime64, Timestamp and datetime is ISO 8601
+        except ValueError:  # not ISO 8601, or a year pandas cannot hold
+            pass
+        raise ValueError(f"{given('period', period)}: {str(when)!r} is not a date (ISO 8601 such as '2025-03-01', "
+                         "a numpy.datetime64, a pandas.Timestamp, a datetime, or seconds since 1970)")
+
+    return seconds(period[0]), seconds(period[1])
+
+
 class TileFailed(RuntimeError):
     """A tile whose Dask worker was lost each of the TILE_SENDS times it was sent (a tile that ends its worker), or
     that a worker running other lagda code made (its `code_digest` differs)."""
@@ -68,9 +139,14 @@ class MapSettings:
     """What a map is made of (every field is part of what a resume compares).
 
     Attributes:
-        region: (west, east, south, north) degrees (east < west crosses the dateline); None: the extent of the
-            archive's fixes, which `map_archive` finds and records (archive.archive_extent).
-        period: (start, end) seconds since 1970-01-01T00:00:00Z; None: from the first to the last fix, likewise.
+        region: (west, east, south, north) degrees; west > east is the band eastward from west across the
+            dateline when that band is at most 180 degrees wide (`(170, -170, ...)`: 20 degrees; a note says so),
+            and refused when wider (`(-37, -41, ...)`: write `(-41, -37, ...)`, or `(-37, 319, ...)` for the wide
+            band); None: the extent of the archive's fixes, which `map_archive` finds and records
+            (archive.archive_extent).
+        period: (start, end), each an ISO 8601 string ("2025-03-01"), a numpy.datetime64, a pandas.Timestamp, a
+            datetime or seconds since 1970-01-01T00:00:00Z; kept as seconds (UTC); None: from the first to the last
+            fix, likewise.
         resolution: cell size in degrees (longitude and latitude).
         cadence_s: seconds between map times (default: a day).
         tile_deg: tile height in degrees of latitude; a tile is about as wide in distance (lagda.mapping.tiles).
@@ -98,16 +174,21 @@ class MapSettings:
             the prior mean of the "objective" method, or None for a prior mean of zero.
 
     Raises:
-        ValueError: resolution or cadence_s not positive, k_max < 1 or degree < 0; region latitudes outside
-            -80 <= south < north <= 80, or a period that does not end after it starts; withhold outside [0, 1); an
-            unknown method, or a background with the basis method.
+        ValueError: one line naming the value refused, as the user gave it (`resolution=0` in Python, `--resolution
+            0` on the command line: lagda.mapping.arguments): resolution or cadence_s not positive, k_max < 1 or
+            degree < 0; a region not of four numbers, its latitudes outside -80 <= south < north <= 80, or a west
+            east of its east by over 180 degrees; a period not of two dates, or one that does not end after it
+            starts; withhold outside [0, 1); an unknown method, or a background with the basis method.
 
     Example:
-        >>> from lagda.io.physical import parse_time
-        >>> s = MapSettings(region=(-60, -20, 20, 60), period=(parse_time("2025-01-01"), parse_time("2025-01-31")))
+        >>> s = MapSettings(region=(-60, -20, 20, 60), period=("2025-01-01", "2025-01-31"))
+        >>> s.period  # seconds since 1970-01-01T00:00:00Z
+        (1735689600.0, 1738281600.0)
         >>> grid = s.grid()  # cells of 0.25 degree, daily
         >>> len(grid.days), len(grid.lat), len(grid.lon)
         (31, 160, 160)
+        >>> MapSettings(region=(170, -170, 30, 40)).region_note()[:63]
+        'region: west 170 > east -170, read as the 20-degree band eastwa'
     """
 
     region: tuple[float, float, float, float] | None = None
@@ -129,19 +210,34 @@ class MapSettings:
     background: str | None = None
 
     def __post_init__(self):
-        for name, value, ok, needs in (("--resolution", self.resolution, self.resolution > 0, "positive"),
-                                       ("--cadence (seconds)", self.cadence_s, self.cadence_s > 0, "positive"),
-                                       ("--k-max", self.k_max, self.k_max >= 1, "at least 1"),
-                                       ("--degree", self.degree, self.degree >= 0, "at least 0")):
+        object.__setattr__(self, "region", _region_degrees(self.region))  # frozen: each set once, here
+        object.__setattr__(self, "period", _period_seconds(self.period))
+        for name, value, ok, needs in (("resolution", self.resolution, self.resolution > 0, "positive"),
+                                       ("cadence_s", self.cadence_s, self.cadence_s > 0, "positive (seconds)"),
+                                       ("k_max", self.k_max, self.k_max >= 1, "at least 1"),
+                                       ("degree", self.degree, self.degree >= 0, "at least 0")):
             if not ok:
-                raise ValueError(f"{name} {value:g}: must be {needs}")
+                raise ValueError(f"{given(name, value)}: must be {needs}")
         if self.method not in METHODS:
-            raise ValueError(f"--tile-method {self.method!r}: one of {', '.join(METHODS)}")
+            raise ValueError(f"{given('method', self.method)}: one of {', '.join(METHODS)}")
         if self.background is not None and self.method != "objective":
-            raise ValueError("--background is the prior mean of the objective method: not with --tile-method basis")
+            raise ValueError(f"{given('background', self.background)}: the prior mean of the objective method, not "
+                             f"with {given('method', self.method)}")
         check_extent(self.region, self.period)  # before the archive is read
         if not 0.0 <= self.withhold < 1.0:
-            raise ValueError(f"--withhold {self.withhold:g}: the fraction of drifters to withhold must be in [0, 1)")
+            raise ValueError(f"{given('withhold', self.withhold)}: the fraction of drifters to withhold must be in "
+                             "[0, 1)")
+
+    def region_note(self) -> str:
+        """Returns the note on a region whose west lies east of its east (read across the dateline), "" for
+        another region or none."""
+        if self.region is None or self.region[0] <= self.region[1]:
+            return ""
+        west, east, south, north = self.region
+        width = region_width(self.region)
+        return (f"region: west {west:g} > east {east:g}, read as the {width:g}-degree band eastward from {west:g}"
+                f"{_meridian_crossed(west, width)} to {east:g} (the {360 - width:g}-degree band from "
+                f"{east:g} to {west:g} is {given('region', (east, west, south, north))})")
 
     def grid(self) -> Grid:
         """Returns the map's cells (centres) and times (region and period given or found)."""
@@ -232,38 +328,38 @@ def _prepare(out: str, manifest: dict, resume: bool, overwrite: bool, say) -> tu
         if os.path.isdir(partial):
             remove_tree(partial)
         if resume:
-            say("note: --resume --overwrite: starting again")
+            say(f"note: {given('resume')} with {given('overwrite')}: starting again")
         return partial, False
     if os.path.exists(out):
         if not resume:
-            raise ValueError(f"{out} exists; pass --overwrite to replace it, or --resume to finish an interrupted run "
-                             "(on a complete map, --resume changes nothing and --plot draws it)")
+            raise ValueError(f"{out} exists; pass {given('overwrite')} to replace it, or {given('resume')} to finish "
+                             f"an interrupted run (on a complete map, {given('resume')} changes nothing)")
         stored = _stored(out)
         if stored is not None and not _differences(stored, manifest):
             if os.path.isdir(partial):  # killed after the rename, before the cleanup
                 remove_tree(partial)
                 say(f"note: removed {partial}, left by a run killed after its map was written")
             if stored.get("code") != manifest["code"]:
-                say(f"note: {out} was made by {other_code(stored.get('code'))}: left as it is; --overwrite makes it "
-                    "again with this code")
+                say(f"note: {out} was made by {other_code(stored.get('code'))}: left as it is; "
+                    f"{given('overwrite')} makes it again with this code")
             return partial, True
         if not os.path.isdir(partial):
             raise ValueError(f"{out} exists with other settings and there is no interrupted run to resume: pass "
-                             "--overwrite to replace it")
+                             f"{given('overwrite')} to replace it")
     if os.path.isdir(partial):
         if not resume:
-            raise ValueError(f"{partial} holds an interrupted run: pass --resume to finish it or --overwrite to start "
-                             "again")
+            raise ValueError(f"{partial} holds an interrupted run: pass {given('resume')} to finish it or "
+                             f"{given('overwrite')} to start again")
         stored = _stored(partial)
         if stored is None:  # lagda makes a partial folder whole with its manifest: this one is not lagda's
-            raise ValueError(f"{partial} has no readable manifest: pass --overwrite to start again")
+            raise ValueError(f"{partial} has no readable manifest: pass {given('overwrite')} to start again")
         changed = _differences(stored, manifest)
         if changed:
             raise ValueError(f"cannot resume {out}: its partial run was made with other settings "
-                             f"({', '.join(changed)}); pass --overwrite to start again")
+                             f"({', '.join(changed)}); pass {given('overwrite')} to start again")
         if stored.get("code") != manifest["code"]:  # its tiles and this code's would blend into one map
             raise ValueError(f"cannot resume {out}: its partial run was made by {other_code(stored.get('code'))}; "
-                             "pass --overwrite to start again")
+                             f"pass {given('overwrite')} to start again")
     elif resume:
         say("note: nothing to resume: starting a new run")
     return partial, False
@@ -283,16 +379,16 @@ def _start_partial(partial: str, manifest: dict) -> None:
 
 
 def interrupted_state(out) -> str:
-    """Returns what an interrupted `lagda map` left at `out`, and what the same command with --resume does."""
+    """Returns what an interrupted map left at `out`, and what the same command or call with resume does."""
     out = os.fspath(out)
     tiles = os.path.join(out + ".partial", "tiles")
     if os.path.exists(out) and not os.path.isdir(tiles):
-        return f"{out} is complete; the same command with --resume reports it already complete"
+        return f"{out} is complete; {again()} with {given('resume')} reports it already complete"
     if os.path.isdir(tiles):
         saved = sum(name.endswith(".npz") for name in os.listdir(tiles))
-        return (f"{saved} tiles are saved in {out}.partial: rerun the same command with --resume to continue "
+        return (f"{saved} tiles are saved in {out}.partial: rerun {again()} with {given('resume')} to continue "
                 "from the next tile")
-    return "nothing was saved: rerun the command"
+    return f"nothing was saved: rerun {again()}"
 
 
 def _run_tile(fixes: Fixes, tile: Tile, grid: Grid, settings: "MapSettings", lone_floor: float = 0.0,
@@ -374,17 +470,17 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
         makes; not run here):
 
         ```python
-        from lagda.io.physical import parse_time
         from lagda.mapping import MapSettings, map_archive
 
-        settings = MapSettings(region=(-60, -20, 20, 60),
-                               period=(parse_time("2025-01-01"), parse_time("2025-01-31")))
+        settings = MapSettings(region=(-60, -20, 20, 60), period=("2025-01-01", "2025-01-31"))
         summary = map_archive("gdp_hourly.nc", "maps.zarr", settings, workers=2)
         ```
+
+        `lagda.map` makes the same call and returns the map as an xarray Dataset.
     """
     out = os.fspath(out)
     if not out.endswith((".zarr", ".nc")):
-        raise ValueError(f"--out {out}: the map store must end in .zarr or .nc")
+        raise ValueError(f"{given('out', out)}: the map store must end in .zarr or .nc")
     name = source_name(track_files(archive))  # a missing path or an empty folder is said before anything else
     with OutputLock(out, "lagda map"):  # a second run on this output refuses, naming this one
         return _map_archive(archive, out, name, settings, workers, scheduler, resume, overwrite, progress, say)
@@ -399,6 +495,8 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
         region, period, chosen = archive_extent(archive, settings.resolution, settings.cadence_s, settings.region,
                                                 settings.period, settings.keep_undrogued, progress=progress)
         settings = dataclasses.replace(settings, region=region, period=period)
+    crossing = settings.region_note()  # a region across the dateline is said, given or found
+    chosen = [*chosen, crossing] if crossing else chosen
     tiles = settings.tiles()
     manifest = _manifest(archive, settings)
     partial, complete = _prepare(out, manifest, resume, overwrite, say)
@@ -554,17 +652,41 @@ def _compute(pending, fixes, grid, settings, partial, n_done, n_tiles, workers, 
 
     from dask.distributed import Client
 
-    cluster = local_cluster(workers) if scheduler is None else None
     client_log = logging.getLogger("distributed.client")
     level = client_log.level
+    with _workers_without_main_script():  # the cluster's life: a lost worker is started again within it
+        cluster = local_cluster(workers) if scheduler is None else None
+        try:
+            with Client(scheduler or cluster) as client:
+                _send_tiles(client, pending, fixes, grid, settings, partial, n_done, n_tiles, progress, say,
+                            lone_floor, prior)
+        finally:
+            client_log.setLevel(level)
+            if cluster is not None:
+                cluster.close()
+
+
+@contextlib.contextmanager
+def _workers_without_main_script():
+    """While it lasts, a worker process this process starts does not run the user's `__main__` script again.
+
+    Python's spawn start (Dask's) runs the parent's main script or module again in each new process, as
+    `__mp_main__`, so that the functions it defines can be found there. The tiles need only lagda's own functions;
+    and a script that maps without an `if __name__ == "__main__":` guard would, in each worker, start the same map
+    again, find its output locked and stop the worker ("Nanny failed to start"). The spawn start reads which
+    script from `__main__.__file__` and `__main__.__spec__`: both are hidden while the cluster lives, and put back.
+    """
+    import sys
+
+    main = sys.modules.get("__main__")
+    hidden = {name: main.__dict__.pop(name) for name in ("__file__", "__spec__") if main is not None
+              and name in main.__dict__}
+    if "__spec__" in hidden:
+        main.__spec__ = None  # a module's __spec__ is always there: None is "run as a script", and no file
     try:
-        with Client(scheduler or cluster) as client:
-            _send_tiles(client, pending, fixes, grid, settings, partial, n_done, n_tiles, progress, say, lone_floor,
-                        prior)
+        yield
     finally:
-        client_log.setLevel(level)
-        if cluster is not None:
-            cluster.close()
+        main.__dict__.update(hidden)
 
 
 def _send_tiles(client, pending, fixes, grid, settings, partial, n_done, n_tiles, progress, say,
@@ -618,8 +740,8 @@ def _send_tiles(client, pending, fixes, grid, settings, partial, n_done, n_tiles
                 data.release()
                 if sends[tile.key] >= TILE_SENDS:
                     raise TileFailed(f"tile {tile.key}: its Dask worker was lost each of the {TILE_SENDS} times "
-                                     "it was sent (a tile that ends its worker: out of memory? fewer --workers "
-                                     "leave each more)") from None
+                                     "it was sent (a tile that ends its worker: out of memory? fewer workers "
+                                     f"leave each more, e.g. {given('workers', 1)})") from None
                 with tqdm.external_write_mode():  # the note on its own line, the bar drawn again below it
                     say(f"note: tile {tile.key}: its Dask worker was lost; sent again")
                 running.add(submit(tile))

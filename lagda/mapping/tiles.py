@@ -18,6 +18,9 @@ import dataclasses
 
 import numpy as np
 
+from lagda.io.physical import iso_time
+from lagda.mapping.arguments import given
+
 DAY_S = 86400.0
 
 
@@ -82,9 +85,9 @@ def check_extent(region=None, period=None) -> None:
     if region is not None:
         south, north = float(region[2]), float(region[3])
         if not (-80.0 <= south < north <= 80.0):
-            raise ValueError(f"--region latitudes must satisfy -80 <= south < north <= 80, got {south:g}, {north:g}")
+            raise ValueError(f"{given('region', tuple(region))}: latitudes must satisfy -80 <= south < north <= 80")
     if period is not None and not period[1] > period[0]:
-        raise ValueError("--period: the end must be after the start")
+        raise ValueError(f"{given('period', tuple(map(iso_time, period)))}: the end must be after the start")
 
 
 def tile_layout(region, period, tile_deg: float, halo_deg: float, window_days: float, step_days: float) -> list[Tile]:
