@@ -222,7 +222,7 @@ def arrow_key(ax, quiver, speeds, unit: str, percentile: float = 90.0):
     from matplotlib.patches import FancyBboxPatch
 
     speed = key_speed(speeds, percentile)
-    ax.add_patch(FancyBboxPatch((0.62, 0.905), 0.36, 0.075, boxstyle="round,pad=0.01", transform=ax.transAxes,
+    ax.add_patch(FancyBboxPatch((0.52, 0.905), 0.46, 0.075, boxstyle="round,pad=0.01", transform=ax.transAxes,
                                 facecolor="w", edgecolor="0.4", linewidth=0.5, zorder=7))
     return ax.quiverkey(quiver, 0.9, 0.942, speed, f"{speed:g} {unit}", labelpos="W", coordinates="axes",
                         color="k", labelcolor="k", zorder=8, fontproperties={"size": 8})
