@@ -7,8 +7,8 @@ hourly longitude/latitude fixes over March 2025 near 40 W, 34 N) as `lagda map -
 map of real drifters: against the daily velocities of the drifters it was not made from (lagda.mapping.check),
 by distance to the nearest drifter it was made from, beside a map of zero and a binned mean of the mapped drifters
 on the same velocities. The file's drifters move in a two-layer quasi-geostrophic ocean spun up over five model
-years; that turbulent flow is not regenerated here: rounding that differs between machines would give another
-ocean than the one these drifters saw, and the spin-up alone takes minutes.
+years; that turbulent flow is not regenerated here to score against: rounding that differs between machines would
+give another ocean than the one these drifters saw, and the spin-up alone would cost more than the whole demo.
 
 `run_twin` (`lagda demo --twin`) is the model-unit twin experiment: the shipped example tracks (one drifter in
 each of 8 flows of lagda's own model, whose truth is known) assimilated with several methods, each scored against
@@ -100,26 +100,10 @@ def run_demo(out_dir="lagda-demo", *, tracks=None, withhold: float = DEMO_WITHHO
     return {"map": store, "figure": figure, "day": day, "check": check, "withheld": held, "seconds": seconds}
 
 
-def drifters_of(archive, store) -> dict:
-    """Returns {"mapped": Fixes, "withheld": Fixes} (lagda.mapping.archive.Fixes): the fixes a map store was made
-    from and those of the drifters it withheld, selected, cleaned and low-passed as the map's settings (in its
-    manifest) say (lagda.mapping.run.map_fixes, lagda.mapping.check.withheld)."""
-    from lagda.mapping.check import withheld
-    from lagda.mapping.run import MapSettings, map_fixes, open_map
-
-    with open_map(store) as maps:
-        stored = json.loads(maps.attrs["manifest"])["settings"]
-    settings = MapSettings(**{name: tuple(value) if isinstance(value, list) else value
-                              for name, value in stored.items()})
-    fixes = map_fixes(archive, settings, settings.tiles())
-    held = withheld(fixes, settings.withhold)
-    return {"mapped": fixes.subset(~held), "withheld": fixes.subset(held)}
-
-
 def draw_demo_map(archive, store, figure) -> str:
     """Returns the day drawn ("YYYY-MM-DD") after drawing the middle day of a map store, with its mapped and
-    withheld drifters' tracks (`drifters_of`), to `figure` (lagda.mapping.plot.plot_map)."""
-    from lagda.mapping.plot import plot_map
+    withheld drifters' tracks (lagda.mapping.plot.drifters_of), to `figure` (lagda.mapping.plot.plot_map)."""
+    from lagda.mapping.plot import drifters_of, plot_map
     from lagda.mapping.run import open_map
 
     with open_map(store) as maps:

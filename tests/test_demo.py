@@ -38,7 +38,7 @@ from lagda import demo as demo_module
 from lagda import examples
 from lagda.assimilation.scores import velocity_field_error
 from lagda.cli import main
-from lagda.demo import drifters_of, run_demo, run_twin
+from lagda.demo import run_demo, run_twin
 from lagda.io.results import read_result
 from lagda.mapping.run import open_map
 from simulate.flow import grid_fields
@@ -125,7 +125,7 @@ def test_map_demo_table_is_the_stored_check_and_beats_zero_near_the_drifters(map
 def test_map_demo_figure_has_key_date_units_land_and_the_drifters(map_demo):
     """The figure a paper could use: an arrow key in m/s, the day in its title (UTC), colour bars with quantity and
     unit, the mapped and withheld drifters drawn (the same drifters the check withheld)."""
-    from lagda.mapping.plot import map_figure
+    from lagda.mapping.plot import drifters_of, map_figure
 
     out, made, _ = map_demo
     drifters = drifters_of(examples.path("gdp_like"), out / "map.nc")

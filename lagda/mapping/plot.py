@@ -3,6 +3,8 @@ dated (UTC), with an arrow scale key in m/s, labelled colour bars, the land and 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -98,6 +100,31 @@ def draw_drifters(ax, fixes, west: float, when, colour, label: str) -> None:
         near = int(np.argmin(np.abs(fixes.time[mine] - seconds)))
         if abs(fixes.time[mine][near] - seconds) <= NEAR_DAY_S:
             ax.plot(lon[mine][near], y[near], "o", color=colour, mec="k", mew=0.6, ms=5, zorder=6)
+
+
+def drifters_of(archive, store) -> dict:
+    """Returns {"mapped": Fixes, "withheld": Fixes} (lagda.mapping.archive.Fixes) to draw on a map's figure: the
+    fixes the map store was made from and those of the drifters it withheld (that key only for a map made with
+    --withhold), selected, cleaned and low-passed as the map's settings (in its manifest) say
+    (lagda.mapping.run.map_fixes, lagda.mapping.check.withheld).
+
+    Args:
+        archive: the drifter file or archive the map was made from (as `lagda map --tracks` took it).
+        store: the map store (.nc or .zarr).
+
+    Raises:
+        FileNotFoundError: no such store or archive.
+    """
+    from lagda.mapping.check import withheld
+    from lagda.mapping.run import ABSENT_SETTINGS, MapSettings, map_fixes
+
+    with open_map(store) as maps:
+        stored = {**ABSENT_SETTINGS, **json.loads(maps.attrs["manifest"])["settings"]}
+    settings = MapSettings(**{name: tuple(value) if isinstance(value, list) else value
+                              for name, value in stored.items()})
+    fixes = map_fixes(archive, settings, settings.tiles())
+    held = withheld(fixes, settings.withhold)
+    return {"mapped": fixes.subset(~held), **({"withheld": fixes.subset(held)} if held.any() else {})}
 
 
 def plot_map(store, out_png, day: str | None = None, drifters: dict | None = None) -> tuple[str, str]:
