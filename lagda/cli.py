@@ -876,7 +876,7 @@ def _run_evaluate_assimilation(args) -> int:
 def _add_demo_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "demo", help="map the shipped drifter example and check the map against drifters it was not made from "
-                     "(about a minute on 2 cores); --twin: the model-unit twin experiment",
+                     "(under a minute on 2 cores); --twin: the model-unit twin experiment",
         description="Map the shipped drifter example (lagda example gdp_like: 8 drifters, hourly fixes over March "
                     "2025 near 40 W, 34 N) as `lagda map --withhold 0.25` does: daily maps of the velocity and its "
                     "std in m/s, 2 of the drifters left out. Writes OUT_DIR/map.nc and map.png (a day of the map, "
