@@ -203,3 +203,20 @@ def test_demo_command_prints_the_table(demo):
     out = demo[2]
     assert "| method | velocity error on the grid (lower is better) |" in out
     assert all(f"| {method} |" in out for method in METHODS)
+
+
+@pytest.mark.parametrize("argv, ran", [
+    pytest.param([], "run_demo", id="default: the map"),
+    pytest.param(["--twin"], "run_twin", id="--twin"),
+    pytest.param(["--full"], "run_twin", id="--full implies --twin"),
+    pytest.param(["--methods", "linear"], "run_twin", id="--methods implies --twin"),
+    pytest.param(["--tracks", "t.nc"], "run_twin", id="--tracks implies --twin"),
+])
+def test_demo_command_runs_the_map_or_the_twin_experiment(argv, ran, monkeypatch, tmp_path):
+    calls = []
+    for name in ("run_demo", "run_twin"):
+        monkeypatch.setattr(demo_module, name, lambda *args, name=name, **kwargs: calls.append((name, kwargs)))
+    assert main(["demo", *argv, "--out-dir", str(tmp_path)]) == 0
+    assert [name for name, _ in calls] == [ran]
+    if argv[:1] == ["--full"]:
+        assert calls[0][1]["full"] is True and calls[0][1]["methods"] == ("linear", "embed", "hybrid")
