@@ -143,7 +143,7 @@ def score_table(check: dict, withheld: int) -> str:
     columns = (("n", "daily velocities"), ("map", "lagda map"),
                ("binned", f"binned mean ({BINNED_DEG:g} degree, +-{BINNED_DAYS:g} days)"), ("zero", "map of zero"),
                ("band", "lagda map's 95% band holds"))
-    return "\n".join([
+    lines = [
         f"The map checked against {counted(check['drifters'], 'drifter')} it was not made from "
         f"({check['velocities']} daily velocities; their RMS speed {check['speed_rms_m_s']:.3f} m/s).",
         "Velocity error, % of the withheld drifters' RMS speed (lower is better; a map of zero errs 100%), by "
@@ -151,7 +151,12 @@ def score_table(check: dict, withheld: int) -> str:
         format_table(rows, columns, first="distance to the nearest mapped drifter", number="{}"),
         f"In all: lagda map errs {check['error']:.0%} (RMS {check['rms_m_s']:.3f} m/s); its 95% band holds "
         f"{check['coverage_95']:.0%} of the velocity components (95% when its std is right), and the RMS of its "
-        f"error over its std is {check['z_rms']:.2f} (1 when right)."])
+        f"error over its std is {check['z_rms']:.2f} (1 when right)."]
+    if check.get("near_velocities") and check.get("far_velocities"):
+        lines.append(f"Near its drifters ({words[0]}) the map errs {check['near_error']:.0%}, far from them "
+                     f"({words[2]}) {check['far_error']:.0%}: away from the drifters it returns to its prior mean, "
+                     "and its std grows to say so.")
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- the twin experiment (model units)
