@@ -54,7 +54,8 @@ def run_demo(out_dir="lagda-demo", *, tracks=None, withhold: float = DEMO_WITHHO
 
     Writes `<out_dir>/map.nc` (the `lagda map` store: u, v, u_std, v_std in m/s on time, lat, lon) and
     `<out_dir>/map.png` (the middle day of the map: speed and arrows, the std beside it, the mapped and withheld
-    drifters' tracks, the land); prints the map's notes and the check's table (`score_table`).
+    drifters' tracks, the land); prints the map's notes (but those of its check) and the check's table
+    (`score_table`).
 
     Args:
         out_dir: the output folder (made if missing; the demo's files in it are replaced).
@@ -87,8 +88,13 @@ def run_demo(out_dir="lagda-demo", *, tracks=None, withhold: float = DEMO_WITHHO
     store, figure = out_dir / "map.nc", out_dir / "map.png"
     log(f"lagda demo: mapping {archive.name} with every default of lagda map, {withhold:.0%} of its drifters "
         "withheld to check the map")
+    said = []  # the map's notes, said once it is made: the check's own lines are left to the table below
     summary = map_archive(archive, store, MapSettings(withhold=withhold), workers=workers, overwrite=True,
-                          progress=progress, say=lambda line: log(f"  {line}"))
+                          progress=progress, say=said.append)
+    checked = {f"note: {line}" for line in str(summary["check"]["check"]).split("\n")}
+    for line in said:
+        if line not in checked:
+            log(f"  {line}")
     day = draw_demo_map(archive, store, figure)
     check = {key.removeprefix("check_"): value for key, value in summary["check"].items() if key.startswith("check_")}
     held = json.loads(check.pop("withheld_ids"))

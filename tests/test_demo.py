@@ -119,6 +119,9 @@ def test_map_demo_table_is_the_stored_check_and_beats_zero_near_the_drifters(map
     assert sum(stored[f"{band}_velocities"] for band in ("near", "middle", "far")) == stored["velocities"] > 20
     assert stored["near_error"] < 1.0  # within 30 km of a mapped drifter the map knows more than zero
     assert "Velocity error, % of the withheld drifters' RMS speed (lower is better" in printed
+    with open_map(out / "map.nc") as maps:  # the check's note lines are left to the table: said once
+        assert not any(line in printed for line in maps.attrs["check"].split("\n"))
+    assert printed.count("\n  note: ") >= 5  # the map's other notes are said
     assert "lagda demo --twin" in printed
 
 
