@@ -62,11 +62,13 @@ def test_a_bad_period_is_one_error_naming_the_argument_and_value(period, refused
     (dict(resolution=0), "resolution=0: must be positive", "--resolution 0: must be positive"),
     (dict(k_max=0.5), "k_max=0.5: must be at least 1", "--k-max 0.5: must be at least 1"),
     (dict(withhold=1), "withhold=1: the fraction", "--withhold 1: the fraction"),
+    (dict(step_days=40), "step_days=40: must be positive and at most the window, 30 days",
+     "--window-step 40: must be positive and at most the window, 30 days"),
     (dict(method="kriging"), "method='kriging': one of objective, basis", "--tile-method kriging: one of"),
     (dict(region=(0, 1, 85, 86)), "region=(0, 1, 85, 86): latitudes must satisfy", "--region 0 1 85 86: latitudes"),
     (dict(period=("2025-03-01", "March")), "period=('2025-03-01', 'March'): 'March' is not a date",
      "--period 2025-03-01 March: 'March' is not a date"),
-], ids=["resolution", "k_max", "withhold", "method", "latitudes", "date"])
+], ids=["resolution", "k_max", "withhold", "window-step", "method", "latitudes", "date"])
 def test_errors_name_the_python_argument_or_the_flag_as_the_user_gave_it(settings, python, flags):
     with pytest.raises(ValueError) as from_python:
         MapSettings(**settings)

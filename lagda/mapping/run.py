@@ -175,10 +175,11 @@ class MapSettings:
 
     Raises:
         ValueError: one line naming the value refused, as the user gave it (`resolution=0` in Python, `--resolution
-            0` on the command line: lagda.mapping.arguments): resolution or cadence_s not positive, k_max < 1 or
-            degree < 0; a region not of four numbers, its latitudes outside -80 <= south < north <= 80, or a west
-            east of its east by over 180 degrees; a period not of two dates, or one that does not end after it
-            starts; withhold outside [0, 1); an unknown method, or a background with the basis method.
+            0` on the command line: lagda.mapping.arguments): resolution, cadence_s, tile_deg, halo_deg or
+            window_days not positive, step_days not in (0, window_days], k_max < 1 or degree < 0; a region not of
+            four numbers, its latitudes outside -80 <= south < north <= 80, or a west east of its east by over 180
+            degrees; a period not of two dates, or one that does not end after it starts; withhold outside [0, 1);
+            an unknown method, or a background with the basis method.
 
     Example:
         >>> s = MapSettings(region=(-60, -20, 20, 60), period=("2025-01-01", "2025-01-31"))
@@ -215,7 +216,12 @@ class MapSettings:
         for name, value, ok, needs in (("resolution", self.resolution, self.resolution > 0, "positive"),
                                        ("cadence_s", self.cadence_s, self.cadence_s > 0, "positive (seconds)"),
                                        ("k_max", self.k_max, self.k_max >= 1, "at least 1"),
-                                       ("degree", self.degree, self.degree >= 0, "at least 0")):
+                                       ("degree", self.degree, self.degree >= 0, "at least 0"),
+                                       ("tile_deg", self.tile_deg, self.tile_deg > 0, "positive"),
+                                       ("halo_deg", self.halo_deg, self.halo_deg > 0, "positive"),
+                                       ("window_days", self.window_days, self.window_days > 0, "positive"),
+                                       ("step_days", self.step_days, 0 < self.step_days <= self.window_days,
+                                        f"positive and at most the window, {self.window_days:g} days")):
             if not ok:
                 raise ValueError(f"{given(name, value)}: must be {needs}")
         if self.method not in METHODS:
