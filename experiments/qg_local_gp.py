@@ -88,7 +88,7 @@ def run(path: pathlib.Path, n_drifter: int, work: pathlib.Path) -> list[dict]:
                      "error_at_fix_cells": round(rel(near), 4), "error_every_cell": round(rel(every), 4),
                      "coverage_95": round(float(np.mean(np.concatenate(
                          [(np.abs(err[c]) <= 1.96 * std[c]).ravel() for c in err]))), 4),
-                     "note": next((n for n in summary.notes if n.startswith("local GP")), "")})
+                     "note": next((n for n in summary.notes if n.startswith("near the drifters: what")), "")})
         print(rows[-1], flush=True)
     return rows
 

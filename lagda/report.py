@@ -1,4 +1,4 @@
-"""What the commands print: markdown tables of scores (methods, splits, runs) and counts in words."""
+"""What the commands print: markdown tables of scores (methods, splits, runs), counts and spans of time in words."""
 
 from __future__ import annotations
 
@@ -10,6 +10,20 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     ('1 tile', '3 velocities')
     """
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+def duration(seconds: float) -> str:
+    """Returns a span of time in the unit a drifter user reads it in: seconds under 2 minutes, minutes under an hour,
+    hours under 2 days, else days (3 significant digits).
+
+    >>> duration(1800.0), duration(45.0), duration(3600.0), duration(13 * 3600.0), duration(4.01 * 86400)
+    ('30 min', '45 s', '1 h', '13 h', '4.01 days')
+    """
+    seconds = round(float(seconds), 3)  # a step of 3599.9999 s is 1 h
+    for unit, size, limit in (("s", 1.0, 120.0), ("min", 60.0, 3600.0), ("h", 3600.0, 2 * 86400.0)):
+        if abs(seconds) < limit:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds / 86400.0:.3g} days"
 
 
 def format_table(rows: dict, columns, first: str = "method", number: str = "{:.3g}") -> str:

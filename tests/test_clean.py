@@ -332,7 +332,7 @@ def test_a_physical_trajectory_left_with_two_fixes_is_dropped_and_counted(coordi
     if coordinates == "lonlat":
         assert list(cleaned.ids) == [7, 9] and report.short_trajectories_dropped == 1
         assert report.short_trajectory_fixes_dropped == 2 and report.fixes_kept == 48 + 3
-        assert any("1 trajectories with fewer than 3 fixes dropped (2 fixes)" in line for line in report.notes())
+        assert any("1 trajectory with fewer than 3 fixes dropped (2 fixes)" in line for line in report.notes())
         assert report.attrs()["clean_short_trajectories_dropped"] == 1
     else:
         assert list(cleaned.ids) == [7, 8, 9] and report.short_trajectories_dropped == 0
@@ -358,7 +358,7 @@ def test_a_trajectory_without_a_position_is_dropped_and_counted():
     two[2:] = np.nan
     cleaned, report = clean_fixes(_raw([hours, hours, hours], [good, np.full((48, 2), np.nan), two], ids=[1, 2, 3]))
     assert list(cleaned.ids) == [1] and report.trajectories_emptied == 1 and report.short_trajectories_dropped == 1
-    assert report.notes()[-2].startswith("clean: 1 trajectories left without a located fix dropped")
+    assert report.notes()[-2].startswith("clean: 1 trajectory left without a located fix dropped")
 
 
 def test_lone_end_fixes_far_in_time_are_dropped_and_counted():

@@ -100,7 +100,7 @@ def test_model_settings_without_a_run_say_what_they_guessed():
     assert model.dt == pytest.approx(1e-4) and np.array_equal(model.k1, twin.model.k1)
     assert np.allclose(model.scale, twin.model.scale)  # the generator's default spectrum
     assert any(n.startswith("prior: the generator's default spectrum") for n in model.notes)
-    assert any(n.startswith("dt 0.0001 guessed") for n in model.notes)
+    assert any(n.startswith("time step dt 0.0001 for the methods") for n in model.notes)
     stated = dataclasses.replace(tracks, dt=1e-3)  # the file's dt attribute
     assert model_settings(_with_stride(stated, 100), None).dt == 1e-3
     assert "dt 0.001 from the track file's dt attribute" in model_settings(stated, None).notes
@@ -125,10 +125,11 @@ def test_result_file_holds_each_fields_decisions_and_the_cli_one_line(twin_file,
     stdout, stderr = capsys.readouterr()
     result = read_result(out)
     assert len(result.diagnostics) == 2 and all(d["lag"] == 1 and "velocity_noise_std" in d for d in result.diagnostics)
-    assert json.loads(result.attrs["settings_notes"])[1].startswith("dt 0.0001 guessed")
+    assert json.loads(result.attrs["settings_notes"])[1].startswith("time step dt 0.0001 for the methods")
     lines = [line for line in stdout.splitlines() if line.startswith("linear:")]
-    assert len(lines) == 1 and lines[0].startswith("linear: field") and "lag 1" in lines[0] and "vel noise" in lines[0]
-    assert "lagda assimilate: note: dt 0.0001 guessed" in stderr
+    assert len(lines) == 1 and lines[0].startswith("linear: field 0: velocities from order-6 differences over 1 fix")
+    assert "velocity noise" in lines[0] and "m/s" not in lines[0]  # model-unit tracks: no physical units
+    assert "lagda assimilate: note: time step dt 0.0001 for the methods" in stderr
 
 
 def test_check_fits_model_warnings_are_printed(twin_file, tmp_path, capsys):

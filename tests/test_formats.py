@@ -106,8 +106,8 @@ def test_ragged_array_without_attributes_is_read_from_its_dimensions_with_a_warn
     np.testing.assert_allclose(back.positions, tracks.positions, atol=1e-12)
     shift = tracks.times[0, 0]
     np.testing.assert_allclose(back.times, tracks.times - shift, atol=1e-12)
-    assert back.n_field == 1 and any("time origin" in note for note in back.notes)
-    assert not any("box inferred" in note for note in back.notes)  # given
+    assert back.n_field == 1 and any("time from the first fix" in note for note in back.notes)
+    assert not any("--box sets it" in note for note in back.notes)  # given
 
 
 def test_time_longitude_latitude_in_capitals_without_cf_attributes_are_read(tmp_path):
@@ -160,8 +160,8 @@ def test_inferred_mapping_contains_every_fix_and_is_noted(tmp_path):
     assert np.all(lo >= 1 / 12 - 1e-12) and np.all(hi <= 11 / 12 + 1e-12)
     assert np.isclose(lo, 1 / 12).any() and np.isclose(hi, 11 / 12).any()
     assert back.times[0, 0] == 0.0 and np.nanmax(back.times) == pytest.approx(0.1)  # the window maps onto 0.1
-    assert (any("box inferred" in note for note in back.notes)
-            and any("time scale inferred" in note for note in back.notes))
+    assert (any("--box sets it" in note for note in back.notes)
+            and any("--time-scale sets it" in note for note in back.notes))
 
 
 def test_csv_with_iso_datetimes_irregular_times_and_gaps(tmp_path):
@@ -189,7 +189,7 @@ def test_fixes_at_irregular_seconds_get_a_step_that_divides_every_time(tmp_path)
     dt, notes = resolve_dt(tracks, None)
     check_fits_model(tracks, dt)  # raised "is not a multiple of the model's dt" before
     second = 1.0 / tracks.mapping.time_scale_s
-    assert dt <= second * (1 + 1e-9) and "irregular times, whose greatest common step is 1 s" in notes[0]
+    assert dt <= second * (1 + 1e-9) and "the greatest common step of the fixes' times, 1 s, in equal steps" in notes[0]
     hourly = _physical()  # regular fixes keep the smallest spacing's steps
     assert resolve_dt(hourly, None)[0] == pytest.approx(HOUR / 3.6e7 / np.ceil(HOUR / 3.6e7 / 1e-4))
 
@@ -520,7 +520,7 @@ def test_duplicated_and_unsorted_times_are_cleaned_not_refused_and_ids_print_as_
     tracks = read_tracks(tmp_path / "t.csv")
     np.testing.assert_allclose(np.diff(tracks.times[0]) * tracks.mapping.time_scale_s / HOUR, [1, 1, 1, 1])
     assert tracks.clean.exact_duplicates_dropped == 1 and tracks.clean.trajectories_sorted == 1
-    assert any("times sorted in 1 trajectories" in note for note in tracks.notes)
+    assert any("times sorted in 1 trajectory" in note for note in tracks.notes)
     with pytest.raises(ValueError, match=r"^trajectory 300234060000000: times are not strictly increasing$"):
         pack_tracks([np.array([0.0, 0.0])], [np.zeros((2, 2))], np.array([300234060000000]), [0])
 

@@ -100,7 +100,7 @@ def test_longitudes_across_the_dateline_and_missing_positions():
     lat = lonlat[1].copy()
     lat[40] = np.nan
     out_lon, out_lat, note = low_pass(HOURS, lon, lat, [0])
-    assert note.startswith("low-pass: ") and "(15.6 h here" in note and "straight" not in note
+    assert note.startswith("low-pass: ") and "inertial period (15.6 h)" in note and "straight" not in note
     assert np.isnan(out_lat[40]) and np.isfinite(np.delete(out_lat, 40)).all()
     assert np.abs(out_lon).max() < 180.01  # not 360 off
     expected = (drift[0] + 179.5 + 180.0) % 360.0 - 180.0
@@ -115,4 +115,4 @@ def test_a_segment_shorter_than_the_two_windows_is_its_straight_line_and_said():
     out_lon, out_lat, note = low_pass(HOURS[:25], *lonlat, [0])
     np.testing.assert_allclose(np.diff(out_lat, 2), 0.0, atol=1e-12)
     np.testing.assert_allclose(np.diff(out_lon, 2), 0.0, atol=1e-12)
-    assert note.endswith("; 1 of 1 segments span less than the two windows: each is its least-squares straight line")
+    assert note.endswith("; 1 of 1 segment too short for them: a straight line")

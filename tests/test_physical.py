@@ -95,9 +95,10 @@ def test_inferred_box_is_square_with_the_margin_and_every_inference_is_a_note():
     assert m.centre == pytest.approx((-39.0, 34.0))
     assert m.time_origin == ORIGIN and m.time_scale_s == pytest.approx(3 * 86400 / 0.1)
     text = " ".join(m.notes)
-    assert "box inferred" in text and "time scale inferred" in text and "time origin" in text
+    assert "--box sets it" in text and "--time-scale sets it" in text and "time from the first fix" in text
+    assert "box lon -40.45..-37.55, lat 32.8..35.2 (267 x 267 km)" in text  # the box in degrees and km
     given = infer_mapping(positions, seconds, "lonlat", box=BOX, time_scale_s=1e6, time_origin=ORIGIN)
-    assert not any("inferred" in note for note in given.notes)
+    assert not any(word in " ".join(given.notes) for word in ("sets it", "first fix"))
 
 
 def test_an_inferred_box_over_two_basins_is_refused_and_a_given_one_is_taken():
@@ -192,10 +193,10 @@ def test_the_ocean_path_follows_the_drifters_with_a_local_gp_where_its_basis_can
         lines += [f"d{i},{iso_time(ORIGIN + s)},{float(a)!r},{float(lat)!r}" for s, a in zip(seconds, lon)]
     (tmp_path / "jet.csv").write_text("\n".join(lines) + "\n")
     summary = assimilate_file(tmp_path / "jet.csv", tmp_path / "r.nc", basis="circular", k_max=2, degree=1, n_grid=24)
-    (note,) = [n for n in summary.notes if n.startswith("local GP")]
-    assert "fitted to" in note and "psi is the basis field's" in note, note
+    (note,) = [n for n in summary.notes if n.startswith("near the drifters: what the flow leaves out, fitted to ")]
+    assert " m/s), added to u, v and their std (--no-local-gp)" in note, note
     (low_pass,) = [n for n in summary.notes if n.startswith("low-pass: ")]  # lon/lat with dates: low-passed
-    assert "(22.9-23.9 h here" in low_pass, low_pass  # the inertial period from 31.5 N to 30 N
+    assert "inertial period (22.9-23.9 h)" in low_pass, low_pass  # the inertial period from 31.5 N to 30 N
     res = read_result(tmp_path / "r.nc")
     lon, lat = res.mapping.from_model(*np.meshgrid(res.x, res.y))  # (y, x)
     fu, _ = res.mapping.velocity_factors(lat)
@@ -238,8 +239,8 @@ def test_tracks_in_projected_metres_get_the_local_gp_in_metres(tmp_path):
                         mapping=mapping), tmp_path / "jet_m.nc")
     summary = assimilate_file(tmp_path / "jet_m.nc", tmp_path / "r.nc", basis="circular", k_max=2, degree=1,
                               n_grid=24)
-    (note,) = [n for n in summary.notes if n.startswith("local GP")]
-    assert "fitted to" in note, note
+    (note,) = [n for n in summary.notes if n.startswith("near the drifters: what the flow leaves out, fitted to ")]
+    assert "correlated over" in note, note
     assert not [n for n in summary.notes if n.startswith("low-pass")]  # metres: no latitude, no inertial period
     res = read_result(tmp_path / "r.nc")
     cx, cy = mapping.from_model(res.x, res.y)  # cell centres, metres
@@ -278,7 +279,8 @@ def test_the_bands_hold_a_lone_eddys_fit_where_it_rings_away_from_the_drifters(t
 
     fix_x, fix_y = write_tracks(tmp_path / "lone.csv", n=6, days=30, seed=2)
     summary = assimilate_file(tmp_path / "lone.csv", tmp_path / "r.nc", "linear", basis="circular")
-    assert any("by more than any of theirs did: an extrapolation, drawn back" in note for note in summary.notes)
+    assert any(note.startswith("away from the drifters: on ") and "more than any of them did: held at their edge"
+               in note for note in summary.notes)
     rows = score(tmp_path / "r.nc", fix_x, fix_y)
     far = [r for r in rows if float(r["band_km"].split("-")[0]) >= 75]
     assert sum(r["coverage"] * r["cells"] for r in far) / sum(r["cells"] for r in far) >= 0.95

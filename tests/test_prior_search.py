@@ -236,7 +236,7 @@ def test_fixes_a_few_kilometres_off_are_left_out_instead_of_zeroing_the_answer(m
     spiked = _spiked(vel, 80, [1, 6, 9, 13], 30 * np.sqrt(np.mean(vel**2)) * np.array([0.6, 0.8]))
     mean, _, _, _, _, info = search_prior(points, t, spiked, track, 1e-4, model)
     assert info["velocity_outliers_dropped"] == 8  # both velocities of each displaced fix, nothing else
-    assert "8 of 1280 searched velocities left out" in info["velocity_outliers_note"]
+    assert "8 of 1280 velocities left out as outliers" in info["velocity_outliers_note"]
     assert not info["zero_guard"] and info["cv_ratio"] < 0.1
     assert error(mean) < 1.5 * error(clean) < 0.1
     monkeypatch.setattr(prior_search, "OUTLIER_K", np.inf)  # the plain Gaussian search: the spikes zero the answer

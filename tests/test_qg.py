@@ -346,10 +346,11 @@ def test_qg_tracks_assimilate_in_a_chosen_basis(anomaly_file, tmp_path, capsys, 
             "--climatology", str(climatology), "--members", "8", "--out", str(out)]
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
-    assert "velocity error against the QG truth" in captured.out and "representation error ou" in captured.out
+    assert "velocity error against the QG truth" in captured.out
+    assert "the current the flow leaves out (variance: " in captured.out
     assert "95% bands of u_std, v_std (the field in the basis) cover" in captured.out
     assert "of u_total_std, v_total_std (the velocity the basis leaves out included)" in captured.out
-    assert "prior: the climatology's 1 flow(s)" in captured.err and summaries["linear"].method == "linear"
+    assert "prior: the climatology's 1 flow:" in captured.err and summaries["linear"].method == "linear"
     from lagda.io.results import read_result
 
     with xr.open_dataset(out) as ds:
@@ -447,8 +448,9 @@ def test_a_basis_without_climatology_records_its_choices(turbulence_file, tmp_pa
             "--degree", "1", "--members", "4", "--out", str(out)]
     assert cli.main(argv) == 0
     captured = capsys.readouterr()
-    assert "chosen from the tracks (no --climatology)" in captured.err
-    assert "prior and error from the tracks: OU tau" in captured.out and "CV ratio" in captured.out
+    assert "-fold cross-validation over drifters" in captured.err
+    assert "the current the flow leaves out: std " in captured.out
+    assert "mean square velocity unexplained" in captured.out
     with xr.open_dataset(out) as ds:
         (info,) = json.loads(ds.attrs["diagnostics"])
     # coordinate search, each coordinate descending from the grid's middle (prior_search.climb): the middle model and

@@ -263,7 +263,8 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
         projection_note = scores.pop("projection_note", None)
         summary = AssimilationSummary(method=method, fields=tracks.n_field, seconds=float(np.sum(posterior.seconds)),
                                       notes=tuple(notes), warnings=tuple(warnings),
-                                      diagnostics=describe_diagnostics(method, posterior.diagnostics()),
+                                      diagnostics=describe_diagnostics(method, posterior.diagnostics(),
+                                                                       tracks.mapping),
                                       scores=scores, projection_note=projection_note)
     if plot:
         from lagda.assimilation.plot import plot_assimilation
@@ -318,8 +319,8 @@ def default_method(tracks: Tracks, basis, climatology, run_dir) -> tuple[str, st
     if tracks.mapping is not None and tracks.k1 is None and run_dir is None:
         basis = basis or "circular"
         return "linear", basis, None, (
-            f"method: linear in the {basis} basis (physical tracks without a lagda model: the ocean path; "
-            "--method picks another)")
+            "method: linear, a Gaussian fit of a smooth flow to the drifters' velocities with its std (--method picks "
+            "another)")
     if basis is not None or climatology is not None:
         return "linear", basis, run_dir, "method: linear (a chosen basis; --method picks another)"
     if run_dir is None:

@@ -22,6 +22,7 @@ from lagda.assimilation.posterior import Posterior
 from lagda.io.physical import physical_fields
 from lagda.io.results import FIELD_NAMES, Result
 from lagda.io.tracks import Tracks
+from lagda.report import duration
 from simulate.flow import grid_fields, psi_basis, temporal_factor, velocity_basis
 
 _grid = jax.jit(grid_fields, static_argnames="n_grid")
@@ -196,7 +197,7 @@ def result_times(tracks: Tracks, times: int | str | None = None) -> tuple[np.nda
             spacing = np.diff(tracks.times, axis=-1)
             step = float(np.nanmedian(spacing[spacing > 0])) * scale
             step = max(step, window_s / (MAX_TIMES - 1))
-            what = f"every {step:g} s (the observations' spacing)"
+            what = f"every {duration(step)} (the observations' spacing)"
     else:
         if scale is None:
             raise ValueError(f"--times must be a number of grid times for model-unit tracks (a step such as 6h is for "
@@ -206,7 +207,8 @@ def result_times(tracks: Tracks, times: int | str | None = None) -> tuple[np.nda
     if len(model_times) > MAX_ASKED_TIMES:
         raise ValueError(f"--times {times}: {len(model_times)} grid times, more than {MAX_ASKED_TIMES}: choose a "
                          "longer step")
-    return model_times, f"grid times {what} from the window's start ({len(model_times)} times)"
+    return model_times, (f"grid times {what} from the window's start ({len(model_times)} times"
+                         + (")" if times is not None else "; --times sets them)"))
 
 
 def total_std(grid: dict, posterior: Posterior) -> dict:

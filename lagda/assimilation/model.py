@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from lagda.io.tracks import Tracks, off_steps
+from lagda.report import duration
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,8 +110,8 @@ def model_settings(tracks: Tracks | None, run_dir=None, dt: float | None = None)
         >>> model = model_settings(read_tracks(shipped("example_tracks.nc")))  # no run: from the file
         >>> len(model.k1), round(model.dt, 9)
         (49, 0.0001)
-        >>> model.notes[1]
-        'dt 0.0001 guessed: the smallest observation spacing in steps of at most 0.0001; pass --dt to set it'
+        >>> model.notes[1][:50]
+        'time step dt 0.0001 for the methods that integrate'
         >>> model_settings(None, shipped("model"), dt=5e-5).notes  # a run's modes, another dt
         ("dt 5e-05 given (the model run's is 0.0001)",)
     """
@@ -173,18 +174,25 @@ def resolve_dt(tracks: Tracks, dt: float | None) -> tuple[float, list]:
         return float(tracks.dt), [f"dt {float(tracks.dt):g} from the track file's dt attribute"]
     guess = _guess_dt(tracks.times, GUESS_MAX_DT)
     finite = np.asarray(tracks.times, np.float64)[np.isfinite(tracks.times)]
+    spacing = _guess_dt(tracks.times, np.inf)  # the smallest observation spacing
     if tracks.mapping is not None and np.any(off_steps(finite, guess)):
         second = 1.0 / tracks.mapping.time_scale_s
         common = _common_step(tracks.times, second)
         if common is not None:
             guess = common / max(1, int(np.ceil(common / GUESS_MAX_DT * (1 - 1e-9))))
             steps = float(np.nanmax(tracks.times)) / guess
-            return guess, [f"dt {guess:g} guessed ({guess / second:g} s): the fixes are at irregular times, whose "
-                           f"greatest common step is {common / second:g} s, in steps of at most {GUESS_MAX_DT:g}; "
-                           f"the methods that integrate the flow (var, enkf, sample, hybrid's refinement) would take "
-                           f"{steps:.3g} RK4 steps over the window; pass --dt to set it"]
-    return guess, [f"dt {guess:g} guessed: the smallest observation spacing in steps of at most {GUESS_MAX_DT:g}; "
-                   "pass --dt to set it"]
+            return guess, [f"time step {duration(guess / second)} for {INTEGRATING}: the greatest common step of the "
+                           f"fixes' times, {duration(common / second)}, in equal steps, {steps:.3g} over the window "
+                           "(--dt sets it)"]
+    if tracks.mapping is not None:
+        second = 1.0 / tracks.mapping.time_scale_s
+        return guess, [f"time step {duration(guess / second)} for {INTEGRATING}: the fixes' spacing, "
+                       f"{duration(spacing / second)}, in equal steps (--dt sets it)"]
+    return guess, [f"time step dt {guess:g} for {INTEGRATING}: the smallest observation spacing, {spacing:g}, in "
+                   f"equal steps of at most {GUESS_MAX_DT:g} (model time; --dt sets it)"]
+
+
+INTEGRATING = "the methods that integrate the flow (var, enkf, sample, hybrid)"
 
 
 def _guess_dt(times, max_dt: float) -> float:

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from lagda.assimilation.methods.config import DIVERGENT_WARN
+from lagda.report import counted
 
 # info entries left out of the diagnostics: the learned conditional's moments (2K values each),
 # which the result file already holds as the posterior's coefficients
@@ -155,21 +156,38 @@ def jsonable(value, key: str | None = None):
         return str(value)
 
 
-def describe_diagnostics(method: str, diagnostics: list[dict]) -> str:
-    """Returns one line of what `method` decided per field, fields with the same story grouped.
+def describe_diagnostics(method: str, diagnostics: list[dict], mapping=None) -> str:
+    """Returns one line of what `method` decided per field, fields with the same story grouped ("field 0: " left out
+    when there is one field).
 
-    E.g. "hybrid: fields 0-7: lag 1, vel noise 3e-09, prior learned x4, refined no".
+    Args:
+        diagnostics: one info dict per field (`Posterior.diagnostics()`).
+        mapping: the tracks' lagda.io.physical.Mapping, or None: then scales stay in model units; with one, the
+            error model's time scale is in days and its std, the noise levels, in m/s and m.
+
+    E.g. "hybrid: fields 0-7: differences over 1 fix step, velocity noise 3e-09, prior learned x4, refined no".
     """
     groups: dict[str, list[int]] = {}
     for f, info in enumerate(diagnostics):
-        groups.setdefault(_describe_field(info) or "no diagnostics", []).append(f)
-    parts = [f"{_field_range(fields)}: {text}" for text, fields in groups.items()]
+        groups.setdefault(_describe_field(info, mapping) or "no diagnostics", []).append(f)
+    parts = [text if len(diagnostics) == 1 else f"{_field_range(fields)}: {text}" for text, fields in groups.items()]
     if not parts:
         return f"{method}: no fields"
     undetermined = [f for f, info in enumerate(diagnostics) if info.get("noise_determined") is False]
     advice = (f". The tracks of {_field_range(undetermined)} do not determine the noise (the middle of the range "
               "they allow is used): give --noise-std if it is known (0 for exact tracks)") if undetermined else ""
     return f"{method}: " + "; ".join(parts) + advice
+
+
+def _scales(mapping):
+    """Returns (speed, length, days): functions writing a model velocity, length and time in m/s, m and days with a
+    lagda.io.physical.Mapping (a square box's side; sqrt(L_x L_y) otherwise), or as plain model numbers without."""
+    if mapping is None:
+        plain = "{:.3g}".format
+        return plain, plain, plain
+    side = float(np.sqrt(np.prod(mapping.lengths_m)))
+    return (lambda v: f"{float(v) * side / mapping.time_scale_s:.2g} m/s", lambda x: f"{float(x) * side:.2g} m",
+            lambda t: f"{float(t) * mapping.time_scale_s / 86400.0:.3g} days")
 
 
 def _field_range(fields: list[int]) -> str:
@@ -184,29 +202,34 @@ def _field_range(fields: list[int]) -> str:
     return "fields " + ",".join(runs)
 
 
-def _describe_field(info: dict) -> str:
-    """Returns the short story of one field's diagnostics (the known keys; the file holds them all)."""
+def _describe_field(info: dict, mapping=None) -> str:
+    """Returns the short story of one field's diagnostics (the known keys; the file holds them all), its scales in
+    physical units with a `mapping` (see describe_diagnostics)."""
     words = []
     yes = lambda flag: "yes" if flag else "no"
-    if "lag" in info:
-        words.append(f"lag {info['lag']}" + (f" (order {info['fd_order']})" if "fd_order" in info else ""))
-    if "data" in info:
-        words.append(str(info["data"]))
-    if info.get("error_model") == "ou":
-        words.append(f"representation error ou (variance: {info.get('representation_var_source', '?')}; time scale: "
-                     f"{info.get('representation_time_source', '?')})")
+    speed, length, days = _scales(mapping)
+    if "lag" in info or "data" in info:
+        order = f"order-{info['fd_order']} " if "fd_order" in info else ""
+        steps = f"from {order}differences over {counted(int(info['lag']), 'fix step')}" if "lag" in info else ""
+        words.append(" ".join(word for word in (str(info.get("data", "")), steps) if word))
     if "cv_ratio" in info:
-        words.append(f"prior and error from the tracks: OU tau {info['representation_time']:.3g}, std "
-                     f"{info['representation_std']:.3g}, CV ratio {float(info['cv_ratio']):.3g}"
-                     + (f", {info['velocity_outliers_dropped']} velocity outliers left out"
+        words.append(f"the current the flow leaves out: std {speed(info['representation_std'])} over "
+                     f"{days(info['representation_time'])}; held-out drifters: {float(info['cv_ratio']):.0%} of their "
+                     "mean square velocity unexplained (zero: 100%)"
+                     + (f"; {info['velocity_outliers_dropped']} velocity outliers left out"
                         if info.get("velocity_outliers_dropped") else "")
-                     + (", zero guard: the prior mean (zero)" if info.get("zero_guard") else ""))
+                     + ("; answered zero (no better than it)" if info.get("zero_guard") else ""))
+    elif info.get("error_model") == "ou":
+        words.append(f"the current the flow leaves out (variance: {info.get('representation_var_source', '?')}; "
+                     f"time scale: {info.get('representation_time_source', '?')})")
     if "third_difference_heavy_tail" in info:
         words.append("noise judged by the median of the third differences (a few fixes off their track)")
-    for key, label in (("noise_std_est", "pos noise"), ("position_noise_std", "pos noise"),
-                       ("velocity_noise_std", "vel noise"), ("data_noise_std", "data noise"), ("sigma", "sigma")):
-        if isinstance(info.get(key), (int, float)) and not (label == "pos noise" and "pos noise" in " ".join(words)):
-            words.append(f"{label} {info[key]:.2g}")
+    units = {"position noise": length, "velocity noise": speed} if mapping is not None else {}
+    for key, label in (("noise_std_est", "position noise"), ("position_noise_std", "position noise"),
+                       ("velocity_noise_std", "velocity noise"), ("data_noise_std", "data noise"), ("sigma", "sigma")):
+        if isinstance(info.get(key), (int, float)) and not (label == "position noise"
+                                                            and "position noise" in " ".join(words)):
+            words.append(f"{label} {units.get(label, '{:.2g}'.format)(info[key])}")
             if key == "sigma" and isinstance(info.get("sigma_90"), (list, tuple)):  # the evidence's 90% interval
                 words[-1] += " (90% {:.2g} to {:.2g})".format(*info["sigma_90"])
             if key == "sigma" and info.get("noise_determined") is False:

@@ -36,6 +36,7 @@ import numpy as np
 
 from lagda.io.physical import EARTH_RADIUS_M
 from lagda.io.tracks import RawTracks
+from lagda.report import counted
 
 MAX_SPEED_M_S = 3.0  # surface drifters: apparent speeds above this between fixes are position errors
 SPEED_FACTOR = 4.0  # ... or above this many times the track's median speed, whichever bound is larger
@@ -91,51 +92,53 @@ class CleanReport:
 
     def notes(self) -> tuple[str, ...]:
         """Returns one short line per rule that did something (and per GDP variable found)."""
+        fixes = lambda n, kind="": counted(n, f"{kind}fix".strip(), f"{kind}fixes".strip())
+        tracks = lambda n: counted(n, "trajectory", "trajectories")
         lines = []
         if self.missing_times_dropped:
-            lines.append(f"clean: {self.missing_times_dropped} fixes without a time dropped")
+            lines.append(f"clean: {fixes(self.missing_times_dropped)} without a time dropped")
         if self.impossible_positions_dropped:
-            lines.append(f"clean: {self.impossible_positions_dropped} fixes at no place on the sphere dropped "
+            lines.append(f"clean: {fixes(self.impossible_positions_dropped)} at no place on the sphere dropped "
                          "(latitude beyond 90 degrees or longitude outside -360..720: fill values)")
         if self.undrogued_dropped:
-            lines.append(f"clean: {self.undrogued_dropped} undrogued fixes dropped (drogue_status 0; "
+            lines.append(f"clean: {fixes(self.undrogued_dropped, 'undrogued ')} dropped (drogue_status 0; "
                          "--keep-undrogued keeps them)")
         if self.undrogued_kept:
-            lines.append(f"clean: {self.undrogued_kept} undrogued fixes kept (keep_undrogued)")
+            lines.append(f"clean: {fixes(self.undrogued_kept, 'undrogued ')} kept (keep_undrogued)")
         if self.exact_duplicates_dropped:
-            lines.append(f"clean: {self.exact_duplicates_dropped} exact duplicate fixes dropped")
+            lines.append(f"clean: {fixes(self.exact_duplicates_dropped, 'exact duplicate ')} dropped")
         if self.trajectories_sorted:
-            lines.append(f"clean: times sorted in {self.trajectories_sorted} trajectories")
+            lines.append(f"clean: times sorted in {tracks(self.trajectories_sorted)}")
         if self.conflicts_averaged:
-            lines.append(f"clean: {self.conflicts_averaged} times with conflicting positions within "
+            lines.append(f"clean: {counted(self.conflicts_averaged, 'time')} with conflicting positions within "
                          f"{DUPLICATE_RADIUS_M:g} m averaged into one fix")
         if self.conflicts_dropped:
             within = f"more than {DUPLICATE_RADIUS_M:g} m apart" if self.spike_rule else "in model units"
-            lines.append(f"clean: {self.conflicts_dropped} times with conflicting positions {within} dropped "
-                         f"({self.conflict_fixes_dropped} fixes)")
+            lines.append(f"clean: {counted(self.conflicts_dropped, 'time')} with conflicting positions {within} "
+                         f"dropped ({fixes(self.conflict_fixes_dropped)})")
         if self.lone_fixes_dropped:
-            lines.append(f"clean: {self.lone_fixes_dropped} lone fixes dropped (at a track's start or end, over "
+            lines.append(f"clean: {fixes(self.lone_fixes_dropped, 'lone ')} dropped (at a track's start or end, over "
                          f"{LONE_GAP_S / 86400:g} days and {LONE_GAP_FACTOR:g} median steps from the next fix: a "
                          "wrong time)")
         if self.spikes_dropped:
-            lines.append(f"clean: {self.spikes_dropped} position spikes dropped (alone or up to {SPIKE_RUN} in a "
-                         f"row, reached and left faster than {_BOUND} and off their neighbours' line)")
+            lines.append(f"clean: {counted(self.spikes_dropped, 'position spike')} dropped (alone or up to {SPIKE_RUN} "
+                         f"in a row, reached and left faster than {_BOUND} and off their neighbours' line)")
         if self.off_track_dropped:
-            lines.append(f"clean: {self.off_track_dropped} fixes off their track dropped (over "
+            lines.append(f"clean: {fixes(self.off_track_dropped)} off their track dropped (over "
                          f"{OFF_TRACK_SIGMAS:g} robust stds and {OFF_TRACK_M:g} m from the cubic through their two "
                          "neighbours each side: a position error under the spike rule's speed)")
         if self.carried_dropped:
-            lines.append(f"clean: {self.carried_dropped} fixes carried dropped (reached and left faster than "
+            lines.append(f"clean: {fixes(self.carried_dropped)} carried dropped (reached and left faster than "
                          f"{_BOUND} along their track: a drifter on a ship's deck)")
         if self.aground_dropped:
-            lines.append(f"clean: {self.aground_dropped} fixes aground dropped (held within {AGROUND_RADIUS_M:g} m "
+            lines.append(f"clean: {fixes(self.aground_dropped)} aground dropped (held within {AGROUND_RADIUS_M:g} m "
                          f"of one place for over {AGROUND_S / 86400:g} days: a drifter ashore or beached)")
         if self.trajectories_emptied:
-            lines.append(f"clean: {self.trajectories_emptied} trajectories left without a located fix dropped "
+            lines.append(f"clean: {tracks(self.trajectories_emptied)} left without a located fix dropped "
                          "(every fix cleaned away, or none with a position)")
         if self.short_trajectories_dropped:
-            lines.append(f"clean: {self.short_trajectories_dropped} trajectories with fewer than {MIN_FIXES} fixes "
-                         f"dropped ({self.short_trajectory_fixes_dropped} fixes)")
+            lines.append(f"clean: {tracks(self.short_trajectories_dropped)} with fewer than {MIN_FIXES} fixes "
+                         f"dropped ({fixes(self.short_trajectory_fixes_dropped)})")
         if self.location_gps is not None:
             lines.append(f"clean: location_type: {self.location_gps} GPS and {self.location_argos} Argos fixes kept")
         if self.position_std_median_m is not None:
@@ -189,7 +192,7 @@ def clean_fixes(raw: RawTracks, *, keep_undrogued: bool = False) -> tuple[RawTra
     >>> cleaned.times[0].tolist()
     [0.0, 1.0, 2.0]
     >>> report.notes()
-    ('clean: 1 exact duplicate fixes dropped', 'clean: times sorted in 1 trajectories')
+    ('clean: 1 exact duplicate fix dropped', 'clean: times sorted in 1 trajectory')
     """
     counts = dict.fromkeys(["missing_times_dropped", "impossible_positions_dropped", "undrogued_dropped",
                             "undrogued_kept",

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from lagda.report import counted
+
 OMEGA = 7.2921159e-5  # Earth's rotation rate, rad/s
 M2_S = 12.4206012 * 3600.0  # the principal lunar semidiurnal tide's period
 TIDAL_WINDOW_S = 2 * M2_S  # the second average's width
@@ -123,8 +125,8 @@ def low_pass(time: np.ndarray, lon: np.ndarray, lat: np.ndarray, starts) -> tupl
     >>> north = lambda lat: np.diff(np.deg2rad(lat)) * 6371008.8 / 3600.0  # m/s between fixes
     >>> round(float(np.abs(north(lat) - 0.1).max()), 2), bool(np.abs(north(smooth) - 0.1).max() < 3e-3)
     (0.15, True)
-    >>> note[:64]
-    "low-pass: each drifter segment's positions averaged over the loc"
+    >>> note[:58]
+    'low-pass: averaged over the inertial period (16.9 h), then'
     """
     out_lon, out_lat = np.array(lon, np.float64), np.array(lat, np.float64)
     bounds = np.r_[np.asarray(starts, np.int64), len(time)]
@@ -133,12 +135,11 @@ def low_pass(time: np.ndarray, lon: np.ndarray, lat: np.ndarray, starts) -> tupl
         out_lon[a:b], out_lat[a:b], short = low_pass_segment(time[a:b], lon[a:b], lat[a:b])
         shorts += [] if short is None else [short]
     segments, short = len(shorts), sum(shorts)
-    period = inertial_period_s(lat[np.isfinite(lat)]) / 3600.0 if np.isfinite(lat).any() else np.zeros(1)
+    period = (np.minimum(inertial_period_s(lat[np.isfinite(lat)]), MAX_INERTIAL_S) / 3600.0  # the widths used
+              if np.isfinite(lat).any() else np.zeros(1))
     low, high = f"{np.min(period):.3g}", f"{np.max(period):.3g}"
     return out_lon, out_lat, (
-        f"low-pass: each drifter segment's positions averaged over the local inertial period "
-        f"({low if low == high else f'{low}-{high}'} h here, at most {MAX_INERTIAL_S / 3600:g} h) and then over "
-        f"{TIDAL_WINDOW_S / 3600:.4g} h (two M2 tidal periods), twiced: inertial oscillations and tides removed, the "
-        "flow varying over days kept (--no-low-pass keeps them all)"
-        + (f"; {short} of {segments} segments span less than the two windows: each is its least-squares straight "
-           "line" if short else ""))
+        f"low-pass: averaged over the inertial period ({low if low == high else f'{low}-{high}'} h), then "
+        f"{TIDAL_WINDOW_S / 3600:.4g} h: no inertial oscillations or tides (--no-low-pass)"
+        + (f"; {short} of {counted(segments, 'segment')} too short for them: "
+           f"{'a straight line' if short == 1 else 'straight lines'}" if short else ""))

@@ -21,8 +21,9 @@ When a file does not say which box and time scale were used, `infer_mapping` inf
 the box is the tracks' extent on the tangent plane widened by `BOX_MARGIN` of its larger side
 on every side and made square (the model's prior is isotropic), the time origin is the first
 observation, and T maps the observation window onto the presets' window (t_final = 0.1),
-over which the prior's RMS speed of 10 moves a drifter about one box length. Each inference is
-one line in `Mapping.notes`, which the result file keeps and the command prints.
+over which the prior's RMS speed of 10 moves a drifter about one box length. `Mapping.notes` says in
+two lines (the box; the time) what was inferred and how, in km and days; the result file keeps them and the
+command prints them.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class Mapping:
         coordinates: "lonlat" (longitude/latitude, degrees) or "projected" (x/y, metres).
         time_origin: seconds since 1970-01-01T00:00:00Z of model time t = 0.
         time_scale_s: seconds per model time unit (T).
-        notes: what was inferred and how, one line each (empty when all was given).
+        notes: the box, the time origin and time unit, what was inferred and how (`infer_mapping`), one line each.
         inferred: which of "box", "time_origin", "time_scale" were inferred from the tracks (not given, not stored).
     """
 
@@ -132,13 +133,21 @@ class Mapping:
         return float(np.max(np.abs(np.cos(np.deg2rad(lat)) / np.cos(np.deg2rad(self.centre[1])) - 1)))
 
     def describe(self) -> str:
-        """Returns one line: the box, its size in km, the time origin and scale."""
+        """Returns one line: the box, its size in km, the time origin and the model's time unit in days.
+
+        >>> Mapping((-42.0, -36.0, 32.0, 37.0), "lonlat", 0.0, 8.64e6).describe()
+        'box lon -42..-36, lat 32..37 (550 x 556 km), from 1970-01-01T00:00:00Z, model time unit 100 days'
+        """
+        return (f"{self.box_text()}, from {iso_time(self.time_origin)}, model time unit "
+                f"{self.time_scale_s / 86400:.4g} days")
+
+    def box_text(self) -> str:
+        """Returns "box lon W..E, lat S..N (Lx x Ly km)" (x, y in metres for projected coordinates)."""
         west, east, south, north = self.box
         lx, ly = self.lengths_m
-        a, b, unit = ("lon", "lat", "deg") if self.coordinates == "lonlat" else ("x", "y", "m")
-        return (f"box {a} {west:.4g}..{east:.4g}, {b} {south:.4g}..{north:.4g} {unit} ({lx / 1e3:.0f} x {ly / 1e3:.0f} "
-                f"km), t = 0 at {iso_time(self.time_origin)}, 1 model time unit = {self.time_scale_s:.6g} s "
-                f"({self.time_scale_s / 86400:.4g} days)")
+        a, b, unit = ("lon", "lat", "") if self.coordinates == "lonlat" else ("x", "y", " m")
+        return (f"box {a} {west:.4g}..{east:.4g}, {b} {south:.4g}..{north:.4g}{unit} ({lx / 1e3:,.0f} x "
+                f"{ly / 1e3:,.0f} km)")
 
     def attrs(self) -> dict:
         """Returns the mapping as netCDF global attributes (`from_attrs` reads them back)."""
@@ -280,24 +289,16 @@ def infer_mapping(positions: list, seconds: list, coordinates: Literal["lonlat",
     t = t[np.isfinite(t)]
     if not len(xy) or not len(t):
         raise ValueError("the tracks hold no valid position and time")
-    notes, inferred = [], []
+    inferred = []
     if box is None:
         box, inferred = _infer_box(xy, coordinates), inferred + ["box"]
-        lo, hi = xy.min(axis=0), xy.max(axis=0)
-        what = ("lon {:.4g}..{:.4g}, lat {:.4g}..{:.4g} deg" if coordinates == "lonlat"
-                else "x {:.4g}..{:.4g}, y {:.4g}..{:.4g} m")
-        notes.append(f"box inferred from the tracks' extent ({what.format(lo[0], hi[0], lo[1], hi[1])}), widened by "
-                     f"{BOX_MARGIN:g} of its larger side on each side and made square; pass --box to set it")
     if time_origin is None:
         time_origin, inferred = float(t.min()), inferred + ["time_origin"]
-        notes.append(f"time origin t = 0 at the first observation, {iso_time(time_origin)}")
+    window = float(t.max() - time_origin)
     if time_scale_s is None:
-        window = float(t.max() - time_origin)
         if window <= 0:
             raise ValueError("the tracks have a single observation time: pass --time-scale SECONDS")
         time_scale_s, inferred = window / MODEL_WINDOW, inferred + ["time_scale"]
-        notes.append(f"time scale inferred: the {window / 86400:.4g}-day window maps onto model time {MODEL_WINDOW:g}, "
-                     f"1 model time unit = {time_scale_s:.6g} s; pass --time-scale to set it")
     mapping = Mapping(tuple(float(b) for b in box), coordinates, float(time_origin), float(time_scale_s))
     if "box" in inferred and mapping.max_scale_error > MAX_INFERRED_SCALE_ERROR:
         lx, ly = mapping.lengths_m
@@ -308,14 +309,26 @@ def infer_mapping(positions: list, seconds: list, coordinates: Literal["lonlat",
                          f"{off:.0f}%; "
                          "`lagda map` maps a region of any size tile by tile, or give each region's drifters a file "
                          "of their own (--box assimilates a box anyway)")
-    notes.append(f"mapping: {mapping.describe()}")
+    notes = _mapping_notes(mapping, inferred, window)
     if mapping.max_scale_error > 0.01:
-        notes.append("the tangent plane's scale differs from the sphere's by up to "
-                     f"{100 * mapping.max_scale_error:.1f}% at the box's north/south edges")
+        notes.append("the box's flat map is off the sphere's east-west distances by up to "
+                     f"{100 * mapping.max_scale_error:.1f}% at its north and south edges")
     return dataclasses.replace(mapping, notes=tuple(notes), inferred=tuple(inferred))
 
 
 MAX_INFERRED_SCALE_ERROR = 0.5  # an inferred box whose plane is further off the sphere's scale is refused
+
+
+def _mapping_notes(mapping: Mapping, inferred: list, window_s: float) -> list[str]:
+    """Returns the two lines on a mapping: its box (and, inferred, how); the time origin and the model's time unit in
+    days (and, inferred, how); each with the option that sets it."""
+    box = mapping.box_text() + (f": the drifters' extent plus {BOX_MARGIN:.0%} of it on each side, made square "
+                                "(--box sets it)" if "box" in inferred else "")
+    start = ("from the first fix, " if "time_origin" in inferred else "from ") + iso_time(mapping.time_origin)
+    unit = f"model time unit {mapping.time_scale_s / 86400:.4g} days"
+    if "time_scale" in inferred:
+        unit += f": {1 / MODEL_WINDOW:g} times the {window_s / 86400:.4g}-day window (--time-scale sets it)"
+    return [box, f"time {start}; {unit}"]
 
 
 def box_of_size(centre, lengths_m, coordinates: Literal["lonlat", "projected"]) -> tuple[float, float, float, float]:

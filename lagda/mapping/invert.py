@@ -238,31 +238,31 @@ def box_local_gp(result, posterior, model, k_max: float) -> list[str]:
         info = (posterior.info or ({},) * posterior.n_field)[f]
         corrected, record = local_gp_correction(field, cells, fixes, fixes.segments(), mean, model, mapping, tile,
                                                 k_max, bool(info.get("zero_guard")))
-        label = f"local GP{f' (field {f})' if posterior.n_field > 1 else ''}"
+        label = f"near the drifters{f' (field {f})' if posterior.n_field > 1 else ''}"
         if corrected is None:
-            notes.append(f"{label}: {record}; u, v are the basis field's")
+            notes.append(f"{label}: no correction ({record}); u, v are the flow's alone (--no-local-gp)")
             continue
         u, v, var_u, var_v = corrected
         result.fields["u_mean"][f], result.fields["v_mean"][f] = u, v
         for c, var in (("u", var_u), ("v", var_v)):
             result.fields.setdefault(f"{c}_total_std", np.array(result.fields[f"{c}_std"]))[f] = np.sqrt(var)
-        nearest = f", each day the {record['nearest_per_day']} nearest in time" if "nearest_per_day" in record else ""
-        notes.append(f"{label}: fitted to {record['velocities']} drifter velocities over {record['span_h']:.3g} "
-                     f"hours (median{nearest}; length scale "
-                     f"{record['ell_km']:.0f} km, time scale {record['tau_days']:.1f} days, std "
-                     f"{record['std_m_s']:.3f} m/s): u, v follow the drifters where they are, their total std "
-                     "includes it; psi is the basis field's (--no-local-gp leaves it out)" + beyond_note(record))
+        nearest = f", each day the {record['nearest_per_day']:,} nearest" if "nearest_per_day" in record else ""
+        notes.append(f"{label}: what the flow leaves out, fitted to {record['velocities']:,} "
+                     f"{record['span_h']:.2g}-h velocities{nearest} (correlated over {record['ell_km']:.0f} km and "
+                     f"{record['tau_days']:.1f} days, std {record['std_m_s']:.3f} m/s), added to u, v and their std "
+                     "(--no-local-gp)")
+        field = f" (field {f})" if posterior.n_field > 1 else ""
+        notes += [f"away from the drifters{field}: {beyond_note(record)}"] if beyond_note(record) else []
     return notes
 
 
 def beyond_note(record: dict) -> str:
-    """Returns "" or the clause saying on what share of the cells, away from the drifters, the basis field departs
+    """Returns "" or the words saying on what share of the cells, away from the drifters, the basis field departs
     from their mean velocity by more than any of their velocities did (`local_gp_correction`: its mean is drawn
     back to the edge of theirs, its std holds the excess)."""
     share = record.get("beyond_drifters", 0.0)
-    return (f"; away from the drifters, on {100 * share:.3g}% of the cells, the basis field departs from their mean "
-            "velocity by more than any of theirs did: an extrapolation, drawn back to the edge of their velocities "
-            "there, the excess held by the total std" if share > 0 else "")
+    return (f"on {100 * share:.3g}% of the cells the flow departed from their mean more than any of them did: held "
+            "at their edge, the excess in the std" if share > 0 else "")
 
 
 def tile_tracks(fixes: Fixes, segments: list[np.ndarray], tile: Tile):

@@ -22,6 +22,7 @@ import numpy as np
 
 from lagda.assimilation.model import FlowModel, flow_model, resolve_dt, to_real
 from lagda.io.tracks import Tracks
+from lagda.report import counted
 from simulate.flow import circular_modes, in_time, rectangular_modes
 
 BASES = ("circular", "rectangular")
@@ -78,22 +79,39 @@ def adopt_climatology_mapping(tracks: Tracks, climatology: Tracks) -> tuple[Trac
     return dataclasses.replace(remapped, notes=remapped.notes + (note,)), [note]
 
 
-def window_k_max(tracks: Tracks, k_max: float) -> tuple[float, list[str]]:
-    """Returns (k_max in the box, notes): k_max itself, or for an inferred box k_max x (1 + 2 BOX_MARGIN).
+def window_k_max(tracks: Tracks, k_max: float) -> float:
+    """Returns k_max in the box: k_max itself, or for an inferred box k_max x (1 + 2 BOX_MARGIN).
 
     An inferred box is a window into a larger ocean, the tracks' extent plus a margin on each side
     (lagda.io.physical): the periodic basis extends the flow across the margin, where no drifter
     constrains it, so the flow need not repeat at the window's edges. k_max then sets the resolution over
-    the tracks' extent, as it does in a box the user gives.
+    the tracks' extent, as it does in a box the user gives (the basis's note says both).
     """
     if tracks.mapping is None or "box" not in tracks.mapping.inferred:
-        return k_max, []
+        return k_max
     from lagda.io.physical import BOX_MARGIN
 
-    scaled = k_max * (1 + 2 * BOX_MARGIN)
-    return scaled, [f"k_max {k_max:g} over the tracks' extent is {scaled:g} in the inferred box (the extent plus "
-                    f"{BOX_MARGIN:g} of it on each side: a periodic extension of the window); pass --box to set the "
-                    "box, and k_max in it"]
+    return k_max * (1 + 2 * BOX_MARGIN)
+
+
+def basis_note(tracks: Tracks, basis: str, given: float, k_max: float, degree: int, t_end: float, n_modes: int) -> str:
+    """Returns the one line on a chosen basis: for physical tracks its shortest wavelength in km (box side / k_max)
+    and its window in days, else in cycles per box length and model time; the options that set them.
+
+    Args:
+        given: k_max as the user gave it; k_max: in the box (`window_k_max`); t_end: the window's end, model time;
+        n_modes: the basis's modes (space x time).
+    """
+    how = "" if basis == "circular" else " along each axis (--basis rectangular)"
+    scaled = f" over the drifters, {k_max:.3g} over the box" if k_max != given else ""
+    if tracks.mapping is None:
+        return (f"flow: a uniform current and waves of up to {k_max:g} cycles per box length{how}, each of degree "
+                f"0-{degree} in time over the window [0, {t_end:.6g}] (model time; --k-max, --degree): {n_modes:,} "
+                "modes")
+    wavelength_km = np.sqrt(np.prod(tracks.mapping.lengths_m)) / k_max / 1e3
+    days = t_end * tracks.mapping.time_scale_s / 86400.0
+    return (f"flow: a uniform current and waves down to {wavelength_km:.2g} km{how}, of degree 0-{degree} in "
+            f"time over {days:.4g} days (--k-max {given:g}{scaled}; --degree): {n_modes:,} modes")
 
 
 def basis_model(tracks: Tracks, basis: str, k_max: float, degree: int, climatology: Tracks | None = None,
@@ -114,21 +132,19 @@ def basis_model(tracks: Tracks, basis: str, k_max: float, degree: int, climatolo
 
     if degree < 0:
         raise ValueError(f"degree must be >= 0, got {degree}")
-    k_max, window_notes = window_k_max(tracks, k_max)
+    given, k_max = k_max, window_k_max(tracks, k_max)
     k1, k2 = spatial_modes(basis, k_max)
     t_end = float(np.nanmax(tracks.times)) if window is None else float(window)
     if not t_end > 0:
         raise ValueError("the tracks have no time after 0: no window for the time basis")
     e1, e2, omega, time = in_time(*with_current(k1, k2)[:2], np.zeros(len(k1) + 1), degree, 0.0, t_end,
                                   with_current(k1, k2)[2])
-    notes = window_notes + [
-        f"flow basis: the uniform current and {basis} modes k_max {k_max:g} ({len(k1)} spatial modes) x "
-        f"Legendre degrees 0..{degree} in time over the window [0, {t_end:.6g}] model time: {len(e1)} modes"]
+    notes = [basis_note(tracks, basis, given, k_max, degree, t_end, len(e1))]
     unresolved, search = None, None
     if climatology is None:
         scale, note = _track_prior(tracks, k1, k2, degree)
         search, search_note = _prior_search(tracks, t_end)
-        notes += [note, search_note]
+        notes += [search_note, note]
     else:
         scale, rep_var, rep_time, clim_notes = _climatology(climatology, tracks, k1, k2, degree, t_end)
         unresolved, notes = (rep_var, rep_time), notes + clim_notes
@@ -159,15 +175,11 @@ def _prior_search(tracks: Tracks, t_end: float):
     else:
         day, unit = t_end / 60.0, "sixtieths of the window (model-unit tracks: no physical day)"
     search = PriorSearch(day)
+    taus = f"{min(search.taus_days):g}-{max(search.taus_days):g}"
     return search, (
-        f"prior and representation error for --method linear (ou): chosen from the tracks (no --climatology): "
-        f"log E|c_kp|^2 = a_p + b log(k / k0) + c log^2(k / k0) by the evidence, the OU time scale in "
-        f"{', '.join(f'{d:g}' for d in search.taus_days)} {unit} and variance in "
-        f"{', '.join(f'{f:g}' for f in search.var_fractions)} x the tracks' mean square velocity (the time scales "
-        f"at the middle variance, then the variances at the best time scale, refined between grid variances at the "
-        f"vertex of a parabola through the least and its neighbours) by {search.folds}-fold "
-        f"cross-validation over held-out drifters, on pairs about {search.spacing_days:g} "
-        f"{unit.split(' ')[0]} apart; the other methods use the prior above")
+        f"linear: its spectrum fitted to the drifters; the current the flow leaves out ({taus} {unit}, "
+        f"{100 * min(search.var_fractions):g}-{100 * max(search.var_fractions):g}% of the mean square velocity) by "
+        f"{search.folds}-fold cross-validation over drifters")
 
 
 def _track_prior(tracks, k1, k2, degree: int):
@@ -188,11 +200,11 @@ def _track_prior(tracks, k1, k2, degree: int):
     exponent = SimConfig().spectrum_exponent
     share = np.sqrt((2 * np.arange(degree + 1) + 1) / (degree + 1))
     scale = (spectrum(k1, k2, exponent, rms)[:, None] * share[None, :]).ravel()
+    speed = (f"{rms * np.sqrt(np.prod(tracks.mapping.lengths_m)) / tracks.mapping.time_scale_s:.3g} m/s"
+             if tracks.mapping is not None else f"{rms:.4g} (model units)")
     return np.concatenate([np.full(degree + 1, rms), scale]), (
-        f"prior: the generator's spectrum shape (exponent {exponent:g}) at the tracks' RMS speed {rms:.4g} "
-        "(model units), "
-        "the same energy in every degree, and the uniform current of that RMS speed in every degree, since no "
-        "--climatology is given")
+        f"prior of the other methods: the spectrum of lagda's own flows (exponent {exponent:g}) at the drifters' RMS "
+        f"speed, {speed}, equal energy at every degree (--climatology: from a model run)")
 
 
 def _climatology(clim: Tracks, tracks: Tracks, k1, k2, degree: int, t_end: float):
@@ -222,7 +234,7 @@ def _climatology(clim: Tracks, tracks: Tracks, k1, k2, degree: int, t_end: float
     truth = truth_in_basis(ds, k1, k2, degree, current=True)
     scale, rms = truth_prior(truth, degree)
     rep_var, rep_time = _along_track_residual(clim, truth)
-    notes = [f"prior: the climatology's {truth['coef'].shape[0]} flow(s): mean power of their truth's "
+    notes = [f"prior: the climatology's {counted(truth['coef'].shape[0], 'flow')}: mean power of their truth's "
              f"coefficients per wavenumber shell and degree (the current's at least {CURRENT_FLOOR:g} "
              "of their RMS speed "
              f"{rms:.4g}); the basis leaves out {np.mean(truth['limit']):.3f} of its "

@@ -401,14 +401,13 @@ def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, t
             "zero_guard": zero}
     if first.any() or outlier.any():
         info["velocity_outliers_note"] = (
-            f"{int(first.sum() + outlier.sum())} of {searched} searched velocities left out as outliers "
-            f"({int(first.sum())} before the search, {int(outlier.sum())} after it; residual from the fitted field "
-            f"over {OUTLIER_K:g} standard deviations, robust or the error model's: position fixes off their track "
-            "that cleaning kept)")
+            f"{int(first.sum() + outlier.sum())} of {searched} velocities left out as outliers, over {OUTLIER_K:g} "
+            f"standard deviations off the fitted flow ({int(first.sum())} before the search, {int(outlier.sum())} "
+            "after it): fixes off their track that the cleaning kept")
     if zero:
-        info["zero_guard_note"] = (f"the estimate is the prior mean (zero): the best error model predicts held-out "
-                                   f"drifters with CV ratio {cv:.3g} (>= 1: no better than zero) and log evidence "
-                                   f"{ratio:.4g} above the zero-signal model's (at most {len(theta)}, the prior's "
-                                   "parameter count: no evidence of signal)")
+        info["zero_guard_note"] = (f"the answer is the prior mean (zero): the best fit leaves {cv:.0%} of held-out "
+                                   f"drifters' mean square velocity unexplained (zero: 100%); its log evidence over "
+                                   f"zero {ratio:.3g} (at most {len(theta)}, one per fitted parameter: no sign of a "
+                                   "flow)")
         return np.zeros(len(prior_var)), np.diag(prior_var), prior_var, var_best, tau_best, info
     return mean, cov, prior_var, var_best, tau_best, info
