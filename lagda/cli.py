@@ -647,7 +647,9 @@ def _map_command(args: argparse.Namespace) -> int:
     except TileFailed as error:
         return _report(args, f"error: {error}", EXIT_FAILURE)
     if not summary.get("already_complete"):
-        print(f"wrote {args.out}: {summary['tiles']} tiles in {summary['seconds']:.1f} s "
+        from lagda.report import counted
+
+        print(f"wrote {args.out}: {counted(summary['tiles'], 'tile')} in {summary['seconds']:.1f} s "
               f"({summary['tiles'] / max(summary['seconds'], 1e-9):.3g} tiles/s)")
     if args.plot:
         from lagda.mapping.plot import plot_map

@@ -102,7 +102,12 @@ def test_a_map_with_withheld_drifters_is_checked_against_them(tmp_path, suffix):
     assert note and "--withhold 0.3" in note[0]
     with open_map(out) as maps:
         ids = json.loads(maps.attrs["check_withheld_ids"])
-        assert len(ids) == 3 and maps.attrs["check"] in said[-1]
+        # the check's lines are the map's last notes, said one line each: the whole, then one per distance band
+        lines = maps.attrs["check"].split("\n")
+        assert len(ids) == 3 and said[-len(lines):] == [f"note: {line}" for line in lines]
+        assert lines[0].startswith("withheld drifters (30%, 3 of 10): ") and "(a map of zero: 100%)" in lines[0]
+        assert len(lines) >= 2 and all(line.startswith("withheld, where the map") and "binned mean" in line
+                                       for line in lines[1:])
         # the fixes the map was made from (selected, cleaned, low-passed), before it withheld some
         fixes = map_fixes(archive, s, s.tiles())
         out_of_map = np.isin(fixes.traj, [t for t, i in enumerate(fixes.ids) if id_text(i) in ids])
@@ -121,4 +126,4 @@ def test_a_map_with_withheld_drifters_is_checked_against_them(tmp_path, suffix):
     assert summary["check"]["check_velocities"] == again["velocities"]
     said.clear()
     map_archive(archive, out, s, resume=True, progress=False, say=said.append)  # complete: its check said again
-    assert "already complete" in said[0] and said[1] == f"note: {summary['check']['check']}"
+    assert "already complete" in said[0] and said[1:] == [f"note: {line}" for line in lines]

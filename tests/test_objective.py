@@ -184,7 +184,8 @@ def test_the_default_map_fills_every_sea_cell_and_says_how_far_the_fixes_are(tmp
                            resolution=0.5, tile_deg=3.0, halo_deg=1.0, window_days=10.0, step_days=5.0)
     said = []
     map_archive(archive, out, settings, workers=1, progress=False, say=said.append)
-    assert any(line.startswith("note: prior covariance from") for line in said)
+    assert any(line.startswith("note: prior from ") and " pairs of " in line for line in said)
+    assert any(line.startswith("note: far from the drifters the map is their regional mean (up to ") for line in said)
     with xr.open_zarr(out) as ds:
         assert np.isfinite(ds.u.values).all() and np.isfinite(ds.u_std.values).all() and (ds.u_std > 0).all()
         distance = ds.distance_to_fix.values

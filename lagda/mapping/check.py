@@ -21,6 +21,7 @@ import numpy as np
 from lagda.assimilation.scores import Z
 from lagda.mapping.archive import Fixes
 from lagda.mapping.tiles import DAY_S
+from lagda.report import counted
 
 CHECK_CHUNK_S = DAY_S  # the withheld drifters' velocities: displacements over this long
 
@@ -210,33 +211,50 @@ def band_scores(mean, std, reference) -> dict:
             "z_rms": float(np.sqrt(np.mean((error / std) ** 2)))}
 
 
-def check_line(scores: dict, withheld_drifters: int) -> str:
-    """Returns the one line a note says of `check_map`'s scores."""
+BAND_WORDS = ("where the map had a drifter within 30 km", "where the map's nearest drifter was 30-100 km away",
+              "where the map had no drifter within 100 km")  # of BAND_NAMES: a fix the map used, within 12 hours
+
+
+def check_lines(scores: dict, withheld_drifters: int, drifters: int | None = None) -> list[str]:
+    """Returns the lines a map's notes say of `check_map`'s scores: the whole check, then one line per distance band
+    that has velocities (`band_lines`), errors as a percentage of the withheld drifters' RMS speed (a map of zero
+    errs 100%).
+
+    Args:
+        withheld_drifters: the drifters withheld; drifters: all the drifters (withheld and mapped), or None.
+
+    Example:
+        >>> scores = {"velocities": 57, "drifters": 2, "outside": 0, "no_value": 0, "error": 0.966,
+        ...           "rms_m_s": 0.069, "speed_rms_m_s": 0.072, "coverage_95": 0.912}
+        >>> for part in check_lines(scores, 2, 8)[0].split("; "):  # one line, printed here in three parts
+        ...     print(part)
+        withheld drifters (25%, 2 of 8): 57 daily velocities, RMS speed 0.072 m/s
+        the map errs 0.069 m/s, 97% of it (a map of zero: 100%)
+        its 95% band holds 91%
+    """
+    share = f"{withheld_drifters / drifters:.0%}, {withheld_drifters} of {drifters}" if drifters else \
+        f"{withheld_drifters}"
     if not scores["velocities"]:
-        return (f"check: none of the {withheld_drifters} withheld drifters has a daily velocity where the map has a "
-                "value: nothing to check")
+        return [f"withheld drifters ({share}): none has a daily velocity where the map has a value: nothing to check"]
     missed = scores["outside"] + scores["no_value"]
-    return (f"check against {scores['drifters']} of the {withheld_drifters} withheld drifters, "
-            f"{scores['velocities']:,} daily velocities" + (f" ({missed:,} more outside the map or where it is NaN)"
-                                                            if missed else "")
-            + f": error {scores['error']:.3f} of their RMS speed {scores['speed_rms_m_s']:.3f} m/s (RMS "
-            f"{scores['rms_m_s']:.3f} m/s), 95% band coverage {scores['coverage_95']:.3f}, RMS of error over std "
-            f"{scores['z_rms']:.2f} (about 1 when the std is right)" + band_text(scores))
+    used = f"{scores['drifters']} of them, " if scores["drifters"] < withheld_drifters else ""
+    return [f"withheld drifters ({share}): {used}{counted(scores['velocities'], 'daily velocity', 'daily velocities')}"
+            + (f" ({missed:,} more off the map)" if missed else "")
+            + f", RMS speed {scores['speed_rms_m_s']:.3f} m/s; the map errs {scores['rms_m_s']:.3f} m/s, "
+            f"{scores['error']:.0%} of it (a map of zero: 100%); its 95% band holds {scores['coverage_95']:.0%}",
+            *band_lines(scores)]
 
 
-def band_text(scores: dict) -> str:
-    """Returns the check's words by distance band ("" without them): the map's error and coverage beside the
-    binned mean's error on the same velocities (a map of zero errs 1)."""
+def band_lines(scores: dict) -> list[str]:
+    """Returns one line per distance band with velocities (none without the bands): the share of the velocities in
+    it, the map's error as a percentage of their RMS speed beside the binned mean's on the same velocities, and the
+    share of them the map's 95% band holds."""
     if "near_share" not in scores:
-        return ""
-    said = []
-    for name, words in zip(BAND_NAMES, ("within 30 km", "30-100 km", "beyond 100 km")):
-        if scores[f"{name}_velocities"]:
-            said.append(f"{words} of a mapped fix ({scores[f'{name}_share']:.0%}): map {scores[f'{name}_error']:.2f} "
-                        f"(coverage {scores[f'{name}_coverage_95']:.2f}), binned mean "
-                        f"{scores[f'{name}_binned_error']:.2f}")
-    return ("; by distance (errors relative to a map of zero, which errs 1; under 1 beats it): " + "; ".join(said)
-            if said else "")
+        return []
+    return [f"withheld, {words} ({scores[f'{name}_share']:.0%} of them): the map errs "
+            f"{scores[f'{name}_error']:.0%} of their RMS speed ({BINNED_DEG:g}-degree binned mean: "
+            f"{scores[f'{name}_binned_error']:.0%}); its 95% band holds {scores[f'{name}_coverage_95']:.0%}"
+            for name, words in zip(BAND_NAMES, BAND_WORDS) if scores[f"{name}_velocities"]]
 
 
 def sample_map(maps, lon, lat, seconds, names=("u", "v", "u_std", "v_std")) -> tuple[np.ndarray, np.ndarray]:

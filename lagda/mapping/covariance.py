@@ -100,17 +100,25 @@ class Covariance:
             return np.zeros((*np.shape(lon), 2))
         return self.mean.at(lon, lat, seconds)
 
-    def note(self) -> str:
-        """Returns the one line a map says of its prior covariance."""
-        return (f"prior covariance from {self.pairs:,} pairs of {self.velocities:,} drifter velocities (by "
-                f"separation and lag): correlated over {self.ell_km:.0f} km (anti-correlated beyond "
-                f"{np.sqrt(2) * self.ell_km:.0f} km, across an eddy), {self.phi:.0%} of the variance over "
-                f"{self.tau_days:.1f} days and {self.phi_long:.0%} over {self.tau_long_days:.0f} days (the rest noise "
-                "and motion under the map's scales); "
-                f"prior std {np.sqrt(self.variance):.3f} m/s over the archive"
-                + (f", {self.field.span_text()} by region and season" if self.field is not None else "")
-                + (f"; a regional mean current of up to {np.abs(self.mean.values).max():.3f} m/s" if self.mean
-                   is not None else "") + ": far from every drifter the map is the prior mean with that std")
+    def notes(self, background: bool = False) -> tuple[str, str]:
+        """Returns the two lines a map says of its prior: the scales the drifters showed (how many pairs, the
+        correlation's length and time scales, the correlated fractions), and what the map is far from every drifter
+        (the regional mean current, added to the `background` product's when there is one, and the std by region
+        and season)."""
+        scales = (f"prior from {self.pairs:,} pairs of {self.velocities:,} drifter velocities: correlated over "
+                  f"{self.ell_km:.0f} km (reversed beyond {np.sqrt(2) * self.ell_km:.0f}, across an eddy) and "
+                  f"{self.tau_days:.1f} days ({self.phi:.0%} of the variance; {self.phi_long:.0%} over "
+                  f"{self.tau_long_days:.0f} days)")
+        mean = (f"their regional mean (up to {np.abs(self.mean.values).max():.3f} m/s)" if self.mean is not None
+                else "zero")
+        mean = f"the background{' plus ' + mean if self.mean is not None else ''}" if background else mean
+        std = f"std {np.sqrt(self.variance):.3f} m/s, the archive's"
+        if self.field is not None:
+            low, high = (f"{v:.3f}" for v in np.sqrt([self.field.values.min(), self.field.values.max()]))
+            std = (f"std {low if low == high else f'{low}-{high}'} m/s by region and season"
+                   + (f"; the archive's {np.sqrt(self.variance):.3f} m/s {PRIOR_RADIUS_KM:g} km or {PRIOR_DAYS:g} days "
+                      f"from any ({1 - self.field.informed:.0%} of the map)" if self.field.informed < 1 else ""))
+        return scales, f"far from the drifters the map is {mean}, {std}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,14 +149,6 @@ class RegionalField:
         points = np.stack([np.clip(p, a[0], a[-1]) for p, a in zip(
             (np.asarray(seconds, np.float64), np.asarray(lat, np.float64), lon), axes)], axis=-1)
         return RegularGridInterpolator(axes, values)(points.reshape(-1, 3)).reshape(*np.shape(lon), -1)
-
-    def span_text(self) -> str:
-        """Returns how far the regional std ranges (of a field of variances), and how much of the lattice the
-        drifters inform."""
-        std = np.sqrt(self.values)
-        return (f"{std.min():.3f}-{std.max():.3f} m/s ({self.informed:.0%} of the region and period within "
-                f"{PRIOR_RADIUS_KM:g} km and {PRIOR_DAYS:g} days of a drifter; elsewhere the archive's)")
-
 
 def great_circle_km(chord_km) -> np.ndarray:
     """Returns the great-circle distance in km of chords `(...)` km between points of `unit_vectors`."""

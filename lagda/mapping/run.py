@@ -510,7 +510,8 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
         say(f"{out} is already complete: nothing to do")
         with open_map(out) as done:
             if "check" in done.attrs:  # made with --withhold: its check said again
-                say(f"note: {done.attrs['check']}")
+                for line in check_notes(done.attrs):
+                    say(f"note: {line}")
         return {"tiles": len(tiles), "already_complete": True, "seconds": 0.0, "notes": []}
     grid = settings.grid()
     fixes, held = _withhold(map_fixes(archive, settings, tiles, progress), settings.withhold)
@@ -537,9 +538,9 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
         say(f"note: {line}")
     done = {name[:-4] for name in os.listdir(os.path.join(partial, "tiles")) if name.endswith(".npz")}
     pending = [t for t in tiles if t.key not in done]
-    say(f"note: {len(tiles)} tiles ({settings.tile_deg:g} degrees with a {settings.halo_deg:g}-degree halo, "
-        f"{settings.window_days:g}-day windows every {settings.step_days:g} days)"
-        + (f", {len(done)} done before" if done else ""))
+    say(f"note: {counted(len(tiles), 'tile')} of {settings.tile_deg:g} degrees with {settings.halo_deg:g}-degree "
+        f"halos, {settings.window_days:g}-day windows every {settings.step_days:g} days (--tile-size, --window-days)"
+        + (f"; {len(done)} done before" if done else ""))
     try:
         _compute(pending, data, grid, settings, partial, len(done), len(tiles), workers, scheduler, progress, say,
                  mean_square_velocity(fixes) if prior is None else 0.0, prior)
@@ -548,7 +549,7 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
         raise type(error)(f"{error}; {interrupted_state(out)}") from error
     remove_tree(partial, fault="map-partial-removal")
     if settings.method == "objective":
-        notes = list(fixes.notes) + [objective_summary(infos)] + ([check["check"]] if check is not None else [])
+        notes = list(fixes.notes) + [objective_summary(infos)] + (check_notes(check) if check is not None else [])
         for line in notes[len(fixes.notes):]:
             say(f"note: {line}")
         return {"tiles": len(tiles), "inverted": len(infos), "skipped": 0, "seconds": time.perf_counter() - start,
@@ -560,23 +561,19 @@ def _map_archive(archive, out: str, name: str, settings: MapSettings, workers, s
     n_lone = sum(is_fallback(i) for i in infos)
     failed = [f"{i['tile']}: {i['skipped']}" for i in skipped if i["skipped"] != NO_SEGMENT]
     # a tile whose tracks cannot be inverted (drifters that never move: no velocity variance) is said with why
-    unusable = (f", {len(failed)} whose tracks could not be inverted (left to the others, else NaN; "
+    unusable = (f"; {len(failed)} whose tracks could not be inverted (left to the others, else NaN; "
                 f"{failed[0]}{' and others in tile_records' if len(failed) > 1 else ''})" if failed else "")
-    lone = (f" ({n_lone} of them of a single drifter segment: the local GP of its velocities alone, about zero, "
-            "its std away from the drifter at least the RMS velocity of all the drifters; their map only where no "
-            f"tile of {FULL_SEGMENTS} or more segments reaches)" if n_lone else "")
-    notes = list(fixes.notes) + [f"{counted(len(infos) - len(skipped), 'tile')} inverted{lone}, {empty} without a "
-                                 f"drifter (left to the others, else NaN){unusable}, {zero} answered the prior "
-                                 "mean (zero) "
-                                 "because their tracks predicted held-out drifters no better; "
-                                 f"{counted(sum(o > 0 for o in outliers), 'tile')} left out "
-                                 f"{counted(sum(outliers), 'velocity', 'velocities')} far off "
-                                 "their fitted field (fixes off their track that cleaning kept)"]
-    local = local_gp_summary(infos)
-    if local:
-        notes.append(local)
+    lone = (f" ({n_lone} of a single drifter segment: about zero, its std at least the drifters' RMS velocity "
+            f"away from it, used where no tile of {FULL_SEGMENTS} or more segments reaches)" if n_lone else "")
+    said = [f"{empty} without a drifter (left to the others, else NaN)" if empty else "",
+            f"{zero} answered zero (their drifters predicted held-out ones no better)" if zero else "",
+            f"{counted(sum(outliers), 'velocity', 'velocities')} far off their tile's fitted field left out (fixes off "
+            "their track that the cleaning kept)" if sum(outliers) else ""]
+    notes = list(fixes.notes) + [f"{counted(len(infos) - len(skipped), 'tile')} mapped from their drifters{lone}"
+                                 + "".join(f"; {words}" for words in said if words) + unusable]
+    notes += local_gp_summary(infos)
     if check is not None:
-        notes.append(check["check"])
+        notes += check_notes(check)
     for line in notes[len(fixes.notes):]:
         say(f"note: {line}")
     if len(skipped) == len(infos):
@@ -605,14 +602,16 @@ def prior_covariance(data, settings: MapSettings):
                                  "zero there)" if missing else ""),)
         velocity = velocity - prior_mean(settings.background, lon, lat, seconds)
     cov = estimate(lon, lat, seconds, velocity, data.drifter, settings.region, settings.period)
-    return cov, (*notes, cov.note())
+    return cov, (*notes, *cov.notes(settings.background is not None))
 
 
 def objective_summary(infos: list[dict]) -> str:
     """Returns one line on the objective map's tiles: how many, how many had drifter velocities."""
     informed = sum(i.get("velocities", 0) > 0 for i in infos)
-    return (f"{counted(len(infos), 'tile')} mapped: {informed} with drifter velocities (an objective map of them), "
-            f"{len(infos) - informed} without (the prior mean and std)")
+    if informed == len(infos):
+        return f"{counted(len(infos), 'tile')} mapped from the drifters' velocities"
+    return (f"{counted(len(infos), 'tile')} mapped: {informed} from drifter velocities, {len(infos) - informed} with "
+            "none (the prior mean and std)")
 
 
 def map_fixes(archive, settings: MapSettings, tiles: list[Tile], progress: bool = False) -> Fixes:
@@ -636,9 +635,8 @@ def _withhold(fixes: Fixes, fraction: float) -> tuple[Fixes, Fixes | None]:
     out = withheld(fixes, fraction)
     held, kept = fixes.subset(out), fixes.subset(~out)
     n_held, n_all = len(np.unique(held.traj)), len(np.unique(fixes.traj))
-    note = (f"withheld {n_held} of {n_all} drifters ({len(held):,} fixes; --withhold {fraction:g}, chosen by their "
-            "ids) from the map, to check it against their daily velocities once it is written; n_fixes counts the "
-            "others")
+    note = (f"withheld {n_held} of {n_all} drifters ({len(held):,} fixes; --withhold {fraction:g}) from the map, to "
+            "check it against their daily velocities at the end")
     return dataclasses.replace(kept, notes=(*kept.notes, note)), held
 
 
@@ -858,13 +856,20 @@ def _check_attrs(path, held: Fixes, mapped: Fixes | None = None) -> dict:
     """Returns the map's attributes of its check against the withheld drifters (lagda.mapping.check), by distance
     to the `mapped` fixes when given."""
     from lagda.io.tracks import id_text
-    from lagda.mapping.check import check_line, check_map
+    from lagda.mapping.check import check_lines, check_map
 
     with open_map(path) as maps:
         scores = check_map(maps, held, mapped)
     ids = sorted({id_text(held.ids[t]) for t in np.unique(held.traj)})
-    return {"check": check_line(scores, len(ids)), "check_withheld_ids": json.dumps(ids),
+    drifters = None if mapped is None else len(ids) + len({id_text(mapped.ids[t]) for t in np.unique(mapped.traj)})
+    return {"check": "\n".join(check_lines(scores, len(ids), drifters)), "check_withheld_ids": json.dumps(ids),
             **{f"check_{name}": value for name, value in scores.items()}}
+
+
+def check_notes(check) -> list[str]:
+    """Returns the note lines of a map's check against withheld drifters: its "check" (a key of `_check_attrs`, or
+    of the map's attributes) holds them joined by newlines."""
+    return str(check["check"]).split("\n")
 
 
 def _add_attrs(path, attrs: dict) -> None:
@@ -924,33 +929,39 @@ def _blend_block(partial, tiles, grid: Grid, lo: int, hi: int, land: np.ndarray 
     return blended.astype(np.float32)
 
 
-def local_gp_summary(infos: list[dict]) -> str:
-    """Returns one line on the tiles' local Gaussian processes (how many, their fitted scales, how many were not
-    fitted or rejected), "" when none ran."""
+def local_gp_summary(infos: list[dict]) -> list[str]:
+    """Returns the lines on the tiles' local Gaussian processes: how many, their fitted scales (the median, and the
+    10-90% range over the tiles when it is one), how many were not fitted or rejected; then, if any, in how many
+    tiles the basis field was held at the edge of the drifters' velocities away from them; [] when none ran."""
     fitted = [i["local_gp"] for i in infos if isinstance(i.get("local_gp"), dict)]
     said = [i["local_gp"] for i in infos if isinstance(i.get("local_gp"), str)]
     rejected = sum(s.startswith("rejected") for s in said)
     if not fitted and not said:
-        return ""
-    others = f"{len(said) - rejected} with too few drifter velocities, {rejected} rejected (a correction over " \
-             "twice the drifters' largest residual: the basis field kept)"
+        return []
+    others = ("; " + ", ".join(words for words in (
+        f"{len(said) - rejected} with too few velocities" if len(said) > rejected else "",
+        f"{rejected} rejected (a correction over twice the drifters' largest residual)" if rejected else "")
+        if words)) if said else ""
     if not fitted:
-        return f"local GP in no tile ({others})"
-    q = lambda key: np.percentile([f[key] for f in fitted], [10, 50, 90])
-    ell, tau, std = q("ell_km"), q("tau_days"), q("std_m_s")
+        return [f"near the drifters: no tile's correction kept{others}"]
+
+    def spread(key, fmt):  # the median over the tiles, and their 10-90% range where it is one
+        low, middle, high = (fmt.format(v) for v in np.percentile([f[key] for f in fitted], [10, 50, 90]))
+        return middle if low == high else f"{middle} ({low}-{high})"
+
     spans = [f["span_h"] for f in fitted if "span_h" in f]  # (tiles of a map begun by an earlier lagda lack it)
-    over = f"velocities over {np.median(spans):.3g} h (median), " if spans else ""
+    over = f"{np.median(spans):.2g}-h " if spans else ""
     dense = [f["nearest_per_day"] for f in fitted if "nearest_per_day" in f]
-    over += f"in {len(dense)} dense tile{'s' * (len(dense) > 1)} each day the {dense[0]:,} nearest in time, " \
-        if dense else ""
+    over += f"velocities (in {counted(len(dense), 'dense tile')} each day the {dense[0]:,} nearest)" if dense else \
+        "velocities"
     beyond = [f["beyond_drifters"] for f in fitted if f.get("beyond_drifters", 0.0) > 0]
-    beyond = (f"; in {len(beyond)} tiles the basis field departs, away from the drifters, from their mean velocity by "
-              f"more than any of theirs did (an extrapolation; on up to {100 * max(beyond):.3g}% of a tile's cells): "
-              "u, v are drawn back to the edge of their velocities there, and u_std, v_std hold the excess"
-              if beyond else "")
-    return (f"local GP in {len(fitted)} tiles ({others}): {over}length scale {ell[1]:.0f} km "
-            f"({ell[0]:.0f}-{ell[2]:.0f}, 10-90%), time scale {tau[1]:.1f} days ({tau[0]:.1f}-{tau[2]:.1f}), "
-            f"std {std[1]:.3f} m/s ({std[0]:.3f}-{std[2]:.3f}){beyond}")
+    beyond = [f"away from the drifters, in {counted(len(beyond), 'tile')}, on up to {100 * max(beyond):.3g}% of the "
+              "cells: the flow departed from their mean more than any of them did: held at their edge, the excess in "
+              "the std"] if beyond else []
+    tiles = f"{len(fitted)} of {counted(len(fitted) + len(said), 'tile')}" if said else counted(len(fitted), "tile")
+    return [f"near the drifters, in {tiles}: what the flow leaves out, fitted to {over}, correlated over "
+            f"{spread('ell_km', '{:.0f}')} km and {spread('tau_days', '{:.1f}')} days, std "
+            f"{spread('std_m_s', '{:.3f}')} m/s (--no-local-gp){others}", *beyond]
 
 
 def _cells_of(lon, lat, grid: Grid, settings: MapSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -1032,7 +1043,7 @@ def _dataset(grid: Grid, settings: MapSettings, fields: dict, counts, infos, sea
                 "tiles": len(infos), "tiles_skipped": skipped,
                 "tiles_zero_guard": sum(bool(i.get("zero_guard")) for i in infos),
                 "tile_velocity_outliers_dropped": sum(i.get("velocity_outliers_dropped", 0) for i in infos),
-                "local_gp": local_gp_summary(infos) or "off",
+                "local_gp": "\n".join(local_gp_summary(infos)) or "off",
                 "land_mask": (f"{LAND_SOURCE}: cells without sea left NaN" if settings.land_mask
                               else "off: land cells mapped as sea"),
                 "tile_records": json.dumps(infos),
