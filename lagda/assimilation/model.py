@@ -141,10 +141,8 @@ def model_settings(tracks: Tracks | None, run_dir=None, dt: float | None = None)
 
         k1, k2 = rectangular_modes((base.k1_min, base.k1_max), (base.k2_min, base.k2_max))
         tracks = dataclasses.replace(tracks, k1=np.asarray(k1), k2=np.asarray(k2), omega=np.zeros(len(k1)))
-        notes.append(f"flow basis: the steady model, modes k1 in {base.k1_min}..{base.k1_max}, k2 in "
-                     f"{base.k2_min}..{base.k2_max} ({len(k1)} modes) with omega = 0, since the track file states "
-                     "none; for drifters in a flow lagda did not make (the ocean) pass --basis circular: steady modes "
-                     "fitted to every fix can do worse than answering zero there")
+        notes.append(f"flow: lagda's own steady model ({len(k1)} modes), the file stating none; for ocean drifters "
+                     "--basis circular fits better (this model fitted to every fix can do worse than zero)")
     if tracks is None or tracks.k1 is None or tracks.omega is None:
         raise ValueError("the track file does not state the modes and frequencies: pass a trained model (--model RUN)")
     if physical and np.any(np.asarray(tracks.omega) != 0):
@@ -153,12 +151,11 @@ def model_settings(tracks: Tracks | None, run_dir=None, dt: float | None = None)
         notes.append("frequencies omega_k from the track file: their phases count from its time origin "
                      f"{iso_time(tracks.mapping.time_origin)}")
     scale = spectrum(tracks.k1, tracks.k2, base.spectrum_exponent, base.rms_speed)
-    notes.append(f"prior: the generator's default spectrum (exponent {base.spectrum_exponent:g}, rms speed "
-                 f"{base.rms_speed:g}), since the track file states no prior; pass --model RUN to use a run's")
+    speed = f"{base.rms_speed:g}"
     if physical:
-        lx, ly = tracks.mapping.lengths_m
-        notes.append(f"prior RMS speed {base.rms_speed:g} domain lengths per model time unit = "
-                     f"{base.rms_speed * np.sqrt(lx * ly) / tracks.mapping.time_scale_s:.3g} m/s in this mapping")
+        speed = f"{base.rms_speed * np.sqrt(np.prod(tracks.mapping.lengths_m)) / tracks.mapping.time_scale_s:.3g} m/s"
+    notes.append(f"prior: the generator's default spectrum (exponent {base.spectrum_exponent:g}) at an RMS speed of "
+                 f"{speed}, the track file stating no prior (--model RUN: a trained run's)")
     dt, dt_note = resolve_dt(tracks, dt)
     return flow_model(tracks.k1, tracks.k2, tracks.omega, scale, dt, notes=notes + dt_note)
 
