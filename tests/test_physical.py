@@ -117,7 +117,8 @@ def test_an_inferred_box_over_two_basins_is_refused_and_a_given_one_is_taken():
 
 
 def test_a_known_shear_current_in_m_per_s_is_recovered_in_m_per_s(tmp_path):
-    """psi = cos(2 pi y): u = 2 pi sin(2 pi y), v = 0 (docs/design.md), drifters on grid rows, lon/lat in a CSV.
+    """psi = cos(2 pi y): u = 2 pi sin(2 pi y), v = 0 (docs/design/forward-model.md), drifters on grid rows,
+    lon/lat in a CSV.
 
     In m/s: u_east = 2 pi sin(2 pi y) L_x / T cos(lat) / cos(lat_c); each row's drifter crosses
     the whole box in the window, so the result's u on that row is known everywhere.

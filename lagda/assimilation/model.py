@@ -1,7 +1,7 @@
 """The model tracks are assimilated into: `FlowModel`, and how it is found for a track file.
 
 A coefficient vector is handled as the real vector x = (Re c, Im c) in R^{2K}, the fixed Eulerian
-embedding g_u (docs/design.md); the prior is x ~ N(0, diag(a_k^2 / 2, a_k^2 / 2)).
+embedding g_u (docs/design/learning.md); the prior is x ~ N(0, diag(a_k^2 / 2, a_k^2 / 2)).
 
 `model_settings` finds the model of tracks: a trained run's modes and prior, else the track file's
 modes with the generator's default prior (physical tracks that state none: the steady model); every

@@ -1,7 +1,7 @@
 """Physical units: the mapping between real drifter coordinates and the model's periodic domain.
 
-The model lives on the torus [0, 1)^2 with nondimensional time (docs/design.md, "The forward
-model"). Real tracks carry longitude/latitude in degrees (or projected x/y in metres) and CF
+The model lives on the torus [0, 1)^2 with nondimensional time (docs/design/forward-model.md,
+"The flow"). Real tracks carry longitude/latitude in degrees (or projected x/y in metres) and CF
 times. `Mapping` takes them there and back:
 
 - **Box and projection.** A box [west, east] x [south, north] is mapped onto the unit square
