@@ -107,8 +107,9 @@ class Covariance:
         and season)."""
         scales = (f"prior from {self.pairs:,} pairs of {self.velocities:,} drifter velocities: correlated over "
                   f"{self.ell_km:.0f} km (reversed beyond {np.sqrt(2) * self.ell_km:.0f}, across an eddy) and "
-                  f"{self.tau_days:.1f} days ({self.phi:.0%} of the variance; {self.phi_long:.0%} over "
-                  f"{self.tau_long_days:.0f} days)")
+                  f"{self.tau_days:.1f} days ({self.phi:.0%} of the variance"
+                  + (f"; {self.phi_long:.0%} over {self.tau_long_days:.0f} days" if round(self.phi_long, 2) else "")
+                  + ")")
         mean = (f"their regional mean (up to {np.abs(self.mean.values).max():.3f} m/s)" if self.mean is not None
                 else "zero")
         mean = f"the background{' plus ' + mean if self.mean is not None else ''}" if background else mean
