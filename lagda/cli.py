@@ -467,18 +467,6 @@ def _run_assimilate(args: argparse.Namespace) -> int:
     options = _given_method_options(args)
     from lagda.assimilation.assimilate import assimilate_file
 
-    chosen = ASSIM_METHODS[args.method or "linear"]
-    # sample started from hybrid's posterior reads an encoder as the learned methods do, and defaults as they do
-    reads_encoder = args.method is not None and (chosen.learned or (args.method == "sample"
-                                                                    and options.get("start") == "hybrid"))
-    if args.model is None and reads_encoder and chosen.chosen_basis and args.basis is not None:
-        raise ValueError(f"--method {args.method} with --basis needs --model RUN: an encoder trained on pairs in that "
-                         "basis (lagda.assimilation.methods.basis.write_basis_pairs; experiments/qg_hybrid.py); the "
-                         "shipped encoders know lagda's own flows only")
-    if args.model is None and reads_encoder and args.basis is None:
-        from lagda.demo import DEFAULT_MODEL, shipped
-
-        args.model = str(shipped(DEFAULT_MODEL))  # the learned methods default to the shipped encoder of every regime
     summary = assimilate_file(args.tracks, args.out, args.method, options, run_dir=args.model, n_grid=args.n_grid,
                               plot=args.plot, overwrite=args.overwrite, seed=args.seed, dt=args.dt, box=args.box,
                               time_scale=args.time_scale, basis=args.basis, k_max=args.k_max, degree=args.degree,
@@ -491,15 +479,16 @@ def _run_assimilate(args: argparse.Namespace) -> int:
 def _print_summary(summary, out, plot) -> None:
     """Prints an AssimilationSummary: notes and warnings on stderr, one line per score group and the method's
     decisions on stdout."""
+    from lagda.report import counted
+
     for kind, lines in (("note", summary.notes), ("warning", summary.warnings)):
         for line in lines:
             print(f"lagda assimilate: {kind}: {line}", file=sys.stderr)
-    scalars = {key: value for key, value in {"method": summary.method, "fields": summary.fields,
-                                             "seconds": summary.seconds, **summary.scores}.items()
-               if isinstance(value, (int, float, str))}
-    details = ", ".join(f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}"
-                        for key, value in scalars.items())
-    print(f"wrote {out}" + (f" and {plot}" if plot else "") + f": {details}")
+    scalars = {key: value for key, value in summary.scores.items() if isinstance(value, (int, float, str))}
+    details = "".join(f", {key} {value:.4g}" if isinstance(value, float) else f", {key} {value}"
+                      for key, value in scalars.items())
+    print(f"wrote {out}" + (f" and {plot}" if plot else "") + f": method {summary.method}, "
+          f"{counted(summary.fields, 'field')}, {summary.seconds:.1f} s{details}")
     scores, note = summary.scores, summary.projection_note
     if "velocity_rms_error_m_s" in scores:
         print(f"velocity error against the truth: RMS {scores['velocity_rms_error_m_s']:.3g} m/s over the box and "

@@ -222,3 +222,16 @@ def test_importing_lagda_loads_none_of_its_modules():
             "'xarray', 'jax')); print(loaded); print(lagda.map.__module__, lagda.examples.__name__)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=pathlib.Path.home())
     assert done.stdout.splitlines() == ["['lagda', 'lagda._lazy']", "lagda.api lagda.examples"], done.stderr
+
+
+def test_learned_methods_read_the_shipped_encoder_unless_given_a_run_from_python_as_on_the_command_line():
+    from lagda.assimilation.assimilate import encoder_for
+    from lagda.demo import DEFAULT_MODEL, shipped
+
+    assert encoder_for("hybrid", None, None, None) == str(shipped(DEFAULT_MODEL))
+    assert encoder_for("hybrid", None, None, "my_run") == "my_run"
+    assert encoder_for("linear", None, None, None) is None  # linear reads no encoder
+    assert encoder_for("sample", {"start": "hybrid"}, None, None) == str(shipped(DEFAULT_MODEL))
+    assert encoder_for("sample", {}, None, None) is None
+    with pytest.raises(ValueError, match="needs a trained run"):
+        encoder_for("hybrid", None, "circular", None)

@@ -469,7 +469,8 @@ def test_a_basis_without_climatology_records_its_choices(turbulence_file, tmp_pa
 
 @pytest.mark.parametrize("argv, message", [
     (["--method", "embed", "--basis", "circular"], "no time basis"),
-    (["--method", "hybrid", "--basis", "circular", "--climatology", "{file}"], "with --basis needs --model RUN"),
+    (["--method", "hybrid", "--basis", "circular", "--climatology", "{file}"],
+     "in a chosen basis needs a trained run (--model RUN"),
     (["--method", "hybrid", "--basis", "circular", "--k-max", "3", "--climatology", "{file}", "--model", "{shipped}"],
      "trained on lagda's own flows, not on pairs in a chosen basis"),
     (["--method", "linear", "--climatology", "{file}"], "needs a chosen basis (--basis)"),

@@ -221,6 +221,7 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
     if basis is None and climatology is not None:
         raise ValueError("a climatology (--climatology) needs a chosen basis (--basis)")
     METHODS[method].check_basis(basis is not None)  # before a trained run is restored
+    run_dir = encoder_for(method, config, basis, run_dir)
     method_obj = make_method(method, config, run_dir)
     method_obj.progress = True  # a file's user waits: the slow methods show how far they are
     with jax.enable_x64(True):  # inversions and scores in float64 whatever the caller's JAX setting
@@ -329,6 +330,33 @@ def default_method(tracks: Tracks, basis, climatology, run_dir) -> tuple[str, st
         run_dir = str(shipped(DEFAULT_MODEL))
     return "hybrid", None, run_dir, f"method: hybrid with the encoder {_run_name(run_dir) or run_dir} (--method " \
                                     "picks another)"
+
+
+def encoder_for(method: str, config, basis, run_dir):
+    """Returns the trained run `method` reads: `run_dir` if given or if the method reads none, else the encoder
+    shipped with lagda for every observation regime.
+
+    The learned methods (and `sample` started from `hybrid`) read an encoder; without one they take the shipped
+    encoder, as `lagda assimilate` does.
+
+    Raises:
+        ValueError: a method that reads an encoder, in a chosen basis, without a run: the shipped encoders know
+            lagda's own flows only.
+    """
+    chosen = METHODS[method]
+    start = config.get("start") if isinstance(config, dict) else getattr(config, "start", None)
+    if run_dir is not None or not (chosen.learned or (method == "sample" and start == "hybrid")):
+        return run_dir
+    if basis is not None:
+        if chosen.chosen_basis:
+            raise ValueError(f"method {method} in a chosen basis needs a trained run (--model RUN; run_dir= in "
+                             "Python): an encoder trained on pairs in that basis "
+                             "(lagda.assimilation.methods.basis.write_basis_pairs; experiments/qg_hybrid.py); the "
+                             "shipped encoders know lagda's own flows only")
+        return run_dir
+    from lagda.demo import DEFAULT_MODEL, shipped
+
+    return str(shipped(DEFAULT_MODEL))
 
 
 def _scores(posterior: Posterior, tracks: Tracks, model: FlowModel, result, n_grid: int) -> dict:
