@@ -110,8 +110,8 @@ def model_settings(tracks: Tracks | None, run_dir=None, dt: float | None = None)
         >>> model = model_settings(read_tracks(shipped("example_tracks.nc")))  # no run: from the file
         >>> len(model.k1), round(model.dt, 9)
         (49, 0.0001)
-        >>> model.notes[1][:50]
-        'time step dt 0.0001 for the methods that integrate'
+        >>> model.notes[1].startswith('time step dt 0.0001 for the methods that integrate')
+        True
         >>> model_settings(None, shipped("model"), dt=5e-5).notes  # a run's modes, another dt
         ("dt 5e-05 given (the model run's is 0.0001)",)
     """

@@ -17,6 +17,7 @@ import numpy as np
 
 from lagda.io.netcdf import lagda_version, trajectory_ids, write_netcdf_atomic
 from lagda.io.physical import TIME_UNITS
+from lagda.report import counted
 from simulate.schema import CONVENTIONS
 
 
@@ -444,7 +445,7 @@ def check_fits_model(tracks: Tracks, model_dt: float, k1=None, k2=None, omega=No
 def _missing_lines(missing: list, n_trajectory: int) -> list[str]:
     """Returns one line per drifter with missing positions, or one summary line when more than three have some."""
     if len(missing) <= 3:
-        return [f"trajectory {tid}: {n} missing positions" for n, tid in missing]
+        return [f"trajectory {tid}: {counted(n, 'missing position')}" for n, tid in missing]
     n, tid = max(missing)
     return [f"missing positions: {sum(m for m, _ in missing)} in {len(missing)} of {n_trajectory} drifters (most: "
             f"{n} in drifter {tid})"]

@@ -628,8 +628,8 @@ def select_fixes(path, region, period, margin_deg: float = 0.0, margin_s: float 
         raise ValueError(f"{source.name}: no fix inside the region {tuple(region)} and period")
     read = distrust + ((source.read_note,) if source.read_note else ())
     notes = source.notes + read + (f"archive {source.name}: {len(traj)} of {source.n_total} fixes in the region and "
-                                   f"period (with a margin of {margin_deg:g} degrees and {margin_s / 86400:g} days), "
-                                   f"{len(np.unique(traj))} drifters",)
+                                   f"period (with a margin of {margin_deg:.3g} degrees and "
+                                   f"{margin_s / 86400:.3g} days), {len(np.unique(traj))} drifters",)
     drogues = [p.drogue for p in parts]
     if any(d is not None for d in drogues):  # a piece without drogue_status: its fixes' status unknown (NaN)
         drogues = [np.full(len(p), np.nan) if d is None else d for p, d in zip(parts, drogues)]
