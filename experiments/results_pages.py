@@ -243,7 +243,35 @@ def _archive_decade(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.set_index("archive")[list(columns)].rename(columns=columns)
 
 
+def _lone_eddy(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per command and band of distance from a fix: the error and the 95% band coverage, mean over the seeds."""
+    cells = rows.groupby(["command", "band_km"], sort=False)[["error", "coverage"]].mean()
+    text = [f"{e:.2f} ({c:.2f})" for e, c in zip(cells["error"], cells["coverage"])]
+    table = cells.assign(cell=text)["cell"].unstack("band_km")
+    return table.rename_axis(index="command", columns=None)
+
+
+def _inertial(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per motion the drifters also feel and command: the error within 25 km of a fix, mean over the seeds, with the
+    low-pass (the default) and without it."""
+    near = rows[rows["band_km"] == rows["band_km"].iloc[0]]
+    table = near.groupby(["case", "command", "low_pass"], sort=False)["error"].mean().unstack("low_pass")
+    return table.rename(columns={True: "default (low-pass)", False: "--no-low-pass"}).rename_axis(columns=None)
+
+
 PAGES = {
+    "docs/results/away-from-drifters.md": [
+        Summary("Relative L2 error of the velocity against the truth (0 perfect) and, in brackets, "
+                "the coverage of the 95% bands, on each result's own cells by distance from the nearest fix within "
+                "12 hours (km), mean over seeds 1-4; `lagda map` with `--tile-method basis`",
+                "results/lone_eddy.csv", _lone_eddy),
+    ],
+    "docs/results/inertial-and-tides.md": [
+        Summary("Relative error against the flow varying over days (the eddy and the current) within 25 km of a fix, "
+                "mean over seeds 1-2, with the default low-pass and with `--no-low-pass`; `lagda map` with "
+                "`--tile-method basis`",
+                "results/inertial.csv", _inertial),
+    ],
     "docs/results/sparse-maps.md": [
         Summary("`lagda map` with every default on real GDP drifters (the Mediterranean loopers), five folds held out "
                 "by drifter, scored at the held-out drifters' 12-hour velocities by distance to the nearest fix the "

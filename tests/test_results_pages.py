@@ -70,6 +70,19 @@ def test_a_page_has_a_heading_every_60_lines_and_short_paragraphs(page):
     assert not [(n, len(p)) for n, kind, p in _blocks(text) if kind == "paragraph" and len(p) > 1000]
 
 
+
+@pytest.mark.parametrize("page", [*PAGES, "README.md"])
+def test_a_page_is_under_15000_characters(page):
+    """A page a newcomer reads in one sitting: one that grows past it is split by question."""
+    assert len((results_pages.ROOT / page).read_text()) < 15_000
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.startswith("docs/results/") and not p.endswith("README.md")])
+def test_a_results_page_opens_with_its_table(page):
+    """A results page answers its question at the top: a table within its first 15 lines."""
+    lines = (results_pages.ROOT / page).read_text().split("\n")[:15]
+    assert lines[0].startswith("# ") and any(line.startswith("|") for line in lines)
+
 def test_the_page_checker_sees_long_paragraphs_and_sections():
     long = "# T\n\n" + "word " * 250 + "\n"
     assert [len(p) for _, kind, p in _blocks(long) if kind == "paragraph"] == [len("word " * 250) - 1]
