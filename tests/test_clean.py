@@ -301,7 +301,7 @@ def test_gap_and_missing_lines_are_one_summary_each_with_the_file_ids(tmp_path):
         times[i, 12:] += (30 if i == 2 else 4) * hour
         positions[i, 5] = np.nan
     lines = check_fits_model(dataclasses.replace(tracks, times=times, positions=positions), hour)
-    assert len(lines) == 4 and lines[:3] == [f"trajectory 30023406000000{i}: 1 missing positions" for i in range(3)]
+    assert len(lines) == 4 and lines[:3] == [f"trajectory 30023406000000{i}: 1 missing position" for i in range(3)]
     assert lines[3] == ("gaps: 3 of 3 drifters have steps over 1.5x their median step (those drifters' median step "
                         "1 h); largest 31 h (drifter 300234060000002)")
 

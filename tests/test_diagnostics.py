@@ -141,7 +141,7 @@ def test_check_fits_model_warnings_are_printed(twin_file, tmp_path, capsys):
     write_tracks(tracks, gappy)
     assert main(["assimilate", "--method", "linear", "--tracks", str(gappy), "--out", str(tmp_path / "r.nc"),
                  "--members", "8"]) == 0
-    assert "lagda assimilate: warning: trajectory 0: 1 missing positions" in capsys.readouterr().err
+    assert "lagda assimilate: warning: trajectory 0: 1 missing position" in capsys.readouterr().err
 
 
 def test_result_records_the_run_identity_not_a_local_path(twin_file, run, tmp_path):

@@ -649,9 +649,14 @@ def test_command_line_starts_hybrid_from_the_shipped_encoder_by_default(tmp_path
 
     write_twin_tracks(make_twin(n_field=1, n_drifter=1, n_obs=10, stride=6, seed=2), tmp_path / "tracks.nc")
     calls = []
-    monkeypatch.setattr(module, "assimilate_file", lambda *args, **kwargs: calls.append(kwargs) or
-                        module.AssimilationSummary("sample", 1, 0.0, (), (), ""))
+
+    def make_method(method, config, run_dir):  # the run the method would read, then stop before it runs
+        calls.append(run_dir)
+        raise RuntimeError("stopped by the test")
+
+    monkeypatch.setattr(module, "make_method", make_method)
     for start in ("hybrid", "var"):
-        main(["assimilate", "--tracks", str(tmp_path / "tracks.nc"), "--method", "sample", "--start", start, "--out",
-              str(tmp_path / "r.nc")])
-    assert calls[0]["run_dir"] == str(shipped(DEFAULT_MODEL)) and calls[1]["run_dir"] is None
+        assert main(["assimilate", "--tracks", str(tmp_path / "tracks.nc"), "--method", "sample", "--start", start,
+                     "--out", str(tmp_path / "r.nc")]) != 0
+    assert not (tmp_path / "r.nc").exists()
+    assert calls == [str(shipped(DEFAULT_MODEL)), None]
