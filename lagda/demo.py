@@ -245,4 +245,7 @@ def run_twin(out_dir="lagda-demo", *, model=None, tracks=None, methods=DEFAULT_M
         log(summary.diagnostics)
     log("Errors relative to the true RMS velocity (the prior mean, zero, errs 1):")
     log(format_table({method: summary.scores for method, summary in rows.items()}))
+    if {"linear", "hybrid"} <= set(rows):
+        log("hybrid is linear's Gaussian posterior with the encoder's learned prior: on one dense track the data "
+            "outweigh any prior, so it lands where linear does; the prior counts where tracks are sparse or noisy.")
     return rows
