@@ -180,7 +180,7 @@ def great_circle_km(a, b) -> np.ndarray:
 def nearest_fix_km(lon, lat, seconds, fix_lon, fix_lat, fix_seconds, within_s: float = NEAR_S) -> np.ndarray:
     """Returns `(n,)` km: the great-circle distance from each point (lon, lat degrees, seconds `(n,)`) to the nearest
     fix (`(m,)` each) at most `within_s` from its time; inf when there is none. Exact (every fix in the window)."""
-    from lagda.mapping.archive import Fixes
+    from lagda.io.fixes import Fixes
     from lagda.mapping.check import distance_to_fixes
 
     fixes = Fixes(np.zeros(len(fix_seconds), np.int64), np.asarray(fix_seconds, np.float64),

@@ -5,9 +5,9 @@ sinc(W / P); the two boxcars' product H, twiced, by 2 H - H^2, which passes a pa
 import numpy as np
 import pytest
 
+from lagda.io.fixes import Fixes
 from lagda.io.lowpass import TIDAL_WINDOW_S, inertial_period_s, low_pass, low_pass_segment, low_pass_series
 from lagda.io.physical import EARTH_RADIUS_M
-from lagda.mapping.archive import Fixes
 
 HOURS = np.arange(0, 6 * 24 + 1) * 3600.0  # six days, hourly
 

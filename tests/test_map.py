@@ -407,7 +407,7 @@ def _eddy_fixes(centre, days=10, n=24, seed=4, current=(U, V), peak=0.3, every_h
     40 km radius (`peak` m/s) at `centre`, a fix every `every_h` hours (Euler steps of 10 minutes) with 20 m noise;
     released uniformly within a degree of the centre, or with `cluster` (dlon, dlat degrees from the centre, std
     km) in a Gaussian cluster there."""
-    from lagda.mapping.archive import Fixes
+    from lagda.io.fixes import Fixes
 
     radius = 40e3
     amplitude = peak * radius * np.exp(0.5)  # psi = A exp(-r^2 / 2R^2): speed A r / R^2 exp(-r^2 / 2R^2)
@@ -446,7 +446,7 @@ def test_the_local_gps_velocities_span_about_six_hours_at_any_cadence(every_h):
     # two drifters in the uniform current (U, V) for four days, a fix every `every_h` hours: each gives 16 chunk
     # velocities, every one the current, their midpoints 3 to 12 hours apart (a 6-hourly track, one fix a chunk,
     # gave none when they were taken within each chunk)
-    from lagda.mapping.archive import Fixes
+    from lagda.io.fixes import Fixes
     from lagda.mapping.invert import LOCAL_CHUNK_S, chunk_velocities
 
     seconds = 3600.0 * every_h * np.arange(int(96 / every_h) + 1)
@@ -468,7 +468,7 @@ def test_the_local_gps_velocities_span_about_six_hours_at_any_cadence(every_h):
 def test_a_drifters_segments_split_at_gaps_measured_against_its_own_cadence():
     # hourly fixes split at a 7 h gap; 6-hourly ones jittered by two minutes stay whole; daily fixes split only at
     # a gap over 36 h; fixes two days apart give no segment (nor a note's median over 24 h: the limit stays 36 h)
-    from lagda.mapping.archive import Fixes
+    from lagda.io.fixes import Fixes
 
     hours = {0: np.r_[np.arange(10), 17 + np.arange(10)],
              1: 6.0 * np.arange(12) + np.tile([0.0, 2 / 60, -2 / 60], 4),

@@ -8,9 +8,9 @@ import pytest
 import xarray as xr
 
 from lagda.assimilation.scores import Z
+from lagda.io.fixes import Fixes
 from lagda.io.physical import EARTH_RADIUS_M, parse_time
 from lagda.io.tracks import id_text
-from lagda.mapping.archive import Fixes
 from lagda.mapping.check import check_map, withheld
 from lagda.mapping.run import MapSettings, _differences, map_archive, map_fixes, open_map
 

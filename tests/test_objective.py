@@ -10,8 +10,8 @@ import dataclasses
 import numpy as np
 import pytest
 
+from lagda.io.fixes import Fixes
 from lagda.mapping import covariance as cov_module
-from lagda.mapping.archive import Fixes
 from lagda.mapping.check import drifter_groups, withheld
 from lagda.mapping.covariance import Covariance
 from lagda.mapping.invert import Grid

@@ -8,8 +8,8 @@ import pytest
 import xarray as xr
 
 from experiments import real_drifters as rd
+from lagda.io.fixes import Fixes
 from lagda.io.physical import EARTH_RADIUS_M
-from lagda.mapping.archive import Fixes
 
 DAY = 86400.0
 

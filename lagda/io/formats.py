@@ -120,7 +120,7 @@ def read_tracks(path, box=None, time_scale: float | None = None, *, keep_undrogu
         Keep the fixes a GDP `drogue_status` marks undrogued (dropped by default).
     low_pass : bool, default False
         For longitude/latitude fixes with dates: average each drifter segment's positions over its local inertial
-        period and two M2 tidal periods once cleaned (lagda.mapping.archive.Fixes.low_passed; a note says so).
+        period and two M2 tidal periods once cleaned (lagda.io.fixes.Fixes.low_passed; a note says so).
 
     Returns
     -------
@@ -436,8 +436,8 @@ def to_tracks(raw: RawTracks, path, box=None, time_scale: float | None = None, *
 
 def _low_passed(times: list, positions: list) -> tuple[list, tuple[str, ...]]:
     """Returns the positions `[(n, 2)]` lon/lat of each trajectory at `times` `[(n,)]` seconds, each drifter segment
-    low-passed as a map's are (lagda.mapping.archive.Fixes.low_passed), and its note."""
-    from lagda.mapping.archive import Fixes
+    low-passed as a map's are (lagda.io.fixes.Fixes.low_passed), and its note."""
+    from lagda.io.fixes import Fixes
 
     sizes = [len(t) for t in times]
     if not sum(sizes):

@@ -114,7 +114,7 @@ def low_pass(time: np.ndarray, lon: np.ndarray, lat: np.ndarray, starts) -> tupl
     """Returns (lon, lat) `(n,)` degrees of flat fixes at times `(n,)` seconds, sorted by time within each segment
     (from each index of `starts` to the next; split a drifter at its gaps first), each segment low-passed by
     `low_pass_segment`, and the line that says what was done. `lagda map` and `lagda assimilate` call it through
-    `lagda.mapping.archive.Fixes.low_passed`.
+    `lagda.io.fixes.Fixes.low_passed`.
 
     Example: three days of hourly fixes drifting north at 0.1 m/s through a 0.15 m/s inertial loop at 45 N
 

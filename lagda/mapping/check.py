@@ -19,7 +19,7 @@ import hashlib
 import numpy as np
 
 from lagda.assimilation.scores import Z
-from lagda.mapping.archive import Fixes
+from lagda.io.fixes import Fixes
 from lagda.mapping.tiles import DAY_S
 from lagda.report import counted
 

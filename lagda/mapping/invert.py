@@ -7,7 +7,7 @@ and circular Fourier modes up to `k_max` per box side times Legendre polynomials
 whole window (lagda.assimilation.methods.basis.basis_model); the prior's spectrum and the error model of the
 velocity the basis leaves out are chosen from the tile's own tracks (methods.prior_search), exactly as `lagda
 assimilate --method linear --basis circular` does for one box. Drifter segments are split at gaps longer than
-`archive.MAX_GAP_S` (or 1.5 times a drifter's median step, up to 36 h: `Fixes.gap_limits`), so that no finite
+`lagda.io.fixes.MAX_GAP_S` (or 1.5 times a drifter's median step, up to 36 h: `Fixes.gap_limits`), so that no finite
 difference spans a drifter's absence from the box. The drifters' velocities over chunks of `LOCAL_CHUNK_S`, less
 the basis field's, are then mapped by a space-time Gaussian process (lagda.mapping.residual) fitted to them, whose
 mean is added to the field (`local_gp_correction`).
@@ -20,7 +20,7 @@ import dataclasses
 
 import numpy as np
 
-from lagda.mapping.archive import Fixes
+from lagda.io.fixes import Fixes
 from lagda.mapping.tiles import DAY_S, Tile
 
 NO_SEGMENT = "no drifter segment"  # the "skipped" reason of a tile without one (nothing to invert)

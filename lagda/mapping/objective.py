@@ -23,7 +23,7 @@ import functools
 
 import numpy as np
 
-from lagda.mapping.archive import Fixes
+from lagda.io.fixes import Fixes
 from lagda.mapping.covariance import Covariance
 from lagda.mapping.tiles import DAY_S, Tile
 

@@ -34,7 +34,7 @@ def map_figure(maps, time_index: int, drifters: dict | None = None) -> Figure:
     Args:
         maps: a map store (xarray Dataset on time, lat, lon: u, v, u_std, v_std in m/s, n_fixes).
         time_index: the map time drawn.
-        drifters: tracks drawn over the speed and std panels, {label: lagda.mapping.archive.Fixes} (e.g.
+        drifters: tracks drawn over the speed and std panels, {label: lagda.io.fixes.Fixes} (e.g.
             {"mapped": ..., "withheld": ...}; colours TRACK_COLOURS, else grey; `draw_drifters`) with a legend;
             None: none drawn.
 
@@ -85,7 +85,7 @@ def map_figure(maps, time_index: int, drifters: dict | None = None) -> Figure:
 
 
 def draw_drifters(ax, fixes, west: float, when, colour, label: str) -> None:
-    """Draws each drifter of `fixes` (lagda.mapping.archive.Fixes) on a longitude/latitude axes: its track as a
+    """Draws each drifter of `fixes` (lagda.io.fixes.Fixes) on a longitude/latitude axes: its track as a
     line (broken where it jumps more than 180 degrees), its fix nearest `when` (datetime64, UTC) as a dot if within
     NEAR_DAY_S of it; longitudes taken from `west` on, as the map's are. The first line carries `label` (for a
     legend)."""
@@ -103,7 +103,7 @@ def draw_drifters(ax, fixes, west: float, when, colour, label: str) -> None:
 
 
 def drifters_of(archive, store) -> dict:
-    """Returns {"mapped": Fixes, "withheld": Fixes} (lagda.mapping.archive.Fixes) to draw on a map's figure: the
+    """Returns {"mapped": Fixes, "withheld": Fixes} (lagda.io.fixes.Fixes) to draw on a map's figure: the
     fixes the map store was made from and those of the drifters it withheld (that key only for a map made with
     --withhold), selected, cleaned and low-passed as the map's settings (in its manifest) say
     (lagda.mapping.run.map_fixes, lagda.mapping.check.withheld).

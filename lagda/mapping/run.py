@@ -22,11 +22,12 @@ import time
 
 import numpy as np
 
+from lagda.io.fixes import Fixes, unsegmented_text
 from lagda.io.formats import is_url, open_zarr_url, source_name, track_files
 from lagda.io.land import SOURCE as LAND_SOURCE
 from lagda.io.land import sea_fraction
 from lagda.io.physical import parse_time
-from lagda.mapping.archive import Fixes, archive_extent, clean, select_fixes, unsegmented_text
+from lagda.mapping.archive import archive_extent, clean, select_fixes
 from lagda.mapping.arguments import again, given
 from lagda.mapping.invert import (
     FULL_SEGMENTS,
