@@ -455,13 +455,18 @@ def _given_method_options(args) -> dict:
 
 
 def _run_assimilate(args: argparse.Namespace) -> int:
+    from lagda.arguments import on_command_line
+
+    with on_command_line("assimilate"):  # its messages name its flags (--overwrite), not overwrite=True
+        return _assimilate_command(args)
+
+
+def _assimilate_command(args: argparse.Namespace) -> int:
     from lagda.io.formats import track_files
 
     track_files(args.tracks)  # each a file, a Parcels v3 zarr store or a folder of track files
     if args.model is not None and not os.path.isdir(args.model):
         raise FileNotFoundError(f"no such model run directory: {args.model}")
-    if args.n_grid < 2:
-        raise ValueError(f"--n-grid must be >= 2, got {args.n_grid}")
     if args.climatology is not None and not os.path.isfile(args.climatology):
         raise FileNotFoundError(f"no such climatology file: {args.climatology}")
     options = _given_method_options(args)
@@ -605,9 +610,9 @@ def _background_path(path: str | None) -> str | None:
 
 
 def _run_map(args: argparse.Namespace) -> int:
-    from lagda.mapping.arguments import on_command_line
+    from lagda.arguments import on_command_line
 
-    with on_command_line():  # the map's messages name its flags (--resume), not the Python arguments (resume=True)
+    with on_command_line("map"):  # the map's messages name its flags (--resume), not the Python arguments (resume=True)
         return _map_command(args)
 
 

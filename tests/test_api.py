@@ -1,6 +1,6 @@
 """lagda's Python API (lagda.api: `lagda.map`, `lagda.assimilate`): Datasets returned lazily from `out` or in memory
 with nothing left behind, dates in every form, errors naming the Python arguments (and the command line's flags on
-the command line, through one mechanism: lagda.mapping.arguments), the region across the dateline read only when
+the command line, through one mechanism: lagda.arguments), the region across the dateline read only when
 plausible, and a plain script without a `__main__` guard that maps on worker processes."""
 
 import datetime
@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 
 import lagda
+from lagda.arguments import on_command_line
 from lagda.cli import main
-from lagda.mapping.arguments import on_command_line
 from lagda.mapping.run import MapSettings
 
 GDP_LIKE = lagda.examples.path("gdp_like")
@@ -211,7 +211,7 @@ def test_assimilate_returns_the_result_in_memory_or_lazily_from_out(small_assimi
     lazy = lagda.assimilate(GDP_LIKE, out=out, **small_assimilation)
     assert not lazy.u.variable._in_memory
     np.testing.assert_allclose(lazy.u.values, result.u.values, rtol=1e-6, atol=1e-9)
-    with pytest.raises(ValueError, match=f"{out} exists; pass --overwrite \\(overwrite=True in Python\\)"):
+    with pytest.raises(ValueError, match=f"{out} exists; pass overwrite=True to replace it"):
         lagda.assimilate(GDP_LIKE, out=out, **small_assimilation)
     with pytest.raises(ValueError, match="option top_k does not apply to method linear"):
         lagda.assimilate(GDP_LIKE, method="linear", top_k=4, **small_assimilation)
@@ -235,3 +235,19 @@ def test_learned_methods_read_the_shipped_encoder_unless_given_a_run_from_python
     assert encoder_for("sample", {}, None, None) is None
     with pytest.raises(ValueError, match="needs a trained run"):
         encoder_for("hybrid", None, "circular", None)
+
+
+def test_assimilate_errors_name_the_python_argument_or_the_flag(tmp_path, capsys):
+    """One message, in the caller's words: `plot_day='2025-03-10' needs plot='FIG.png'` from Python, `--plot-day
+    2025-03-10 needs --plot FIG.png` from `lagda assimilate`; nothing written either way."""
+    out = tmp_path / "r.nc"
+    with pytest.raises(ValueError, match=r"^plot_day='2025-03-10' needs plot='FIG.png'$"):
+        lagda.assimilate(GDP_LIKE, out=out, plot_day="2025-03-10", say=None)
+    with pytest.raises(ValueError, match=r"^n_grid=1: must be at least 2$"):
+        lagda.assimilate(GDP_LIKE, out=out, n_grid=1, say=None)
+    assert main(["assimilate", "--tracks", str(GDP_LIKE), "--out", str(out), "--plot-day", "2025-03-10"]) == 2
+    assert main(["assimilate", "--tracks", str(GDP_LIKE), "--out", str(out), "--n-grid", "1"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "lagda assimilate: error: --plot-day 2025-03-10 needs --plot FIG.png",
+        "lagda assimilate: error: --n-grid 1: must be at least 2"]
+    assert not out.exists()

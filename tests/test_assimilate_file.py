@@ -33,7 +33,7 @@ def test_a_config_and_its_dict_give_the_same_settings():
 def test_an_existing_output_is_refused_in_one_line(tmp_path):
     out = tmp_path / "r.nc"
     out.write_bytes(b"kept")
-    with pytest.raises(ValueError, match=r"exists; pass --overwrite \(overwrite=True in Python\) to replace it$"):
+    with pytest.raises(ValueError, match=r"exists; pass overwrite=True to replace it$"):
         assimilate_file(tmp_path / "missing.nc", out, "linear")
     assert out.read_bytes() == b"kept"
 

@@ -96,7 +96,7 @@ def test_assimilate_refuses_an_existing_output_in_one_line(tmp_path, capsys):
     argv = ["assimilate", "--method", "linear", "--tracks", str(shipped("example_tracks.nc")), "--out", str(out)]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"lagda assimilate: error: {out} exists; pass --overwrite (overwrite=True in Python) to replace it"]
+    assert err == [f"lagda assimilate: error: {out} exists; pass --overwrite to replace it"]
     assert out.read_bytes() == b"kept"
 
 

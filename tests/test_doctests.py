@@ -12,7 +12,7 @@ MODULES = ["simulate.tracks", "simulate.generate", "lagda.io.formats", "lagda.io
            "lagda.io.clean", "lagda.io.land", "lagda.io.lowpass", "lagda.report", "lagda.assimilation.methods.registry",
            "lagda.assimilation.assimilate", "lagda.cli", "lagda.learning.model", "lagda.learning.train",
            "lagda.mapping.run", "lagda.mapping.residual", "lagda.mapping.archive", "lagda.mapping.check",
-           "lagda.mapping.covariance", "lagda.mapping.objective", "lagda.io.background", "lagda.mapping.arguments",
+           "lagda.mapping.covariance", "lagda.mapping.objective", "lagda.io.background", "lagda.arguments",
            "lagda.io.fixes", "lagda.examples"]
 # module-level names documented by a string after their assignment (an attribute docstring, as mkdocstrings reads
 # it), which doctest.testmod does not collect

@@ -38,7 +38,7 @@ def test_day_index_is_the_nearest_day_and_refuses_days_outside_in_one_line():
                        ("March 5", "not a date")):
         with pytest.raises(ValueError, match=words) as info:
             day_index(DAYS, day, "the map")
-        assert str(info.value).startswith(f"--plot-day {day}: ") and "\n" not in str(info.value)
+        assert str(info.value).startswith(f"plot_day={day!r}: ") and "\n" not in str(info.value)  # from Python
 
 
 def test_plot_time_index_defaults_to_the_middle_and_needs_dates():
@@ -95,7 +95,7 @@ def test_assimilate_plot_day_draws_that_day_with_a_key_units_and_land(plotted):
     pytest.param(["--plot", "FIG", "--plot-day", "March 5"], "--plot-day March 5: not a date", id="not a date"),
     pytest.param(["--plot", "FIG", "--plot-day", "2030-01-01"], "--plot-day 2030-01-01: outside the result's days",
                  id="outside the window"),
-    pytest.param(["--plot-day", "2025-03-10"], "--plot-day needs --plot", id="without --plot"),
+    pytest.param(["--plot-day", "2025-03-10"], "--plot-day 2025-03-10 needs --plot", id="without --plot"),
 ])
 def test_a_bad_plot_day_is_one_line_exit_2_and_nothing_written(extra, words, tmp_path, capsys):
     argv = ["assimilate", "--tracks", str(examples.path("gdp_like")), "--out", str(tmp_path / "r.nc"),

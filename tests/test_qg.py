@@ -473,7 +473,7 @@ def test_a_basis_without_climatology_records_its_choices(turbulence_file, tmp_pa
      "in a chosen basis needs a trained run (--model RUN"),
     (["--method", "hybrid", "--basis", "circular", "--k-max", "3", "--climatology", "{file}", "--model", "{shipped}"],
      "trained on lagda's own flows, not on pairs in a chosen basis"),
-    (["--method", "linear", "--climatology", "{file}"], "needs a chosen basis (--basis)"),
+    (["--method", "linear", "--climatology", "{file}"], "needs a chosen basis (--basis circular or rectangular)"),
 ])
 def test_basis_refusals_are_one_line(turbulence_file, tmp_path, capsys, argv, message):
     from lagda.demo import DEFAULT_MODEL, shipped

@@ -17,6 +17,7 @@ import os
 
 import numpy as np
 
+from lagda.arguments import given
 from lagda.assimilation.methods.config import MethodConfig
 from lagda.assimilation.methods.registry import METHODS, Method, check_options, make_method
 from lagda.assimilation.model import FlowModel, model_settings
@@ -200,14 +201,16 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
     from lagda.io.tracks import check_fits_model
 
     if os.path.exists(out_path) and not overwrite:
-        raise ValueError(f"{out_path} exists; pass --overwrite (overwrite=True in Python) to replace it")
+        raise ValueError(f"{out_path} exists; pass {given('overwrite')} to replace it")
+    if n_grid < 2:
+        raise ValueError(f"{given('n_grid', n_grid)}: must be at least 2")
     if method is not None:
         check_options(method, config)  # before the file is read
     if plot_day is not None:
         from lagda.assimilation.plot import parse_day
 
         if not plot:
-            raise ValueError("--plot-day needs --plot FIG.png (plot_day needs plot in Python)")
+            raise ValueError(f"{given('plot_day', plot_day)} needs {given('plot', 'FIG.png')}")
         parse_day(plot_day)  # a bad date is refused before the file is read
     with python_warnings.catch_warnings(record=True) as caught:  # the reader's assumptions become summary warnings
         python_warnings.simplefilter("always")
@@ -219,7 +222,8 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
         method, basis, run_dir, note = default_method(tracks, basis, climatology, run_dir)
         default_note = (note,)
     if basis is None and climatology is not None:
-        raise ValueError("a climatology (--climatology) needs a chosen basis (--basis)")
+        raise ValueError(f"a climatology ({given('climatology', climatology)}) needs a chosen basis "
+                         f"({given('basis', 'circular')} or rectangular)")
     METHODS[method].check_basis(basis is not None)  # before a trained run is restored
     run_dir = encoder_for(method, config, basis, run_dir)
     method_obj = make_method(method, config, run_dir)
@@ -349,8 +353,8 @@ def encoder_for(method: str, config, basis, run_dir):
         return run_dir
     if basis is not None:
         if chosen.chosen_basis:
-            raise ValueError(f"method {method} in a chosen basis needs a trained run (--model RUN; run_dir= in "
-                             "Python): an encoder trained on pairs in that basis "
+            raise ValueError(f"method {method} in a chosen basis needs a trained run ({given('run_dir', 'RUN')}): an "
+                             "encoder trained on pairs in that basis "
                              "(lagda.assimilation.methods.basis.write_basis_pairs; experiments/qg_hybrid.py); the "
                              "shipped encoders know lagda's own flows only")
         return run_dir

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
+from lagda.arguments import given
 from lagda.io.land import draw_land
 from lagda.io.physical import parse_time
 from lagda.io.results import Result, read_result
@@ -30,7 +31,7 @@ def parse_day(day: str) -> np.datetime64:
     try:
         return np.datetime64(round(parse_time(day)), "s")
     except ValueError:
-        raise ValueError(f"--plot-day {day}: not a date (use ISO 8601, e.g. 2025-03-15)") from None
+        raise ValueError(f"{given('plot_day', day)}: not a date (use ISO 8601, e.g. 2025-03-15)") from None
 
 
 def day_index(times, day: str, source: str = "the result") -> int:
@@ -53,7 +54,7 @@ def day_index(times, day: str, source: str = "the result") -> int:
     wanted = parse_day(day)
     half = (times[1] - times[0]) / 2 if len(times) > 1 else np.timedelta64(12, "h")
     if not times[0] - half <= wanted <= times[-1] + half:
-        raise ValueError(f"--plot-day {day}: outside {source}'s days, {str(times[0])[:10]} to "
+        raise ValueError(f"{given('plot_day', day)}: outside {source}'s days, {str(times[0])[:10]} to "
                          f"{str(times[-1])[:10]}")
     return int(np.argmin(np.abs(times - wanted)))
 
@@ -80,7 +81,7 @@ def plot_time_index(mapping, model_times, day: str | None) -> int:
         return len(model_times) // 2
     if mapping is None:
         parse_day(day)  # a bad date is said as such
-        raise ValueError(f"--plot-day {day}: these tracks are in model units, without dates")
+        raise ValueError(f"{given('plot_day', day)}: these tracks are in model units, without dates")
     return day_index(result_dates(mapping, model_times), day)
 
 

@@ -22,13 +22,13 @@ import time
 
 import numpy as np
 
+from lagda.arguments import again, given
 from lagda.io.fixes import Fixes, unsegmented_text
 from lagda.io.formats import is_url, open_zarr_url, source_name, track_files
 from lagda.io.land import SOURCE as LAND_SOURCE
 from lagda.io.land import sea_fraction
 from lagda.io.physical import parse_time
 from lagda.mapping.archive import archive_extent, clean, select_fixes
-from lagda.mapping.arguments import again, given
 from lagda.mapping.invert import (
     FULL_SEGMENTS,
     NO_SEGMENT,
@@ -176,7 +176,7 @@ class MapSettings:
 
     Raises:
         ValueError: one line naming the value refused, as the user gave it (`resolution=0` in Python, `--resolution
-            0` on the command line: lagda.mapping.arguments): resolution, cadence_s, tile_deg, halo_deg or
+            0` on the command line: lagda.arguments): resolution, cadence_s, tile_deg, halo_deg or
             window_days not positive, step_days not in (0, window_days], k_max < 1 or degree < 0; a region not of
             four numbers, its latitudes outside -80 <= south < north <= 80, or a west east of its east by over 180
             degrees; a period not of two dates, or one that does not end after it starts; withhold outside [0, 1);

@@ -18,8 +18,8 @@ import dataclasses
 
 import numpy as np
 
+from lagda.arguments import given
 from lagda.io.physical import iso_time
-from lagda.mapping.arguments import given
 
 DAY_S = 86400.0
 
