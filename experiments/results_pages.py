@@ -263,7 +263,7 @@ PAGES = {
     "docs/results/away-from-drifters.md": [
         Summary("Relative L2 error of the velocity against the truth (0 perfect) and, in brackets, "
                 "the coverage of the 95% bands, on each result's own cells by distance from the nearest fix within "
-                "12 hours (km), mean over seeds 1-4; `lagda map` with `--tile-method basis`",
+                "12 hours (km), mean over seeds 1-4, every default",
                 "results/lone_eddy.csv", _lone_eddy),
     ],
     "docs/results/inertial-and-tides.md": [
