@@ -268,8 +268,7 @@ PAGES = {
     ],
     "docs/results/inertial-and-tides.md": [
         Summary("Relative error against the flow varying over days (the eddy and the current) within 25 km of a fix, "
-                "mean over seeds 1-2, with the default low-pass and with `--no-low-pass`; `lagda map` with "
-                "`--tile-method basis`",
+                "mean over seeds 1-2, with the default low-pass and with `--no-low-pass`",
                 "results/inertial.csv", _inertial),
     ],
     "docs/results/sparse-maps.md": [
