@@ -13,13 +13,13 @@ daily binned means of the centred finite-difference velocities (over 30 minutes)
 would grid them by hand.
 
     python -m experiments.dense_cluster              # the file (cached in runs/dense_cluster/), both maps, the CSV
+    python -m experiments.dense_cluster --tile-method basis   # the same with the tile basis (its rows merged in)
     python -m experiments.dense_cluster --work DIR --csv OUT.csv
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import pathlib
 import subprocess
@@ -29,6 +29,7 @@ import time
 import numpy as np
 
 from experiments.basin_methods import binned_means, fd_velocities, relative_l2
+from experiments.csv_rows import merge_rows
 from lagda.io.physical import EARTH_RADIUS_M
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -36,7 +37,7 @@ CSV = ROOT / "results" / "dense_cluster.csv"
 CENTRE = (-88.0, 28.0)  # lon, lat of the release and of the flow's plane
 START = np.datetime64("2012-07-20T00:00")
 STEP_S, DAYS, DRIFTERS = 900.0, 60, 300
-COLUMNS = ("resolution_deg", "cell_days", "error", "binned_error", "coverage", "median_u_std_m_s",
+COLUMNS = ("tile_method", "resolution_deg", "cell_days", "error", "binned_error", "coverage", "median_u_std_m_s",
            "rms_error_m_s", "binned_rms_error_m_s", "wall_s", "local_gp", "coverage_under_10_fixes",
            "coverage_10_to_50_fixes", "coverage_over_50_fixes", "coverage_days_30_45")
 
@@ -157,10 +158,10 @@ def score(store: pathlib.Path, tracks: pathlib.Path) -> dict:
             "rms_error_m_s": rms(u, v), "binned_rms_error_m_s": rms(bu, bv), "local_gp": local_gp}
 
 
-def run_map(tracks: pathlib.Path, out: pathlib.Path, resolution: float | None) -> float:
+def run_map(tracks: pathlib.Path, out: pathlib.Path, resolution: float | None, tile_method: str = "objective") -> float:
     """Runs `lagda map` on the tracks as a user would (a new process), returns its wall seconds."""
     command = [sys.executable, "-m", "lagda", "map", "--tracks", str(tracks), "--out", str(out), "--no-progress",
-               "--overwrite"]
+               "--overwrite", "--tile-method", tile_method]
     if resolution is not None:
         command += ["--resolution", str(resolution)]
     start = time.perf_counter()
@@ -174,23 +175,21 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work", type=pathlib.Path, default=ROOT / "runs" / "dense_cluster")
     parser.add_argument("--csv", type=pathlib.Path, default=CSV)
+    parser.add_argument("--tile-method", choices=("objective", "basis"), default="objective",
+                        help="lagda map's tile method (default: its default, objective)")
     args = parser.parse_args(argv)
     tracks = make(args.work / "dense.csv")
     rows = []
     for resolution in (None, 0.05):
-        out = args.work / f"map_{resolution or 'default'}.nc"
-        wall = run_map(tracks, out, resolution)
-        row = {"resolution_deg": resolution or 0.25, "wall_s": round(wall, 1), **score(out, tracks)}
+        out = args.work / f"map_{args.tile_method}_{resolution or 'default'}.nc"
+        wall = run_map(tracks, out, resolution, args.tile_method)
+        row = {"tile_method": args.tile_method, "resolution_deg": resolution or 0.25, "wall_s": round(wall, 1),
+               **score(out, tracks)}
         rows.append(row)
         print(f"resolution {row['resolution_deg']:g}: error {row['error']:.3f} (binned means "
               f"{row['binned_error']:.3f}) on {row['cell_days']} cell-days, coverage {row['coverage']:.3f}, "
               f"median u_std {row['median_u_std_m_s']:.4f} m/s, RMS error {row['rms_error_m_s']:.4f} m/s, {wall:.1f} s")
-    args.csv.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.csv, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: f"{row[k]:.4g}" if isinstance(row[k], float) else row[k] for k in COLUMNS})
+    merge_rows(args.csv, rows, COLUMNS, key=lambda row: (row["tile_method"], float(row["resolution_deg"])))
     print(f"wrote {args.csv}")
     return 0
 
