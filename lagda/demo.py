@@ -21,7 +21,6 @@ import json
 import pathlib
 import time
 
-SHIPPED = pathlib.Path(__file__).resolve().parent / "shipped"  # package data: installed with lagda
 DEFAULT_MODEL = "learned"  # the shipped run the learned methods use without --model: it reads any times, gaps, drifters
 DEFAULT_METHODS = ("linear", "embed", "hybrid")
 DEMO_WITHHOLD = 0.25  # the share of the drifters the demo's map leaves out to check it (2 of the example's 8)
@@ -30,18 +29,6 @@ TWIN_COLUMNS = (("velocity_rel_l2", "velocity error on the grid (lower is better
                 ("forecast_rms", "forecast position error (model units)"),
                 ("velocity_calibration", "95% band holds (0.95 when right)"),
                 ("seconds_per_track", "seconds per track"))
-
-
-def shipped(name: str) -> pathlib.Path:
-    """Returns the path of a file shipped with the package (lagda/shipped/: the model, example tracks).
-
-    Raises:
-        FileNotFoundError: if the installation lacks it (a broken install).
-    """
-    path = SHIPPED / name
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found: the lagda installation is incomplete; reinstall, or use --full")
-    return path
 
 
 # ---------------------------------------------------------------- the map of the drifter example
@@ -230,7 +217,7 @@ def run_twin(out_dir="lagda-demo", *, model=None, tracks=None, methods=DEFAULT_M
     out_dir.mkdir(parents=True, exist_ok=True)
     if full:
         model, tracks = _from_scratch(out_dir, progress, log)
-    model = pathlib.Path(model) if model is not None else shipped(DEFAULT_MODEL)
+    model = pathlib.Path(model) if model is not None else examples.shipped(DEFAULT_MODEL)
     tracks = pathlib.Path(tracks) if tracks is not None else examples.path("example_tracks")
     log("lagda demo --twin: 8 flows of lagda's own model (model units: x, y in 0..1 of a periodic domain), one "
         "drifter in each, assimilated and scored against the known truth")

@@ -14,8 +14,9 @@ Example:
 
 from __future__ import annotations
 
-import importlib.resources
 import pathlib
+
+SHIPPED = pathlib.Path(__file__).resolve().parent / "shipped"  # package data: installed with lagda
 
 # name -> what the file holds, one line (`lagda example --list` prints these)
 EXAMPLES = {
@@ -58,14 +59,20 @@ def path(name: str) -> pathlib.Path:
     stem = str(name).removesuffix(".nc")
     if stem not in EXAMPLES:
         raise ValueError(f"no example named {name!r}: the examples are {', '.join(names())}")
-    resource = importlib.resources.files("lagda") / "shipped" / f"{stem}.nc"
-    if not isinstance(resource, pathlib.Path):  # lagda imported from a zip: its data are not files
-        raise FileNotFoundError(f"example {stem!r} is not a file on disk ({resource}): install lagda unzipped")
-    if not resource.is_file():
-        raise FileNotFoundError(f"example {stem!r} not found at {resource}: the lagda installation is incomplete; "
-                                "reinstall it")
-    return resource.resolve()
+    return shipped(f"{stem}.nc")
 
+
+def shipped(name: str) -> pathlib.Path:
+    """Returns the absolute path of `name` under the package's shipped data (lagda/shipped/: the examples, the
+    shipped encoder and model runs).
+
+    Raises:
+        FileNotFoundError: the installation lacks it (a broken install: reinstall lagda).
+    """
+    found = SHIPPED / name
+    if not found.exists():
+        raise FileNotFoundError(f"{found} not found: the lagda installation is incomplete; reinstall lagda")
+    return found
 
 def copy(name: str, folder: str | pathlib.Path = ".") -> tuple[pathlib.Path, bool]:
     """Copies the shipped example `name` into `folder`; returns (the file, whether it was written).

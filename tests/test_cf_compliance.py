@@ -11,7 +11,7 @@ import pathlib
 import pytest
 
 from lagda import cli
-from lagda.demo import shipped
+from lagda.examples import shipped
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

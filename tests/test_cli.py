@@ -54,7 +54,7 @@ def test_the_command_keeps_compiled_programs_in_a_per_user_cache(tmp_path):
     import subprocess
     import sys
 
-    from lagda.demo import shipped
+    from lagda.examples import shipped
 
     def run(cache: str, out: str) -> None:
         env = {**os.environ, "LAGDA_COMPILE_CACHE": cache, "JAX_PLATFORMS": "cpu"}
@@ -89,7 +89,7 @@ def test_assimilate_help_lists_a_method_s_settings_only_when_asked(capsys):
 
 def test_assimilate_refuses_an_existing_output_in_one_line(tmp_path, capsys):
     """The library's check (assimilate_file) is the command's: one line, exit 2, the file left as it was."""
-    from lagda.demo import shipped
+    from lagda.examples import shipped
 
     out = tmp_path / "r.nc"
     out.write_bytes(b"kept")
@@ -102,7 +102,7 @@ def test_assimilate_refuses_an_existing_output_in_one_line(tmp_path, capsys):
 
 def test_assimilate_refuses_a_chosen_basis_for_a_method_without_one_in_one_line(tmp_path, capsys):
     """retrieve compares tracks with a trained model's flows: the refusal comes before a run is looked for."""
-    from lagda.demo import shipped
+    from lagda.examples import shipped
 
     argv = ["assimilate", "--method", "retrieve", "--basis", "circular", "--tracks", str(shipped("example_tracks.nc")),
             "--out", str(tmp_path / "r.nc")]

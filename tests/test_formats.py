@@ -530,7 +530,7 @@ def test_gdp_hourly_files_of_a_folder_read_as_the_one_ragged_file(tmp_path):
     featureType, -1e34 stored for missing values, a drogue_lost_date per drifter), read from its folder or as a
     list of files: the ragged file's fixes, the missing ones as missing, undrogued from each drogue's loss; the
     layout assumption is said once for all the files, not once per file."""
-    from lagda.demo import shipped
+    from lagda.examples import shipped
     from lagda.io.clean import clean_fixes
     from lagda.io.formats import read_raw
     from lagda.testing import write_gdp_hourly_files
@@ -565,7 +565,7 @@ def test_a_drifter_in_several_files_is_one_drifter_and_bad_sets_of_files_are_ref
     """Monthly downloads of one drifter (the same id in two CSV files, one time in both) join into one track whose
     shared time is one fix; files without ids keep theirs apart; a folder without track files, a missing file and
     tracks in model units among several files are refused in one line."""
-    from lagda.demo import shipped
+    from lagda.examples import shipped
     from lagda.io.formats import read_raw, track_files
 
     rows = [f"300234060000000,2025-03-01T{h:02d}:00:00Z,{-40 + 0.01 * h},34" for h in range(8)]
@@ -601,7 +601,7 @@ def test_single_trajectory_files_with_quality_flags_read_as_their_drifters(tmp_p
     in-situ files lay one out (TIME over TIME, LATITUDE/LONGITUDE over POSITION, days since 1950, the id in
     platform_code, no featureType, POSITION_QC and TIME_QC linked by their names only): each is one drifter with
     its fixes; the fixes their flags call bad or spike are missing, and a note counts them."""
-    from lagda.demo import shipped
+    from lagda.examples import shipped
     from lagda.io.formats import read_raw
 
     reference = read_raw(shipped("gdp_like.nc"))
@@ -698,7 +698,7 @@ def test_erddap_netcdf_tables_read_as_their_drifters(tmp_path):
     table without featureType and cf_role is read the same, with a warning naming the id variable; a table's
     drogue_lost_date on each row makes its fixes from that time undrogued. A table of one drifter is that
     drifter, its id the one value of ID (not its rows' ids joined)."""
-    from lagda.demo import shipped
+    from lagda.examples import shipped
     from lagda.io.formats import read_raw
     from lagda.io.tracks import id_text
 
@@ -757,7 +757,7 @@ def test_gdp_six_hourly_text_file_reads_as_its_drifters(tmp_path):
     SST VE VN SPD VAR.LAT VAR.LON VAR.TEMP, Fortran D exponents, a drifter's rows newest first, 999.99 missing):
     each drifter its fixes at their times, a missing position missing, the variances as errors in degrees; the
     same gzip-compressed."""
-    from lagda.demo import shipped
+    from lagda.examples import shipped
     from lagda.io.formats import read_raw
 
     reference = read_raw(shipped("gdp_like.nc"))

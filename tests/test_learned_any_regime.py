@@ -10,7 +10,7 @@ import pytest
 from lagda.assimilation.methods.learned import field_queries, scorer_from_run
 from lagda.assimilation.methods.registry import Hybrid
 from lagda.assimilation.model import flow_model
-from lagda.demo import shipped
+from lagda.examples import shipped
 from lagda.io.formats import read_tracks
 
 STRIDE = 100  # RK4 steps between kept positions: the sparse regime of the benchmark

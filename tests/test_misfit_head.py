@@ -108,7 +108,7 @@ def test_the_lifted_mask_is_the_quadratic_embedding_of_the_masked_coefficients(p
 @pytest.mark.parametrize("method", [["retrieve"], ["hybrid"], ["sample", "--start", "learned"]])
 def test_lagda_assimilate_refuses_a_misfit_run_in_one_line(misfit_run, method, tmp_path, capsys):
     from lagda.cli import main
-    from lagda.demo import shipped
+    from lagda.examples import shipped
 
     out = tmp_path / "r.nc"
     code = main(["assimilate", "--tracks", str(shipped("example_tracks.nc")), "--method", *method, "--model",

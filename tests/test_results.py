@@ -308,7 +308,7 @@ def test_cli_assimilate_learned_method_defaults_to_the_shipped_model(tmp_path, c
     import netCDF4
 
     from lagda.cli import main
-    from lagda.demo import shipped
+    from lagda.examples import shipped
     from lagda.learning.model import run_identity
 
     code = main(["assimilate", "--tracks", str(shipped("example_tracks.nc")), "--method", "retrieve", "--bank-size",

@@ -105,7 +105,7 @@ def model_settings(tracks: Tracks | None, run_dir=None, dt: float | None = None)
             with a run that has frequencies, for physical tracks.
 
     Example:
-        >>> from lagda.demo import shipped
+        >>> from lagda.examples import shipped
         >>> from lagda.io import read_tracks
         >>> model = model_settings(read_tracks(shipped("example_tracks.nc")))  # no run: from the file
         >>> len(model.k1), round(model.dt, 9)

@@ -139,7 +139,7 @@ def read_tracks(path, box=None, time_scale: float | None = None, *, keep_undrogu
     --------
     The shipped GDP-like file (a clouddrift ragged array in lon/lat, hourly fixes):
 
-    >>> from lagda.demo import shipped
+    >>> from lagda.examples import shipped
     >>> tracks = read_tracks(shipped("gdp_like.nc"))
     >>> tracks.n_trajectory, tracks.mapping.coordinates, tracks.positions.shape[-1]
     (8, 'lonlat', 2)

@@ -245,7 +245,7 @@ def write_tracks(tracks: Tracks, path, attrs: dict | None = None, layout: str = 
     The shipped GDP-like file written as a padded trajectory file, then read back:
 
     >>> import os, tempfile
-    >>> from lagda.demo import shipped
+    >>> from lagda.examples import shipped
     >>> from lagda.io.formats import read_tracks
     >>> tracks = read_tracks(shipped("gdp_like.nc"))
     >>> path = os.path.join(tempfile.mkdtemp(), "tracks.nc")

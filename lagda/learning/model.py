@@ -256,7 +256,7 @@ def load_run(run_dir):
 
     Examples
     --------
-    >>> from lagda.demo import shipped
+    >>> from lagda.examples import shipped
     >>> encoder, config, meta = load_run(shipped("learned"))
     >>> config.encoder
     'set'

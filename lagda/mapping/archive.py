@@ -550,7 +550,7 @@ def archive_extent(path, resolution: float, cadence_s: float, region=None, perio
         FileNotFoundError: missing archive. ValueError: not a ragged archive, or no fix to take an extent from.
 
     Example:
-        >>> from lagda.demo import shipped
+        >>> from lagda.examples import shipped
         >>> region, period, notes = archive_extent(shipped("gdp_like.nc"), 0.5, 86400.0)
         >>> region  # the 8 drifters' fixes lie within 40.84-37.15 W, 32.43-36.72 N
         (-41.0, -37.0, 32.0, 37.0)
