@@ -120,13 +120,12 @@ def score_table(check: dict, withheld: int) -> str:
         ...                    "rms_m_s": 0.05, "coverage_95": 1.0, "z_rms": 0.9, **bands}, 1).splitlines()[5])
         | 30-100 km | 2 (33%) | 50% | 80% | 100% | 100% |
     """
-    from lagda.mapping.check import BAND_NAMES, BINNED_DAYS, BINNED_DEG, DISTANCE_BANDS_KM
+    from lagda.mapping.check import BAND_LABELS, BAND_NAMES, BINNED_DAYS, BINNED_DEG
     from lagda.report import counted, format_table
 
     if not check.get("velocities"):
         return f"none of the {counted(withheld, 'withheld drifter')} has a daily velocity on the map: nothing to check"
-    near, far = DISTANCE_BANDS_KM
-    words = (f"within {near:g} km", f"{near:g}-{far:g} km", f"beyond {far:g} km")
+    words = BAND_LABELS
     rows = {}
     for band, where in zip(BAND_NAMES, words):
         if check.get(f"{band}_velocities"):

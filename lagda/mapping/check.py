@@ -211,8 +211,11 @@ def band_scores(mean, std, reference) -> dict:
             "z_rms": float(np.sqrt(np.mean((error / std) ** 2)))}
 
 
-BAND_WORDS = ("where the map had a drifter within 30 km", "where the map's nearest drifter was 30-100 km away",
-              "where the map had no drifter within 100 km")  # of BAND_NAMES: a fix the map used, within 12 hours
+_NEAR, _FAR = DISTANCE_BANDS_KM
+BAND_LABELS = (f"within {_NEAR:g} km", f"{_NEAR:g}-{_FAR:g} km", f"beyond {_FAR:g} km")  # of BAND_NAMES, in a table
+BAND_WORDS = (f"where the map had a drifter within {_NEAR:g} km",  # of BAND_NAMES: a fix the map used, within 12 h
+              f"where the map's nearest drifter was {_NEAR:g}-{_FAR:g} km away",
+              f"where the map had no drifter within {_FAR:g} km")
 
 
 def check_lines(scores: dict, withheld_drifters: int, drifters: int | None = None) -> list[str]:
