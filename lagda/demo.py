@@ -21,7 +21,6 @@ import json
 import pathlib
 import time
 
-DEFAULT_MODEL = "learned"  # the shipped run the learned methods use without --model: it reads any times, gaps, drifters
 DEFAULT_METHODS = ("linear", "embed", "hybrid")
 DEMO_WITHHOLD = 0.25  # the share of the drifters the demo's map leaves out to check it (2 of the example's 8)
 TWIN_COLUMNS = (("velocity_rel_l2", "velocity error on the grid (lower is better)"),
@@ -216,7 +215,7 @@ def run_twin(out_dir="lagda-demo", *, model=None, tracks=None, methods=DEFAULT_M
     out_dir.mkdir(parents=True, exist_ok=True)
     if full:
         model, tracks = _from_scratch(out_dir, progress, log)
-    model = pathlib.Path(model) if model is not None else examples.shipped(DEFAULT_MODEL)
+    model = pathlib.Path(model) if model is not None else examples.shipped(examples.DEFAULT_MODEL)
     tracks = pathlib.Path(tracks) if tracks is not None else examples.path("example_tracks")
     log("lagda demo --twin: 8 flows of lagda's own model (model units: x, y in 0..1 of a periodic domain), one "
         "drifter in each, assimilated and scored against the known truth")

@@ -2,7 +2,8 @@
 
 Each example is a netCDF file installed with the package (package data under `lagda/shipped/`). `path(name)`
 returns where it is, `names()` which there are, `copy(name, folder)` puts a copy in a folder (as the command
-`lagda example NAME --out DIR` does).
+`lagda example NAME --out DIR` does). `shipped(name)` finds any shipped file, such as the trained run
+`DEFAULT_MODEL` that the learned methods read when given no `--model`.
 
 Example:
     >>> import lagda.examples
@@ -17,6 +18,7 @@ from __future__ import annotations
 import pathlib
 
 SHIPPED = pathlib.Path(__file__).resolve().parent / "shipped"  # package data: installed with lagda
+DEFAULT_MODEL = "learned"  # the shipped run the learned methods use without --model: it reads any times, gaps, drifters
 
 # name -> what the file holds, one line (`lagda example --list` prints these)
 EXAMPLES = {

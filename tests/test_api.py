@@ -226,8 +226,7 @@ def test_importing_lagda_loads_none_of_its_modules():
 
 def test_learned_methods_read_the_shipped_encoder_unless_given_a_run_from_python_as_on_the_command_line():
     from lagda.assimilation.assimilate import encoder_for
-    from lagda.demo import DEFAULT_MODEL
-    from lagda.examples import shipped
+    from lagda.examples import DEFAULT_MODEL, shipped
 
     assert encoder_for("hybrid", None, None, None) == str(shipped(DEFAULT_MODEL))
     assert encoder_for("hybrid", None, None, "my_run") == "my_run"

@@ -476,8 +476,7 @@ def test_a_basis_without_climatology_records_its_choices(turbulence_file, tmp_pa
     (["--method", "linear", "--climatology", "{file}"], "needs a chosen basis (--basis circular or rectangular)"),
 ])
 def test_basis_refusals_are_one_line(turbulence_file, tmp_path, capsys, argv, message):
-    from lagda.demo import DEFAULT_MODEL
-    from lagda.examples import shipped
+    from lagda.examples import DEFAULT_MODEL, shipped
 
     argv = [a.replace("{file}", str(turbulence_file)).replace("{shipped}", str(shipped(DEFAULT_MODEL))) for a in argv]
     assert cli.main(["assimilate", "--tracks", str(turbulence_file), "--out", str(tmp_path / "r.nc"), *argv]) == 2

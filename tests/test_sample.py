@@ -644,8 +644,7 @@ def test_command_line_starts_hybrid_from_the_shipped_encoder_by_default(tmp_path
     methods do; start "learned" does not default (its closed form needs another similarity)."""
     from lagda.assimilation import assimilate as module
     from lagda.cli import main
-    from lagda.demo import DEFAULT_MODEL
-    from lagda.examples import shipped
+    from lagda.examples import DEFAULT_MODEL, shipped
     from lagda.testing import write_twin_tracks
 
     write_twin_tracks(make_twin(n_field=1, n_drifter=1, n_obs=10, stride=6, seed=2), tmp_path / "tracks.nc")

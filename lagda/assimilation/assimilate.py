@@ -329,8 +329,7 @@ def default_method(tracks: Tracks, basis, climatology, run_dir) -> tuple[str, st
     if basis is not None or climatology is not None:
         return "linear", basis, run_dir, "method: linear (a chosen basis; --method picks another)"
     if run_dir is None:
-        from lagda.demo import DEFAULT_MODEL
-        from lagda.examples import shipped
+        from lagda.examples import DEFAULT_MODEL, shipped
 
         run_dir = str(shipped(DEFAULT_MODEL))
     return "hybrid", None, run_dir, f"method: hybrid with the encoder {_run_name(run_dir) or run_dir} (--method " \
@@ -359,8 +358,7 @@ def encoder_for(method: str, config, basis, run_dir):
                              "(lagda.assimilation.methods.basis.write_basis_pairs; experiments/qg_hybrid.py); the "
                              "shipped encoders know lagda's own flows only")
         return run_dir
-    from lagda.demo import DEFAULT_MODEL
-    from lagda.examples import shipped
+    from lagda.examples import DEFAULT_MODEL, shipped
 
     return str(shipped(DEFAULT_MODEL))
 
