@@ -71,10 +71,16 @@ def write_gdp_hourly_files(ragged, folder, lost: dict | None = None, missing: di
     obs) in seconds since 1970 and degrees, `deploy_date` (the first fix's time), `end_date` (the last's) and
     `drogue_lost_date` over traj, no featureType, no cf_role, missing values -1e34 stored as numbers.
 
-    Args:
-        ragged: the file to split; folder: where the files go (made if missing).
-        lost: drifter index -> drogue loss time (seconds since 1970); the others' drogue_lost_date is -1e34.
-        missing: drifter index -> indices of its fixes whose time and position are written as -1e34.
+    Parameters
+    ----------
+    ragged
+        the file to split
+    folder
+        where the files go (made if missing).
+    lost
+        drifter index -> drogue loss time (seconds since 1970); the others' drogue_lost_date is -1e34.
+    missing
+        drifter index -> indices of its fixes whose time and position are written as -1e34.
     """
     import os
 

@@ -45,8 +45,10 @@ class Interrupted(KeyboardInterrupt):
 def fault_point(name: str) -> None:
     """Stops the process here if `LAGDA_FAULT` names this point and this pass (see the module docstring).
 
-    Raises:
-        KeyboardInterrupt: with ACTION `interrupt`. ACTION `kill` sends SIGKILL to this process.
+    Raises
+    ------
+    KeyboardInterrupt
+        with ACTION `interrupt`. ACTION `kill` sends SIGKILL to this process.
     """
     spec = os.environ.get(FAULT_ENV)
     if not spec:
@@ -89,19 +91,23 @@ class OutputLock:
     (flock) on the hidden file `.NAME.lock` beside it, which names its holder. A killed job holds no lock, whatever
     it left; the file is removed on release.
 
-    Raises:
-        Busy: another process holds it (its pid, host and start in the message). ValueError: the folder of
-            `path` is missing or not writable (`check_folder`).
+    Raises
+    ------
+    Busy
+        another process holds it (its pid, host and start in the message).
+    ValueError
+        the folder of `path` is missing or not writable (`check_folder`).
 
-    Example:
-        >>> import tempfile
-        >>> out = Path(tempfile.mkdtemp()) / "map.nc"
-        >>> with OutputLock(out, "lagda map"):
-        ...     try:
-        ...         OutputLock(out, "lagda map")
-        ...     except Busy as busy:
-        ...         print(str(busy).split(" (pid")[0].replace(str(out), "OUT"))
-        another lagda map is writing OUT
+    Examples
+    --------
+    >>> import tempfile
+    >>> out = Path(tempfile.mkdtemp()) / "map.nc"
+    >>> with OutputLock(out, "lagda map"):
+    ...     try:
+    ...         OutputLock(out, "lagda map")
+    ...     except Busy as busy:
+    ...         print(str(busy).split(" (pid")[0].replace(str(out), "OUT"))
+    another lagda map is writing OUT
     """
 
     def __init__(self, path, job: str):
@@ -226,8 +232,10 @@ def make_folder_atomic(path, fill: Callable[[Path], None], fault: str = "folder"
 
     Fault points: `FAULT:created` (the empty temporary folder exists) and `FAULT:renamed`.
 
-    Raises:
-        OSError: if `path` exists or cannot be made; the temporary folder is then removed.
+    Raises
+    ------
+    OSError
+        if `path` exists or cannot be made; the temporary folder is then removed.
     """
     path = Path(path)
     tmp = temporary_name(path)
@@ -264,9 +272,11 @@ def write_netcdf(ds, path, encoding: dict | None = None, fault: str = "netcdf", 
     closed temporary file before its rename (to add what is computed from the data written, such as attributes).
     Fault points: `FAULT:open` (the temporary file is open and partly written), then those of `write_atomic`.
 
-    Raises:
-        OSError: the netCDF library failed to write (its RuntimeError, "NetCDF: HDF error" on a full disk): the
-            message says the free space left in the folder and whether the data would fit in it.
+    Raises
+    ------
+    OSError
+        the netCDF library failed to write (its RuntimeError, "NetCDF: HDF error" on a full disk): the
+        message says the free space left in the folder and whether the data would fit in it.
     """
     import xarray as xr
 

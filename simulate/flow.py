@@ -46,10 +46,15 @@ class TimeBasis(NamedTuple):
 def time_basis(degree, start: float, length: float, current=None) -> TimeBasis:
     """Returns the `TimeBasis` of degrees `(mode,)` over the window [start, start + length].
 
-    Args:
-        current: bool `(mode,)`, True where the mode is the uniform current (its wavevector must be k = 0), or None.
-    Raises:
-        ValueError: for a negative degree or a window of length <= 0.
+    Parameters
+    ----------
+    current
+        bool `(mode,)`, True where the mode is the uniform current (its wavevector must be k = 0), or None.
+
+    Raises
+    ------
+    ValueError
+        for a negative degree or a window of length <= 0.
     """
     degree = np.asarray(degree, np.int64)
     if np.any(degree < 0) or not length > 0:
@@ -218,9 +223,16 @@ def velocity_basis(points, t, k1, k2, omega, time=None) -> np.ndarray:
     (same), so G[..., 0, :] = 2 pi k2 (sin theta, cos theta), G[..., 1, :] = -2 pi k1 (same).
     Computed in float64 numpy for the linear inversions (lagda's linear method, physics feature).
 
-    Args:
-        points: `(..., 2)` positions z; t: times broadcastable to `points.shape[:-1]`.
-        k1, k2, omega: `(mode,)` wavevectors and frequencies; time: `TimeBasis` or None.
+    Parameters
+    ----------
+    points
+        `(..., 2)` positions z
+    t
+        times broadcastable to `points.shape[:-1]`.
+    k1, k2, omega
+        `(mode,)` wavevectors and frequencies
+    time
+        `TimeBasis` or None.
     """
     z, t, k1, k2, omega, theta, factor = _phases(points, t, k1, k2, omega, time)
     basis = TWO_PI * np.concatenate([np.sin(theta), np.cos(theta)], axis=-1)  # (..., 2K)
@@ -241,9 +253,16 @@ def psi_basis(points, t, k1, k2, omega, time=None) -> np.ndarray:
     With c = a + i b, psi = sum_k f_k (a_k cos theta_k - b_k sin theta_k) (theta_k as in `velocity_basis`); the
     uniform current's ramp -Re(A) y + Im(A) x of A = sum f_k c_k e^{i omega_k t} over its modes.
 
-    Args:
-        points: `(..., 2)` positions z; t: times broadcastable to `points.shape[:-1]`.
-        k1, k2, omega: `(mode,)` wavevectors and frequencies; time: `TimeBasis` or None.
+    Parameters
+    ----------
+    points
+        `(..., 2)` positions z
+    t
+        times broadcastable to `points.shape[:-1]`.
+    k1, k2, omega
+        `(mode,)` wavevectors and frequencies
+    time
+        `TimeBasis` or None.
     """
     z, t, k1, k2, omega, theta, factor = _phases(points, t, k1, k2, omega, time)
     current = current_mask(time)

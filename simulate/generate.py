@@ -69,14 +69,24 @@ def simulate_chunk(coef, release, k1, k2, omega, keys, *, dt, n_obs: int, stride
     The single place where generation integrates tracks: the fused kernel
     `simulate.kernels.fast_tracks` (checked against the reference `simulate_tracks`).
 
-    Args:
-        coef: complex `(sample, mode)`; release: `(sample, drifter, 2)`, both in the
-            integration precision.
-        k1, k2: concrete integer `(mode,)`; omega: `(mode,)`; dt: time step.
-        keys: PRNG keys `(sample,)` for the Brownian increments (unused when diffusivity = 0);
-            drifter d of sample s uses split(keys[s], drifter)[d], as `simulate_tracks` does
-            for one field, so tracks do not depend on how samples are grouped in chunks.
-        n_obs, stride, diffusivity: static settings.
+    Parameters
+    ----------
+    coef
+        complex `(sample, mode)`
+    release
+        `(sample, drifter, 2)`, both in the integration precision.
+    k1, k2
+        concrete integer `(mode,)`
+    omega
+        `(mode,)`
+    dt
+        time step.
+    keys
+        PRNG keys `(sample,)` for the Brownian increments (unused when diffusivity = 0);
+        drifter d of sample s uses split(keys[s], drifter)[d], as `simulate_tracks` does
+        for one field, so tracks do not depend on how samples are grouped in chunks.
+    n_obs, stride, diffusivity
+        static settings.
     """
     n_drifters = release.shape[1]
     trajectory_keys = jax.vmap(lambda key: jax.random.split(key, n_drifters))(keys).reshape(-1)
@@ -144,9 +154,11 @@ def dataset_modes(config: SimConfig, like: str | os.PathLike | None = None):
     key(frequency_seed) and the spectrum a_k. With `like`, all four are copied from that
     dataset, so train and test files share their frequencies.
 
-    Raises:
-        ValueError: if a mode or prior setting of the config differs from the `like` file's,
-            or the mode set carries no velocity.
+    Raises
+    ------
+    ValueError
+        if a mode or prior setting of the config differs from the `like` file's,
+        or the mode set carries no velocity.
     """
     if like is None:
         k1, k2 = rectangular_modes((config.k1_min, config.k1_max), (config.k2_min, config.k2_max))
@@ -177,8 +189,10 @@ def _manifest(config: SimConfig, modes, shard: tuple[int, int] = (0, 1)) -> dict
 def _file_manifest(out: Path) -> dict:
     """Returns the manifest of the settings an existing output file records.
 
-    Raises:
-        ValueError: if `out` is not a readable dataset of this schema.
+    Raises
+    ------
+    ValueError
+        if `out` is not a readable dataset of this schema.
     """
     try:
         with schema.open_dataset(out) as ds:
@@ -225,9 +239,11 @@ def _read_manifest(partial: Path) -> dict:
 def _plan(out: Path, partial: Path, manifest: dict, resume: bool, overwrite: bool) -> str:
     """Returns what the run does: "complete" (the output is done), "resume" or "fresh"; raises before any write.
 
-    Raises:
-        ValueError: the output or an unfinished run exists and may not be used or replaced, or a resume
-            would change a setting (named).
+    Raises
+    ------
+    ValueError
+        the output or an unfinished run exists and may not be used or replaced, or a resume
+        would change a setting (named).
     """
     if out.exists() and not overwrite:
         if not resume:

@@ -48,8 +48,10 @@ TWO_PI = 2.0 * np.pi
 def rectangle_of(k1, k2):
     """Returns `((k1_min, k1_max), (k2_min, k2_max))` of a k1-major rectangular mode set.
 
-    Raises:
-        ValueError: if (k1, k2) is not `rectangular_modes` output for some ranges.
+    Raises
+    ------
+    ValueError
+        if (k1, k2) is not `rectangular_modes` output for some ranges.
     """
     k1 = np.asarray(k1)
     k2 = np.asarray(k2)

@@ -16,10 +16,15 @@ from simulate.flow import grid_fields
 def wrapped_segments(x, y) -> list[tuple[np.ndarray, np.ndarray]]:
     """Returns a track reduced mod 1 as pieces that never jump across the domain.
 
-    Args:
-        x, y: positions `(obs,)`, unwrapped or already reduced mod 1; points with a NaN
-            coordinate (missing observations, padding) are dropped.
-    Returns:
+    Parameters
+    ----------
+    x, y
+        positions `(obs,)`, unwrapped or already reduced mod 1; points with a NaN
+        coordinate (missing observations, padding) are dropped.
+
+    Returns
+    -------
+    list[tuple[np.ndarray, np.ndarray]]
         A list of (x, y) pairs of `(n,)` arrays in [0, 1); a new piece starts wherever the
         periodic cell `floor(x), floor(y)` changes (an unwrapped track wraps) or the reduced
         positions jump by more than half the domain (a track given already reduced mod 1).
@@ -50,12 +55,19 @@ def plot_samples(ds, samples=(0, 1), n_grid: int = 128) -> Figure:
     Tracks are drawn on the periodic domain [0, 1)^2 (reduced mod 1, broken where they wrap);
     a dot marks each release point.
 
-    Args:
-        ds: a lagda dataset (`simulate.schema.open_dataset`).
-        samples: indices along `sample`.
-        n_grid: grid points per side for psi.
-    Raises:
-        ValueError: if a sample index is out of range.
+    Parameters
+    ----------
+    ds
+        a lagda dataset (`simulate.schema.open_dataset`).
+    samples
+        indices along `sample`.
+    n_grid
+        grid points per side for psi.
+
+    Raises
+    ------
+    ValueError
+        if a sample index is out of range.
     """
     samples = list(samples)
     if not samples or min(samples) < 0 or max(samples) >= ds.sizes["sample"]:

@@ -295,9 +295,11 @@ def open_dataset(path, *, load: bool = False) -> xr.Dataset:
 def join_shards(shards: list[xr.Dataset], names: list[str]) -> xr.Dataset:
     """Returns the dataset of a whole run from all its shard datasets (validated), ordered by sample.
 
-    Raises:
-        ValueError: one line if a file is not a shard, the shards come from different runs, or
-            a shard is missing or repeated.
+    Raises
+    ------
+    ValueError
+        one line if a file is not a shard, the shards come from different runs, or
+        a shard is missing or repeated.
     """
     for ds, name in zip(shards, names):
         if "lagda_shard_count" not in ds.attrs:

@@ -26,15 +26,26 @@ def evaluate_assimilation(tracks_path, methods=("linear", "embed", "hybrid"), ru
                           seed: int = 0, log=None, **options) -> dict:
     """Returns `{method: {score: float}}`: lagda.assimilation.scores.score_posterior averaged over the fields.
 
-    Args:
-        tracks_path: a track file with the true coefficients (lagda dataset or CF file with truth).
-        methods: assimilation methods; run_dir: trained run (needed by retrieve / embed / hybrid).
-        log: called with each settings note and model-check warning ("note: ..." / "warning: ...");
-            default `warnings.warn`, so nothing guessed goes unsaid.
-        options: config fields, each applied to every method that has it (an option no method has is refused).
-    Raises:
-        ValueError: unknown method / option, tracks without truth, learned method without run_dir.
-        FileNotFoundError: missing track file or run directory.
+    Parameters
+    ----------
+    tracks_path
+        a track file with the true coefficients (lagda dataset or CF file with truth).
+    methods
+        assimilation methods
+    run_dir
+        trained run (needed by retrieve / embed / hybrid).
+    log
+        called with each settings note and model-check warning ("note: ..." / "warning: ...");
+        default `warnings.warn`, so nothing guessed goes unsaid.
+    options
+        config fields, each applied to every method that has it (an option no method has is refused).
+
+    Raises
+    ------
+    ValueError
+        unknown method / option, tracks without truth, learned method without run_dir.
+    FileNotFoundError
+        missing track file or run directory.
     """
     from lagda.assimilation.methods.config import configure
     from lagda.assimilation.model import model_settings

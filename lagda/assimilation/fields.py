@@ -54,9 +54,16 @@ def separable_variance(rows, cov, degrees, factors) -> np.ndarray:
     x_p the unknowns of degree p (lagda's own steady model: one degree, L_0 = 1). Its variance is
     sum_pq L_p(t) L_q(t) diag(rows_p cov_pq rows_q^T): the matrix products are made once, not once per time.
 
-    Args:
-        rows: `(row, unknown)` the field's rows where every L_p is 1; cov: `(unknown, unknown)` symmetric;
-        degrees: int `(unknown,)` each unknown's degree p; factors: `(time, degree)` L_p(t).
+    Parameters
+    ----------
+    rows
+        `(row, unknown)` the field's rows where every L_p is 1
+    cov
+        `(unknown, unknown)` symmetric
+    degrees
+        int `(unknown,)` each unknown's degree p
+    factors
+        `(time, degree)` L_p(t).
     """
     groups = [np.flatnonzero(degrees == p) for p in range(factors.shape[1])]
     cross = np.zeros((len(groups), len(groups), len(rows)))
@@ -114,10 +121,20 @@ def grid_posterior(posterior: Posterior, k1, k2, omega, times, n_grid: int = 32,
     posterior with its covariance (`field_variance`); else sum_m w_m f(c_m - mean)^2 over its samples, members
     processed `batch` at a time (padded with zero weight, so one compilation serves all batches) to bound memory.
 
-    Args:
-        posterior: weighted samples `(field, member, mode)`, and `cov` or None.
-        k1, k2: integer `(mode,)`; omega `(mode,)`; times `(time,)`; n_grid: points per side;
-        time: the model's `simulate.flow.TimeBasis`, or None.
+    Parameters
+    ----------
+    posterior
+        weighted samples `(field, member, mode)`, and `cov` or None.
+    k1, k2
+        integer `(mode,)`
+    omega
+        `(mode,)`
+    times
+        `(time,)`
+    n_grid
+        points per side
+    time
+        the model's `simulate.flow.TimeBasis`, or None.
     """
     if posterior.cov is not None:
         out = _grid_mean(posterior, k1, k2, omega, times, n_grid, time)
@@ -158,8 +175,10 @@ _UNITS = {"min": 60.0, "h": 3600.0, "d": DAY}
 def parse_step(text: str, option: str) -> float:
     """Returns the seconds of a step such as "30min", "6h" or "1d".
 
-    Raises:
-        ValueError: one line naming `option`, for anything else.
+    Raises
+    ------
+    ValueError
+        one line naming `option`, for anything else.
     """
     match = re.fullmatch(r"\s*([0-9.]+)\s*(min|h|d)\s*", str(text))
     if match is None or not float(match.group(1)) > 0:
@@ -175,8 +194,10 @@ def result_times(tracks: Tracks, times: int | str | None = None) -> tuple[np.nda
     for model-unit tracks MODEL_TIMES times over the window. An int N: N evenly spaced times from 0 to the
     last observation. A step "30min", "6h", "1d" (physical tracks): every step from 0.
 
-    Raises:
-        ValueError: for a step of model-unit tracks, or a bad value.
+    Raises
+    ------
+    ValueError
+        for a step of model-unit tracks, or a bad value.
     """
     t_end = float(np.nanmax(tracks.times))
     if isinstance(times, str) and times.strip().isdigit():
@@ -227,8 +248,10 @@ def posterior_result(posterior: Posterior, model: FlowModel, times, n_grid: int 
     """Returns the `Result` of a posterior: coefficient moments, psi, u, v mean and std on the grid x_i = i / n_grid
     at model `times` `(time,)` (physical units for tracks with a mapping), the tracks and the method's diagnostics.
 
-    Raises:
-        ValueError: if the posterior's mode count differs from the model's.
+    Raises
+    ------
+    ValueError
+        if the posterior's mode count differs from the model's.
     """
     if np.shape(posterior.samples)[2] != model.n_modes:
         raise ValueError(f"posterior has {np.shape(posterior.samples)[2]} modes but the model has {model.n_modes}")

@@ -23,16 +23,26 @@ from lagda.report import duration
 class FlowModel:
     """The model the tracks are assimilated into: modes, frequencies, prior, RK4 step, time basis.
 
-    Attributes:
-        k1, k2: int `(mode,)` wavevectors; omega: float64 `(mode,)` frequencies.
-        scale: float64 `(mode,)` prior std a_k = sqrt(E|c_k|^2).
-        dt: RK4 step of the forward model (model time).
-        time: `simulate.flow.TimeBasis` (a Legendre degree per mode over a window), or None: f_k = 1.
-        unresolved: (variance per component, Lagrangian time scale) of the velocity the basis leaves out
-            (from a climatology), or None: `linear`'s representation error, estimated when None.
-        search: a chosen basis without a climatology: `methods.prior_search.PriorSearch`, the prior's spectrum
-            and the representation error that `linear` chooses from the tracks; None: the prior is `scale`.
-        notes: how each setting was found when no trained run gave it, one line each.
+    Attributes
+    ----------
+    k1, k2
+        int `(mode,)` wavevectors
+    omega
+        float64 `(mode,)` frequencies.
+    scale
+        float64 `(mode,)` prior std a_k = sqrt(E|c_k|^2).
+    dt
+        RK4 step of the forward model (model time).
+    time
+        `simulate.flow.TimeBasis` (a Legendre degree per mode over a window), or None: f_k = 1.
+    unresolved
+        (variance per component, Lagrangian time scale) of the velocity the basis leaves out
+        (from a climatology), or None: `linear`'s representation error, estimated when None.
+    search
+        a chosen basis without a climatology: `methods.prior_search.PriorSearch`, the prior's spectrum
+        and the representation error that `linear` chooses from the tracks; None: the prior is `scale`.
+    notes
+        how each setting was found when no trained run gave it, one line each.
     """
 
     k1: np.ndarray
@@ -91,29 +101,38 @@ def model_settings(tracks: Tracks | None, run_dir=None, dt: float | None = None)
     longer than the generator's default dt (an RK4 step as long as a sparse spacing would be inaccurate
     and would make sparse tracks look dense). Each guess is a note.
 
-    Args:
-        tracks: the observed tracks (`lagda.io.Tracks`); may be None when `run_dir` is given.
-        run_dir: a trained run directory (`lagda train --run-dir`), whose dataset meta gives the modes,
-            frequencies, prior and dt; None: they come from the tracks, as above.
-        dt: RK4 step in model time units, given by the user (overrides the run's and the file's); None: found.
+    Parameters
+    ----------
+    tracks
+        the observed tracks (`lagda.io.Tracks`); may be None when `run_dir` is given.
+    run_dir
+        a trained run directory (`lagda train --run-dir`), whose dataset meta gives the modes,
+        frequencies, prior and dt; None: they come from the tracks, as above.
+    dt
+        RK4 step in model time units, given by the user (overrides the run's and the file's); None: found.
 
-    Returns:
+    Returns
+    -------
+    FlowModel
         The `FlowModel`: `k1`, `k2`, `omega`, `scale` `(mode,)`, `dt`, and `notes` (one line per guess).
 
-    Raises:
-        ValueError: without a run, if model-unit tracks do not state their modes and frequencies;
-            with a run that has frequencies, for physical tracks.
+    Raises
+    ------
+    ValueError
+        without a run, if model-unit tracks do not state their modes and frequencies;
+        with a run that has frequencies, for physical tracks.
 
-    Example:
-        >>> from lagda.examples import shipped
-        >>> from lagda.io import read_tracks
-        >>> model = model_settings(read_tracks(shipped("example_tracks.nc")))  # no run: from the file
-        >>> len(model.k1), round(model.dt, 9)
-        (49, 0.0001)
-        >>> model.notes[1].startswith('time step dt 0.0001 for the methods that integrate')
-        True
-        >>> model_settings(None, shipped("model"), dt=5e-5).notes  # a run's modes, another dt
-        ("dt 5e-05 given (the model run's is 0.0001)",)
+    Examples
+    --------
+    >>> from lagda.examples import shipped
+    >>> from lagda.io import read_tracks
+    >>> model = model_settings(read_tracks(shipped("example_tracks.nc")))  # no run: from the file
+    >>> len(model.k1), round(model.dt, 9)
+    (49, 0.0001)
+    >>> model.notes[1].startswith('time step dt 0.0001 for the methods that integrate')
+    True
+    >>> model_settings(None, shipped("model"), dt=5e-5).notes  # a run's modes, another dt
+    ("dt 5e-05 given (the model run's is 0.0001)",)
     """
     from simulate.config import SimConfig
     from simulate.prior import spectrum

@@ -21,12 +21,15 @@ from simulate.plot import wrapped_segments
 def parse_day(day: str) -> np.datetime64:
     """Returns the date `day` (ISO 8601, "2025-03-15" or "2025-03-15T12:00") as datetime64[s] (UTC).
 
-    Raises:
-        ValueError: one line, if `day` is not a date.
+    Raises
+    ------
+    ValueError
+        one line, if `day` is not a date.
 
-    Example:
-        >>> parse_day("2025-03-15T06:00")
-        np.datetime64('2025-03-15T06:00:00')
+    Examples
+    --------
+    >>> parse_day("2025-03-15T06:00")
+    np.datetime64('2025-03-15T06:00:00')
     """
     try:
         return np.datetime64(round(parse_time(day)), "s")
@@ -37,18 +40,25 @@ def parse_day(day: str) -> np.datetime64:
 def day_index(times, day: str, source: str = "the result") -> int:
     """Returns the index of the time in `times` nearest the date `day`: the time a figure of that day shows.
 
-    Args:
-        times: datetime64 `(time,)`, increasing (a map's or a result's grid times, UTC).
-        day: a date, ISO 8601 ("2025-03-15").
-        source: what the times are of, for the error ("the map": "outside the map's days").
+    Parameters
+    ----------
+    times
+        datetime64 `(time,)`, increasing (a map's or a result's grid times, UTC).
+    day
+        a date, ISO 8601 ("2025-03-15").
+    source
+        what the times are of, for the error ("the map": "outside the map's days").
 
-    Raises:
-        ValueError: one line: `day` is not a date, or lies more than half a time step outside `times`.
+    Raises
+    ------
+    ValueError
+        one line: `day` is not a date, or lies more than half a time step outside `times`.
 
-    Example:
-        >>> times = np.arange("2025-03-01", "2025-03-31", dtype="datetime64[D]").astype("datetime64[s]")
-        >>> day_index(times, "2025-03-15T10:00")
-        14
+    Examples
+    --------
+    >>> times = np.arange("2025-03-01", "2025-03-31", dtype="datetime64[D]").astype("datetime64[s]")
+    >>> day_index(times, "2025-03-15T10:00")
+    14
     """
     times = np.asarray(times).astype("datetime64[s]")
     wanted = parse_day(day)
@@ -69,13 +79,19 @@ def plot_time_index(mapping, model_times, day: str | None) -> int:
     """Returns the grid time a result's figure shows: the one nearest the date `day`, else (None) the middle one
     (index len // 2: the window's middle, where its drifters inform the field from both sides).
 
-    Args:
-        mapping: the tracks' lagda.io.physical.Mapping (None for model-unit tracks, which have no dates).
-        model_times: the result's grid times `(time,)` in model units.
-        day: a date (ISO 8601) or None.
+    Parameters
+    ----------
+    mapping
+        the tracks' lagda.io.physical.Mapping (None for model-unit tracks, which have no dates).
+    model_times
+        the result's grid times `(time,)` in model units.
+    day
+        a date (ISO 8601) or None.
 
-    Raises:
-        ValueError: one line: `day` is not a date, lies outside the grid times, or the tracks have no dates.
+    Raises
+    ------
+    ValueError
+        one line: `day` is not a date, lies outside the grid times, or the tracks have no dates.
     """
     if day is None:
         return len(model_times) // 2
@@ -89,14 +105,23 @@ def plot_assimilation(result, out_png, tracks: Tracks | None = None, truth=None,
                       time_index: int | None = None, day: str | None = None) -> str:
     """Returns `out_png` after drawing `assimilation_figure` of one field at one grid time.
 
-    Args:
-        result: a result file path or a `Result` from `read_result`.
-        out_png: output image path (written via a temporary file + rename).
-        tracks, truth, field: as in `assimilation_figure`.
-        time_index: the grid time drawn; None: that of `day` (`plot_time_index`: the middle one without it).
-        day: a date (ISO 8601) of a physical result: the grid time nearest it (used when `time_index` is None).
-    Raises:
-        ValueError: one line, if `field` or `time_index` is out of range, or `day` is not a date of the result.
+    Parameters
+    ----------
+    result
+        a result file path or a `Result` from `read_result`.
+    out_png
+        output image path (written via a temporary file + rename).
+    tracks, truth, field
+        as in `assimilation_figure`.
+    time_index
+        the grid time drawn; None: that of `day` (`plot_time_index`: the middle one without it).
+    day
+        a date (ISO 8601) of a physical result: the grid time nearest it (used when `time_index` is None).
+
+    Raises
+    ------
+    ValueError
+        one line, if `field` or `time_index` is out of range, or `day` is not a date of the result.
     """
     res: Result = result if isinstance(result, Result) else read_result(result)
     if time_index is None:
@@ -122,14 +147,23 @@ def assimilation_figure(res: Result, tracks: Tracks | None = None, truth=None, f
     against the date (its gaps). The velocity arrows carry a scale key (m/s, or model units), each colour bar
     its quantity and unit; the title names the field only when the result has several.
 
-    Args:
-        res: a `Result` from `read_result`.
-        tracks: observed tracks; defaults to those stored in the result.
-        truth: complex `(field, mode)` true coefficients; defaults to the result's.
-        field: which field to draw.
-        time_index: which grid time to draw; None: the middle one (`plot_time_index`).
-    Raises:
-        ValueError: if `field` or `time_index` is out of range.
+    Parameters
+    ----------
+    res
+        a `Result` from `read_result`.
+    tracks
+        observed tracks; defaults to those stored in the result.
+    truth
+        complex `(field, mode)` true coefficients; defaults to the result's.
+    field
+        which field to draw.
+    time_index
+        which grid time to draw; None: the middle one (`plot_time_index`).
+
+    Raises
+    ------
+    ValueError
+        if `field` or `time_index` is out of range.
     """
     n_field, n_time = res.fields["psi_mean"].shape[:2]
     time_index = n_time // 2 if time_index is None else time_index
@@ -203,9 +237,10 @@ def key_speed(speeds, percentile: float = 90.0) -> float:
     """Returns the arrow key's speed: the largest of KEY_STEPS x 10^n not above the `percentile` of the finite
     `speeds` (the typical long arrow), 1 when none is positive.
 
-    Example:
-        >>> key_speed(np.array([0.01, 0.03, 0.08, 0.12]))
-        0.1
+    Examples
+    --------
+    >>> key_speed(np.array([0.01, 0.03, 0.08, 0.12]))
+    0.1
     """
     speeds = np.asarray(speeds, np.float64)
     speeds = speeds[np.isfinite(speeds) & (speeds > 0)]

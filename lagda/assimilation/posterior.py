@@ -48,17 +48,26 @@ class FieldEstimate:
 class Posterior:
     """Posterior over coefficients for each field, as weighted samples.
 
-    Attributes:
-        samples: complex128 `(field, member, mode)` coefficient samples.
-        weights: float64 `(field, member)`, each row sums to 1.
-        method: name of the DA method that produced it.
-        candidates: retrieval only, complex `(field, rank, mode)` best candidates.
-        candidate_weights: retrieval only, float `(field, rank)`.
-        seconds: wall seconds spent per field `(field,)`.
-        info: per field, the method's decisions (FieldEstimate.info): a tuple of dicts.
-        cov: a Gaussian posterior's covariance of x = (Re c, Im c), float64 `(field, 2 mode, 2 mode)`, when every
-            field has one (the samples are drawn from it): the spreads (`std_re`, `std_im`,
-            lagda.assimilation.fields.grid_posterior) are then computed from it exactly; else None.
+    Attributes
+    ----------
+    samples
+        complex128 `(field, member, mode)` coefficient samples.
+    weights
+        float64 `(field, member)`, each row sums to 1.
+    method
+        name of the DA method that produced it.
+    candidates
+        retrieval only, complex `(field, rank, mode)` best candidates.
+    candidate_weights
+        retrieval only, float `(field, rank)`.
+    seconds
+        wall seconds spent per field `(field,)`.
+    info
+        per field, the method's decisions (FieldEstimate.info): a tuple of dicts.
+    cov
+        a Gaussian posterior's covariance of x = (Re c, Im c), float64 `(field, 2 mode, 2 mode)`, when every
+        field has one (the samples are drawn from it): the spreads (`std_re`, `std_im`,
+        lagda.assimilation.fields.grid_posterior) are then computed from it exactly; else None.
     """
 
     samples: np.ndarray

@@ -77,8 +77,10 @@ def simulate_at(coef, tracks: Tracks, k1, k2, omega, dt: float, times) -> np.nda
     Trajectory i follows field `coef[tracks.field[i]]`; `times` `(time,)` must be positive
     multiples of `dt` (the RK4 records every gcd of their step counts).
 
-    Raises:
-        ValueError: if the tracks have no release points.
+    Raises
+    ------
+    ValueError
+        if the tracks have no release points.
     """
     if tracks.release is None:
         raise ValueError("re-simulating tracks needs their release points (tracks.release)")
@@ -206,11 +208,18 @@ def score_posterior(posterior: Posterior, tracks: Tracks, k1, k2, omega, dt: flo
     velocity_quantile_calibration (the central 95% interval), seconds_per_track.
     Scores that need the truth (or release points) are omitted when it is not known.
 
-    Args:
-        posterior: the DA posterior `(field, member, mode)`.
-        tracks: the observed tracks (field f of `tracks` is field f of the posterior).
-        k1, k2, omega: the model's modes; dt: the RK4 step.
-        true_coef: complex `(field, mode)` truth; defaults to `tracks.true_coef`.
+    Parameters
+    ----------
+    posterior
+        the DA posterior `(field, member, mode)`.
+    tracks
+        the observed tracks (field f of `tracks` is field f of the posterior).
+    k1, k2, omega
+        the model's modes
+    dt
+        the RK4 step.
+    true_coef
+        complex `(field, mode)` truth; defaults to `tracks.true_coef`.
     """
     truth = tracks.true_coef if true_coef is None else true_coef
     mean, times = posterior.mean, window_times(tracks, n_times)
@@ -250,8 +259,12 @@ def physical_velocity_error(result, tracks: Tracks) -> dict:
     (lagda.io.physical.physical_fields), as the result's fields were; the RMS runs over grid points, times
     and fields.
 
-    Args:
-        result: lagda.io.results.Result in physical units; tracks: with `true_coef` and `mapping`.
+    Parameters
+    ----------
+    result
+        lagda.io.results.Result in physical units
+    tracks
+        with `true_coef` and `mapping`.
     """
     n_grid = len(result.x)
     _, u, v = _grid(jnp.asarray(tracks.true_coef), jnp.asarray(result.k1), jnp.asarray(result.k2),

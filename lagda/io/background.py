@@ -10,19 +10,20 @@ in centred differences (one-sided next to land and at the grid's edges), left Na
 equator, where f vanishes. `Background.velocity` interpolates linearly in time between the product's times and
 bilinearly in space, reading only the time slices, rows and columns its points need.
 
-Example:
-    >>> import os, tempfile
-    >>> import numpy as np, xarray as xr
-    >>> east = xr.DataArray(np.full((1, 3, 4), 10.0), dims=("time", "lat", "lon"), attrs={"units": "cm/s"})
-    >>> north = xr.DataArray(np.zeros((1, 3, 4)), dims=("time", "lat", "lon"), attrs={"units": "cm/s"})
-    >>> coords = {"time": [np.datetime64("2020-01-01")], "lat": [40.0, 41.0, 42.0], "lon": [0.0, 1.0, 2.0, 3.0]}
-    >>> path = os.path.join(tempfile.mkdtemp(), "background.nc")
-    >>> xr.Dataset({"uo": east, "vo": north}, coords).to_netcdf(path)
-    >>> background = Background.open(path)
-    >>> background.extent[:4]
-    (0.0, 3.0, 40.0, 42.0)
-    >>> background.velocity([1.5, 5.0], [41.0, 41.0], [1577836800.0, 1577836800.0])  # the second is east of it
-    (array([0.1, nan]), array([ 0., nan]))
+Examples
+--------
+>>> import os, tempfile
+>>> import numpy as np, xarray as xr
+>>> east = xr.DataArray(np.full((1, 3, 4), 10.0), dims=("time", "lat", "lon"), attrs={"units": "cm/s"})
+>>> north = xr.DataArray(np.zeros((1, 3, 4)), dims=("time", "lat", "lon"), attrs={"units": "cm/s"})
+>>> coords = {"time": [np.datetime64("2020-01-01")], "lat": [40.0, 41.0, 42.0], "lon": [0.0, 1.0, 2.0, 3.0]}
+>>> path = os.path.join(tempfile.mkdtemp(), "background.nc")
+>>> xr.Dataset({"uo": east, "vo": north}, coords).to_netcdf(path)
+>>> background = Background.open(path)
+>>> background.extent[:4]
+(0.0, 3.0, 40.0, 42.0)
+>>> background.velocity([1.5, 5.0], [41.0, 41.0], [1577836800.0, 1577836800.0])  # the second is east of it
+(array([0.1, nan]), array([ 0., nan]))
 """
 
 from __future__ import annotations
@@ -106,12 +107,16 @@ class Background:
     Open one with `Background.open`. It keeps the path and the grid, not the data: each call reads the slices
     it needs, so an instance is small and pickles (to Dask workers).
 
-    Attributes:
-        path: the netCDF file or Zarr store.
-        notes: what was read and decided, one line each (variables, units, grid, period, geostrophy).
-        extent: (west, east, south, north, start, end): the box in degrees (the product's longitude convention;
-            east = west + 360 for a global product) and the period in seconds since 1970-01-01T00:00:00Z where
-            `velocity` answers (the product's times widened by half a time step, half a day for a single time).
+    Attributes
+    ----------
+    path
+        the netCDF file or Zarr store.
+    notes
+        what was read and decided, one line each (variables, units, grid, period, geostrophy).
+    extent
+        (west, east, south, north, start, end): the box in degrees (the product's longitude convention;
+        east = west + 360 for a global product) and the period in seconds since 1970-01-01T00:00:00Z where
+        `velocity` answers (the product's times widened by half a time step, half a day for a single time).
     """
 
     path: str
@@ -124,11 +129,14 @@ class Background:
     def open(cls, path) -> Background:
         """Returns the background of the product at `path` (netCDF, or a .zarr store): its variables and grid.
 
-        Raises:
-            FileNotFoundError: no file or folder at `path`.
-            ValueError: in one line, a file xarray cannot read, with no usable variable (naming those it has and
-                those accepted), units not understood, no longitude, latitude or time coordinate, a curvilinear
-                grid, fewer than two longitudes or latitudes, repeated coordinates.
+        Raises
+        ------
+        FileNotFoundError
+            no file or folder at `path`.
+        ValueError
+            in one line, a file xarray cannot read, with no usable variable (naming those it has and
+            those accepted), units not understood, no longitude, latitude or time coordinate, a curvilinear
+            grid, fewer than two longitudes or latitudes, repeated coordinates.
         """
         path = os.fspath(path)
         with _open_dataset(path) as ds:
@@ -149,13 +157,19 @@ class Background:
         step outside the period (half a day for a single time), and where a grid value the point needs is NaN
         (land; the equatorial band of a geostrophic velocity).
 
-        Args:
-            lon: (n,) degrees east, any convention (-180..180 or 0..360, whatever the product's).
-            lat: (n,) degrees north.
-            seconds: (n,) seconds since 1970-01-01T00:00:00Z.
+        Parameters
+        ----------
+        lon
+            (n,) degrees east, any convention (-180..180 or 0..360, whatever the product's).
+        lat
+            (n,) degrees north.
+        seconds
+            (n,) seconds since 1970-01-01T00:00:00Z.
 
-        Raises:
-            ValueError: if the three do not have one shape `(n,)`.
+        Raises
+        ------
+        ValueError
+            if the three do not have one shape `(n,)`.
         """
         u, v = self._interpolate(lon, lat, seconds, self._velocity_fields)
         return u, v
@@ -168,11 +182,15 @@ class Background:
         error (err_sla, err_adt) carried through the same geostrophic differences, the errors of neighbouring
         values taken independent; interpolated as `velocity` is, NaN where it is.
 
-        Args:
-            lon, lat, seconds: (n,) as for `velocity`.
+        Parameters
+        ----------
+        lon, lat, seconds
+            (n,) as for `velocity`.
 
-        Raises:
-            ValueError: if the three do not have one shape `(n,)`.
+        Raises
+        ------
+        ValueError
+            if the three do not have one shape `(n,)`.
         """
         if self._variables.error_kind is None:
             return None
@@ -248,18 +266,23 @@ def geostrophic_velocity(eta, lon, lat) -> tuple[np.ndarray, np.ndarray]:
     on uneven spacing too) where both neighbours are finite, one-sided (first order) where one is (next to land, at
     the grid's edges), NaN where none is; u and v are NaN within EQUATOR_BAND_DEG of the equator.
 
-    Args:
-        eta: (lat, lon) metres, NaN on land.
-        lon: (lon,) degrees, increasing (unwrapped across the seam).
-        lat: (lat,) degrees, increasing.
+    Parameters
+    ----------
+    eta
+        (lat, lon) metres, NaN on land.
+    lon
+        (lon,) degrees, increasing (unwrapped across the seam).
+    lat
+        (lat,) degrees, increasing.
 
-    Example:
-        >>> import numpy as np
-        >>> lon, lat = np.arange(0.0, 3.0), np.array([44.0, 45.0, 46.0])
-        >>> eta = np.repeat(0.01 * lat[:, None], 3, axis=1)  # rising 1 cm per degree northward
-        >>> u, v = geostrophic_velocity(eta, lon, lat)
-        >>> print(f"{u[1, 1]:.4e} {v[1, 1]:.1f}")  # u = -(g / f) (0.01 m) / (111.2 km) at 45N
-        -8.5549e-03 0.0
+    Examples
+    --------
+    >>> import numpy as np
+    >>> lon, lat = np.arange(0.0, 3.0), np.array([44.0, 45.0, 46.0])
+    >>> eta = np.repeat(0.01 * lat[:, None], 3, axis=1)  # rising 1 cm per degree northward
+    >>> u, v = geostrophic_velocity(eta, lon, lat)
+    >>> print(f"{u[1, 1]:.4e} {v[1, 1]:.1f}")  # u = -(g / f) (0.01 m) / (111.2 km) at 45N
+    -8.5549e-03 0.0
     """
     eta, lon, lat = (np.asarray(a, np.float64) for a in (eta, lon, lat))
     factor = GRAVITY / _coriolis(lat)[:, None] / (EARTH_RADIUS_M * np.pi / 180)

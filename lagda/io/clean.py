@@ -282,14 +282,15 @@ def out_of_water_mask(t: np.ndarray, p: np.ndarray, coordinates: str) -> tuple[n
     within AGROUND_RADIUS_M of the run's first fix for longer than AGROUND_S (a run starts at the first fix, not in
     an earlier run, whose fix just over AGROUND_S later lies that close). NaN positions are skipped.
 
-    Example:
-        >>> t = 3600.0 * np.arange(80)
-        >>> x = np.c_[360.0 * np.arange(80), np.zeros(80)]  # 0.1 m/s eastward, metres
-        >>> x[40:43] += 20000.0 * np.arange(1, 4)[:, None] * [1, 0]  # 5.6 m/s for three hours
-        >>> x[43:] = x[42]  # then held in one place for 37 hours
-        >>> carried, aground = out_of_water_mask(t, x, "projected")
-        >>> np.flatnonzero(carried).tolist(), int(aground.sum())
-        ([40, 41], 0)
+    Examples
+    --------
+    >>> t = 3600.0 * np.arange(80)
+    >>> x = np.c_[360.0 * np.arange(80), np.zeros(80)]  # 0.1 m/s eastward, metres
+    >>> x[40:43] += 20000.0 * np.arange(1, 4)[:, None] * [1, 0]  # 5.6 m/s for three hours
+    >>> x[43:] = x[42]  # then held in one place for 37 hours
+    >>> carried, aground = out_of_water_mask(t, x, "projected")
+    >>> np.flatnonzero(carried).tolist(), int(aground.sum())
+    ([40, 41], 0)
     """
     carried, aground = np.zeros(len(t), bool), np.zeros(len(t), bool)
     idx = np.flatnonzero(np.all(np.isfinite(p), axis=1))
@@ -321,10 +322,11 @@ def lone_end_mask(t: np.ndarray) -> np.ndarray:
     times, and leaves at least 2 fixes. Such a fix gives no velocity, only a displacement over weeks or
     decades, and would stretch the track's time window.
 
-    Example:
-        >>> hourly = 1.7e9 + 3600.0 * np.arange(6)  # six hourly fixes in 2023, one dated 1970, one 30 days on
-        >>> lone_end_mask(np.concatenate([[0.0], hourly, [hourly[-1] + 30 * 86400.0]])).astype(int).tolist()
-        [1, 0, 0, 0, 0, 0, 0, 1]
+    Examples
+    --------
+    >>> hourly = 1.7e9 + 3600.0 * np.arange(6)  # six hourly fixes in 2023, one dated 1970, one 30 days on
+    >>> lone_end_mask(np.concatenate([[0.0], hourly, [hourly[-1] + 30 * 86400.0]])).astype(int).tolist()
+    [1, 0, 0, 0, 0, 0, 0, 1]
     """
     mask = np.zeros(len(t), bool)
     if len(t) < 3:
@@ -353,12 +355,13 @@ def spike_mask(t: np.ndarray, p: np.ndarray, coordinates: str) -> np.ndarray:
     the bound is never cut, at any speed its median sets. NaN fixes are skipped. `p`: `(n, 2)` lon/lat degrees
     ("lonlat") or metres ("projected"); `t` in seconds.
 
-    Example:
-        >>> t = 3600.0 * np.arange(8)
-        >>> x = np.c_[1000.0 * np.arange(8), np.zeros(8)]  # 0.28 m/s eastward, metres
-        >>> x[3:5] = [5e6, 5e6]  # a fill position twice
-        >>> spike_mask(t, x, "projected").astype(int).tolist()
-        [0, 0, 0, 1, 1, 0, 0, 0]
+    Examples
+    --------
+    >>> t = 3600.0 * np.arange(8)
+    >>> x = np.c_[1000.0 * np.arange(8), np.zeros(8)]  # 0.28 m/s eastward, metres
+    >>> x[3:5] = [5e6, 5e6]  # a fill position twice
+    >>> spike_mask(t, x, "projected").astype(int).tolist()
+    [0, 0, 0, 1, 1, 0, 0, 0]
     """
     mask = np.zeros(len(t), bool)
     idx = np.flatnonzero(np.all(np.isfinite(p), axis=1))
@@ -418,12 +421,13 @@ def off_track_mask(t: np.ndarray, p: np.ndarray, coordinates: str) -> np.ndarray
     where the fixes are sparse for the motion (6-hourly fixes of an inertial loop) every `z` is large, `s` with
     them, and nothing is dropped. `p`: `(n, 2)` lon/lat degrees ("lonlat") or metres ("projected"); `t` seconds.
 
-    Example:
-        >>> t = 3600.0 * np.arange(12)
-        >>> x = np.c_[1000.0 * np.arange(12), 20.0 * np.sin(np.arange(12.0))]  # 0.28 m/s east, 20 m wiggles
-        >>> x[6, 1] += 4000.0  # 4 km off: hops of 1.2 m/s, under the spike rule's 3 m/s
-        >>> bool(spike_mask(t, x, "projected").any()), np.flatnonzero(off_track_mask(t, x, "projected")).tolist()
-        (False, [6])
+    Examples
+    --------
+    >>> t = 3600.0 * np.arange(12)
+    >>> x = np.c_[1000.0 * np.arange(12), 20.0 * np.sin(np.arange(12.0))]  # 0.28 m/s east, 20 m wiggles
+    >>> x[6, 1] += 4000.0  # 4 km off: hops of 1.2 m/s, under the spike rule's 3 m/s
+    >>> bool(spike_mask(t, x, "projected").any()), np.flatnonzero(off_track_mask(t, x, "projected")).tolist()
+    (False, [6])
     """
     mask = np.zeros(len(t), bool)
     idx = np.flatnonzero(np.all(np.isfinite(p), axis=1))

@@ -23,26 +23,39 @@ def export_tracks(source, out, *, n_fields: int | None = None, box=None, start: 
                   seed: int = 0, overwrite: bool = False, history: str = "") -> Tracks:
     """Returns the tracks written to `out` after reading `source`, selecting, mapping and cutting gaps.
 
-    Args:
-        source: a track file in any format `read_tracks` reads (a lagda dataset included), or several, or a folder
-            of them (physical tracks only: `read_raw`).
-        out: the netCDF file to write (temporary name, then rename).
-        n_fields: keep the first `n_fields` flows only.
-        box, start, time_scale: place model-unit tracks in the world: (west, east, south, north)
-            degrees, the ISO 8601 date of model time 0, seconds per model time unit (all three).
-        centre: (lon, lat) degrees: place tracks in projected metres (a QG file) on the sphere, their box the
-            same lengths on the tangent plane at `centre`; with `start`, re-dated so that the file's time origin
-            is `start` (the time scale is kept: the same velocities in m/s).
-        gaps: (count, longest): per trajectory, `count` gaps of 1..`longest` consecutive missing
-            fixes (lengths uniform), one in each of `count` equal stretches of the track, drawn
-            from `seed`; the fixes are removed (no time, no position), as in real drifter records.
-        layout: "multidimensional" or "ragged" (clouddrift's contiguous ragged array).
-        plain: write what another tool would: the fixes only, without lagda's mapping attributes, release
-            points or truth (a reader infers the box and time scale).
-        history: the CF `history` line (the command).
-    Raises:
-        ValueError: one line for an existing output without `overwrite`, a partial or misplaced
-            mapping, or bad selections.
+    Parameters
+    ----------
+    source
+        a track file in any format `read_tracks` reads (a lagda dataset included), or several, or a folder
+        of them (physical tracks only: `read_raw`).
+    out
+        the netCDF file to write (temporary name, then rename).
+    n_fields
+        keep the first `n_fields` flows only.
+    box, start, time_scale
+        place model-unit tracks in the world: (west, east, south, north)
+        degrees, the ISO 8601 date of model time 0, seconds per model time unit (all three).
+    centre
+        (lon, lat) degrees: place tracks in projected metres (a QG file) on the sphere, their box the
+        same lengths on the tangent plane at `centre`; with `start`, re-dated so that the file's time origin
+        is `start` (the time scale is kept: the same velocities in m/s).
+    gaps
+        (count, longest): per trajectory, `count` gaps of 1..`longest` consecutive missing
+        fixes (lengths uniform), one in each of `count` equal stretches of the track, drawn
+        from `seed`; the fixes are removed (no time, no position), as in real drifter records.
+    layout
+        "multidimensional" or "ragged" (clouddrift's contiguous ragged array).
+    plain
+        write what another tool would: the fixes only, without lagda's mapping attributes, release
+        points or truth (a reader infers the box and time scale).
+    history
+        the CF `history` line (the command).
+
+    Raises
+    ------
+    ValueError
+        one line for an existing output without `overwrite`, a partial or misplaced
+        mapping, or bad selections.
     """
     if os.path.exists(out) and not overwrite:
         raise ValueError(f"{out} exists; pass --overwrite to replace it")
@@ -94,8 +107,10 @@ def cut_gaps(tracks: Tracks, count: int, longest: int, seed: int = 0) -> Tracks:
 
     The first and last fix of each stretch are kept, so a track keeps its extent.
 
-    Raises:
-        ValueError: if count < 1, longest < 1, or a stretch is too short for the longest gap.
+    Raises
+    ------
+    ValueError
+        if count < 1, longest < 1, or a stretch is too short for the longest gap.
     """
     if count < 1 or longest < 1:
         raise ValueError(f"--gaps COUNT LONGEST must be positive, got {count} {longest}")

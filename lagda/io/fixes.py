@@ -20,11 +20,22 @@ MIN_SEGMENT_FIXES = 3  # a segment with fewer fixes gives no velocity to map
 class Fixes:
     """Fixes of several drifters, flat, grouped by trajectory (sorted by time in each once `clean`ed).
 
-    Attributes:
-        traj: int64 `(fix,)` index into `ids`; ids: `(trajectory,)` the archive's ids as stored.
-        time: float64 `(fix,)` seconds since 1970-01-01T00:00:00Z; lon, lat: float64 `(fix,)` degrees.
-        drogue: `(fix,)` the archive's drogue_status (0: undrogued), or None when it has none.
-        notes: what the selection and cleaning did, one line each; clean: the counts of `clean` (name -> number).
+    Attributes
+    ----------
+    traj
+        int64 `(fix,)` index into `ids`
+    ids
+        `(trajectory,)` the archive's ids as stored.
+    time
+        float64 `(fix,)` seconds since 1970-01-01T00:00:00Z
+    lon, lat
+        float64 `(fix,)` degrees.
+    drogue
+        `(fix,)` the archive's drogue_status (0: undrogued), or None when it has none.
+    notes
+        what the selection and cleaning did, one line each
+    clean
+        the counts of `clean` (name -> number).
     """
 
     traj: np.ndarray
@@ -53,16 +64,17 @@ class Fixes:
         """Returns the fixes with each drifter segment's positions (split as `segments` splits them, short ones
         too) averaged over the local inertial period and two tidal periods (lagda.io.lowpass), its note added.
 
-        Example:
-            >>> t = np.arange(97) * 3600.0  # hourly, 4 days: a 0.1 m/s drift north and a 0.1 m/s inertial loop
-            >>> f = 2 * 7.2921159e-5 * np.sin(np.deg2rad(40.0))
-            >>> lat = 40.0 + np.rad2deg((0.1 * t + 0.1 / f * np.sin(f * t)) / 6371008.8)
-            >>> smooth = Fixes(np.zeros(97, np.int64), t, np.zeros(97), lat, np.array([1])).low_passed()
-            >>> drift = 40.0 + np.rad2deg(0.1 * t / 6371008.8)
-            >>> bool(np.abs(smooth.lat - drift)[30:67].max() * 111e3 < 5)  # metres, where both windows fit
-            True
-            >>> round(float(np.abs(lat - drift).max() * 111e3))  # the loop's radius in metres
-            1065
+        Examples
+        --------
+        >>> t = np.arange(97) * 3600.0  # hourly, 4 days: a 0.1 m/s drift north and a 0.1 m/s inertial loop
+        >>> f = 2 * 7.2921159e-5 * np.sin(np.deg2rad(40.0))
+        >>> lat = 40.0 + np.rad2deg((0.1 * t + 0.1 / f * np.sin(f * t)) / 6371008.8)
+        >>> smooth = Fixes(np.zeros(97, np.int64), t, np.zeros(97), lat, np.array([1])).low_passed()
+        >>> drift = 40.0 + np.rad2deg(0.1 * t / 6371008.8)
+        >>> bool(np.abs(smooth.lat - drift)[30:67].max() * 111e3 < 5)  # metres, where both windows fit
+        True
+        >>> round(float(np.abs(lat - drift).max() * 111e3))  # the loop's radius in metres
+        1065
         """
         from lagda.io.lowpass import low_pass
 

@@ -6,14 +6,15 @@ longitudes -180 + j/120 to -180 + (j + 1)/120; most lakes count as land). That p
 whole mask at import (0.9 GB as booleans, 5 s); here its compressed file is read a band of rows at a time and
 only the rows and columns of the cells asked for are kept, so a basin costs about a second and little memory.
 
-Example:
-    >>> import numpy as np
-    >>> sea_fraction(np.array([-30.0]), np.array([0.0]), 1.0)  # a 1-degree cell in the mid-Atlantic
-    array([[1.]], dtype=float32)
-    >>> sea_fraction(np.array([20.0]), np.array([25.0]), 1.0)  # in the Sahara
-    array([[0.]], dtype=float32)
-    >>> sea_fraction(np.array([-6.5, -5.5]), np.array([35.5]), 1.0).round(2)  # the Gulf of Cadiz, Gibraltar
-    array([[0.93, 0.26]], dtype=float32)
+Examples
+--------
+>>> import numpy as np
+>>> sea_fraction(np.array([-30.0]), np.array([0.0]), 1.0)  # a 1-degree cell in the mid-Atlantic
+array([[1.]], dtype=float32)
+>>> sea_fraction(np.array([20.0]), np.array([25.0]), 1.0)  # in the Sahara
+array([[0.]], dtype=float32)
+>>> sea_fraction(np.array([-6.5, -5.5]), np.array([35.5]), 1.0).round(2)  # the Gulf of Cadiz, Gibraltar
+array([[0.93, 0.26]], dtype=float32)
 """
 
 from __future__ import annotations
@@ -55,23 +56,33 @@ def sea_fraction(lon, lat, resolution) -> np.ndarray:
     The fraction is the share of the mask's pixels whose centre lies in the cell; a cell that holds no pixel
     centre (cells under 1/120 degree) takes the pixel at its centre.
 
-    Args:
-        lon: (nx,) cell centres in degrees east, evenly spaced (any convention: -180..180, 0..360, across the
-            dateline).
-        lat: (ny,) cell centres in degrees north, evenly spaced and increasing.
-        resolution: the cells' side in degrees, or (dlon, dlat).
+    Parameters
+    ----------
+    lon
+        (nx,) cell centres in degrees east, evenly spaced (any convention: -180..180, 0..360, across the
+        dateline).
+    lat
+        (ny,) cell centres in degrees north, evenly spaced and increasing.
+    resolution
+        the cells' side in degrees, or (dlon, dlat).
 
-    Returns:
+    Returns
+    -------
+    np.ndarray
         float32 `(ny, nx)`: the sea fraction of each cell, in [0, 1] (rows by latitude, columns by longitude).
 
-    Raises:
-        ValueError: latitudes outside -90..90.
-        ImportError: global-land-mask missing.
+    Raises
+    ------
+    ValueError
+        latitudes outside -90..90.
+    ImportError
+        global-land-mask missing.
 
-    Example:
-        >>> import numpy as np
-        >>> sea_fraction(np.array([-6.5, -5.5]), np.array([35.5]), 1.0).round(2)  # the Gulf of Cadiz, Gibraltar
-        array([[0.93, 0.26]], dtype=float32)
+    Examples
+    --------
+    >>> import numpy as np
+    >>> sea_fraction(np.array([-6.5, -5.5]), np.array([35.5]), 1.0).round(2)  # the Gulf of Cadiz, Gibraltar
+    array([[0.93, 0.26]], dtype=float32)
     """
     lon, lat = np.atleast_1d(np.asarray(lon, float)), np.atleast_1d(np.asarray(lat, float))
     dlon, dlat = (float(resolution),) * 2 if np.ndim(resolution) == 0 else map(float, resolution)
@@ -124,9 +135,12 @@ def draw_land(ax, lon_range, lat_range) -> None:
     """Draws the land in grey over a longitude/latitude axes (over its images and meshes, under lines and
     arrows of zorder above 2) and the coast as a line, in pixels of about 2 minutes (at most DRAWN_PIXELS a side).
 
-    Args:
-        ax: a matplotlib Axes in degrees; lon_range, lat_range: (first, last) edges of the area drawn in degrees
-            (longitudes may run past 180).
+    Parameters
+    ----------
+    ax
+        a matplotlib Axes in degrees
+    lon_range, lat_range
+        (first, last) edges of the area drawn in degrees (longitudes may run past 180).
     """
     lon, lat, sea = _drawn_sea(tuple(map(float, lon_range)), tuple(map(float, lat_range)))
     ax.imshow(np.where(sea[..., None] < 0.5, [0.8, 0.8, 0.8, 1.0], 0.0), extent=(*lon_range, *lat_range),

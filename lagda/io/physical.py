@@ -46,13 +46,20 @@ ATTR_PREFIX = "lagda_mapping_"
 class Mapping:
     """The map between physical track coordinates and the model's torus (module docstring).
 
-    Attributes:
-        box: (west, east, south, north): degrees for "lonlat", metres for "projected".
-        coordinates: "lonlat" (longitude/latitude, degrees) or "projected" (x/y, metres).
-        time_origin: seconds since 1970-01-01T00:00:00Z of model time t = 0.
-        time_scale_s: seconds per model time unit (T).
-        notes: the box, the time origin and time unit, what was inferred and how (`infer_mapping`), one line each.
-        inferred: which of "box", "time_origin", "time_scale" were inferred from the tracks (not given, not stored).
+    Attributes
+    ----------
+    box
+        (west, east, south, north): degrees for "lonlat", metres for "projected".
+    coordinates
+        "lonlat" (longitude/latitude, degrees) or "projected" (x/y, metres).
+    time_origin
+        seconds since 1970-01-01T00:00:00Z of model time t = 0.
+    time_scale_s
+        seconds per model time unit (T).
+    notes
+        the box, the time origin and time unit, what was inferred and how (`infer_mapping`), one line each.
+    inferred
+        which of "box", "time_origin", "time_scale" were inferred from the tracks (not given, not stored).
     """
 
     box: tuple[float, float, float, float]
@@ -171,8 +178,10 @@ class Mapping:
     def from_attrs(cls, attrs) -> "Mapping | None":
         """Returns the mapping stored in netCDF attributes by `attrs()`, or None when there is none.
 
-        Raises:
-            ValueError: if the attributes are present but inconsistent.
+        Raises
+        ------
+        ValueError
+            if the attributes are present but inconsistent.
         """
         if ATTR_PREFIX + "box" not in attrs:
             return None
@@ -194,8 +203,10 @@ def iso_time(seconds: float) -> str:
 def parse_time(text: str) -> float:
     """Returns seconds since 1970-01-01T00:00:00Z of an ISO 8601 datetime (a trailing Z or offset allowed).
 
-    Raises:
-        ValueError: if `text` is not an ISO 8601 date or datetime.
+    Raises
+    ------
+    ValueError
+        if `text` is not an ISO 8601 date or datetime.
     """
     import pandas as pd
 
@@ -334,8 +345,10 @@ def _mapping_notes(mapping: Mapping, inferred: list, window_s: float) -> list[st
 def box_of_size(centre, lengths_m, coordinates: Literal["lonlat", "projected"]) -> tuple[float, float, float, float]:
     """Returns the box (west, east, south, north) of side lengths (L_x, L_y) metres on the tangent plane at `centre`.
 
-    Args:
-        centre: (lon_c, lat_c) degrees, or (x_c, y_c) metres for projected coordinates.
+    Parameters
+    ----------
+    centre
+        (lon_c, lat_c) degrees, or (x_c, y_c) metres for projected coordinates.
     """
     half = 0.5 * np.asarray(lengths_m, np.float64)
     if coordinates == "lonlat":
@@ -367,9 +380,14 @@ def physical_fields(fields: dict, mapping: Mapping, y) -> dict:
     psi times L_x L_y / T (m^2/s); u times L_x / T cos(lat) / cos(lat_c) (eastward, m/s); v times
     L_y / T (northward, m/s); a std scales like its mean.
 
-    Args:
-        fields: arrays whose last two axes are (y, x) of the model grid; mapping: the track mapping;
-        y: model grid y `(y,)` in domain lengths.
+    Parameters
+    ----------
+    fields
+        arrays whose last two axes are (y, x) of the model grid
+    mapping
+        the track mapping
+    y
+        model grid y `(y,)` in domain lengths.
     """
     lat = mapping.from_model(np.zeros_like(np.asarray(y, np.float64)), y)[1]
     fu, fv = mapping.velocity_factors(lat)

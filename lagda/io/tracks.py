@@ -25,26 +25,42 @@ from simulate.schema import CONVENTIONS
 class Tracks:
     """Observed drifter tracks, in the model's units (the torus and nondimensional time).
 
-    Attributes:
-        positions: float64 `(trajectory, obs, 2)` unwrapped x, y; NaN where missing.
-        times: float64 `(trajectory, obs)`; NaN where missing (padding).
-        field: int64 `(trajectory,)` which flow each track samples (0..n_field-1).
-        trajectory_id: `(trajectory,)` ids as read (str or int).
-        true_coef: complex128 `(field, mode)` when known (lagda dataset).
-        k1, k2: int `(mode,)` wavevectors when the file says (lagda dataset).
-        omega: float `(mode,)` frequencies when the file says.
-        release: float64 `(trajectory, 2)` release point at t = 0 if known.
-        mapping: the `lagda.io.physical.Mapping` that took physical tracks to the model, else None.
-        notes: what the reader assumed or inferred (layout, box, time scale), one line each.
-        dt: the RK4 step stated by the file (its global `dt` attribute), else None.
-        gridded_truth: for a QG truth file (lagda simulate --flow qg), its truth psi, u, v on the model grid
-            with the file's attributes (an xarray Dataset held in memory), else None.
-        position_std_m: float64 `(trajectory, obs)` per-fix position error std (m, per component; the file's
-            GDP `err_lat`/`err_lon`), NaN where unknown, or None when the file has none.
-        velocity_std_m_s: float64 `(trajectory, obs)` per-fix velocity error std (m/s, per component; GDP
-            `err_ve`/`err_vn`), NaN where unknown, or None.
-        clean: the `lagda.io.clean.CleanReport` of a track file's quality control, else None (its `attrs()`
-            are the counts for a result file).
+    Attributes
+    ----------
+    positions
+        float64 `(trajectory, obs, 2)` unwrapped x, y; NaN where missing.
+    times
+        float64 `(trajectory, obs)`; NaN where missing (padding).
+    field
+        int64 `(trajectory,)` which flow each track samples (0..n_field-1).
+    trajectory_id
+        `(trajectory,)` ids as read (str or int).
+    true_coef
+        complex128 `(field, mode)` when known (lagda dataset).
+    k1, k2
+        int `(mode,)` wavevectors when the file says (lagda dataset).
+    omega
+        float `(mode,)` frequencies when the file says.
+    release
+        float64 `(trajectory, 2)` release point at t = 0 if known.
+    mapping
+        the `lagda.io.physical.Mapping` that took physical tracks to the model, else None.
+    notes
+        what the reader assumed or inferred (layout, box, time scale), one line each.
+    dt
+        the RK4 step stated by the file (its global `dt` attribute), else None.
+    gridded_truth
+        for a QG truth file (lagda simulate --flow qg), its truth psi, u, v on the model grid
+        with the file's attributes (an xarray Dataset held in memory), else None.
+    position_std_m
+        float64 `(trajectory, obs)` per-fix position error std (m, per component; the file's
+        GDP `err_lat`/`err_lon`), NaN where unknown, or None when the file has none.
+    velocity_std_m_s
+        float64 `(trajectory, obs)` per-fix velocity error std (m/s, per component; GDP
+        `err_ve`/`err_vn`), NaN where unknown, or None.
+    clean
+        the `lagda.io.clean.CleanReport` of a track file's quality control, else None (its `attrs()`
+        are the counts for a result file).
     """
 
     positions: np.ndarray
@@ -109,8 +125,10 @@ def remap_tracks(tracks: Tracks, mapping) -> Tracks:
     Positions, times and release points go back to physical units through the tracks' own mapping and forward
     through `mapping`; true coefficients, which belong to the old mapping, are dropped.
 
-    Raises:
-        ValueError: for tracks in model units, or a mapping in other coordinates (lon/lat against metres).
+    Raises
+    ------
+    ValueError
+        for tracks in model units, or a mapping in other coordinates (lon/lat against metres).
     """
     old = tracks.mapping
     if old is None or old.coordinates != mapping.coordinates:
@@ -127,19 +145,32 @@ def remap_tracks(tracks: Tracks, mapping) -> Tracks:
 class RawTracks:
     """Tracks as read, before the mapping: per-trajectory lists in the file's units.
 
-    Attributes:
-        times: per trajectory `(n,)`: model time, or seconds since 1970-01-01T00:00:00Z when `physical_time`.
-        positions: per trajectory `(n, 2)`: model x, y, lon/lat degrees or x/y metres (`coordinates`).
-        ids: `(trajectory,)`; field: `(trajectory,)` or None when the file does not say (then each
-            model-unit trajectory is its own flow, and physical tracks all sample one ocean: flow 0).
-        coordinates: "model", "lonlat" or "projected".
-        attrs: the file's global attributes; release, truth: as in `Tracks`.
-        ids_given: False when the file names no trajectory ids (then `ids` are 0, 1, ...).
-        notes: what reading did that the user should know, one line each (e.g. several files read as one).
-        per_fix: optional per-fix variables, name -> per trajectory `(n,)` aligned with `times`: the GDP
-            variables a file holds (`drogue_status`, `location_type`, `err_lat`, `err_lon` in degrees,
-            `err_ve`, `err_vn` in m/s), and after `lagda.io.clean.clean_fixes` `position_std_m` and
-            `velocity_std_m_s` derived from them.
+    Attributes
+    ----------
+    times
+        per trajectory `(n,)`: model time, or seconds since 1970-01-01T00:00:00Z when `physical_time`.
+    positions
+        per trajectory `(n, 2)`: model x, y, lon/lat degrees or x/y metres (`coordinates`).
+    ids
+        `(trajectory,)`
+    field
+        `(trajectory,)` or None when the file does not say (then each model-unit trajectory is its own flow, and
+        physical tracks all sample one ocean: flow 0).
+    coordinates
+        "model", "lonlat" or "projected".
+    attrs
+        the file's global attributes
+    release, truth
+        as in `Tracks`.
+    ids_given
+        False when the file names no trajectory ids (then `ids` are 0, 1, ...).
+    notes
+        what reading did that the user should know, one line each (e.g. several files read as one).
+    per_fix
+        optional per-fix variables, name -> per trajectory `(n,)` aligned with `times`: the GDP
+        variables a file holds (`drogue_status`, `location_type`, `err_lat`, `err_lon` in degrees,
+        `err_ve`, `err_vn` in m/s), and after `lagda.io.clean.clean_fixes` `position_std_m` and
+        `velocity_std_m_s` derived from them.
     """
 
     times: list
@@ -179,8 +210,10 @@ def pack_tracks(times, positions, ids, field, release=None, per_fix: dict | None
     which follow their observations. Track files reach this through lagda.io.clean, which sorts
     times and resolves duplicates; here, for internal callers, they are an error.
 
-    Raises:
-        ValueError: if a track's times are not strictly increasing.
+    Raises
+    ------
+    ValueError
+        if a track's times are not strictly increasing.
     """
     per_fix = per_fix or {}
     kept_t, kept_p, kept_v = [], [], {name: [] for name in per_fix}
@@ -406,12 +439,19 @@ def check_fits_model(tracks: Tracks, model_dt: float, k1=None, k2=None, omega=No
     integer multiples of the model's RK4 step `model_dt` (relative tolerance 1e-6), and a file
     whose mode set or frequencies (when it states them) differ from the model's.
 
-    Args:
-        tracks: the observed tracks.
-        model_dt: the trained model's / forward model's time step.
-        k1, k2: integer `(mode,)` and omega `(mode,)`: the model's modes (optional).
-    Raises:
-        ValueError: one line naming the first problem (and how many more there are).
+    Parameters
+    ----------
+    tracks
+        the observed tracks.
+    model_dt
+        the trained model's / forward model's time step.
+    k1, k2
+        integer `(mode,)` and omega `(mode,)`: the model's modes (optional).
+
+    Raises
+    ------
+    ValueError
+        one line naming the first problem (and how many more there are).
     """
     problems, missing, gaps = [], [], []
     if tracks.n_trajectory == 0:

@@ -53,11 +53,17 @@ def save(mngr: ocp.CheckpointManager, epoch: int, tree) -> None:
 def restore(mngr: ocp.CheckpointManager, like, epoch: int | None = None):
     """Returns (tree with the structure of `like`, epoch) from the latest (or given) checkpoint.
 
-    Args:
-        like: a pytree (concrete or abstract) with the saved structure.
-    Raises:
-        FileNotFoundError: if there is no checkpoint.
-        ValueError: if the checkpoint does not match `like` (another model configuration).
+    Parameters
+    ----------
+    like
+        a pytree (concrete or abstract) with the saved structure.
+
+    Raises
+    ------
+    FileNotFoundError
+        if there is no checkpoint.
+    ValueError
+        if the checkpoint does not match `like` (another model configuration).
     """
     epoch = mngr.latest_step() if epoch is None else epoch
     if epoch is None:

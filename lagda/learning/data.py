@@ -21,15 +21,25 @@ import numpy as np
 class PairedData:
     """Pairs (c, v) of one dataset, as numpy arrays.
 
-    Attributes:
-        coef: complex64 `(sample, mode)` coefficients c_k.
-        positions: float32 `(sample, drifter, obs, 2)` unwrapped tracks.
-        time: float64 `(obs,)` observation times t_j.
-        k1, k2: int32 `(mode,)` wavevectors; omega: float64 `(mode,)` frequencies.
-        prior_scale: float64 `(mode,)` prior standard deviations a_k.
-        attrs: generator settings (SimConfig fields) as a JSON-compatible dict.
-        time_basis: for pairs in a chosen basis (simulate.qg.basis_pairs), its Legendre time basis:
-            {"degree": `(mode,)`, "start", "length" (model time), "current": `(mode,)` bool}; None: lagda's modes.
+    Attributes
+    ----------
+    coef
+        complex64 `(sample, mode)` coefficients c_k.
+    positions
+        float32 `(sample, drifter, obs, 2)` unwrapped tracks.
+    time
+        float64 `(obs,)` observation times t_j.
+    k1, k2
+        int32 `(mode,)` wavevectors
+    omega
+        float64 `(mode,)` frequencies.
+    prior_scale
+        float64 `(mode,)` prior standard deviations a_k.
+    attrs
+        generator settings (SimConfig fields) as a JSON-compatible dict.
+    time_basis
+        for pairs in a chosen basis (simulate.qg.basis_pairs), its Legendre time basis:
+        {"degree": `(mode,)`, "start", "length" (model time), "current": `(mode,)` bool}; None: lagda's modes.
     """
 
     coef: np.ndarray
@@ -224,8 +234,10 @@ def _is_pattern(path) -> bool:
 def expand_paths(paths) -> list[pathlib.Path]:
     """Returns the paths with each glob pattern that names no file (e.g. 'train-*.nc', quoted) expanded, sorted.
 
-    Raises:
-        FileNotFoundError: for a pattern that matches nothing.
+    Raises
+    ------
+    FileNotFoundError
+        for a pattern that matches nothing.
     """
     out = []
     for item in paths:
@@ -285,8 +297,11 @@ def merge_drifters(datasets: list[PairedData]) -> PairedData:
 
     For files of the same fields (same --seed and --n-samples, hence the same coefficients)
     with other releases or drifter counts, e.g. a fixed-release and a random-release file.
-    Raises:
-        ValueError: if the coefficients, modes, frequencies or times differ.
+
+    Raises
+    ------
+    ValueError
+        if the coefficients, modes, frequencies or times differ.
     """
     first = datasets[0]
     for other in datasets[1:]:
@@ -301,8 +316,10 @@ def merge_drifters(datasets: list[PairedData]) -> PairedData:
 def check_same_modes(meta: dict, data: PairedData, what: str) -> None:
     """Checks that `data` has the modes and frequencies of a run's `meta`.
 
-    Raises:
-        ValueError: naming `what` (e.g. the dataset path) if modes, frequencies or obs differ.
+    Raises
+    ------
+    ValueError
+        naming `what` (e.g. the dataset path) if modes, frequencies or obs differ.
     """
     same_modes = np.array_equal(np.asarray(meta["k1"]), data.k1) and np.array_equal(np.asarray(meta["k2"]), data.k2)
     if not same_modes:

@@ -49,11 +49,17 @@ def embed_coefficients(coef, kind: str = "re_im"):
     x x^T with off-diagonals doubled, 1), whose inner product with a misfit head's track embedding
     (lagda/learning/set_encoder.py) is minus the velocity misfit of the coefficients to the tracks.
 
-    Args:
-        coef: complex `(..., mode)` Fourier coefficients c_k of eq. (59).
-        kind: TrainConfig.coef_embedding.
-    Raises:
-        ValueError: for an unknown kind.
+    Parameters
+    ----------
+    coef
+        complex `(..., mode)` Fourier coefficients c_k of eq. (59).
+    kind
+        TrainConfig.coef_embedding.
+
+    Raises
+    ------
+    ValueError
+        for an unknown kind.
     """
     coef = jnp.asarray(coef)
     x = jnp.concatenate([jnp.real(coef), jnp.imag(coef)], axis=-1)
@@ -94,9 +100,12 @@ def similarity_mask(k1, k2, mask_mean_mode: bool, prior_scale=None, kind: str = 
 def track_features(positions, kind: str):
     """Returns raw (unstandardised) per-observation features `(..., obs, feature)`.
 
-    Args:
-        positions: unwrapped `(..., obs, 2)`.
-        kind: one of "position", "increments", "sincos", "increments+sincos".
+    Parameters
+    ----------
+    positions
+        unwrapped `(..., obs, 2)`.
+    kind
+        one of "position", "increments", "sincos", "increments+sincos".
     """
     parts = []
     if kind == "position":
@@ -169,11 +178,16 @@ class TrajectoryTransformer(nnx.Module):
     def __init__(self, n_obs: int, n_embed: int, config: TrainConfig, *, rngs: nnx.Rngs, modes: dict | None = None):
         """Builds g_v for tracks of `n_obs` observations and embedding size n_e = `n_embed`.
 
-        Args:
-            modes: with config.physics, the dataset's "time" `(obs,)`, "k1", "k2", "omega" and
-                "prior_scale" `(mode,)` (e.g. PairedData.meta()), stored as model constants.
-        Raises:
-            ValueError: if the patch length does not divide n_obs, or physics lacks `modes`.
+        Parameters
+        ----------
+        modes
+            with config.physics, the dataset's "time" `(obs,)`, "k1", "k2", "omega" and
+            "prior_scale" `(mode,)` (e.g. PairedData.meta()), stored as model constants.
+
+        Raises
+        ------
+        ValueError
+            if the patch length does not divide n_obs, or physics lacks `modes`.
         """
         config.validate()
         if n_obs % config.patch:
@@ -228,10 +242,15 @@ class TrajectoryTransformer(nnx.Module):
     def __call__(self, positions, estimate=None):
         """Returns g_v(v), float32 `(batch, n_e)` for unwrapped positions `(batch, obs, 2)`.
 
-        Args:
-            estimate: optional precomputed `physics_estimate(positions)` (physics models only).
-        Raises:
-            ValueError: if positions are not `(batch, n_obs, 2)`.
+        Parameters
+        ----------
+        estimate
+            optional precomputed `physics_estimate(positions)` (physics models only).
+
+        Raises
+        ------
+        ValueError
+            if positions are not `(batch, n_obs, 2)`.
         """
         x = self._tokens(positions)
         pooled = {"last": lambda: x[:, -1], "cls": lambda: x[:, 0], "mean": lambda: jnp.mean(x, axis=1)}[self.pooling]()
@@ -281,9 +300,14 @@ def encode_track_points(model, positions, estimate=None, times=None, mask=None):
     The union of the field's tracks' token points (TrajectoryTransformer.points); a SetEncoder,
     which pools its tokens into sufficient statistics first, gives the singleton {g_v}.
 
-    Args:
-        positions: unwrapped `(batch, drifter, obs, 2)`; estimate: optional `(batch, drifter, n_e)`.
-        times, mask: as in `encode_tracks` (set encoder only).
+    Parameters
+    ----------
+    positions
+        unwrapped `(batch, drifter, obs, 2)`
+    estimate
+        optional `(batch, drifter, n_e)`.
+    times, mask
+        as in `encode_tracks` (set encoder only).
     """
     if positions.ndim != 4:
         raise ValueError(f"expected positions (batch, drifter, obs, 2), got {positions.shape}")
@@ -306,13 +330,20 @@ def encode_tracks(model, positions, estimate=None, times=None, mask=None):
     set-similarity idea of the SLIP/set-CLIP seed paper; with one drifter it is g_v. A
     SetEncoder pools all drifters' tokens itself and reads `times` and `mask`.
 
-    Args:
-        positions: unwrapped `(batch, drifter, obs, 2)`.
-        estimate: optional precomputed physics estimates `(batch, drifter, n_e)` (transformer).
-        times, mask: optional, broadcastable to `(batch, drifter, obs)` (set encoder only;
-            default: the dataset's time grid, every observation valid).
-    Raises:
-        ValueError: if positions are not 4-dimensional, or times/mask are given to a transformer.
+    Parameters
+    ----------
+    positions
+        unwrapped `(batch, drifter, obs, 2)`.
+    estimate
+        optional precomputed physics estimates `(batch, drifter, n_e)` (transformer).
+    times, mask
+        optional, broadcastable to `(batch, drifter, obs)` (set encoder only;
+        default: the dataset's time grid, every observation valid).
+
+    Raises
+    ------
+    ValueError
+        if positions are not 4-dimensional, or times/mask are given to a transformer.
     """
     if positions.ndim != 4:
         raise ValueError(f"expected positions (batch, drifter, obs, 2), got {positions.shape}")

@@ -18,15 +18,22 @@ import numpy as np
 def split_covariance(cov: np.ndarray, n_u: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Returns the blocks `(C_uu, C_uv, C_vv)` of the joint covariance.
 
-    Args:
-      cov: `(n_u + n_v, n_u + n_v)` symmetric positive-definite covariance.
-      n_u: dimension of u.
+    Parameters
+    ----------
+    cov
+        `(n_u + n_v, n_u + n_v)` symmetric positive-definite covariance.
+    n_u
+        dimension of u.
 
-    Returns:
-      `C_uu` `(n_u, n_u)`, `C_uv` `(n_u, n_v)`, `C_vv` `(n_v, n_v)`.
+    Returns
+    -------
+    tuple[np.ndarray, np.ndarray, np.ndarray]
+        `C_uu` `(n_u, n_u)`, `C_uv` `(n_u, n_v)`, `C_vv` `(n_v, n_v)`.
 
-    Raises:
-      ValueError: if `cov` is not square or `n_u` is not in `[1, d-1]`.
+    Raises
+    ------
+    ValueError
+        if `cov` is not square or `n_u` is not in `[1, d-1]`.
     """
     cov = np.asarray(cov, dtype=float)
     if cov.ndim != 2 or cov.shape[0] != cov.shape[1] or not 0 < n_u < cov.shape[0]:
@@ -71,13 +78,19 @@ def cond_minimizer(cov: np.ndarray, n_u: int, rank: int | None = None) -> np.nda
     `A* = C_uu^{-1} C_uv C_vv^{-1}` (43); with `rank = r`:
     `A*(r) = C_uu^{-1/2} (C_uu^{-1/2} C_uv C_vv^{-1/2})_r C_vv^{-1/2}` (44).
 
-    Args:
-      cov: `(d, d)` joint covariance.
-      n_u: dimension of u.
-      rank: rank constraint `r` (= embedding dimension `n_e`) or None.
+    Parameters
+    ----------
+    cov
+        `(d, d)` joint covariance.
+    n_u
+        dimension of u.
+    rank
+        rank constraint `r` (= embedding dimension `n_e`) or None.
 
-    Returns:
-      `(n_u, n_v)` matrix.
+    Returns
+    -------
+    np.ndarray
+        `(n_u, n_v)` matrix.
     """
     c_uu, _, c_vv = split_covariance(cov, n_u)
     core = truncate_rank(whitened_cross_covariance(cov, n_u), rank)
@@ -91,13 +104,19 @@ def joint_minimizer(cov: np.ndarray, n_u: int, rank: int | None = None) -> np.nd
     `A* = C_uu^{-1/2} U h(Sigma) V^T C_vv^{-1/2}` (53), and with `rank = r`
     `C_uu^{-1/2} (U h(Sigma) V^T)_r C_vv^{-1/2}` (54).
 
-    Args:
-      cov: `(d, d)` joint covariance.
-      n_u: dimension of u.
-      rank: rank constraint `r` or None.
+    Parameters
+    ----------
+    cov
+        `(d, d)` joint covariance.
+    n_u
+        dimension of u.
+    rank
+        rank constraint `r` or None.
 
-    Returns:
-      `(n_u, n_v)` matrix.
+    Returns
+    -------
+    np.ndarray
+        `(n_u, n_v)` matrix.
     """
     c_uu, _, c_vv = split_covariance(cov, n_u)
     left, sing, right_t = np.linalg.svd(whitened_cross_covariance(cov, n_u), full_matrices=False)
@@ -118,12 +137,17 @@ def one_sided_minimizer(cov: np.ndarray, n_u: int) -> tuple[np.ndarray, np.ndarr
     `A* = C_{u|v}^{-1} C_uv C_vv^{-1}` (49a),
     `B* = C_uu^{-1} C_uv C_{v|u}^{-1} C_vu C_uu^{-1}` (49b).
 
-    Args:
-      cov: `(d, d)` joint covariance.
-      n_u: dimension of u.
+    Parameters
+    ----------
+    cov
+        `(d, d)` joint covariance.
+    n_u
+        dimension of u.
 
-    Returns:
-      `A*` `(n_u, n_v)` and `B*` `(n_u, n_u)`.
+    Returns
+    -------
+    tuple[np.ndarray, np.ndarray]
+        `A*` `(n_u, n_v)` and `B*` `(n_u, n_u)`.
     """
     c_uu, c_uv, c_vv = split_covariance(cov, n_u)
     _, c_u_given_v = conditional_u_given_v(cov, n_u)

@@ -45,8 +45,10 @@ def draw_frequencies(key, kernel: Kernel, dim: int, n_features: int, scale: floa
     Gaussian k~ with bandwidth sigma = `scale`: omega ~ N(0, sigma^-2 I). IMQ with c = `scale`:
     omega = (eta / c) xi, eta ~ N(0, 1) and xi ~ N(0, I) independent. beta ~ U[0, 2 pi).
 
-    Raises:
-        ValueError: for an unknown kernel or a scale <= 0.
+    Raises
+    ------
+    ValueError
+        for an unknown kernel or a scale <= 0.
     """
     if kernel not in ("gaussian", "imq"):
         raise ValueError(f"unknown kernel {kernel!r}; valid values: gaussian, imq")
@@ -79,9 +81,12 @@ def random_features(points, omega, beta):
 def set_embedding(points, omega, beta, alpha1: float, alpha2: float):
     """Returns [sqrt(alpha1) mean_i x_i, sqrt(alpha2) mean_i z(x_i)], `(batch, d + D)`.
 
-    Args:
-        points: `(batch, M, d)` sets of M points (normalised here, eq. 12 uses unit points).
-        omega, beta: one draw of `draw_frequencies`, shared by both sides of a similarity.
+    Parameters
+    ----------
+    points
+        `(batch, M, d)` sets of M points (normalised here, eq. 12 uses unit points).
+    omega, beta
+        one draw of `draw_frequencies`, shared by both sides of a similarity.
     """
     unit = normalise(points)
     mean = jnp.mean(unit, axis=1)
@@ -94,10 +99,17 @@ def kernel_set_logits(u_points, v_points, omega, beta, alpha1: float, alpha2: fl
 
     Algorithm 1 of the kernel-set paper; the logits of L_cond (eq. 14a generalised).
 
-    Args:
-        u_points: `(n_u, M_u, d)`; v_points: `(n_v, M_v, d)` sets of points.
-    Raises:
-        ValueError: if the point dimensions differ or tau <= 0.
+    Parameters
+    ----------
+    u_points
+        `(n_u, M_u, d)`
+    v_points
+        `(n_v, M_v, d)` sets of points.
+
+    Raises
+    ------
+    ValueError
+        if the point dimensions differ or tau <= 0.
     """
     if u_points.ndim != 3 or v_points.ndim != 3 or u_points.shape[-1] != v_points.shape[-1]:
         raise ValueError(f"expected point sets (n_u, M_u, d) and (n_v, M_v, d); got {u_points.shape} and "
@@ -121,8 +133,12 @@ def coefficient_points(u_emb, mode_omega, times):
 
     `times` None: the singleton {g_u(c)}; else `(M,)` times t_m: the set {(Re, Im)(c_k e^{i omega_k t_m})}_m.
 
-    Args:
-        u_emb: `(batch, 2K)` = g_u(c) = (Re c, Im c) (already masked); mode_omega: `(K,)`.
+    Parameters
+    ----------
+    u_emb
+        `(batch, 2K)` = g_u(c) = (Re c, Im c) (already masked)
+    mode_omega
+        `(K,)`.
     """
     if times is None:
         return u_emb[:, None, :]

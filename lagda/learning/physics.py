@@ -33,10 +33,14 @@ def design_matrix(positions, time, k1, k2, omega, stride: int):
 
     G is simulate.flow.velocity_basis at the interval midpoints, v the finite-difference velocities.
 
-    Args:
-        positions: `(..., obs, 2)` unwrapped positions at `time` `(obs,)`.
-        k1, k2, omega: `(mode,)` wavevectors and frequencies.
-        stride: observations per finite-difference interval (every `stride`-th position is used).
+    Parameters
+    ----------
+    positions
+        `(..., obs, 2)` unwrapped positions at `time` `(obs,)`.
+    k1, k2, omega
+        `(mode,)` wavevectors and frequencies.
+    stride
+        observations per finite-difference interval (every `stride`-th position is used).
     """
     z = np.asarray(positions, np.float64)[..., ::stride, :]
     t = np.asarray(time, np.float64)[::stride]
@@ -48,11 +52,18 @@ def design_matrix(positions, time, k1, k2, omega, stride: int):
 def posterior_mean(positions, time, k1, k2, omega, prior_sd, noise: float, stride: int) -> np.ndarray:
     """Returns theta_hat, float32 `(batch, 2 * mode)`: posterior means of (Re c, Im c) given tracks.
 
-    Args:
-        positions: unwrapped `(batch, obs, 2)`; time: `(obs,)`.
-        prior_sd: `(2 * mode,)` prior standard deviations of (Re c, Im c), i.e. a_k / sqrt(2) twice.
-        noise: sigma^2, the velocity-error variance relative to the prior (whitened units).
-        stride: observations per finite-difference interval.
+    Parameters
+    ----------
+    positions
+        unwrapped `(batch, obs, 2)`
+    time
+        `(obs,)`.
+    prior_sd
+        `(2 * mode,)` prior standard deviations of (Re c, Im c), i.e. a_k / sqrt(2) twice.
+    noise
+        sigma^2, the velocity-error variance relative to the prior (whitened units).
+    stride
+        observations per finite-difference interval.
     """
     g, v = design_matrix(positions, time, k1, k2, omega, stride)
     sd = np.asarray(prior_sd, np.float64)

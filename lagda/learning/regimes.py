@@ -54,8 +54,10 @@ def sample_regimes(key, positions, config: TrainConfig):
 
     Deterministic in `key`; field b uses fold_in(key, b).
 
-    Args:
-        positions: dense, exact, unwrapped `(batch, drifter, obs, 2)`.
+    Parameters
+    ----------
+    positions
+        dense, exact, unwrapped `(batch, drifter, obs, 2)`.
     """
     keys = jax.vmap(lambda b: jax.random.fold_in(key, b))(jnp.arange(positions.shape[0]))
     return jax.vmap(lambda k, z: _one_field(k, z, config))(keys, positions)

@@ -56,16 +56,23 @@ def recall_at_k(similarity: jax.Array, ks: Sequence[int] = (1, 5)) -> dict[int, 
     with the true match is counted as ranked above it. So a degenerate encoder with
     constant embeddings scores 0, never 1. A NaN true score is a miss.
 
-    Args:
-      similarity: `(q, n)` scores, `q <= n`; the true match of query `i` is
+    Parameters
+    ----------
+    similarity
+        `(q, n)` scores, `q <= n`; the true match of query `i` is
         library item `i`.
-      ks: cut-offs, positive integers.
+    ks
+        cut-offs, positive integers.
 
-    Returns:
-      Dict mapping each `k` to a fraction in `[0, 1]`.
+    Returns
+    -------
+    dict[int, float]
+        Dict mapping each `k` to a fraction in `[0, 1]`.
 
-    Raises:
-      ValueError: if `similarity` is not 2-D with `q <= n`, or `ks` is invalid.
+    Raises
+    ------
+    ValueError
+        if `similarity` is not 2-D with `q <= n`, or `ks` is invalid.
     """
     shape = np.shape(similarity)
     if len(shape) != 2 or shape[0] > shape[1] or shape[0] == 0:
@@ -105,20 +112,31 @@ def batched_recall(
     jitted kernel with a fixed chunk shape (the last chunk is zero-padded), so peak
     memory is `O(batch_size * n)` and it compiles once per shape.
 
-    Args:
-      query_emb: `(q, n_e)` query embeddings; query `i` matches library item `i`.
-      library_emb: `(n, n_e)` library embeddings, `n >= q`.
-      sim_fn: `sim_fn(u_emb, v_emb) -> (n_u, n_v)`.
-      ks: cut-offs, positive integers.
-      batch_size: queries per chunk.
-      query_is_u: if True the queries are the u side (scores `sim_fn(query,
+    Parameters
+    ----------
+    query_emb
+        `(q, n_e)` query embeddings; query `i` matches library item `i`.
+    library_emb
+        `(n, n_e)` library embeddings, `n >= q`.
+    sim_fn
+        `sim_fn(u_emb, v_emb) -> (n_u, n_v)`.
+    ks
+        cut-offs, positive integers.
+    batch_size
+        queries per chunk.
+    query_is_u
+        if True the queries are the u side (scores `sim_fn(query,
         library)`), else the v side (scores `sim_fn(library, query).T`).
 
-    Returns:
-      Dict mapping each `k` to a fraction in `[0, 1]`.
+    Returns
+    -------
+    dict[int, float]
+        Dict mapping each `k` to a fraction in `[0, 1]`.
 
-    Raises:
-      ValueError: on incompatible shapes, `batch_size < 1` or invalid `ks`.
+    Raises
+    ------
+    ValueError
+        on incompatible shapes, `batch_size < 1` or invalid `ks`.
     """
     q_shape, l_shape = np.shape(query_emb), np.shape(library_emb)
     if len(q_shape) != 2 or len(l_shape) != 2 or q_shape[1] != l_shape[1] or not 0 < q_shape[0] <= l_shape[0]:
@@ -156,19 +174,29 @@ def retrieval_metrics(
     of all `v_j` (trajectory embeddings); `"traj_to_coef/R@k"`: query `v_i`
     against all `u_j`. Ranks follow the pessimistic tie rule of :func:`recall_at_k`.
 
-    Args:
-      u_emb: `(sample, n_e)` coefficient embeddings.
-      v_emb: `(sample, n_e)` trajectory embeddings; row `i` pairs with `u_emb[i]`.
-      sim_fn: `sim_fn(u_emb, v_emb) -> (n_u, n_v)`.
-      ks: cut-offs.
-      batch_size: queries per chunk (memory `O(batch_size * sample)`).
+    Parameters
+    ----------
+    u_emb
+        `(sample, n_e)` coefficient embeddings.
+    v_emb
+        `(sample, n_e)` trajectory embeddings; row `i` pairs with `u_emb[i]`.
+    sim_fn
+        `sim_fn(u_emb, v_emb) -> (n_u, n_v)`.
+    ks
+        cut-offs.
+    batch_size
+        queries per chunk (memory `O(batch_size * sample)`).
 
-    Returns:
-      Dict `{"coef_to_traj/R@k": float, "traj_to_coef/R@k": float}` over `ks`,
-      values in `[0, 1]`.
+    Returns
+    -------
+    dict[str, float]
+        Dict `{"coef_to_traj/R@k": float, "traj_to_coef/R@k": float}` over `ks`,
+        values in `[0, 1]`.
 
-    Raises:
-      ValueError: if the shapes differ or are not `(sample, n_e)`.
+    Raises
+    ------
+    ValueError
+        if the shapes differ or are not `(sample, n_e)`.
     """
     if np.ndim(u_emb) != 2 or np.shape(u_emb) != np.shape(v_emb):
         raise ValueError(f"expected u_emb and v_emb (sample, n_e) of equal shape; got {np.shape(u_emb)} and "
@@ -189,8 +217,10 @@ def blockwise_retrieval_metrics(u_emb: jax.Array, v_emb: jax.Array, block: int,
     out. With `block` equal to a training batch this is the in-batch recall that training logs of
     contrastive models often report, against the whole-set recall of `retrieval_metrics`.
 
-    Raises:
-      ValueError: if the shapes differ, or `block` is not in `[1, sample]`.
+    Raises
+    ------
+    ValueError
+        if the shapes differ, or `block` is not in `[1, sample]`.
     """
     n = np.shape(u_emb)[0]
     if np.shape(u_emb) != np.shape(v_emb) or not 1 <= block <= n:
@@ -209,12 +239,18 @@ def merge_top_k(top_scores: jax.Array, top_items: jax.Array, scores: jax.Array, 
     scores the running items come first, then chunk items in chunk order (`lax.top_k` is
     stable), i.e. the earliest-seen item wins a tie.
 
-    Args:
-      top_scores: `(q, k)` running best scores (`-inf` where empty), sorted decreasing.
-      top_items: `(q, k, ...)` the items (indices, coefficient vectors, ...) of `top_scores`.
-      scores: `(q, n)` scores of the chunk's items for each query.
-      items: `(n, ...)` the chunk's items, shared by all queries.
-      k: how many to keep (static).
+    Parameters
+    ----------
+    top_scores
+        `(q, k)` running best scores (`-inf` where empty), sorted decreasing.
+    top_items
+        `(q, k, ...)` the items (indices, coefficient vectors, ...) of `top_scores`.
+    scores
+        `(q, n)` scores of the chunk's items for each query.
+    items
+        `(n, ...)` the chunk's items, shared by all queries.
+    k
+        how many to keep (static).
     """
     chunk_scores, pos = jax.lax.top_k(scores, min(k, scores.shape[1]))
     merged_scores = jnp.concatenate([top_scores, chunk_scores], axis=1)
@@ -271,21 +307,32 @@ def top_k(
     are computed in `dtype` (float32 by default, for speed). Ties are broken
     arbitrarily.
 
-    Args:
-      query_emb: `(n_e,)` or `(q, n_e)` query (trajectory) embeddings.
-      bank_emb: `(n_bank, n_e)` bank (coefficient) embeddings; store it in
+    Parameters
+    ----------
+    query_emb
+        `(n_e,)` or `(q, n_e)` query (trajectory) embeddings.
+    bank_emb
+        `(n_bank, n_e)` bank (coefficient) embeddings; store it in
         `dtype` to avoid a per-chunk cast.
-      k: number of items returned, `1 <= k <= n_bank`.
-      sim_fn: `sim_fn(u_emb, v_emb) -> (n_u, n_v)`; temperature included.
-      batch_size: bank rows per chunk.
-      dtype: compute dtype of the scores.
+    k
+        number of items returned, `1 <= k <= n_bank`.
+    sim_fn
+        `sim_fn(u_emb, v_emb) -> (n_u, n_v)`; temperature included.
+    batch_size
+        bank rows per chunk.
+    dtype
+        compute dtype of the scores.
 
-    Returns:
-      `indices` int32 and `scores` (`dtype`), each `(k,)` for a 1-D query or
-      `(q, k)`, sorted by decreasing score.
+    Returns
+    -------
+    tuple[jax.Array, jax.Array]
+        `indices` int32 and `scores` (`dtype`), each `(k,)` for a 1-D query or
+        `(q, k)`, sorted by decreasing score.
 
-    Raises:
-      ValueError: on incompatible shapes or `k` outside `[1, n_bank]`.
+    Raises
+    ------
+    ValueError
+        on incompatible shapes or `k` outside `[1, n_bank]`.
     """
     q_shape, b_shape = np.shape(query_emb), np.shape(bank_emb)
     single = len(q_shape) == 1
@@ -313,10 +360,14 @@ def softmax_weights(scores: jax.Array) -> jax.Array:
     are the logits `s(u^i, v)`). Over the top-k scores only, this is the posterior
     restricted to, and renormalised on, the retrieved candidates.
 
-    Args:
-      scores: `(..., n)` logits; the softmax runs over the last axis.
+    Parameters
+    ----------
+    scores
+        `(..., n)` logits; the softmax runs over the last axis.
 
-    Returns:
-      `(..., n)` non-negative weights summing to 1 over the last axis.
+    Returns
+    -------
+    jax.Array
+        `(..., n)` non-negative weights summing to 1 over the last axis.
     """
     return jax.nn.softmax(jnp.asarray(scores), axis=-1)

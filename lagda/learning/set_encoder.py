@@ -63,8 +63,10 @@ def tokens(positions, times, mask):
     Consecutive *valid* observations of each track form a token; invalid tokens have
     dz = dt = 0, midpoint 0 and valid False.
 
-    Args:
-        positions: unwrapped `(..., obs, 2)`; times and mask broadcastable to `(..., obs)`.
+    Parameters
+    ----------
+    positions
+        unwrapped `(..., obs, 2)`; times and mask broadcastable to `(..., obs)`.
     """
     mask = jnp.broadcast_to(mask, positions.shape[:-1])
     times = jnp.broadcast_to(times, positions.shape[:-1]).astype(positions.dtype)
@@ -113,9 +115,13 @@ def pooled_statistics(positions, times, mask, k1, k2, omega, time: TimeBasis | N
     """Returns (P `(batch, 2K, 2)`, Phi `(batch, 2K, 2K)`, regime features `(batch, 3)`, E `(batch,)`),
     pooled over tokens and drifters (E: the mean squared finite-difference speed, sum |dz|^2 / (dt T)).
 
-    Args:
-        positions: unwrapped `(batch, drifter, obs, 2)`; times, mask broadcastable to
-            `(batch, drifter, obs)`; k1, k2, omega `(mode,)`; time: the modes' time basis, or None.
+    Parameters
+    ----------
+    positions
+        unwrapped `(batch, drifter, obs, 2)`; times, mask broadcastable to `(batch, drifter, obs)`; k1, k2, omega
+        `(mode,)`
+    time
+        the modes' time basis, or None.
     """
     mid, t_mid, dz, dt, valid = tokens(positions, times, mask)
     phi = basis(mid, t_mid, k1, k2, omega, time) * valid[..., None]  # (batch, drifter, token, 2K)
@@ -132,8 +138,12 @@ def velocity_design(k1, k2, current=None) -> np.ndarray:
     For c = a + i b of psi = f(t) Re(c exp(2 pi i k.z)): u = -dpsi/dy = 2 pi k2 (a f sin + b f cos), v = dpsi/dx =
     -2 pi k1 (a f sin + b f cos), phi = (f cos, f sin); for the uniform current (k = 0): (u, v) = f (a, b).
 
-    Args:
-        k1, k2: `(mode,)`; current: `(mode,)` 1 (or True) where the mode is the uniform current, or None.
+    Parameters
+    ----------
+    k1, k2
+        `(mode,)`
+    current
+        `(mode,)` 1 (or True) where the mode is the uniform current, or None.
     """
     k1, k2 = np.asarray(k1, np.float64), np.asarray(k2, np.float64)
     n = k1.size
@@ -187,10 +197,12 @@ class SetEncoder(nnx.Module):
     def __init__(self, n_embed: int, config: TrainConfig, modes: dict, *, rngs: nnx.Rngs):
         """Builds the encoder for the dataset's modes.
 
-        Args:
-            modes: the dataset meta with "k1", "k2", "omega" `(mode,)` and "time" `(obs,)`
-                (the default observation grid; PairedData.meta()), and for pairs in a chosen basis its
-                "time_basis" (`dataset_time_basis`).
+        Parameters
+        ----------
+        modes
+            the dataset meta with "k1", "k2", "omega" `(mode,)` and "time" `(obs,)`
+            (the default observation grid; PairedData.meta()), and for pairs in a chosen basis its
+            "time_basis" (`dataset_time_basis`).
         """
         config.validate()
         self.k1, self.k2, self.omega = (Constant(jnp.asarray(np.asarray(modes[n]), jnp.float32))
@@ -276,9 +288,12 @@ class SetEncoder(nnx.Module):
     def __call__(self, positions, times=None, mask=None):
         """Returns g_v, float32 `(batch, n_e)`, for tracks `(batch, drifter, obs, 2)`.
 
-        Args:
-            times: broadcastable to `(batch, drifter, obs)`; None: the dataset's grid.
-            mask: bool, broadcastable likewise; None: every observation is valid.
+        Parameters
+        ----------
+        times
+            broadcastable to `(batch, drifter, obs)`; None: the dataset's grid.
+        mask
+            bool, broadcastable likewise; None: every observation is valid.
         """
         stats = jax.lax.stop_gradient(self.statistics(positions, times, mask))
         return self.head(*stats).astype(jnp.float32)

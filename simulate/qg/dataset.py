@@ -135,9 +135,12 @@ def to_xarray(config: QGConfig, flows: QGFlows, history: str = ""):
 def write_qg_dataset(config: QGConfig, out, *, overwrite: bool = False, progress=None, history: str = ""):
     """Returns the path of the QG truth file written by simulating `config` (atomically: temporary name, rename).
 
-    Raises:
-        ValueError: for a bad setting, or an output that exists (without `overwrite`) or cannot be written.
-        ImportError: without pyqg-jax.
+    Raises
+    ------
+    ValueError
+        for a bad setting, or an output that exists (without `overwrite`) or cannot be written.
+    ImportError
+        without pyqg-jax.
     """
     from pathlib import Path
 

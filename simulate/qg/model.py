@@ -15,8 +15,10 @@ from simulate.qg.spectral import spectral_grid, spectral_velocity, step_drifters
 def build_model(config: QGConfig):
     """Returns the pyqg-jax `SteppedModel` (float64, AB3 with step dt) of the config's regime.
 
-    Raises:
-        ImportError: if pyqg-jax is not installed (`pip install "lagda[qg]"`).
+    Raises
+    ------
+    ImportError
+        if pyqg-jax is not installed (`pip install "lagda[qg]"`).
     """
     try:
         import pyqg_jax
@@ -177,10 +179,19 @@ def simulate_qg(config: QGConfig, progress: Callable[[int, int], None] | None = 
     """Returns the flows of `config`: flow s from key fold_in(key(seed), s) (module docstring), its windows
     successive (file flow s * windows + w is window w of flow s; with windows = 1 the flows are independent).
 
-    Args:
-        config: the settings (validated here); progress: called as progress(done, total) after each flow.
-    Raises:
-        ValueError: for a bad setting; ImportError: without pyqg-jax.
+    Parameters
+    ----------
+    config
+        the settings (validated here)
+    progress
+        called as progress(done, total) after each flow.
+
+    Raises
+    ------
+    ValueError
+        for a bad setting
+    ImportError
+        without pyqg-jax.
     """
     config.validate()
     # pyqg-jax broadcasts (1, ny, nk) against (ny, nk), which a strict rank-promotion setting would refuse

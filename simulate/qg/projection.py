@@ -60,12 +60,20 @@ def grid_holds(k1, k2, n: int) -> bool:
 def window_projection(psi, truth_t, k1, k2, degree: int, start: float, length: float) -> np.ndarray:
     """Returns the least-squares coefficients, complex `(..., mode)`, of gridded psi in the basis in time.
 
-    Args:
-        psi: `(..., time, ny, nx)` streamfunction in model units on the cell centres (i + 1/2)/n.
-        truth_t: `(time,)` model times of the fields.
-        k1, k2: `(spatial,)` integer wavevectors (any set: a half plane, or a full set with +-k pairs).
-        degree, start, length: the Legendre degrees 0..degree over the window [start, start + length].
-    Returns:
+    Parameters
+    ----------
+    psi
+        `(..., time, ny, nx)` streamfunction in model units on the cell centres (i + 1/2)/n.
+    truth_t
+        `(time,)` model times of the fields.
+    k1, k2
+        `(spatial,)` integer wavevectors (any set: a half plane, or a full set with +-k pairs).
+    degree, start, length
+        the Legendre degrees 0..degree over the window [start, start + length].
+
+    Returns
+    -------
+    np.ndarray
         coef `(..., spatial * (degree + 1))` for the modes of `in_time(k1, k2, omega, degree, start, length)`
         (spatial-major, p fastest). A mode whose partner -k is not in the set gets the whole pair,
         c_k + conj c_-k = 2 c_k; with the partner present the pair keeps the minimum-norm split
@@ -122,11 +130,19 @@ def basis_fields(coef, k1, k2, degree: int, start: float, length: float, times, 
     `grid_fields` evaluates at i/n; shifting the coefficients by half a cell, c_k exp(i pi (k1 + k2)/n),
     moves its grid onto the centres (the uniform current is the same everywhere; its psi ramp is taken at i/n).
 
-    Args:
-        coef: complex `(..., mode)` with mode = (current + spatial) * (degree + 1) (the order of `window_projection`,
-            the current's degrees first when `current`).
-        k1, k2: `(spatial,)` periodic wavevectors; degree, start, length: the time basis; times: `(time,)` model times.
-        current: the basis has the uniform current (`with_current`).
+    Parameters
+    ----------
+    coef
+        complex `(..., mode)` with mode = (current + spatial) * (degree + 1) (the order of `window_projection`,
+        the current's degrees first when `current`).
+    k1, k2
+        `(spatial,)` periodic wavevectors
+    degree, start, length
+        the time basis
+    times
+        `(time,)` model times.
+    current
+        the basis has the uniform current (`with_current`).
     """
     k1, k2 = _check_modes(k1, k2)
     flags = None
@@ -185,13 +201,23 @@ def gridded_truth(ds, flows=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
 def truth_in_basis(ds, k1, k2, degree: int, flows=None, current: bool = False) -> dict:
     """Returns the QG truth of a file and its least-squares fit in the basis in time, model units.
 
-    Args:
-        ds: the QG truth file as an xarray Dataset (`to_xarray`, or opened from disk).
-        k1, k2: `(spatial,)` periodic wavevectors; degree: Legendre degrees 0..degree over the window.
-        flows: None (all), or an index, slice or list of flows.
-        current: the basis also has the uniform current (first, `with_current`): its fit is that of the velocity's
-            domain mean (`current_projection`), the background flow the drifters feel included.
-    Returns:
+    Parameters
+    ----------
+    ds
+        the QG truth file as an xarray Dataset (`to_xarray`, or opened from disk).
+    k1, k2
+        `(spatial,)` periodic wavevectors
+    degree
+        Legendre degrees 0..degree over the window.
+    flows
+        None (all), or an index, slice or list of flows.
+    current
+        the basis also has the uniform current (first, `with_current`): its fit is that of the velocity's
+        domain mean (`current_projection`), the background flow the drifters feel included.
+
+    Returns
+    -------
+    dict
         dict: "coef" complex (flow, mode); "u", "v", "u_fit", "v_fit" (flow, time, ny, nx) model units;
         "limit" (flow,) `projection_limit` per flow; "times" (time,) model times (truth_time[0] is the
         release t = 0); "time_basis" the `TimeBasis` (start 0, length the last truth time); "k1", "k2"
@@ -221,10 +247,14 @@ def climatology_prior(coef, k1, k2, degree: int) -> np.ndarray:
     plane's whole pair, or a full set's minimum-norm half) carries into the estimate, so the prior
     matches coefficients of the same mode set (lagda's prior: c_m = a_m (xi + i eta) / sqrt 2).
 
-    Args:
-        coef: complex `(flow, mode)` (e.g. `truth_in_basis(...)["coef"]`), mode = spatial * (degree + 1).
-        k1, k2: `(spatial,)` wavevectors, or the expanded `(mode,)` ones.
-        degree: the Legendre degree of the basis.
+    Parameters
+    ----------
+    coef
+        complex `(flow, mode)` (e.g. `truth_in_basis(...)["coef"]`), mode = spatial * (degree + 1).
+    k1, k2
+        `(spatial,)` wavevectors, or the expanded `(mode,)` ones.
+    degree
+        the Legendre degree of the basis.
     """
     coef = np.asarray(coef, np.complex128)
     coef = coef.reshape(-1, coef.shape[-1])

@@ -39,8 +39,12 @@ def spectral_value(fh, z, grid: SpectralGrid):
     f(z) = (1/N) Re sum_{l, k} w_k fh[l, k] exp(i (k x' + l y')), z' = z - offset: the field whose
     rfft2 over the grid is `fh`, evaluated anywhere (periodic, exact for a band-limited field).
 
-    Args:
-        fh: complex `(..., ny, nk)`, leading axes evaluated together; z: `(2,)` metres.
+    Parameters
+    ----------
+    fh
+        complex `(..., ny, nk)`, leading axes evaluated together
+    z
+        `(2,)` metres.
     """
     x, y = z[0] - grid.offset[0], z[1] - grid.offset[1]
     ex = grid.weight * jnp.exp(1j * grid.k * x)  # (nk,)
@@ -78,9 +82,12 @@ DRIFTER_STEP = explicit_rk_step(drifter_field, RK4)  # step(z, t, dt, args); ord
 def step_drifters(z, t0, h, states, grid: SpectralGrid):
     """Returns drifter positions `(drifter, 2)` after one RK4 step of h seconds from t0.
 
-    Args:
-        z: `(drifter, 2)` metres, unwrapped.
-        states: (uvh0, duvh0, uvh1, duvh1): spectral velocity `(2, ny, nk)` and its time derivative at t0 and t0 + h.
+    Parameters
+    ----------
+    z
+        `(drifter, 2)` metres, unwrapped.
+    states
+        (uvh0, duvh0, uvh1, duvh1): spectral velocity `(2, ny, nk)` and its time derivative at t0 and t0 + h.
     """
     args = (*states, t0, h, grid)
     return jax.vmap(lambda p: DRIFTER_STEP(p, t0, h, args))(z)

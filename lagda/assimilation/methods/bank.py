@@ -148,12 +148,20 @@ def prior_bank(key, scale, size: int, batch: int, cache_mb: int, cache: dict | N
 def bank_search(queries, scale, config, scorer, key, bank=None, cache=None):
     """Returns (candidates `(q, k, mode)`, scores `(q, k)`, mean `(q, 2K)`, var `(q, 2K)`) over the bank.
 
-    Args:
-        queries: `(q, n_e)` track embeddings; scale: `(mode,)` prior std a_k.
-        config: a BankConfig (bank_size, bank_batch, bank_cache_mb, top_k);
-        scorer: lagda.assimilation.methods.learned.Scorer.
-        bank: complex `(n, mode)` coefficients to rank, or None for config.bank_size prior draws.
-        cache: the caller's dict keeping the i.i.d. prior bank between calls (`prior_bank`), or None.
+    Parameters
+    ----------
+    queries
+        `(q, n_e)` track embeddings
+    scale
+        `(mode,)` prior std a_k.
+    config
+        a BankConfig (bank_size, bank_batch, bank_cache_mb, top_k)
+    scorer
+        lagda.assimilation.methods.learned.Scorer.
+    bank
+        complex `(n, mode)` coefficients to rank, or None for config.bank_size prior draws.
+    cache
+        the caller's dict keeping the i.i.d. prior bank between calls (`prior_bank`), or None.
     """
     n_e = queries.shape[1]
     mask = jnp.ones(n_e, jnp.float32) if scorer.mask is None else jnp.asarray(scorer.mask, jnp.float32)

@@ -33,8 +33,10 @@ def spatial_modes(basis: str, k_max: float):
     """Returns the spatial modes `(k1, k2)`: "circular" 0 < |k| <= k_max (one of each +-k), or
     "rectangular" max(|k1|, |k2|) <= k_max (both signs, k = 0 included, lagda's default layout).
 
-    Raises:
-        ValueError: for an unknown basis or k_max < 1.
+    Raises
+    ------
+    ValueError
+        for an unknown basis or k_max < 1.
     """
     if basis not in BASES:
         raise ValueError(f"unknown basis {basis!r}; valid: {', '.join(BASES)}")
@@ -98,9 +100,16 @@ def basis_note(tracks: Tracks, basis: str, given: float, k_max: float, degree: i
     """Returns the one line on a chosen basis: for physical tracks its shortest wavelength in km (box side / k_max)
     and its window in days, else in cycles per box length and model time; the options that set them.
 
-    Args:
-        given: k_max as the user gave it; k_max: in the box (`window_k_max`); t_end: the window's end, model time;
-        n_modes: the basis's modes (space x time).
+    Parameters
+    ----------
+    given
+        k_max as the user gave it
+    k_max
+        in the box (`window_k_max`)
+    t_end
+        the window's end, model time
+    n_modes
+        the basis's modes (space x time).
     """
     how = "" if basis == "circular" else " along each axis (--basis rectangular)"
     scaled = f" over the drifters, {k_max:.3g} over the box" if k_max != given else ""
@@ -118,15 +127,23 @@ def basis_model(tracks: Tracks, basis: str, k_max: float, degree: int, climatolo
                 dt: float | None = None, window: float | None = None) -> FlowModel:
     """Returns the `FlowModel` of `basis` with k_max and Legendre degree over the tracks' window.
 
-    Args:
-        tracks: lagda.io.tracks.Tracks (model units; the mapping of physical tracks applied).
-        climatology: the tracks of a QG truth file (lagda simulate --flow qg, read by read_tracks: its gridded
-            truth in `gridded_truth`) of other flows, or None.
-        dt: RK4 step (var, enkf), default the file's dt attribute, else guessed from the times (a note).
-        window: the end of the time basis's window [0, window] in model time (default: the tracks' last time).
-    Raises:
-        ValueError: for a bad basis, k_max or degree, tracks without a time after 0, or a
-            climatology in another mapping (box or time scale) than the tracks.
+    Parameters
+    ----------
+    tracks
+        lagda.io.tracks.Tracks (model units; the mapping of physical tracks applied).
+    climatology
+        the tracks of a QG truth file (lagda simulate --flow qg, read by read_tracks: its gridded
+        truth in `gridded_truth`) of other flows, or None.
+    dt
+        RK4 step (var, enkf), default the file's dt attribute, else guessed from the times (a note).
+    window
+        the end of the time basis's window [0, window] in model time (default: the tracks' last time).
+
+    Raises
+    ------
+    ValueError
+        for a bad basis, k_max or degree, tracks without a time after 0, or a
+        climatology in another mapping (box or time scale) than the tracks.
     """
     from simulate.qg.projection import with_current
 
@@ -294,9 +311,12 @@ def qg_scores(tracks: Tracks, posterior, model: FlowModel) -> dict:
     the truth's grid (|k1| or |k2| >= n/2 on its n^2 grid) has no fit there: the scores against the truth only,
     and "projection_note" says why. {} for tracks without a gridded truth (`Tracks.gridded_truth`).
 
-    Args:
-        posterior: lagda.assimilation.posterior.Posterior in the model's modes.
-        model: the chosen basis (its modes: each spatial mode repeated for p = 0..degree, and the TimeBasis).
+    Parameters
+    ----------
+    posterior
+        lagda.assimilation.posterior.Posterior in the model's modes.
+    model
+        the chosen basis (its modes: each spatial mode repeated for p = 0..degree, and the TimeBasis).
     """
     from lagda.assimilation.fields import grid_posterior, total_std
     from lagda.assimilation.posterior import Posterior
@@ -355,8 +375,10 @@ def write_basis_pairs(qg_path, out, basis: str = "circular", k_max: float = 12.0
     time_basis), which a set encoder trained on it reads (lagda.learning.set_encoder); prior_scale is the pairs' own
     power per wavenumber shell and degree (`truth_prior`, as a climatology's).
 
-    Raises:
-        ValueError: for a file that is not a QG truth file, a bad basis, or an output that exists (without overwrite).
+    Raises
+    ------
+    ValueError
+        for a file that is not a QG truth file, a bad basis, or an output that exists (without overwrite).
     """
     import pathlib
 

@@ -288,11 +288,16 @@ def configure(method: str, config_class, options: dict, strict: bool = True) -> 
     Options are field names of `config_class`; a deprecated option name (`RENAMED`, CHANGELOG.md) is mapped
     to its field with a note (dropped, with a note, for a method it never applied to).
 
-    Args:
-        strict: raise for an option that is no field of this method (else leave it out: the caller
-            applies one set of options to several methods and checks that each is used by one).
-    Raises:
-        ValueError: one line for an unknown option (listing the valid ones) or a bad value.
+    Parameters
+    ----------
+    strict
+        raise for an option that is no field of this method (else leave it out: the caller
+        applies one set of options to several methods and checks that each is used by one).
+
+    Raises
+    ------
+    ValueError
+        one line for an unknown option (listing the valid ones) or a bad value.
     """
     names = {f.name for f in dataclasses.fields(config_class)}
     values, notes = {}, []

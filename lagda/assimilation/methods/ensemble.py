@@ -56,9 +56,20 @@ def observation_alphas(masks, iterations: int) -> np.ndarray:
 def esmda_update(xs, predicted, observed, mask, sigma: float, alpha, eps) -> np.ndarray:
     """Returns the ES-MDA analysis ensemble `(member, p)` for the error covariance sigma^2 diag(alpha).
 
-    Args:
-        xs: `(member, p)`; predicted: `(member, m)` z(x_i); observed: `(m,)`; mask: `(m,)` 0/1;
-        alpha: `(m,)` per-observation inflation (or a scalar); eps: `(member, m)` standard normal.
+    Parameters
+    ----------
+    xs
+        `(member, p)`
+    predicted
+        `(member, m)` z(x_i)
+    observed
+        `(m,)`
+    mask
+        `(m,)` 0/1
+    alpha
+        `(m,)` per-observation inflation (or a scalar)
+    eps
+        `(member, m)` standard normal.
     """
     n = xs.shape[0]
     alpha = np.broadcast_to(np.asarray(alpha, np.float64), observed.shape)
@@ -77,9 +88,16 @@ def esmda(xs, forward, observed, masks, sigma: float, iterations: int, key):
 
     Runs `iterations` ES-MDA passes per stage with the alphas of `observation_alphas`.
 
-    Args:
-        xs: `(member, p)` prior ensemble; forward(xs, stage) -> `(member, m)` predictions;
-        observed: `(m,)`; masks: `(stage, m)` 0/1 windows; key: jax key of the perturbations.
+    Parameters
+    ----------
+    xs
+        `(member, p)` prior ensemble; forward(xs, stage) -> `(member, m)` predictions
+    observed
+        `(m,)`
+    masks
+        `(stage, m)` 0/1 windows
+    key
+        jax key of the perturbations.
     """
     alpha = observation_alphas(masks, iterations)
     spread, skipped = [], 0
@@ -100,8 +118,14 @@ def esmda(xs, forward, observed, masks, sigma: float, iterations: int, key):
 def assimilate_enkf(positions, times, release, model: FlowModel, config: EnkfConfig, key) -> FieldEstimate:
     """Returns the ES-MDA ensemble (config.members equal-weight samples) for one field.
 
-    Args:
-        positions: `(drifter, obs, 2)` unwrapped; times: `(drifter, obs)`; release: `(drifter, 2)` or None.
+    Parameters
+    ----------
+    positions
+        `(drifter, obs, 2)` unwrapped
+    times
+        `(drifter, obs)`
+    release
+        `(drifter, 2)` or None.
     """
     obs = arrange(positions, times, release, model.dt)
     noise_std = config.noise_std or 0.0

@@ -68,9 +68,16 @@ def fused_operator(k1, k2, dt: float, stride: int, time=None) -> FusedOperator |
     It applies to observations every `stride` >= FUSED_MIN_STRIDE RK4 steps, in a model without a time
     basis whose wavevectors are distinct (a time basis repeats them with different temporal factors).
 
-    Args:
-        k1, k2: integer wavevectors `(mode,)`; dt: RK4 step; stride: steps between records; time: the
-            model's TimeBasis or None.
+    Parameters
+    ----------
+    k1, k2
+        integer wavevectors `(mode,)`
+    dt
+        RK4 step
+    stride
+        steps between records
+    time
+        the model's TimeBasis or None.
     """
     k1, k2 = np.asarray(k1, np.int64), np.asarray(k2, np.int64)
     if time is not None or stride < FUSED_MIN_STRIDE or len(set(zip(k1.tolist(), k2.tolist()))) != len(k1):
@@ -252,10 +259,20 @@ def _record(index, j, value, out):
 def fused_positions(x, z0, t0, index, omega, n_sim, op: FusedOperator):
     """Returns the RK4 positions at the observed slots, `(drifter, obs, 2)`, as simulate_observed does.
 
-    Args:
-        x: `(2K,)`; z0: `(drifter, 2)` starts at times t0 `(drifter,)`; index: int `(drifter, obs)` record of
-            each slot (record j is the state after (j + 1) stride steps); omega: `(K,)`; n_sim: records to
-            simulate (a traced integer: slots with index >= n_sim keep 0); op: `fused_operator`.
+    Parameters
+    ----------
+    x
+        `(2K,)`
+    z0
+        `(drifter, 2)` starts at times t0 `(drifter,)`
+    index
+        int `(drifter, obs)` record of each slot (record j is the state after (j + 1) stride steps)
+    omega
+        `(K,)`
+    n_sim
+        records to simulate (a traced integer: slots with index >= n_sim keep 0)
+    op
+        `fused_operator`.
     """
     arr = _Arrays(op)
     table = _step_table(omega, arr)

@@ -79,9 +79,16 @@ from lagda.assimilation.posterior import FieldEstimate
 def gaussian_product(g, y, prior_mean, prior_var, noise_var=None, n_grid: int = 41):
     """Returns (mean `(p,)`, cov `(p, p)`, noise_var) of N(prior_mean, diag prior_var) times N(y; G x, s^2 I).
 
-    Args:
-        g: `(n, p)`; y: `(n,)`; prior_mean, prior_var: `(p,)`; noise_var: s^2, or None for
-            empirical Bayes (lagda.assimilation.methods.linear_gaussian.linear_posterior).
+    Parameters
+    ----------
+    g
+        `(n, p)`
+    y
+        `(n,)`
+    prior_mean, prior_var
+        `(p,)`
+    noise_var
+        s^2, or None for empirical Bayes (lagda.assimilation.methods.linear_gaussian.linear_posterior).
     """
     mean, cov, noise_var = linear_posterior(g, y - g @ prior_mean, prior_var, noise_var, n_grid)
     return prior_mean + mean, cov, noise_var
@@ -116,11 +123,21 @@ def assimilate_hybrid(positions, times, release, model: FlowModel, config: Hybri
                       learned_mean, learned_var) -> FieldEstimate:
     """Returns the posterior of one field: learned conditional x velocity likelihood, optionally refined.
 
-    Args:
-        positions: `(drifter, obs, 2)`; times: `(drifter, obs)`; release: `(drifter, 2)` or None.
-        learned_mean, learned_var: `(2K,)` moments of the embed conditional over x = (Re c, Im c).
-    Raises:
-        ValueError: if no finite difference can be formed.
+    Parameters
+    ----------
+    positions
+        `(drifter, obs, 2)`
+    times
+        `(drifter, obs)`
+    release
+        `(drifter, 2)` or None.
+    learned_mean, learned_var
+        `(2K,)` moments of the embed conditional over x = (Re c, Im c).
+
+    Raises
+    ------
+    ValueError
+        if no finite difference can be formed.
     """
     learned = learned_prior(learned_mean, learned_var, model)  # (mean, var), var capped at the prior
     info = observation_regime(positions, times, model, config)
@@ -247,8 +264,10 @@ def basis_hybrid_estimates(tracks, model: FlowModel, config: HybridConfig, score
                            key) -> tuple[list[FieldEstimate], list[float]]:
     """Returns (FieldEstimates, seconds per field) of hybrid in a chosen basis (module docstring).
 
-    Raises:
-        ValueError: (one line) when the encoder cannot serve in this basis (`basis_problem`).
+    Raises
+    ------
+    ValueError
+        (one line) when the encoder cannot serve in this basis (`basis_problem`).
     """
     from lagda.assimilation.methods.learned import closed_form, field_queries
     from lagda.assimilation.methods.linear import representation_posterior

@@ -59,10 +59,12 @@ class Scorer:
 def scorer_from_run(run_dir) -> tuple[Scorer, dict]:
     """Returns (Scorer, dataset meta) of a trained run: its encoder, similarity, mask, trained tau and times.
 
-    Raises:
-        ValueError: (one line) for a run of the misfit head (TrainConfig.set_head "misfit"), whose track
-            embedding is a quadratic form in the coefficients, not an estimate of them: the methods here read a
-            2K-vector per track.
+    Raises
+    ------
+    ValueError
+        (one line) for a run of the misfit head (TrainConfig.set_head "misfit"), whose track
+        embedding is a quadratic form in the coefficients, not an estimate of them: the methods here read a
+        2K-vector per track.
     """
     from lagda.learning.model import (
         embed_track_sets,
@@ -108,9 +110,14 @@ def encoder_problem(positions, times, model_times=None) -> str | None:
     The encoder (its physics feature and learned positional embedding) reads complete tracks
     observed at exactly the training data's times `model_times (obs,)`.
 
-    Args:
-        positions: `(drifter, obs, 2)`, NaN where missing; times: `(drifter, obs)`, NaN padding.
-        model_times: the encoder's times, or None to check completeness only.
+    Parameters
+    ----------
+    positions
+        `(drifter, obs, 2)`, NaN where missing
+    times
+        `(drifter, obs)`, NaN padding.
+    model_times
+        the encoder's times, or None to check completeness only.
     """
     for d in range(len(times)):
         ok = np.isfinite(times[d])
@@ -161,8 +168,11 @@ def closed_form(query, model: FlowModel, scorer: Scorer):
 
     inner: exp(<m u, m e> / tau) mu_u -> N(D m^2 e / tau, D); l2: exp(-|m u - m e|^2 / (2 tau)) mu_u
     -> precision D^-1 + m^2 / tau, mean = cov m^2 e / tau (m the similarity mask).
-    Raises:
-        ValueError: for the cosine tilting, which has no Gaussian closed form.
+
+    Raises
+    ------
+    ValueError
+        for the cosine tilting, which has no Gaussian closed form.
     """
     if scorer.kind not in ("inner", "l2"):
         raise ValueError(f"the closed-form conditional needs the inner or l2 similarity, not {scorer.kind!r}")
@@ -195,8 +205,10 @@ def bank_estimates(method: str, tracks, model: FlowModel, config, scorer: Scorer
                    cache=None) -> tuple[list[FieldEstimate], list[float]]:
     """Returns (FieldEstimates, seconds per field) of retrieve or embed on every field of `tracks`.
 
-    Raises:
-        ValueError: naming the first field whose tracks the encoder cannot read (`encoder_problem`).
+    Raises
+    ------
+    ValueError
+        naming the first field whose tracks the encoder cannot read (`encoder_problem`).
     """
     estimates, problems, seconds = learned_conditionals(method, tracks, model, config, scorer, key, bank, cache)
     if any(problems):

@@ -107,10 +107,19 @@ def predictive_noise_floor(positions, times, release, model: FlowModel, config: 
 def assimilate_linear(positions, times, release, model: FlowModel, config: LinearConfig, key) -> FieldEstimate:
     """Returns the linear-Gaussian posterior of one field from the tracks' velocities or displacements.
 
-    Args:
-        positions: `(drifter, obs, 2)`; times: `(drifter, obs)`; release: `(drifter, 2)` or None.
-    Raises:
-        ValueError: if no pair of valid observations fd_lag apart exists.
+    Parameters
+    ----------
+    positions
+        `(drifter, obs, 2)`
+    times
+        `(drifter, obs)`
+    release
+        `(drifter, 2)` or None.
+
+    Raises
+    ------
+    ValueError
+        if no pair of valid observations fd_lag apart exists.
     """
     regime = observation_regime(positions, times, model, config)
     if error_model(model, config) == "ou":
@@ -187,8 +196,10 @@ def track_differences(positions, times, release, config: LinearConfig, regime: d
     """Returns `difference_velocities` of every drifter, with the drifter of each point: (points, t, vel, span,
     order, gain, track `(n,)`). Drifters without a usable difference are left out.
 
-    Raises:
-        ValueError: if no drifter has one.
+    Raises
+    ------
+    ValueError
+        if no drifter has one.
     """
     parts = []
     for d in range(np.shape(positions)[0]):

@@ -34,10 +34,19 @@ def linear_posterior(g, y, prior_var, noise_var=None, n_grid: int = 41):
     Without noise_var, it maximises the log marginal likelihood of y ~ N(0, G D G^T + noise I)
     over noise (`_evidence_maximum`: EVIDENCE_RANGE of mean(y^2), then refined).
 
-    Args:
-        g: `(n, p)` design; y: `(n,)` data; prior_var: `(p,)` diagonal prior covariance D.
-    Raises:
-        ValueError: on mismatched shapes or no data.
+    Parameters
+    ----------
+    g
+        `(n, p)` design
+    y
+        `(n,)` data
+    prior_var
+        `(p,)` diagonal prior covariance D.
+
+    Raises
+    ------
+    ValueError
+        on mismatched shapes or no data.
     """
     if g.ndim != 2 or y.shape != (g.shape[0],) or prior_var.shape != (g.shape[1],) or g.shape[0] == 0:
         raise ValueError(f"expected g (n, p), y (n,), prior_var (p,) with n > 0, got {g.shape}, {y.shape}, "
@@ -81,10 +90,20 @@ def noise_quantiles(g, y, prior_var, quantiles=(0.05, 0.5, 0.95), n_grid: int = 
     its median is the maximum's to within its width. The integral is a log grid over EVIDENCE_RANGE of
     mean(y^2), then a fine grid where the posterior weight lies.
 
-    Args:
-        g: `(n, p)` design; y: `(n,)` data; prior_var: `(p,)` diagonal prior covariance D;
-        quantiles: probabilities in (0, 1).
-    Returns:
+    Parameters
+    ----------
+    g
+        `(n, p)` design
+    y
+        `(n,)` data
+    prior_var
+        `(p,)` diagonal prior covariance D
+    quantiles
+        probabilities in (0, 1).
+
+    Returns
+    -------
+    np.ndarray
         `(len(quantiles),)` noise stds.
     """
     _, s, _, z, rest = whitened_svd(g, y, prior_var, 0.0)  # the SVD route: resolves the smallest noise

@@ -43,13 +43,20 @@ def valid_mask(positions, times) -> np.ndarray:
 def arrange(positions, times, release, dt: float) -> Observations:
     """Returns the tracks of one field arranged for the simulator.
 
-    Args:
-        positions: `(drifter, obs, 2)` unwrapped, NaN where missing.
-        times: `(drifter, obs)`, multiples of dt (checked by lagda.io.tracks.check_fits_model).
-        release: `(drifter, 2)` release points at t = 0, or None (start at the first valid
-            observation of each drifter).
-    Raises:
-        ValueError: if a drifter has fewer than 2 valid observations.
+    Parameters
+    ----------
+    positions
+        `(drifter, obs, 2)` unwrapped, NaN where missing.
+    times
+        `(drifter, obs)`, multiples of dt (checked by lagda.io.tracks.check_fits_model).
+    release
+        `(drifter, 2)` release points at t = 0, or None (start at the first valid
+        observation of each drifter).
+
+    Raises
+    ------
+    ValueError
+        if a drifter has fewer than 2 valid observations.
     """
     positions = np.asarray(positions, np.float64)
     ok = valid_mask(positions, times)

@@ -61,10 +61,18 @@ NO_MOTION = "no drifter moves between its fixes (every velocity is zero)"
 class PriorSearch:
     """The prior and error model search of a basis without a climatology (`FlowModel.search`).
 
-    Attributes:
-        day: one day in model time (the error model grids are in days).
-        taus_days: OU time scales tried; var_fractions: OU variances tried, fractions of the tracks' msq.
-        folds: drifters held out in turn (drifter i in fold i mod folds); spacing_days: lag-1 pairs kept.
+    Attributes
+    ----------
+    day
+        one day in model time (the error model grids are in days).
+    taus_days
+        OU time scales tried
+    var_fractions
+        OU variances tried, fractions of the tracks' msq.
+    folds
+        drifters held out in turn (drifter i in fold i mod folds)
+    spacing_days
+        lag-1 pairs kept.
     """
 
     day: float

@@ -50,8 +50,12 @@ class Method(abc.ABC):
         """Builds the method from `config`, or from `options` (its config's field names; the deprecated option
         names of CHANGELOG.md are accepted with a note in `self.notes`).
 
-        Raises:
-            ValueError: for an unknown option or a bad value (one line); TypeError: for another method's config.
+        Raises
+        ------
+        ValueError
+            for an unknown option or a bad value (one line)
+        TypeError
+            for another method's config.
         """
         if config is not None and options:
             raise ValueError(f"{self.name}: pass a config or options, not both")
@@ -65,8 +69,10 @@ class Method(abc.ABC):
         """Returns the posterior of every field of `tracks` (lagda.io.tracks.Tracks; field f of the posterior is
         field f of the tracks) in `model` (lagda.assimilation.model.FlowModel), from `key` (default key(0)).
 
-        Raises:
-            ValueError: for tracks the method cannot use, or a chosen basis the method does not take.
+        Raises
+        ------
+        ValueError
+            for tracks the method cannot use, or a chosen basis the method does not take.
         """
         import jax
 
@@ -80,9 +86,11 @@ class Method(abc.ABC):
     def check_basis(cls, chosen: bool) -> None:
         """Checks that the method can work in a chosen basis (a model with a time basis) when `chosen` is true.
 
-        Raises:
-            ValueError: one line naming the methods that can, for a method that compares tracks with a trained
-                model's flows.
+        Raises
+        ------
+        ValueError
+            one line naming the methods that can, for a method that compares tracks with a trained
+            model's flows.
         """
         if chosen and not cls.chosen_basis:
             takers = [name for name, method in METHODS.items() if method.chosen_basis and not method.learned]

@@ -44,12 +44,20 @@ def whiten_series(data, times, valid, rep_var: float, tau: float, noise_var: flo
     deviation; log_det = sum log S_i = log det Cov, summed over all series. Invalid entries are
     skipped (the filter predicts across them, like a gap) and left 0.
 
-    Args:
-        data: `(series, time, col)`, e.g. [y, G] stacked along col; times: `(series, time)`,
-            increasing along each series over the valid entries; valid: bool `(series, time)`.
-    Raises:
-        ValueError: on mismatched shapes, negative or singular parameters (tau = inf with
-            noise_var = 0), or repeated times of one series with noise_var = 0.
+    Parameters
+    ----------
+    data
+        `(series, time, col)`, e.g. [y, G] stacked along col
+    times
+        `(series, time)`, increasing along each series over the valid entries
+    valid
+        bool `(series, time)`.
+
+    Raises
+    ------
+    ValueError
+        on mismatched shapes, negative or singular parameters (tau = inf with
+        noise_var = 0), or repeated times of one series with noise_var = 0.
     """
     data, times, valid = np.asarray(data, np.float64), np.asarray(times, np.float64), np.asarray(valid, bool)
     if data.ndim != 3 or times.shape != data.shape[:2] or valid.shape != data.shape[:2]:
@@ -98,11 +106,21 @@ def whiten_tracks(g, y, track, times, rep_var: float, tau: float, noise_var: flo
     `(track, time)` (`track_series`) and the u and v components whitened as separate series by
     `whiten_series`. Rows come out by track (in increasing id), component (u, then v), then time.
 
-    Args:
-        g: `(n, 2, p)` the u and v design rows of each point; y: `(n, 2)` velocities;
-        track: `(n,)` int id of the drifter (or segment) of each point; times: `(n,)`.
-    Raises:
-        ValueError: on mismatched shapes or no data, and as `whiten_series`.
+    Parameters
+    ----------
+    g
+        `(n, 2, p)` the u and v design rows of each point
+    y
+        `(n, 2)` velocities
+    track
+        `(n,)` int id of the drifter (or segment) of each point
+    times
+        `(n,)`.
+
+    Raises
+    ------
+    ValueError
+        on mismatched shapes or no data, and as `whiten_series`.
     """
     return whiten_track_series(track_series(g, y, track, times), rep_var, tau, noise_var)
 
@@ -150,8 +168,10 @@ def ou_time_scale(residuals, times, track, max_lag: int = 5000) -> tuple[float, 
     of the OU process with the same number of independent samples per unit time, where the lag-1
     correlation would give a far longer one. White noise in the residuals counts in the variance.
 
-    Raises:
-        ValueError: if no track has two points at distinct times.
+    Raises
+    ------
+    ValueError
+        if no track has two points at distinct times.
     """
     residuals, times, track = np.asarray(residuals, np.float64), np.asarray(times, np.float64), np.asarray(track)
     order = np.lexsort((times, track))

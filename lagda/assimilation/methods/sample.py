@@ -176,8 +176,10 @@ def gaussian_root(gaussian: Gaussian, scale: float = 1.0) -> tuple[np.ndarray, n
     A covariance positive definite only up to rounding (a posterior over well and barely determined
     directions at once) gets the smallest ridge r diag(cov), r in PROPOSAL_RIDGES, that factorises.
 
-    Raises:
-        ValueError: if cov is neither `(d,)` nor `(d, d)`, or its diagonal is not positive, or no ridge helps.
+    Raises
+    ------
+    ValueError
+        if cov is neither `(d,)` nor `(d, d)`, or its diagonal is not positive, or no ridge helps.
     """
     mean, d = np.asarray(gaussian.mean, np.float64), np.shape(gaussian.mean)[0]
     if gaussian.root is not None:
@@ -655,19 +657,37 @@ def assimilate_sample(positions, times, release, model: FlowModel, config: Sampl
     learned conditional the caller passes as `proposal` (`learned_proposal`), "hybrid" from hybrid's posterior the
     caller passes (`Gaussian.of_members`; the Sample method builds both).
 
-    Args:
-        positions: `(drifter, obs, 2)` unwrapped; times: `(drifter, obs)`; release: `(drifter, 2)` or None.
-        config: SampleConfig; key: JAX PRNG key.
-        proposal: Gaussian over x = (Re c, Im c) `(2K,)` to start from (config.start "proposal", "learned", "hybrid"),
-            e.g. the mean and covariance of another method's estimate, or None.
-        prior: (mean `(2K,)`, var `(2K,)`) replacing N(0, D), or None.
-        progress: progress(stage, l) after every stage (progress_bar makes one).
-    Returns:
+    Parameters
+    ----------
+    positions
+        `(drifter, obs, 2)` unwrapped
+    times
+        `(drifter, obs)`
+    release
+        `(drifter, 2)` or None.
+    config
+        SampleConfig
+    key
+        JAX PRNG key.
+    proposal
+        Gaussian over x = (Re c, Im c) `(2K,)` to start from (config.start "proposal", "learned", "hybrid"),
+        e.g. the mean and covariance of another method's estimate, or None.
+    prior
+        (mean `(2K,)`, var `(2K,)`) replacing N(0, D), or None.
+    progress
+        progress(stage, l) after every stage (progress_bar makes one).
+
+    Returns
+    -------
+    FieldEstimate
         FieldEstimate of complex samples `(member, mode)`; info: sigma, noise_source, start, the sampler's
         diagnostics (smc_sample), var's MAP cost when it ran, cost_mean (J at the posterior mean), seconds.
-    Raises:
-        ValueError: for a bad config (too few particles for the dense mass matrix included, before var's fit),
-            or a proposal missing for a start but prior and var (or given for those).
+
+    Raises
+    ------
+    ValueError
+        for a bad config (too few particles for the dense mass matrix included, before var's fit),
+        or a proposal missing for a start but prior and var (or given for those).
     """
     config.validate()
     check_particles(config, 2 * model.n_modes)  # before var's fit, which the noise estimate may run first
@@ -705,13 +725,21 @@ def learned_proposal(tracks, model: FlowModel, scorer) -> tuple[Gaussian | None,
     as its prior (learned.field_queries, learned.closed_form, hybrid.learned_prior); or (None, why) for tracks the
     encoder cannot read (hybrid's rule: the prior instead; the caller starts from it and says why).
 
-    Args:
-        tracks: one field's lagda.io.tracks.Tracks; model: the FlowModel the encoder was trained in (its modes, their
-            frequencies and prior: `lagda assimilate --model RUN` takes them from the run).
-        scorer: learned.Scorer of a trained run (learned.scorer_from_run).
-    Raises:
-        ValueError: (one line) for a chosen basis, a similarity with no closed-form conditional, or an encoder of
-            other modes than the model's.
+    Parameters
+    ----------
+    tracks
+        one field's lagda.io.tracks.Tracks
+    model
+        the FlowModel the encoder was trained in (its modes, their frequencies and prior: `lagda assimilate --model RUN`
+        takes them from the run).
+    scorer
+        learned.Scorer of a trained run (learned.scorer_from_run).
+
+    Raises
+    ------
+    ValueError
+        (one line) for a chosen basis, a similarity with no closed-form conditional, or an encoder of
+        other modes than the model's.
     """
     from lagda.assimilation.methods.hybrid import learned_prior
     from lagda.assimilation.methods.learned import closed_form, field_queries

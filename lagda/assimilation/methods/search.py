@@ -47,8 +47,12 @@ from lagda.assimilation.posterior import FieldEstimate
 def gaussian_starts(mean, var, n: int, key, include_mean: bool = True) -> np.ndarray:
     """Returns n starts `(n, 2K)` drawn from N(mean, diag var); the first is the mean itself if include_mean.
 
-    Args:
-        mean, var: `(2K,)`; key: JAX PRNG key (the draws are a function of it only).
+    Parameters
+    ----------
+    mean, var
+        `(2K,)`
+    key
+        JAX PRNG key (the draws are a function of it only).
     """
     mean, std = np.asarray(mean, np.float64), np.sqrt(np.asarray(var, np.float64))
     xi = np.array(jax.random.normal(key, (n, mean.shape[0]), jnp.float64), np.float64)
@@ -65,8 +69,10 @@ def prior_starts(model: FlowModel, n: int, key, include_mean: bool = True) -> np
 def candidate_starts(candidates, k: int | None = None) -> np.ndarray:
     """Returns the first k candidates as starts `(k, 2K)`.
 
-    Args:
-        candidates: complex coefficients `(rank, mode)` (e.g. FieldEstimate.candidates) or real x `(rank, 2K)`.
+    Parameters
+    ----------
+    candidates
+        complex coefficients `(rank, mode)` (e.g. FieldEstimate.candidates) or real x `(rank, 2K)`.
     """
     candidates = np.asarray(candidates)
     x = to_real(candidates) if np.iscomplexobj(candidates) else np.asarray(candidates, np.float64)
@@ -111,13 +117,28 @@ def multistart_map(positions, times, release, model: FlowModel, config: Optimise
     sigma of the misfit as `var` takes it (variational.noise_sigma: given, else the starts run at the estimated or
     floored one and the best end point is refitted at the sigma its evidence gives, variational.fit_noise).
 
-    Args:
-        positions: `(drifter, obs, 2)` unwrapped; times: `(drifter, obs)`; release: `(drifter, 2)` or None.
-        starts: `(start, 2K)` real x = (Re c, Im c); iterations: Gauss-Newton iterations per start
-            and stage (default the config's `iterations`); stages: window fractions per start.
-        prior: (mean, var) `(2K,)` each replacing N(0, D) in the cost, or None.
-        basin_tol: end points within this prior-whitened RMS distance of the best are in its basin.
-    Returns:
+    Parameters
+    ----------
+    positions
+        `(drifter, obs, 2)` unwrapped
+    times
+        `(drifter, obs)`
+    release
+        `(drifter, 2)` or None.
+    starts
+        `(start, 2K)` real x = (Re c, Im c)
+    iterations
+        Gauss-Newton iterations per start and stage (default the config's `iterations`)
+    stages
+        window fractions per start.
+    prior
+        (mean, var) `(2K,)` each replacing N(0, D) in the cost, or None.
+    basin_tol
+        end points within this prior-whitened RMS distance of the best are in its basin.
+
+    Returns
+    -------
+    FieldEstimate
         FieldEstimate of config.members samples of N(x_best, Laplace covariance), or where the end points lie in
         several basins of their Laplace mixture (the best refitted at the final sigma, the others' lowest end points
         as they ended); info (JSON types): costs (per start, at the starting sigma), distances (whitened, to the

@@ -53,9 +53,14 @@ def finite_differences(positions, times, release=None, lag: int = 1):
     Pairs are observations j and j + lag of one drifter; a pair with a missing end (NaN) is
     skipped. A known release point is used as an observation at t = 0.
 
-    Args:
-        positions: `(drifter, obs, 2)` unwrapped; times: `(drifter, obs)`.
-        release: `(drifter, 2)` or None.
+    Parameters
+    ----------
+    positions
+        `(drifter, obs, 2)` unwrapped
+    times
+        `(drifter, obs)`.
+    release
+        `(drifter, 2)` or None.
     """
     positions, times = _with_release(positions, times, release)
     ok = valid_mask(positions, times)
@@ -83,8 +88,10 @@ class Segments:
 def track_segments(positions, times, release, model: FlowModel) -> Segments:
     """Returns the `Segments` of tracks `(drifter, obs, 2)`, times `(drifter, obs)`, release `(drifter, 2)` or None.
 
-    Raises:
-        ValueError: if no segment has two observations.
+    Raises
+    ------
+    ValueError
+        if no segment has two observations.
     """
     positions, times = np.asarray(positions, np.float64), np.asarray(times, np.float64)
     runs = []
@@ -171,10 +178,18 @@ def displacement_data(positions, times, release, model: FlowModel, x=None, segme
     Anchored segments (release known) start at the exact release; the unknown start of any
     other is projected out after whitening (a flat prior on it).
 
-    Args:
-        positions: `(drifter, obs, 2)` unwrapped, NaN where missing; times: `(drifter, obs)`;
-        release: `(drifter, 2)` or None; x: `(2K,)` estimate for dw/dz or None;
-        segments: `track_segments` of these tracks (computed when None).
+    Parameters
+    ----------
+    positions
+        `(drifter, obs, 2)` unwrapped, NaN where missing
+    times
+        `(drifter, obs)`
+    release
+        `(drifter, 2)` or None
+    x
+        `(2K,)` estimate for dw/dz or None
+    segments
+        `track_segments` of these tracks (computed when None).
     """
     seg = track_segments(positions, times, release, model) if segments is None else segments
     rows, data = [], []
@@ -287,10 +302,15 @@ def choose_lag(positions, times, noise_std=None, lags=FD_LAGS) -> tuple[int, dic
     where P(1) is over HEAVY_TAIL times its robust estimate (`_third_difference_power` with robust), the robust
     powers decide instead and the info holds the ratio ("third_difference_heavy_tail").
 
-    Args:
-        positions: `(drifter, obs, 2)`; times: `(drifter, obs)` (the powers use the stencils at the
-            median spacing h only: gaps and irregular times are left out).
-        noise_std: known position noise std (else estimated).
+    Parameters
+    ----------
+    positions
+        `(drifter, obs, 2)`
+    times
+        `(drifter, obs)` (the powers use the stencils at the median spacing h only: gaps and irregular times are left
+        out).
+    noise_std
+        known position noise std (else estimated).
     """
     positions = np.asarray(positions, np.float64)
     n_obs = positions.shape[1]
@@ -341,8 +361,11 @@ def velocity_data(positions, times, release, model: FlowModel, config: LinearCon
 
     regime: `observation_regime` of the tracks (computed when None); the velocities are
     `difference_velocities`, G the velocity basis at their points and times.
-    Raises:
-        ValueError: if no pair of valid observations `lag` apart exists.
+
+    Raises
+    ------
+    ValueError
+        if no pair of valid observations `lag` apart exists.
     """
     info = observation_regime(positions, times, model, config) if regime is None else regime
     points, t, vel, span, order, gain = difference_velocities(positions, times, release, config, info)
@@ -361,8 +384,11 @@ def difference_velocities(positions, times, release, config: LinearConfig, regim
     five-point difference is worse than the pairs: docs/results/assimilation.md);
     where no regular stencil of valid observations exists, the second-order pairs at the
     regime's lag. The noise gain: velocity noise = gain * sigma^2 / spacing^2.
-    Raises:
-        ValueError: if no pair of valid observations `lag` apart exists.
+
+    Raises
+    ------
+    ValueError
+        if no pair of valid observations `lag` apart exists.
     """
     lag = regime["lag"]
     order = config.fd_order if config.fd_order is not None else (6 if lag == 1 and not regime["sparse"] else 2)

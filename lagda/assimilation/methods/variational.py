@@ -429,11 +429,22 @@ def map_fit(positions, times, release, model: FlowModel, config: OptimiserConfig
             iterations=None, prior=None) -> MapFit:
     """Returns the 4D-Var MAP of one field with its Laplace root, the noise from the fit's evidence unless given.
 
-    Args:
-        positions: `(drifter, obs, 2)` unwrapped; times: `(drifter, obs)`; release: `(drifter, 2)` or None.
-        x_init: `(2K,)` start (default the prior mean 0); stages: window fractions (default
-            config.continuation); iterations: per stage (default config.iterations).
-        prior: (mean `(2K,)`, var `(2K,)`) Gaussian prior replacing N(0, D) (hybrid), or None.
+    Parameters
+    ----------
+    positions
+        `(drifter, obs, 2)` unwrapped
+    times
+        `(drifter, obs)`
+    release
+        `(drifter, 2)` or None.
+    x_init
+        `(2K,)` start (default the prior mean 0)
+    stages
+        window fractions (default config.continuation)
+    iterations
+        per stage (default config.iterations).
+    prior
+        (mean `(2K,)`, var `(2K,)`) Gaussian prior replacing N(0, D) (hybrid), or None.
     """
     start = time.perf_counter()
     obs = arrange(positions, times, release, model.dt)
