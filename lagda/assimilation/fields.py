@@ -78,9 +78,18 @@ def field_variance(covs, k1, k2, omega, times, n_grid: int, time=None, block: in
     """Returns the exact variance of psi, u, v on the grid for coefficients x = (Re c, Im c) ~ N(., cov) of each
     field: each `(field, time, y, x)`; the rows of `block` points at a time, made once for every field.
 
-    Args:
-        covs: `(field, 2 mode, 2 mode)`; k1, k2, omega: `(mode,)`; times: `(time,)` model times; n_grid: points per
-        side; time: the model's `simulate.flow.TimeBasis`, or None.
+    Parameters
+    ----------
+    covs
+        `(field, 2 mode, 2 mode)`
+    k1, k2, omega
+        `(mode,)`
+    times
+        `(time,)` model times
+    n_grid
+        points per side
+    time
+        the model's `simulate.flow.TimeBasis`, or None.
     """
     covs = np.asarray(covs, np.float64)
     k1, k2, omega, times = (np.asarray(a) for a in (k1, k2, omega, times))

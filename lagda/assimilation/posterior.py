@@ -169,12 +169,15 @@ def describe_diagnostics(method: str, diagnostics: list[dict], mapping=None) -> 
     """Returns one line of what `method` decided per field, fields with the same story grouped ("field 0: " left out
     when there is one field).
 
-    Args:
-        diagnostics: one info dict per field (`Posterior.diagnostics()`).
-        mapping: the tracks' lagda.io.physical.Mapping, or None: then scales stay in model units; with one, the
-            error model's time scale is in days and its std, the noise levels, in m/s and m.
-
     E.g. "hybrid: fields 0-7: differences over 1 fix step, velocity noise 3e-09, prior learned x4, refined no".
+
+    Parameters
+    ----------
+    diagnostics
+        one info dict per field (`Posterior.diagnostics()`).
+    mapping
+        the tracks' lagda.io.physical.Mapping, or None: then scales stay in model units; with one, the
+        error model's time scale is in days and its std, the noise levels, in m/s and m.
     """
     groups: dict[str, list[int]] = {}
     for f, info in enumerate(diagnostics):

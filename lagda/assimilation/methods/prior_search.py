@@ -308,16 +308,24 @@ def screen_first_fit(g, vel, track, t, model, noise_var: float, rep_var=None, ta
 def search_prior(points, t, vel, track, noise_var: float, model, rep_var=None, tau=None):
     """Returns (mean `(2K,)`, cov `(2K, 2K)`, prior_var `(2K,)`, rep_var, tau, info) chosen from the tracks.
 
-    Args:
-        points `(n, 2)`, t `(n,)`, vel `(n, 2)`, track `(n,)`: lag-1 difference velocities (linear.track_differences).
-        noise_var: the white noise variance of a difference velocity; model: a FlowModel with `search` (PriorSearch).
-        rep_var, tau: the OU variance and time scale when given (the grid then holds only that value).
-
     Velocities far off a fitted field are left out before and after the search (`screen_first_fit`,
     `velocity_outliers`; the module's docstring), their counts in the info ("velocity_outliers_dropped" and its parts).
 
-    Raises:
-        ValueError: when every velocity is zero (no drifter moves: nothing sets the flow's scale).
+    Parameters
+    ----------
+    points, t, vel, track
+        `(n, 2)`, `(n,)`, `(n, 2)`, `(n,)`: lag-1 difference velocities (linear.track_differences).
+    noise_var
+        the white noise variance of a difference velocity
+    model
+        a FlowModel with `search` (PriorSearch).
+    rep_var, tau
+        the OU variance and time scale when given (the grid then holds only that value).
+
+    Raises
+    ------
+    ValueError
+        when every velocity is zero (no drifter moves: nothing sets the flow's scale).
     """
     if not np.any(vel):
         raise ValueError(f"{NO_MOTION}: there is no flow to estimate from them")

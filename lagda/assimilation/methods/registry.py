@@ -170,11 +170,19 @@ class Sample(Method):
                "Laplace Gaussian, the learned conditional of a --model RUN, or hybrid's posterior)")
 
     def __init__(self, config: SampleConfig | None = None, *, encoder=None, run: str | None = None, **options):
-        """Args:
-            encoder: lagda.assimilation.methods.learned.Scorer of a trained run, for start "learned" only.
-            run: the run's identity or name, recorded in each field's info ("learned_run"); from_run sets it.
-        Raises:
-            ValueError: start "learned" without an encoder, or an encoder for another start (one line).
+        """The sampler with `config` (or the defaults and `options`), and the encoder its start needs.
+
+        Parameters
+        ----------
+        encoder
+            lagda.assimilation.methods.learned.Scorer of a trained run, for start "learned" only.
+        run
+            the run's identity or name, recorded in each field's info ("learned_run"); from_run sets it.
+
+        Raises
+        ------
+        ValueError
+            start "learned" without an encoder, or an encoder for another start (one line).
         """
         super().__init__(config, **options)
         if (self.config.start in ENCODER_STARTS) != (encoder is not None):
@@ -239,9 +247,14 @@ class LearnedMethod(Method):
     learned, chosen_basis = True, False
 
     def __init__(self, encoder, config: MethodConfig | None = None, bank=None, **options):
-        """Args:
-            encoder: lagda.assimilation.methods.learned.Scorer (the trained model's comparison of tracks with
-                coefficients); bank: complex `(n, mode)` coefficients to rank, or None for prior draws.
+        """The method with a trained encoder, `config` (or the defaults and `options`) and its bank.
+
+        Parameters
+        ----------
+        encoder
+            lagda.assimilation.methods.learned.Scorer (the trained model's comparison of tracks with coefficients)
+        bank
+            complex `(n, mode)` coefficients to rank, or None for prior draws.
         """
         super().__init__(config, **options)
         self.encoder, self.bank, self.bank_cache = encoder, bank, {}

@@ -466,24 +466,40 @@ def smc_sample(log_likelihood: Callable, prior: Gaussian, key, config: SampleCon
     """Returns (samples `(run * particle, d)`, weights `(run * particle,)` summing to 1, diagnostics dict)
     of the posterior pi(x) ∝ N(x; prior) exp(log_likelihood(x, data)) on R^d by adaptive tempered SMC.
 
-    Args:
-        log_likelihood: (x `(d,)`, data) -> scalar, traceable; pass the same function object to reuse
-            the compiled stage (data is traced, so new data does not recompile).
-        prior: the Gaussian prior p0. key: JAX PRNG key; run r uses fold_in(key, r).
-        config: SampleConfig (validated here); start "proposal" needs `proposal`, the Gaussian q; importance_draws
-            > 0 tries importance sampling from q before tempering, per run (module docstring).
-        progress: called as progress(stage, l) after every stage (stages count on across runs).
-    Returns:
-        The runs' final particles pooled, each run's weights divided by the number of runs;
-        run r's particles are the r-th block of rows (N rows each, or an importance-sampled run's draws).
-        diagnostics: per run the schedule ("tempering"), ESS / N, acceptance, divergent fraction, step size
+    Parameters
+    ----------
+    log_likelihood
+        (x `(d,)`, data) -> scalar, traceable; pass the same function object to reuse
+        the compiled stage (data is traced, so new data does not recompile).
+    prior
+        the Gaussian prior p0.
+    key
+        JAX PRNG key; run r uses fold_in(key, r).
+    config
+        SampleConfig (validated here); start "proposal" needs `proposal`, the Gaussian q; importance_draws
+        > 0 tries importance sampling from q before tempering, per run (module docstring).
+    progress
+        called as progress(stage, l) after every stage (stages count on across runs).
+
+    Returns
+    -------
+    samples : numpy.ndarray
+        `(run * particle, d)`: the runs' final particles pooled; run r's particles are the r-th block of rows (N rows
+        each, or an importance-sampled run's draws).
+    weights : numpy.ndarray
+        `(run * particle,)`: each run's weights divided by the number of runs.
+    diagnostics : dict
+        per run the schedule ("tempering"), ESS / N, acceptance, divergent fraction, step size
         and leapfrog steps per stage, stages, log_evidence, tempering_complete (and "importance" with
         importance_draws); across runs run_diagnostics, the log of the runs' mean evidence estimate,
         stages_max, start_offsets (q against the pooled posterior), with importance_draws importance_runs,
         importance_ess_min and importance_pareto_k_max; divergent_max (the largest divergent fraction of any
         stage of any run, 0 where no run tempered); seconds.
-    Raises:
-        ValueError: for a bad config, a proposal missing or not asked for, or mismatched shapes.
+
+    Raises
+    ------
+    ValueError
+        for a bad config, a proposal missing or not asked for, or mismatched shapes.
     """
     config.validate()
     if (config.start != "prior") != (proposal is not None):
