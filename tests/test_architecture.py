@@ -1,6 +1,7 @@
-"""The layering the code promises: no private name imported across modules, no arrow from the file layer
-(lagda.io) up into the methods (lagda.assimilation), inside lagda.assimilation imports that go one way down its
-layers (ASSIMILATION_LAYERS), and the track file read once by `assimilate_file`."""
+"""The layering the code promises: one table of layers (LAYERS) that every import of lagda, simulate, experiments
+and benchmarks follows downward, lazy imports inside functions included; no import cycle; no private name imported
+across modules; inside lagda.assimilation imports that go one way down its layers (ASSIMILATION_LAYERS); and the
+track file read once by `assimilate_file`."""
 
 import ast
 import os
@@ -8,30 +9,219 @@ import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("lagda", "simulate")
+ALL_PACKAGES = ("lagda", "simulate", "experiments", "benchmarks")
 
 
-def _imports():
-    """Yields (module, imported module, imported name or None) for every absolute import in lagda and simulate."""
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                    yield from ((module, node.module, alias.name) for alias in node.names)
+def _module_name(path: pathlib.Path, root=ROOT) -> str:
+    """Returns the dotted name of the module in `path` (a package's `__init__.py` gives `package.__init__`)."""
+    return ".".join(path.relative_to(root).with_suffix("").parts)
+
+
+def _modules(packages=ALL_PACKAGES, root=ROOT) -> set[str]:
+    """Returns the dotted names of every module of `packages` under `root` (a package's `__init__` as
+    `package.__init__`)."""
+    return {_module_name(path, root) for package in packages for path in (root / package).rglob("*.py")}
+
+
+def _imports(packages=PACKAGES, root=ROOT):
+    """Yields (module, imported module, imported name or None) for every import in `packages`.
+
+    The whole syntax tree is walked, so imports inside functions (lazy ones) and under `if TYPE_CHECKING:` count.
+    A relative import is resolved against the module's package. A package `__init__` that re-exports names lazily
+    (its `_LAZY` table of name -> submodule, served by `lagda._lazy.lazy_getattr`) imports those submodules.
+    """
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            module = _module_name(path, root)
+            tree = ast.parse(path.read_text())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom):
+                    source = node.module
+                    if node.level:  # from . import x, from ..y import z
+                        base = module.split(".")[:-node.level]
+                        source = ".".join(base + ([node.module] if node.module else []))
+                    yield from ((module, source, alias.name) for alias in node.names)
                 elif isinstance(node, ast.Import):
                     yield from ((module, alias.name, None) for alias in node.names)
+            if path.name == "__init__.py":
+                yield from _lazy_exports(module.removesuffix(".__init__"), tree)
+
+
+def _lazy_exports(package: str, tree: ast.Module):
+    """Yields (package `__init__`, package.submodule, name) for each entry of the module-level `_LAZY` table."""
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)
+                and any(isinstance(target, ast.Name) and target.id == "_LAZY" for target in node.targets)):
+            yield from ((f"{package}.__init__", f"{package}.{value.value}", key.value)
+                        for key, value in zip(node.value.keys, node.value.values)
+                        if isinstance(key, ast.Constant) and isinstance(value, ast.Constant))
+
+
+def _target(source: str, name: str | None, modules: set[str]) -> str | None:
+    """Returns the module of ours that `from source import name` (or `import source`) loads, None for a module
+    outside the project (numpy, jax): `name` when it is a submodule, else `source` (a package: its `__init__`)."""
+    for candidate in ([f"{source}.{name}"] if name else []) + [source]:
+        if candidate in modules:
+            return candidate
+        if f"{candidate}.__init__" in modules:
+            return f"{candidate}.__init__"
+    return None
+
+
+def _edges(packages=ALL_PACKAGES, root=ROOT) -> set[tuple[str, str]]:
+    """Returns the (module, imported module) pairs among the modules of `packages`, lazy imports included."""
+    modules = _modules(packages, root)
+    edges = {(module, _target(source, name, modules)) for module, source, name in _imports(packages, root)}
+    return {(module, target) for module, target in edges if target is not None and target != module}
+
+
+# The package layering, lowest first: a module may import its own layer and those below, never one above. A module
+# belongs to the layer of the longest prefix that names it (`lagda.io` holds `lagda.io.__init__` and
+# `lagda.io.tracks`).
+LAYERS = (
+    ("simulate", "lagda.settings", "lagda.report", "lagda.progress", "lagda.arguments", "lagda._lazy",
+     "lagda.examples"),  # the flow and the shared utilities
+    ("lagda.io", "lagda.learning"),  # every file lagda reads or writes; the encoders, losses and training
+    ("lagda.assimilation",  # the methods behind one registry, the posterior, the scores
+     "lagda.testing"),  # the twins that tests and studies build: a FlowModel, pairs, track files (nothing in lagda
+    # imports it)
+    ("lagda.mapping",),  # select, tile, invert, blend, write; the Dask driver
+    ("lagda.cli", "lagda.demo", "lagda.api", "lagda.__init__", "lagda.__main__"),  # the command and the entry points
+    ("experiments", "benchmarks"),  # the studies and the timings, above everything
+)
+
+
+def _layer(module: str, layers=LAYERS) -> int | None:
+    """Returns the index in `layers` of `module`'s layer (longest matching prefix), None outside every layer."""
+    matches = [(len(prefix), layer) for layer, prefixes in enumerate(layers) for prefix in prefixes
+               if module == prefix or module.startswith(prefix + ".")]
+    return max(matches)[1] if matches else None
+
+
+def _upward(edges: set[tuple[str, str]], layers=LAYERS) -> list[str]:
+    """Returns 'module -> imported module (layer a -> layer b)' for every import in `edges` that goes up `layers`."""
+    return sorted(f"{module} -> {target} (layer {_layer(module, layers)} -> {_layer(target, layers)})"
+                  for module, target in edges
+                  if None not in (_layer(module, layers), _layer(target, layers))
+                  and _layer(target, layers) > _layer(module, layers))
+
+
+def test_every_module_has_a_layer():
+    """A new module is placed in a layer on purpose: each module of lagda, simulate, experiments and benchmarks."""
+    unplaced = sorted(module for module in _modules() if _layer(module) is None)
+    assert not unplaced, f"modules in no layer of LAYERS: {unplaced}"
+
+
+def test_imports_go_down_the_layers():
+    """No module imports one of a higher layer, at the top of the file or inside a function."""
+    upward = _upward(_edges())
+    assert not upward, "upward imports:\n" + "\n".join(upward)
+
+
+def test_the_checks_see_imports_in_functions_relative_imports_and_lazy_re_exports(tmp_path):
+    """A toy package: an import inside a function and a relative one, each going up, are found; the import of a
+    layer below passes; a cycle closed by a lazy re-export (`_LAZY`) and an import inside a function is found."""
+    files = {"__init__.py": "", "high/__init__.py": "", "high/top.py": "import toy.low.inner\n",
+             "low/__init__.py": '_LAZY = {"g": "lazy"}\n',
+             "low/lazy.py": "def g():\n    from ..high import top\n    return top\n",
+             "low/inner.py": "from toy.low import g\n",
+             "low/other.py": "def f():\n    from toy.high.top import h\n    return h\n"}
+    for name, text in files.items():
+        (tmp_path / "toy" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "toy" / name).write_text(text)
+    edges = _edges(("toy",), tmp_path)
+    assert _upward(edges, (("toy.low", "toy.__init__"), ("toy.high",))) == [
+        "toy.low.lazy -> toy.high.top (layer 0 -> 1)", "toy.low.other -> toy.high.top (layer 0 -> 1)"]
+    assert _cycles(edges) == [["toy.high.top", "toy.low.inner", "toy.low.__init__", "toy.low.lazy", "toy.high.top"]]
+
+
+def _cycles(edges: set[tuple[str, str]]) -> list[list[str]]:
+    """Returns one cycle (a list of modules, the first repeated at the end) for each strongly connected set of two
+    or more modules of the import graph `edges` (Tarjan's algorithm, iterative)."""
+    graph: dict[str, list[str]] = {}
+    for module, target in sorted(edges):
+        graph.setdefault(module, []).append(target)
+        graph.setdefault(target, [])
+    index, low, stack, on_stack, components = {}, {}, [], set(), []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(graph[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        components.append(set(component))
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(graph[child])))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return [_cycle_in(component, graph) for component in components]
+
+
+def _cycle_in(component: set[str], graph: dict[str, list[str]]) -> list[str]:
+    """Returns a shortest cycle through the first (sorted) module of `component`, by breadth-first search."""
+    start = min(component)
+    previous = {start: None}
+    queue = [start]
+    for node in queue:
+        for child in graph[node]:
+            if child == start:
+                path = [node]
+                while previous[path[-1]] is not None:
+                    path.append(previous[path[-1]])
+                return [*reversed(path), start]
+            if child in component and child not in previous:
+                previous[child] = node
+                queue.append(child)
+    raise AssertionError(f"no cycle through {start} in {sorted(component)}")
+
+
+def test_no_import_cycle():
+    """No two modules of lagda, simulate, experiments and benchmarks import each other, directly or through others."""
+    cycles = [" -> ".join(cycle) for cycle in _cycles(_edges())]
+    assert not cycles, "import cycles:\n" + "\n".join(sorted(cycles))
+
+
+def test_a_cycle_is_found():
+    edges = {("a", "b"), ("b", "c"), ("c", "a"), ("c", "d"), ("d", "e"), ("e", "d"), ("f", "a")}
+    assert sorted(_cycles(edges)) == [["a", "b", "c", "a"], ["d", "e", "d"]]
+    assert _cycles({("a", "b"), ("b", "c"), ("a", "c")}) == []
+
+
+def test_layer_of_a_module():
+    assert _layer("simulate.flow") == 0
+    assert _layer("lagda.examples") == 0
+    assert _layer("lagda.io.__init__") == _layer("lagda.learning.losses") == 1
+    assert _layer("lagda.assimilation.methods.linear") == _layer("lagda.testing") == 2
+    assert _layer("lagda.mapping.run") == 3
+    assert _layer("lagda.__init__") == _layer("lagda.demo") == 4
+    assert _layer("experiments.basin_year") == 5
+    assert _layer("lagda.unknown") is None
 
 
 def test_no_private_name_is_imported_across_modules():
     private = [(module, source, name) for module, source, name in _imports()
                if source.split(".")[0] in PACKAGES and name and name.startswith("_") and not name.startswith("__")]
     assert not private, private
-
-
-def test_the_file_layer_does_not_import_the_methods():
-    upward = [(module, source) for module, source, _ in _imports()
-              if module.startswith("lagda.io") and source.startswith(("lagda.assimilation", "lagda.mapping"))]
-    assert not upward, upward
 
 
 # lagda.assimilation's layers, lowest first: a module may import its own layer and those below, never one above.
@@ -61,8 +251,7 @@ def test_assimilation_layers_import_downward_only():
 
 def test_every_assimilation_module_has_a_layer():
     """A new module of lagda.assimilation is placed in a layer on purpose (its folder follows its imports)."""
-    modules = {".".join(path.relative_to(ROOT).with_suffix("").parts)
-               for path in (ROOT / "lagda" / "assimilation").rglob("*.py")}
+    modules = {module for module in _modules(("lagda",)) if module.startswith("lagda.assimilation.")}
     unplaced = sorted(module for module in modules if _assimilation_layer(module) is None)
     assert not unplaced, unplaced
 
