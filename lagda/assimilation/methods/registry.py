@@ -308,14 +308,15 @@ Each class has `Config` (its settings: a frozen dataclass of lagda.assimilation.
 trained encoder first; `make_method` builds either); calling it with (tracks, model, key) returns the
 Posterior of every field of the tracks.
 
-Examples:
-    >>> from lagda.assimilation import METHODS
-    >>> sorted(METHODS)
-    ['embed', 'enkf', 'hybrid', 'linear', 'retrieve', 'sample', 'var']
-    >>> METHODS["linear"].Config.__name__, METHODS["embed"].learned
-    ('LinearConfig', True)
-    >>> METHODS["var"](iterations=10).config.iterations
-    10
+Examples
+--------
+>>> from lagda.assimilation import METHODS
+>>> sorted(METHODS)
+['embed', 'enkf', 'hybrid', 'linear', 'retrieve', 'sample', 'var']
+>>> METHODS["linear"].Config.__name__, METHODS["embed"].learned
+('LinearConfig', True)
+>>> METHODS["var"](iterations=10).config.iterations
+10
 """
 
 
