@@ -446,8 +446,8 @@ def test_the_local_gps_velocities_span_about_six_hours_at_any_cadence(every_h):
     # two drifters in the uniform current (U, V) for four days, a fix every `every_h` hours: each gives 16 chunk
     # velocities, every one the current, their midpoints 3 to 12 hours apart (a 6-hourly track, one fix a chunk,
     # gave none when they were taken within each chunk)
+    from lagda.assimilation.local_gp import LOCAL_CHUNK_S, chunk_velocities
     from lagda.io.fixes import Fixes
-    from lagda.mapping.invert import LOCAL_CHUNK_S, chunk_velocities
 
     seconds = 3600.0 * every_h * np.arange(int(96 / every_h) + 1)
     phi0 = np.deg2rad(30.0)
@@ -556,7 +556,8 @@ def test_the_local_gp_maps_the_flank_of_an_eddy_a_dense_cluster_skirts():
     # from the basis at the drifters (the fit was rejected when that was the yardstick), and 4,400 velocities are
     # more than one GP is conditioned on (longer chunks once smeared them): at the cells holding a fix each day the
     # local GP takes away at least two thirds of the basis field's error
-    from lagda.mapping.invert import LOCAL_MAX_POINTS, invert_tile, tile_fixes
+    from lagda.assimilation.local_gp import LOCAL_MAX_POINTS
+    from lagda.mapping.invert import invert_tile, tile_fixes
 
     s = settings(-40.0, 30.0)
     tile = s.tiles()[0]
@@ -613,6 +614,7 @@ def test_a_tile_answered_zero_counts_the_velocity_variance_once():
     # drifters in still water: the basis estimate is zero through its guard, its posterior is the prior, and the
     # local GP maps the velocities themselves; the total variance is the GP's (with the drifters' mean square
     # velocity far from them), not the GP's plus the basis prior's
+    from lagda.assimilation import local_gp
     from lagda.mapping import invert
 
     s = settings(-40.0, 30.0)
@@ -626,10 +628,10 @@ def test_a_tile_answered_zero_counts_the_velocity_variance_once():
     mapping, tracks = invert.tile_tracks(fixes, segments, tile)
     mean, _, _, chosen = invert._posterior(tracks, s.k_max, s.degree)
     assert not np.any(mean)
-    gp, hyper, _, spread, _, _, _, (seen, departure) = invert._local_fit(fixes, segments, mean, chosen["model"],
-                                                                           mapping, tile, s.k_max)
+    gp, hyper, _, spread, _, _, _, (seen, departure) = local_gp._local_fit(fixes, segments, mean, chosen["model"],
+                                                                             mapping, tile, s.k_max)
     days, rows, cols = grid.window(tile)
-    _, _, var_local = invert._local_on(gp, tile, *np.meshgrid(grid.lon[cols], grid.lat[rows]), grid.days[days])
+    _, _, var_local = local_gp._local_on(gp, tile, *np.meshgrid(grid.lon[cols], grid.lat[rows]), grid.days[days])
     expected = [var_local + (var_local / hyper.s2) ** 2 * max(spread + m**2 - hyper.s2, 0.0) for m in seen]
     # the zero basis field departs from the drifters' mean velocity by less than their own velocities do: no excess
     assert np.all(np.abs(seen) < departure)

@@ -45,7 +45,7 @@ def drifter_groups(fixes: Fixes) -> np.ndarray:
         >>> drifter_groups(f).tolist()
         [0, 0, 2]
     """
-    from lagda.mapping.residual import EARTH_RADIUS_KM
+    from lagda.assimilation.gaussian_process import EARTH_RADIUS_KM
 
     n = len(fixes.ids)
     parent = np.arange(n)
@@ -179,8 +179,8 @@ def binned_mean(lon, lat, seconds, fixes: Fixes) -> np.ndarray:
 
 def daily_velocities(fixes: Fixes) -> tuple[np.ndarray, ...]:
     """Returns (lon, lat, seconds, velocity `(n, 2)` m/s, traj `(n,)`): each drifter segment's displacements over
-    CHECK_CHUNK_S (lagda.mapping.invert.chunk_velocities) at their midpoints, and the drifter of each."""
-    from lagda.mapping.invert import chunk_velocities
+    CHECK_CHUNK_S (lagda.assimilation.local_gp.chunk_velocities) at their midpoints, and the drifter of each."""
+    from lagda.assimilation.local_gp import chunk_velocities
 
     segments = fixes.segments()
     lon, lat, seconds, velocity, _, segment = chunk_velocities(fixes, segments, CHECK_CHUNK_S)

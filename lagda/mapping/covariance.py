@@ -30,7 +30,7 @@ import dataclasses
 
 import numpy as np
 
-from lagda.mapping.residual import EARTH_RADIUS_KM
+from lagda.assimilation.gaussian_process import EARTH_RADIUS_KM
 from lagda.mapping.tiles import DAY_S
 
 MAX_PAIR_KM = 400.0  # pairs of velocities further apart than this ...

@@ -27,7 +27,7 @@ from lagda.io.fixes import Fixes
 from lagda.mapping.covariance import Covariance
 from lagda.mapping.tiles import DAY_S, Tile
 
-CHUNK_S = 12 * 3600.0  # the drifters' velocities: displacements over this long (lagda.mapping.invert.chunk_velocities)
+CHUNK_S = 12 * 3600.0  # the drifters' velocities: displacements over this long (local_gp.chunk_velocities)
 BLOCK_CELLS = 8  # cells mapped together from the same velocities
 MARGIN_L = 4.0  # velocities within this many length scales of a block inform it
 MAX_BLOCK_POINTS = 700  # at most this many velocities per block (beyond: the nearest in space and time)
@@ -69,8 +69,9 @@ class Velocities:
 
     @classmethod
     def of_fixes(cls, fixes: Fixes) -> "Velocities":
-        """Returns the fixes' drifter segments' velocities over CHUNK_S (lagda.mapping.invert.chunk_velocities)."""
-        from lagda.mapping.invert import chunk_velocities
+        """Returns the fixes' drifter segments' velocities over CHUNK_S
+        (lagda.assimilation.local_gp.chunk_velocities)."""
+        from lagda.assimilation.local_gp import chunk_velocities
 
         segments = fixes.segments()
         lon, lat, seconds, velocity, _, segment = chunk_velocities(fixes, segments, CHUNK_S)
@@ -119,7 +120,7 @@ def map_tile(data: Velocities, tile: Tile, grid, cov: Covariance, background: st
     `data` are the tile's own velocities (`Velocities.in_tile`); `background`: the path of a gridded product
     (lagda.io.background), or None for a prior mean of zero.
     """
-    from lagda.mapping.residual import local_km
+    from lagda.assimilation.gaussian_process import local_km
 
     days, rows, cols = grid.window(tile)
     seconds = grid.days[days]

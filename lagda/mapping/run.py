@@ -23,21 +23,15 @@ import time
 import numpy as np
 
 from lagda.arguments import again, given
+from lagda.assimilation.local_gp import mean_square_velocity
 from lagda.io.fixes import Fixes, unsegmented_text
-from lagda.io.formats import is_url, open_zarr_url, source_name, track_files
 from lagda.io.land import SOURCE as LAND_SOURCE
 from lagda.io.land import sea_fraction
+from lagda.io.locations import is_url, open_zarr_url
 from lagda.io.physical import parse_time
+from lagda.io.sources import source_name, track_files
 from lagda.mapping.archive import archive_extent, clean, select_fixes
-from lagda.mapping.invert import (
-    FULL_SEGMENTS,
-    NO_SEGMENT,
-    Grid,
-    invert_tile,
-    is_fallback,
-    mean_square_velocity,
-    tile_fixes,
-)
+from lagda.mapping.invert import FULL_SEGMENTS, NO_SEGMENT, Grid, invert_tile, is_fallback, tile_fixes
 from lagda.mapping.tiles import DAY_S, Tile, check_extent, region_width, tile_layout
 from lagda.report import counted
 from simulate.atomic import (

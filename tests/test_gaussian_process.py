@@ -1,11 +1,21 @@
-"""The space-time Gaussian process of lagda.mapping.residual: its gradient, its fit and its closed forms."""
+"""The space-time Gaussian process (lagda.assimilation.gaussian_process): its gradient, its fit and its closed
+forms."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from lagda.mapping.residual import Hyper, NearestInTime, Predictor, fit, kernel, local_km, neg_log_likelihood, predict
+from lagda.assimilation.gaussian_process import (
+    Hyper,
+    NearestInTime,
+    Predictor,
+    fit,
+    kernel,
+    local_km,
+    neg_log_likelihood,
+    predict,
+)
 
 
 @pytest.mark.parametrize("centre", [True, False])

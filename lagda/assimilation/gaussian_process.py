@@ -5,10 +5,11 @@ The kernel is squared-exponential in distance and in time,
 
     k((x, t), (x', t')) = s2 exp(-|x - x'|^2 / (2 l^2) - (t - t')^2 / (2 tau^2)),
 
-plus noise n2 on the diagonal, for points `(n, 3)` of (x km, y km, t days) on a local plane. `lagda map` fits it to
-what each tile's basis leaves out at the drifters (mean zero) and adds its prediction to the tile's field (in a
-dense tile, conditioned each day on the velocities nearest in time: `NearestInTime`); the basin-year benchmark's
-GP baseline (after Goncalves et al. 2019) fits it to the velocities themselves (their mean removed).
+plus noise n2 on the diagonal, for points `(n, 3)` of (x km, y km, t days) on a local plane. The local GP
+(lagda.assimilation.local_gp) fits it to what a basis leaves out at the drifters (mean zero) and adds its
+prediction to the basis field (in a dense tile, conditioned each day on the velocities nearest in time:
+`NearestInTime`); the basin-year benchmark's GP baseline (after Goncalves et al. 2019) fits it to the velocities
+themselves (their mean removed).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import dataclasses
 import numpy as np
 
 EARTH_RADIUS_KM = 6371.0088
+DAY_S = 86400.0  # seconds in a day: the kernel's time unit
 
 
 @dataclasses.dataclass(frozen=True)
