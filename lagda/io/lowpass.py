@@ -116,7 +116,9 @@ def low_pass(time: np.ndarray, lon: np.ndarray, lat: np.ndarray, starts) -> tupl
     `low_pass_segment`, and the line that says what was done. `lagda map` and `lagda assimilate` call it through
     `lagda.io.fixes.Fixes.low_passed`.
 
-    Example: three days of hourly fixes drifting north at 0.1 m/s through a 0.15 m/s inertial loop at 45 N
+    Examples
+    --------
+    Three days of hourly fixes drifting north at 0.1 m/s through a 0.15 m/s inertial loop at 45 N:
 
     >>> t = np.arange(73) * 3600.0
     >>> f = 2 * OMEGA * np.sin(np.deg2rad(45.0))
