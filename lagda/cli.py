@@ -462,7 +462,7 @@ def _run_assimilate(args: argparse.Namespace) -> int:
 
 
 def _assimilate_command(args: argparse.Namespace) -> int:
-    from lagda.io.formats import track_files
+    from lagda.io.sources import track_files
 
     track_files(args.tracks)  # each a file, a Parcels v3 zarr store or a folder of track files
     if args.model is not None and not os.path.isdir(args.model):

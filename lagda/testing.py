@@ -86,7 +86,7 @@ def write_gdp_hourly_files(ragged, folder, lost: dict | None = None, missing: di
 
     import xarray as xr
 
-    from lagda.io.formats import cf_seconds
+    from lagda.io.cf_time import cf_seconds
 
     os.makedirs(folder, exist_ok=True)
     with xr.open_dataset(ragged, decode_times=False) as ds:

@@ -307,7 +307,7 @@ def test_gap_and_missing_lines_are_one_summary_each_with_the_file_ids(tmp_path):
 
 
 def test_a_subset_of_an_archive_is_cleaned_from_its_dataset(tmp_path):
-    from lagda.io.formats import raw_from_dataset
+    from lagda.io.readers.cf_dataset import raw_from_dataset
 
     _gdp_file(tmp_path / "gdp.nc")
     with xr.open_dataset(tmp_path / "gdp.nc", decode_times=False) as ds, warnings.catch_warnings():

@@ -330,7 +330,8 @@ def test_spreadsheet_csvs_read_as_the_plain_csv_and_say_their_delimiter(tmp_path
     delimiter other than the comma."""
     import gzip
 
-    from lagda.io.formats import read_raw, track_files
+    from lagda.io.formats import read_raw
+    from lagda.io.sources import track_files
 
     (tmp_path / "plain.csv").write_text(_fixes_csv())
     plain = read_raw(tmp_path / "plain.csv")
@@ -566,7 +567,8 @@ def test_a_drifter_in_several_files_is_one_drifter_and_bad_sets_of_files_are_ref
     shared time is one fix; files without ids keep theirs apart; a folder without track files, a missing file and
     tracks in model units among several files are refused in one line."""
     from lagda.examples import shipped
-    from lagda.io.formats import read_raw, track_files
+    from lagda.io.formats import read_raw
+    from lagda.io.sources import track_files
 
     rows = [f"300234060000000,2025-03-01T{h:02d}:00:00Z,{-40 + 0.01 * h},34" for h in range(8)]
     (tmp_path / "march_a.csv").write_text("\n".join(["id,time,lon,lat", *rows[:5]]) + "\n")

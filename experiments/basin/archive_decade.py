@@ -28,7 +28,7 @@ import time
 import numpy as np
 import xarray as xr
 
-from lagda.io.formats import cf_seconds
+from lagda.io.cf_time import cf_seconds
 from lagda.mapping.archive import CHUNK_FIXES, _Archive, _in_region, select_fixes
 from lagda.testing import write_gdp_hourly_files
 

@@ -214,7 +214,7 @@ class Background:
 
     def _read(self, ds, name: str, time, window: _Window) -> np.ndarray:
         """Returns float64 `(lat, lon)` of variable `name` on the window at the file's `time` index (fills NaN)."""
-        from lagda.io.formats import without_fills
+        from lagda.io.cf_time import without_fills
 
         time_dim, lat_dim, lon_dim = self._grid.dims
         where = {**self._grid.fixed, lat_dim: window.row_span, lon_dim: window.col_span}
@@ -595,7 +595,7 @@ def _find_time(ds, name: str, path: str) -> tuple[str | None, str]:
 
 def _find_grid(ds, name: str, path: str) -> tuple[_Grid, list[str]]:
     """Returns the grid of variable `name` and its notes (grid, period, levels taken), or raises ValueError."""
-    from lagda.io.formats import calendar_note, cf_seconds
+    from lagda.io.cf_time import calendar_note, cf_seconds
 
     dims = ds[name].dims
     lon, lon_dim = _axis(ds, _coordinate(ds, "longitude", LON_NAMES, dims, path, "longitude"), path)

@@ -12,8 +12,9 @@ import os
 
 import numpy as np
 
-from lagda.io.formats import read_tracks, source_name
+from lagda.io.formats import read_tracks
 from lagda.io.physical import Mapping, box_of_size, parse_time
+from lagda.io.sources import source_name
 from lagda.io.tracks import Tracks, id_text, pack_tracks, write_tracks
 
 

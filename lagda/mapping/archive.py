@@ -50,7 +50,7 @@ class _Archive:
     After the pieces, `ids()`, `n_total` and `notes` (what reading said, one line each) hold for the whole."""
 
     def __init__(self, source):
-        from lagda.io.formats import source_name, track_files
+        from lagda.io.sources import source_name, track_files
 
         self.files = track_files(source)
         self.name = source_name(self.files)
@@ -96,7 +96,10 @@ class _Archive:
         Raises:
             LivesDisagree: a file read has a fix outside the lives its drifters state.
         """
-        from lagda.io.formats import SeveralFiles, assumed_ragged, calendar_note, is_url, merge_raw
+        from lagda.io.cf_time import calendar_note
+        from lagda.io.locations import is_url
+        from lagda.io.readers.cf_dataset import assumed_ragged
+        from lagda.io.sources import SeveralFiles, merge_raw
         from lagda.io.tracks import id_text
 
         if len(self.files) == 1:
@@ -151,7 +154,7 @@ def _lazy_ragged(path: str):
     another kind."""
     import xarray as xr
 
-    from lagda.io.formats import is_url, open_zarr_url
+    from lagda.io.locations import is_url, open_zarr_url
 
     ds = None
     if is_url(path):
@@ -291,7 +294,7 @@ class _Ragged:
         Raises:
             LivesDisagree: a fix read lies outside its trajectory's life (so the lives cannot be trusted).
         """
-        from lagda.io.formats import without_fills
+        from lagda.io.cf_time import without_fills
 
         start = 0
         while start < self.n_total:
@@ -312,7 +315,7 @@ class _Ragged:
                    seconds)
 
     def _seconds(self, sl: slice) -> np.ndarray:
-        from lagda.io.formats import cf_seconds
+        from lagda.io.cf_time import cf_seconds
 
         self.times_read += sl.stop - sl.start
         return cf_seconds(self.ds[self.time][sl].values, self.units, self.calendar, self.path, warn=False)
@@ -361,7 +364,7 @@ def _stated_lives(variables, path, along=None) -> tuple[np.ndarray, np.ndarray, 
     (name -> xarray Variable) state it (the GDP's and clouddrift's per-drifter `start_date`, else `deploy_date`, and
     `end_date`, over the dimensions `along`, or any of at most one dimension when None; widened by LIFE_SLACK_S; a
     date missing or not stated: -inf or +inf) and the variables' names, or None when it states neither end."""
-    from lagda.io.formats import cf_seconds
+    from lagda.io.cf_time import cf_seconds
 
     def stated(name):
         var = variables.get(name)
@@ -387,7 +390,7 @@ def _file_life(path: str) -> tuple[float, float, str] | None:
     """Returns (first, last) seconds since 1970 of the span of the lives a local netCDF file or Zarr store states
     for its drifters (`_stated_lives`, widened by LIFE_SLACK_S) and the variables' names, or None when it states
     none or is another kind of file (read whole then)."""
-    from lagda.io.formats import is_url
+    from lagda.io.locations import is_url
 
     if is_url(path):
         return None
@@ -496,7 +499,7 @@ def select_fixes(path, region, period, margin_deg: float = 0.0, margin_s: float 
 
     Args:
         path: the archive: a ragged netCDF file or Zarr store, any lon/lat track file, several, or a folder of
-            them (lagda.io.formats.track_files); region: (west, east, south, north) degrees (east < west crosses
+            them (lagda.io.sources.track_files); region: (west, east, south, north) degrees (east < west crosses
             the dateline); period: (start, end) seconds since 1970-01-01T00:00:00Z. progress: a bar on stderr.
     Raises:
         FileNotFoundError: missing archive. ValueError: not a ragged archive, or no fix in the region and period.
