@@ -805,7 +805,8 @@ def test_archive_extent_leaves_out_spikes_and_lone_fixes_and_reads_whole_tracks_
     """A fix at (0 E, 0 N) (a position spike) and one dated 1970 (a lone fix decades from its track) would stretch
     the map to a 40-degree box and 55 years: the extent is the clean archive's, and the note counts both. Read in
     slices shorter than one track, the extent and the selected fixes are the same."""
-    from lagda.mapping.archive import _Ragged, archive_extent, select_fixes
+    from lagda.io.archive import _Ragged
+    from lagda.mapping.archive import archive_extent, select_fixes
 
     clean_path, bad = tmp_path / "clean.nc", tmp_path / "bad.nc"
     write_archive(clean_path, -40.0, 30.0, size=2.0, days=5, n=5)  # 120 hourly fixes a drifter
@@ -929,7 +930,7 @@ def test_a_files_stated_life_is_read_alike_from_netcdf4_netcdf3_and_zarr(tmp_pat
     """The span of the lives a file states (`_file_life`: start_date or deploy_date, end_date, widened by a day)
     is the same read through h5py (netCDF-4), netCDF4 (netCDF-3) and xarray (Zarr); a missing end (-1e34, the
     GDP's fill) is no end; a CSV, or a file that states no dates, states no life."""
-    from lagda.mapping.archive import LIFE_SLACK_S, _file_life
+    from lagda.io.archive import LIFE_SLACK_S, _file_life
 
     since = {"units": "hours since 2020-01-01 00:00:00"}
     ds = xr.Dataset({"ID": ("traj", [7, 8]), "rowsize": ("traj", [2, 2]),

@@ -28,8 +28,9 @@ import time
 import numpy as np
 import xarray as xr
 
+from lagda.io.archive import CHUNK_FIXES, Archive
 from lagda.io.cf_time import cf_seconds
-from lagda.mapping.archive import CHUNK_FIXES, _Archive, _in_region, select_fixes
+from lagda.mapping.archive import _in_region, select_fixes
 from lagda.testing import write_gdp_hourly_files
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -121,7 +122,7 @@ def add_ncei_variables(path, rng) -> None:
 def every_fix(path, region, period):
     """Returns the fixes in region and period, every fix of the archive read (the selection without skipping):
     their ids, times and positions; and the number of fixes read."""
-    source, parts = _Archive(path), []
+    source, parts = Archive(path), []
     for piece, numbers, sl, lon, lat, seconds in source.chunks(CHUNK_FIXES, "", False):
         keep = _in_region(lon, lat, region) & (seconds >= period[0]) & (seconds <= period[1])
         parts.append(piece.fixes(sl, lon, lat, seconds, keep, numbers))
