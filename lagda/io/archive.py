@@ -60,8 +60,10 @@ class Archive:
         the drifters, or of several files the files, whose stated lives miss it); `read_note` then says what was
         read, when not every fix.
 
-        Raises:
-            LivesDisagree: the archive's drifter lives disagree with its fixes (read again with `use_lives` off).
+        Raises
+        ------
+        LivesDisagree
+            the archive's drifter lives disagree with its fixes (read again with `use_lives` off).
         """
         from tqdm import tqdm
 
@@ -89,8 +91,10 @@ class Archive:
         the number of files read or passed over for it). Of several files, given `period` (start, end) seconds,
         a file whose drifters' stated lives (`_file_life`) miss it is not read (`read_note` says how many were).
 
-        Raises:
-            LivesDisagree: a file read has a fix outside the lives its drifters state.
+        Raises
+        ------
+        LivesDisagree
+            a file read has a fix outside the lives its drifters state.
         """
         if len(self.files) == 1:
             path = self.files[0]
@@ -176,8 +180,10 @@ def _ragged_in_memory(path: str, mtime_ns: int, size: int):
     """Returns a track file that is not a ragged archive (lagda.io.formats.read_raw) as an in-memory ragged Dataset
     (`_ragged_dataset`); its attribute `lagda_read_notes` holds what reading said, its warnings as notes.
 
-    Raises:
-        ValueError: not a track file, or not in longitude/latitude with CF times (lagda assimilate maps those).
+    Raises
+    ------
+    ValueError
+        not a track file, or not in longitude/latitude with CF times (lagda assimilate maps those).
     """
     with warnings.catch_warnings(record=True) as caught:  # a reader's assumption becomes a note of the map
         warnings.simplefilter("always")
@@ -193,8 +199,10 @@ def _ragged_dataset(raw, name: str, several: bool = False):
     """Returns the `RawTracks` of a track file (or of several) as an in-memory ragged Dataset of its
     longitude/latitude fixes (`rowsize`, `id`, `lon`, `lat`, `time`), with `drogue_status` when it has it.
 
-    Raises:
-        ValueError: a lagda dataset, or fixes not in longitude/latitude with CF times (lagda assimilate maps those).
+    Raises
+    ------
+    ValueError
+        a lagda dataset, or fixes not in longitude/latitude with CF times (lagda assimilate maps those).
     """
     import xarray as xr
 
@@ -275,8 +283,10 @@ class _Ragged:
         `lives` as well (`lives()`), the trajectories whose life misses the period are not read at all. Fixes
         outside the period may still be yielded (the caller selects); none inside it is left out.
 
-        Raises:
-            LivesDisagree: a fix read lies outside its trajectory's life (so the lives cannot be trusted).
+        Raises
+        ------
+        LivesDisagree
+            a fix read lies outside its trajectory's life (so the lives cannot be trusted).
         """
         start = 0
         while start < self.n_total:

@@ -31,8 +31,10 @@ def cf_seconds(values, units: str, calendar, path="", warn: bool = True) -> np.n
     (magnitude `FILL_MAGNITUDE` or more) are NaN. A model's calendar (noleap, 360_day, ...) is read as the
     same dates of the standard calendar (`calendar_note` words it; `warn`: as a warning).
 
-    Raises:
-        ValueError: for unreadable units, or a model calendar's date the standard one lacks (30 February).
+    Raises
+    ------
+    ValueError
+        for unreadable units, or a model calendar's date the standard one lacks (30 February).
     """
     import xarray as xr
 

@@ -116,9 +116,12 @@ def read_raw(source) -> RawTracks | Tracks:
     `merge_raw`): a drifter id found in more than one file is one drifter (a file per drifter and year, say); its
     notes say so.
 
-    Raises:
-        FileNotFoundError: if a path does not exist. ValueError: one line, if a file is none of the formats, or
-            several files hold a lagda dataset or tracks in model units.
+    Raises
+    ------
+    FileNotFoundError
+        if a path does not exist.
+    ValueError
+        one line, if a file is none of the formats, or several files hold a lagda dataset or tracks in model units.
     """
     files = track_files(source)
     if len(files) == 1:
@@ -140,9 +143,11 @@ def to_tracks(raw: RawTracks, path, box=None, time_scale: float | None = None, *
     become `Tracks.position_std_m` and `Tracks.velocity_std_m_s`. With `low_pass`, longitude/latitude fixes with
     dates are then low-passed (`read_tracks`).
 
-    Raises:
-        ValueError: for model positions with CF times or the reverse, a box or time scale given for
-            tracks in model units, or a stored mapping that is inconsistent.
+    Raises
+    ------
+    ValueError
+        for model positions with CF times or the reverse, a box or time scale given for
+        tracks in model units, or a stored mapping that is inconsistent.
     """
     check_units(raw, path)
     if raw.coordinates == "model" and (box is not None or time_scale is not None):

@@ -13,9 +13,10 @@ import re
 def is_url(path) -> bool:
     """Returns whether `path` is a URL (https://..., s3://...) rather than a local path.
 
-    Example:
-        >>> is_url("https://noaa-oar-hourly-gdp-pds.s3.amazonaws.com/latest/gdp-v2.01.1.zarr"), is_url("gdp.nc")
-        (True, False)
+    Examples
+    --------
+    >>> is_url("https://noaa-oar-hourly-gdp-pds.s3.amazonaws.com/latest/gdp-v2.01.1.zarr"), is_url("gdp.nc")
+    (True, False)
     """
     return isinstance(path, str) and re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", path) is not None
 
@@ -40,8 +41,10 @@ def open_zarr_url(url: str):
     """Returns the Zarr store at `url` opened lazily (xarray through fsspec: https:// needs aiohttp, the `cloud`
     extra; s3:// needs s3fs).
 
-    Raises:
-        ValueError: one line, if the store cannot be opened (a missing package named, or what the server said).
+    Raises
+    ------
+    ValueError
+        one line, if the store cannot be opened (a missing package named, or what the server said).
     """
     import xarray as xr
 

@@ -24,8 +24,12 @@ def track_files(source) -> list[str]:
     Zarr stores whose names end in a reader's suffix, `lagda.io.readers.registry.track_suffixes`, not its
     subfolders, in name order), the URL of a Zarr store (`is_url`), or a list of such paths.
 
-    Raises:
-        FileNotFoundError: a path that does not exist. ValueError: a folder with no track file, or no path.
+    Raises
+    ------
+    FileNotFoundError
+        a path that does not exist.
+    ValueError
+        a folder with no track file, or no path.
     """
     paths = [source] if isinstance(source, (str, os.PathLike)) else list(source)
     if not paths:
@@ -63,8 +67,10 @@ class SeveralFiles:
     drifters by id across the files (an id named in more than one file is one drifter), each file's notes and
     its reader's warnings, said once for all the files (`notes`, `warnings`).
 
-    Args:
-        files: the track files (`track_files`).
+    Parameters
+    ----------
+    files
+        the track files (`track_files`).
     """
 
     def __init__(self, files: list[str]):
@@ -76,9 +82,11 @@ class SeveralFiles:
         """Returns the fixes of one of the files as read, the trajectories of a file that names no ids named
         after it ("FILE" for one, "FILE:i" for several).
 
-        Raises:
-            ValueError: a lagda dataset or tracks in model units, or positions in other coordinates than the
-                files read before (lon/lat and metres mixed).
+        Raises
+        ------
+        ValueError
+            a lagda dataset or tracks in model units, or positions in other coordinates than the
+            files read before (lon/lat and metres mixed).
         """
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

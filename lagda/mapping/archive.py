@@ -44,12 +44,24 @@ def select_fixes(path, region, period, margin_deg: float = 0.0, margin_s: float 
     fixes' notes say how many fixes or files were read, and whether the lives were set aside because a drifter's
     fixes fall outside its stated life (every fix read then).
 
-    Args:
-        path: the archive: a ragged netCDF file or Zarr store, any lon/lat track file, several, or a folder of
-            them (lagda.io.sources.track_files); region: (west, east, south, north) degrees (east < west crosses
-            the dateline); period: (start, end) seconds since 1970-01-01T00:00:00Z. progress: a bar on stderr.
-    Raises:
-        FileNotFoundError: missing archive. ValueError: not a ragged archive, or no fix in the region and period.
+    Parameters
+    ----------
+    path
+        the archive: a ragged netCDF file or Zarr store, any lon/lat track file, several, or a folder of them
+        (lagda.io.sources.track_files)
+    region
+        (west, east, south, north) degrees (east < west crosses the dateline)
+    period
+        (start, end) seconds since 1970-01-01T00:00:00Z.
+    progress
+        a bar on stderr.
+
+    Raises
+    ------
+    FileNotFoundError
+        missing archive.
+    ValueError
+        not a ragged archive, or no fix in the region and period.
     """
     widened = (period[0] - margin_s, period[1] + margin_s)
 
@@ -96,16 +108,21 @@ def archive_extent(path, resolution: float, cadence_s: float, region=None, perio
     or before the last. Only fixes inside the `region` or `period` given count. `notes` says, for each, what was
     chosen and from how many fixes. `progress` draws a bar on stderr.
 
-    Raises:
-        FileNotFoundError: missing archive. ValueError: not a ragged archive, or no fix to take an extent from.
+    Raises
+    ------
+    FileNotFoundError
+        missing archive.
+    ValueError
+        not a ragged archive, or no fix to take an extent from.
 
-    Example:
-        >>> from lagda.examples import shipped
-        >>> region, period, notes = archive_extent(shipped("gdp_like.nc"), 0.5, 86400.0)
-        >>> region  # the 8 drifters' fixes lie within 40.84-37.15 W, 32.43-36.72 N
-        (-41.0, -37.0, 32.0, 37.0)
-        >>> notes[1].split(": ")[-1]  # the period: the first and the last fix's days
-        '2025-03-01T00:00:00 to 2025-03-31T00:00:00'
+    Examples
+    --------
+    >>> from lagda.examples import shipped
+    >>> region, period, notes = archive_extent(shipped("gdp_like.nc"), 0.5, 86400.0)
+    >>> region  # the 8 drifters' fixes lie within 40.84-37.15 W, 32.43-36.72 N
+    (-41.0, -37.0, 32.0, 37.0)
+    >>> notes[1].split(": ")[-1]  # the period: the first and the last fix's days
+    '2025-03-01T00:00:00 to 2025-03-31T00:00:00'
     """
     n_bins = int(round(360.0 / resolution))
 

@@ -39,8 +39,10 @@ QG_TRUTH = {"psi", "u", "v", "truth_time"}  # the gridded truth of a QG truth fi
 def read_netcdf(head: FileHead):
     """Returns what a netCDF file holds (`from_dataset`), its values loaded.
 
-    Raises:
-        ValueError: one line, for a file netCDF cannot read or that is no track file.
+    Raises
+    ------
+    ValueError
+        one line, for a file netCDF cannot read or that is no track file.
     """
     import xarray as xr
 
@@ -57,8 +59,10 @@ def read_netcdf(head: FileHead):
 def read_zarr(head: FileHead):
     """Returns what a Zarr store (a local folder, or at a URL) holds (`from_dataset`), its values loaded.
 
-    Raises:
-        ValueError: one line, for a folder that is no Zarr store, or a store that cannot be read.
+    Raises
+    ------
+    ValueError
+        one line, for a folder that is no Zarr store, or a store that cannot be read.
     """
     import xarray as xr
 
@@ -85,8 +89,10 @@ def raw_from_dataset(ds, name="dataset") -> RawTracks:
     The layouts and GDP variables of `read_tracks`; the values are loaded (subset a lazy archive first).
     `to_tracks` (or `lagda.io.clean.clean_fixes` alone) takes it on.
 
-    Raises:
-        ValueError: one line naming `name`, for a lagda dataset or a dataset that is no trajectory file.
+    Raises
+    ------
+    ValueError
+        one line naming `name`, for a lagda dataset or a dataset that is no trajectory file.
     """
     raw = checked(from_dataset, ds, name)
     if isinstance(raw, Tracks):
@@ -221,8 +227,10 @@ def guess_layout(ds, path, why: str | None, position: str | None = None) -> list
     and `why` (the attributes that were missing); `why` None (featureType trajectory was given) warns only of an
     assumed ragged array. With `position` (the name of the x-like variable) the layout is read from its dims.
 
-    Raises:
-        ValueError: if neither layout shows in the dimensions.
+    Raises
+    ------
+    ValueError
+        if neither layout shows in the dimensions.
     """
     named_first = sorted(ds.variables.items(),
                          key=lambda item: "size" not in item[0].lower() and "count" not in item[0].lower())

@@ -58,8 +58,10 @@ def _csv_column(header, names: tuple, what: str, path, columns: str) -> str:
     """Returns the first of the column names `names` in `header` (names as `_csv_name` gives them), with a warning
     when it is not `names[0]`.
 
-    Raises:
-        ValueError: when none is, one line listing the file's `columns`.
+    Raises
+    ------
+    ValueError
+        when none is, one line listing the file's `columns`.
     """
     found = next((name for name in names if name in header), None)
     if found is None:
@@ -77,8 +79,10 @@ def read_csv(file: FileHead) -> RawTracks:
     ignored; columns may be separated by semicolons (a comma in a number then its decimal point) or tabs, said in
     a note. Rows without a position or a time are left out, counted in a note.
 
-    Raises:
-        ValueError: one line: not a CSV of fixes, a column missing (the columns listed), no rows, bad values.
+    Raises
+    ------
+    ValueError
+        one line: not a CSV of fixes, a column missing (the columns listed), no rows, bad values.
     """
     path, head, compression = file.path, file.text, file.compression
     try:

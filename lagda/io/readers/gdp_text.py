@@ -30,8 +30,10 @@ def read_buoydata(head: FileHead) -> RawTracks:
     month, fractional day and year (UTC), longitude 0..360 east, latitude; 999.99 (missing) as missing; the
     position variances (degrees squared, written with Fortran's D or E exponents) as `err_lat`, `err_lon`.
 
-    Raises:
-        ValueError: one line, for a line that is not of this format.
+    Raises
+    ------
+    ValueError
+        one line, for a line that is not of this format.
     """
     import pandas as pd
 

@@ -14,8 +14,10 @@ from lagda.io.tracks import RawTracks
 def read_parquet(head: FileHead) -> RawTracks:
     """Returns the tracks of a Parcels v4 particle file (Parquet, one row per particle and observation).
 
-    Raises:
-        ValueError: one line: pyarrow missing, an unreadable file, a column missing, or times without CF units.
+    Raises
+    ------
+    ValueError
+        one line: pyarrow missing, an unreadable file, a column missing, or times without CF units.
     """
     path = head.path
     try:

@@ -99,8 +99,10 @@ class Reader:
 def check_units(raw, path) -> None:
     """Refuses `RawTracks` whose positions and times are not both physical or both model units.
 
-    Raises:
-        ValueError: one line saying which is which.
+    Raises
+    ------
+    ValueError
+        one line saying which is which.
     """
     if raw.coordinates == "model" and raw.physical_time:
         raise ValueError(f"{path}: positions are in model units (units \"1\") but times are CF datetimes; "
