@@ -6,7 +6,8 @@ multidimensional layout (dims `trajectory`/`obs`, ids `trajectory_id(trajectory)
 `time(trajectory, obs)` padded with `_FillValue`) or the contiguous ragged one of clouddrift and the GDP (dims
 `traj`/`obs`, a count `rowsize(traj)` with `sample_dimension = "obs"`). Tracks with a `Mapping` are written in physical
 units (lon/lat in degrees or x/y in metres, CF time), the others in model units. Readers of
-every format the ecosystem writes live in `lagda.io.formats` (`read_tracks` is their entry).
+every format the ecosystem writes live in `lagda.io.readers`, one module each (`lagda.io.formats.read_tracks` is
+their entry).
 """
 
 from __future__ import annotations
