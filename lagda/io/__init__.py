@@ -2,8 +2,8 @@
 per format the ecosystem writes, behind one registry; `formats`: `read_tracks`, their entry; `sources`: the files of
 a source, several read as one; `cf_time`: CF times; `archive`: an archive read lazily a chunk at a time), the
 physical-units mapping (`physical`), the quality control of fixes (`clean`), inertial oscillations and tides taken
-out of them (`lowpass`), `export` (`lagda export-tracks`), the assimilation result file (`results`) and the shared netCDF
-helpers (`netcdf`). The public functions are re-exported here and loaded on first use."""
+out of them (`lowpass`), `export` (`lagda export-tracks`), the assimilation result file (`results`) and the shared
+netCDF helpers (`netcdf`). The public functions are re-exported here and loaded on first use."""
 
 from lagda._lazy import lazy_getattr
 
