@@ -441,7 +441,7 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
 
     Args:
         archive: a ragged netCDF file or Zarr store read in slices, any lon/lat track file, several, or a folder
-            of them (lagda.mapping.archive).
+            of them (lagda.io.archive).
         out: the output path, ending in .zarr or .nc.
         settings: what the map is made of (`MapSettings`); a resume compares every field.
         workers: Dask LocalCluster worker processes (default: the CPUs); ignored with `scheduler`.
