@@ -42,7 +42,9 @@ _CHOICES = {
     "kernel_coef_set": CoefSet, "similarity_weights": SimilarityWeights,
     "nuclr_xi_rule": NuclrRule, "nuclr_zeta_step": NuclrRule,
 }
-STATEFUL_LOSSES = ("sogclr", "nuclr")  # losses with per-sample state (lagda/learning/nuclr.py)
+# LossKind names the losses of lagda.learning.loss_registry.LOSSES, STATEFUL_LOSSES those with per-sample state
+# (lagda/learning/nuclr.py), which the settings below restrict (tests/test_losses.py keeps them equal)
+STATEFUL_LOSSES = ("sogclr", "nuclr")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,6 +17,7 @@ from lagda.learning import losses
 from lagda.learning.config import TrainConfig
 from lagda.learning.data import PairedData, check_same_modes, load_paired
 from lagda.learning.encoders import embed_coefficients, similarity_mask
+from lagda.learning.loss_registry import LOSSES
 from lagda.learning.model import (
     Contrastive,
     embed_track_sets,
@@ -51,7 +52,7 @@ def retrieval_scores(model, data: PairedData, config: TrainConfig, library: int 
     n = data.n_samples if not library or blocks else min(library, data.n_samples)
     estimates = None if estimates is None else estimates[:n]
     coef = jnp.asarray(data.coef[:n])
-    if config.loss == "kernel_set":
+    if LOSSES[config.loss].set_kernel:
         if not isinstance(model, Contrastive):
             raise ValueError("kernel_set retrieval needs the whole trained model (load_trained), not the encoder")
         v_emb = jnp.asarray(embed_track_sets(model, config, data.positions[:n], config.eval_batch, estimates, progress))

@@ -18,8 +18,8 @@ import numpy as np
 from flax import nnx
 from tqdm import tqdm
 
-from lagda.learning import checkpoint, kernel_set, nuclr
-from lagda.learning.config import STATEFUL_LOSSES, TrainConfig
+from lagda.learning import checkpoint, kernel_set
+from lagda.learning.config import TrainConfig
 from lagda.learning.encoders import (
     FeatureStats,
     TrajectoryTransformer,
@@ -27,6 +27,7 @@ from lagda.learning.encoders import (
     encode_tracks,
     similarity_mask,
 )
+from lagda.learning.loss_registry import LOSSES
 from lagda.learning.optimizer import make_optimizer
 from lagda.learning.set_encoder import SetEncoder, embedding_width
 
@@ -50,7 +51,7 @@ class Contrastive(nnx.Module):
         log_tau = jnp.asarray(math.log(config.tau), jnp.float32)
         self.log_tau = nnx.Param(log_tau) if config.learn_tau else FeatureStats(log_tau)
         self.bias = nnx.Param(jnp.asarray(config.sigmoid_bias, jnp.float32))
-        if config.loss == "kernel_set":
+        if LOSSES[config.loss].set_kernel:
             self._init_kernel_set(2 * len(k1), config, modes)
 
     def _init_kernel_set(self, n_embed: int, config: TrainConfig, modes: dict | None) -> None:
@@ -313,8 +314,8 @@ def _restore_model_only(mngr, params, buffers, config, meta):
     # The optimiser state is part of the saved tree; rebuild its abstract structure too.
     tx = make_optimizer(config, 1)
     like = (params, buffers, jax.eval_shape(tx.init, params))
-    if config.loss in STATEFUL_LOSSES:  # the per-sample state is saved too (one entry per training pair)
-        like = like + (jax.eval_shape(lambda: nuclr.init_state(int(meta["n_pairs"]), config)),)
+    if LOSSES[config.loss].stateful:  # the per-sample state is saved too (one entry per training pair)
+        like = like + (jax.eval_shape(lambda: LOSSES[config.loss].init_state(int(meta["n_pairs"]), config)),)
     restored, epoch = checkpoint.restore(mngr, like)
     params, buffers = restored[:2]
     mngr.close()

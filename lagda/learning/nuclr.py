@@ -55,10 +55,21 @@ def init_direction(n: int, zeta_init: float, xi_init: float, dtype=jnp.float32) 
             "momentum": jnp.zeros((n,), dtype), "xi": jnp.asarray(xi_init, dtype)}
 
 
+def learns_zeta(config) -> bool:
+    """Returns whether the candidate weights zeta are learned (loss "nuclr") or held at 0 (loss "sogclr").
+
+    Examples
+    --------
+    >>> from lagda.learning.config import tiny
+    >>> learns_zeta(tiny(loss="nuclr")), learns_zeta(tiny(loss="sogclr"))
+    (True, False)
+    """
+    return config.loss == "nuclr"
+
+
 def init_state(n: int, config) -> dict:
     """Returns the per-sample state of both directions and the step counter (SogCLR: zeta = xi = 0)."""
-    learn = config.loss == "nuclr"
-    zeta0, xi0 = (config.nuclr_zeta_init, config.nuclr_xi_init) if learn else (0.0, 0.0)
+    zeta0, xi0 = (config.nuclr_zeta_init, config.nuclr_xi_init) if learns_zeta(config) else (0.0, 0.0)
     return {**{d: init_direction(n, zeta0, xi0) for d in DIRECTIONS}, "step": jnp.zeros((), jnp.int32)}
 
 
@@ -147,7 +158,7 @@ def update_direction(sim, state: dict, index, tau, n: int, config, frozen, lr, e
     dtype = state["zeta"].dtype
     new = {**state, "log_u": state["log_u"].at[index].set(log_u.astype(dtype)),
            "seen": state["seen"].at[index].set(True)}
-    if config.loss != "nuclr":  # SogCLR: zeta = xi = 0 throughout
+    if not learns_zeta(config):  # SogCLR: zeta = xi = 0 throughout
         return surrogate, objective, new
     grad = zeta_gradient(logits, zeta, log_u, tau, n, c if config.nuclr_offdiag_c else 1.0)
     if config.nuclr_zeta_step == "code":

@@ -29,22 +29,17 @@ import sys
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tqdm import tqdm
 
-from lagda.learning import checkpoint, kernel_set, losses, nuclr, regimes
-from lagda.learning.config import STATEFUL_LOSSES, TrainConfig
+from lagda.learning import checkpoint, kernel_set, regimes
+from lagda.learning.config import TrainConfig
 from lagda.learning.data import PairedData, as_paired
-from lagda.learning.encoders import (
-    embed_coefficients,
-    encode_track_points,
-    encode_tracks,
-)
 from lagda.learning.evaluate import retrieval_scores
+from lagda.learning.loss_registry import LOSSES
 from lagda.learning.model import Contrastive, build_model, track_estimates
 from lagda.learning.optimizer import make_optimizer
 from simulate.atomic import OutputLock, fault_point, remove_stale_inside, write_atomic
@@ -54,44 +49,17 @@ class TrainingDiverged(ValueError):
     """The loss became NaN or infinite; the last good checkpoint is kept."""
 
 
-def masked_coefficients(model: Contrastive, coef):
-    """Returns the masked g_u(c) `(batch, n_e)` of a batch (the model's coefficient embedding)."""
-    return embed_coefficients(coef, model.coef_embedding) * model.mask[...][None]
-
-
-def embeddings(model: Contrastive, coef, positions, estimate=None, mask=None):
-    """Returns the masked (g_u(c) `(batch, n_e)`, g_v(v) `(batch, n_e)`) of a batch."""
-    v_emb = encode_tracks(model.encoder, positions, estimate, mask=mask) * model.mask[...][None]
-    return masked_coefficients(model, coef), v_emb
-
-
 def contrastive_loss(model: Contrastive, coef, positions, config: TrainConfig, estimate=None, mask=None, rff=None,
                      negatives=None):
-    """Returns the batch loss of config.loss on logits s(g_u(c), g_v(v)) (eq. 12 for "cond").
+    """Returns the batch loss of config.loss (lagda.learning.loss_registry.LOSSES) on logits s(g_u(c), g_v(v))
+    (eq. 12 for "cond").
 
     `mask`: bool `(batch, drifter, obs)` of the observations the set encoder reads (None: all).
-    `rff`: (omega, beta), the step's random-feature draw (kernel_set; None: the model's fixed draw).
+    `rff`: (omega, beta), the step's random-feature draw (a set-kernel loss; None: the model's fixed draw).
     `negatives`: coefficients `(K, mode)` of other pairs in the u|v softmax ("cond"; config.negatives).
-    Stateless losses only; sogclr and nuclr go through `stateful_loss`.
+    Stateless losses only; the stateful ones (sogclr, nuclr) go through `stateful_loss`.
     """
-    tau = jnp.exp(model.log_tau[...])
-    if config.loss == "kernel_set":
-        u_emb = masked_coefficients(model, coef)
-        v_points = encode_track_points(model.encoder, positions, estimate, mask=mask) * model.mask[...][None, None]
-        omega, beta = (model.rff_omega[...], model.rff_beta[...]) if rff is None else rff
-        logits = kernel_set.kernel_set_logits(model.coefficient_points(u_emb), v_points, omega, beta,
-                                              config.kernel_alpha1, config.kernel_alpha2, tau)
-        return losses.conditional_loss(logits, config.lambda_u, config.lambda_v)
-    u_emb, v_emb = embeddings(model, coef, positions, estimate, mask)
-    logits = losses.similarity(u_emb, v_emb, config.similarity, tau)
-    if config.loss == "cond":
-        extra = None
-        if negatives is not None:
-            extra = losses.similarity(masked_coefficients(model, negatives), v_emb, config.similarity, tau)
-        return losses.conditional_loss(logits, config.lambda_u, config.lambda_v, extra)
-    if config.loss == "joint":
-        return losses.joint_loss(logits)
-    return losses.sigmoid_loss(logits, model.bias[...])
+    return LOSSES[config.loss](model, coef, positions, config, estimate, mask, rff, negatives)
 
 
 def stateful_loss(model: Contrastive, coef, positions, config: TrainConfig, loss_state, index, run_length,
@@ -100,10 +68,7 @@ def stateful_loss(model: Contrastive, coef, positions, config: TrainConfig, loss
 
     `index`: `(batch,)` training-sample indices; `run_length`: (n pairs, total steps, steps per epoch).
     """
-    u_emb, v_emb = embeddings(model, coef, positions, estimate, mask)
-    sim = losses.similarity(u_emb, v_emb, config.similarity, 1.0)
-    n, total_steps, steps_per_epoch = run_length
-    return nuclr.nuclr_objective(sim, loss_state, index, config.tau, n, config, total_steps, steps_per_epoch)
+    return LOSSES[config.loss](model, coef, positions, config, loss_state, index, run_length, estimate, mask)
 
 
 def rff_key(key):
@@ -130,10 +95,10 @@ def train_step(graphdef, params, buffers, opt_state, coef, positions, estimate=N
     if config.regime == "mixture":
         positions, mask = regimes.sample_regimes(key, positions, config)
     rff = None
-    if config.loss == "kernel_set":
+    if LOSSES[config.loss].set_kernel:
         rff = kernel_set.draw_frequencies(rff_key(key), config.kernel, 2 * coef.shape[-1], config.kernel_features,
                                           config.kernel_scale)
-    if config.loss in STATEFUL_LOSSES:
+    if LOSSES[config.loss].stateful:
         def objective(p):
             model = nnx.merge(graphdef, p, buffers)
             return stateful_loss(model, coef, positions, config, loss_state, index, run_length, estimate, mask)
@@ -317,7 +282,7 @@ def _run_epoch(state, epoch, train_data, estimates, batches, step_fn, graphdef, 
             coef = _global_batch(train_data.coef[index], sharding)
             positions = _global_batch(rows, sharding)
             estimate = None if estimates is None else _global_batch(estimates[index], sharding)
-            key = regime_key(config, epoch, i) if config.regime == "mixture" or config.loss == "kernel_set" else None
+            key = regime_key(config, epoch, i) if config.regime == "mixture" or LOSSES[config.loss].set_kernel else None
             if loss_state is None:
                 negatives = None
                 if config.negatives:
@@ -434,9 +399,9 @@ def _train(config: TrainConfig, train_data, test_data, run_dir: pathlib.Path, re
     tx = make_optimizer(config, total_steps)
     state = (params, buffers, tx.init(params))
     run_length = None
-    if config.loss in STATEFUL_LOSSES:  # per-sample state of sogclr / nuclr, indexed by training pair
+    if LOSSES[config.loss].stateful:  # per-sample state of sogclr / nuclr, indexed by training pair
         run_length = (train_data.n_samples, total_steps, steps_per_epoch)
-        state = state + (nuclr.init_state(train_data.n_samples, config),)
+        state = state + (LOSSES[config.loss].init_state(train_data.n_samples, config),)
     mngr = checkpoint.manager(run_dir / "checkpoints", config.keep_checkpoints)
     first_epoch = 0
     if resume and mngr.latest_step() is not None:
