@@ -107,16 +107,10 @@ class Cond(Loss):
 
         Parameters
         ----------
-        model : lagda.learning.model.Contrastive
-            The trained model.
-        coef : complex array `(batch, mode)`
-            The flows' Fourier coefficients.
-        positions : array `(batch, drifter, obs, 2)`
-            The tracks.
+        model, coef, positions, estimate, mask
+            As for `embeddings`.
         config : lagda.learning.config.TrainConfig
             `similarity`, `lambda_u`, `lambda_v`.
-        estimate, mask
-            As for `embeddings`.
         rff : ignored
             The step's random features (read by the set-kernel loss only).
         negatives : complex array `(K, mode)`, optional
