@@ -214,7 +214,7 @@ def test_layer_of_a_module():
     assert _layer("lagda.assimilation.methods.linear") == _layer("lagda.testing") == 2
     assert _layer("lagda.mapping.run") == 3
     assert _layer("lagda.__init__") == _layer("lagda.demo") == 4
-    assert _layer("experiments.basin_year") == 5
+    assert _layer("experiments.basin.year") == 5
     assert _layer("lagda.unknown") is None
 
 

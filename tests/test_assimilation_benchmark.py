@@ -1,4 +1,4 @@
-"""experiments/assimilation_benchmark.py: the per-regime verdict and truth-map ratios on hand-made rows,
+"""experiments/assimilation/benchmark.py: the per-regime verdict and truth-map ratios on hand-made rows,
 and a smoke run of the script (--quick, one regime, the cheap methods)."""
 
 import csv
@@ -9,7 +9,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def bench():
-    from experiments import assimilation_benchmark
+    from experiments.assimilation import benchmark as assimilation_benchmark
 
     return assimilation_benchmark
 

@@ -7,8 +7,8 @@ import pytest
 import xarray as xr
 from scipy.special import erf
 
-from experiments.basin_archive import ArchiveConfig, make_archive, to_gdp_dataset
-from experiments.basin_methods import (
+from experiments.basin.archive import ArchiveConfig, make_archive, to_gdp_dataset
+from experiments.basin.methods import (
     Tiling,
     binned_means,
     crop_to_truth,
@@ -18,7 +18,7 @@ from experiments.basin_methods import (
     score_on_own_cells,
     seam_mask,
 )
-from experiments.basin_ocean import OceanConfig, lonlat_to_plane, plane_to_lonlat, truth_on_grid
+from experiments.basin.ocean import OceanConfig, lonlat_to_plane, plane_to_lonlat, truth_on_grid
 
 TIMES = np.datetime64("2001-01-01", "ns") + np.arange(20) * np.timedelta64(1, "D")
 LON = -35.0 + 0.5 * (np.arange(20) + 0.5)
@@ -229,7 +229,7 @@ def test_peak_tree_rss_sees_a_child_process():
     import subprocess
     import sys
 
-    from experiments.basin_run import peak_tree_rss
+    from experiments.basin.run import peak_tree_rss
 
     code = ("import subprocess, sys; subprocess.run([sys.executable, '-c', "
             "'import time; b = bytearray(300 * 2**20); time.sleep(2)'])")
@@ -238,8 +238,8 @@ def test_peak_tree_rss_sees_a_child_process():
 
 
 def test_count_tiles_prefers_the_store_then_the_last_line_then_the_tiling():
-    from experiments.basin_run import count_tiles
-    from experiments.basin_year import quick
+    from experiments.basin.benchmark import quick
+    from experiments.basin.run import count_tiles
 
     bench = quick()  # 10 x 10 degrees, 60 days
     store = xr.Dataset(attrs={"tile_size_deg": 5.0, "halo_deg": 1.0, "window_days": 20.0, "window_step_days": 10.0})
@@ -250,7 +250,7 @@ def test_count_tiles_prefers_the_store_then_the_last_line_then_the_tiling():
 
 
 def test_result_velocity_reads_both_result_layouts():
-    from experiments.basin_run import result_velocity
+    from experiments.basin.run import result_velocity
 
     u = np.arange(2 * 3 * 4, dtype=float).reshape(1, 2, 3, 4)
     old = xr.Dataset({"u_mean": (("field", "model_time", "y", "x"), u), "v_mean": (("field", "model_time", "y", "x"),
@@ -266,21 +266,22 @@ def test_result_velocity_reads_both_result_layouts():
 
 
 def test_csv_rows_merge_and_the_page_table_follows(tmp_path):
-    from experiments.basin_year import write_csv, write_page
+    from experiments.basin.year import page_table, write_csv
+    from experiments.common.page_tables import write_page
 
     path = write_csv([{"method": "a", "config": "x", "error": 0.5}, {"method": "b", "config": "y", "error": 0.25}],
                      tmp_path / "t.csv")
     write_csv([{"method": "a", "config": "x", "error": 0.125}], path)
     page = tmp_path / "p.md"
     page.write_text("intro\n<!-- basin-year table: begin -->\nold\n<!-- basin-year table: end -->\nafter\n")
-    text = write_page(path, page).read_text()
+    text = write_page(path, page, page_table, "basin-year table").read_text()
     assert "old" not in text and text.startswith("intro") and text.endswith("after\n")
     assert "| b | y | 0.25 |" in text and "| a | x | 0.125 |" in text and "0.5 " not in text
 
 
 def test_only_the_year_table_reaches_the_docs_page(tmp_path, monkeypatch, capsys):
     # `all --quick` keeps its table in its work folder; the docs page shows results/basin_year.csv alone
-    import experiments.basin_year as by
+    import experiments.basin.year as by
 
     page = tmp_path / "page.md"
     page.write_text("<!-- basin-year table: begin -->\nold\n<!-- basin-year table: end -->\n")

@@ -1,4 +1,5 @@
-"""The dense-deployment benchmark's pieces (experiments.dense_cluster): its flow, its binned means, its scoring."""
+"""The dense-deployment benchmark's pieces (experiments.basin.dense_cluster): its flow, its binned means, its
+scoring."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from experiments import dense_cluster as dc
+from experiments.basin import dense_cluster as dc
 
 
 def test_the_flow_is_divergence_free_and_the_current_far_from_its_eddies():

@@ -1,6 +1,7 @@
-"""experiments/fig14_retrieval.py reads the per-split evaluations of experiments/evaluate_whole_sets.sh."""
+"""experiments/learning/fig14_retrieval.py reads the per-split evaluations of
+experiments/learning/evaluate_whole_sets.sh."""
 
-from experiments.fig14_retrieval import csv_rows, merge_splits
+from experiments.learning.fig14_retrieval import csv_rows, merge_splits
 
 
 def _final(split: str, library: int, libraries: int, value: float) -> dict:

@@ -12,7 +12,7 @@ from lagda.learning import gaussian, losses
 
 @pytest.fixture(scope="module")
 def experiment():
-    from experiments import gaussian_theory
+    from experiments.learning import gaussian_theory
 
     return gaussian_theory
 

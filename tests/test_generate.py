@@ -213,7 +213,7 @@ def test_wrapped_segments_break_where_the_track_wraps():
 def test_fig13_script_draws_the_samples(reference, tmp_path):
     from matplotlib.image import imread
 
-    from experiments import fig13_samples as module
+    from experiments.learning import fig13_samples as module
 
     path = tmp_path / "d.nc"
     reference.to_netcdf(path, encoding=schema.encoding(reference))

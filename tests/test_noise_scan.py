@@ -1,12 +1,12 @@
-"""experiments/noise_scan.py: its Laplace evidence of the position noise peaks at the true noise where the tracks
-determine it (a dense noisy K = 9 benchmark flow), and its sigma-marginal estimate is a mean of the MAPs."""
+"""experiments/assimilation/noise_scan.py: its Laplace evidence of the position noise peaks at the true noise where
+the tracks determine it (a dense noisy K = 9 benchmark flow), and its sigma-marginal estimate is a mean of the MAPs."""
 
 
 import numpy as np
 
 
 def _scan():
-    from experiments import noise_scan
+    from experiments.assimilation import noise_scan
 
     return noise_scan
 

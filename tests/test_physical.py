@@ -268,15 +268,15 @@ def test_tracks_in_projected_metres_get_the_local_gp_in_metres(tmp_path):
 
 
 def test_the_bands_hold_a_lone_eddys_fit_where_it_rings_away_from_the_drifters(tmp_path):
-    """Six drifters around a lone eddy in a quiet current for 30 days (experiments.lone_eddy, seed 2): the basis fit
-    of the eddy rings across the box (velocities of twice the fastest drifter's where the truth is the current),
-    where the result's total bands held both components of the truth on 0.74 of the cells beyond 75 km from the
-    day's fixes.
+    """Six drifters around a lone eddy in a quiet current for 30 days (experiments.drifters.lone_eddy, seed 2): the
+    basis fit of the eddy rings across the box (velocities of twice the fastest drifter's where the truth is the
+    current), where the result's total bands held both components of the truth on 0.74 of the cells beyond 75 km from
+    the day's fixes.
     The basis field's departure beyond every drifter velocity joins the std there: they hold at least 0.95 of them,
     and a note says on what share of the cells. And the mean is drawn back by it: beyond 75 km no velocity is faster
     than the edge of the drifters' own (their 6-hour velocities' mean +- largest departure, per component; 0.53
     m/s), where it reached 0.8 m/s and more."""
-    from experiments.lone_eddy import score, write_tracks
+    from experiments.drifters.lone_eddy import score, write_tracks
 
     fix_x, fix_y = write_tracks(tmp_path / "lone.csv", n=6, days=30, seed=2)
     summary = assimilate_file(tmp_path / "lone.csv", tmp_path / "r.nc", "linear", basis="circular")

@@ -1,5 +1,5 @@
-"""experiments/posterior_geometry.py: its probes on Gaussian targets, where their answers are known in closed form,
-and one probe of a benchmark flow (--quick)."""
+"""experiments/assimilation/posterior_geometry.py: its probes on Gaussian targets, where their answers are known in
+closed form, and one probe of a benchmark flow (--quick)."""
 
 import json
 
@@ -11,7 +11,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def geometry():
-    from experiments import posterior_geometry
+    from experiments.assimilation import posterior_geometry
 
     return posterior_geometry
 

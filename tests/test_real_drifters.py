@@ -1,5 +1,5 @@
-"""The real-drifter benchmark's pieces (experiments.real_drifters) on synthetic fixes: its folds, distance bands,
-baselines, bootstrap and table. Nothing is downloaded and no map is made here."""
+"""The real-drifter benchmark's pieces (experiments.drifters.real_drifters) on synthetic fixes: its folds, distance
+bands, baselines, bootstrap and table. Nothing is downloaded and no map is made here."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from experiments import real_drifters as rd
+from experiments.drifters import real_drifters as rd
 from lagda.io.fixes import Fixes
 from lagda.io.physical import EARTH_RADIUS_M
 

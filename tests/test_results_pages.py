@@ -1,10 +1,10 @@
-"""The results pages open with summary tables made from the tracked results/*.csv (experiments/results_pages.py):
+"""The results pages open with summary tables made from the tracked results/*.csv (experiments/common/results_pages.py):
 a page and its CSV files agree, and the block is replaced in place, not duplicated. Every page of the site and the
 README has a heading at least every 60 lines and no paragraph over 1000 characters."""
 
 import pytest
 
-from experiments import results_pages
+from experiments.common import results_pages
 
 
 @pytest.mark.parametrize("page", sorted(results_pages.PAGES))
@@ -12,7 +12,7 @@ def test_each_page_summary_matches_its_csv_files(page):
     text = (results_pages.ROOT / page).read_text()
     assert text.count(results_pages.BEGIN) == 1 and text.count(results_pages.END) == 1, page
     assert results_pages.with_summary(text, results_pages.summary_block(page)) == text, (
-        f"{page} disagrees with its CSV files: run python -m experiments.results_pages")
+        f"{page} disagrees with its CSV files: run python -m experiments.common.results_pages")
 
 
 def test_a_changed_csv_makes_its_page_stale(tmp_path):

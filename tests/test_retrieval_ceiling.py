@@ -1,4 +1,5 @@
-"""experiments/retrieval_ceiling.py: the misfit as an inner product, the velocity-error estimate, the rankings."""
+"""experiments/learning/retrieval_ceiling.py: the misfit as an inner product, the velocity-error estimate, the
+rankings."""
 
 import dataclasses
 import json
@@ -6,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from experiments import retrieval_ceiling as ceiling
+from experiments.learning import retrieval_ceiling as ceiling
 from lagda.learning import physics
 from lagda.testing import make_pairs
 

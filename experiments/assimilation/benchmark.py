@@ -56,10 +56,10 @@ the per-field scores beside them (`.fields.csv`). `--shard I/N` assimilates only
 f = I mod N and writes only the per-field file; `--merge` summarises shards' per-field files
 (the same tables as one run over every field: means, medians and costs are per field).
 
-    python -m experiments.assimilation_benchmark --quick            # K = 9, T = 0.02, 2 fields
-    python -m experiments.assimilation_benchmark --run RUN_DIR      # + retrieve / embed / hybrid
-    for i in 0 1 2 3; do python -m experiments.assimilation_benchmark --shard $i/4 --out s$i.csv & done; wait
-    python -m experiments.assimilation_benchmark --merge s0.fields.csv s1.fields.csv s2.fields.csv s3.fields.csv
+    python -m experiments.assimilation.benchmark --quick            # K = 9, T = 0.02, 2 fields
+    python -m experiments.assimilation.benchmark --run RUN_DIR      # + retrieve / embed / hybrid
+    for i in 0 1 2 3; do python -m experiments.assimilation.benchmark --shard $i/4 --out s$i.csv & done; wait
+    python -m experiments.assimilation.benchmark --merge s0.fields.csv s1.fields.csv s2.fields.csv s3.fields.csv
 """
 
 from __future__ import annotations
@@ -615,7 +615,7 @@ def main(argv=None) -> int:
         print(f"shard {args.shard}: per-field scores in {out.with_suffix('.fields.csv')}; summarise with --merge")
         return 0
     rows = summarise(records, args.yardstick)
-    command = "python -m experiments.assimilation_benchmark " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m experiments.assimilation.benchmark " + " ".join(argv if argv is not None else sys.argv[1:])
     header = f"`{command}` ({n_fields} fields per regime, model run: {args.run or 'none'})"
     print("\n" + write_tables(rows, out, header, args.yardstick))
     if args.figure:

@@ -14,8 +14,9 @@ observation regime (neural posterior estimation). On the benchmark's held-out fl
 
 flowjax is needed for this script only (`python3 -m pip install -e ".[flows]"`); lagda does not import it.
 
-    python -m experiments.flow_proposal --run runs/q9/run --regimes sparse10-noisy,sparse100 --out runs/flow/f.csv
-    python -m experiments.assimilation_benchmark --merge runs/flow/f.csv \
+    python -m experiments.assimilation.flow_proposal --run runs/q9/run --regimes sparse10-noisy,sparse100 \
+        --out runs/flow/f.csv
+    python -m experiments.assimilation.benchmark --merge runs/flow/f.csv \
         results/assimilation_benchmark_posterior16_quick.fields.csv --yardstick posterior-mean:var --out runs/flow/m.csv
 
 Seconds per track of `flow`: the embedding and the 512 draws (jitted; the first field's compilation included); of
@@ -31,7 +32,7 @@ import math
 import pathlib
 import time
 
-from experiments import assimilation_benchmark as bench  # first: sets the thread settings and x64 before jax loads
+from experiments.assimilation import benchmark as bench  # first: sets the thread settings and x64 before jax loads
 
 # isort: split
 import jax

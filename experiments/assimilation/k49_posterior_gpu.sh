@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The K = 49 posterior mean (posterior-mean:var, 512 particles x 2 runs) of the assimilation benchmark's flows on one
-# GPU machine: one process per flow (`assimilation_benchmark.py --shard F/16`), PARALLEL at a time on the one GPU,
+# GPU machine: one process per flow (`experiments.assimilation.benchmark --shard F/16`), PARALLEL at a time on the one GPU,
 # waves until LIMIT seconds; a flow that does not finish in time writes nothing. Per-field files go to $OUT/pm,
 # packed as $OUT/pm.tgz with each flow's log (a device call returns at most 8 files). On an H200, sparse100-noisy-4
 # took 124-170 s a field with four at a time (against 35-43 minutes on a 2-core CPU). METHOD picks the sampler row
@@ -10,8 +10,8 @@
 # CPU measured 0.86x and 0.73x as wide as the Laplace Gaussian on flows 5 and 12, the defaults' 0.94x and 0.90x at
 # 2.6-2.8x the HMC gradients; the H200 times above are the earlier kernel's).
 #
-#     OUT=DIR REGIME=sparse100-noisy-4 FLOWS="4 8 9 10" PARALLEL=4 LIMIT=540 bash experiments/k49_posterior_gpu.sh
-#     python -m experiments.assimilation_benchmark --merge results/assimilation_benchmark.fields.csv \
+#     OUT=DIR REGIME=sparse100-noisy-4 FLOWS="4 8 9 10" PARALLEL=4 LIMIT=540 bash experiments/assimilation/k49_posterior_gpu.sh
+#     python -m experiments.assimilation.benchmark --merge results/assimilation_benchmark.fields.csv \
 #         results/k49/hybrid_est.fields.csv results/k49/pm_*.fields.csv --yardstick posterior-mean:var \
 #         --yardstick-flows --out results/assimilation_benchmark_posterior_k49.csv
 set -u
@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
     [ $left -lt 60 ] && { echo "[$(elapsed) s] stopping: flows $* not started"; break; }
     echo "[$(elapsed) s] flows$(printf ' %s' "${@:1:$PARALLEL}"), at most $left s"
     for f in "${@:1:$PARALLEL}"; do
-        timeout $left python -m experiments.assimilation_benchmark --fields 16 --shard "$f/16" --regimes "$REGIME" \
+        timeout $left python -m experiments.assimilation.benchmark --fields 16 --shard "$f/16" --regimes "$REGIME" \
             --methods "$METHOD" --sample-particles "$PARTICLES" \
             "${SET_OPTIONS[@]}" --out "$OUT/pm/pm_${REGIME}_f$f.csv" \
             > "$OUT/pm/log_f$f.txt" 2>&1 &

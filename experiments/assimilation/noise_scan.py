@@ -1,6 +1,6 @@
 """How a benchmark regime's field error moves with the position noise sigma the fit is given.
 
-For each held-out flow of a regime of experiments/assimilation_benchmark.py (K = 49 without --quick, K = 9 with
+For each held-out flow of a regime of experiments/assimilation/benchmark.py (K = 49 without --quick, K = 9 with
 it), `var` fits the MAP at each sigma of --sigmas (variational.map_fit from the prior mean, noise given) and once
 with the noise estimated as a user runs it; each fit's Laplace log evidence is
     log p(y | sigma) ~ -J(x_sigma) + log |det S_sigma| - n log sigma   (S S^T the Laplace covariance, n data),
@@ -8,9 +8,11 @@ and the sigma-marginal estimate is the mean of the MAPs weighted by that evidenc
 (the prior of linear_gaussian.noise_quantiles). Prints one line per flow and the medians over the flows, each
 against the benchmark's posterior-mean row given the true noise (--yardstick, a per-field CSV):
 
-    python -m experiments.noise_scan --quick --regime sparse100
-    python -m experiments.noise_scan --quick --regime sparse100-noisy-4 --sigmas 1e-5,3e-5,1e-4,3e-4,1e-3,3e-3
-    python -m experiments.noise_scan --regime sparse100-noisy-4 --flows 5,11 --yardstick results/k49/pm_s*.fields.csv
+    python -m experiments.assimilation.noise_scan --quick --regime sparse100
+    python -m experiments.assimilation.noise_scan --quick --regime sparse100-noisy-4 \
+        --sigmas 1e-5,3e-5,1e-4,3e-4,1e-3,3e-3
+    python -m experiments.assimilation.noise_scan --regime sparse100-noisy-4 --flows 5,11 \
+        --yardstick results/k49/pm_s*.fields.csv
 
 Results: docs/results/assimilation-noise.md ("The same information as hybrid").
 """
@@ -23,7 +25,7 @@ import sys
 
 import numpy as np
 
-from experiments import assimilation_benchmark as bench
+from experiments.assimilation import benchmark as bench
 from lagda.assimilation.methods.config import VarConfig
 from lagda.assimilation.methods.observations import arrange
 from lagda.assimilation.methods.variational import map_fit

@@ -4,13 +4,17 @@ Each probe rebuilds the assimilation benchmark's model (K = 49 without --run; --
 and var's Laplace Gaussian N(m, L L^T) at the regime's true noise (sample.var_laplace, the sampler's "var" start);
 the posterior is pi(x) ∝ N(x; 0, D) L(x), as `lagda assimilate --method sample` targets it given the true noise.
 
-    python -m experiments.posterior_geometry hessian --flow 5   # eigenvalues of L^T H L, H the full Hessian at m
-    python -m experiments.posterior_geometry rays --flow 5      # -log pi along random whitened rays, vs r^2 / 2
-    python -m experiments.posterior_geometry chains --flow 5 --chains 4 --transitions 800 --step 0.04 --leapfrog 32
-    python -m experiments.posterior_geometry sampler --flow 5 --particles 512 --set mass_matrix=diagonal
-    python -m experiments.posterior_geometry sampler --flow 5 --continue-chains 128 --transitions 150
-    python -m experiments.posterior_geometry sampler --flow 5 --set runs=1 --set members=512 --final-checkpoints 1,4,16
-    python -m experiments.posterior_geometry targets --target quartic --c 0.2 --set mass_matrix=diagonal
+    python -m experiments.assimilation.posterior_geometry hessian --flow 5  # eigenvalues of L^T H L,
+                                                                            # H the full Hessian at m
+    python -m experiments.assimilation.posterior_geometry rays --flow 5     # -log pi along random whitened rays,
+                                                                            # vs r^2 / 2
+    python -m experiments.assimilation.posterior_geometry chains --flow 5 --chains 4 --transitions 800 --step 0.04 \
+        --leapfrog 32
+    python -m experiments.assimilation.posterior_geometry sampler --flow 5 --particles 512 --set mass_matrix=diagonal
+    python -m experiments.assimilation.posterior_geometry sampler --flow 5 --continue-chains 128 --transitions 150
+    python -m experiments.assimilation.posterior_geometry sampler --flow 5 --set runs=1 --set members=512 \
+        --final-checkpoints 1,4,16
+    python -m experiments.assimilation.posterior_geometry targets --target quartic --c 0.2 --set mass_matrix=diagonal
 
 - hessian: the full Hessian of -log pi (jax.hessian through the RK4 steps) in the Laplace-whitened coordinates;
   all eigenvalues 1 where the Laplace Gaussian is the local posterior.
@@ -52,7 +56,7 @@ jax.config.update("jax_enable_x64", True)
 
 import blackjax  # noqa: E402
 
-from experiments import assimilation_benchmark as bench  # noqa: E402
+from experiments.assimilation import benchmark as bench  # noqa: E402
 from lagda.assimilation.fields import grid_posterior  # noqa: E402
 from lagda.assimilation.methods import sample as sm  # noqa: E402
 from lagda.assimilation.methods.config import HybridConfig, SampleConfig  # noqa: E402

@@ -1,6 +1,6 @@
 """The basin-year archive: a year of QG drifter tracks with GDP-like problems, written as a GDP-hourly ragged file.
 
-From the year's tracks (experiments.basin_ocean, uniform at day 0, recorded every dt) each drifter gets a release
+From the year's tracks (experiments.basin.ocean, uniform at day 0, recorded every dt) each drifter gets a release
 day (uniform in [0, `release_days`)) and a life (uniform in [`min_life_days`, days]), ending at the year's end at
 the latest; the track cut there is a drifter released at its first fix. A track that crosses the periodic domain's
 edge is split there (each piece its own id), so no drifter jumps across the map; pieces shorter than `min_fixes`
@@ -29,7 +29,7 @@ import dataclasses
 
 import numpy as np
 
-from experiments.basin_ocean import EARTH_RADIUS_M, OceanConfig, plane_to_lonlat
+from experiments.basin.ocean import EARTH_RADIUS_M, OceanConfig, plane_to_lonlat
 
 ID_BASE = 300534060000000  # GDP-like 15-digit ids: ID_BASE + 1000 drifter + piece
 START = np.datetime64("2001-01-01T00:00:00", "ms")  # the time of the year's first record

@@ -1,6 +1,6 @@
 """One year of a longer archive: the selection pass of `lagda map` on ten years of the basin-year archive.
 
-The basin-year archive (`python -m experiments.basin_year make`) repeated over ten years (copy k a year later,
+The basin-year archive (`python -m experiments.basin.year make`) repeated over ten years (copy k a year later,
 its drifters new ids), ordered by the drifters' start dates as clouddrift writes the GDP's ragged files, with the GDP's
 per-drifter `start_date` and `end_date` (each drifter's first and last fix), written as netCDF and as a Zarr
 store in chunks of 1,000,000 fixes, the store also served over HTTP from this machine, as fast as it can and at
@@ -11,7 +11,7 @@ benchmark's region in the sixth year are selected reading every fix (`every_fix`
 was used to skip what lies outside it) and by `select_fixes` as `lagda map` calls it; the two selections must be
 equal. Rows: results/archive_decade.csv (seconds, the times and positions read or the files read, the ratio).
 
-    python -m experiments.archive_decade --archive runs/basin_year/archive.nc --work runs/archive_decade
+    python -m experiments.basin.archive_decade --archive runs/basin_year/archive.nc --work runs/archive_decade
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ import time
 import numpy as np
 import xarray as xr
 
+from experiments.common.paths import ROOT
 from lagda.io.archive import CHUNK_FIXES, Archive
 from lagda.io.cf_time import cf_seconds
 from lagda.mapping.archive import _in_region, select_fixes
 from lagda.testing import write_gdp_hourly_files
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 CSV = ROOT / "results" / "archive_decade.csv"
 YEARS, YEAR_S, ZARR_CHUNK = 10, 365 * 86400.0, 1_000_000
 REGION = (-50.0, -10.0, 10.0, 50.0)  # the basin-year benchmark's region

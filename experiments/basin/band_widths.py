@@ -3,7 +3,7 @@ gives, the 68% coverage, the median of |error| / std (0.674 for a calibrated Gau
 beside the RMS std, on the cells with a fix and on every cell with a value. Rows (one per cell set) are merged into
 results/band_widths.csv by (store, cells).
 
-    python -m experiments.band_widths --store runs/basin_year/map.zarr --truth runs/basin_year/truth.nc --label L
+    python -m experiments.basin.band_widths --store runs/basin_year/map.zarr --truth runs/basin_year/truth.nc --label L
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from experiments.basin_methods import aligned_truth, crop_to_truth
+from experiments.basin.methods import aligned_truth, crop_to_truth
+from experiments.common.paths import ROOT
 from lagda.mapping.run import open_map
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 CSV = ROOT / "results" / "band_widths.csv"
 
 

@@ -12,9 +12,9 @@ error, the 95% band's coverage of u and v, the median `u_std` and the RMS error 
 daily binned means of the centred finite-difference velocities (over 30 minutes) on the same cells, as a user
 would grid them by hand.
 
-    python -m experiments.dense_cluster              # the file (cached in runs/dense_cluster/), both maps, the CSV
-    python -m experiments.dense_cluster --tile-method basis   # the same with the tile basis (its rows merged in)
-    python -m experiments.dense_cluster --work DIR --csv OUT.csv
+    python -m experiments.basin.dense_cluster             # the file (cached in runs/dense_cluster/), both maps, the CSV
+    python -m experiments.basin.dense_cluster --tile-method basis  # the same with the tile basis (its rows merged in)
+    python -m experiments.basin.dense_cluster --work DIR --csv OUT.csv
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ import time
 
 import numpy as np
 
-from experiments.basin_methods import binned_means, fd_velocities, relative_l2
-from experiments.csv_rows import merge_rows
+from experiments.basin.methods import binned_means, fd_velocities, relative_l2
+from experiments.common.csv_rows import merge_rows
+from experiments.common.paths import ROOT
 from lagda.io.physical import EARTH_RADIUS_M
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 CSV = ROOT / "results" / "dense_cluster.csv"
 CENTRE = (-88.0, 28.0)  # lon, lat of the release and of the flow's plane
 START = np.datetime64("2012-07-20T00:00")
@@ -111,7 +111,7 @@ def make(path: pathlib.Path, drifters: int = DRIFTERS, days: float = DAYS) -> pa
 
 def binned(tracks: pathlib.Path, lon, lat, times) -> tuple[np.ndarray, np.ndarray]:
     """Returns the daily binned means (u, v) `(day, lat, lon)` m/s (NaN where no velocity) of the tracks' centred
-    finite-difference velocities (experiments.basin_methods: `fd_velocities`, `binned_means` in bins of one cell) on
+    finite-difference velocities (experiments.basin.methods: `fd_velocities`, `binned_means` in bins of one cell) on
     the map's cells lon `(nx,)`, lat `(ny,)` (centres) and times `(nt,)` (datetime64, daily)."""
     import pandas as pd
     import xarray as xr

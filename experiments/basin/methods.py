@@ -26,7 +26,7 @@ import dataclasses
 import numpy as np
 import xarray as xr
 
-from lagda.mapping.residual import fit, predict
+from lagda.assimilation.gaussian_process import fit, predict
 
 EARTH_RADIUS_M = 6_371_008.8
 DAY_S = 86400.0

@@ -6,7 +6,7 @@ with a long step `spin_dt` (the spun-up potential vorticity restarts the AB3 ste
 then run for `days` days while `n_drifters` drifters, uniform at day 0, are advected in the upper layer's velocity
 (simulate.qg.spectral: trigonometric interpolation, RK4 with the model's step), recorded every `dt`, with the
 gridded upper-layer velocity stored daily. The flow is incompressible, so the drifters stay uniform on the torus
-and a track cut at any day r is a drifter released there at day r (how `experiments.basin_archive` releases them
+and a track cut at any day r is a drifter released there at day r (how `experiments.basin.archive` releases them
 over the year).
 
 **On the sphere.** The domain is placed through lagda's tangent plane (lagda.io.physical) at `centre`

@@ -1,4 +1,4 @@
-"""Running and measuring `lagda map` and `lagda assimilate` for the basin-year benchmark (experiments.basin_year).
+"""Running and measuring `lagda map` and `lagda assimilate` for the basin-year benchmark (experiments.basin.year).
 
 `run_map` runs one fresh `lagda map` as a child process and samples the resident memory of its whole process tree
 (Dask's worker processes included) every 0.5 s; `count_tiles` finds how many tiles it mapped; `box_comparison` runs
@@ -13,17 +13,14 @@ import re
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
 
-from experiments.basin_archive import START
-from experiments.basin_methods import Tiling, relative_l2
+from experiments.basin.archive import START
+from experiments.basin.benchmark import Benchmark
+from experiments.basin.methods import Tiling, relative_l2
 from lagda.mapping.run import open_map
-
-if TYPE_CHECKING:
-    from experiments.basin_year import Benchmark
 
 
 def peak_tree_rss(process, interval: float = 0.5) -> tuple[float, float]:

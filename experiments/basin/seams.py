@@ -6,7 +6,7 @@ For each map variable, the absolute difference between the neighbouring cells th
 pairs one cell either side of it; the ratio of their medians and of their 99th percentiles is 1 when the edges do
 not show (a seam makes the edge pairs' larger).
 
-    python -m experiments.seams STORE [STORE ...]
+    python -m experiments.basin.seams STORE [STORE ...]
 """
 
 from __future__ import annotations

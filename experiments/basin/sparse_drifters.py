@@ -1,7 +1,7 @@
 """The basin-year benchmark at the GDP's density: `lagda map` with every default on N of the archive's drifters,
 scored against the truth by distance to the day's nearest fix the map used, beside a map of zero and binned means.
 
-The archive and truth are the basin-year benchmark's (experiments.basin_year make: 400 GDP-like drifters over a
+The archive and truth are the basin-year benchmark's (experiments.basin.year make: 400 GDP-like drifters over a
 QG year, 40 x 40 degrees; 583 trajectory ids). Its trajectories are drawn (a fixed seed, by id) down to
 `--drifters` ids (the GDP keeps about one drifter per 5 x 5 degrees: about 60 over this region; 583 or more: the
 whole archive), written as a ragged file, mapped, and every daily cell
@@ -10,8 +10,9 @@ day counts as beyond 300 km): relative error against the truth (0 perfect, 1 a m
 its 95% bands; beside it, on the same cells, the daily binned mean at the map's resolution on the cells that hold
 a fix, and the 1-degree binned mean over +-5 days (zero where a bin is empty).
 
-    python -m experiments.basin_year make            # once (about 3 min)
-    python -m experiments.sparse_basin --drifters 40 60 583 --background    # 583: every trajectory, the dense case
+    python -m experiments.basin.year make            # once (about 3 min)
+    python -m experiments.basin.sparse_drifters --drifters 40 60 583 --background
+    # (583: every trajectory, the dense case)
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ import sys
 import numpy as np
 import xarray as xr
 
-from experiments.basin_methods import binned_means, crop_to_truth, fd_velocities
-from experiments.basin_run import run_map, subset_archive
-from experiments.basin_year import full, make
+from experiments.basin.benchmark import full
+from experiments.basin.methods import binned_means, crop_to_truth, fd_velocities
+from experiments.basin.run import run_map, subset_archive
+from experiments.basin.year import make
+from experiments.common.paths import ROOT
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 CSV = ROOT / "results" / "sparse_basin.csv"
 BANDS_KM = (30.0, 100.0, 300.0)
 BAND_NAMES = ("within 30 km", "30-100 km", "100-300 km", "beyond 300 km")

@@ -2,9 +2,9 @@
 its drifters withheld, the map's check against them set beside its score against the truth at the same points.
 
 ```bash
-python -m experiments.withheld_check --quick --withhold 0.2  # the tiny basin (a minute to make, a minute to map)
-python -m experiments.withheld_check --withhold 0.1          # the basin year (its cache in runs/basin_year/)
-python -m experiments.withheld_check --store MAP.zarr        # an existing map of the archive made with --withhold
+python -m experiments.basin.withheld_check --quick --withhold 0.2  # the tiny basin (a minute to make, a minute to map)
+python -m experiments.basin.withheld_check --withhold 0.1          # the basin year (its cache in runs/basin_year/)
+python -m experiments.basin.withheld_check --store MAP.zarr        # an existing map of the archive made with --withhold
 ```
 
 Rows (results/withheld_check.csv, and the table of docs/results/withheld-check.md): the map against the withheld
@@ -25,14 +25,16 @@ import sys
 import numpy as np
 import xarray as xr
 
-from experiments.basin_run import run_map
-from experiments.basin_year import full, make, quick, score_store, write_page
-from experiments.csv_rows import cell as _fmt
+from experiments.basin.benchmark import full, quick
+from experiments.basin.run import run_map
+from experiments.basin.year import make, score_store
+from experiments.common.csv_rows import cell as _fmt
+from experiments.common.page_tables import write_page
+from experiments.common.paths import ROOT
 from lagda.io.tracks import id_text
 from lagda.mapping.check import band_scores, daily_velocities, sample_map
 from lagda.mapping.run import MapSettings, map_fixes, open_map
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 CSV = ROOT / "results" / "withheld_check.csv"
 PAGE = ROOT / "docs" / "results" / "withheld-check.md"
 FIELDS = ["benchmark", "withhold", "comparison", "velocities", "error", "rms_m_s", "speed_rms_m_s", "coverage_95",
@@ -89,7 +91,7 @@ def page_table(csv_path: pathlib.Path) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="the tiny basin (experiments.basin_year.quick)")
+    parser.add_argument("--quick", action="store_true", help="the tiny basin (experiments.basin.benchmark.quick)")
     parser.add_argument("--work", type=pathlib.Path, help="the cache folder (default runs/basin_year[_quick])")
     parser.add_argument("--withhold", type=float, default=0.1, help="the fraction of drifters withheld")
     parser.add_argument("--workers", type=int, default=2)

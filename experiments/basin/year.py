@@ -2,26 +2,26 @@
 
 Steps (each cached in the work folder, default runs/basin_year/; `--quick` uses runs/basin_year_quick/):
 
-- `make`: the archive and the truth (experiments.basin_ocean, experiments.basin_archive): a pyqg-jax QG year on a
+- `make`: the archive and the truth (experiments.basin.ocean, experiments.basin.archive): a pyqg-jax QG year on a
   4,500 km domain with its mean current, placed at 30 W, 30 N; 400 drifters released over the year, hourly fixes
   with GDP-like problems, written as `archive.nc` (GDP-hourly ragged, no lagda attributes) and `archive_stats.json`;
   the truth, daily u, v on the region's grid (lon -50..-10, lat 10..50 at 0.25 degree), as `truth.nc`.
 - `baselines`: binned means (0.25, 0.5, 1 degree; daily and 11-day windows) and a Goncalves-style GP per tile
-  (experiments.basin_methods), each scored; rows in the CSV.
-- `score --store STORE`: a `lagda map` store against the truth (experiments.basin_methods.score_map).
+  (experiments.basin.methods), each scored; rows in the CSV.
+- `score --store STORE`: a `lagda map` store against the truth (experiments.basin.methods.score_map).
 - `run`: `lagda map` with 1 and 2 workers (wall time, tiles/s, peak memory of the process tree), scored; the
   one-box `lagda assimilate` comparison; the CSV and its table of every row (results/basin_year.md; the docs page
-  docs/results/basin-year.md opens with the summary experiments.results_pages makes from the same CSV).
+  docs/results/basin-year.md opens with the summary experiments.common.results_pages makes from the same CSV).
 - `six-hourly`, `daily`: `lagda map` (the last of `--workers`) on the archive's fixes at the GDP's 6-hourly times
   (00, 06, 12, 18 UTC), or at 00 UTC only, scored.
 
-    python -m experiments.basin_year make
-    python -m experiments.basin_year baselines
-    python -m experiments.basin_year run [--workers 1 2]
-    python -m experiments.basin_year six-hourly    # lagda map on the archive's fixes at 00, 06, 12, 18 UTC only
-    python -m experiments.basin_year daily         # ... at 00 UTC only
-    python -m experiments.basin_year page          # regenerate results/basin_year.md's table from the CSV
-    python -m experiments.basin_year all --quick    # a tiny configuration end to end (needs `lagda map`)
+    python -m experiments.basin.year make
+    python -m experiments.basin.year baselines
+    python -m experiments.basin.year run [--workers 1 2]
+    python -m experiments.basin.year six-hourly    # lagda map on the archive's fixes at 00, 06, 12, 18 UTC only
+    python -m experiments.basin.year daily         # ... at 00 UTC only
+    python -m experiments.basin.year page          # regenerate results/basin_year.md's table from the CSV
+    python -m experiments.basin.year all --quick    # a tiny configuration end to end (needs `lagda map`)
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ import time
 import numpy as np
 import xarray as xr
 
-from experiments.basin_archive import START, ArchiveConfig, make_archive, to_gdp_dataset
-from experiments.basin_methods import (
+from experiments.basin.archive import START, make_archive, to_gdp_dataset
+from experiments.basin.benchmark import Benchmark, full, quick
+from experiments.basin.methods import (
     Tiling,
     binned_means,
     crop_to_truth,
@@ -47,55 +48,16 @@ from experiments.basin_methods import (
     score_map,
     score_on_own_cells,
 )
-from experiments.basin_ocean import OceanConfig, simulate_year, truth_on_grid
-from experiments.basin_run import box_comparison, run_map, subset_archive
-from experiments.csv_rows import merge_rows
+from experiments.basin.ocean import simulate_year, truth_on_grid
+from experiments.basin.run import box_comparison, run_map, subset_archive
+from experiments.common.csv_rows import merge_rows
+from experiments.common.page_tables import write_page
+from experiments.common.paths import ROOT
 from lagda.mapping.run import open_map
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 CSV = ROOT / "results" / "basin_year.csv"
 GP_SUBSAMPLE = 200  # velocities per tile and window for the GP baseline (its cost grows as the square)
 PAGE = ROOT / "results" / "basin_year.md"  # every row of the CSV as a table, between "basin-year table" markers
-
-
-@dataclasses.dataclass(frozen=True)
-class Benchmark:
-    """The benchmark: its ocean, archive, region (lon0, lon1, lat0, lat1 degrees), map resolution (degrees) and the
-    tiling the GP baseline shares with `lagda map` (a map store's attributes override it when scored)."""
-
-    ocean: OceanConfig = OceanConfig()
-    archive: ArchiveConfig = ArchiveConfig()
-    region: tuple[float, float, float, float] = (-50.0, -10.0, 10.0, 50.0)
-    resolution: float = 0.25
-    tile_size_deg: float = 5.0
-    halo_deg: float = 1.0
-    window_days: float = 30.0
-    window_step_days: float = 10.0
-
-    @property
-    def period(self) -> tuple[str, str]:
-        """Returns (START, END) ISO dates of the daily maps: the year's first and last recorded day."""
-        end = START + np.timedelta64(self.ocean.days, "D")
-        return str(START.astype("datetime64[D]")), str(end.astype("datetime64[D]"))
-
-    def grid(self) -> tuple[np.ndarray, np.ndarray]:
-        """Returns the cell centres (lon `(nlon,)`, lat `(nlat,)`) in degrees: LON0 + DEG (i + 0.5)."""
-        lon0, lon1, lat0, lat1 = self.region
-        nlon, nlat = int(round((lon1 - lon0) / self.resolution)), int(round((lat1 - lat0) / self.resolution))
-        return lon0 + self.resolution * (np.arange(nlon) + 0.5), lat0 + self.resolution * (np.arange(nlat) + 0.5)
-
-
-def full() -> Benchmark:
-    """The basin-year benchmark (module docstring)."""
-    return Benchmark()
-
-
-def quick() -> Benchmark:
-    """A tiny configuration for tests: a 1,400 km, 32^2 ocean, 40 drifters, 60 days, a 10 x 10 degree region at
-    0.5 degree, 5-degree tiles."""
-    ocean = OceanConfig(nx=32, L=1.4e6, rd=45_000.0, spin_up_days=360.0, spin_dt=21600.0, days=60, n_drifters=40)
-    return Benchmark(ocean=ocean, archive=ArchiveConfig(release_days=30.0, min_life_days=20.0),
-                     region=(-35.0, -25.0, 25.0, 35.0), resolution=0.5, window_days=20.0, window_step_days=10.0)
 
 
 def make(bench: Benchmark, work: pathlib.Path, log=print) -> tuple[pathlib.Path, pathlib.Path]:
@@ -242,21 +204,6 @@ def page_table(csv_path: pathlib.Path) -> str:
     return "\n".join(lines)
 
 
-def write_page(csv_path: pathlib.Path, page: pathlib.Path, table=page_table, marker="basin-year table") -> pathlib.Path:
-    """Returns `page` with the text between its `marker` comments replaced by `table(csv_path)`.
-
-    Raises:
-        ValueError: if the page lacks the markers.
-    """
-    begin, end = f"<!-- {marker}: begin -->", f"<!-- {marker}: end -->"
-    text = page.read_text()
-    if begin not in text or end not in text:
-        raise ValueError(f"{page} has no {begin} ... {end} markers")
-    head, rest = text.split(begin, 1)
-    page.write_text(head + begin + "\n" + table(csv_path) + "\n" + end + rest.split(end, 1)[1])
-    return page
-
-
 def score_store(bench: Benchmark, store_path, truth: xr.Dataset, label: str) -> dict:
     """Returns the CSV row of a `lagda map` store scored against the truth (`score_map`), on the truth's cells and
     days when the store covers more (`crop_to_truth`; its tile edges are then not the truth grid's: no seam ratio)."""
@@ -369,7 +316,7 @@ def main(argv=None) -> int:
     if table != CSV:
         print(f"{PAGE.name} shows {CSV.name} only: this run's table is {table}")
     elif args.step in ("page", "all") or rows:
-        print(f"wrote {write_page(table, PAGE)}")
+        print(f"wrote {write_page(table, PAGE, page_table, 'basin-year table')}")
     return 0
 
 

@@ -6,8 +6,8 @@ left as it is. `--check` writes nothing and exits 1 naming the pages whose summa
 
 Usage, from the checkout's root:
 
-    python -m experiments.results_pages            # rewrite the summaries
-    python -m experiments.results_pages --check    # exit 1 if a page and its CSVs disagree
+    python -m experiments.common.results_pages            # rewrite the summaries
+    python -m experiments.common.results_pages --check    # exit 1 if a page and its CSVs disagree
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ from typing import Callable
 
 import pandas as pd
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-BEGIN = "<!-- summary: begin (written by `python -m experiments.results_pages` from results/*.csv; do not edit) -->"
+from experiments.common.paths import ROOT
+
+BEGIN = ("<!-- summary: begin (written by `python -m experiments.common.results_pages` from results/*.csv; "
+         "do not edit) -->")
 END = "<!-- summary: end -->"
 
 
@@ -443,8 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         stale = stale_pages()
         for page in stale:
-            print(f"error: {page}: its summary differs from its CSV files (run python -m experiments.results_pages)",
-                  file=sys.stderr)
+            print(f"error: {page}: its summary differs from its CSV files "
+                  "(run python -m experiments.common.results_pages)", file=sys.stderr)
         return 1 if stale else 0
     for page in PAGES:
         path = ROOT / page

@@ -8,8 +8,8 @@ inferred, as for a real file). Then `lagda assimilate` as the README runs it, wi
 and with `--basis circular` (no climatology), scored against the QG truth: the relative L2 error of the mean
 velocity over the truth cells inside the drifters' extent, at the daily truth times inside the window.
 
-    python -m experiments.gdp_like                  # writes runs/gdp/ and prints one row per method
-    python -m experiments.gdp_like --ship           # also copies the file to lagda/shipped/gdp_like.nc
+    python -m experiments.drifters.gdp_like                  # writes runs/gdp/ and prints one row per method
+    python -m experiments.drifters.gdp_like --ship           # also copies the file to lagda/shipped/gdp_like.nc
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ import numpy as np
 import xarray as xr
 from scipy.interpolate import RegularGridInterpolator
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from experiments.common.paths import ROOT
+
 SIMULATE = ["simulate", "--flow", "qg", "--n-samples", "1", "--n-drifters", "8", "--release-box", "0.3", "0.7",
             "0.3", "0.7", "--window-days", "30", "--seed", "11"]
 CENTRE = (-40.0, 34.0)

@@ -6,11 +6,11 @@ spike rule (faster than max(3 m/s, 4x the track's median speed)) keeps. Each fil
 (`lagda assimilate --tracks FILE`, no method flags: the ocean path) and compared with the clean file's answer: the
 relative L2 difference of the mean velocity over the grid cells inside the tracks' lon/lat extent, that difference
 in the clean answer's posterior stds (RMS), the CV ratio, the zero guard and the velocities left out as outliers.
-With `--truth QG.nc` (the truth `python -m experiments.gdp_like` writes to runs/gdp/qg_gdp.nc) the error against
-the truth as experiments.gdp_like scores it.
+With `--truth QG.nc` (the truth `python -m experiments.drifters.gdp_like` writes to runs/gdp/qg_gdp.nc) the error
+against the truth as experiments.drifters.gdp_like scores it.
 
-    python -m experiments.gdp_spikes --truth runs/gdp/qg_gdp.nc   # results/gdp_spikes.csv (rows of this setting)
-    python -m experiments.gdp_spikes --fractions 0.01 --no-low-pass --csv OUT.csv --work DIR
+    python -m experiments.drifters.gdp_spikes --truth runs/gdp/qg_gdp.nc  # results/gdp_spikes.csv (this setting's rows)
+    python -m experiments.drifters.gdp_spikes --fractions 0.01 --no-low-pass --csv OUT.csv --work DIR
 
 The rows of the other `low_pass` setting already in the CSV are kept.
 """
@@ -25,7 +25,8 @@ import pathlib
 import numpy as np
 import xarray as xr
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from experiments.common.paths import ROOT
+
 SHIPPED = ROOT / "lagda" / "shipped" / "gdp_like.nc"
 CSV = ROOT / "results" / "gdp_spikes.csv"
 COLUMNS = ("low_pass", "fixes_displaced", "planted", "cleaning_spikes_dropped", "cleaning_off_track_dropped",
@@ -71,12 +72,13 @@ def main(argv=None) -> int:
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.003, 0.01, 0.03])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work", type=pathlib.Path, default=ROOT / "runs" / "gdp_spikes")
-    parser.add_argument("--truth", type=pathlib.Path, help="the QG truth of experiments.gdp_like (scored when given)")
+    parser.add_argument("--truth", type=pathlib.Path,
+                        help="the QG truth of experiments.drifters.gdp_like (scored when given)")
     parser.add_argument("--no-low-pass", dest="low_pass", action="store_false",
                         help="assimilate the positions as they are (`lagda assimilate --no-low-pass`)")
     parser.add_argument("--csv", type=pathlib.Path, default=CSV, help="the rows (default results/gdp_spikes.csv)")
     args = parser.parse_args(argv)
-    from experiments.lone_eddy import write_rows
+    from experiments.drifters.lone_eddy import write_rows
     from lagda.assimilation import assimilate_file
 
     args.work.mkdir(parents=True, exist_ok=True)
@@ -102,7 +104,7 @@ def main(argv=None) -> int:
                                            3),
                "method_seconds": round(summary.seconds, 1)}
         if args.truth is not None:
-            from experiments.gdp_like import error_in_extent
+            from experiments.drifters.gdp_like import error_in_extent
 
             with xr.open_dataset(args.truth) as truth:
                 row["error_vs_truth"] = round(error_in_extent(out, truth, path)[0], 3)

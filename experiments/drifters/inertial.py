@@ -1,16 +1,16 @@
 """Inertial oscillations and tides on drifters in eddies: `lagda map` and `lagda assimilate` with every default
 (each drifter's positions low-passed) and with `--no-low-pass`, scored against the flow without them.
 
-The flow and drifters of experiments.lone_eddy (a Gaussian eddy drifting in a uniform current at 40 W, 35 N; 8
+The flow and drifters of experiments.drifters.lone_eddy (a Gaussian eddy drifting in a uniform current at 40 W, 35 N; 8
 drifters, 40 days, hourly fixes with 50 m noise), the drifters also carried by a velocity uniform in space:
 none; a clockwise inertial oscillation of 0.15 m/s at f(35 N) (period 20.9 h), in phase everywhere as wind makes
 it; an M2 tidal ellipse (0.1 m/s along x, 0.05 along y); or both with a K1 ellipse (0.05, 0.025 m/s). A daily map
 is of the flow varying over days, so each result is scored against the eddy and current alone, in bands of distance
-from the nearest fix within 12 hours (experiments.lone_eddy.score: error relative to the truth's RMS speed,
+from the nearest fix within 12 hours (experiments.drifters.lone_eddy.score: error relative to the truth's RMS speed,
 coverage of the 95% band, median std).
 
-    python -m experiments.inertial --page             # seeds 1-2, results/inertial.csv and its page's table
-    python -m experiments.inertial --seeds 2 --csv OUT.csv --work DIR
+    python -m experiments.drifters.inertial --page             # seeds 1-2, results/inertial.csv and its page's table
+    python -m experiments.drifters.inertial --seeds 2 --csv OUT.csv --work DIR
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ import sys
 
 import numpy as np
 
-from experiments.lone_eddy import CENTRE, run_and_score, write_rows, write_tracks
+from experiments.common.page_tables import write_page
+from experiments.common.paths import ROOT
+from experiments.drifters.lone_eddy import CENTRE, run_and_score, write_rows, write_tracks
 from lagda.io.lowpass import M2_S, OMEGA
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 CSV = ROOT / "results" / "inertial.csv"
 PAGE = ROOT / "docs" / "results" / "inertial-and-tides.md"
 F0 = 2 * OMEGA * np.sin(np.deg2rad(CENTRE[1]))
@@ -67,8 +68,6 @@ def page_table(csv_path: pathlib.Path) -> str:
 
 
 def main(argv=None) -> int:
-    from experiments.basin_year import write_page
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))

@@ -10,8 +10,8 @@ cells and times, in bands of distance from the nearest fix within 12 hours of th
 its RMS in m/s, the fraction of cells whose u and v both lie inside mean +- 1.96 std (the total predictive std:
 `u_total_std` of an assimilation, `u_std` of a map), the median std and the fastest speed of the result.
 
-    python -m experiments.lone_eddy                    # seeds 1-4, results/lone_eddy.csv and its page's table
-    python -m experiments.lone_eddy --seeds 2 --csv OUT.csv --work DIR
+    python -m experiments.drifters.lone_eddy                    # seeds 1-4, results/lone_eddy.csv and its page's table
+    python -m experiments.drifters.lone_eddy --seeds 2 --csv OUT.csv --work DIR
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ import sys
 
 import numpy as np
 
+from experiments.common.page_tables import write_page
+from experiments.common.paths import ROOT
 from lagda.io.physical import EARTH_RADIUS_M
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 CSV = ROOT / "results" / "lone_eddy.csv"
 PAGE = ROOT / "docs" / "results" / "away-from-drifters.md"
 CENTRE = (-40.0, 35.0)
@@ -174,8 +175,6 @@ def page_table(csv_path: pathlib.Path) -> str:
 
 
 def main(argv=None) -> int:
-    from experiments.basin_year import write_page
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4])
     parser.add_argument("--work", type=pathlib.Path, default=ROOT / "runs" / "lone_eddy")

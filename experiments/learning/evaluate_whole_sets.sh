@@ -3,7 +3,7 @@
 # libraries (the training batch), written as final_{test,train}.json and blocks128_{test,train}.json in OUT.
 # Called by the GPU scripts (paper_gpu.sh, learned_gpu.sh) after training.
 #
-#     bash experiments/evaluate_whole_sets.sh RUN OUT TRAIN.nc TEST.nc
+#     bash experiments/learning/evaluate_whole_sets.sh RUN OUT TRAIN.nc TEST.nc
 set -u
 run=$1; out=$2; train=$3; test=$4
 for split in test train; do

@@ -5,8 +5,8 @@ the periodic domain [0, 1]^2. This script draws `--n` samples of a lagda dataset
 mod 1 and broken where they wrap, and writes results/fig13_samples.png.
 
 Commands (from the repository root):
-    python -m experiments.fig13_samples --data data/example_small.nc    # about 5 s
-    python -m experiments.fig13_samples --quick    # makes a 4-field small dataset first, about 15 s
+    python -m experiments.learning.fig13_samples --data data/example_small.nc    # about 5 s
+    python -m experiments.learning.fig13_samples --quick    # makes a 4-field small dataset first, about 15 s
 """
 
 from __future__ import annotations

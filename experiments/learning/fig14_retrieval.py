@@ -9,14 +9,14 @@ libraries of one training batch; one file per split at the same library size is 
 marker each and a last CSV row each; `--baseline RUN`
 draws another run's curves dashed.
 
-    python -m experiments.fig14_retrieval --run RUN_DIR          # seconds
-    python -m experiments.fig14_retrieval --quick                # trains a tiny run first (~1 min)
+    python -m experiments.learning.fig14_retrieval --run RUN_DIR          # seconds
+    python -m experiments.learning.fig14_retrieval --quick                # trains a tiny run first (~1 min)
 
 The paper preset's 20 epochs on one lent H200 (results/paper_gpu20: the run's metrics.jsonl and
 config.json, the final evaluations, the step benchmark and the device log) ran in one device call:
 
-    OUT=DIR LIMIT=555 bash experiments/paper_gpu.sh    # data, bench_train.py, train, evaluations
-    python -m experiments.fig14_retrieval --run results/paper_gpu20 --paper \
+    OUT=DIR LIMIT=555 bash experiments/learning/paper_gpu.sh    # data, bench_train.py, train, evaluations
+    python -m experiments.learning.fig14_retrieval --run results/paper_gpu20 --paper \
         --final results/paper_gpu20/final_eval.json results/paper_gpu20/final_eval_library128.json \
         --baseline results/paper_gpu --baseline-label "float32 run" \
         --out docs/figures/fig14_paper.png --csv results/fig14_paper.csv
@@ -81,7 +81,7 @@ def csv_rows(records: list[dict], ks: list[int], library, finals: list[dict]) ->
 
 def merge_splits(finals: list[dict]) -> list[dict]:
     """Returns the evaluations with one split's JSON joined to the other split's at the same library size (the
-    final_test.json and final_train.json of experiments/evaluate_whole_sets.sh make one final evaluation)."""
+    final_test.json and final_train.json of experiments/learning/evaluate_whole_sets.sh make one final evaluation)."""
     def libraries(final):
         return {(final[f"{s}/library"], final.get(f"{s}/libraries", 1)) for s in SPLITS if f"{s}/library" in final}
 

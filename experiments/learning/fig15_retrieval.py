@@ -5,8 +5,8 @@ vectors of the test library (Algorithm 1 with the masked cosine similarity of th
 draws them with their softmax weights (eq. 28, at the run's temperature). Writes
 results/fig15_retrieval.png.
 
-    python -m experiments.fig15_retrieval --run RUN_DIR --data TEST.nc [--index 0]
-    python -m experiments.fig15_retrieval --quick       # tiny run on data/example_small.nc (~1 min)
+    python -m experiments.learning.fig15_retrieval --run RUN_DIR --data TEST.nc [--index 0]
+    python -m experiments.learning.fig15_retrieval --quick       # tiny run on data/example_small.nc (~1 min)
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import tempfile
 
 import matplotlib
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 matplotlib.use("Agg")
 import jax.numpy as jnp  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from experiments.common.paths import ROOT
 from lagda.learning.data import check_same_modes, load_paired  # noqa: E402
 from lagda.learning.encoders import embed_coefficients, similarity_mask  # noqa: E402
 from lagda.learning.model import embed_tracks, load_run  # noqa: E402

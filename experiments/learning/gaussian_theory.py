@@ -22,7 +22,7 @@ small error means something, ``rel_gap``: the same distance from the theory of t
 *other* loss (cond <-> joint; for one_sided_l2, what the two-sided ``cond`` model (41a)
 at its A* gives: A*, B = 0, mean map ``C_uu A*`` (equal: Cor 5.2), covariance ``C_uu``).
 
-Command:   python -m experiments.gaussian_theory [--quick]
+Command:   python -m experiments.learning.gaussian_theory [--quick]
 Writes:    results/gaussian_theory.csv, results/gaussian_theory.png
 Runtime:   --quick (N = 256, 800 steps): 17 s CPU time; full (N = 1024, 3000 steps):
            ~5 min CPU time, 11.6 min wall measured on a shared, loaded 2-core machine.

@@ -1,6 +1,6 @@
 """Kill `lagda simulate` with SIGKILL at random instants, resume it, and compare with an uninterrupted run.
 
-    python -m experiments.kill_probe --trials 30 [--hog] [--seed 0] [--workdir DIR]
+    python -m experiments.learning.kill_probe --trials 30 [--hog] [--seed 0] [--workdir DIR]
 
 Each trial starts the command, kills it after a random delay drawn uniformly over the length of
 an uninterrupted run (so every stage is hit: start-up, chunks, the final write, the clean-up), reruns

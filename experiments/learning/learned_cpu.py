@@ -17,10 +17,10 @@ by `lagda.learning.evaluate.retrieval_scores` as the trained run is; its row giv
 normal equations, solve) and the retrieval. It is given the same things as the learned head (the basis features,
 the form of the score, the pairs) and no more.
 
-    python -m experiments.learned_cpu --work WORK                            # ~15 min on 2 cores
-    python -m experiments.learned_cpu --work WORK --negatives 0 --skip-baseline --run-dir WORK/no_negatives \
+    python -m experiments.learning.learned_cpu --work WORK                            # ~15 min on 2 cores
+    python -m experiments.learning.learned_cpu --work WORK --negatives 0 --skip-baseline --run-dir WORK/no_negatives \
         --out results/learned_cpu_no_negatives.csv                           # in-batch negatives only
-    python -m experiments.learned_cpu --work WORK --epochs 2 --quick         # 256 / 256 pairs, a smoke test
+    python -m experiments.learning.learned_cpu --work WORK --epochs 2 --quick         # 256 / 256 pairs, a smoke test
 
 Other files and libraries: `--train` and `--test` instead of the simulated pair, `--library 0` for the whole
 test file, `--skip-training` for the baseline's row alone (the paper's data against its whole test set:
@@ -44,7 +44,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from experiments.common.paths import ROOT
+
 DIRECTIONS = ("coef_to_traj", "traj_to_coef")
 KS = (1, 5, 10)
 COLUMNS = ("method", "epoch", "train_seconds", "wall_seconds") + tuple(f"{d}/R@{k}" for d in DIRECTIONS for k in KS)

@@ -7,12 +7,12 @@
 #   3. the last checkpoint's R@k against the whole test and train sets (what the paper's text names) and
 #      averaged over the disjoint 128-field libraries (the training batch).
 # Writes the log, run config, metrics and evaluations under $OUT (default runs/learned_gpu_out). The retrieval
-# ceiling on the same test set is experiments/retrieval_ceiling_gpu.sh. The same script ran on the 2-core CPU
+# ceiling on the same test set is experiments/learning/retrieval_ceiling_gpu.sh. The same script ran on the 2-core CPU
 # with EPOCHS=30 before the coefficient negatives (results/learned_paper_cpu/log.txt) and with EPOCHS=10 and 20
 # after (results/learned_paper_negatives_cpu*/log.txt).
 #
-#     OUT=DIR LIMIT=420 bash experiments/learned_gpu.sh
-#     N=256 EPOCHS=1 EVAL_LIBRARY=128 NEGATIVES=64 bash experiments/learned_gpu.sh    # a smoke test on a CPU
+#     OUT=DIR LIMIT=420 bash experiments/learning/learned_gpu.sh
+#     N=256 EPOCHS=1 EVAL_LIBRARY=128 NEGATIVES=64 bash experiments/learning/learned_gpu.sh    # a smoke test on a CPU
 set -u
 OUT=${OUT:-runs/learned_gpu_out}
 LIMIT=${LIMIT:-420}
@@ -35,5 +35,5 @@ say "train exit $?"
 cp "$WORK/learned/metrics.jsonl" "$WORK/learned/config.json" "$OUT/"
 
 say "evaluate: the whole sets, then 128-field libraries"
-bash experiments/evaluate_whole_sets.sh "$WORK/learned" "$OUT" "$WORK/paper_${N}_1.nc" "$WORK/paper_${N}_2.nc"
+bash experiments/learning/evaluate_whole_sets.sh "$WORK/learned" "$OUT" "$WORK/paper_${N}_1.nc" "$WORK/paper_${N}_2.nc"
 say "done"

@@ -8,7 +8,7 @@ per design: the median misfit of each track to its own field, to a wrong field, 
 of the library, the smallest and the 5th-percentile gap (nearest wrong minus own), and the traj->coef R@1 it
 implies: a track is retrieved wrongly where its gap is negative.
 
-    python -m experiments.misfit_margins --run RUN --data test.nc [--queries 256 --library 4096]
+    python -m experiments.learning.misfit_margins --run RUN --data test.nc [--queries 256 --library 4096]
 
 Results: docs/results/training-learned.md ("Coefficient negatives").
 """

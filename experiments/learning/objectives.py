@@ -15,15 +15,15 @@ Two studies (docs/results/training-objectives.md):
    reported as nan.
 2. The Gaussian setting of section 5 of the main paper (lagda.learning.gaussian): linear encoders
    g_u = G u, g_v = H v with the inner-product similarity (tau = 1) on a fixed sample of n pairs
-   of the 6-d Gaussian of experiments/gaussian_theory.py; per-batch L_cond, SogCLR and NUCLR
+   of the 6-d Gaussian of experiments/learning/gaussian_theory.py; per-batch L_cond, SogCLR and NUCLR
    (lagda.learning.nuclr) from the same start with the same batches. Reported: the distance of the
    learned A = G^T H to Theorem 5.1's minimiser A* (eq. 43), and whether NUCLR's learned zeta is
    Theorem 2's fixed point for the final A (so: does learning zeta move A towards A* or away?).
 
 Command (measured: about 30 CPU minutes, 28 wall minutes on the shared 2-core machine; README):
     lagda simulate --preset small --n-samples 4096 --seed 2 --out /tmp/obj/test4096.nc
-    nice -n 10 python -m experiments.objectives --train small_train.nc --test /tmp/obj/test4096.nc
-    python -m experiments.objectives --quick      # tiny synthetic smoke run (about a minute)
+    nice -n 10 python -m experiments.learning.objectives --train small_train.nc --test /tmp/obj/test4096.nc
+    python -m experiments.learning.objectives --quick      # tiny synthetic smoke run (about a minute)
 Writes results/objectives.csv (one row per objective and seed), results/objectives_summary.csv
 (mean and std over seeds), results/objectives_gaussian.csv and docs/figures/objectives.png.
 """
@@ -39,13 +39,13 @@ import tempfile
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
+from experiments.common.paths import ROOT
 from lagda.learning import gaussian, losses, nuclr  # noqa: E402
 from lagda.learning.config import PRESETS, tiny  # noqa: E402
 
@@ -103,7 +103,7 @@ def _gaussian_run(kind: str, z, n_u: int, steps: int, batch: int, lr: float, key
 def gaussian_study(seeds=(0, 1, 2), n: int = 512, steps: int = 3000, batch: int = 64, lr: float = 0.03) -> list[dict]:
     """Returns one row per (objective, seed): |A - A*| / |A*| (Theorem 5.1) and the zeta diagnostics."""
     jax.config.update("jax_enable_x64", True)
-    from experiments.gaussian_theory import random_6d
+    from experiments.learning.gaussian_theory import random_6d
 
     cov, n_u = random_6d()
     a_star = gaussian.cond_minimizer(cov, n_u)

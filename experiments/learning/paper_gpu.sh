@@ -9,7 +9,7 @@
 #      disjoint 128-field libraries (the training batch), train and test.
 # Writes the log, run config, metrics and evaluations under $OUT (default runs/paper_gpu_out).
 #
-#     OUT=DIR LIMIT=580 bash experiments/paper_gpu.sh
+#     OUT=DIR LIMIT=580 bash experiments/learning/paper_gpu.sh
 set -u
 OUT=${OUT:-runs/paper_gpu_out}
 LIMIT=${LIMIT:-580}
@@ -53,5 +53,5 @@ say "train exit $?"
 cp "$WORK/run/metrics.jsonl" "$WORK/run/config.json" "$OUT/"
 
 say "evaluate: the whole sets, then 128-field libraries"
-bash experiments/evaluate_whole_sets.sh "$WORK/run" "$OUT" "$WORK/paper_1.nc" "$WORK/paper_2.nc"
+bash experiments/learning/evaluate_whole_sets.sh "$WORK/run" "$OUT" "$WORK/paper_1.nc" "$WORK/paper_2.nc"
 say "done"

@@ -27,7 +27,7 @@ stride * sigma_v^2 and is written beside every row.
 
     lagda simulate --preset small --n-samples 4096 --seed 2 --out test4096.nc
     lagda simulate --preset small --n-samples 1024 --seed 1 --out train1024.nc   # the training file's first fields
-    nice -n 10 python -m experiments.retrieval_ceiling --train train1024.nc --test test4096.nc
+    nice -n 10 python -m experiments.learning.retrieval_ceiling --train train1024.nc --test test4096.nc
 
 Results: docs/results/training-ceiling.md, results/retrieval_ceiling.csv.
 """
@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.common.paths import ROOT
 from lagda.learning import config as train_config
 from lagda.learning import losses, physics
 from lagda.learning.data import PairedData, check_same_modes, load_paired
@@ -54,7 +55,6 @@ from lagda.learning.evaluate import RECALL_KS
 from lagda.learning.retrieval import retrieval_metrics
 from simulate.atomic import write_atomic
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHUNK = 64  # tracks per design-matrix batch: 100 MB of float64 at stride 1, 1,000 observations and K = 49
 DIRECTIONS = ("coef_to_traj", "traj_to_coef")
 METRICS = tuple(f"{d}/R@{k}" for d in DIRECTIONS for k in RECALL_KS)

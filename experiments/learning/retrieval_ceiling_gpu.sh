@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The retrieval ceiling against the whole 32,268-field test set of the paper's data, on one GPU machine, in one
-# call of at most LIMIT seconds (experiments/retrieval_ceiling.py; the 4,096-field CPU run is in
+# call of at most LIMIT seconds (experiments/learning/retrieval_ceiling.py; the 4,096-field CPU run is in
 # docs/results/training-ceiling.md):
 #   1. the paper's data: `lagda simulate --preset paper`, seed 2 (test, 32,268 fields) and the first NOISE_FIELDS
 #      fields of seed 1 (train: the velocity-error estimate), unless WORK already holds them (paper_gpu.sh's
@@ -9,7 +9,7 @@
 #      estimate, R@1/5/10 in both directions against the whole test set, with the misfit margins.
 # Writes the log and retrieval_ceiling_paper.csv under $OUT (default runs/ceiling_gpu_out).
 #
-#     OUT=DIR LIMIT=420 STRIDES=1 bash experiments/retrieval_ceiling_gpu.sh
+#     OUT=DIR LIMIT=420 STRIDES=1 bash experiments/learning/retrieval_ceiling_gpu.sh
 set -u
 OUT=${OUT:-runs/ceiling_gpu_out}
 LIMIT=${LIMIT:-420}
@@ -44,7 +44,7 @@ fi
 
 budget=$(( LIMIT - $(elapsed) - 10 ))
 say "retrieval_ceiling against the whole test set, strides $STRIDES, at most $budget s"
-timeout "$budget" python3 -m experiments.retrieval_ceiling --train "$train_file" --test "$test_file" --library 0 \
+timeout "$budget" python3 -m experiments.learning.retrieval_ceiling --train "$train_file" --test "$test_file" --library 0 \
     --strides "$STRIDES" --noise-fields "$NOISE_FIELDS" --out "$OUT/retrieval_ceiling_paper.csv" 2>&1 \
     | tee -a "$OUT/log"
 say "retrieval_ceiling exit ${PIPESTATUS[0]}"

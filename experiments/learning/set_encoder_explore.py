@@ -1,6 +1,6 @@
 """Compare set-encoder variants (learned preset): data simulated in memory, trained, scored per regime.
 
-    python -m experiments.set_encoder_explore --out results/set_explore --n-train 16384 \
+    python -m experiments.learning.set_encoder_explore --out results/set_explore --n-train 16384 \
         --variant ridge:dense:10 --variant mlp:dense:10 --variant ridge:mixture:10
 
 Each variant is head:regime:epochs. Train data: `small` preset, seed 1 (the fixed-release

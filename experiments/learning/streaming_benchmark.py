@@ -7,9 +7,9 @@ batch i + 1 while step i runs, in both modes. `--cgroup DIR` (a cgroup v1 memory
 with memory.limit_in_bytes set, root only) also runs both modes inside that memory limit: a
 dataset larger than the limit trains only streamed.
 
-    python -m experiments.streaming_benchmark --train small_train.nc --epochs 2
+    python -m experiments.learning.streaming_benchmark --train small_train.nc --epochs 2
     mkdir /sys/fs/cgroup/memory/lagda && echo 1200M > /sys/fs/cgroup/memory/lagda/memory.limit_in_bytes
-    python -m experiments.streaming_benchmark --train big.nc --epochs 1 --cgroup /sys/fs/cgroup/memory/lagda
+    python -m experiments.learning.streaming_benchmark --train big.nc --epochs 1 --cgroup /sys/fs/cgroup/memory/lagda
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 import tempfile
 import textwrap
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from experiments.common.paths import ROOT
 
 CHILD = textwrap.dedent("""
     import json, resource

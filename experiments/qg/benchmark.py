@@ -24,11 +24,11 @@ least-squares fit in the basis, and `limit`, that fit's own error against the tr
 projection limit: no estimate in the basis beats it; for the rossby model, the least-squares fit
 of each mode's amplitude c_k e^{i omega_k t} over the truth times).
 
-    python -m experiments.qg_benchmark                       # every section, then the tables and figures
-    python -m experiments.qg_benchmark --quick               # a smoke run on the tiny preset
-    python -m experiments.qg_benchmark --sections rossby,kmax --out a.csv &   # two processes ...
-    python -m experiments.qg_benchmark --sections sampling --out b.csv; wait
-    python -m experiments.qg_benchmark --merge a.csv b.csv                    # ... then the tables and figures
+    python -m experiments.qg.benchmark                       # every section, then the tables and figures
+    python -m experiments.qg.benchmark --quick               # a smoke run on the tiny preset
+    python -m experiments.qg.benchmark --sections rossby,kmax --out a.csv &   # two processes ...
+    python -m experiments.qg.benchmark --sections sampling --out b.csv; wait
+    python -m experiments.qg.benchmark --merge a.csv b.csv                    # ... then the tables and figures
 Sections: `rossby`; `kmax` (turbulence, flow 0, hourly, GPS noise: k_max in 5, 8, 12, 16 at P = 3 against
 L, P = 1 and 6 at k_max 12 with 64 drifters, and the white-noise linear at k_max 8); `oracle` (flow 0,
 k_max 12 and 16: the truth's fit given exactly at the drifters, 6-hourly: the reference without
@@ -62,6 +62,7 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
+from experiments.common.paths import ROOT  # noqa: E402
 from lagda.assimilation.methods.basis import basis_model  # noqa: E402
 from lagda.assimilation.methods.config import LinearConfig, VarConfig  # noqa: E402
 from lagda.assimilation.methods.linear import assimilate_linear  # noqa: E402
@@ -69,7 +70,6 @@ from lagda.assimilation.methods.variational import assimilate_var  # noqa: E402
 from lagda.assimilation.model import flow_model  # noqa: E402
 from lagda.io.formats import read_tracks  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 GPS_M = 10.0  # GPS-like position noise, m
 
 
@@ -468,7 +468,7 @@ def defaults_figure(rows, path) -> None:
                                  ("oracle", "oracle (resolved velocity given)", "x:"),
                                  ("window:noclim", "a 1000 km window of a 2000 km flow, no climatology, L per "
                                                    "1000 km box", "d-.")):
-        window = method.startswith("window")  # its own flow (qg_window.py)
+        window = method.startswith("window")  # its own flow (experiments.qg.window)
         for f in sorted({r["flow"] for r in rows}):
             rs = sorted((r for r in rows if r["method"] == method and r["flow"] == f), key=lambda r: r["drifters"])
             if not rs:

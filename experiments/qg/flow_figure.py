@@ -6,8 +6,8 @@ upper-layer relative vorticity zeta = laplacian(psi), in units of f0 = 1e-4 1/s,
 and at day 60, with the drifter tracks over the first 10 days and over the whole window. Prints
 the RMS speed and the drifters' median displacement.
 
-    python -m experiments.qg_flow_figure            # ~35 s on the 2-core CPU -> docs/figures/qg_flow.png
-    python -m experiments.qg_flow_figure --quick    # the tiny preset, a few seconds -> results/qg_flow_quick.png
+    python -m experiments.qg.flow_figure            # ~35 s on the 2-core CPU -> docs/figures/qg_flow.png
+    python -m experiments.qg.flow_figure --quick    # the tiny preset, a few seconds -> results/qg_flow_quick.png
 """
 
 from __future__ import annotations

@@ -9,14 +9,14 @@ inversion (`hybrid --basis`), measured against the climatology's prior (`linear 
    from the design of the velocity in the features, set_init "basis": least squares at the start) trained
    contrastively with the l2 similarity (its conditional is Gaussian in closed form, learned.closed_form) on daily
    fixes in a mixture of observation regimes: 1..64 drifters, strides of 1..2 days, gaps, position noise up to 20 m.
-3. On held-out flows (the first L drifters, hourly fixes, 10 m noise; experiments/qg_benchmark.py's defaults
+3. On held-out flows (the first L drifters, hourly fixes, 10 m noise; experiments/qg/benchmark.py's defaults
    files), each with the climatology: `linear` (the climatology's prior), `hybrid` (the learned conditional, widened
    or replaced by the climatology's prior where the evidence says so), and the learned conditional's mean alone.
 
     lagda simulate --flow qg --n-samples 4 --qg-windows 64 --n-drifters 64 --obs-interval 21600 \\
         --truth-interval 432000 --seed 500 --out runs/qg_hybrid/windows.nc
-    python -m experiments.qg_hybrid --windows runs/qg_hybrid/windows.nc --data runs/qg_benchmark
-(--data holds turbulence_test.nc and turbulence_climatology.nc, as for qg_benchmark.py --sections defaults.)
+    python -m experiments.qg.hybrid --windows runs/qg_hybrid/windows.nc --data runs/qg_benchmark
+(--data holds turbulence_test.nc and turbulence_climatology.nc, as for experiments.qg.benchmark --sections defaults.)
 Writes results/qg_hybrid.csv and .md.
 """
 
@@ -30,7 +30,8 @@ import time
 
 import numpy as np
 
-from experiments.qg_benchmark import (
+from experiments.common.paths import ROOT
+from experiments.qg.benchmark import (
     DEFAULT_DEGREE,
     DEFAULT_K_MAX,
     default_run,
@@ -38,8 +39,6 @@ from experiments.qg_benchmark import (
     defaults_truth,
     oracle_model,
 )
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def training_pairs(windows, work: pathlib.Path, validation: int, every: int) -> tuple[pathlib.Path, pathlib.Path]:

@@ -10,12 +10,12 @@ training set of pairs (coefficients, drifter tracks) in lagda's conventions. Thi
    drifters) on them (`lagda train`'s library function, resumable);
 3. assimilates held-out Rossby flows with L drifters, 6-hourly (`--every`, as trained), noise 0 or 10 m: `linear` (the
    physics), `embed` (the learned conditional) and `hybrid` (it as the prior of the linear
-   inversion), all with the same prior, scored like experiments/qg_benchmark.py (relative L2
+   inversion), all with the same prior, scored like experiments/qg/benchmark.py (relative L2
    velocity error against the gridded truth, and the projection limit of lagda's model).
 
     lagda simulate --flow qg --regime rossby --n-samples 4096 --n-drifters 8 --seed 21 --out runs/qg_learned/train.nc
     lagda simulate --flow qg --regime rossby --n-samples 16 --n-drifters 16 --seed 22 --out runs/qg_learned/test.nc
-    python -m experiments.qg_learned --train runs/qg_learned/train.nc --test runs/qg_learned/test.nc
+    python -m experiments.qg.learned --train runs/qg_learned/train.nc --test runs/qg_learned/test.nc
 Writes results/qg_learned.csv and .md.
 """
 
@@ -32,9 +32,8 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
+from experiments.common.paths import ROOT  # noqa: E402
 from lagda.io.formats import read_tracks  # noqa: E402
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def to_lagda_dataset(qg_path, out, prior_scale=None, every: int = 1, drifters: int | None = None) -> np.ndarray:
@@ -84,7 +83,7 @@ def main(argv=None) -> int:
     parser.add_argument("--every", type=int, default=6, help="keep every N-th hourly fix (training and test)")
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "results" / "qg_learned.csv")
     args = parser.parse_args(argv)
-    from experiments.qg_benchmark import GPS_M, RossbyCase, observe, relative
+    from experiments.qg.benchmark import GPS_M, RossbyCase, observe, relative
     from lagda.assimilation.methods.learned import scorer_from_run
     from lagda.assimilation.methods.registry import METHODS
     from lagda.assimilation.model import flow_model

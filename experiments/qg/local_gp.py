@@ -8,7 +8,7 @@ and days: the relative L2 error on the cells that hold a fix that day and on eve
 the total std. Rows: results/qg_local_gp.csv.
 
     lagda simulate --flow qg --n-samples 1 --n-drifters 64 --seed 5 --out runs/qg_local_gp/qg.nc
-    python -m experiments.qg_local_gp --tracks runs/qg_local_gp/qg.nc --drifters 16 64
+    python -m experiments.qg.local_gp --tracks runs/qg_local_gp/qg.nc --drifters 16 64
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import tempfile
 import numpy as np
 import xarray as xr
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from experiments.common.paths import ROOT
+
 CSV = ROOT / "results" / "qg_local_gp.csv"
 GPS_M, N_GRID = 10.0, 32
 

@@ -9,7 +9,7 @@ linear --basis circular` with every default (no --box, no --climatology, no --no
 against the truth on the result's grid points inside the drifters' lon/lat extent, at the result's daily times
 (relative L2 of the mean velocity; the truth interpolated bilinearly, periodically, from its cell centres).
 
-    python -m experiments.parcels_qg --flow runs/qg_benchmark/turbulence_test.nc --drifters 64
+    python -m experiments.qg.parcels_drifters --flow runs/qg_benchmark/turbulence_test.nc --drifters 64
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ import numpy as np
 import xarray as xr
 from scipy.interpolate import RegularGridInterpolator
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from experiments.common.paths import ROOT
+
 CENTRE = (-40.0, 34.0)
 
 

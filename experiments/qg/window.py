@@ -8,7 +8,7 @@ plain CF trajectory file in metres with no lagda mapping (drifters enter and lea
 climatology, no noise level), then the relative L2 error of the mean velocity against the full truth on the
 window's truth cells at the daily truth times (the result's grid interpolated bilinearly onto them).
 
-    python -m experiments.qg_window --flow runs/qg_window/window.nc        # generated there if missing (~8 min)
+    python -m experiments.qg.window --flow runs/qg_window/window.nc        # generated there if missing (~8 min)
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import numpy as np
 import xarray as xr
 from scipy.interpolate import RegularGridInterpolator
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from experiments.common.paths import ROOT
+
 GPS_M = 10.0
 
 
@@ -103,8 +104,9 @@ def main(argv=None) -> int:
     parser.add_argument("--n-grid", type=int, default=32, help="the result file's grid")
     parser.add_argument("--score-only", action="store_true", help="score the existing result")
     parser.add_argument("--work", type=pathlib.Path, default=ROOT / "runs" / "qg_window")
-    parser.add_argument("--out", type=pathlib.Path, help="append the row to this CSV in qg_benchmark.py's defaults "
-                        "layout (method window:noclim, drifters: the density per 1000 km box, N / 4), for --merge")
+    parser.add_argument("--out", type=pathlib.Path, help="append the row to this CSV in experiments.qg.benchmark's "
+                        "defaults layout (method window:noclim, drifters: the density per 1000 km box, N / 4), "
+                        "for --merge")
     args = parser.parse_args(argv)
     from lagda.assimilation import assimilate_file
 
@@ -131,8 +133,9 @@ def main(argv=None) -> int:
 
 
 def write_row(path: pathlib.Path, n_drifters: int, error: float, seconds: float) -> None:
-    """Appends the window case to `path` as a row of qg_benchmark.py's defaults section: drifters is the density it
-    matches there (the 2000 km flow holds four 1000 km boxes: N / 4 per box); no projection limit in the window."""
+    """Appends the window case to `path` as a row of experiments.qg.benchmark's defaults section: drifters is the
+    density it matches there (the 2000 km flow holds four 1000 km boxes: N / 4 per box); no projection limit in the
+    window."""
     import csv
 
     fields = ["regime", "basis", "flow", "method", "drifters", "interval_h", "noise_m", "error", "error_vs_projection",

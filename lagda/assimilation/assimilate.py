@@ -355,7 +355,7 @@ def encoder_for(method: str, config, basis, run_dir):
         if chosen.chosen_basis:
             raise ValueError(f"method {method} in a chosen basis needs a trained run ({given('run_dir', 'RUN')}): an "
                              "encoder trained on pairs in that basis "
-                             "(lagda.assimilation.methods.basis.write_basis_pairs; experiments/qg_hybrid.py); the "
+                             "(lagda.assimilation.methods.basis.write_basis_pairs; experiments/qg/hybrid.py); the "
                              "shipped encoders know lagda's own flows only")
         return run_dir
     from lagda.examples import DEFAULT_MODEL, shipped

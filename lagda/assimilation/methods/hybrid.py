@@ -41,7 +41,7 @@ start and is not multiplied into the position likelihood a second time. With `st
 the learned conditional's mean and draws from it are further starts (a learned global search),
 and the end point of least 4D-Var cost is kept. "auto" (default) refines sparse tracks only,
 where finite differences are biased; "none" never refines; "var" runs 4D-Var from the embed /
-retrieve estimate, without the product. Measured in experiments/assimilation_benchmark.py
+retrieve estimate, without the product. Measured in experiments/assimilation/benchmark.py
 (results/assimilation_benchmark.md).
 """
 
