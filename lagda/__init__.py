@@ -13,8 +13,7 @@ From Python, one call returns an `xarray.Dataset` (lagda.api):
 import importlib
 
 from lagda._lazy import lazy_getattr
-
-__version__ = "0.1.0"
+from lagda.version import __version__ as __version__  # the package's version, re-exported
 
 _LAZY = {"map": "api", "assimilate": "api"}
 _SUBMODULES = ("examples",)

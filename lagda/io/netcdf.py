@@ -20,12 +20,6 @@ def trajectory_ids(ids) -> np.ndarray:
         return strs
 
 
-def lagda_version() -> str:
-    from lagda import __version__
-
-    return __version__
-
-
 def write_netcdf_atomic(ds, path, encoding) -> None:
     """Writes `ds` to `path` through a temporary file in the same directory, then renames
     (`simulate.atomic.write_netcdf`: a failed write, a full disk's, is an OSError that says the room left)."""

@@ -35,9 +35,10 @@ import os
 
 import numpy as np
 
-from lagda.io.netcdf import lagda_version, trajectory_ids, write_netcdf_atomic
+from lagda.io.netcdf import trajectory_ids, write_netcdf_atomic
 from lagda.io.physical import TIME_UNITS, Mapping
 from lagda.io.tracks import FILL, Tracks
+from lagda.version import __version__
 from simulate.schema import CONVENTIONS
 
 FIELD_NAMES = ("psi", "u", "v")
@@ -124,9 +125,9 @@ def write_result(path, result: "Result") -> None:
         for name in ("track_x", "track_y", "track_time"):
             ds[name].encoding["coordinates"] = "track_lat track_lon"
     ds.attrs = {"Conventions": CONVENTIONS, "title": "lagda assimilation result", "method": result.method,
-                "source": f"lagda {lagda_version()}", "lagda_version": lagda_version(), "n_grid": int(n_grid),
+                "source": f"lagda {__version__}", "lagda_version": __version__, "n_grid": int(n_grid),
                 "diagnostics": json.dumps(result.diagnostics or []),
-                "history": f"written by lagda.io.results.write_result (lagda {lagda_version()})",
+                "history": f"written by lagda.io.results.write_result (lagda {__version__})",
                 **({} if mapping is None else mapping.attrs()), **result.attrs}
     if mapping is not None and mapping.coordinates == "lonlat" and ds.sizes["field"] == 1:
         ds = user_layout(ds)

@@ -16,9 +16,10 @@ import dataclasses
 
 import numpy as np
 
-from lagda.io.netcdf import lagda_version, trajectory_ids, write_netcdf_atomic
+from lagda.io.netcdf import trajectory_ids, write_netcdf_atomic
 from lagda.io.physical import TIME_UNITS
 from lagda.report import counted
+from lagda.version import __version__
 from simulate.schema import CONVENTIONS
 
 
@@ -293,8 +294,8 @@ def write_tracks(tracks: Tracks, path, attrs: dict | None = None, layout: str = 
     ds = _track_dataset(tracks, layout)
     ds.attrs = {
         "Conventions": CONVENTIONS, "featureType": "trajectory", "title": "lagda drifter tracks",
-        "source": f"lagda {lagda_version()}", "lagda_track_format_version": TRACK_FORMAT_VERSION,
-        "history": f"written by lagda.io.tracks.write_tracks (lagda {lagda_version()})",
+        "source": f"lagda {__version__}", "lagda_track_format_version": TRACK_FORMAT_VERSION,
+        "history": f"written by lagda.io.tracks.write_tracks (lagda {__version__})",
         **({} if tracks.mapping is None or not mapping_attrs else tracks.mapping.attrs()), **(attrs or {}),
     }
     filled = ([name for name in ("x", "y", "lon", "lat") if name in ds.variables]
