@@ -14,7 +14,10 @@ import pytest
 import xarray as xr
 
 from lagda.io.physical import EARTH_RADIUS_M, parse_time
-from lagda.mapping.run import MapSettings, _run_tile, local_cluster, map_archive
+from lagda.mapping.dask_driver import _run_tile, local_cluster
+from lagda.mapping.methods.interface import TileMethod, TileSummary
+from lagda.mapping.run import map_archive
+from lagda.mapping.settings import MapSettings
 
 START = "2025-01-01T00:00:00Z"
 U, V = 0.12, -0.05  # m/s
@@ -300,14 +303,14 @@ def test_tiles_of_other_lagda_code_are_never_blended_into_a_map(small_map, tmp_p
     resume writes the uninterrupted map."""
     import netCDF4
 
-    from lagda.mapping import run as map_run
+    from lagda.mapping import dask_driver
     from simulate.provenance import code_digest
 
     archive, s, scheduler, reference = small_map
     out, said = tmp_path / "map.nc", []
     go = lambda **kw: map_archive(archive, out, s, scheduler=scheduler, progress=False, say=said.append, **kw)
-    monkeypatch.setattr(map_run, "_run_tile", _other_codes_run_tile)
-    with pytest.raises(map_run.TileFailed, match=rf"made by a Dask worker running other lagda code \(source digest "
+    monkeypatch.setattr(dask_driver, "_run_tile", _other_codes_run_tile)
+    with pytest.raises(dask_driver.TileFailed, match=rf"made by a Dask worker running other lagda code \(source digest "
                                                  rf"0{{16}}; this run's is {code_digest()}\): install the same"):
         go()
     monkeypatch.undo()
@@ -366,11 +369,11 @@ def test_a_lost_dask_worker_loses_no_tile(small_map, tmp_path, monkeypatch, send
     a --resume writes the same map."""
     from dask.distributed import Client, LocalCluster
 
-    import lagda.mapping.run as run
+    import lagda.mapping.dask_driver as driver
 
     archive, s, _, reference = small_map
     out, notes, lost = tmp_path / "map.nc", [], []
-    save = run._save_piece
+    save = driver.save_piece
     _GATE["first"] = s.tiles()[0].key
     _GATE["open"].clear()
 
@@ -380,15 +383,16 @@ def test_a_lost_dask_worker_loses_no_tile(small_map, tmp_path, monkeypatch, send
             lost.append(client.run_on_scheduler(_lose_a_pending_tiles_worker))
             _GATE["open"].set()
 
-    monkeypatch.setattr(run, "_run_tile", _gated_run_tile)
-    monkeypatch.setattr(run, "_save_piece", save_then_lose_a_worker)
-    monkeypatch.setattr(run, "TILE_SENDS", sends)
+    monkeypatch.setattr(driver, "_run_tile", _gated_run_tile)
+    monkeypatch.setattr(driver, "save_piece", save_then_lose_a_worker)
+    monkeypatch.setattr(driver, "TILE_SENDS", sends)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         go = lambda **kw: map_archive(archive, out, s, scheduler=cluster.scheduler_address, progress=False,
                                       say=notes.append, **kw)
         if sends == 1:
-            with pytest.raises(run.TileFailed, match="each of the 1 times it was sent.*the same call with resume=True"):
+            with pytest.raises(driver.TileFailed,
+                               match="each of the 1 times it was sent.*the same call with resume=True"):
                 go()
             assert len(os.listdir(f"{out}.partial/tiles")) >= 1
             go(resume=True)
@@ -519,7 +523,7 @@ def test_the_local_gp_maps_an_eddy_the_tile_basis_cannot_resolve(every_h, n):
     # what the basis leaves out returns it along the drifters, and its std narrows there, from hourly fixes, from
     # the GDP's 6-hourly ones, and from 150 drifters' hourly fixes (a dense deployment: the few velocities at the
     # eddy's peak are far above the residuals' 99th percentile, which once rejected the fit)
-    from lagda.mapping.invert import invert_tile, tile_fixes
+    from lagda.mapping.methods.basis import invert_tile, tile_fixes
 
     s = settings(-40.0, 30.0)
     tile = s.tiles()[0]
@@ -557,7 +561,7 @@ def test_the_local_gp_maps_the_flank_of_an_eddy_a_dense_cluster_skirts():
     # more than one GP is conditioned on (longer chunks once smeared them): at the cells holding a fix each day the
     # local GP takes away at least two thirds of the basis field's error
     from lagda.assimilation.local_gp import LOCAL_MAX_POINTS
-    from lagda.mapping.invert import invert_tile, tile_fixes
+    from lagda.mapping.methods.basis import invert_tile, tile_fixes
 
     s = settings(-40.0, 30.0)
     tile = s.tiles()[0]
@@ -592,7 +596,7 @@ def test_the_local_fit_leaves_out_a_bad_fixs_velocities_not_an_eddys(n, cluster)
     # themselves left out 72 of them: most of the cluster's residuals are tiny, the flank's far off them)
     import dataclasses
 
-    from lagda.mapping.invert import invert_tile, tile_fixes
+    from lagda.mapping.methods.basis import invert_tile, tile_fixes
 
     s = settings(-40.0, 30.0)
     tile = s.tiles()[0]
@@ -615,18 +619,18 @@ def test_a_tile_answered_zero_counts_the_velocity_variance_once():
     # local GP maps the velocities themselves; the total variance is the GP's (with the drifters' mean square
     # velocity far from them), not the GP's plus the basis prior's
     from lagda.assimilation import local_gp
-    from lagda.mapping import invert
+    from lagda.mapping.methods import basis
 
     s = settings(-40.0, 30.0)
     tile = s.tiles()[0]
     grid = s.grid()
     fixes, _ = _eddy_fixes(tile.centre, current=(0.0, 0.0), peak=0.0)
-    fixes = invert.tile_fixes(fixes, tile)
-    piece = invert.invert_tile(fixes, tile, grid, s.k_max, s.degree)
+    fixes = basis.tile_fixes(fixes, tile)
+    piece = basis.invert_tile(fixes, tile, grid, s.k_max, s.degree)
     assert piece["info"]["zero_guard"] and "ell_km" in piece["info"]["local_gp"]
     segments = fixes.segments()
-    mapping, tracks = invert.tile_tracks(fixes, segments, tile)
-    mean, _, _, chosen = invert._posterior(tracks, s.k_max, s.degree)
+    mapping, tracks = basis.tile_tracks(fixes, segments, tile)
+    mean, _, _, chosen = basis._posterior(tracks, s.k_max, s.degree)
     assert not np.any(mean)
     gp, hyper, _, spread, _, _, _, (seen, departure) = local_gp._local_fit(fixes, segments, mean, chosen["model"],
                                                                              mapping, tile, s.k_max)
@@ -642,10 +646,10 @@ def test_a_tile_answered_zero_counts_the_velocity_variance_once():
 def test_the_blend_in_blocks_of_days_writes_the_same_map(uniform, tmp_path, monkeypatch):
     # the blend holds BLEND_DAYS map times at once: blocks of 4 days (four blocks, the last short) give the map
     # the one-block run wrote, cell for cell
-    import lagda.mapping.run as run
+    import lagda.mapping.write as write
 
     archive, s, reference, _, _ = uniform
-    monkeypatch.setattr(run, "BLEND_DAYS", 4)
+    monkeypatch.setattr(write, "BLEND_DAYS", 4)
     out = tmp_path / "blocks.zarr"
     map_archive(archive, out, s, workers=1, progress=False, say=lambda _: None)
     with xr.open_zarr(out) as a, xr.open_dataset(reference) as b:
@@ -1000,9 +1004,9 @@ def test_map_reads_other_track_files_as_the_ragged_archive(tmp_path):
     one = select_fixes(files[0], region, period)  # one GDP file alone: it has a rowsize, its positions are 2-D
     for name in ("time", "lon", "lat"):
         np.testing.assert_array_equal(getattr(one, name), getattr(reference, name)[reference.traj == 0])
-    from lagda.mapping.run import _identity  # what a resume checks: the same files however they are given
+    from lagda.mapping.resume import archive_identity  # what a resume checks: the same files however they are given
 
-    assert _identity(tmp_path / "gdp") == _identity(files[::-1]) != _identity(files[1:])
+    assert archive_identity(tmp_path / "gdp") == archive_identity(files[::-1]) != archive_identity(files[1:])
     model = tmp_path / "model.csv"
     model.write_text("id,time,x,y\n" + "".join(f"a,{0.01 * k},{0.1 + 0.01 * k},0.5\n" for k in range(5)))
     with pytest.raises(ValueError, match="lagda map maps longitude/latitude fixes") as info:
@@ -1098,7 +1102,7 @@ def test_map_reads_a_ragged_zarr_store_at_a_url_as_the_local_file(tmp_path, http
     HTTP in slices, it gives the local file's extent and fixes; a resume knows the store by URL, sizes and
     attributes; a URL that is no store is refused in one line."""
     from lagda.mapping.archive import archive_extent, select_fixes
-    from lagda.mapping.run import _identity
+    from lagda.mapping.resume import archive_identity
 
     folder, server = http_folder
     local = tmp_path / "gdp.nc"
@@ -1111,12 +1115,12 @@ def test_map_reads_a_ragged_zarr_store_at_a_url_as_the_local_file(tmp_path, http
     reference, fixes = select_fixes(local, region, period), select_fixes(url, region, period, chunk_fixes=100)
     for name in ("traj", "time", "lon", "lat"):
         np.testing.assert_array_equal(getattr(fixes, name), getattr(reference, name))
-    known = _identity(url)
-    assert known["archive"] == url and known == _identity(url)
+    known = archive_identity(url)
+    assert known["archive"] == url and known == archive_identity(url)
     with xr.open_zarr(folder / "gdp.zarr") as ds:  # a new version of the store
         ds.load().assign_attrs(date_modified="2026-01-01").to_zarr(folder / "new.zarr", zarr_format=2,
                                                                    consolidated=True)
-    assert _identity(f"{server}/new.zarr")["archive_sha256"] != known["archive_sha256"]
+    assert archive_identity(f"{server}/new.zarr")["archive_sha256"] != known["archive_sha256"]
     with pytest.raises(ValueError, match="cannot be opened as a Zarr store") as error:
         archive_extent(f"{server}/missing.zarr", 0.5, 86400.0)
     assert "\n" not in str(error.value)
@@ -1124,7 +1128,7 @@ def test_map_reads_a_ragged_zarr_store_at_a_url_as_the_local_file(tmp_path, http
 
 def test_a_resume_compares_every_part_of_the_archives_identity():
     """Other files of the same total size in the same folder are another archive (their paths' digest differs)."""
-    from lagda.mapping.run import _differences
+    from lagda.mapping.resume import _differences
 
     stored = {"settings": {"resolution": 0.25}, "archive": "/data", "archive_files": 2, "archive_bytes": 10,
               "archive_paths_sha256": "0" * 64}
@@ -1193,3 +1197,72 @@ def test_the_bands_beside_a_jet_its_drifters_gathered_in_hold_the_ocean_at_rest(
         held = (np.abs(m.u.values - u_true) < 1.96 * m.u_std.values) & (np.abs(m.v.values) < 1.96 * m.v_std.values)
         assert beside.sum() > 100 and np.mean(np.abs(m.u.values[beside])) > 0.2  # the jet carried beside it
         assert held[beside].mean() >= 0.9
+
+
+@dataclasses.dataclass(frozen=True)
+class _EveryFix:
+    """A toy method's data: every tile gets all the map's fixes."""
+
+    fixes: object
+
+    def in_tile(self, tile):
+        return self.fixes
+
+
+class _ConstantField(TileMethod):
+    """A toy tile method: every tile the same eastward current with the same std, whatever its drifters (a module
+    class: Dask pickles it by reference)."""
+
+    name = "constant"
+    summary = "every cell the same eastward current"
+    std_meaning = " (the toy's constant)"
+
+    def prepare(self, fixes):
+        return _EveryFix(fixes), (f"constant: {len(fixes)} fixes, none used",)
+
+    def map_tile(self, data, tile, grid):
+        days, rows, cols = grid.window(tile)
+        shape = (days.stop - days.start, rows.stop - rows.start, cols.stop - cols.start)
+        full = lambda value: np.full(shape, value, np.float32)
+        return {"u": full(0.25), "v": full(0.0), "u_std": full(0.1), "v_std": full(0.1),
+                "info": {"tile": tile.key, "fixes": len(data)}}
+
+    def summarise(self, infos):
+        return TileSummary([f"{len(infos)} tiles of the constant current"])
+
+
+def test_a_tile_method_registered_by_name_makes_a_map(tmp_path, monkeypatch):
+    """A new tile method is one class and one registry entry: registered, MapSettings, the command line and
+    map_archive take it by name and the map is its field, its notes and its std's meaning; unregistered, it is
+    refused."""
+    from dask.distributed import LocalCluster
+
+    from lagda.cli import build_parser
+    from lagda.mapping.methods.registry import TILE_METHODS
+
+    archive = tmp_path / "gdp.nc"
+    write_archive(archive, -40.0, 30.0, size=3.0, days=8, n=4)
+    make = lambda: MapSettings((-40.0, -37.0, 30.0, 33.0), (parse_time(START), parse_time(START) + 6 * 86400.0),
+                               resolution=0.5, tile_deg=3.0, halo_deg=1.0, window_days=8.0, step_days=4.0,
+                               method="constant")
+    with pytest.raises(ValueError, match="method='constant': one of objective, basis$"):
+        make()
+    monkeypatch.setitem(TILE_METHODS, "constant", _ConstantField)
+    s = make()
+    assert build_parser().parse_args(["map", "--tracks", str(archive), "--out", "m.nc", "--tile-method",
+                                      "constant"]).tile_method == "constant"
+    with pytest.raises(ValueError, match="one of objective, basis, constant"):
+        MapSettings(method="nope")
+    out, said = tmp_path / "map.nc", []
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        summary = map_archive(archive, out, s, scheduler=cluster.scheduler_address, progress=False, say=said.append)
+    assert summary["inverted"] == summary["tiles"] == len(s.tiles()) and summary["skipped"] == 0
+    assert f"note: {len(s.tiles())} tiles of the constant current" in said
+    assert any(line.startswith("note: constant: ") and line.endswith(" fixes, none used") for line in said)
+    with xr.open_dataset(out) as ds:
+        np.testing.assert_array_equal(ds.u.values, 0.25)
+        np.testing.assert_array_equal(ds.v.values, 0.0)
+        np.testing.assert_allclose(ds.u_std.values, 0.1, rtol=1e-5)  # the std of a mixture of equal pieces
+        assert ds.u_std.attrs["long_name"].endswith("standard deviation (the toy's constant)")
+        assert json.loads(ds.attrs["settings"])["method"] == "constant" and ds.attrs["local_gp"] == "off"
+        assert "constant: " in ds.attrs["notes"]

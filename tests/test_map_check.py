@@ -12,7 +12,10 @@ from lagda.io.fixes import Fixes
 from lagda.io.physical import EARTH_RADIUS_M, parse_time
 from lagda.io.tracks import id_text
 from lagda.mapping.check import check_map, withheld
-from lagda.mapping.run import MapSettings, _differences, map_archive, map_fixes, open_map
+from lagda.mapping.resume import _differences
+from lagda.mapping.run import map_archive, map_fixes
+from lagda.mapping.settings import MapSettings
+from lagda.mapping.store import open_map
 
 DAY = 86400.0
 T0 = parse_time("2025-01-01")

@@ -1,5 +1,5 @@
-"""The objective map (lagda.mapping.objective) and its prior covariance (lagda.mapping.covariance), tested against
-mathematics: the exact posterior of a linear-Gaussian model, a non-divergent mean, the prior far from the data,
+"""The objective map (lagda.mapping.methods.objective) and its prior covariance (lagda.mapping.covariance), tested
+against mathematics: the exact posterior of a linear-Gaussian model, a non-divergent mean, the prior far from the data,
 no seam across tile edges on a field with structure, and the covariance's scales recovered from pairs drawn from
 a known one; and `--withhold` leaving out a drifter that continues under another id."""
 
@@ -14,9 +14,8 @@ from lagda.io.fixes import Fixes
 from lagda.mapping import covariance as cov_module
 from lagda.mapping.check import drifter_groups, withheld
 from lagda.mapping.covariance import Covariance
-from lagda.mapping.invert import Grid
-from lagda.mapping.objective import Velocities, _block_posterior, covariance_blocks, map_tile
-from lagda.mapping.tiles import DAY_S, tile_layout
+from lagda.mapping.methods.objective import Velocities, _block_posterior, covariance_blocks, map_tile
+from lagda.mapping.tiles import DAY_S, Grid, tile_layout
 
 COV = Covariance(ell_km=40.0, tau_days=3.0, phi=0.5, variance=0.01, tau_long_days=20.0, phi_long=0.3)
 
@@ -96,7 +95,9 @@ def test_no_seam_across_tile_edges_on_a_field_with_structure():
     """Drifters in a field of eddies mapped by neighbouring tiles and blended: across every tile edge inside the
     region the map changes no more than its typical cell-to-cell change (each tile conditions on its box, and
     the covariance is the archive's, the same in every tile)."""
-    from lagda.mapping.run import _blend_block, _save_piece
+    from lagda.mapping.blend import blend_block
+    from lagda.mapping.resume import save_piece
+    from lagda.mapping.settings import MapSettings
 
     rng = np.random.default_rng(3)
     drifters = []
@@ -124,8 +125,8 @@ def test_no_seam_across_tile_edges_on_a_field_with_structure():
         os.makedirs(os.path.join(partial, "tiles"))
         data = Velocities.of_fixes(fixes)
         for tile in tiles:
-            _save_piece(partial, map_tile(data.in_tile(tile), tile, grid, cov))
-        u = _blend_block(partial, tiles, grid, 0, len(grid.days))[0]
+            save_piece(partial, map_tile(data.in_tile(tile), tile, grid, cov))
+        u = blend_block(partial, tiles, grid, MapSettings().tile_method(), 0, len(grid.days))[0]
     assert np.isfinite(u).all()
     step = np.abs(np.diff(u, axis=2))  # east-west cell-to-cell change
     edges = sorted({t.core[1] for t in tiles if t.core[1] < region[1] - 1e-9})
@@ -175,7 +176,7 @@ def test_the_default_map_fills_every_sea_cell_and_says_how_far_the_fixes_are(tmp
     import xarray as xr
 
     from lagda.io.physical import parse_time
-    from lagda.mapping.run import MapSettings, map_archive
+    from lagda.mapping import MapSettings, map_archive
     from tests.test_map import START, U, V, write_archive
 
     archive, out = tmp_path / "tracks.nc", tmp_path / "map.zarr"

@@ -12,7 +12,7 @@ correlation that is the same everywhere,
                                          + (1 - phi - phi_long) [p = q]],
 
 r the great-circle distance and dt the time between p and q, rho that of a non-divergent velocity (the mean of
-the two components' correlations: `correlation`; lagda.mapping.objective has the components' own). Two time
+the two components' correlations: `correlation`; lagda.mapping.methods.objective has the components' own). Two time
 scales: drifters in an eddy see its velocities change over days, and the eddy itself lasts for months. L, T,
 T_long and the correlated fractions phi, phi_long come from the classical method of moments on pairs of drifter
 velocities: the mean of a(p).a(q) over the mean of |a|^2 in bins of separation and lag (normalised in each bin: a fast
@@ -200,7 +200,7 @@ def correlation(r_km, lag_days, ell_km: float, tau_days: float, phi: float, tau_
     """Returns the model's correlation of velocity departures (the mean of u u' and v v' over the variance) at
     separations `r_km` and lags `lag_days` (arrays that broadcast): (1 - r^2/(2 L^2)) exp(-r^2/(2 L^2)) times
     `Covariance.in_time`, that of a non-divergent velocity whose streamfunction has a Gaussian covariance
-    (lagda.mapping.objective), negative beyond sqrt(2) L: across an eddy."""
+    (lagda.mapping.methods.objective), negative beyond sqrt(2) L: across an eddy."""
     q = np.asarray(r_km, np.float64) ** 2 / (2.0 * ell_km**2)
     return (1.0 - q) * np.exp(-q) * Covariance(ell_km, tau_days, phi, 1.0, tau_long_days=tau_long_days,
                                                phi_long=phi_long).in_time(lag_days)

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from lagda.assimilation.plot import arrow_key, day_index, key_speed
 from lagda.io.land import draw_land
-from lagda.mapping.run import open_map
+from lagda.mapping.store import open_map
 from simulate.atomic import write_atomic
 
 MAX_ARROWS = 24  # arrows per side of the velocity panel at most
@@ -116,7 +116,8 @@ def drifters_of(archive, store) -> dict:
         FileNotFoundError: no such store or archive.
     """
     from lagda.mapping.check import withheld
-    from lagda.mapping.run import ABSENT_SETTINGS, MapSettings, map_fixes
+    from lagda.mapping.run import map_fixes
+    from lagda.mapping.settings import ABSENT_SETTINGS, MapSettings
 
     with open_map(store) as maps:
         stored = {**ABSENT_SETTINGS, **json.loads(maps.attrs["manifest"])["settings"]}

@@ -123,3 +123,28 @@ def tile_layout(region, period, tile_deg: float, halo_deg: float, window_days: f
                                                                    n + halo_deg),
                                   halo_deg, halo_lon, t0, t0 + window_days * DAY_S, ramp_s))
     return tiles
+
+
+@dataclasses.dataclass(frozen=True)
+class Grid:
+    """The map's cells and days.
+
+    Attributes:
+        lon, lat: `(nx,)`, `(ny,)` cell centres in degrees (lon increasing; may pass 180); days: `(nt,)` seconds.
+    """
+
+    lon: np.ndarray
+    lat: np.ndarray
+    days: np.ndarray
+
+    def window(self, tile: Tile) -> tuple[slice, slice, slice]:
+        """Returns (day, lat, lon) slices of the cells in the tile's box and window (lon compared in its convention)."""
+        def span(values, lo, hi):
+            i = np.flatnonzero((values > lo) & (values < hi))
+            return slice(int(i[0]), int(i[-1]) + 1) if len(i) else slice(0, 0)
+
+        lon = tile.relative_lon(self.lon)
+        inside = np.flatnonzero((lon > tile.box[0]) & (lon < tile.box[1]))
+        # cells in the tile's longitude convention are contiguous unless the region spans the whole globe
+        lon_slice = slice(int(inside[0]), int(inside[-1]) + 1) if len(inside) else slice(0, 0)
+        return (span(self.days, tile.start_s, tile.end_s), span(self.lat, tile.box[2], tile.box[3]), lon_slice)

@@ -1,5 +1,6 @@
-"""One tile's objective map: the drifters' velocities, less the prior mean, mapped by the Gaussian process of the
-archive's own covariance (lagda.mapping.covariance), as the classical objective analysis of oceanography does.
+"""The objective tile method, `lagda map`'s default (`ObjectiveMethod`): each tile's objective map, the drifters'
+velocities less the prior mean mapped by the Gaussian process of the archive's own covariance
+(lagda.mapping.covariance), as the classical objective analysis of oceanography does.
 
 The velocity's departure from the prior mean (zero, or a background product) is non-divergent at the scales the
 drifters correlate over: the covariance of (u, v) is that of a streamfunction with a Gaussian covariance of
@@ -20,12 +21,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 
 import numpy as np
 
 from lagda.io.fixes import Fixes
-from lagda.mapping.covariance import Covariance
+from lagda.mapping.covariance import Covariance, estimate
+from lagda.mapping.methods.interface import TileMethod, TileSummary
 from lagda.mapping.tiles import DAY_S, Tile
+from lagda.report import counted
 
 CHUNK_S = 12 * 3600.0  # the drifters' velocities: displacements over this long (local_gp.chunk_velocities)
 BLOCK_CELLS = 8  # cells mapped together from the same velocities
@@ -209,3 +213,65 @@ def _block_posterior(points, anomaly, sigma, cx, cy, cell_days, cell_sigma, cov:
         w = ((at - std_days[hi - 1]) / (std_days[hi] - std_days[hi - 1]))[:, None, None]
         var = (1.0 - w) * var[hi - 1] + w * var[hi]
     return mean.reshape(n_days, rows, cols, 2), var.reshape(n_days, rows, cols, 2)
+
+
+def prior_covariance(data: Velocities, settings):
+    """Returns (the objective map's prior covariance, lagda.mapping.covariance.Covariance, estimated from the
+    drifters' velocities `data` less the prior mean over the region and period of `settings`
+    (lagda.mapping.settings.MapSettings); its note lines)."""
+    lon, lat, seconds, velocity = data.lon, data.lat, data.seconds, data.velocity
+    notes = ()
+    if settings.background is not None:
+        background = open_background(settings.background)
+        notes = tuple(f"background: {line}" for line in background.notes)
+        u, _ = background.velocity(lon, lat, seconds)
+        missing = int(np.isnan(u).sum())
+        notes += (f"background {os.path.basename(settings.background)}: the prior mean; the drifters map its "
+                  "departure" + (f" ({missing:,} of {len(u):,} drifter velocities lie where it has no value: "
+                                 "zero there)" if missing else ""),)
+        velocity = velocity - prior_mean(settings.background, lon, lat, seconds)
+    cov = estimate(lon, lat, seconds, velocity, data.drifter, settings.region, settings.period)
+    return cov, (*notes, *cov.notes(settings.background is not None))
+
+
+def objective_summary(infos: list[dict]) -> str:
+    """Returns one line on the objective map's tiles: how many, how many had drifter velocities."""
+    informed = sum(i.get("velocities", 0) > 0 for i in infos)
+    if informed == len(infos):
+        return f"{counted(len(infos), 'tile')} mapped from the drifters' velocities"
+    return (f"{counted(len(infos), 'tile')} mapped: {informed} from drifter velocities, {len(infos) - informed} with "
+            "none (the prior mean and std)")
+
+
+class ObjectiveMethod(TileMethod):
+    """The objective map (the default): each tile a Gaussian process of the drifters' velocities with the
+    archive's own covariance (`map_tile`), far from the drifters the prior (the background product, or zero, and
+    the drifters' regional mean).
+
+    Every tile maps the same velocities (`Velocities.of_fixes`, made once) with the same prior covariance
+    (`prior_covariance`, estimated once from all of them), so the tiles agree where they overlap.
+    """
+
+    name = "objective"
+    summary = "an objective map with the covariance the archive's drifter pairs show: the prior far from them"
+    std_meaning = (" of a drifter's velocity (the mapped field's and the variance uncorrelated at the map's "
+                   "scales)")
+    takes_background = True
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.prior = None  # the prior Covariance, estimated by `prepare`
+
+    def prepare(self, fixes: Fixes) -> tuple[Velocities, tuple[str, ...]]:
+        """Returns (the map's velocities, the prior's note lines); keeps the prior covariance for the tiles."""
+        data = Velocities.of_fixes(fixes)
+        self.prior, notes = prior_covariance(data, self.settings)
+        return data, notes
+
+    def map_tile(self, data: Velocities, tile: Tile, grid) -> dict:
+        """Returns the tile's objective map (`map_tile`) with the prior covariance and the settings' background."""
+        return map_tile(data, tile, grid, self.prior, self.settings.background)
+
+    def summarise(self, infos: list[dict]) -> TileSummary:
+        """Returns the line on the tiles (`objective_summary`); no tile counts as skipped."""
+        return TileSummary([objective_summary(infos)])

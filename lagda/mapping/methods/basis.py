@@ -1,5 +1,6 @@
-"""One tile's inversion: its fixes on its own tangent plane, the `linear` posterior in a chosen basis, a local
-Gaussian process of what that basis leaves out, and the velocity with its predictive std on the tile's map cells.
+"""The basis tile method (`BasisMethod`, `lagda map --tile-method basis`): each tile's inversion, its fixes on its
+own tangent plane, the `linear` posterior in a chosen basis, a local Gaussian process of what that basis leaves out,
+and the velocity with its predictive std on the tile's map cells.
 
 The tile's box (core and halo) is the model's periodic domain through the tangent plane at its centre
 (lagda.io.physical.Mapping) and its time window is the model window [0, 0.1]; the basis is the uniform current
@@ -9,9 +10,8 @@ velocity the basis leaves out are chosen from the tile's own tracks (methods.pri
 assimilate --method linear --basis circular` does for one box. Drifter segments are split at gaps longer than
 `lagda.io.fixes.MAX_GAP_S` (or 1.5 times a drifter's median step, up to 36 h: `Fixes.gap_limits`), so that no finite
 difference spans a drifter's absence from the box. The drifters' velocities over chunks of `LOCAL_CHUNK_S`, less
-the basis field's, are then mapped by a space-time Gaussian process (lagda.mapping.residual) fitted to them, whose
-mean is added to the field (`local_gp_correction`).
-`lagda assimilate`'s ocean path gives its one box the same correction (`box_local_gp`).
+the basis field's, are then mapped by a space-time Gaussian process fitted to them, whose mean is added to the
+field (lagda.assimilation.local_gp: `lagda assimilate`'s ocean path gives its one box the same correction).
 """
 
 from __future__ import annotations
@@ -20,39 +20,16 @@ import dataclasses
 
 import numpy as np
 
-from lagda.assimilation.local_gp import interpolate_lattice, lattice, local_gp_correction
+from lagda.assimilation.local_gp import interpolate_lattice, lattice, local_gp_correction, mean_square_velocity
 from lagda.io.fixes import Fixes
-from lagda.mapping.tiles import Tile
+from lagda.mapping.methods.interface import TileMethod, TileSummary
+from lagda.mapping.tiles import Grid, Tile
+from lagda.report import counted
 
 NO_SEGMENT = "no drifter segment"  # the "skipped" reason of a tile without one (nothing to invert)
 # a tile of fewer drifter segments is mapped by the local GP of its drifter's velocities alone (`_lone_segment`) and
 # fills only the cells that no tile of more segments reaches (`is_fallback`): a lone drifter's map is far poorer
 FULL_SEGMENTS = 2
-
-
-@dataclasses.dataclass(frozen=True)
-class Grid:
-    """The map's cells and days.
-
-    Attributes:
-        lon, lat: `(nx,)`, `(ny,)` cell centres in degrees (lon increasing; may pass 180); days: `(nt,)` seconds.
-    """
-
-    lon: np.ndarray
-    lat: np.ndarray
-    days: np.ndarray
-
-    def window(self, tile: Tile) -> tuple[slice, slice, slice]:
-        """Returns (day, lat, lon) slices of the cells in the tile's box and window (lon compared in its convention)."""
-        def span(values, lo, hi):
-            i = np.flatnonzero((values > lo) & (values < hi))
-            return slice(int(i[0]), int(i[-1]) + 1) if len(i) else slice(0, 0)
-
-        lon = tile.relative_lon(self.lon)
-        inside = np.flatnonzero((lon > tile.box[0]) & (lon < tile.box[1]))
-        # cells in the tile's longitude convention are contiguous unless the region spans the whole globe
-        lon_slice = slice(int(inside[0]), int(inside[-1]) + 1) if len(inside) else slice(0, 0)
-        return (span(self.days, tile.start_s, tile.end_s), span(self.lat, tile.box[2], tile.box[3]), lon_slice)
 
 
 def tile_fixes(fixes: Fixes, tile: Tile) -> Fixes:
@@ -203,3 +180,136 @@ def _on_grid(mean, cov, model, mapping, tile: Tile, grid: Grid) -> dict:
     var = interpolate_lattice(np.maximum(var, 0.0), (sub_d, sub_y, sub_x), shape)
     return {"u": u, "v": v, "var_u": var[..., 0] * fu**2, "var_v": var[..., 1] * fv**2, "fu": fu, "fv": fv}
 
+
+def local_gp_summary(infos: list[dict]) -> list[str]:
+    """Returns the lines on the tiles' local Gaussian processes: how many, their fitted scales (the median, and the
+    10-90% range over the tiles when it is one), how many were not fitted or rejected; then, if any, in how many
+    tiles the basis field was held at the edge of the drifters' velocities away from them; [] when none ran."""
+    fitted = [i["local_gp"] for i in infos if isinstance(i.get("local_gp"), dict)]
+    said = [i["local_gp"] for i in infos if isinstance(i.get("local_gp"), str)]
+    rejected = sum(s.startswith("rejected") for s in said)
+    if not fitted and not said:
+        return []
+    others = ("; " + ", ".join(words for words in (
+        f"{len(said) - rejected} with too few velocities" if len(said) > rejected else "",
+        f"{rejected} rejected (a correction over twice the drifters' largest residual)" if rejected else "")
+        if words)) if said else ""
+    if not fitted:
+        return [f"near the drifters: no tile's correction kept{others}"]
+
+    def spread(key, fmt):  # the median over the tiles, and their 10-90% range where it is one
+        low, middle, high = (fmt.format(v) for v in np.percentile([f[key] for f in fitted], [10, 50, 90]))
+        return middle if low == high else f"{middle} ({low}-{high})"
+
+    spans = [f["span_h"] for f in fitted if "span_h" in f]  # (tiles of a map begun by an earlier lagda lack it)
+    over = f"{np.median(spans):.2g}-h " if spans else ""
+    dense = [f["nearest_per_day"] for f in fitted if "nearest_per_day" in f]
+    over += f"velocities (in {counted(len(dense), 'dense tile')} each day the {dense[0]:,} nearest)" if dense else \
+        "velocities"
+    beyond = [f["beyond_drifters"] for f in fitted if f.get("beyond_drifters", 0.0) > 0]
+    beyond = [f"away from the drifters, in {counted(len(beyond), 'tile')}, on up to {100 * max(beyond):.3g}% of the "
+              "cells: the flow departed from their mean more than any of them did: held at their edge, the excess in "
+              "the std"] if beyond else []
+    tiles = f"{len(fitted)} of {counted(len(fitted) + len(said), 'tile')}" if said else counted(len(fitted), "tile")
+    return [f"near the drifters, in {tiles}: what the flow leaves out, fitted to {over}, correlated over "
+            f"{spread('ell_km', '{:.0f}')} km and {spread('tau_days', '{:.1f}')} days, std "
+            f"{spread('std_m_s', '{:.3f}')} m/s (--no-local-gp){others}", *beyond]
+
+
+def basis_summary(infos: list[dict]) -> TileSummary:
+    """Returns what the basis tiles did: the line on the tiles mapped (those of a single drifter segment, those
+    without a drifter, answered zero, with velocities left out, whose tracks could not be inverted), the local GPs'
+    lines (`local_gp_summary`), the tiles skipped, and a warning when no tile was inverted."""
+    skipped = [i for i in infos if "skipped" in i]
+    zero = sum(bool(i.get("zero_guard")) for i in infos)
+    outliers = [i.get("velocity_outliers_dropped", 0) for i in infos]
+    empty = sum(i["skipped"] == NO_SEGMENT for i in skipped)
+    n_lone = sum(is_fallback(i) for i in infos)
+    failed = [f"{i['tile']}: {i['skipped']}" for i in skipped if i["skipped"] != NO_SEGMENT]
+    # a tile whose tracks cannot be inverted (drifters that never move: no velocity variance) is said with why
+    unusable = (f"; {len(failed)} whose tracks could not be inverted (left to the others, else NaN; "
+                f"{failed[0]}{' and others in tile_records' if len(failed) > 1 else ''})" if failed else "")
+    lone = (f" ({n_lone} of a single drifter segment: about zero, its std at least the drifters' RMS velocity "
+            f"away from it, used where no tile of {FULL_SEGMENTS} or more segments reaches)" if n_lone else "")
+    said = [f"{empty} without a drifter (left to the others, else NaN)" if empty else "",
+            f"{zero} answered zero (their drifters predicted held-out ones no better)" if zero else "",
+            f"{counted(sum(outliers), 'velocity', 'velocities')} far off their tile's fitted field left out (fixes off "
+            "their track that the cleaning kept)" if sum(outliers) else ""]
+    notes = [f"{counted(len(infos) - len(skipped), 'tile')} mapped from their drifters{lone}"
+             + "".join(f"; {words}" for words in said if words) + unusable]
+    warning = ""
+    if len(skipped) == len(infos):
+        why = failed or ["no tile holds a drifter segment"]
+        warning = f"no tile was inverted, so the map holds no velocity (NaN everywhere): {'; '.join(why[:2])}"
+    return TileSummary(notes + local_gp_summary(infos), len(skipped), warning)
+
+
+@dataclasses.dataclass(frozen=True)
+class TimeOrderedFixes:
+    """The map's fixes with their order in time, so that a tile's are found by a binary search in time.
+
+    Attributes
+    ----------
+    fixes : lagda.io.fixes.Fixes
+        The fixes the map is made from, in (drifter, time) order.
+    by_time : numpy.ndarray
+        int `(fix,)`: the fixes' indices in time order (stable).
+    sorted_time : numpy.ndarray
+        float `(fix,)`: their times in that order, seconds.
+    """
+
+    fixes: Fixes
+    by_time: np.ndarray
+    sorted_time: np.ndarray
+
+    @classmethod
+    def of(cls, fixes: Fixes) -> "TimeOrderedFixes":
+        """Returns the fixes with their order in time."""
+        by_time = np.argsort(fixes.time, kind="stable")
+        return cls(fixes, by_time, fixes.time[by_time])
+
+    def in_tile(self, tile: Tile) -> Fixes:
+        """Returns the fixes in the tile's box and window (`tile_fixes`), in (drifter, time) order: the window's
+        found first by a binary search, then the box's among them."""
+        lo = np.searchsorted(self.sorted_time, tile.start_s, side="left")
+        hi = np.searchsorted(self.sorted_time, tile.end_s, side="right")
+        return tile_fixes(self.fixes.subset(np.sort(self.by_time[lo:hi])), tile)
+
+
+class BasisMethod(TileMethod):
+    """The tile basis: each tile the `linear` posterior in a Fourier-Legendre basis of its box (`k_max`, `degree`
+    of the settings) with the local GP of what it leaves out (`local_gp`), far from the drifters the basis's
+    extrapolation; a tile of one drifter segment is that segment's local GP alone, used only where no other tile
+    reaches (`invert_tile`)."""
+
+    name = "basis"
+    summary = ("the linear posterior in a Fourier-Legendre basis of the tile's box with a local GP; --k-max, "
+               "--degree, --no-local-gp")
+    std_meaning = " (the field in the tile basis and the velocity it leaves out)"
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.lone_floor = 0.0  # (m/s)^2, the drifters' mean square velocity, set by `prepare`
+
+    def prepare(self, fixes: Fixes) -> tuple[TimeOrderedFixes, tuple[str, ...]]:
+        """Returns (the fixes in time order, no notes); keeps the drifters' mean square velocity, the least
+        variance of a lone segment's tile away from its drifter."""
+        self.lone_floor = mean_square_velocity(fixes)
+        return TimeOrderedFixes.of(fixes), ()
+
+    def map_tile(self, data: Fixes, tile: Tile, grid: Grid) -> dict:
+        """Returns the tile's inversion (`invert_tile`) with the settings' basis and local GP."""
+        s = self.settings
+        return invert_tile(data, tile, grid, s.k_max, s.degree, s.local_gp, self.lone_floor)
+
+    def summarise(self, infos: list[dict]) -> TileSummary:
+        """Returns `basis_summary` of the tiles."""
+        return basis_summary(infos)
+
+    def is_fallback(self, info: dict) -> bool:
+        """Returns `is_fallback(info)`: a piece of one drifter segment fills the gaps only."""
+        return is_fallback(info)
+
+    def local_gp_lines(self, infos: list[dict]) -> list[str]:
+        """Returns `local_gp_summary(infos)`."""
+        return local_gp_summary(infos)
