@@ -9,14 +9,13 @@
 Both calls are `lagda.map` and `lagda.assimilate` (loaded on first use, so `import lagda` stays quick). With
 `out` the Dataset is opened lazily from the file or store written there; without it the output is written to a
 temporary folder, read into memory and removed. Both run from a plain script with no `if __name__ == "__main__":`
-guard: the map's Dask worker processes start without running the script again (lagda.mapping.run). Their errors
+guard: the map's Dask worker processes start without running the script again (lagda.mapping.dask_driver). Their errors
 name the Python arguments (`resolution=0: must be positive`), as the command line's name its flags.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import os
 import tempfile
@@ -56,7 +55,7 @@ def map(tracks, *, region=None, period=None, resolution: float = 0.25, out=None,
         overwrite: start again, replacing `out` and any interrupted run.
         progress: show progress bars on stderr.
         say: where the notes go, one line each (default: print); None says nothing.
-        **settings: the other fields of lagda.mapping.run.MapSettings (cadence_s, tile_deg, halo_deg, window_days,
+        **settings: the other fields of lagda.mapping.settings.MapSettings (cadence_s, tile_deg, halo_deg, window_days,
             step_days, withhold, low_pass, land_mask, keep_undrogued, method, background, k_max, degree, local_gp).
 
     Returns:
@@ -80,7 +79,8 @@ def map(tracks, *, region=None, period=None, resolution: float = 0.25, out=None,
         print(float(abs(maps.u).max()), "m/s")
         ```
     """
-    from lagda.mapping.run import MapSettings, map_archive, open_map
+    from lagda.mapping import MapSettings, map_archive
+    from lagda.mapping.store import open_map
 
     fields = {field.name for field in dataclasses.fields(MapSettings)} - {"region", "period", "resolution"}
     unknown = sorted(set(settings) - fields)
@@ -133,9 +133,10 @@ def assimilate(tracks, *, out=None, method: str | None = None, say: Callable[[st
         method: a key of lagda.assimilation.METHODS ("linear", "hybrid", ...). None: chosen from the tracks
             (`linear` in a Fourier basis for longitude/latitude drifters; a note says so).
         say: where the notes and warnings go, one line each (default: print); None says nothing.
-        **options: assimilate_file's keyword arguments (config, run_dir, n_grid, plot, overwrite, seed, dt, box,
-            time_scale, basis, k_max, degree, climatology, times, keep_undrogued, local_gp, low_pass); any other
-            keyword is a setting of the method's config (e.g. `members=16` for `linear`), checked against it.
+        **options: the fields of lagda.assimilation.settings.AssimilateSettings (config, run_dir, n_grid, seed, dt,
+            box, time_scale, basis, k_max, degree, climatology, times, keep_undrogued, low_pass, local_gp) and
+            assimilate_file's own (overwrite, plot, plot_day); any other keyword is a setting of the method's config
+            (e.g. `members=16` for `linear`), checked against it.
 
     Returns:
         The result as an `xarray.Dataset`. Its attrs hold the notes (`settings_notes`), the reader's warnings
@@ -156,25 +157,28 @@ def assimilate(tracks, *, out=None, method: str | None = None, say: Callable[[st
         ```
     """
     from lagda.assimilation.assimilate import assimilate_file
+    from lagda.assimilation.settings import AssimilateSettings
 
-    keywords = set(inspect.signature(assimilate_file).parameters) - {"tracks_path", "out_path", "method"}
-    given = {name: value for name, value in options.items() if name in keywords}
-    fields = {name: value for name, value in options.items() if name not in keywords}
-    if fields:
+    per_call = {name: options.pop(name) for name in ("overwrite", "plot", "plot_day") if name in options}
+    fields = {field.name for field in dataclasses.fields(AssimilateSettings)} - {"method"}
+    given = {name: value for name, value in options.items() if name in fields}
+    config = {name: value for name, value in options.items() if name not in fields}
+    if config:
         if given.get("config") is not None:
-            raise ValueError(f"{', '.join(f'{name}=' for name in fields)} with config=: give the method's settings "
+            raise ValueError(f"{', '.join(f'{name}=' for name in config)} with config=: give the method's settings "
                              "in one of them")
-        given["config"] = fields
+        given["config"] = config
     say = say or _quiet
     if out is not None:
-        summary = assimilate_file(tracks, out, method, **given)
+        summary = assimilate_file(tracks, out, AssimilateSettings(method, **given), **per_call)
         return _with_summary(_open_result(out, load=False), summary, say)
-    if given.get("overwrite"):
+    if per_call.get("overwrite"):
         raise ValueError("overwrite=True needs out=FILE: without out the result is written to a temporary folder "
                          "and returned in memory")
+    settings = AssimilateSettings(method, **given)
     with tempfile.TemporaryDirectory(prefix="lagda-assimilate-") as folder:
         path = os.path.join(folder, "result.nc")
-        summary = assimilate_file(tracks, path, method, **given)
+        summary = assimilate_file(tracks, path, settings, **per_call)
         result = _open_result(path, load=True)
     return _with_summary(result, summary, say)
 

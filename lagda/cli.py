@@ -322,6 +322,87 @@ def add_config_options(parser, fields: dict, shown: dict | None = None) -> None:
                             **_option_kind(kind))
 
 
+def add_command_options(parser, command: str, settings: type, keywords: dict | None = None, groups: dict | None = None,
+                        fill: dict | None = None) -> None:
+    """Adds the options of `lagda COMMAND` to `parser`, each as lagda.arguments.OPTIONS declares it, in its order.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The command's parser.
+    command : str
+        A key of lagda.arguments.OPTIONS ("assimilate", "map").
+    settings : type
+        The command's settings dataclass (AssimilateSettings, MapSettings): an option that sets a field takes the
+        field's default (unless its Option gives the command line's own), also written into its help's "{default}".
+    keywords : dict, optional
+        Option name -> more argparse keywords, those known only here (the choices of a registry).
+    groups : dict, optional
+        Option name -> the argument group of `parser` it is listed in (default: `parser` itself).
+    fill : dict, optional
+        The other "{field}"s of the help texts (Option.describe).
+
+    Examples
+    --------
+    >>> import argparse
+    >>> from lagda.assimilation.settings import AssimilateSettings
+    >>> parser = argparse.ArgumentParser()
+    >>> add_command_options(parser, "assimilate", AssimilateSettings, fill={"methods": "linear: ..."})
+    >>> args = parser.parse_args(["--tracks", "t.nc", "--out", "r.nc", "--no-low-pass"])
+    >>> args.tracks, args.n_grid, args.low_pass, args.model
+    (['t.nc'], 32, False, None)
+    """
+    from lagda.arguments import OPTIONS
+
+    defaults = {field.name: field.default for field in dataclasses.fields(settings)}
+    for name, option in OPTIONS[command].items():
+        given = {**option.keywords, **(keywords or {}).get(name, {})}
+        if name in defaults and "default" not in given:
+            given["default"] = defaults[name]
+        (groups or {}).get(name, parser).add_argument(
+            option.flag, dest=option.dest, help=option.describe(given.get("default"), **(fill or {})), **given)
+
+
+def settings_from(args: argparse.Namespace, command: str, settings: type, **values):
+    """Returns the settings of `lagda COMMAND` from its parsed command line: each field an option of
+    lagda.arguments.OPTIONS sets, from that option (its value as parsed), unless `values` gives it.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed command line (`build_parser().parse_args(...)`).
+    command : str
+        A key of lagda.arguments.OPTIONS.
+    settings : type
+        The settings dataclass to build (AssimilateSettings, MapSettings), which checks the values.
+    **values
+        Fields whose value is not the option's as parsed (e.g. MapSettings.cadence_s, parsed from --cadence 1d).
+
+    Returns
+    -------
+    object
+        The `settings` instance.
+
+    Raises
+    ------
+    ValueError
+        A value the settings refuse, in one line naming the flag (inside lagda.arguments.on_command_line).
+
+    Examples
+    --------
+    >>> from lagda.assimilation.settings import AssimilateSettings
+    >>> args = build_parser().parse_args(["assimilate", "--tracks", "t.nc", "--out", "r.nc", "--model", "RUN"])
+    >>> settings = settings_from(args, "assimilate", AssimilateSettings)
+    >>> settings.run_dir, settings.n_grid, settings.local_gp
+    ('RUN', 32, True)
+    """
+    from lagda.arguments import OPTIONS
+
+    fields = {field.name for field in dataclasses.fields(settings)}
+    return settings(**{**{name: getattr(args, option.dest) for name, option in OPTIONS[command].items()
+                          if name in fields}, **values})
+
+
 def _method_options(only: str | None = "") -> dict:
     """Returns {field: (annotation, help)} over every method's config, the help naming each method and default;
     with `only` a method's name, that method's fields alone; with None, none."""
@@ -352,6 +433,7 @@ def _method_options(only: str | None = "") -> dict:
 
 from lagda.assimilation.methods.config import RENAMED  # noqa: E402  (no jax import)
 from lagda.assimilation.methods.registry import METHODS as ASSIM_METHODS  # noqa: E402  (no jax import)
+from lagda.assimilation.settings import AssimilateSettings  # noqa: E402  (no jax import)
 
 
 def _add_assimilate_parser(subparsers, help_method: str | None = None) -> None:
@@ -359,62 +441,9 @@ def _add_assimilate_parser(subparsers, help_method: str | None = None) -> None:
         "assimilate", help="recover the velocity field (with uncertainty) from observed drifter tracks",
         description="Assimilate drifter tracks into the flow model: writes the posterior over the Fourier "
                     "coefficients and the posterior mean/std of psi, u, v on a grid to a netCDF result file.")
-    p.add_argument("--tracks", required=True, nargs="+", metavar="FILE",
-                   help="track file: CF trajectory netCDF (multidimensional, orthogonal or contiguous ragged, e.g. "
-                        "clouddrift's), Parcels output (v4 Parquet, v3 zarr), a lagda dataset, or CSV with header "
-                        "id,time,x,y[,field] (model units) or id,time,lon,lat[,field] (ISO datetimes; ERDDAP's "
-                        ".csv and .csvp too), a GDP 6-hourly text file (buoydata_*.dat); several files, or a folder "
-                        "of them (a file per drifter, as the GDP's hourly files), are read as one (lon/lat or metres)")
-    p.add_argument("--method", choices=list(ASSIM_METHODS), default=None,
-                   help="; ".join(f"{name}: {cls.summary}" for name, cls in ASSIM_METHODS.items())
-                   + "; default: linear in the circular basis for physical tracks (lon/lat or metres) without a lagda "
-                     "model (the ocean path), else hybrid with the shipped encoder")
-    p.add_argument("--out", required=True, metavar="RESULT.nc", help="output netCDF result file")
-    p.add_argument("--plot", metavar="FIG.png",
-                   help="also draw the result on one day (true psi if known, posterior mean and velocity, its std, "
-                        "the tracks)")
-    p.add_argument("--plot-day", metavar="DATE",
-                   help="the day --plot draws, ISO 8601 (e.g. 2025-03-15; the result time nearest it) (default: the "
-                        "middle of the tracks' window)")
-    p.add_argument("--n-grid", type=int, default=32, help="grid points per side for psi, u, v (default 32)")
-    p.add_argument("--times", metavar="N|STEP",
-                   help="the result's grid times: N evenly spaced over the window, or for physical tracks a step such "
-                        "as 30min, 6h, 1d from the window's start (default: daily for physical tracks, at most 121 "
-                        "times; 11 over the window for model-unit tracks)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the method's randomness (default 0)")
-    p.add_argument("--dt", type=float, metavar="DT",
-                   help="RK4 step of the forward model (nondimensional time; default: the model run's, else the "
-                        "track file's dt attribute, else the smallest observation spacing in steps of at most 1e-4)")
-    _add_mapping_arguments(p)
-    p.add_argument("--basis", choices=("circular", "rectangular"),
-                   help="classical methods: assimilate into this flow basis instead of the file's or run's modes: "
-                        "Fourier modes 0 < |k| <= k-max (circular) or max(|k1|, |k2|) <= k-max (rectangular) times "
-                        "Legendre polynomials of degree 0..--degree in time over the tracks' window (for flows with no "
-                        "known frequencies, e.g. QG)")
-    p.add_argument("--k-max", type=float, default=12, help="with --basis: the largest wavenumber (default 12: with 64 "
-                                                           "QG drifters as good as 16, and cheaper)")
-    p.add_argument("--degree", type=int, default=3,
-                   help="with --basis: the largest Legendre degree in time (default 3)")
-    p.add_argument("--climatology", metavar="QG.nc",
-                   help="with --basis: a QG truth file of other flows (lagda simulate --flow qg) whose truth gives the "
-                        "prior spectrum and the variance of the velocity the basis leaves out (default: the default "
-                        "spectrum, and that variance estimated from the tracks)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output file")
-    p.add_argument("--model", metavar="RUN", help="trained model run directory (used by retrieve, embed, hybrid and "
-                   "sample --start learned / hybrid; default for all but --start learned: the encoder shipped with "
-                   "lagda that reads every observation regime, "
-                   "lagda/shipped/learned/); for linear, var, enkf it supplies the modes and prior when given, else "
-                   "they come from the track file")
-    p.add_argument("--keep-undrogued", action="store_true",
-                   help="keep fixes a GDP file marks undrogued (drogue_status 0; default: left out, counted)")
-    p.add_argument("--no-low-pass", dest="low_pass", action="store_false",
-                   help="on longitude/latitude tracks with dates, assimilate the positions as they are (default: "
-                        "each drifter's positions averaged over its local inertial period and two M2 tidal periods, "
-                        "so that inertial oscillations and tides stay out of the result)")
-    p.add_argument("--no-local-gp", dest="local_gp", action="store_false",
-                   help="on physical tracks in a chosen basis (the default for them), leave out the local "
-                        "Gaussian process of what the basis leaves out at the drifters (u, v are then the basis "
-                        "field's)")
+    methods = "; ".join(f"{name}: {cls.summary}" for name, cls in ASSIM_METHODS.items())
+    add_command_options(p, "assimilate", AssimilateSettings, keywords={"method": {"choices": list(ASSIM_METHODS)}},
+                        fill={"methods": methods})
     shown = _method_options(help_method)
     group = p.add_argument_group(
         f"settings of --method {help_method}" if help_method else "method settings",
@@ -424,17 +453,6 @@ def _add_assimilate_parser(subparsers, help_method: str | None = None) -> None:
         p.add_argument("--" + old.replace("_", "-"), dest=old, default=None, help=argparse.SUPPRESS,
                        **_option_kind(typing.get_type_hints(ASSIM_METHODS[RENAMED[old][0][0]].Config)[RENAMED[old][1]]))
     p.set_defaults(run=_run_assimilate)
-
-
-def _add_mapping_arguments(p) -> None:
-    """Adds --box and --time-scale: how physical tracks map onto the model's periodic domain."""
-    p.add_argument("--box", type=float, nargs=4, metavar=("LON0", "LON1", "LAT0", "LAT1"),
-                   help="physical tracks: the box mapped onto the periodic model domain, west east south north in "
-                        "degrees (metres for projected x/y); default: the file's, else the tracks' extent plus a "
-                        "margin")
-    p.add_argument("--time-scale", type=float, metavar="SECONDS",
-                   help="physical tracks: seconds per model time unit; default: the file's, else the window mapped "
-                        "onto 0.1")
 
 
 def _given_method_options(args) -> dict:
@@ -469,14 +487,11 @@ def _assimilate_command(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"no such model run directory: {args.model}")
     if args.climatology is not None and not os.path.isfile(args.climatology):
         raise FileNotFoundError(f"no such climatology file: {args.climatology}")
-    options = _given_method_options(args)
+    settings = settings_from(args, "assimilate", AssimilateSettings, config=_given_method_options(args))
     from lagda.assimilation.assimilate import assimilate_file
 
-    summary = assimilate_file(args.tracks, args.out, args.method, options, run_dir=args.model, n_grid=args.n_grid,
-                              plot=args.plot, overwrite=args.overwrite, seed=args.seed, dt=args.dt, box=args.box,
-                              time_scale=args.time_scale, basis=args.basis, k_max=args.k_max, degree=args.degree,
-                              climatology=args.climatology, times=args.times, keep_undrogued=args.keep_undrogued,
-                              local_gp=args.local_gp, low_pass=args.low_pass, plot_day=args.plot_day)
+    summary = assimilate_file(args.tracks, args.out, settings, overwrite=args.overwrite, plot=args.plot,
+                              plot_day=args.plot_day)
     _print_summary(summary, args.out, args.plot)
     return 0
 
@@ -517,9 +532,9 @@ def _print_summary(summary, out, plot) -> None:
 
 
 def _add_map_parser(subparsers) -> None:
-    from lagda.mapping.run import MapSettings
+    from lagda.mapping.methods.registry import TILE_METHODS, tile_methods_help
+    from lagda.mapping.settings import MapSettings
 
-    d = MapSettings((0, 1, 0, 1), (0, 1))
     p = subparsers.add_parser(
         "map", help="daily velocity maps with their std from a drifter archive (tiles on Dask)",
         description="Map a drifter archive (a clouddrift/GDP ragged netCDF or Zarr store, read in slices; or any "
@@ -527,72 +542,10 @@ def _add_map_parser(subparsers) -> None:
                     "maps on (time, lat, lon) with their total predictive std: overlapping tiles, each an inversion "
                     "in its own tangent plane, blended with tapered weights. Each finished tile is saved at once: "
                     "--resume continues an interrupted run.")
-    p.add_argument("--tracks", required=True, nargs="+", metavar="ARCHIVE",
-                   help="drifter archive: a ragged netCDF or Zarr store (clouddrift, GDP), or a longitude/latitude "
-                        "track file as lagda assimilate reads (CF trajectory netCDF, Parcels output, CSV or "
-                        "netCDF such as ERDDAP's); or several such files, or a folder of them (a file per drifter, "
-                        "as the GDP's hourly files come), read as one, a group of files at a time (with --period, "
-                        "not the files whose drifters' stated lives miss it); or the URL of a Zarr store "
-                        "(https://...zarr, such as the GDP's hourly collection on AWS), read in slices")
-    p.add_argument("--region", type=float, nargs=4, metavar=("LON0", "LON1", "LAT0", "LAT1"),
-                   help="west east south north in degrees (LON1 < LON0 crosses the dateline); latitudes within 80 "
-                        "(default: the extent of the archive's fixes, rounded out to the cells; said in a note)")
-    p.add_argument("--period", nargs=2, metavar=("START", "END"),
-                   help="first and last map time, ISO 8601 (e.g. 2025-01-01 2025-12-31) (default: from the first "
-                        "to the last fix; said in a note)")
-    p.add_argument("--resolution", type=float, default=d.resolution, metavar="DEG",
-                   help=f"cell size in degrees (default {d.resolution:g})")
-    p.add_argument("--out", required=True, metavar="STORE", help="output map, .zarr or .nc")
-    p.add_argument("--cadence", default="1d", metavar="STEP", help="time between maps: 6h, 1d, ... (default 1d)")
-    p.add_argument("--workers", type=int, metavar="N", help="Dask worker processes on this machine (default: the CPUs)")
-    p.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler (tcp://host:8786) instead")
-    p.add_argument("--resume", action="store_true", help="finish an interrupted run (a finished one is left as is)")
-    p.add_argument("--overwrite", action="store_true", help="start again, replacing the output and any partial run")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (the notes are still printed)")
-    p.add_argument("--plot", metavar="FIG.png", help="also draw one day of the map: speed and velocity, its std, "
-                                                     "the fixes per cell (also for a map already complete)")
-    p.add_argument("--plot-day", metavar="DATE", help="the day --plot draws (default: the day with the most fixes)")
-    p.add_argument("--keep-undrogued", action="store_true",
-                   help="keep fixes with drogue_status 0 (default: left out, counted)")
-    p.add_argument("--no-low-pass", dest="low_pass", action="store_false",
-                   help="map the positions as they are (default: each drifter's positions averaged over its local "
-                        "inertial period and two M2 tidal periods, so that inertial oscillations and tides stay out "
-                        "of the daily maps)")
-    p.add_argument("--no-land-mask", dest="land_mask", action="store_false",
-                   help="map the land cells too (default: cells with no sea in the GLOBE 1-km land mask are NaN; "
-                        "their sea_area_fraction is in the map either way)")
-    p.add_argument("--withhold", type=float, default=0.0, metavar="FRACTION",
-                   help="leave this fraction of the drifters out of the map (whole drifters: tracks that continue "
-                        "one another in place and time go together; chosen by their ids, the same on every run) "
-                        "and check the map against their daily velocities by distance to the nearest fix the map "
-                        "used, beside a map of zero and a binned mean on the same points: error and 95%% band "
-                        "coverage, in a note and in the map's attributes (default 0: every drifter mapped)")
-    p.add_argument("--background", metavar="FILE",
-                   help="a gridded product on (time, lat, lon) taken as the prior mean: CF velocities (ugos/vgos, "
-                        "eastward_sea_water_velocity, ...) or sea surface height (adt, sla: its geostrophic "
-                        "velocities); the drifters map its departure, and far from them the map is the background "
-                        "(default: a prior mean of zero)")
-    p.add_argument("--tile-method", choices=("objective", "basis"), default=d.method,
-                   help="each tile's method: objective (an objective map with the covariance the archive's drifter "
-                        "pairs show: the prior far from them) or basis (the linear posterior in a Fourier-Legendre "
-                        f"basis of the tile's box with a local GP; --k-max, --degree, --no-local-gp) (default "
-                        f"{d.method})")
     tiles = p.add_argument_group("tiles")
-    tiles.add_argument("--tile-size", type=float, default=d.tile_deg, metavar="DEG",
-                       help=f"tile height in degrees (about its width in km) (default {d.tile_deg:g})")
-    tiles.add_argument("--halo", type=float, default=d.halo_deg, metavar="DEG",
-                       help=f"overlap of neighbouring tiles on each side (default {d.halo_deg:g})")
-    tiles.add_argument("--window-days", type=float, default=d.window_days,
-                       help=f"each tile's time window (default {d.window_days:g})")
-    tiles.add_argument("--window-step", type=float, default=d.step_days, metavar="DAYS",
-                       help=f"days between windows (default {d.step_days:g})")
-    tiles.add_argument("--k-max", type=float, default=d.k_max,
-                       help=f"largest Fourier wavenumber per tile box side (default {d.k_max:g})")
-    tiles.add_argument("--degree", type=int, default=d.degree,
-                       help=f"largest Legendre degree in time per window (default {d.degree})")
-    tiles.add_argument("--no-local-gp", dest="local_gp", action="store_false",
-                       help="leave out the local Gaussian process of the velocity each tile's basis leaves out at the "
-                            "drifters (then that velocity is the error model's std alone)")
+    add_command_options(p, "map", MapSettings, keywords={"method": {"choices": list(TILE_METHODS)}},
+                        groups=dict.fromkeys(("tile_deg", "halo_deg", "window_days", "step_days", "k_max", "degree",
+                                              "local_gp"), tiles), fill={"tile_methods": tile_methods_help()})
     p.set_defaults(run=_run_map)
 
 
@@ -618,13 +571,14 @@ def _run_map(args: argparse.Namespace) -> int:
 
 def _map_command(args: argparse.Namespace) -> int:
     from lagda.assimilation.fields import parse_step
-    from lagda.mapping.run import MapSettings, TileFailed, interrupted_state, map_archive
+    from lagda.mapping import MapSettings, map_archive
+    from lagda.mapping.dask_driver import TileFailed
+    from lagda.mapping.resume import interrupted_state
 
-    settings = MapSettings(tuple(args.region) if args.region else None, tuple(args.period) if args.period else None,
-                           args.resolution, parse_step(args.cadence, "--cadence"), args.tile_size, args.halo,
-                           args.window_days, args.window_step, args.k_max, args.degree, args.keep_undrogued,
-                           args.local_gp, args.land_mask, args.withhold, args.low_pass, args.tile_method,
-                           _background_path(args.background))
+    settings = settings_from(args, "map", MapSettings, region=tuple(args.region) if args.region else None,
+                             period=tuple(args.period) if args.period else None,
+                             cadence_s=parse_step(args.cadence, "--cadence"),
+                             background=_background_path(args.background))
     if args.plot_day is not None:
         if args.plot is None:
             raise ValueError("--plot-day needs --plot FIG.png")
@@ -634,7 +588,7 @@ def _map_command(args: argparse.Namespace) -> int:
     say = lambda line: print(f"lagda map: {line}", file=sys.stderr)
     try:
         summary = map_archive(args.tracks, args.out, settings, workers=args.workers, scheduler=args.scheduler,
-                              resume=args.resume, overwrite=args.overwrite, say=say, progress=not args.no_progress)
+                              resume=args.resume, overwrite=args.overwrite, say=say, progress=args.progress)
     except KeyboardInterrupt:
         print(f"lagda map: interrupted: {interrupted_state(args.out)}", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -210,6 +210,7 @@ def run_twin(out_dir="lagda-demo", *, model=None, tracks=None, methods=DEFAULT_M
     """
     from lagda import examples
     from lagda.assimilation.assimilate import assimilate_file
+    from lagda.assimilation.settings import AssimilateSettings
 
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -222,7 +223,7 @@ def run_twin(out_dir="lagda-demo", *, model=None, tracks=None, methods=DEFAULT_M
     rows = {}
     for method in methods:
         start = time.perf_counter()
-        summary = assimilate_file(tracks, out_dir / f"result_{method}.nc", method, run_dir=model,
+        summary = assimilate_file(tracks, out_dir / f"result_{method}.nc", AssimilateSettings(method, run_dir=model),
                                   plot=out_dir / f"result_{method}.png", overwrite=True)
         rows[method] = summary
         log(f"{method}: {summary.fields} fields in {time.perf_counter() - start:.1f} s -> "

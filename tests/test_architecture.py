@@ -231,7 +231,8 @@ ASSIMILATION_LAYERS = (
     ("lagda.assimilation.model", "lagda.assimilation.posterior", "lagda.assimilation.fields",
      "lagda.assimilation.scores", "lagda.assimilation.plot"),  # what a method takes and returns, and its fields
     ("lagda.assimilation.methods",),  # the methods, and the chosen basis whose prior they fit
-    ("lagda.assimilation.assimilate", "lagda.assimilation.evaluation", "lagda.assimilation.__init__"),  # entry points
+    ("lagda.assimilation.settings", "lagda.assimilation.assimilate", "lagda.assimilation.evaluation",
+     "lagda.assimilation.__init__"),  # entry points and their settings
 )
 
 
@@ -276,6 +277,7 @@ def test_assimilate_file_opens_the_track_file_once(tmp_path, monkeypatch):
     import netCDF4
 
     from lagda.assimilation.assimilate import assimilate_file
+    from lagda.assimilation.settings import AssimilateSettings
     from lagda.testing import make_twin, write_twin_tracks
 
     path, opened, real = str(tmp_path / "tracks.nc"), [], netCDF4.Dataset
@@ -290,7 +292,7 @@ def test_assimilate_file_opens_the_track_file_once(tmp_path, monkeypatch):
             return isinstance(obj, real)
 
     monkeypatch.setattr(netCDF4, "Dataset", Counting("Dataset", (), {}))
-    assimilate_file(path, tmp_path / "r.nc", "linear", n_grid=4)
+    assimilate_file(path, tmp_path / "r.nc", AssimilateSettings("linear", n_grid=4))
     assert opened.count(path) == 1, opened
 
 

@@ -1,25 +1,41 @@
-"""`assimilate_file`'s contract in Python: one config object for the method's settings, checked before the track
-file is read; each refusal one ValueError line."""
+"""`assimilate_file`'s contract in Python: its options in one AssimilateSettings, the method's settings in one config
+object, checked when the settings are made (before any track file is read); each refusal one ValueError line."""
 
 import dataclasses
 import types
 
 import pytest
 
+from lagda.arguments import on_command_line
 from lagda.assimilation.assimilate import AssimilationSummary, assimilate_file
 from lagda.assimilation.methods.config import HybridConfig, LinearConfig, VarConfig
 from lagda.assimilation.methods.registry import METHODS, method_config
+from lagda.assimilation.settings import AssimilateSettings
 
 
-def test_another_method_s_config_is_refused_before_the_file_is_read(tmp_path):
-    missing = tmp_path / "missing.nc"  # not read: the config is checked first
+def test_another_method_s_config_is_refused_when_the_settings_are_made():
     with pytest.raises(ValueError, match="^method var takes a VarConfig, got a LinearConfig$"):
-        assimilate_file(missing, tmp_path / "r.nc", "var", LinearConfig())
+        AssimilateSettings("var", LinearConfig())
     with pytest.raises(ValueError, match="^method linear takes a LinearConfig, got a HybridConfig$"):
-        assimilate_file(missing, tmp_path / "r.nc", "linear", HybridConfig())  # a subclass is another method's
+        AssimilateSettings("linear", HybridConfig())  # a subclass is another method's
     with pytest.raises(ValueError, match="option top_k does not apply to method linear"):
-        assimilate_file(missing, tmp_path / "r.nc", "linear", {"top_k": 3})
-    assert not (tmp_path / "r.nc").exists()
+        AssimilateSettings("linear", {"top_k": 3})
+    AssimilateSettings(config={"top_k": 3})  # no method yet: checked once the tracks have chosen it
+
+
+def test_the_settings_name_the_value_refused_as_the_user_gave_it():
+    with pytest.raises(ValueError, match=r"^n_grid=1: must be at least 2$"):
+        AssimilateSettings(n_grid=1)
+    with on_command_line("assimilate"), pytest.raises(ValueError, match=r"^--n-grid 1: must be at least 2$"):
+        AssimilateSettings(n_grid=1)
+
+
+def test_the_settings_are_frozen_and_default_to_the_command_s_defaults():
+    settings = AssimilateSettings()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.n_grid = 8
+    assert (settings.method, settings.n_grid, settings.seed, settings.k_max, settings.degree) == (None, 32, 0, 12, 3)
+    assert settings.low_pass and settings.local_gp and not settings.keep_undrogued
 
 
 def test_a_config_and_its_dict_give_the_same_settings():
@@ -34,7 +50,7 @@ def test_an_existing_output_is_refused_in_one_line(tmp_path):
     out = tmp_path / "r.nc"
     out.write_bytes(b"kept")
     with pytest.raises(ValueError, match=r"exists; pass overwrite=True to replace it$"):
-        assimilate_file(tmp_path / "missing.nc", out, "linear")
+        assimilate_file(tmp_path / "missing.nc", out, AssimilateSettings("linear"))
     assert out.read_bytes() == b"kept"
 
 

@@ -111,3 +111,69 @@ def test_assimilate_refuses_a_chosen_basis_for_a_method_without_one_in_one_line(
     assert err == ["lagda assimilate: error: retrieve compares tracks with a trained model's flows, which have no time "
                    "basis: use linear, var, enkf or sample with a chosen basis"]
     assert not (tmp_path / "r.nc").exists()
+
+
+# ---------------------------------------------------------------- options declared once (lagda.arguments.OPTIONS)
+
+# flags both `lagda assimilate` and `lagda map` take for different things, each declared per command: the input (a
+# track file, an archive), the output (a result file, a map store), the figure, what --overwrite discards (a map's
+# partial run too), and each command's own basis (its default and the box its wavenumbers count over)
+NAMESAKES = {"--tracks", "--out", "--plot", "--plot-day", "--overwrite", "--k-max", "--degree"}
+
+
+def _parser_options(command: str) -> dict:
+    """Returns {flag: argparse action} of the `lagda COMMAND` parser."""
+    from lagda.cli import build_parser
+
+    parser = build_parser()
+    (commands,) = [action for action in parser._actions if action.dest == "command"]
+    return {flag: action for action in commands.choices[command]._actions for flag in action.option_strings}
+
+
+@pytest.mark.parametrize("command", ["assimilate", "map"])
+def test_every_option_of_the_table_is_the_command_s_with_its_help_and_flags_come_from_it(command):
+    from lagda.arguments import FLAGS, OPTIONS
+
+    parsed = _parser_options(command)
+    assert FLAGS[command] == {name: option.flag for name, option in OPTIONS[command].items()}
+    for name, option in OPTIONS[command].items():
+        action = parsed[option.flag]
+        assert action.dest == option.dest and action.help.startswith(option.help.split("{")[0]), option.flag
+
+
+def test_an_option_both_commands_take_for_one_thing_is_declared_once():
+    from lagda.arguments import OPTIONS, SHARED
+
+    assimilate, mapped = ({option.flag: option for option in OPTIONS[c].values()} for c in ("assimilate", "map"))
+    both = set(assimilate) & set(mapped)
+    shared = {option.flag for option in SHARED.values()}
+    assert both == shared | NAMESAKES and not shared & NAMESAKES
+    for flag in shared:
+        assert assimilate[flag] is mapped[flag]
+        assert _parser_options("assimilate")[flag].help == _parser_options("map")[flag].help
+    assert {"--keep-undrogued", "--no-low-pass", "--no-local-gp"} <= shared
+
+
+def test_the_command_lines_build_the_settings_the_python_calls_do():
+    from lagda.arguments import on_command_line
+    from lagda.assimilation.settings import AssimilateSettings
+    from lagda.cli import _given_method_options, build_parser, settings_from
+    from lagda.mapping.settings import MapSettings
+
+    args = build_parser().parse_args(["assimilate", "--tracks", "t.nc", "--out", "r.nc", "--method", "linear",
+                                      "--members", "8", "--model", "RUN", "--n-grid", "16", "--basis", "circular",
+                                      "--k-max", "4", "--no-low-pass", "--keep-undrogued", "--times", "6h"])
+    with on_command_line("assimilate"):
+        settings = settings_from(args, "assimilate", AssimilateSettings, config=_given_method_options(args))
+    assert settings == AssimilateSettings("linear", {"members": 8}, run_dir="RUN", n_grid=16, basis="circular",
+                                          k_max=4.0, times="6h", keep_undrogued=True, low_pass=False)
+    args = build_parser().parse_args(["map", "--tracks", "a.nc", "--out", "m.zarr", "--region", "-42", "-36", "32",
+                                      "37", "--tile-size", "4", "--window-step", "10", "--no-local-gp",
+                                      "--tile-method", "basis"])
+    with on_command_line("map"):
+        settings = settings_from(args, "map", MapSettings, region=tuple(args.region), cadence_s=86400.0)
+    assert settings == MapSettings(region=(-42, -36, 32, 37), tile_deg=4.0, step_days=10.0, local_gp=False,
+                                   method="basis")
+    args = build_parser().parse_args(["assimilate", "--tracks", "t.nc", "--out", "r.nc", "--n-grid", "1"])
+    with on_command_line("assimilate"), pytest.raises(ValueError, match=r"^--n-grid 1: must be at least 2$"):
+        settings_from(args, "assimilate", AssimilateSettings)

@@ -12,6 +12,7 @@ from lagda.assimilation.assimilate import assimilate_file
 from lagda.assimilation.methods.learned import scorer_from_run
 from lagda.assimilation.methods.registry import METHODS
 from lagda.assimilation.model import flow_model, model_settings
+from lagda.assimilation.settings import AssimilateSettings
 from lagda.cli import build_parser, main
 from lagda.io.results import read_result
 from lagda.io.tracks import Tracks, write_tracks
@@ -146,7 +147,7 @@ def test_check_fits_model_warnings_are_printed(twin_file, tmp_path, capsys):
 
 def test_result_records_the_run_identity_not_a_local_path(twin_file, run, tmp_path):
     out = tmp_path / "r.nc"
-    summary = assimilate_file(twin_file, out, "linear", {"members": 8}, run_dir=run, dt=1e-4)
+    summary = assimilate_file(twin_file, out, AssimilateSettings("linear", {"members": 8}, run_dir=run, dt=1e-4))
     assert read_result(out).attrs["model_run"] == run_identity(run)
     assert str(run.parent) not in read_result(out).attrs["model_run"]
     assert summary.notes == ("dt 0.0001 given (the model run's is 0.001)",

@@ -13,7 +13,7 @@ MODULES = ["simulate.tracks", "simulate.generate", "lagda.io.formats", "lagda.io
            "lagda.assimilation.assimilate", "lagda.cli", "lagda.learning.model", "lagda.learning.train",
            "lagda.mapping.run", "lagda.mapping.residual", "lagda.mapping.archive", "lagda.mapping.check",
            "lagda.mapping.covariance", "lagda.mapping.objective", "lagda.io.background", "lagda.arguments",
-           "lagda.io.fixes", "lagda.examples", "lagda.io.locations", "lagda.io.cf_time",
+           "lagda.io.fixes", "lagda.examples", "lagda.assimilation.settings", "lagda.io.locations", "lagda.io.cf_time",
            "lagda.io.readers.registry"]
 # module-level names documented by a string after their assignment (an attribute docstring, as mkdocstrings reads
 # it), which doctest.testmod does not collect

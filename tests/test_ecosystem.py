@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from lagda.assimilation import assimilate_file
+from lagda.assimilation import AssimilateSettings, assimilate_file
 from lagda.io.formats import read_tracks
 from lagda.io.physical import Mapping, parse_time, physical_fields
 from lagda.io.results import read_result
@@ -154,8 +154,8 @@ def test_parcels_v4_output_is_assimilated_and_recovers_the_flow_in_m_per_s(parce
     np.testing.assert_allclose(np.diff(tracks.times[0]) * TIME_SCALE, 3600.0, rtol=1e-9)  # hourly output
     # a model's flow, steady, 2-day tracks: no inertial loop or tide to take out, and the low-pass's two windows
     # (45 h at 41 N) would average each track whole
-    summary = assimilate_file(parquet, tmp_path / "r.nc", "linear", n_grid=16, box=BOX, time_scale=TIME_SCALE,
-                              low_pass=False)
+    summary = assimilate_file(parquet, tmp_path / "r.nc", AssimilateSettings("linear", n_grid=16, box=BOX,
+                                                                           time_scale=TIME_SCALE, low_pass=False))
     assert any("steady model" in note for note in summary.notes)
     res = read_result(tmp_path / "r.nc")
     assert res.mapping is not None and res.mapping.box == BOX

@@ -118,14 +118,16 @@ def test_pairs_with_a_missing_end_are_skipped(twin):
 def test_assimilate_file_writes_a_result(twin, tmp_path):
     from lagda.assimilation.assimilate import assimilate_file
     from lagda.assimilation.methods.config import LinearConfig
+    from lagda.assimilation.settings import AssimilateSettings
     from lagda.io.results import read_result
 
     write_twin_tracks(twin, tmp_path / "t.nc")
-    summary = assimilate_file(tmp_path / "t.nc", tmp_path / "r.nc", "linear", LinearConfig(members=16), n_grid=8)
+    summary = assimilate_file(tmp_path / "t.nc", tmp_path / "r.nc",
+                              AssimilateSettings("linear", LinearConfig(members=16), n_grid=8))
     assert summary.method == "linear" and summary.fields == 2 and summary.scores["velocity_rel_l2"] < 1e-2
     assert read_result(tmp_path / "r.nc") is not None
     with pytest.raises(ValueError, match="exists"):
-        assimilate_file(tmp_path / "t.nc", tmp_path / "r.nc", "linear")
+        assimilate_file(tmp_path / "t.nc", tmp_path / "r.nc", AssimilateSettings("linear"))
 
 
 def test_five_point_difference_is_fourth_order_and_skips_gaps():

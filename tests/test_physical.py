@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from lagda.assimilation import assimilate_file
+from lagda.assimilation import AssimilateSettings, assimilate_file
 from lagda.io.formats import read_tracks
 from lagda.io.physical import (
     EARTH_RADIUS_M,
@@ -137,8 +137,8 @@ def test_a_known_shear_current_in_m_per_s_is_recovered_in_m_per_s(tmp_path):
     (tmp_path / "shear.csv").write_text("\n".join(lines) + "\n")
     tracks = read_tracks(tmp_path / "shear.csv", box=BOX, time_scale=2.16e6)
     assert tracks.mapping.box == BOX and np.nanmax(tracks.times) == pytest.approx(t[-1])
-    summary = assimilate_file(tmp_path / "shear.csv", tmp_path / "r.nc", "linear", n_grid=n_grid, box=BOX,
-                              time_scale=2.16e6)
+    summary = assimilate_file(tmp_path / "shear.csv", tmp_path / "r.nc",
+                              AssimilateSettings("linear", n_grid=n_grid, box=BOX, time_scale=2.16e6))
     assert any("steady model" in note for note in summary.notes)
     res = read_result(tmp_path / "r.nc")
     fu, fv = mapping.velocity_factors(mapping.from_model(0.0, res.y)[1])
@@ -193,7 +193,8 @@ def test_the_ocean_path_follows_the_drifters_with_a_local_gp_where_its_basis_can
         lon = -40.0 + np.degrees(jet(lat) * seconds / (EARTH_RADIUS_M * np.cos(np.radians(lat))))
         lines += [f"d{i},{iso_time(ORIGIN + s)},{float(a)!r},{float(lat)!r}" for s, a in zip(seconds, lon)]
     (tmp_path / "jet.csv").write_text("\n".join(lines) + "\n")
-    summary = assimilate_file(tmp_path / "jet.csv", tmp_path / "r.nc", basis="circular", k_max=2, degree=1, n_grid=24)
+    summary = assimilate_file(tmp_path / "jet.csv", tmp_path / "r.nc",
+                              AssimilateSettings(basis="circular", k_max=2, degree=1, n_grid=24))
     (note,) = [n for n in summary.notes if n.startswith("near the drifters: what the flow leaves out, fitted to ")]
     assert " m/s), added to u, v and their std (--no-local-gp)" in note, note
     (low_pass,) = [n for n in summary.notes if n.startswith("low-pass: ")]  # lon/lat with dates: low-passed
@@ -238,8 +239,8 @@ def test_tracks_in_projected_metres_get_the_local_gp_in_metres(tmp_path):
     times = np.tile(mapping.time_to_model(ORIGIN + seconds), (len(rows), 1))
     write_tracks(Tracks(positions, times, np.zeros(len(rows), np.int64), np.array([f"d{i}" for i in range(16)]),
                         mapping=mapping), tmp_path / "jet_m.nc")
-    summary = assimilate_file(tmp_path / "jet_m.nc", tmp_path / "r.nc", basis="circular", k_max=2, degree=1,
-                              n_grid=24)
+    summary = assimilate_file(tmp_path / "jet_m.nc", tmp_path / "r.nc",
+                              AssimilateSettings(basis="circular", k_max=2, degree=1, n_grid=24))
     (note,) = [n for n in summary.notes if n.startswith("near the drifters: what the flow leaves out, fitted to ")]
     assert "correlated over" in note, note
     assert not [n for n in summary.notes if n.startswith("low-pass")]  # metres: no latitude, no inertial period
@@ -279,7 +280,7 @@ def test_the_bands_hold_a_lone_eddys_fit_where_it_rings_away_from_the_drifters(t
     from experiments.drifters.lone_eddy import score, write_tracks
 
     fix_x, fix_y = write_tracks(tmp_path / "lone.csv", n=6, days=30, seed=2)
-    summary = assimilate_file(tmp_path / "lone.csv", tmp_path / "r.nc", "linear", basis="circular")
+    summary = assimilate_file(tmp_path / "lone.csv", tmp_path / "r.nc", AssimilateSettings("linear", basis="circular"))
     assert any(note.startswith("away from the drifters: on ") and "more than any of them did: held at their edge"
                in note for note in summary.notes)
     rows = score(tmp_path / "r.nc", fix_x, fix_y)

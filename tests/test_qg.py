@@ -327,6 +327,7 @@ def test_qg_tracks_assimilate_in_a_chosen_basis(anomaly_file, tmp_path, capsys, 
     import xarray as xr
 
     from lagda.assimilation import assimilate as module
+    from lagda.assimilation.settings import AssimilateSettings
 
     summaries, assimilate_file = {}, module.assimilate_file
 
@@ -369,9 +370,9 @@ def test_qg_tracks_assimilate_in_a_chosen_basis(anomaly_file, tmp_path, capsys, 
     assert 0 < info["pairs_used"] <= info["pairs"]
     # var: any estimate in the basis serves the identity below (its error has no bound); its continuation's
     # half-window stage in a chosen basis is run here and nowhere else
-    summaries["var"] = assimilate_file(test, tmp_path / "var.nc", "var", {"members": 8, "iterations": 4,
-                                       "continuation": (0.5, 1.0)}, basis="circular", k_max=3, degree=2,
-                                       climatology=climatology)
+    summaries["var"] = assimilate_file(test, tmp_path / "var.nc", AssimilateSettings(
+        "var", {"members": 8, "iterations": 4, "continuation": (0.5, 1.0)}, basis="circular", k_max=3, degree=2,
+        climatology=climatology))
     for method, path in (("linear", out), ("var", tmp_path / "var.nc")):
         summary = summaries[method]
         # the truth's fit is the least-squares optimum in the basis on the truth grid and times, so for any
@@ -536,12 +537,13 @@ def test_the_background_current_is_recovered_in_a_chosen_basis(turbulence_file, 
     """Drifters feel pyqg's background U1 (here 10 times the tiny flow's anomaly): the basis's uniform current holds
     it, so linear recovers the full velocity, and its degree-0 current is U1 in model units (U1 T / L)."""
     from lagda.assimilation.assimilate import assimilate_file
+    from lagda.assimilation.settings import AssimilateSettings
     from lagda.io.results import read_result
 
     climatology, test = (_flows(turbulence_file, [0], tmp_path / "clim.nc"),
                          _flows(turbulence_file, [1], tmp_path / "t.nc"))
-    summary = assimilate_file(test, tmp_path / "r.nc", "linear", {"members": 8}, basis="circular", k_max=3, degree=2,
-                              climatology=climatology)
+    summary = assimilate_file(test, tmp_path / "r.nc", AssimilateSettings(
+        "linear", {"members": 8}, basis="circular", k_max=3, degree=2, climatology=climatology))
     assert summary.scores["velocity_error_vs_truth"] < 0.5  # the prior mean, zero, errs 1
     config = qg.tiny("turbulence")
     result = read_result(tmp_path / "r.nc")
@@ -584,6 +586,7 @@ def test_basis_pairs_train_an_encoder_that_hybrid_uses_in_that_basis(turbulence_
     from lagda.assimilation.assimilate import assimilate_file
     from lagda.assimilation.methods.basis import spatial_modes, write_basis_pairs
     from lagda.assimilation.methods.learned import scorer_from_run
+    from lagda.assimilation.settings import AssimilateSettings
     from lagda.learning.config import learned
     from lagda.learning.data import load_paired
     from lagda.learning.train import train
@@ -611,15 +614,15 @@ def test_basis_pairs_train_an_encoder_that_hybrid_uses_in_that_basis(turbulence_
     climatology, test = (_flows(turbulence_file, [0], tmp_path / "clim.nc"),
                          _flows(turbulence_file, [1], tmp_path / "t.nc"))
     common = dict(method="hybrid", config={"members": 4}, run_dir=run, basis="circular", k_max=3)
-    summary = assimilate_file(test, tmp_path / "h.nc", degree=1, climatology=climatology, **common)
+    summary = assimilate_file(test, tmp_path / "h.nc", AssimilateSettings(degree=1, climatology=climatology, **common))
     assert np.isfinite(summary.scores["velocity_error_vs_truth"])
     with xr.open_dataset(tmp_path / "h.nc") as ds:
         (info,) = json.loads(ds.attrs["diagnostics"])
     assert info["learned_conditional"] and info["prior_choice"] in range(5) and len(info["prior_log_evidence"]) == 5
     with pytest.raises(ValueError, match="needs --climatology"):
-        assimilate_file(test, tmp_path / "n.nc", degree=1, **common)
+        assimilate_file(test, tmp_path / "n.nc", AssimilateSettings(degree=1, **common))
     with pytest.raises(ValueError, match="is not the one chosen for these tracks"):
-        assimilate_file(test, tmp_path / "d.nc", degree=2, climatology=climatology, **common)
+        assimilate_file(test, tmp_path / "d.nc", AssimilateSettings(degree=2, climatology=climatology, **common))
 
 
 def test_hybrid_with_an_uninformative_encoder_is_linear_in_a_chosen_basis(turbulence_file, tmp_path):

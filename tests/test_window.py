@@ -9,10 +9,12 @@ extent. Scored where the drifters are (the grid cells inside their extent).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import xarray as xr
 
-from lagda.assimilation import assimilate_file
+from lagda.assimilation import AssimilateSettings, assimilate_file
 from lagda.io.physical import BOX_MARGIN
 
 SIDE_M, U0, SHEAR = 1e5, 0.01, 0.02 / 1e5  # m, m/s, 1/s
@@ -48,12 +50,13 @@ def _error_where_the_drifters_are(result_path, extent) -> float:
 
 def test_an_inferred_window_recovers_a_non_periodic_flow_where_the_drifters_are(tmp_path):
     extent = _shear_file(tmp_path / "shear.nc")
-    common = dict(method="linear", config={"members": 8}, basis="circular", k_max=4, degree=0, n_grid=24, times=3)
-    window = assimilate_file(tmp_path / "shear.nc", tmp_path / "window.nc", **common)
+    common = AssimilateSettings("linear", {"members": 8}, basis="circular", k_max=4, degree=0, n_grid=24, times=3)
+    window = assimilate_file(tmp_path / "shear.nc", tmp_path / "window.nc", common)
     side = max(extent[1] - extent[0], extent[3] - extent[2])
     centre = ((extent[0] + extent[1]) / 2, (extent[2] + extent[3]) / 2)
     periodic_box = (centre[0] - side / 2, centre[0] + side / 2, centre[1] - side / 2, centre[1] + side / 2)
-    periodic = assimilate_file(tmp_path / "shear.nc", tmp_path / "periodic.nc", box=periodic_box, **common)
+    periodic = assimilate_file(tmp_path / "shear.nc", tmp_path / "periodic.nc",
+                               dataclasses.replace(common, box=periodic_box))
     scaled = 4 * (1 + 2 * BOX_MARGIN)
     assert any(f"--k-max 4 over the drifters, {scaled:.3g} over the box" in note for note in window.notes)
     assert not any("over the box" in note for note in periodic.notes)  # a box given: k_max in it
@@ -76,12 +79,12 @@ def test_fixes_a_few_kilometres_off_their_track_do_not_zero_the_ocean_path(tmp_p
         spiked = ds.load()
     spiked["y"].values[[2, 7, 13, 19], 24 * 5 + 1] += 5e3
     spiked.to_netcdf(tmp_path / "spiked.nc")
-    common = dict(method="linear", config={"members": 8}, basis="circular", k_max=4, degree=0, n_grid=24, times=3)
-    clean = assimilate_file(tmp_path / "shear.nc", tmp_path / "clean.nc", **common)
-    cleaned = assimilate_file(tmp_path / "spiked.nc", tmp_path / "cleaned.nc", **common)
+    common = AssimilateSettings("linear", {"members": 8}, basis="circular", k_max=4, degree=0, n_grid=24, times=3)
+    clean = assimilate_file(tmp_path / "shear.nc", tmp_path / "clean.nc", common)
+    cleaned = assimilate_file(tmp_path / "spiked.nc", tmp_path / "cleaned.nc", common)
     assert any(note.startswith("clean: 4 fixes off their track dropped") for note in cleaned.notes)
     monkeypatch.setattr(cleaning, "OFF_TRACK_M", np.inf)
-    robust = assimilate_file(tmp_path / "spiked.nc", tmp_path / "robust.nc", **common)
+    robust = assimilate_file(tmp_path / "spiked.nc", tmp_path / "robust.nc", common)
     assert not any("outliers" in note for note in clean.notes)
     assert not any("position spikes dropped" in note for note in robust.notes)  # the cleaning kept them
     assert any(note.startswith("linear: position noise judged by the median") for note in robust.notes)
@@ -92,5 +95,5 @@ def test_fixes_a_few_kilometres_off_their_track_do_not_zero_the_ocean_path(tmp_p
     assert _error_where_the_drifters_are(tmp_path / "cleaned.nc", extent) < 1.5 * e_clean
     monkeypatch.setattr(prior_search, "OUTLIER_K", np.inf)
     monkeypatch.setattr(track_data, "HEAVY_TAIL", np.inf)
-    gaussian = assimilate_file(tmp_path / "spiked.nc", tmp_path / "gaussian.nc", **common)
+    gaussian = assimilate_file(tmp_path / "spiked.nc", tmp_path / "gaussian.nc", common)
     assert "answered zero (no better than it)" in gaussian.diagnostics

@@ -92,7 +92,7 @@ def main(argv=None) -> int:
                         help="where the tracks are placed on the sphere (default -40 34; e.g. -40 70 for 65-75 N)")
     parser.add_argument("--default-only", action="store_true", help="only the default run (no method flags)")
     args = parser.parse_args(argv)
-    from lagda.assimilation import assimilate_file
+    from lagda.assimilation import AssimilateSettings, assimilate_file
 
     truth_path, tracks = make(args.work, args.centre)
     if args.ship and tuple(args.centre) != CENTRE:
@@ -105,7 +105,7 @@ def main(argv=None) -> int:
                 ("linear --basis circular", {"method": "linear", "basis": "circular"}))
         for label, options in runs[:1] if args.default_only else runs:
             out = args.work / f"result_{label.split(' ')[0]}_{tracks.stem}.nc"
-            summary = assimilate_file(tracks, out, overwrite=True, n_grid=64, **options)
+            summary = assimilate_file(tracks, out, AssimilateSettings(n_grid=64, **options), overwrite=True)
             error, cells, times = error_in_extent(out, truth, tracks, args.centre)
             print(json.dumps({"run": label, "centre": list(args.centre), "error_in_extent": round(error, 3),
                               "cells": cells, "times": times, "method_seconds": round(summary.seconds, 1),

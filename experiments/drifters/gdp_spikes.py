@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     parser.add_argument("--csv", type=pathlib.Path, default=CSV, help="the rows (default results/gdp_spikes.csv)")
     args = parser.parse_args(argv)
     from experiments.drifters.lone_eddy import write_rows
-    from lagda.assimilation import assimilate_file
+    from lagda.assimilation import AssimilateSettings, assimilate_file
 
     args.work.mkdir(parents=True, exist_ok=True)
     runs = [("clean", SHIPPED, 0)]
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     reference, rows = None, []
     for label, path, planted in runs:
         out = args.work / f"result_{label}.nc"
-        summary = assimilate_file(path, out, overwrite=True, low_pass=args.low_pass)
+        summary = assimilate_file(path, out, AssimilateSettings(low_pass=args.low_pass), overwrite=True)
         (u, v, u_std, v_std), info, (spikes, off_track) = inside_extent(out)
         if reference is None:
             reference = (u, v, u_std, v_std)

@@ -266,7 +266,7 @@ def default_run(test, climatology, data_dir: pathlib.Path, f: int, n_drifter: in
     another `method` with its trained `run_dir` (hybrid in the basis) likewise."""
     import xarray as xr
 
-    from lagda.assimilation import assimilate_file
+    from lagda.assimilation import AssimilateSettings, assimilate_file
 
     tracks = data_dir / f"defaults_flow{f}_L{n_drifter}.nc"
     if not tracks.exists():
@@ -280,8 +280,8 @@ def default_run(test, climatology, data_dir: pathlib.Path, f: int, n_drifter: in
         sub.attrs["qg_n_drifters"], sub.attrs["qg_n_flows"] = n_drifter, 1
         sub.to_netcdf(tracks)
     out = data_dir / f"defaults_flow{f}_L{n_drifter}_{'clim' if climatology else 'noclim'}_{method}_result.nc"
-    summary = assimilate_file(tracks, out, method=method, run_dir=run_dir, basis="circular", climatology=climatology,
-                              overwrite=True, n_grid=16)
+    summary = assimilate_file(tracks, out, AssimilateSettings(method, run_dir=run_dir, basis="circular",
+                                                              climatology=climatology, n_grid=16), overwrite=True)
     with xr.open_dataset(out) as res:
         assert int(res["degree"].max()) == DEFAULT_DEGREE and res["k1"].max() == DEFAULT_K_MAX  # the defaults' basis
     # the scores `lagda assimilate` prints on a QG truth file (basis.qg_scores), as defaults_scores defines them

@@ -60,7 +60,7 @@ def fix_cells(tracks, res) -> np.ndarray:
 
 def run(path: pathlib.Path, n_drifter: int, work: pathlib.Path) -> list[dict]:
     """Returns a row with and one without the local GP for the first `n_drifter` drifters of flow 0."""
-    from lagda.assimilation import assimilate_file
+    from lagda.assimilation import AssimilateSettings, assimilate_file
     from lagda.io.formats import read_tracks
     from lagda.io.results import read_result
 
@@ -76,8 +76,8 @@ def run(path: pathlib.Path, n_drifter: int, work: pathlib.Path) -> list[dict]:
     rows = []
     for local_gp in (False, True):
         out = work / f"result_{n_drifter}_{local_gp}.nc"
-        summary = assimilate_file(tracks_path, out, basis="circular", overwrite=True, n_grid=N_GRID,
-                                  local_gp=local_gp)
+        summary = assimilate_file(tracks_path, out, AssimilateSettings(basis="circular", n_grid=N_GRID,
+                                                                       local_gp=local_gp), overwrite=True)
         res = read_result(out)
         truth, near = truth_on(sub, res), fix_cells(read_tracks(tracks_path), res)
         err = {c: res.fields[f"{c}_mean"][0] - truth[c] for c in ("u", "v")}

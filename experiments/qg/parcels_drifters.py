@@ -118,14 +118,15 @@ def main(argv=None) -> int:
     parser.add_argument("--drifters", type=int, default=64)
     parser.add_argument("--work", type=pathlib.Path, default=ROOT / "runs" / "parcels_qg")
     args = parser.parse_args(argv)
-    from lagda.assimilation import assimilate_file
+    from lagda.assimilation import AssimilateSettings, assimilate_file
 
     args.work.mkdir(parents=True, exist_ok=True)
     with xr.open_dataset(args.flow) as truth:
         parquet = run_parcels(truth, args.field, args.drifters, args.work)
         out = args.work / f"result_{args.drifters}.nc"
         began = time.perf_counter()
-        summary = assimilate_file(parquet, out, method="linear", basis="circular", n_grid=64, overwrite=True)
+        summary = assimilate_file(parquet, out, AssimilateSettings("linear", basis="circular", n_grid=64),
+                                  overwrite=True)
         wall = time.perf_counter() - began
         error, cells, times = error_in_extent(out, truth, args.field, parquet)
     for note in summary.notes:

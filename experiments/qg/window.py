@@ -108,7 +108,7 @@ def main(argv=None) -> int:
                         "defaults layout (method window:noclim, drifters: the density per 1000 km box, N / 4), "
                         "for --merge")
     args = parser.parse_args(argv)
-    from lagda.assimilation import assimilate_file
+    from lagda.assimilation import AssimilateSettings, assimilate_file
 
     args.work.mkdir(parents=True, exist_ok=True)
     with xr.open_dataset(flow_file(args.flow)) as flow:
@@ -116,8 +116,8 @@ def main(argv=None) -> int:
         lo, hi = user_file(flow, args.drifters, tracks)
         start = time.perf_counter()
         summary = None if args.score_only else assimilate_file(
-            tracks, args.work / f"result_{args.drifters}.nc", method="linear", basis="circular", n_grid=args.n_grid,
-            overwrite=True)
+            tracks, args.work / f"result_{args.drifters}.nc",
+            AssimilateSettings("linear", basis="circular", n_grid=args.n_grid), overwrite=True)
         wall = time.perf_counter() - start
         seconds, notes = (float("nan"), ()) if summary is None else (summary.seconds, summary.notes)
         with xr.open_dataset(args.work / f"result_{args.drifters}.nc") as result:

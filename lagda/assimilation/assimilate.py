@@ -1,6 +1,7 @@
 """Assimilation of observed drifter tracks: `assimilate` (tracks in memory) and `assimilate_file` (`lagda assimilate`).
 
-`assimilate_file` walks one way through the layers: the method is built from its config (the
+`assimilate_file` takes its options as one `AssimilateSettings` (lagda.assimilation.settings, checked when made)
+and walks one way through the layers: the method is built from its config (the
 registry, lagda.assimilation.methods), the track file is read once (lagda.io.formats.read_tracks),
 the model is found (lagda.assimilation.model.model_settings, or lagda.assimilation.methods.basis.basis_model
 for a chosen basis), the tracks are checked against it (lagda.io.tracks.check_fits_model), the method
@@ -18,10 +19,10 @@ import os
 import numpy as np
 
 from lagda.arguments import given
-from lagda.assimilation.methods.config import MethodConfig
-from lagda.assimilation.methods.registry import METHODS, Method, check_options, make_method
+from lagda.assimilation.methods.registry import METHODS, Method, make_method
 from lagda.assimilation.model import FlowModel, model_settings
 from lagda.assimilation.posterior import Posterior, describe_diagnostics
+from lagda.assimilation.settings import AssimilateSettings
 from lagda.io.tracks import Tracks
 
 
@@ -84,26 +85,16 @@ def assimilate(tracks: Tracks, method: Method | str, model: FlowModel, key=None,
     return method(tracks, model, key)
 
 
-def assimilate_file(tracks_path, out_path, method: str | None = None, config: MethodConfig | dict | None = None, *,
-                    run_dir=None, n_grid: int = 32, plot=None, overwrite: bool = False, seed: int = 0,
-                    dt: float | None = None, box=None, time_scale: float | None = None, basis: str | None = None,
-                    k_max: float = 12, degree: int = 3, climatology=None, times: int | str | None = None,
-                    keep_undrogued: bool = False, local_gp: bool = True, low_pass: bool = True,
-                    plot_day: str | None = None) -> AssimilationSummary:
+def assimilate_file(tracks_path, out_path, settings: AssimilateSettings | None = None, *, overwrite: bool = False,
+                    plot=None, plot_day: str | None = None) -> AssimilationSummary:
     """Returns the summary of assimilating a track file, after writing the result netCDF.
 
     Reads `tracks_path` (lagda.io.formats.read_tracks), finds the model (`model_settings`, or the
-    chosen `basis`), checks the tracks against it (check_fits_model), runs `method` on each field,
+    chosen basis), checks the tracks against it (check_fits_model), runs the method on each field,
     writes `out_path` (lagda.io.results.write_result, temporary file + rename; the settings' notes and
     each field's diagnostics in its attributes) and, with `plot`, a figure of field 0 on one day. Physical tracks
     (lon/lat or metres, CF times) are mapped onto the model (lagda.io.physical; the mapping's inferences
     are notes) and the result is in physical units.
-
-    With `basis` the model is Fourier modes up to `k_max` (circular: 0 < |k| <= k_max; rectangular:
-    max(|k1|, |k2|) <= k_max) times Legendre polynomials of degree 0..`degree` in time over the tracks'
-    window (lagda.assimilation.methods.basis), its prior from the QG truth file `climatology` (else the
-    default spectrum shape at the tracks' RMS speed); `linear` then models the velocity the basis leaves
-    out as an OU error along each track (its representation "auto").
 
     Parameters
     ----------
@@ -111,57 +102,16 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
         A track file of any layout read_tracks reads: CF trajectory netCDF, Parcels output, a lagda dataset, CSV.
     out_path : str or path-like
         The result netCDF to write (lagda.io.results).
-    method : str, optional
-        A key of lagda.assimilation.METHODS. None: `default_method` chooses from the tracks (linear in the
-        circular basis for physical tracks without a lagda model; else hybrid with `run_dir` or the shipped
-        encoder), and says so in the notes.
-    config : MethodConfig or dict, optional
-        The method's settings: its config (`METHODS[method].Config`, e.g. LinearConfig(members=16)), or a dict of
-        that config's field names, checked once the method is chosen (the command line's way; the deprecated
-        names of CHANGELOG.md are accepted with a note). None: the method's defaults.
-    run_dir : str or path-like, optional
-        A trained run (lagda train): needed by the learned methods; for the others it supplies the modes and prior.
-    n_grid : int
-        Grid points per side of the result's psi, u, v.
+    settings : AssimilateSettings, optional
+        The method, its config and every option that decides the result (lagda.assimilation.settings). None: the
+        defaults (the method chosen from the tracks).
+    overwrite : bool
+        Replace an existing `out_path`.
     plot : str or path-like, optional
         A figure of field 0 to draw (true psi if known, posterior mean, std, tracks; lagda.assimilation.plot).
     plot_day : str, optional
         With `plot`, for tracks with dates: the day the figure shows (ISO 8601, e.g. "2025-03-15"; the grid time
         nearest it); None: the middle grid time of the window. Checked before the method runs.
-    overwrite : bool
-        Replace an existing `out_path`.
-    seed : int
-        Seed of the method's randomness.
-    dt : float, optional
-        RK4 step in model time units (default: the run's, else the file's dt attribute, else guessed; a note).
-    box : (float, float, float, float), optional
-        (west, east, south, north) of physical tracks in degrees (metres for projected x, y); default: the
-        file's, else inferred (a note).
-    time_scale : float, optional
-        Seconds per model time unit for physical tracks (default: the file's, else inferred; a note).
-    basis : {"circular", "rectangular"}, optional
-        Assimilate into this chosen basis instead of the file's or run's modes.
-    k_max : float
-        With `basis`: the largest wavenumber, in cycles per domain.
-    degree : int
-        With `basis`: the largest Legendre degree in time.
-    climatology : str or path-like, optional
-        With `basis`: a QG truth file of other flows (lagda simulate --flow qg) giving the prior spectrum and the
-        variance of the velocity the basis leaves out.
-    times : int or str, optional
-        The result's grid times (fields.result_times): None (daily for physical tracks, else 11 over the
-        window), a count, or a step such as "6h" for physical tracks.
-    keep_undrogued : bool
-        Keep fixes a GDP file marks undrogued (drogue_status 0; default: left out, counted in a note).
-    local_gp : bool
-        For `linear` in a chosen basis on physical tracks (the ocean path; longitude/latitude or projected
-        metres): add the local Gaussian process of what the basis leaves out at the drifters, as `lagda map` does
-        per tile
-        (lagda.mapping.invert.box_local_gp): u, v follow the drifters' velocities where they are and
-        u_total_std, v_total_std include it; psi stays the basis field's. A note says what was fitted.
-    low_pass : bool
-        For longitude/latitude tracks with dates: average each drifter's positions over its local inertial period
-        and two M2 tidal periods first (lagda.io.formats.read_tracks), as `lagda map` does; a note says so.
 
     Returns
     -------
@@ -172,10 +122,10 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
     Raises
     ------
     ValueError
-        One line for an unknown method or option, a bad value, another method's config, an existing `out_path`
-        without `overwrite`, a chosen basis for a method that cannot use one, a climatology without a basis,
-        tracks that do not fit the model, or a `plot_day` without `plot`, not a date or outside the tracks'
-        window. Nothing is written.
+        One line for an existing `out_path` without `overwrite`, a method that cannot use the chosen basis, a
+        climatology without a basis, tracks that do not fit the model, or a `plot_day` without `plot`, not a date
+        or outside the tracks' window (the settings' own values are checked when they are made:
+        AssimilateSettings). Nothing is written.
     FileNotFoundError
         A missing track file or run directory.
 
@@ -187,84 +137,56 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
     >>> folder = tempfile.mkdtemp()
     >>> data = generate_dataset(small(n_samples=4, t_final=0.02), os.path.join(folder, "pairs.nc"),
     ...                         report=lambda line: None)
-    >>> summary = assimilate_file(data, os.path.join(folder, "result.nc"), "linear", LinearConfig(members=16))
+    >>> summary = assimilate_file(data, os.path.join(folder, "result.nc"),
+    ...                           AssimilateSettings("linear", LinearConfig(members=16)))
     >>> summary.method, summary.fields, summary.scores["velocity_rel_l2"] < 1  # the prior mean, zero, errs 1
     ('linear', 4, True)
     """
-    import warnings as python_warnings
-
     import jax
 
     from lagda.assimilation.fields import posterior_result, result_times
-    from lagda.io.formats import read_tracks
     from lagda.io.results import write_result
-    from lagda.io.tracks import check_fits_model
 
+    settings = AssimilateSettings() if settings is None else settings
     if os.path.exists(out_path) and not overwrite:
         raise ValueError(f"{out_path} exists; pass {given('overwrite')} to replace it")
-    if n_grid < 2:
-        raise ValueError(f"{given('n_grid', n_grid)}: must be at least 2")
-    if method is not None:
-        check_options(method, config)  # before the file is read
     if plot_day is not None:
         from lagda.assimilation.plot import parse_day
 
         if not plot:
             raise ValueError(f"{given('plot_day', plot_day)} needs {given('plot', 'FIG.png')}")
         parse_day(plot_day)  # a bad date is refused before the file is read
-    with python_warnings.catch_warnings(record=True) as caught:  # the reader's assumptions become summary warnings
-        python_warnings.simplefilter("always")
-        tracks = read_tracks(tracks_path, box=box, time_scale=time_scale, keep_undrogued=keep_undrogued,
-                             low_pass=low_pass)
-    read_warnings = [str(w.message) for w in caught]  # e.g. a layout assumed from the dimensions
-    default_note = ()
-    if method is None:
-        method, basis, run_dir, note = default_method(tracks, basis, climatology, run_dir)
-        default_note = (note,)
-    if basis is None and climatology is not None:
-        raise ValueError(f"a climatology ({given('climatology', climatology)}) needs a chosen basis "
-                         f"({given('basis', 'circular')} or rectangular)")
-    METHODS[method].check_basis(basis is not None)  # before a trained run is restored
-    run_dir = encoder_for(method, config, basis, run_dir)
-    method_obj = make_method(method, config, run_dir)
+    tracks, read_warnings = _read(tracks_path, settings)
+    method, basis, run_dir, default_note = _choose_method(tracks, settings)
+    method_obj = make_method(method, settings.config, run_dir)
     method_obj.progress = True  # a file's user waits: the slow methods show how far they are
     with jax.enable_x64(True):  # inversions and scores in float64 whatever the caller's JAX setting
-        if basis is None:
-            model = model_settings(tracks, run_dir, dt)
-            warnings = read_warnings + check_fits_model(tracks, model.dt, model.k1, model.k2, model.omega)
-        else:
-            from lagda.assimilation.methods.basis import adopt_climatology_mapping, basis_model
-
-            clim = None if climatology is None else read_tracks(climatology)
-            if clim is not None:
-                tracks, _ = adopt_climatology_mapping(tracks, clim)  # its note joins tracks.notes
-                tracks = dataclasses.replace(tracks, notes=tracks.notes + (f"climatology: {os.fspath(climatology)}",))
-            model = basis_model(tracks, basis, k_max, degree, clim, dt)
-            warnings = read_warnings + check_fits_model(tracks, model.dt)  # a chosen basis: the times only
-        grid_times, times_note = result_times(tracks, times)
+        tracks, model, fit_warnings = _model(tracks, settings, basis, run_dir)
+        warnings = read_warnings + fit_warnings
+        grid_times, times_note = result_times(tracks, settings.times)
         if plot:
             from lagda.assimilation.plot import plot_time_index
 
             plot_index = plot_time_index(tracks.mapping, grid_times, plot_day)  # before the method runs
         notes = default_note + tuple(tracks.notes) + model.notes + method_obj.notes + (times_note,)
-        posterior = method_obj(tracks, model, jax.random.key(seed))
+        posterior = method_obj(tracks, model, jax.random.key(settings.seed))
         notes = notes + method_notes(method, posterior)
         attrs = {"assim_config": json.dumps(dataclasses.asdict(method_obj.config)), "model_run": _run_name(run_dir),
-                 "seed": int(seed), "dt": float(model.dt), "settings_notes": json.dumps(list(notes)),
+                 "seed": int(settings.seed), "dt": float(model.dt), "settings_notes": json.dumps(list(notes)),
                  "read_warnings": json.dumps(list(warnings)),
                  **(tracks.clean.attrs() if tracks.clean is not None else {})}
-        result = posterior_result(posterior, model, grid_times, n_grid, tracks, attrs)
-        if local_gp and method == "linear" and basis is not None and tracks.mapping is not None:
-            from lagda.mapping.invert import box_local_gp
+        result = posterior_result(posterior, model, grid_times, settings.n_grid, tracks, attrs)
+        if settings.local_gp and method == "linear" and basis is not None and tracks.mapping is not None:
+            from lagda.assimilation.local_gp import box_local_gp
 
-            notes = notes + tuple(box_local_gp(result, posterior, model, k_max))
+            notes = notes + tuple(box_local_gp(result, posterior, model, settings.k_max))
             result.attrs["settings_notes"] = json.dumps(list(notes))
         land = land_warning(result)
         if land:
             warnings = tuple(warnings) + (land,)
             result.attrs["read_warnings"] = json.dumps(list(warnings))
         write_result(out_path, result)
-        scores = _scores(posterior, tracks, model, result, n_grid)
+        scores = _scores(posterior, tracks, model, result, settings.n_grid)
         projection_note = scores.pop("projection_note", None)
         summary = AssimilationSummary(method=method, fields=tracks.n_field, seconds=float(np.sum(posterior.seconds)),
                                       notes=tuple(notes), warnings=tuple(warnings),
@@ -276,6 +198,63 @@ def assimilate_file(tracks_path, out_path, method: str | None = None, config: Me
 
         plot_assimilation(result, plot, tracks=tracks, time_index=plot_index)
     return summary
+
+
+def _read(tracks_path, settings: AssimilateSettings) -> tuple[Tracks, list[str]]:
+    """Returns the tracks of `tracks_path` read with the settings' box, time scale, drogue and low-pass options, and
+    the reader's assumptions (e.g. a layout assumed from the dimensions), one line each."""
+    import warnings as python_warnings
+
+    from lagda.io.formats import read_tracks
+
+    with python_warnings.catch_warnings(record=True) as caught:  # the reader's assumptions become summary warnings
+        python_warnings.simplefilter("always")
+        tracks = read_tracks(tracks_path, box=settings.box, time_scale=settings.time_scale,
+                             keep_undrogued=settings.keep_undrogued, low_pass=settings.low_pass)
+    return tracks, [str(w.message) for w in caught]
+
+
+def _choose_method(tracks: Tracks, settings: AssimilateSettings) -> tuple[str, str | None, object, tuple[str, ...]]:
+    """Returns (method, basis, run_dir, notes) that assimilate the tracks: the settings', or with no method the one
+    `default_method` chooses (and its note), the run the method reads (`encoder_for`).
+
+    Raises
+    ------
+    ValueError
+        A climatology without a basis, or a method that cannot use the chosen basis (checked before a trained run
+        is restored).
+    """
+    method, basis, run_dir, notes = settings.method, settings.basis, settings.run_dir, ()
+    if method is None:
+        method, basis, run_dir, note = default_method(tracks, basis, settings.climatology, run_dir)
+        notes = (note,)
+    if basis is None and settings.climatology is not None:
+        raise ValueError(f"a climatology ({given('climatology', settings.climatology)}) needs a chosen basis "
+                         f"({given('basis', 'circular')} or rectangular)")
+    METHODS[method].check_basis(basis is not None)  # before a trained run is restored
+    return method, basis, encoder_for(method, settings.config, basis, run_dir), notes
+
+
+def _model(tracks: Tracks, settings: AssimilateSettings, basis: str | None,
+           run_dir) -> tuple[Tracks, FlowModel, list[str]]:
+    """Returns (tracks, model, warnings): the model of the run or file (`model_settings`), or of the chosen `basis`
+    with the settings' k_max, degree and climatology (whose mapping the tracks then take, with a note); and what
+    `check_fits_model` found (a chosen basis: the times only)."""
+    from lagda.io.tracks import check_fits_model
+
+    if basis is None:
+        model = model_settings(tracks, run_dir, settings.dt)
+        return tracks, model, check_fits_model(tracks, model.dt, model.k1, model.k2, model.omega)
+    from lagda.assimilation.methods.basis import adopt_climatology_mapping, basis_model
+    from lagda.io.formats import read_tracks
+
+    climatology = settings.climatology
+    clim = None if climatology is None else read_tracks(climatology)
+    if clim is not None:
+        tracks, _ = adopt_climatology_mapping(tracks, clim)  # its note joins tracks.notes
+        tracks = dataclasses.replace(tracks, notes=tracks.notes + (f"climatology: {os.fspath(climatology)}",))
+    model = basis_model(tracks, basis, settings.k_max, settings.degree, clim, settings.dt)
+    return tracks, model, check_fits_model(tracks, model.dt)
 
 
 def land_warning(result) -> str | None:
