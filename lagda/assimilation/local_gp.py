@@ -37,7 +37,7 @@ class Box:
     """The box and time window a local GP lives in: its plane is about the box's centre, its time counted from the
     window's start.
 
-    A tile of a map (lagda.mapping.tiles.Tile) has the same attributes and serves wherever a `Box` is asked for.
+    A tile of a map (lagda.mapping.tiles.Tile) is a `Box` with more: its core, halos and time taper.
 
     Attributes
     ----------

@@ -47,6 +47,8 @@ def archive_identity(archive) -> dict:
 
 
 def run_manifest(archive, settings: MapSettings) -> dict:
+    """Returns what the run records and a resume compares: {"settings": the settings as JSON, the archive's identity
+    (`archive_identity`), "code": this code's digest (simulate.provenance.code_digest)}."""
     return {"settings": json.loads(json.dumps(dataclasses.asdict(settings))), **archive_identity(archive),
             "code": code_digest()}
 
@@ -149,6 +151,8 @@ def interrupted_state(out) -> str:
 
 
 def save_piece(partial: str, piece: dict) -> None:
+    """Saves a tile's piece (its VARIABLES present and its info as JSON) as `PARTIAL/tiles/KEY.npz`, written to a
+    temporary name and renamed."""
     path = os.path.join(partial, "tiles", piece["info"]["tile"] + ".npz")
     arrays = {name: piece[name] for name in VARIABLES if name in piece}
 
@@ -160,10 +164,12 @@ def save_piece(partial: str, piece: dict) -> None:
 
 
 def load_info(partial: str, key: str) -> dict:
+    """Returns the info of the piece saved for tile `key`."""
     with np.load(os.path.join(partial, "tiles", key + ".npz")) as data:
         return json.loads(str(data["info"]))
 
 
 def load_piece(partial: str, key: str) -> dict:
+    """Returns the piece saved for tile `key`: {"info": ..., and each of VARIABLES it holds}."""
     with np.load(os.path.join(partial, "tiles", key + ".npz")) as data:
         return {"info": json.loads(str(data["info"])), **{name: data[name] for name in VARIABLES if name in data}}

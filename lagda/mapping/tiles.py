@@ -19,14 +19,16 @@ import dataclasses
 import numpy as np
 
 from lagda.arguments import given
+from lagda.assimilation.local_gp import Box
 from lagda.io.physical import iso_time
 
 DAY_S = 86400.0
 
 
 @dataclasses.dataclass(frozen=True)
-class Tile:
-    """One tile of the layout: a core box, its halo'd box and a time window.
+class Tile(Box):
+    """One tile of the layout: a core box, its halo'd box and a time window (a local GP's `Box`, its `centre` the
+    box's).
 
     Attributes:
         key: "r{row}c{column}w{window}", unique in the layout (the tile's file name in the partial store).
@@ -38,18 +40,9 @@ class Tile:
 
     key: str
     core: tuple[float, float, float, float]
-    box: tuple[float, float, float, float]
     halo_lat: float
     halo_lon: float
-    start_s: float
-    end_s: float
     ramp_s: float
-
-    @property
-    def centre(self) -> tuple[float, float]:
-        """Returns the box centre (lon, lat) in degrees."""
-        west, east, south, north = self.box
-        return 0.5 * (west + east), 0.5 * (south + north)
 
     def space_weight(self, lon, lat) -> np.ndarray:
         """Returns the space taper at (lon, lat) degrees `(...)` (lon in the tile's convention, see `relative_lon`)."""
@@ -119,9 +112,9 @@ def tile_layout(region, period, tile_deg: float, halo_deg: float, window_days: f
         for c in range(n_cols):
             w, e = west + c * width / n_cols, west + (c + 1) * width / n_cols
             for k, t0 in enumerate(starts):
-                tiles.append(Tile(f"r{r}c{c}w{k}", (w, e, s, n), (w - halo_lon, e + halo_lon, s - halo_deg,
-                                                                   n + halo_deg),
-                                  halo_deg, halo_lon, t0, t0 + window_days * DAY_S, ramp_s))
+                tiles.append(Tile(key=f"r{r}c{c}w{k}", core=(w, e, s, n),
+                                  box=(w - halo_lon, e + halo_lon, s - halo_deg, n + halo_deg), halo_lat=halo_deg,
+                                  halo_lon=halo_lon, start_s=t0, end_s=t0 + window_days * DAY_S, ramp_s=ramp_s))
     return tiles
 
 
