@@ -63,7 +63,7 @@ def run_demo(out_dir="lagda-demo", *, tracks=None, withhold: float = DEMO_WITHHO
         FileNotFoundError: no such `tracks`.
     """
     from lagda import examples
-    from lagda.mapping.run import MapSettings, map_archive
+    from lagda.mapping import MapSettings, map_archive
 
     if not 0.0 < withhold < 1.0:
         raise ValueError(f"withhold {withhold:g}: the demo checks its map against withheld drifters, in (0, 1)")
@@ -96,7 +96,7 @@ def draw_demo_map(archive, store, figure) -> str:
     """Returns the day drawn ("YYYY-MM-DD") after drawing the middle day of a map store, with its mapped and
     withheld drifters' tracks (lagda.mapping.plot.drifters_of), to `figure` (lagda.mapping.plot.plot_map)."""
     from lagda.mapping.plot import drifters_of, plot_map
-    from lagda.mapping.run import open_map
+    from lagda.mapping.store import open_map
 
     with open_map(store) as maps:
         middle = str(maps["time"].values[maps.sizes["time"] // 2])[:10]

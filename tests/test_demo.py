@@ -40,7 +40,7 @@ from lagda.assimilation.scores import velocity_field_error
 from lagda.cli import main
 from lagda.demo import run_demo, run_twin
 from lagda.io.results import read_result
-from lagda.mapping.run import open_map
+from lagda.mapping.store import open_map
 from simulate.flow import grid_fields
 
 METHODS = ("linear", "embed", "hybrid")

@@ -11,10 +11,11 @@ import pytest
 MODULES = ["simulate.tracks", "simulate.generate", "lagda.io.formats", "lagda.io.tracks", "lagda.io.physical",
            "lagda.io.clean", "lagda.io.land", "lagda.io.lowpass", "lagda.report", "lagda.assimilation.methods.registry",
            "lagda.assimilation.assimilate", "lagda.cli", "lagda.learning.model", "lagda.learning.train",
-           "lagda.mapping.run", "lagda.mapping.residual", "lagda.mapping.archive", "lagda.mapping.check",
-           "lagda.mapping.covariance", "lagda.mapping.objective", "lagda.io.background", "lagda.arguments",
-           "lagda.io.fixes", "lagda.examples", "lagda.assimilation.settings", "lagda.io.locations", "lagda.io.cf_time",
-           "lagda.io.readers.registry"]
+           "lagda.mapping.settings", "lagda.assimilation.gaussian_process", "lagda.mapping.archive",
+           "lagda.mapping.check", "lagda.mapping.covariance", "lagda.mapping.methods.objective",
+           "lagda.mapping.methods.registry", "lagda.assimilation.local_gp", "lagda.io.background", "lagda.arguments",
+           "lagda.io.fixes", "lagda.examples", "lagda.assimilation.settings", "lagda.io.locations",
+           "lagda.io.cf_time", "lagda.io.readers.registry"]
 # module-level names documented by a string after their assignment (an attribute docstring, as mkdocstrings reads
 # it), which doctest.testmod does not collect
 ATTRIBUTES = ["lagda.assimilation.methods.registry.METHODS"]

@@ -11,7 +11,10 @@ import lagda.examples
 from lagda.io.clean import CleanReport
 from lagda.io.lowpass import low_pass
 from lagda.mapping.check import check_lines
-from lagda.mapping.run import MapSettings, local_gp_summary, map_archive, objective_summary
+from lagda.mapping.methods.basis import local_gp_summary
+from lagda.mapping.methods.objective import objective_summary
+from lagda.mapping.run import map_archive
+from lagda.mapping.settings import MapSettings
 
 # the model's units and lagda's internal names: none may reach a note on a drifter file
 INTERNAL = ("OU tau", "OU ", "CV ratio", "twiced", "circular basis", "circular modes", "placement attributes",
@@ -64,7 +67,7 @@ def test_counts_of_one_and_two_take_their_number():
 
 
 def _fitted() -> dict:
-    """A tile's local GP record (lagda.mapping.invert.local_gp_correction's)."""
+    """A tile's local GP record (lagda.assimilation.local_gp.local_gp_correction's)."""
     return {"velocities": 40, "ell_km": 20.0, "tau_days": 4.0, "std_m_s": 0.02, "span_h": 6.0, "beyond_drifters": 0.0}
 
 

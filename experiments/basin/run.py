@@ -20,7 +20,7 @@ import xarray as xr
 from experiments.basin.archive import START
 from experiments.basin.benchmark import Benchmark
 from experiments.basin.methods import Tiling, relative_l2
-from lagda.mapping.run import open_map
+from lagda.mapping.store import open_map
 
 
 def peak_tree_rss(process, interval: float = 0.5) -> tuple[float, float]:

@@ -35,7 +35,7 @@ def edge_change(maps: xr.Dataset, names=("u", "v", "u_std", "v_std")) -> dict:
     change between the parallel neighbour pairs one cell either side of them (the same place in the field, off the
     edge), on the pairs where one of the three changes exceeds 1e-4 m/s (far from every drifter a sparse map is
     the smooth prior and the changes vanish), for a `lagda map` dataset (its tiles from its settings)."""
-    from lagda.mapping.run import MapSettings
+    from lagda.mapping.settings import MapSettings
 
     settings = json.loads(maps.attrs["settings"])
     settings = MapSettings(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()})
@@ -60,7 +60,7 @@ def edge_change(maps: xr.Dataset, names=("u", "v", "u_std", "v_std")) -> dict:
 
 
 def main(argv=None) -> int:
-    from lagda.mapping.run import open_map
+    from lagda.mapping.store import open_map
 
     for path in (argv if argv is not None else sys.argv[1:]):
         with open_map(path) as maps:

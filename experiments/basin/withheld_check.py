@@ -33,7 +33,9 @@ from experiments.common.page_tables import write_page
 from experiments.common.paths import ROOT
 from lagda.io.tracks import id_text
 from lagda.mapping.check import band_scores, daily_velocities, sample_map
-from lagda.mapping.run import MapSettings, map_fixes, open_map
+from lagda.mapping.run import map_fixes
+from lagda.mapping.settings import MapSettings
+from lagda.mapping.store import open_map
 
 CSV = ROOT / "results" / "withheld_check.csv"
 PAGE = ROOT / "docs" / "results" / "withheld-check.md"

@@ -53,7 +53,7 @@ from experiments.basin.run import box_comparison, run_map, subset_archive
 from experiments.common.csv_rows import merge_rows
 from experiments.common.page_tables import write_page
 from experiments.common.paths import ROOT
-from lagda.mapping.run import open_map
+from lagda.mapping.store import open_map
 
 CSV = ROOT / "results" / "basin_year.csv"
 GP_SUBSAMPLE = 200  # velocities per tile and window for the GP baseline (its cost grows as the square)

