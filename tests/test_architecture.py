@@ -229,8 +229,10 @@ def test_no_private_name_is_imported_across_modules():
 ASSIMILATION_LAYERS = (
     ("lagda.assimilation.methods.config",),  # the methods' settings, no JAX
     ("lagda.assimilation.model", "lagda.assimilation.posterior", "lagda.assimilation.fields",
-     "lagda.assimilation.scores", "lagda.assimilation.plot"),  # what a method takes and returns, and its fields
-    ("lagda.assimilation.methods",),  # the methods, and the chosen basis whose prior they fit
+     "lagda.assimilation.scores", "lagda.assimilation.plot",  # what a method takes and returns, and its fields
+     "lagda.assimilation.gaussian_process"),  # the space-time GP
+    ("lagda.assimilation.methods",  # the methods, and the chosen basis whose prior they fit
+     "lagda.assimilation.local_gp"),  # the local GP of what a basis leaves out (lagda map's tiles, assimilate's box)
     ("lagda.assimilation.settings", "lagda.assimilation.assimilate", "lagda.assimilation.evaluation",
      "lagda.assimilation.__init__"),  # entry points and their settings
 )
