@@ -20,7 +20,7 @@ import traceback
 import types
 import typing
 
-from lagda import __version__
+from lagda.version import __version__
 
 EXIT_FAILURE = 1
 EXIT_ERROR = 2

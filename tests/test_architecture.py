@@ -79,7 +79,7 @@ def _edges(packages=ALL_PACKAGES, root=ROOT) -> set[tuple[str, str]]:
 # belongs to the layer of the longest prefix that names it (`lagda.io` holds `lagda.io.__init__` and
 # `lagda.io.tracks`).
 LAYERS = (
-    ("simulate", "lagda.settings", "lagda.report", "lagda.progress", "lagda.arguments", "lagda._lazy",
+    ("simulate", "lagda.settings", "lagda.report", "lagda.progress", "lagda.arguments", "lagda._lazy", "lagda.version",
      "lagda.examples"),  # the flow and the shared utilities
     ("lagda.io", "lagda.learning"),  # every file lagda reads or writes; the encoders, losses and training
     ("lagda.assimilation",  # the methods behind one registry, the posterior, the scores

@@ -19,10 +19,9 @@ import dataclasses
 import numpy as np
 
 from lagda.arguments import given
+from lagda.assimilation.gaussian_process import DAY_S
 from lagda.assimilation.local_gp import Box
 from lagda.io.physical import iso_time
-
-DAY_S = 86400.0
 
 
 @dataclasses.dataclass(frozen=True)
