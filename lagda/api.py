@@ -38,46 +38,66 @@ def map(tracks, *, region=None, period=None, resolution: float = 0.25, out=None,
     drifters' velocities with the covariance they show, blended into one CF dataset: u, v (m/s), u_std, v_std
     (m/s), n_fixes, distance_to_fix (km), sea_area_fraction.
 
-    Args:
-        tracks: a drifter archive: a ragged netCDF file or Zarr store (clouddrift, GDP), any longitude/latitude track
-            file lagda reads, several such files or a folder of them.
-        region: (west, east, south, north) in degrees; west > east crosses the dateline when that band is at most
-            180 degrees wide, and is refused when wider. None: the extent of the fixes (a note says which).
-        period: (first, last) map time, each an ISO 8601 string ("2025-03-01"), a numpy.datetime64, a
-            pandas.Timestamp, a datetime or seconds since 1970-01-01T00:00:00Z. None: from the first to the last
-            fix.
-        resolution: cell size in degrees of longitude and latitude.
-        out: the store to write, ending in .zarr or .nc; the Dataset is then opened lazily from it. None: written
-            to a temporary folder, returned in memory, and removed.
-        workers: Dask worker processes on this machine (default: the CPUs).
-        scheduler: the address of a running Dask scheduler (tcp://host:8786) to use instead.
-        resume: finish an interrupted run from the tiles saved beside `out` (a finished map is opened as it is).
-        overwrite: start again, replacing `out` and any interrupted run.
-        progress: show progress bars on stderr.
-        say: where the notes go, one line each (default: print); None says nothing.
-        **settings: the other fields of lagda.mapping.settings.MapSettings (cadence_s, tile_deg, halo_deg, window_days,
-            step_days, withhold, low_pass, land_mask, keep_undrogued, method, background, k_max, degree, local_gp).
+    Parameters
+    ----------
+    tracks
+        a drifter archive: a ragged netCDF file or Zarr store (clouddrift, GDP), any longitude/latitude track
+        file lagda reads, several such files or a folder of them.
+    region
+        (west, east, south, north) in degrees; west > east crosses the dateline when that band is at most
+        180 degrees wide, and is refused when wider. None: the extent of the fixes (a note says which).
+    period
+        (first, last) map time, each an ISO 8601 string ("2025-03-01"), a numpy.datetime64, a
+        pandas.Timestamp, a datetime or seconds since 1970-01-01T00:00:00Z. None: from the first to the last
+        fix.
+    resolution
+        cell size in degrees of longitude and latitude.
+    out
+        the store to write, ending in .zarr or .nc; the Dataset is then opened lazily from it. None: written
+        to a temporary folder, returned in memory, and removed.
+    workers
+        Dask worker processes on this machine (default: the CPUs).
+    scheduler
+        the address of a running Dask scheduler (tcp://host:8786) to use instead.
+    resume
+        finish an interrupted run from the tiles saved beside `out` (a finished map is opened as it is).
+    overwrite
+        start again, replacing `out` and any interrupted run.
+    progress
+        show progress bars on stderr.
+    say
+        where the notes go, one line each (default: print); None says nothing.
+    **settings
+        the other fields of lagda.mapping.settings.MapSettings (cadence_s, tile_deg, halo_deg, window_days,
+        step_days, withhold, low_pass, land_mask, keep_undrogued, method, background, k_max, degree, local_gp).
 
-    Returns:
+    Returns
+    -------
+    xarray.Dataset
         The map as an `xarray.Dataset`. Its attrs hold what the store records (settings, manifest, the check with
         `withhold`), and "notes": every note line the run said, as a JSON list.
 
-    Raises:
-        TypeError: a keyword that is not a setting (the message lists them).
-        ValueError: one line naming the argument and the value refused (`resolution=0: must be positive`); an
-            existing `out` without `resume=True` or `overwrite=True`; `resume` or `overwrite` without `out`; no fix
-            in the region and period. Nothing is written.
-        FileNotFoundError: no such archive.
+    Raises
+    ------
+    TypeError
+        a keyword that is not a setting (the message lists them).
+    ValueError
+        one line naming the argument and the value refused (`resolution=0: must be positive`); an
+        existing `out` without `resume=True` or `overwrite=True`; `resume` or `overwrite` without `out`; no fix
+        in the region and period. Nothing is written.
+    FileNotFoundError
+        no such archive.
 
-    Example:
-        From a plain script (no `__main__` guard needed); a few days of the shipped example, coarse:
+    Examples
+    --------
+    From a plain script (no `__main__` guard needed); a few days of the shipped example, coarse:
 
-        ```python
-        import lagda
+    ```python
+    import lagda
 
-        maps = lagda.map(lagda.examples.path("gdp_like"), period=("2025-03-01", "2025-03-05"), resolution=0.5)
-        print(float(abs(maps.u).max()), "m/s")
-        ```
+    maps = lagda.map(lagda.examples.path("gdp_like"), period=("2025-03-01", "2025-03-05"), resolution=0.5)
+    print(float(abs(maps.u).max()), "m/s")
+    ```
     """
     from lagda.mapping import MapSettings, map_archive
     from lagda.mapping.store import open_map
@@ -125,36 +145,48 @@ def assimilate(tracks, *, out=None, method: str | None = None, say: Callable[[st
     The assimilation of `lagda assimilate` (lagda.assimilation.assimilate.assimilate_file). For longitude/latitude
     drifters the result is on a lon/lat grid at daily times: u, v (m/s) with their std, and the tracks.
 
-    Args:
-        tracks: a track file of any layout lagda reads (CF trajectory netCDF, clouddrift ragged, Parcels output,
-            CSV), several, or a folder of them.
-        out: the result netCDF file to write; the Dataset is then opened lazily from it. None: written to a
-            temporary folder, returned in memory, and removed.
-        method: a key of lagda.assimilation.METHODS ("linear", "hybrid", ...). None: chosen from the tracks
-            (`linear` in a Fourier basis for longitude/latitude drifters; a note says so).
-        say: where the notes and warnings go, one line each (default: print); None says nothing.
-        **options: the fields of lagda.assimilation.settings.AssimilateSettings (config, run_dir, n_grid, seed, dt,
-            box, time_scale, basis, k_max, degree, climatology, times, keep_undrogued, low_pass, local_gp) and
-            assimilate_file's own (overwrite, plot, plot_day); any other keyword is a setting of the method's config
-            (e.g. `members=16` for `linear`), checked against it.
+    Parameters
+    ----------
+    tracks
+        a track file of any layout lagda reads (CF trajectory netCDF, clouddrift ragged, Parcels output,
+        CSV), several, or a folder of them.
+    out
+        the result netCDF file to write; the Dataset is then opened lazily from it. None: written to a
+        temporary folder, returned in memory, and removed.
+    method
+        a key of lagda.assimilation.METHODS ("linear", "hybrid", ...). None: chosen from the tracks
+        (`linear` in a Fourier basis for longitude/latitude drifters; a note says so).
+    say
+        where the notes and warnings go, one line each (default: print); None says nothing.
+    **options
+        the fields of lagda.assimilation.settings.AssimilateSettings (config, run_dir, n_grid, seed, dt,
+        box, time_scale, basis, k_max, degree, climatology, times, keep_undrogued, low_pass, local_gp) and
+        assimilate_file's own (overwrite, plot, plot_day); any other keyword is a setting of the method's config
+        (e.g. `members=16` for `linear`), checked against it.
 
-    Returns:
+    Returns
+    -------
+    xarray.Dataset
         The result as an `xarray.Dataset`. Its attrs hold the notes (`settings_notes`), the reader's warnings
         (`read_warnings`) and the method's settings, as the file records them, and "diagnostics" (what the method
         decided, one line) and "scores" (JSON: scores against a truth the tracks carry, else {}).
 
-    Raises:
-        ValueError: one line: an unknown method or option, a bad value, an existing `out` without
-            `overwrite=True`, tracks that do not fit the model. Nothing is written.
-        FileNotFoundError: no such track file or run directory.
+    Raises
+    ------
+    ValueError
+        one line: an unknown method or option, a bad value, an existing `out` without
+        `overwrite=True`, tracks that do not fit the model. Nothing is written.
+    FileNotFoundError
+        no such track file or run directory.
 
-    Example:
-        ```python
-        import lagda
+    Examples
+    --------
+    ```python
+    import lagda
 
-        result = lagda.assimilate(lagda.examples.path("gdp_like"))
-        print(result.attrs["diagnostics"])
-        ```
+    result = lagda.assimilate(lagda.examples.path("gdp_like"))
+    print(result.attrs["diagnostics"])
+    ```
     """
     from lagda.assimilation.assimilate import assimilate_file
     from lagda.assimilation.settings import AssimilateSettings

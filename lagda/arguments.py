@@ -234,22 +234,28 @@ def given(name: str, value=True) -> str:
     """Returns how the user gave argument `name` its `value`: `name=value` from Python, the flag and its value on
     the command line (a switch's flag alone).
 
-    Args:
-        name: a key of the command's FLAGS (e.g. a MapSettings field, an assimilate_file argument).
-        value: the value given (a tuple or list is the flag's several values).
+    Parameters
+    ----------
+    name
+        a key of the command's FLAGS (e.g. a MapSettings field, an assimilate_file argument).
+    value
+        the value given (a tuple or list is the flag's several values).
 
-    Raises:
-        KeyError: on the command line, `name` has no flag in the command's FLAGS.
+    Raises
+    ------
+    KeyError
+        on the command line, `name` has no flag in the command's FLAGS.
 
-    Example:
-        >>> given("resolution", 0), given("region", (170, -170, 30, 40)), given("resume")
-        ('resolution=0', 'region=(170, -170, 30, 40)', 'resume=True')
-        >>> with on_command_line("map"):
-        ...     given("resolution", 0), given("region", (170, -170, 30, 40)), given("resume")
-        ('--resolution 0', '--region 170 -170 30 40', '--resume')
-        >>> with on_command_line("assimilate"):
-        ...     given("run_dir", "RUN"), given("overwrite")
-        ('--model RUN', '--overwrite')
+    Examples
+    --------
+    >>> given("resolution", 0), given("region", (170, -170, 30, 40)), given("resume")
+    ('resolution=0', 'region=(170, -170, 30, 40)', 'resume=True')
+    >>> with on_command_line("map"):
+    ...     given("resolution", 0), given("region", (170, -170, 30, 40)), given("resume")
+    ('--resolution 0', '--region 170 -170 30 40', '--resume')
+    >>> with on_command_line("assimilate"):
+    ...     given("run_dir", "RUN"), given("overwrite")
+    ('--model RUN', '--overwrite')
     """
     command = _ON_COMMAND_LINE.get()
     if command is None:

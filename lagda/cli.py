@@ -552,8 +552,10 @@ def _add_map_parser(subparsers) -> None:
 def _background_path(path: str | None) -> str | None:
     """Returns a --background file's absolute path (read by Dask workers wherever they run), None for none.
 
-    Raises:
-        FileNotFoundError: no such file.
+    Raises
+    ------
+    FileNotFoundError
+        no such file.
     """
     if path is None:
         return None

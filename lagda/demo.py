@@ -43,24 +43,36 @@ def run_demo(out_dir="lagda-demo", *, tracks=None, withhold: float = DEMO_WITHHO
     drifters' tracks, the land); prints the map's notes (but those of its check) and the check's table
     (`score_table`).
 
-    Args:
-        out_dir: the output folder (made if missing; the demo's files in it are replaced).
-        tracks: a longitude/latitude drifter file or archive (anything `lagda map` reads); default the shipped
-            example `lagda.examples.path("gdp_like")`.
-        withhold: the share of the drifters left out of the map and checked against it (whole drifters, chosen by
-            their ids: lagda.mapping.check.withheld); in (0, 1).
-        workers: Dask worker processes of the map (default: the CPUs).
-        progress: show the map's progress bars (stderr).
-        log: called with each line the demo prints.
+    Parameters
+    ----------
+    out_dir
+        the output folder (made if missing; the demo's files in it are replaced).
+    tracks
+        a longitude/latitude drifter file or archive (anything `lagda map` reads); default the shipped
+        example `lagda.examples.path("gdp_like")`.
+    withhold
+        the share of the drifters left out of the map and checked against it (whole drifters, chosen by
+        their ids: lagda.mapping.check.withheld); in (0, 1).
+    workers
+        Dask worker processes of the map (default: the CPUs).
+    progress
+        show the map's progress bars (stderr).
+    log
+        called with each line the demo prints.
 
-    Returns:
+    Returns
+    -------
+    dict
         {"map": the store's path, "figure": the PNG's path, "day": the day drawn ("YYYY-MM-DD"), "check": the
         check's scores (lagda.mapping.check.check_map's, keys without the store attributes' "check_" prefix),
         "withheld": the withheld drifters' ids, "seconds": the wall time}.
 
-    Raises:
-        ValueError: `withhold` outside (0, 1), or a file the map cannot use (as `lagda map` says).
-        FileNotFoundError: no such `tracks`.
+    Raises
+    ------
+    ValueError
+        `withhold` outside (0, 1), or a file the map cannot use (as `lagda map` says).
+    FileNotFoundError
+        no such `tracks`.
     """
     from lagda import examples
     from lagda.mapping import MapSettings, map_archive
@@ -106,18 +118,22 @@ def draw_demo_map(archive, store, figure) -> str:
 def score_table(check: dict, withheld: int) -> str:
     """Returns the demo's words and table of a map's check against its withheld drifters.
 
-    Args:
-        check: lagda.mapping.check.check_map's scores with the distance bands ("error", "coverage_95",
-            "{band}_error", ...).
-        withheld: how many drifters were withheld.
+    Parameters
+    ----------
+    check
+        lagda.mapping.check.check_map's scores with the distance bands ("error", "coverage_95",
+        "{band}_error", ...).
+    withheld
+        how many drifters were withheld.
 
-    Example:
-        >>> bands = {f"{b}_{k}": v for b in ("near", "middle", "far")
-        ...          for k, v in (("velocities", 2), ("share", 1 / 3), ("error", 0.5), ("binned_error", 0.8),
-        ...                       ("coverage_95", 1.0))}
-        >>> print(score_table({"drifters": 1, "velocities": 6, "speed_rms_m_s": 0.1, "error": 0.5,
-        ...                    "rms_m_s": 0.05, "coverage_95": 1.0, "z_rms": 0.9, **bands}, 1).splitlines()[5])
-        | 30-100 km | 2 (33%) | 50% | 80% | 100% | 100% |
+    Examples
+    --------
+    >>> bands = {f"{b}_{k}": v for b in ("near", "middle", "far")
+    ...          for k, v in (("velocities", 2), ("share", 1 / 3), ("error", 0.5), ("binned_error", 0.8),
+    ...                       ("coverage_95", 1.0))}
+    >>> print(score_table({"drifters": 1, "velocities": 6, "speed_rms_m_s": 0.1, "error": 0.5,
+    ...                    "rms_m_s": 0.05, "coverage_95": 1.0, "z_rms": 0.9, **bands}, 1).splitlines()[5])
+    | 30-100 km | 2 (33%) | 50% | 80% | 100% | 100% |
     """
     from lagda.mapping.check import BAND_LABELS, BAND_NAMES, BINNED_DAYS, BINNED_DEG
     from lagda.report import counted, format_table
@@ -196,16 +212,26 @@ def run_twin(out_dir="lagda-demo", *, model=None, tracks=None, methods=DEFAULT_M
     relative to the true RMS velocity: the prior mean, zero, errs 1; forecast position error to 1.5 T in model
     units; the share of true velocities inside the 95% band; seconds per track).
 
-    Args:
-        out_dir: output folder (made if missing).
-        model: run directory; default the shipped encoder of every regime (lagda/shipped/learned).
-        tracks: track file; default the shipped example tracks (`lagda.examples.path("example_tracks")`).
-        methods: assimilation methods to run (`lagda.assimilation.METHODS`).
-        full: simulate, train and evaluate from scratch first (`model` and `tracks` are then the new ones).
-        progress: show progress bars.
-        log: called with each line of the report.
+    Parameters
+    ----------
+    out_dir
+        output folder (made if missing).
+    model
+        run directory; default the shipped encoder of every regime (lagda/shipped/learned).
+    tracks
+        track file; default the shipped example tracks (`lagda.examples.path("example_tracks")`).
+    methods
+        assimilation methods to run (`lagda.assimilation.METHODS`).
+    full
+        simulate, train and evaluate from scratch first (`model` and `tracks` are then the new ones).
+    progress
+        show progress bars.
+    log
+        called with each line of the report.
 
-    Returns:
+    Returns
+    -------
+    dict
         `{method: AssimilationSummary}`, each what `lagda.assimilation.assimilate.assimilate_file` returns.
     """
     from lagda import examples

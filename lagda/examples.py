@@ -5,12 +5,13 @@ returns where it is, `names()` which there are, `copy(name, folder)` puts a copy
 `lagda example NAME --out DIR` does). `shipped(name)` finds any shipped file, such as the trained run
 `DEFAULT_MODEL` that the learned methods read when given no `--model`.
 
-Example:
-    >>> import lagda.examples
-    >>> lagda.examples.names()
-    ('gdp_like', 'example_tracks')
-    >>> lagda.examples.path("gdp_like").name
-    'gdp_like.nc'
+Examples
+--------
+>>> import lagda.examples
+>>> lagda.examples.names()
+('gdp_like', 'example_tracks')
+>>> lagda.examples.path("gdp_like").name
+'gdp_like.nc'
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ EXAMPLES = {
 def names() -> tuple[str, ...]:
     """Returns the names of the shipped example files, in the order `lagda example --list` shows them.
 
-    Example:
-        >>> "gdp_like" in names()
-        True
+    Examples
+    --------
+    >>> "gdp_like" in names()
+    True
     """
     return tuple(EXAMPLES)
 
@@ -42,21 +44,29 @@ def names() -> tuple[str, ...]:
 def path(name: str) -> pathlib.Path:
     """Returns the absolute path of the shipped example file `name` (a netCDF file; read it, do not write it).
 
-    Args:
-        name: one of `names()`; the file name (`"gdp_like.nc"`) is taken too.
+    Parameters
+    ----------
+    name
+        one of `names()`; the file name (`"gdp_like.nc"`) is taken too.
 
-    Returns:
+    Returns
+    -------
+    pathlib.Path
         The installed file, e.g. `.../site-packages/lagda/shipped/gdp_like.nc`: the same from any directory.
 
-    Raises:
-        ValueError: `name` is not an example; the message lists the known ones.
-        FileNotFoundError: the installation lacks the file (a broken install: reinstall lagda).
+    Raises
+    ------
+    ValueError
+        `name` is not an example; the message lists the known ones.
+    FileNotFoundError
+        the installation lacks the file (a broken install: reinstall lagda).
 
-    Example:
-        >>> import xarray as xr
-        >>> with xr.open_dataset(path("gdp_like")) as ds:
-        ...     print(ds.sizes["traj"], "drifters")
-        8 drifters
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> with xr.open_dataset(path("gdp_like")) as ds:
+    ...     print(ds.sizes["traj"], "drifters")
+    8 drifters
     """
     stem = str(name).removesuffix(".nc")
     if stem not in EXAMPLES:
@@ -68,8 +78,10 @@ def shipped(name: str) -> pathlib.Path:
     """Returns the absolute path of `name` under the package's shipped data (lagda/shipped/: the examples, the
     shipped encoder and model runs).
 
-    Raises:
-        FileNotFoundError: the installation lacks it (a broken install: reinstall lagda).
+    Raises
+    ------
+    FileNotFoundError
+        the installation lacks it (a broken install: reinstall lagda).
     """
     found = SHIPPED / name
     if not found.exists():
@@ -82,23 +94,32 @@ def copy(name: str, folder: str | pathlib.Path = ".") -> tuple[pathlib.Path, boo
     The file keeps its name (`gdp_like.nc`); `folder` is made if missing. A file already there that is the same
     byte for byte is left as it is (returned with False); a different one is never replaced.
 
-    Args:
-        name: one of `names()`.
-        folder: the folder to copy into (default: the current directory).
+    Parameters
+    ----------
+    name
+        one of `names()`.
+    folder
+        the folder to copy into (default: the current directory).
 
-    Returns:
+    Returns
+    -------
+    tuple[pathlib.Path, bool]
         The copy's path, and True when this call wrote it, False when an identical file was already there.
 
-    Raises:
-        ValueError: `name` is not an example, or `folder` names a netCDF file rather than a folder.
-        FileExistsError: a different file of that name is in `folder`, or `folder` is a file.
+    Raises
+    ------
+    ValueError
+        `name` is not an example, or `folder` names a netCDF file rather than a folder.
+    FileExistsError
+        a different file of that name is in `folder`, or `folder` is a file.
 
-    Example:
-        >>> import tempfile
-        >>> folder = tempfile.mkdtemp()
-        >>> target, written = copy("gdp_like", folder)
-        >>> target.name, written, copy("gdp_like", folder)[1]
-        ('gdp_like.nc', True, False)
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> target, written = copy("gdp_like", folder)
+    >>> target.name, written, copy("gdp_like", folder)[1]
+    ('gdp_like.nc', True, False)
     """
     import filecmp
     import os

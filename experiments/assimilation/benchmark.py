@@ -188,8 +188,10 @@ def sample_settings(pairs, option: str = "--sample-set") -> dict:
     """NAME=VALUE strings (given as `option`) -> settings of `sample`, typed and checked as `lagda assimilate --NAME
     VALUE` reads them.
 
-    Raises:
-        ValueError: one line for a pair without "=", a setting `sample` does not have, or a bad value.
+    Raises
+    ------
+    ValueError
+        one line for a pair without "=", a setting `sample` does not have, or a bad value.
     """
     parser = argparse.ArgumentParser(prog=option, add_help=False, allow_abbrev=False, exit_on_error=False)
     add_config_options(parser, {name: (kind, "") for name, kind in typing.get_type_hints(SampleConfig).items()})

@@ -83,9 +83,12 @@ def _keep_mask(n: int, acfg: ArchiveConfig, dt: float, rng) -> np.ndarray:
 def make_archive(ocean: OceanConfig, acfg: ArchiveConfig, positions: np.ndarray, dt: float, start) -> tuple:
     """Returns (rows, stats): the archive's rows as a dict of per-fix and per-trajectory arrays, and the counts.
 
-    Args:
-        positions: `(drifter, obs, 2)` m, unwrapped, at start + j dt (j = 0..obs - 1).
-        start: numpy datetime64 of the first record.
+    Parameters
+    ----------
+    positions
+        `(drifter, obs, 2)` m, unwrapped, at start + j dt (j = 0..obs - 1).
+    start
+        numpy datetime64 of the first record.
     """
     rng = np.random.default_rng(acfg.seed)
     n_drifter, n_obs = positions.shape[:2]

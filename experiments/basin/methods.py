@@ -36,9 +36,11 @@ def fd_velocities(archive: xr.Dataset, max_speed: float = 2.0, max_gap_h: float 
     """Returns (fixes, counts): fixes {time (s since the epoch), lon, lat, u, v (m/s)} `(fix,)` after the quality
     control of the module docstring, and the count each rule removed.
 
-    Args:
-        archive: a contiguous ragged dataset: `rowsize` (traj,), `time`, `lon`, `lat` (obs,), optional
-            `drogue_status` (obs,).
+    Parameters
+    ----------
+    archive
+        a contiguous ragged dataset: `rowsize` (traj,), `time`, `lon`, `lat` (obs,), optional
+        `drogue_status` (obs,).
     """
     rowsize = archive["rowsize"].values.astype(np.int64)
     traj = np.repeat(np.arange(rowsize.size), rowsize)
@@ -91,9 +93,14 @@ def binned_means(fixes: dict, grid_lon, grid_lat, times, bin_deg: float, window_
     south-west corner, the mean of the velocities nearest to the map times k - h .. k + h (window_days = 2 h + 1 map
     steps: 1 is the day's own), on every cell of the bin (NaN where the bin has none).
 
-    Args:
-        fixes: from `fd_velocities`; grid_lon, grid_lat: cell centres `(nlon,)`, `(nlat,)` at an even spacing that
-            divides bin_deg; times: datetime64 `(time,)` at an even daily (or coarser) step.
+    Parameters
+    ----------
+    fixes
+        from `fd_velocities`
+    grid_lon, grid_lat
+        cell centres `(nlon,)`, `(nlat,)` at an even spacing that divides bin_deg
+    times
+        datetime64 `(time,)` at an even daily (or coarser) step.
     """
     res = float(grid_lon[1] - grid_lon[0])
     lon0, lat0 = grid_lon[0] - res / 2, grid_lat[0] - res / 2
@@ -175,8 +182,14 @@ def gp_tiles(fixes: dict, grid_lon, grid_lat, times, tiling: Tiling, n_sub: int 
     """Returns the per-tile GP map u, v, u_std, v_std `(time, lat, lon)` m/s (module docstring), NaN on a tile and
     window with fewer than `min_fixes` velocities; attrs hold the hyperparameters and the subsample sizes.
 
-    Args:
-        fixes: from `fd_velocities`; grid_lon, grid_lat: cell centres (degrees); times: datetime64 `(time,)` daily.
+    Parameters
+    ----------
+    fixes
+        from `fd_velocities`
+    grid_lon, grid_lat
+        cell centres (degrees)
+    times
+        datetime64 `(time,)` daily.
     """
     rng = np.random.default_rng(seed)
     t0 = times[0].astype("datetime64[ns]").astype(np.int64) / 1e9
@@ -264,8 +277,10 @@ def crop_to_truth(store: xr.Dataset, truth: xr.Dataset) -> tuple[xr.Dataset, str
     """Returns (the store on the truth's cells and at its times, a note; "" when nothing was cut): a map made
     without --region or --period covers the archive's extent, which may be more than the truth's grid.
 
-    Raises:
-        ValueError: if the store's cells do not hold every truth cell.
+    Raises
+    ------
+    ValueError
+        if the store's cells do not hold every truth cell.
     """
     pick, cut = {}, []
     for name in ("lon", "lat"):
@@ -288,8 +303,10 @@ def crop_to_truth(store: xr.Dataset, truth: xr.Dataset) -> tuple[xr.Dataset, str
 def aligned_truth(store: xr.Dataset, truth: xr.Dataset) -> xr.Dataset:
     """Returns the truth at the store's times and cells.
 
-    Raises:
-        ValueError: if a store time is not a truth time or the cell centres differ.
+    Raises
+    ------
+    ValueError
+        if a store time is not a truth time or the cell centres differ.
     """
     for name in ("lat", "lon"):
         if store[name].size != truth[name].size or not np.allclose(store[name].values, truth[name].values,
@@ -309,9 +326,13 @@ def score_map(store: xr.Dataset, truth: xr.Dataset, tiling: Tiling | None = None
     error within one halo of an interior tile edge over the error elsewhere, with `error_seam`, `error_interior`)
     and `cells` (informed cell-days).
 
-    Args:
-        store: `lagda map`'s store: u, v, u_std, v_std, n_fixes `(time, lat, lon)`, tiling attributes (unless
-            `tiling` is given); truth: u, v `(time, lat, lon)` on the same cells, at least at the store's times.
+    Parameters
+    ----------
+    store
+        `lagda map`'s store: u, v, u_std, v_std, n_fixes `(time, lat, lon)`, tiling attributes (unless `tiling` is
+        given)
+    truth
+        u, v `(time, lat, lon)` on the same cells, at least at the store's times.
     """
     tiling = tiling or Tiling.from_attrs(store.attrs)
     tr = aligned_truth(store, truth)

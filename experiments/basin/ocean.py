@@ -69,8 +69,12 @@ def simulate_year(cfg: OceanConfig, log=print) -> dict:
     """Returns the year: positions `(drifter, obs, 2)` m unwrapped at t_j = j dt (j = 0..days DAY / dt), and the
     upper layer's velocity u, v `(day, ny, nx)` m/s (background included) at days 0..days on the cell centres.
 
-    Raises:
-        ValueError: for a bad setting; ImportError: without pyqg-jax.
+    Raises
+    ------
+    ValueError
+        for a bad setting
+    ImportError
+        without pyqg-jax.
     """
     import time
 
@@ -164,8 +168,10 @@ def truth_on_grid(cfg: OceanConfig, u, v, lon, lat, times):
     """Returns the truth Dataset u, v `(time, lat, lon)` m/s (eastward, northward on the sphere) at cell centres
     `lon` `(nlon,)`, `lat` `(nlat,)` degrees of the daily model fields u, v `(time, ny, nx)`.
 
-    Raises:
-        ValueError: if a cell centre lies outside the domain.
+    Raises
+    ------
+    ValueError
+        if a cell centre lies outside the domain.
     """
     import xarray as xr
 

@@ -66,8 +66,10 @@ def count_tiles(store: xr.Dataset, bench: Benchmark, last_line: str) -> tuple[in
 def run_map(bench: Benchmark, archive, store: pathlib.Path, workers: int, extra=(), log=print) -> dict:
     """Returns {wall_s, peak_rss_gb, tiles, tiles_per_s, tiles_from, last_line} of one fresh `lagda map` run.
 
-    Raises:
-        RuntimeError: if the command exits non-zero (its last output lines in the message).
+    Raises
+    ------
+    RuntimeError
+        if the command exits non-zero (its last output lines in the message).
     """
     import shutil
 
@@ -139,8 +141,10 @@ def box_comparison(bench: Benchmark, archive_path, store: xr.Dataset, truth: xr.
     """Returns the one-box comparison: `lagda assimilate` on the archive's fixes in the busiest interior tile and
     30-day window, its error and the map's on the same cells (the map's n_fixes > 0) and days, and their ratio.
 
-    Raises:
-        RuntimeError: if `lagda assimilate` exits non-zero.
+    Raises
+    ------
+    RuntimeError
+        if `lagda assimilate` exits non-zero.
     """
     tiling = Tiling.from_attrs(store.attrs)
     with xr.open_dataset(archive_path) as archive:

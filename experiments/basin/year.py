@@ -64,8 +64,12 @@ def make(bench: Benchmark, work: pathlib.Path, log=print) -> tuple[pathlib.Path,
     """Returns (archive.nc, truth.nc) in `work`, made unless both exist (with archive_stats.json; the QG year is
     cached as qg_year.npz).
 
-    Raises:
-        ValueError: for a bad setting; ImportError: without pyqg-jax.
+    Raises
+    ------
+    ValueError
+        for a bad setting
+    ImportError
+        without pyqg-jax.
     """
     archive, truth, stats_path = work / "archive.nc", work / "truth.nc", work / "archive_stats.json"
     if archive.exists() and truth.exists() and stats_path.exists():

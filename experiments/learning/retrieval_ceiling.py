@@ -80,8 +80,10 @@ def coefficient_features(coef) -> np.ndarray:
     """Returns the coefficient side of the misfit, float64 `(sample, 2K + 2K(2K + 1)/2 + 1)`: (theta, theta_m
     theta_n for m <= n, 1), so that `coefficient_features(c) @ track_features(...).T = -misfit`.
 
-    Args:
-        coef: complex `(sample, mode)` coefficients c_k.
+    Parameters
+    ----------
+    coef
+        complex `(sample, mode)` coefficients c_k.
     """
     theta = _theta(coef)
     row, col, _ = _upper(theta.shape[1])
@@ -100,11 +102,18 @@ def track_features(positions, time_, k1, k2, omega, stride: int, chunk: int = CH
     (weighted 2 off the diagonal), -|v|^2) with A = stride G^T G, b = stride G^T v of the finite-difference
     velocities v of physics.design_matrix.
 
-    Args:
-        positions: unwrapped `(sample, obs, 2)`; time_: `(obs,)`.
-        k1, k2, omega: `(mode,)` wavevectors and frequencies.
-        stride: observations per finite-difference interval.
-        chunk: tracks per design-matrix batch (memory per worker thread: `chunk * obs / stride * 4K` float64).
+    Parameters
+    ----------
+    positions
+        unwrapped `(sample, obs, 2)`
+    time_
+        `(obs,)`.
+    k1, k2, omega
+        `(mode,)` wavevectors and frequencies.
+    stride
+        observations per finite-difference interval.
+    chunk
+        tracks per design-matrix batch (memory per worker thread: `chunk * obs / stride * 4K` float64).
     """
     n = 2 * len(k1)
     row, col, weight = _upper(n)
@@ -141,8 +150,12 @@ def misfit_margins(u: np.ndarray, v: np.ndarray, chunk: int = 1024) -> dict[str,
     """Returns the min and median over queries of (smallest misfit of a wrong candidate) / (misfit of the true
     one), per direction: above 1 the true candidate ranks first, and by how much.
 
-    Args:
-        u: `(sample, n)` coefficient_features; v: `(sample, n)` track_features, row i paired with u[i].
+    Parameters
+    ----------
+    u
+        `(sample, n)` coefficient_features
+    v
+        `(sample, n)` track_features, row i paired with u[i].
     """
     n = len(u)
     library = jnp.asarray(u)
@@ -165,8 +178,10 @@ def likelihood_recall(data: PairedData, stride: int, batch: int = 1024) -> dict[
     """Returns `{"<direction>/R@k": fraction}` of the misfit ranking over all pairs of `data` (first drifter),
     with misfit_margins.
 
-    Raises:
-        ValueError: if JAX computes in float32 (the misfit's terms cancel to its value: float64 is needed).
+    Raises
+    ------
+    ValueError
+        if JAX computes in float32 (the misfit's terms cancel to its value: float64 is needed).
     """
     if not jax.config.jax_enable_x64:
         raise ValueError("the misfit ranking needs float64: set jax_enable_x64 (main() does)")
@@ -192,10 +207,13 @@ def posterior_mean_recall(data: PairedData, noise: float, stride: int, batch: in
 def load_library(train_path, test_path, library: int) -> tuple[PairedData, PairedData]:
     """Returns (training pairs, the library: the first `library` test pairs; 0: all).
 
-    Raises:
-        FileNotFoundError: a missing file.
-        ValueError: unreadable files, modes, frequencies or times that differ, more than one drifter, or a
-            library larger than the test file.
+    Raises
+    ------
+    FileNotFoundError
+        a missing file.
+    ValueError
+        unreadable files, modes, frequencies or times that differ, more than one drifter, or a
+        library larger than the test file.
     """
     train, test = load_paired(train_path), load_paired(test_path)
     check_same_modes(train.meta(), test, f"test file {test_path}")

@@ -41,8 +41,11 @@ def to_lagda_dataset(qg_path, out, prior_scale=None, every: int = 1, drifters: i
 
     Keeps every `every`-th fix of the first `drifters` drifters of each flow. Prior scale:
     `prior_scale`, else the RMS over flows of each mode's true coefficient.
-    Raises:
-        ValueError: for a QG file without true coefficients (the turbulence regime).
+
+    Raises
+    ------
+    ValueError
+        for a QG file without true coefficients (the turbulence regime).
     """
     import xarray as xr
 

@@ -70,13 +70,22 @@ def assimilate(tracks: Tracks, method: Method | str, model: FlowModel, key=None,
                **options) -> Posterior:
     """Returns the posterior over the coefficients of every field of `tracks` (field f of the posterior is field f).
 
-    Args:
-        tracks: observed tracks in model units; model: lagda.assimilation.model.FlowModel.
-        method: a method object (lagda.assimilation.methods.METHODS), or its name with `options` (its
-            config's fields) and, for a learned method, `run_dir` (a trained run).
-        key: PRNG key (default key(0)).
-    Raises:
-        ValueError: for an unknown method or option, or a learned method without a trained model.
+    Parameters
+    ----------
+    tracks
+        observed tracks in model units
+    model
+        lagda.assimilation.model.FlowModel.
+    method
+        a method object (lagda.assimilation.methods.METHODS), or its name with `options` (its
+        config's fields) and, for a learned method, `run_dir` (a trained run).
+    key
+        PRNG key (default key(0)).
+
+    Raises
+    ------
+    ValueError
+        for an unknown method or option, or a learned method without a trained model.
     """
     if isinstance(method, str):
         method = make_method(method, options, run_dir)
@@ -322,9 +331,11 @@ def encoder_for(method: str, config, basis, run_dir):
     The learned methods (and `sample` started from `hybrid`) read an encoder; without one they take the shipped
     encoder, as `lagda assimilate` does.
 
-    Raises:
-        ValueError: a method that reads an encoder, in a chosen basis, without a run: the shipped encoders know
-            lagda's own flows only.
+    Raises
+    ------
+    ValueError
+        a method that reads an encoder, in a chosen basis, without a run: the shipped encoders know
+        lagda's own flows only.
     """
     chosen = METHODS[method]
     start = config.get("start") if isinstance(config, dict) else getattr(config, "start", None)

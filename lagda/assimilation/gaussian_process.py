@@ -190,11 +190,12 @@ class NearestInTime:
 def predict(x, y, xs, hyper: Hyper, centre: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Returns (posterior mean `(m,)`, latent std `(m,)`) at points xs `(m, 3)` from data x `(n, 3)`, y `(n,)`.
 
-    Example:
-        >>> x = np.array([[0.0, 0.0, 0.0]])
-        >>> mean, std = predict(x, np.array([1.0]), x, Hyper(ell_km=10.0, tau_days=1.0, s2=1.0, n2=1.0), centre=False)
-        >>> round(float(mean[0]), 12), round(float(std[0]) ** 2, 12)  # one observation: s2 / (s2 + n2) of it
-        (0.5, 0.5)
+    Examples
+    --------
+    >>> x = np.array([[0.0, 0.0, 0.0]])
+    >>> mean, std = predict(x, np.array([1.0]), x, Hyper(ell_km=10.0, tau_days=1.0, s2=1.0, n2=1.0), centre=False)
+    >>> round(float(mean[0]), 12), round(float(std[0]) ** 2, 12)  # one observation: s2 / (s2 + n2) of it
+    (0.5, 0.5)
     """
     gp = Predictor(x, y, hyper, centre)
     return gp.mean(xs), gp.std(xs)

@@ -70,16 +70,28 @@ def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model,
     Given `kept_var`, a rejected fit gives (the basis field drawn back away from the drifters, its variance plus
     kept_var and the variance away from the drifters; why) instead.
 
-    Args:
-        field: the basis field on the cells: u, v (m/s) and the variance of the field in the basis var_u, var_v
-            (m/s)^2, `(day, lat, lon)`. cells: (lon `(lat, lon)`, lat `(lat, lon)` degrees, seconds `(day,)`);
-            for a projected `mapping`, x and y metres in place of lon and lat, here and in `fixes` and `tile`.
-        fixes, segments: the drifters' fixes and their segments (`Fixes.segments`); mean: the basis posterior
-            mean `(2K,)` (real, imaginary parts), or None for a zero field; model, mapping: the basis (None with
-            a None mean) and the box's tangent plane;
-        tile: the box and window (its centre is the GP's plane); zero_guard: the basis estimate is the prior mean.
-        far_floor: the least variance away from the drifters (m/s)^2; kept_var: (var_u, var_v) (m/s)^2, `(lat, lon)`,
-            of the velocity the basis leaves out (its error model's), or None.
+    Parameters
+    ----------
+    field
+        the basis field on the cells: u, v (m/s) and the variance of the field in the basis var_u, var_v (m/s)^2, `(day,
+        lat, lon)`.
+    cells
+        (lon `(lat, lon)`, lat `(lat, lon)` degrees, seconds `(day,)`); for a projected `mapping`, x and y metres in
+        place of lon and lat, here and in `fixes` and `tile`.
+    fixes, segments
+        the drifters' fixes and their segments (`Fixes.segments`)
+    mean
+        the basis posterior mean `(2K,)` (real, imaginary parts), or None for a zero field
+    model, mapping
+        the basis (None with a None mean) and the box's tangent plane
+    tile
+        the box and window (its centre is the GP's plane)
+    zero_guard
+        the basis estimate is the prior mean.
+    far_floor
+        the least variance away from the drifters (m/s)^2
+    kept_var
+        (var_u, var_v) (m/s)^2, `(lat, lon)`, of the velocity the basis leaves out (its error model's), or None.
     """
     local = _local_fit(fixes, segments, mean, model, mapping, tile, k_max)
     if local is None:
@@ -137,9 +149,17 @@ def box_local_gp(result, posterior, model, k_max: float) -> list[str]:
     drifters' own velocities where they are, and u_total_std, v_total_std become the total predictive std; psi
     and the coefficients stay the basis field's. Returns one note line per field of what was fitted or why not.
 
-    Args:
-        result: lagda.io.results.Result of a chosen basis (physical fields, `result.tracks` with a physical mapping),
-            changed in place; posterior: its Posterior; model: its basis (basis_model); k_max: the basis's.
+    Parameters
+    ----------
+    result
+        lagda.io.results.Result of a chosen basis (physical fields, `result.tracks` with a physical mapping), changed in
+        place
+    posterior
+        its Posterior
+    model
+        its basis (basis_model)
+    k_max
+        the basis's.
     """
     from lagda.io.results import physical_axes
 

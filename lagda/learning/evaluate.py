@@ -79,18 +79,30 @@ def evaluate(run_dir, data_path, split: str = "test", library_size: int | None =
     """Returns {"<split>/<direction>/R@<k>": fraction} for k in RECALL_KS (1, 5, 10) on a dataset file,
     with "<split>/library" (pairs per library) and "<split>/libraries" (libraries averaged over).
 
-    Args:
-        run_dir: a training run directory (config.json, dataset.json, checkpoints/).
-        data_path: a lagda dataset file with the run's modes, frequencies and obs times.
-        split: the name used in the keys (e.g. "test", "train").
-        library_size: use only the first this many pairs (None: all).
-        blocks: average over every disjoint library of `library_size` pairs instead of the first.
-        batch_size: queries and embeddings per batch.
-        progress: show a progress bar while embedding the tracks.
-    Raises:
-        FileNotFoundError: missing run dir or dataset.
-        ValueError: corrupted files, a dataset whose modes/frequencies differ from the run's, or blocks without
-            a library size.
+    Parameters
+    ----------
+    run_dir
+        a training run directory (config.json, dataset.json, checkpoints/).
+    data_path
+        a lagda dataset file with the run's modes, frequencies and obs times.
+    split
+        the name used in the keys (e.g. "test", "train").
+    library_size
+        use only the first this many pairs (None: all).
+    blocks
+        average over every disjoint library of `library_size` pairs instead of the first.
+    batch_size
+        queries and embeddings per batch.
+    progress
+        show a progress bar while embedding the tracks.
+
+    Raises
+    ------
+    FileNotFoundError
+        missing run dir or dataset.
+    ValueError
+        corrupted files, a dataset whose modes/frequencies differ from the run's, or blocks without
+        a library size.
     """
     if blocks and not library_size:
         raise ValueError("blocks needs a library size (the pairs per library)")

@@ -68,16 +68,24 @@ def cosine_similarity(u_emb: jax.Array, v_emb: jax.Array, tau: float = 1.0) -> j
     The exponent of the standard CLIP tilting, eqs. (5a), (14a) with normalised
     encoders (2).
 
-    Args:
-      u_emb: `(n_u, n_e)` u-side embeddings (unnormalised).
-      v_emb: `(n_v, n_e)` v-side embeddings (unnormalised).
-      tau: temperature `> 0` (may be a traced scalar).
+    Parameters
+    ----------
+    u_emb
+        `(n_u, n_e)` u-side embeddings (unnormalised).
+    v_emb
+        `(n_v, n_e)` v-side embeddings (unnormalised).
+    tau
+        temperature `> 0` (may be a traced scalar).
 
-    Returns:
-      `(n_u, n_v)` logits, each in `[-1/tau, 1/tau]`.
+    Returns
+    -------
+    jax.Array
+        `(n_u, n_v)` logits, each in `[-1/tau, 1/tau]`.
 
-    Raises:
-      ValueError: if the embeddings are not 2-D with a common `n_e`, or `tau <= 0`.
+    Raises
+    ------
+    ValueError
+        if the embeddings are not 2-D with a common `n_e`, or `tau <= 0`.
     """
     _check_embeddings(u_emb, v_emb, paired=False)
     check_tau(tau)
@@ -89,16 +97,24 @@ def inner_product_similarity(u_emb: jax.Array, v_emb: jax.Array, tau: float = 1.
 
     The exponent of the unnormalised-encoder tilting, eq. (25b).
 
-    Args:
-      u_emb: `(n_u, n_e)` u-side embeddings.
-      v_emb: `(n_v, n_e)` v-side embeddings.
-      tau: temperature `> 0`.
+    Parameters
+    ----------
+    u_emb
+        `(n_u, n_e)` u-side embeddings.
+    v_emb
+        `(n_v, n_e)` v-side embeddings.
+    tau
+        temperature `> 0`.
 
-    Returns:
-      `(n_u, n_v)` logits.
+    Returns
+    -------
+    jax.Array
+        `(n_u, n_v)` logits.
 
-    Raises:
-      ValueError: if the embeddings are not 2-D with a common `n_e`, or `tau <= 0`.
+    Raises
+    ------
+    ValueError
+        if the embeddings are not 2-D with a common `n_e`, or `tau <= 0`.
     """
     _check_embeddings(u_emb, v_emb, paired=False)
     check_tau(tau)
@@ -113,16 +129,24 @@ def negative_squared_distance(u_emb: jax.Array, v_emb: jax.Array, tau: float = 1
     Computed as `-(|u_i|^2 + |v_j|^2 - 2 <u_i, v_j>) / (2 tau)` so that memory is
     `O(n_u n_v)`, not `O(n_u n_v n_e)`.
 
-    Args:
-      u_emb: `(n_u, n_e)` u-side embeddings.
-      v_emb: `(n_v, n_e)` v-side embeddings.
-      tau: temperature `> 0`.
+    Parameters
+    ----------
+    u_emb
+        `(n_u, n_e)` u-side embeddings.
+    v_emb
+        `(n_v, n_e)` v-side embeddings.
+    tau
+        temperature `> 0`.
 
-    Returns:
-      `(n_u, n_v)` logits, all `<= 0` up to round-off.
+    Returns
+    -------
+    jax.Array
+        `(n_u, n_v)` logits, all `<= 0` up to round-off.
 
-    Raises:
-      ValueError: if the embeddings are not 2-D with a common `n_e`, or `tau <= 0`.
+    Raises
+    ------
+    ValueError
+        if the embeddings are not 2-D with a common `n_e`, or `tau <= 0`.
     """
     _check_embeddings(u_emb, v_emb, paired=False)
     check_tau(tau)
@@ -141,17 +165,26 @@ def similarity(
     similarity with its fixed draw): then `u_emb` is g_u(c) `(n_u, 2K)` and `v_emb` the
     tracks' set embeddings `(n_v, 2K + D)`.
 
-    Args:
-      u_emb: `(n_u, n_e)` u-side embeddings.
-      v_emb: `(n_v, n_e)` v-side embeddings.
-      kind: one of `"cosine"`, `"inner"`, `"l2"`, or a KernelSetSimilarity.
-      tau: temperature `> 0`.
+    Parameters
+    ----------
+    u_emb
+        `(n_u, n_e)` u-side embeddings.
+    v_emb
+        `(n_v, n_e)` v-side embeddings.
+    kind
+        one of `"cosine"`, `"inner"`, `"l2"`, or a KernelSetSimilarity.
+    tau
+        temperature `> 0`.
 
-    Returns:
-      `(n_u, n_v)` logits `s(u_i, v_j)`.
+    Returns
+    -------
+    jax.Array
+        `(n_u, n_v)` logits `s(u_i, v_j)`.
 
-    Raises:
-      ValueError: for an unknown `kind`, bad shapes, or `tau <= 0`.
+    Raises
+    ------
+    ValueError
+        for an unknown `kind`, bad shapes, or `tau <= 0`.
     """
     if not isinstance(kind, str):  # a kernel_set.KernelSetSimilarity with its fixed random-feature draw
         return kind.logits(u_emb, v_emb, tau)
@@ -173,15 +206,22 @@ def infonce_u_given_v(logits: jax.Array, negatives: jax.Array | None = None) -> 
     With `negatives`, K more u-side candidates (u's of other pairs) join every column's
     softmax, and the empirical measure is that of the N + K candidates.
 
-    Args:
-      logits: `(N, N)` logits `s(u^i, v^j)`, positives on the diagonal.
-      negatives: `(K, N)` logits `s(u'^k, v^j)` of K more u-side candidates, or None.
+    Parameters
+    ----------
+    logits
+        `(N, N)` logits `s(u^i, v^j)`, positives on the diagonal.
+    negatives
+        `(K, N)` logits `s(u'^k, v^j)` of K more u-side candidates, or None.
 
-    Returns:
-      Scalar loss, `>= -log(N + K)` (each `rho^N(u^i|v^i) <= N + K`).
+    Returns
+    -------
+    jax.Array
+        Scalar loss, `>= -log(N + K)` (each `rho^N(u^i|v^i) <= N + K`).
 
-    Raises:
-      ValueError: if `logits` is not square 2-D, or `negatives` has not N columns.
+    Raises
+    ------
+    ValueError
+        if `logits` is not square 2-D, or `negatives` has not N columns.
     """
     n = _check_logits(logits)
     candidates = logits
@@ -198,14 +238,20 @@ def infonce_v_given_u(logits: jax.Array) -> jax.Array:
     `log rho^N(v^i|u^i) = logits[i, i] - log((1/N) sum_j exp(logits[i, j]))`: the
     softmax runs over the v side (row `i`), eq. (9b) with empirical `mu_v^N`.
 
-    Args:
-      logits: `(N, N)` logits `s(u^i, v^j)`, positives on the diagonal.
+    Parameters
+    ----------
+    logits
+        `(N, N)` logits `s(u^i, v^j)`, positives on the diagonal.
 
-    Returns:
-      Scalar loss, `>= -log N`.
+    Returns
+    -------
+    jax.Array
+        Scalar loss, `>= -log N`.
 
-    Raises:
-      ValueError: if `logits` is not square 2-D.
+    Raises
+    ------
+    ValueError
+        if `logits` is not square 2-D.
     """
     n = _check_logits(logits)
     return jnp.mean(jax.nn.logsumexp(logits, axis=1) - jnp.diagonal(logits)) - math.log(n)
@@ -221,18 +267,27 @@ def conditional_loss(logits: jax.Array, lambda_u: float = 1.0, lambda_v: float =
     only the u|v conditional (section 5.2). Note the paper's `1/2` is inside, so the
     symmetric case is `lambda = 1`, not `1/2`.
 
-    Args:
-      logits: `(N, N)` logits `s(u^i, v^j)`, positives on the diagonal.
-      lambda_u: weight `>= 0` of the u|v term.
-      lambda_v: weight `>= 0` of the v|u term.
-      negatives: `(K, N)` logits of K more u-side candidates, in the u|v term only
+    Parameters
+    ----------
+    logits
+        `(N, N)` logits `s(u^i, v^j)`, positives on the diagonal.
+    lambda_u
+        weight `>= 0` of the u|v term.
+    lambda_v
+        weight `>= 0` of the v|u term.
+    negatives
+        `(K, N)` logits of K more u-side candidates, in the u|v term only
         (:func:`infonce_u_given_v`), or None.
 
-    Returns:
-      Scalar loss.
+    Returns
+    -------
+    jax.Array
+        Scalar loss.
 
-    Raises:
-      ValueError: if `logits` is not square 2-D, or `negatives` has not N columns.
+    Raises
+    ------
+    ValueError
+        if `logits` is not square 2-D, or `negatives` has not N columns.
     """
     return (0.5 * lambda_u * infonce_u_given_v(logits, negatives)
             + 0.5 * lambda_v * infonce_v_given_u(logits))
@@ -245,14 +300,20 @@ def clip_loss(logits: jax.Array) -> jax.Array:
     probabilities (5a), (6a). Written independently of :func:`conditional_loss`
     (cross-entropy of `log_softmax`); Theorem 2.8 says `L_clip^N = L_cond^N + log N`.
 
-    Args:
-      logits: `(N, N)` logits `s(u^i, v^j)`, positives on the diagonal.
+    Parameters
+    ----------
+    logits
+        `(N, N)` logits `s(u^i, v^j)`, positives on the diagonal.
 
-    Returns:
-      Scalar loss, `>= 0`.
+    Returns
+    -------
+    jax.Array
+        Scalar loss, `>= 0`.
 
-    Raises:
-      ValueError: if `logits` is not square 2-D.
+    Raises
+    ------
+    ValueError
+        if `logits` is not square 2-D.
     """
     _check_logits(logits)
     log_p_u_given_v = jnp.diagonal(jax.nn.log_softmax(logits, axis=0))
@@ -272,15 +333,22 @@ def joint_loss(logits: jax.Array, off_diagonal: bool = True) -> jax.Array:
     `mu_u^N x mu_v^N`; with this choice `L_cond^N <= L_joint^N` holds for every
     batch (Jensen, as in the proof of Theorem 3.10).
 
-    Args:
-      logits: `(N, N)` logits `s(u^i, v^j)`, positives on the diagonal.
-      off_diagonal: use only `i != j` pairs for the product-of-marginals term.
+    Parameters
+    ----------
+    logits
+        `(N, N)` logits `s(u^i, v^j)`, positives on the diagonal.
+    off_diagonal
+        use only `i != j` pairs for the product-of-marginals term.
 
-    Returns:
-      Scalar loss.
+    Returns
+    -------
+    jax.Array
+        Scalar loss.
 
-    Raises:
-      ValueError: if `logits` is not square 2-D, or `N < 2` with `off_diagonal`.
+    Raises
+    ------
+    ValueError
+        if `logits` is not square 2-D, or `N < 2` with `off_diagonal`.
     """
     n = _check_logits(logits)
     positive = jnp.mean(jnp.diagonal(logits))
@@ -301,16 +369,23 @@ def sigmoid_loss(logits: jax.Array, bias: float = 0.0) -> jax.Array:
     `z_ij = -1` for `i != j`. Not one of the paper's losses: each pair is an
     independent binary classification, no softmax over the batch.
 
-    Args:
-      logits: `(N, N)` logits, already scaled (SigLIP's `t <u_i, v_j>` with
+    Parameters
+    ----------
+    logits
+        `(N, N)` logits, already scaled (SigLIP's `t <u_i, v_j>` with
         normalised embeddings is `cosine_similarity(u, v, tau=1/t)`).
-      bias: SigLIP's learnable bias `b` (initialised at `-10` in SigLIP).
+    bias
+        SigLIP's learnable bias `b` (initialised at `-10` in SigLIP).
 
-    Returns:
-      Scalar loss, `>= 0`.
+    Returns
+    -------
+    jax.Array
+        Scalar loss, `>= 0`.
 
-    Raises:
-      ValueError: if `logits` is not square 2-D.
+    Raises
+    ------
+    ValueError
+        if `logits` is not square 2-D.
     """
     n = _check_logits(logits)
     signs = 2.0 * jnp.eye(n, dtype=logits.dtype) - 1.0
@@ -323,16 +398,24 @@ def symmetric_infonce(u_emb: jax.Array, v_emb: jax.Array, tau: float) -> jax.Arr
     `conditional_loss(cosine_similarity(u_emb, v_emb, tau))`, i.e. CLIP's loss
     minus `log N` (Theorem 2.8).
 
-    Args:
-      u_emb: `(batch, n_e)` u-side embeddings, row `i` paired with `v_emb[i]`.
-      v_emb: `(batch, n_e)` v-side embeddings.
-      tau: temperature `> 0`.
+    Parameters
+    ----------
+    u_emb
+        `(batch, n_e)` u-side embeddings, row `i` paired with `v_emb[i]`.
+    v_emb
+        `(batch, n_e)` v-side embeddings.
+    tau
+        temperature `> 0`.
 
-    Returns:
-      Scalar loss.
+    Returns
+    -------
+    jax.Array
+        Scalar loss.
 
-    Raises:
-      ValueError: if the shapes differ or are not `(batch, n_e)`, or `tau <= 0`.
+    Raises
+    ------
+    ValueError
+        if the shapes differ or are not `(batch, n_e)`, or `tau <= 0`.
     """
     _check_embeddings(u_emb, v_emb, paired=True)
     return conditional_loss(cosine_similarity(u_emb, v_emb, tau))

@@ -216,9 +216,12 @@ def embed_tracks(model: TrajectoryTransformer | SetEncoder, positions, batch_siz
 def read_run_files(run_dir):
     """Returns (TrainConfig, dataset meta) from a run directory's json files, without the model.
 
-    Raises:
-        FileNotFoundError: if run_dir or its config/dataset json is missing.
-        ValueError: if they are corrupted.
+    Raises
+    ------
+    FileNotFoundError
+        if run_dir or its config/dataset json is missing.
+    ValueError
+        if they are corrupted.
     """
     run_dir = pathlib.Path(run_dir)
     for name in ("config.json", "dataset.json"):

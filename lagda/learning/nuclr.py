@@ -138,11 +138,22 @@ def zeta_schedule(config, total_steps: int):
 def update_direction(sim, state: dict, index, tau, n: int, config, frozen, lr, epoch_end):
     """Returns (surrogate, batch estimate of Psi, new state) of one direction: steps 1-5 above.
 
-    Args:
-        sim: `(B, B)` similarities E_ij (anchors in rows), differentiable; index: `(B,)` distinct
-            sample indices; state: this direction's state (`init_direction`); n: training samples.
-        frozen: bool, zeta is not updated (warm-up); lr: zeta learning rate of this step;
-        epoch_end: bool, last step of an epoch (the public code's xi rule).
+    Parameters
+    ----------
+    sim
+        `(B, B)` similarities E_ij (anchors in rows), differentiable
+    index
+        `(B,)` distinct sample indices
+    state
+        this direction's state (`init_direction`)
+    n
+        training samples.
+    frozen
+        bool, zeta is not updated (warm-up)
+    lr
+        zeta learning rate of this step
+    epoch_end
+        bool, last step of an epoch (the public code's xi rule).
     """
     b = sim.shape[0]
     c = (n - 1) / (b - 1)
@@ -179,10 +190,16 @@ def update_direction(sim, state: dict, index, tau, n: int, config, frozen, lr, e
 def nuclr_objective(sim, state: dict, index, tau, n: int, config, total_steps: int, steps_per_epoch: int):
     """Returns (surrogate, (Psi estimate, new state)) of both directions for one batch (value_and_grad, has_aux).
 
-    Args:
-        sim: `(B, B)` similarities s(g_u(c_i), g_v(v_j)) at tau = 1, differentiable.
-        state: `init_state(n, config)`; index: `(B,)` distinct training-sample indices of the batch.
-        total_steps, steps_per_epoch: the run's length (freeze warm-up, schedules, epoch ends).
+    Parameters
+    ----------
+    sim
+        `(B, B)` similarities s(g_u(c_i), g_v(v_j)) at tau = 1, differentiable.
+    state
+        `init_state(n, config)`
+    index
+        `(B,)` distinct training-sample indices of the batch.
+    total_steps, steps_per_epoch
+        the run's length (freeze warm-up, schedules, epoch ends).
     """
     step = state["step"]
     frozen = step < round(config.nuclr_freeze * total_steps)

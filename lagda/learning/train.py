@@ -153,9 +153,11 @@ def _prepare_run_dir(run_dir: pathlib.Path, config: TrainConfig, train_data: Pai
     Process 0 (`write`) removes the stale temporaries of an interrupted run and writes config.json and
     dataset.json. `--resume` with no saved run starts afresh (reported).
 
-    Raises:
-        ValueError: a resume whose config (epochs aside) or training data differs from the saved ones (named),
-            or a new run into a folder that holds checkpoints.
+    Raises
+    ------
+    ValueError
+        a resume whose config (epochs aside) or training data differs from the saved ones (named),
+        or a new run into a folder that holds checkpoints.
     """
     saved = resume and (run_dir / "config.json").is_file()
     if resume and not saved:

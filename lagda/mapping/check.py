@@ -38,12 +38,13 @@ def drifter_groups(fixes: Fixes) -> np.ndarray:
     have groups of their own. A check that withholds a group withholds the drifter whole: a held-out piece whose
     continuation stayed in the map is scored against its own track.
 
-    Example:
-        >>> day = 86400.0  # track b starts 1 day and 10 km after a ends; c is far away
-        >>> f = Fixes(traj=np.array([0, 0, 1, 1, 2, 2]), time=np.array([0, 1, 2, 3, 0, 1]) * day,
-        ...           lon=np.array([0.0, 0.1, 0.19, 0.3, 20.0, 20.1]), lat=np.zeros(6), ids=np.array(["a", "b", "c"]))
-        >>> drifter_groups(f).tolist()
-        [0, 0, 2]
+    Examples
+    --------
+    >>> day = 86400.0  # track b starts 1 day and 10 km after a ends; c is far away
+    >>> f = Fixes(traj=np.array([0, 0, 1, 1, 2, 2]), time=np.array([0, 1, 2, 3, 0, 1]) * day,
+    ...           lon=np.array([0.0, 0.1, 0.19, 0.3, 20.0, 20.1]), lat=np.zeros(6), ids=np.array(["a", "b", "c"]))
+    >>> drifter_groups(f).tolist()
+    [0, 0, 2]
     """
     from lagda.assimilation.gaussian_process import EARTH_RADIUS_KM
 
@@ -79,11 +80,12 @@ def withheld(fixes: Fixes, fraction: float) -> np.ndarray:
     0), those whose first ids' SHA-256 digests are smallest (the same drifters whatever the order or the process,
     and a group's choice does not depend on its fixes).
 
-    Example:
-        >>> f = Fixes(traj=np.array([0, 0, 1, 1, 2]), time=np.arange(5.0), lon=np.array([0.0, 0, 9, 9, 50]),
-        ...           lat=np.zeros(5), ids=np.array(["a", "b", "c"]))
-        >>> withheld(f, 0.3).tolist()
-        [False, False, False, False, True]
+    Examples
+    --------
+    >>> f = Fixes(traj=np.array([0, 0, 1, 1, 2]), time=np.arange(5.0), lon=np.array([0.0, 0, 9, 9, 50]),
+    ...           lat=np.zeros(5), ids=np.array(["a", "b", "c"]))
+    >>> withheld(f, 0.3).tolist()
+    [False, False, False, False, True]
     """
     present = np.unique(fixes.traj)
     if fraction == 0.0 or not len(present):
@@ -108,12 +110,19 @@ BINNED_DEG, BINNED_DAYS = 1.0, 5.0  # the binned mean beside the map: the mapped
 def check_map(maps, fixes: Fixes, mapped: Fixes | None = None) -> dict:
     """Returns the map's scores against the fixes' daily velocities (drifters it was not made from).
 
-    Args:
-        maps: a `lagda map` dataset (xarray; time, lat, lon regular, lon increasing, possibly past 180) with
-            u, v, u_std, v_std in m/s; read one map time at a time.
-        fixes: the drifters to check against (cleaned as the map's were).
-        mapped: the fixes the map was made from, or None: then no scores by distance.
-    Returns:
+    Parameters
+    ----------
+    maps
+        a `lagda map` dataset (xarray; time, lat, lon regular, lon increasing, possibly past 180) with
+        u, v, u_std, v_std in m/s; read one map time at a time.
+    fixes
+        the drifters to check against (cleaned as the map's were).
+    mapped
+        the fixes the map was made from, or None: then no scores by distance.
+
+    Returns
+    -------
+    dict
         `band_scores` of the map at the velocities where it has a value, and "drifters": how many drifters have
         one there, "outside": velocities outside the map's region and period, "no_value": velocities where the
         map is NaN (land, no tile); with `mapped`, for each of BAND_NAMES (the distance from the velocity's
@@ -194,10 +203,11 @@ def band_scores(mean, std, reference) -> dict:
     error, "speed_rms_m_s": the reference's RMS speed, "coverage_95": the fraction of components within 1.96 std,
     "z_rms": the RMS of the components' error over their std}; NaN scores when n is 0.
 
-    Example:
-        >>> s = band_scores(np.array([[1.0, 0.0]]), np.array([[0.5, 0.5]]), np.array([[1.0, 1.0]]))
-        >>> round(s["error"], 3), s["coverage_95"], round(s["z_rms"], 3)
-        (0.707, 0.5, 1.414)
+    Examples
+    --------
+    >>> s = band_scores(np.array([[1.0, 0.0]]), np.array([[0.5, 0.5]]), np.array([[1.0, 1.0]]))
+    >>> round(s["error"], 3), s["coverage_95"], round(s["z_rms"], 3)
+    (0.707, 0.5, 1.414)
     """
     error = np.asarray(mean, np.float64) - reference
     n = len(error)
@@ -223,17 +233,22 @@ def check_lines(scores: dict, withheld_drifters: int, drifters: int | None = Non
     that has velocities (`band_lines`), errors as a percentage of the withheld drifters' RMS speed (a map of zero
     errs 100%).
 
-    Args:
-        withheld_drifters: the drifters withheld; drifters: all the drifters (withheld and mapped), or None.
+    Parameters
+    ----------
+    withheld_drifters
+        the drifters withheld
+    drifters
+        all the drifters (withheld and mapped), or None.
 
-    Example:
-        >>> scores = {"velocities": 57, "drifters": 2, "outside": 0, "no_value": 0, "error": 0.966,
-        ...           "rms_m_s": 0.069, "speed_rms_m_s": 0.072, "coverage_95": 0.912}
-        >>> for part in check_lines(scores, 2, 8)[0].split("; "):  # one line, printed here in three parts
-        ...     print(part)
-        withheld drifters (25%, 2 of 8): 57 daily velocities, RMS speed 0.072 m/s
-        the map errs 0.069 m/s, 97% of it (a map of zero: 100%)
-        its 95% band holds 91%
+    Examples
+    --------
+    >>> scores = {"velocities": 57, "drifters": 2, "outside": 0, "no_value": 0, "error": 0.966,
+    ...           "rms_m_s": 0.069, "speed_rms_m_s": 0.072, "coverage_95": 0.912}
+    >>> for part in check_lines(scores, 2, 8)[0].split("; "):  # one line, printed here in three parts
+    ...     print(part)
+    withheld drifters (25%, 2 of 8): 57 daily velocities, RMS speed 0.072 m/s
+    the map errs 0.069 m/s, 97% of it (a map of zero: 100%)
+    its 95% band holds 91%
     """
     share = f"{withheld_drifters / drifters:.0%}, {withheld_drifters} of {drifters}" if drifters else \
         f"{withheld_drifters}"

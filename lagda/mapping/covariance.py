@@ -53,16 +53,26 @@ BIN_DEG, BIN_DAYS = 0.25, 2.0  # the velocities' squares summed in bins this sma
 class Covariance:
     """The prior covariance (module docstring).
 
-    Attributes:
-        ell_km, tau_days: the correlation's length scale L and its short time scale T.
-        phi: the fraction of the variance at a point correlated over T.
-        variance: the archive's mean square departure per component, (m/s)^2.
-        pairs: the velocity pairs binned; velocities: the velocities they come from.
-        field: the regional and seasonal variance (`RegionalField` of one value), or None (the archive's
-            `variance` everywhere).
-        mean: the regional and seasonal mean departure (`RegionalField` of u, v m/s) added to the prior mean, or
-            None (none).
-        tau_long_days, phi_long: the long time scale T_long and the fraction correlated over it.
+    Attributes
+    ----------
+    ell_km, tau_days
+        the correlation's length scale L and its short time scale T.
+    phi
+        the fraction of the variance at a point correlated over T.
+    variance
+        the archive's mean square departure per component, (m/s)^2.
+    pairs
+        the velocity pairs binned
+    velocities
+        the velocities they come from.
+    field
+        the regional and seasonal variance (`RegionalField` of one value), or None (the archive's
+        `variance` everywhere).
+    mean
+        the regional and seasonal mean departure (`RegionalField` of u, v m/s) added to the prior mean, or
+        None (none).
+    tau_long_days, phi_long
+        the long time scale T_long and the fraction correlated over it.
     """
 
     ell_km: float
@@ -213,11 +223,12 @@ def fit_scales(moments, counts) -> tuple[float, float, float, float, float]:
     under 6 such bins the scales are not guessed from them: SCALE_BOUNDS' lower L and T, phi 0.5 and no long part
     are returned (the prior then relaxes fastest).
 
-    Example:
-        >>> r, t = 0.5 * (SEPARATION_KM[1:] + SEPARATION_KM[:-1]), 0.5 * (LAG_DAYS[1:] + LAG_DAYS[:-1])
-        >>> m = correlation(r[:, None], t[None, :], 50.0, 1.5, 0.3, 10.0, 0.4)
-        >>> [round(x, 2) for x in fit_scales(m, np.full(m.shape, 100))]
-        [50.0, 1.5, 0.3, 10.0, 0.4]
+    Examples
+    --------
+    >>> r, t = 0.5 * (SEPARATION_KM[1:] + SEPARATION_KM[:-1]), 0.5 * (LAG_DAYS[1:] + LAG_DAYS[:-1])
+    >>> m = correlation(r[:, None], t[None, :], 50.0, 1.5, 0.3, 10.0, 0.4)
+    >>> [round(x, 2) for x in fit_scales(m, np.full(m.shape, 100))]
+    [50.0, 1.5, 0.3, 10.0, 0.4]
     """
     from scipy.optimize import least_squares
 
@@ -299,9 +310,10 @@ def drifter_shares(seconds, track) -> np.ndarray:
     """Returns `(n,)`: each velocity's share of its drifter over PRIOR_DAYS, the median time between that drifter's
     velocities over PRIOR_DAYS (a drifter sampled twice a day counts as much as one sampled hourly).
 
-    Example:
-        >>> drifter_shares(np.arange(4) * 43200.0, np.zeros(4, int)) * PRIOR_DAYS  # twice a day: half a day each
-        array([0.5, 0.5, 0.5, 0.5])
+    Examples
+    --------
+    >>> drifter_shares(np.arange(4) * 43200.0, np.zeros(4, int)) * PRIOR_DAYS  # twice a day: half a day each
+    array([0.5, 0.5, 0.5, 0.5])
     """
     seconds, track = np.asarray(seconds, np.float64), np.asarray(track)
     out = np.full(len(seconds), 1.0)
@@ -318,8 +330,10 @@ def estimate(lon, lat, seconds, anomaly, track, region=None, period=None, region
     most MAX_POINTS of them (a fixed-seed draw); with `region` and `period`, the `regional_field`s over them of
     the mean (unless not `regional_mean`; its departures then binned) and of the variance.
 
-    Raises:
-        ValueError: no velocity.
+    Raises
+    ------
+    ValueError
+        no velocity.
     """
     anomaly = np.asarray(anomaly, np.float64)
     if not len(anomaly):

@@ -40,9 +40,12 @@ def run_tiles(pending, data, grid, method: TileMethod, partial, n_done, n_tiles,
     lost (a machine gone, a process killed) is sent again, said in a note: its data were scattered to that worker,
     which Dask cannot rebuild.
 
-    Raises:
-        TileFailed: a tile's worker was lost each of the TILE_SENDS times it was sent. ConnectionError: the
-            scheduler was lost.
+    Raises
+    ------
+    TileFailed
+        a tile's worker was lost each of the TILE_SENDS times it was sent.
+    ConnectionError
+        the scheduler was lost.
     """
     if not pending:
         return

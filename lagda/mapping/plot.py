@@ -31,15 +31,21 @@ def map_figure(maps, time_index: int, drifters: dict | None = None) -> Figure:
     continued past 180), the land drawn over it in grey with its coast (lagda.io.land); each colour bar says its
     quantity and unit, the title the day (UTC).
 
-    Args:
-        maps: a map store (xarray Dataset on time, lat, lon: u, v, u_std, v_std in m/s, n_fixes).
-        time_index: the map time drawn.
-        drifters: tracks drawn over the speed and std panels, {label: lagda.io.fixes.Fixes} (e.g.
-            {"mapped": ..., "withheld": ...}; colours TRACK_COLOURS, else grey; `draw_drifters`) with a legend;
-            None: none drawn.
+    Parameters
+    ----------
+    maps
+        a map store (xarray Dataset on time, lat, lon: u, v, u_std, v_std in m/s, n_fixes).
+    time_index
+        the map time drawn.
+    drifters
+        tracks drawn over the speed and std panels, {label: lagda.io.fixes.Fixes} (e.g.
+        {"mapped": ..., "withheld": ...}; colours TRACK_COLOURS, else grey; `draw_drifters`) with a legend;
+        None: none drawn.
 
-    Raises:
-        ValueError: `time_index` out of range.
+    Raises
+    ------
+    ValueError
+        `time_index` out of range.
     """
     n_time = maps.sizes["time"]
     if not -n_time <= time_index < n_time:
@@ -108,12 +114,17 @@ def drifters_of(archive, store) -> dict:
     --withhold), selected, cleaned and low-passed as the map's settings (in its manifest) say
     (lagda.mapping.run.map_fixes, lagda.mapping.check.withheld).
 
-    Args:
-        archive: the drifter file or archive the map was made from (as `lagda map --tracks` took it).
-        store: the map store (.nc or .zarr).
+    Parameters
+    ----------
+    archive
+        the drifter file or archive the map was made from (as `lagda map --tracks` took it).
+    store
+        the map store (.nc or .zarr).
 
-    Raises:
-        FileNotFoundError: no such store or archive.
+    Raises
+    ------
+    FileNotFoundError
+        no such store or archive.
     """
     from lagda.mapping.check import withheld
     from lagda.mapping.run import map_fixes
@@ -131,25 +142,36 @@ def drifters_of(archive, store) -> dict:
 def plot_map(store, out_png, day: str | None = None, drifters: dict | None = None) -> tuple[str, str]:
     """Returns (out_png, the day drawn) after drawing `map_figure` of one day of a map store.
 
-    Args:
-        store: a `lagda map` store (.zarr or .nc).
-        out_png: the PNG image to write (via a temporary file and a rename).
-        day: a date (ISO 8601, "2025-03-15"): the map time nearest it; None: the day with the most fixes.
-        drifters: tracks to draw, as `map_figure` takes them (None: none).
+    Parameters
+    ----------
+    store
+        a `lagda map` store (.zarr or .nc).
+    out_png
+        the PNG image to write (via a temporary file and a rename).
+    day
+        a date (ISO 8601, "2025-03-15"): the map time nearest it; None: the day with the most fixes.
+    drifters
+        tracks to draw, as `map_figure` takes them (None: none).
 
-    Returns:
+    Returns
+    -------
+    tuple[str, str]
         `(out_png, day)`: the image's path as a string and the day drawn, "YYYY-MM-DD".
 
-    Raises:
-        FileNotFoundError: no such store.
-        ValueError: a day outside the map's period, or not a date.
+    Raises
+    ------
+    FileNotFoundError
+        no such store.
+    ValueError
+        a day outside the map's period, or not a date.
 
-    Example:
-        After `lagda map --tracks gdp_like.nc --out map.nc` (not run here):
+    Examples
+    --------
+    After `lagda map --tracks gdp_like.nc --out map.nc` (not run here):
 
-        ```python
-        plot_map("map.nc", "map.png")  # ("map.png", "2025-03-02"): the day with the most fixes
-        ```
+    ```python
+    plot_map("map.nc", "map.png")  # ("map.png", "2025-03-02"): the day with the most fixes
+    ```
     """
     with open_map(store) as maps:
         times = maps["time"].values

@@ -38,45 +38,63 @@ def map_archive(archive, out, settings: MapSettings, workers: int | None = None,
     A region or period left None in `settings` is the extent of the archive's fixes (the same on a resume); a
     note says what was chosen.
 
-    Args:
-        archive: a ragged netCDF file or Zarr store read in slices, any lon/lat track file, several, or a folder
-            of them (lagda.io.archive).
-        out: the output path, ending in .zarr or .nc.
-        settings: what the map is made of (`MapSettings`); a resume compares every field.
-        workers: Dask LocalCluster worker processes (default: the CPUs); ignored with `scheduler`.
-        scheduler: the address of a running Dask scheduler (tcp://HOST:8786) to use instead of a local cluster.
-        resume: finish an interrupted run from the tiles saved in `OUT.partial/` (a finished one is left as it
-            is).
-        overwrite: start again, discarding an existing output or unfinished run.
-        progress: show progress bars (reading the archive, the tiles) on stderr.
-        say: where the progress notes go (one line each; default: print).
+    Parameters
+    ----------
+    archive
+        a ragged netCDF file or Zarr store read in slices, any lon/lat track file, several, or a folder
+        of them (lagda.io.archive).
+    out
+        the output path, ending in .zarr or .nc.
+    settings
+        what the map is made of (`MapSettings`); a resume compares every field.
+    workers
+        Dask LocalCluster worker processes (default: the CPUs); ignored with `scheduler`.
+    scheduler
+        the address of a running Dask scheduler (tcp://HOST:8786) to use instead of a local cluster.
+    resume
+        finish an interrupted run from the tiles saved in `OUT.partial/` (a finished one is left as it
+        is).
+    overwrite
+        start again, discarding an existing output or unfinished run.
+    progress
+        show progress bars (reading the archive, the tiles) on stderr.
+    say
+        where the progress notes go (one line each; default: print).
 
-    Returns:
+    Returns
+    -------
+    dict
         A summary dict: "tiles" (their count), "inverted" and "skipped" (tiles), "seconds" (wall), "notes" (the
-            note lines said) and "check" (the withheld drifters' check with `settings.withhold`, else None); for
-            an output already complete, {"tiles", "already_complete": True, "seconds": 0.0, "notes": []}.
+        note lines said) and "check" (the withheld drifters' check with `settings.withhold`, else None); for
+        an output already complete, {"tiles", "already_complete": True, "seconds": 0.0, "notes": []}.
 
-    Raises:
-        FileNotFoundError: missing archive.
-        ValueError: bad settings, an existing output, a resume with other settings, no fix in the region and
-            period; another run writing `out` (Busy, a ValueError).
-        TileFailed: a tile's Dask worker was lost each time it was sent (a lost worker is otherwise made good:
-            its tiles are sent again); the finished tiles are kept, the message says how to go on.
-        OSError: the scheduler lost (ConnectionError) or a tile not saved; the finished tiles are kept, the
-            message says how to go on.
+    Raises
+    ------
+    FileNotFoundError
+        missing archive.
+    ValueError
+        bad settings, an existing output, a resume with other settings, no fix in the region and
+        period; another run writing `out` (Busy, a ValueError).
+    TileFailed
+        a tile's Dask worker was lost each time it was sent (a lost worker is otherwise made good:
+        its tiles are sent again); the finished tiles are kept, the message says how to go on.
+    OSError
+        the scheduler lost (ConnectionError) or a tile not saved; the finished tiles are kept, the
+        message says how to go on.
 
-    Example:
-        A month of the North Atlantic from a drifter archive, on 2 local worker processes (the call `lagda map`
-        makes; not run here):
+    Examples
+    --------
+    A month of the North Atlantic from a drifter archive, on 2 local worker processes (the call `lagda map`
+    makes; not run here):
 
-        ```python
-        from lagda.mapping import MapSettings, map_archive
+    ```python
+    from lagda.mapping import MapSettings, map_archive
 
-        settings = MapSettings(region=(-60, -20, 20, 60), period=("2025-01-01", "2025-01-31"))
-        summary = map_archive("gdp_hourly.nc", "maps.zarr", settings, workers=2)
-        ```
+    settings = MapSettings(region=(-60, -20, 20, 60), period=("2025-01-01", "2025-01-31"))
+    summary = map_archive("gdp_hourly.nc", "maps.zarr", settings, workers=2)
+    ```
 
-        `lagda.map` makes the same call and returns the map as an xarray Dataset.
+    `lagda.map` makes the same call and returns the map as an xarray Dataset.
     """
     out = os.fspath(out)
     if not out.endswith((".zarr", ".nc")):

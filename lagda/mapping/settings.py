@@ -25,9 +25,11 @@ def _region_degrees(region) -> tuple[float, float, float, float] | None:
     be 356 degrees, a map of the whole latitude band where 4 degrees were meant, and is refused, the message
     writing both readings (the wide band as `-37, 319`).
 
-    Raises:
-        ValueError: not four finite numbers, or a west east of east whose band across the dateline is over 180
-            degrees wide.
+    Raises
+    ------
+    ValueError
+        not four finite numbers, or a west east of east whose band across the dateline is over 180
+        degrees wide.
     """
     if region is None:
         return None
@@ -60,8 +62,10 @@ def _period_seconds(period) -> tuple[float, float] | None:
     string, a numpy.datetime64, a pandas.Timestamp, a datetime or date (each written as ISO 8601 and read by
     lagda.io.physical.parse_time; with a time zone, in UTC) or seconds since 1970-01-01T00:00:00Z.
 
-    Raises:
-        ValueError: not two dates, or a date that is none of these.
+    Raises
+    ------
+    ValueError
+        not two dates, or a date that is none of these.
     """
     if period is None:
         return None
@@ -88,60 +92,81 @@ def _period_seconds(period) -> tuple[float, float] | None:
 class MapSettings:
     """What a map is made of (every field is part of what a resume compares).
 
-    Attributes:
-        region: (west, east, south, north) degrees; west > east is the band eastward from west across the
-            dateline when that band is at most 180 degrees wide (`(170, -170, ...)`: 20 degrees; a note says so),
-            and refused when wider (`(-37, -41, ...)`: write `(-41, -37, ...)`, or `(-37, 319, ...)` for the wide
-            band); None: the extent of the archive's fixes, which `map_archive` finds and records
-            (archive.archive_extent).
-        period: (start, end), each an ISO 8601 string ("2025-03-01"), a numpy.datetime64, a pandas.Timestamp, a
-            datetime or seconds since 1970-01-01T00:00:00Z; kept as seconds (UTC); None: from the first to the last
-            fix, likewise.
-        resolution: cell size in degrees (longitude and latitude).
-        cadence_s: seconds between map times (default: a day).
-        tile_deg: tile height in degrees of latitude; a tile is about as wide in distance (lagda.mapping.tiles).
-        halo_deg: how far each tile's box reaches beyond its core on every side, in degrees of latitude (and the
-            same distance in longitude): the fixes in the box inform the tile, whose field fades to 0 across the
-            halo where it is blended with its neighbours'.
-        window_days: each tile's time window, days.
-        step_days: the step between the starts of consecutive windows, days.
-        k_max: the tile basis's circular Fourier modes, up to `k_max` per box side.
-        degree: the tile basis's Legendre polynomial degree in time.
-        keep_undrogued: keep fixes with drogue_status 0.
-        local_gp: add to each tile's field a space-time Gaussian process of what the basis leaves out at the
-            drifters (lagda.assimilation.local_gp), fitted per tile; without it that velocity is the error model's
-            std.
-        land_mask: leave the cells with no sea in the GLOBE 1-km land mask NaN (lagda.io.land); the map's
-            `sea_area_fraction` is written either way.
-        withhold: the fraction of the drifters left out of the map and checked against it once it is written
-            (lagda.mapping.check: the same drifters on every run); 0: every drifter mapped.
-        low_pass: average each drifter segment's positions over its local inertial period and two tidal periods
-            before the map is made (lagda.io.lowpass): the map is of the flow varying over days, without the
-            inertial oscillations and tides that hourly fixes hold.
-        method: the name of each tile's method, a key of lagda.mapping.methods.registry.TILE_METHODS: "objective"
-            (each tile an objective map with the archive's own covariance: lagda.mapping.methods.objective; far
-            from the drifters the prior) or "basis" (each tile the `linear` posterior in a Fourier-Legendre basis
-            of its box with a local GP: lagda.mapping.methods.basis; k_max, degree and local_gp are its settings).
-        background: the path of a gridded velocity or sea surface height product (lagda.io.background) taken as
-            the prior mean of a method that takes one (the "objective" method), or None for a prior mean of zero.
+    Attributes
+    ----------
+    region
+        (west, east, south, north) degrees; west > east is the band eastward from west across the
+        dateline when that band is at most 180 degrees wide (`(170, -170, ...)`: 20 degrees; a note says so),
+        and refused when wider (`(-37, -41, ...)`: write `(-41, -37, ...)`, or `(-37, 319, ...)` for the wide
+        band); None: the extent of the archive's fixes, which `map_archive` finds and records
+        (archive.archive_extent).
+    period
+        (start, end), each an ISO 8601 string ("2025-03-01"), a numpy.datetime64, a pandas.Timestamp, a
+        datetime or seconds since 1970-01-01T00:00:00Z; kept as seconds (UTC); None: from the first to the last
+        fix, likewise.
+    resolution
+        cell size in degrees (longitude and latitude).
+    cadence_s
+        seconds between map times (default: a day).
+    tile_deg
+        tile height in degrees of latitude; a tile is about as wide in distance (lagda.mapping.tiles).
+    halo_deg
+        how far each tile's box reaches beyond its core on every side, in degrees of latitude (and the
+        same distance in longitude): the fixes in the box inform the tile, whose field fades to 0 across the
+        halo where it is blended with its neighbours'.
+    window_days
+        each tile's time window, days.
+    step_days
+        the step between the starts of consecutive windows, days.
+    k_max
+        the tile basis's circular Fourier modes, up to `k_max` per box side.
+    degree
+        the tile basis's Legendre polynomial degree in time.
+    keep_undrogued
+        keep fixes with drogue_status 0.
+    local_gp
+        add to each tile's field a space-time Gaussian process of what the basis leaves out at the
+        drifters (lagda.assimilation.local_gp), fitted per tile; without it that velocity is the error model's
+        std.
+    land_mask
+        leave the cells with no sea in the GLOBE 1-km land mask NaN (lagda.io.land); the map's
+        `sea_area_fraction` is written either way.
+    withhold
+        the fraction of the drifters left out of the map and checked against it once it is written
+        (lagda.mapping.check: the same drifters on every run); 0: every drifter mapped.
+    low_pass
+        average each drifter segment's positions over its local inertial period and two tidal periods
+        before the map is made (lagda.io.lowpass): the map is of the flow varying over days, without the
+        inertial oscillations and tides that hourly fixes hold.
+    method
+        the name of each tile's method, a key of lagda.mapping.methods.registry.TILE_METHODS: "objective"
+        (each tile an objective map with the archive's own covariance: lagda.mapping.methods.objective; far
+        from the drifters the prior) or "basis" (each tile the `linear` posterior in a Fourier-Legendre basis
+        of its box with a local GP: lagda.mapping.methods.basis; k_max, degree and local_gp are its settings).
+    background
+        the path of a gridded velocity or sea surface height product (lagda.io.background) taken as
+        the prior mean of a method that takes one (the "objective" method), or None for a prior mean of zero.
 
-    Raises:
-        ValueError: one line naming the value refused, as the user gave it (`resolution=0` in Python, `--resolution
-            0` on the command line: lagda.arguments): resolution, cadence_s, tile_deg, halo_deg or
-            window_days not positive, step_days not in (0, window_days], k_max < 1 or degree < 0; a region not of
-            four numbers, its latitudes outside -80 <= south < north <= 80, or a west east of its east by over 180
-            degrees; a period not of two dates, or one that does not end after it starts; withhold outside [0, 1);
-            an unknown method, or a background with a method that takes none (basis).
+    Raises
+    ------
+    ValueError
+        one line naming the value refused, as the user gave it (`resolution=0` in Python, `--resolution
+        0` on the command line: lagda.arguments): resolution, cadence_s, tile_deg, halo_deg or
+        window_days not positive, step_days not in (0, window_days], k_max < 1 or degree < 0; a region not of
+        four numbers, its latitudes outside -80 <= south < north <= 80, or a west east of its east by over 180
+        degrees; a period not of two dates, or one that does not end after it starts; withhold outside [0, 1);
+        an unknown method, or a background with a method that takes none (basis).
 
-    Example:
-        >>> s = MapSettings(region=(-60, -20, 20, 60), period=("2025-01-01", "2025-01-31"))
-        >>> s.period  # seconds since 1970-01-01T00:00:00Z
-        (1735689600.0, 1738281600.0)
-        >>> grid = s.grid()  # cells of 0.25 degree, daily
-        >>> len(grid.days), len(grid.lat), len(grid.lon)
-        (31, 160, 160)
-        >>> MapSettings(region=(170, -170, 30, 40)).region_note()[:63]
-        'region: west 170 > east -170, read as the 20-degree band eastwa'
+    Examples
+    --------
+    >>> s = MapSettings(region=(-60, -20, 20, 60), period=("2025-01-01", "2025-01-31"))
+    >>> s.period  # seconds since 1970-01-01T00:00:00Z
+    (1735689600.0, 1738281600.0)
+    >>> grid = s.grid()  # cells of 0.25 degree, daily
+    >>> len(grid.days), len(grid.lat), len(grid.lon)
+    (31, 160, 160)
+    >>> MapSettings(region=(170, -170, 30, 40)).region_note()[:63]
+    'region: west 170 > east -170, read as the 20-degree band eastwa'
     """
 
     region: tuple[float, float, float, float] | None = None

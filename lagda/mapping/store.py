@@ -8,8 +8,10 @@ import os
 def open_map(path):
     """Returns a `lagda map` store (.zarr folder or .nc file) as a lazy xarray Dataset.
 
-    Raises:
-        FileNotFoundError: no such store.
+    Raises
+    ------
+    FileNotFoundError
+        no such store.
     """
     import xarray as xr
 

@@ -29,12 +29,21 @@ class Tile(Box):
     """One tile of the layout: a core box, its halo'd box and a time window (a local GP's `Box`, its `centre` the
     box's).
 
-    Attributes:
-        key: "r{row}c{column}w{window}", unique in the layout (the tile's file name in the partial store).
-        core: (west, east, south, north) degrees, west < east (east may exceed 180 across the dateline).
-        box: the core widened by the halo, same convention.
-        halo_lon: the halo in degrees of longitude (the halo's distance at the core's mid-latitude).
-        start_s, end_s: the window in seconds since 1970-01-01T00:00:00Z; ramp_s: the time taper's ramp length.
+    The inherited `box` is the core widened by the halo (same convention), and `start_s`, `end_s` the window in
+    seconds since 1970-01-01T00:00:00Z.
+
+    Attributes
+    ----------
+    key : str
+        "r{row}c{column}w{window}", unique in the layout (the tile's file name in the partial store).
+    core : tuple of float
+        (west, east, south, north) degrees, west < east (east may exceed 180 across the dateline).
+    halo_lat : float
+        The halo in degrees of latitude.
+    halo_lon : float
+        The halo in degrees of longitude (the halo's distance at the core's mid-latitude).
+    ramp_s : float
+        The time taper's ramp length, seconds.
     """
 
     key: str
@@ -71,8 +80,10 @@ def region_width(region) -> float:
 def check_extent(region=None, period=None) -> None:
     """Checks a map's region (west, east, south, north degrees) and period (start, end seconds), either may be None.
 
-    Raises:
-        ValueError: latitudes outside -80 <= south < north <= 80, or a period that does not end after it starts.
+    Raises
+    ------
+    ValueError
+        latitudes outside -80 <= south < north <= 80, or a period that does not end after it starts.
     """
     if region is not None:
         south, north = float(region[2]), float(region[3])
@@ -85,9 +96,11 @@ def check_extent(region=None, period=None) -> None:
 def tile_layout(region, period, tile_deg: float, halo_deg: float, window_days: float, step_days: float) -> list[Tile]:
     """Returns the tiles covering `region` (west, east, south, north degrees) over `period` (start, end seconds).
 
-    Raises:
-        ValueError: for a region outside latitudes (-80, 80), sizes that are not positive, or a step longer than
-            the window.
+    Raises
+    ------
+    ValueError
+        for a region outside latitudes (-80, 80), sizes that are not positive, or a step longer than
+        the window.
     """
     check_extent(region, period)
     west, _, south, north = (float(r) for r in region)
@@ -121,8 +134,12 @@ def tile_layout(region, period, tile_deg: float, halo_deg: float, window_days: f
 class Grid:
     """The map's cells and days.
 
-    Attributes:
-        lon, lat: `(nx,)`, `(ny,)` cell centres in degrees (lon increasing; may pass 180); days: `(nt,)` seconds.
+    Attributes
+    ----------
+    lon, lat
+        `(nx,)`, `(ny,)` cell centres in degrees (lon increasing; may pass 180)
+    days
+        `(nt,)` seconds.
     """
 
     lon: np.ndarray

@@ -43,12 +43,13 @@ def covariance_blocks(p, q, sigma_p, sigma_q, cov: Covariance) -> np.ndarray:
     at q...) for points p `(a, 3)`, q `(b, 3)` of (x km, y km, t days) with prior stds sigma_p `(a,)`, sigma_q
     `(b,)` m/s: the non-divergent kernel of the module docstring, without the nugget.
 
-    Example:
-        >>> cov = Covariance(ell_km=10.0, tau_days=5.0, phi=1.0, variance=1.0)
-        >>> p = np.array([[0.0, 0.0, 0.0]]); q = np.array([[10.0, 0.0, 0.0]])  # q one L east of p
-        >>> covariance_blocks(p, q, np.ones(1), np.ones(1), cov).round(3) + 0.0  # u across the separation, v along
-        array([[0.607, 0.   ],
-               [0.   , 0.   ]])
+    Examples
+    --------
+    >>> cov = Covariance(ell_km=10.0, tau_days=5.0, phi=1.0, variance=1.0)
+    >>> p = np.array([[0.0, 0.0, 0.0]]); q = np.array([[10.0, 0.0, 0.0]])  # q one L east of p
+    >>> covariance_blocks(p, q, np.ones(1), np.ones(1), cov).round(3) + 0.0  # u across the separation, v along
+    array([[0.607, 0.   ],
+           [0.   , 0.   ]])
     """
     dx = p[:, None, 0] - q[None, :, 0]
     dy = p[:, None, 1] - q[None, :, 1]
