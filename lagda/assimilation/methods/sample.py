@@ -4,7 +4,7 @@ The target is the posterior of x = (Re c, Im c) `(2K,)` that `var` maximises,
     pi(x) ∝ p0(x) L(x),  p0 = N(m0, D),  log L(x) = -|z(x) - y|^2 / (2 sigma^2) - n log(2 pi sigma^2) / 2,
 z(x) the RK4 positions at the observations (variational.residuals without its prior rows), so
 exp(-J(x)) with J the 4D-Var cost is pi up to a constant, for lagda's Fourier model and a chosen
-basis alike (tests/test_sample.py checks the chosen basis's time-basis path against the closed-form
+basis alike (tests/test_sample_basis.py checks the chosen basis's time-basis path against the closed-form
 posterior of a uniform current). In a chosen basis this is var's strong-constraint model: the flow in
 the basis, white position noise, no error for the velocity the basis leaves out (`linear` models that
 one), so on flows not in the basis (a QG ocean) it is not the truth's posterior (docs/results/ocean.md
@@ -112,7 +112,7 @@ curved valley, as on K = 49 sparse tracks of several drifters: small steps on tr
 (ceil(trajectory_length / step) leapfrog steps, so more of them) and several moves at l = 1 follow the valley,
 for more HMC gradients per particle. docs/results/assimilation-sampler.md ("The kernel's settings") measures
 them; on the linear-Gaussian twin the mean, covariance and evidence stay within their Monte Carlo error
-(tests/test_sample.py).
+(tests/test_sample_twin.py).
 """
 
 from __future__ import annotations
