@@ -60,3 +60,13 @@ def one_device_losses(tmp_path_factory):
     if child.poll() is None:  # no test waited for it
         child.kill()
         child.communicate()
+
+
+@pytest.fixture(scope="module")
+def map_scheduler():
+    """The address of a running Dask scheduler with one in-process worker thread, shared by a test file's maps
+    (tests/test_map*.py) where the worker processes are not what is tested: `lagda map --scheduler ADDRESS`."""
+    from dask.distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        yield cluster.scheduler_address
