@@ -40,6 +40,7 @@ from lagda.assimilation.methods.bank import bank_search
 from lagda.assimilation.methods.linear_gaussian import gaussian_samples
 from lagda.assimilation.model import FlowModel
 from lagda.assimilation.posterior import FieldEstimate
+from lagda.learning.loss_registry import LOSSES
 from lagda.learning.retrieval import softmax_weights
 
 
@@ -82,7 +83,7 @@ def scorer_from_run(run_dir) -> tuple[Scorer, dict]:
                          "ridge head (e.g. lagda/shipped/learned)")
     model, config, meta = load_trained(run_dir)
     times = np.asarray(meta["time"], np.float64)
-    if config.loss == "kernel_set":
+    if LOSSES[config.loss].set_kernel:
         # Queries are the tracks' set embeddings (field, 2K + D); the kind scores raw g_u(c) of the bank
         # against them with the run's stored draw and applies the similarity mask itself, so the bank's
         # mask is a broadcast one.
