@@ -38,10 +38,10 @@ def one_device_losses(tmp_path_factory):
     """Returns a function that returns the train losses `(3,)` of tiny(eval_library=0, epochs=3, batch_size=8,
     negatives=4) (the coefficient negatives: replicated, the same on every device and process) on
     make_pairs(16, seed=3) in a child process with one CPU device and JAX's default float32: the reference of
-    tests/test_train_parallel.py (2 devices) and tests/test_train_distributed.py (2 processes), trained once per
-    session. The child starts when a test first asks for the fixture and runs while that test starts its own
-    processes; the function waits for it. The losses do not depend on the validation data given (every step's key
-    is a function of seed, epoch and step)."""
+    tests/test_train_distributed.py (2 devices in one process, and 2 processes), trained once per session (the two
+    tests share one file, so one pytest-xdist worker trains it). The child starts when a test first asks for the
+    fixture and runs while that test starts its own processes; the function waits for it. The losses do not depend
+    on the validation data given (every step's key is a function of seed, epoch and step)."""
     folder = tmp_path_factory.mktemp("one_device")
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop("XLA_FLAGS", None)
