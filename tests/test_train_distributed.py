@@ -1,7 +1,7 @@
 """Training on several devices follows the single-process loss path: 2 (forced host) devices in one process, and
 2 CPU processes under jax.distributed (gloo collectives, the coordinator on a free loopback port) that log once and
-resume after a restart of both processes. Both compare with the session's one-device run of the same script
-(conftest.one_device_losses), trained once for the two tests of this file (so in one pytest-xdist worker).
+resume after a restart of both processes. Both compare with a one-device run of the same script
+(one_device_losses), trained once for the two tests of this file.
 
 Parameters are not compared element by element: Adam divides by sqrt(v), so gradient entries that are ~0 (sign
 decided by summation order) move by up to lr either way; the losses, which depend on all parameters together, must
@@ -13,6 +13,7 @@ test). Also: training streamed from the dataset file equals training in memory.
 """
 
 import dataclasses
+import functools
 import json
 import os
 import pathlib
@@ -22,6 +23,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -43,7 +45,7 @@ DEVICES_SCRIPT = textwrap.dedent("""
     from lagda.testing import make_pairs
     from lagda.learning.config import tiny
     from lagda.learning.train import train
-    assert jax.local_device_count() == {devices}
+    assert jax.local_device_count() == {devices} and jax.process_count() == 1
     data = make_pairs(16, seed=3)
     run = train(tiny(eval_library=0, epochs=3, batch_size=8, negatives=4), data, data, {run_dir!r}, progress=False)
     losses = [json.loads(line)["train_loss"] for line in open(run / "metrics.jsonl")]
@@ -84,21 +86,42 @@ def _losses(run_dir: pathlib.Path) -> np.ndarray:
     return np.asarray([json.loads(line)["train_loss"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()])
 
 
-def _train_on(devices: int, tmp_path) -> np.ndarray:
-    """Runs DEVICES_SCRIPT in one process with `devices` forced host devices; returns its losses `(3,)`."""
-    out = tmp_path / f"losses_{devices}.npy"
-    script = DEVICES_SCRIPT.format(devices=devices, run_dir=str(tmp_path / f"run_{devices}"), out=str(out))
+def _start_on(devices: int, folder: pathlib.Path) -> tuple[subprocess.Popen, pathlib.Path]:
+    """Starts DEVICES_SCRIPT in one process with `devices` forced host devices; returns it and where its losses
+    `(3,)` will be."""
+    out = folder / f"losses_{devices}.npy"
+    script = DEVICES_SCRIPT.format(devices=devices, run_dir=str(folder / f"run_{devices}"), out=str(out))
     env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu")
     # cwd: the checkout comes first on the child's sys.path, as with `python -m`
-    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    child = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    return child, out
+
+
+def _losses_of(child: subprocess.Popen, out: pathlib.Path) -> np.ndarray:
+    _, err = child.communicate(timeout=600)
+    assert child.returncode == 0, err[-3000:]
     return np.load(out)
 
 
+@pytest.fixture(scope="module")
+def one_device_losses(tmp_path_factory):
+    """Returns a function that returns the train losses `(3,)` of tiny(eval_library=0, epochs=3, batch_size=8,
+    negatives=4) (the coefficient negatives: replicated, the same on every device and process) on
+    make_pairs(16, seed=3) in a child process with one CPU device and JAX's default float32: the reference of both
+    tests below, trained once. The child starts when a test first asks for the fixture and runs while that test
+    starts its own processes; the function waits for it. The losses do not depend on the validation data given
+    (every step's key is a function of seed, epoch and step)."""
+    child, out = _start_on(1, tmp_path_factory.mktemp("one_device"))
+    yield functools.cache(lambda: _losses_of(child, out))
+    if child.poll() is None:  # no test waited for it
+        child.kill()
+        child.communicate()
+
+
 def test_two_devices_train_like_one(tmp_path, one_device_losses):
-    """The 2-device run against the session's one-device run of the same script (conftest.one_device_losses)."""
-    two = _train_on(2, tmp_path)
+    """The 2-device run against the one-device run of the same script (one_device_losses)."""
+    two = _losses_of(*_start_on(2, tmp_path))
     one = one_device_losses()
     assert one.shape == two.shape == (3,)
     assert one[-1] < one[0]  # it trained
@@ -108,7 +131,7 @@ def test_two_processes_train_like_one_and_resume_after_a_restart(tmp_path, one_d
     _wait(_start(2, tmp_path / "multi", epochs=2, resume=False))
     assert _losses(tmp_path / "multi").shape == (2,)  # one line per epoch: process 0 alone logs
     _wait(_start(2, tmp_path / "multi", epochs=3, resume=True))  # all processes restarted
-    single, multi = one_device_losses(), _losses(tmp_path / "multi")  # the single-process run: conftest's
+    single, multi = one_device_losses(), _losses(tmp_path / "multi")  # the single-process run
     assert single.shape == multi.shape == (3,) and single[-1] < single[0]
     np.testing.assert_allclose(multi, single, rtol=1e-5)
     assert sorted(p.name for p in (tmp_path / "multi" / "checkpoints").iterdir() if p.name.isdigit()) == ["2", "3"]
