@@ -201,13 +201,13 @@ def assimilate(tracks, *, out=None, method: str | None = None, say: Callable[[st
                              "in one of them")
         given["config"] = config
     say = say or _quiet
+    settings = AssimilateSettings(method, **given)
     if out is not None:
-        summary = assimilate_file(tracks, out, AssimilateSettings(method, **given), **per_call)
+        summary = assimilate_file(tracks, out, settings, **per_call)
         return _with_summary(_open_result(out, load=False), summary, say)
     if per_call.get("overwrite"):
         raise ValueError("overwrite=True needs out=FILE: without out the result is written to a temporary folder "
                          "and returned in memory")
-    settings = AssimilateSettings(method, **given)
     with tempfile.TemporaryDirectory(prefix="lagda-assimilate-") as folder:
         path = os.path.join(folder, "result.nc")
         summary = assimilate_file(tracks, path, settings, **per_call)

@@ -70,6 +70,17 @@ class Tile(Box):
         c = self.centre[0]
         return (np.asarray(lon, np.float64) - c + 180.0) % 360.0 - 180.0 + c
 
+    def holds(self, lon, lat) -> np.ndarray:
+        """Returns whether (lon, lat) degrees `(...)` lie in the box (edges included), lon in the tile's convention
+        (`relative_lon`)."""
+        west, east, south, north = self.box
+        return (lon >= west) & (lon <= east) & (lat >= south) & (lat <= north)
+
+    def window(self, sorted_seconds) -> slice:
+        """Returns the slice of `sorted_seconds` `(n,)` (ascending) in the window, start and end included."""
+        return slice(np.searchsorted(sorted_seconds, self.start_s, side="left"),
+                     np.searchsorted(sorted_seconds, self.end_s, side="right"))
+
 
 def region_width(region) -> float:
     """Returns the east-west extent of (west, east, south, north) in degrees, across the dateline when east < west."""

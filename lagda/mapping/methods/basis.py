@@ -35,8 +35,7 @@ FULL_SEGMENTS = 2
 def tile_fixes(fixes: Fixes, tile: Tile) -> Fixes:
     """Returns the fixes inside the tile's box and window, longitudes in the tile's convention."""
     lon = tile.relative_lon(fixes.lon)
-    keep = ((lon >= tile.box[0]) & (lon <= tile.box[1]) & (fixes.lat >= tile.box[2]) & (fixes.lat <= tile.box[3])
-            & (fixes.time >= tile.start_s) & (fixes.time <= tile.end_s))
+    keep = tile.holds(lon, fixes.lat) & (fixes.time >= tile.start_s) & (fixes.time <= tile.end_s)
     return dataclasses.replace(fixes.subset(keep), lon=lon[keep])
 
 
@@ -271,9 +270,7 @@ class TimeOrderedFixes:
     def in_tile(self, tile: Tile) -> Fixes:
         """Returns the fixes in the tile's box and window (`tile_fixes`), in (drifter, time) order: the window's
         found first by a binary search, then the box's among them."""
-        lo = np.searchsorted(self.sorted_time, tile.start_s, side="left")
-        hi = np.searchsorted(self.sorted_time, tile.end_s, side="right")
-        return tile_fixes(self.fixes.subset(np.sort(self.by_time[lo:hi])), tile)
+        return tile_fixes(self.fixes.subset(np.sort(self.by_time[tile.window(self.sorted_time)])), tile)
 
 
 class BasisMethod(TileMethod):

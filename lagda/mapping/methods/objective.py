@@ -89,13 +89,12 @@ class Velocities:
 
     def in_tile(self, tile: Tile) -> "Velocities":
         """Returns those in the tile's box and window, longitudes in the tile's convention."""
-        lo = np.searchsorted(self.seconds, tile.start_s, side="left")
-        hi = np.searchsorted(self.seconds, tile.end_s, side="right")
-        lon = tile.relative_lon(self.lon[lo:hi])
-        lat = self.lat[lo:hi]
-        keep = (lon >= tile.box[0]) & (lon <= tile.box[1]) & (lat >= tile.box[2]) & (lat <= tile.box[3])
-        return Velocities(lon[keep], lat[keep], self.seconds[lo:hi][keep], self.velocity[lo:hi][keep],
-                          self.drifter[lo:hi][keep])
+        window = tile.window(self.seconds)
+        lon = tile.relative_lon(self.lon[window])
+        lat = self.lat[window]
+        keep = tile.holds(lon, lat)
+        return Velocities(lon[keep], lat[keep], self.seconds[window][keep], self.velocity[window][keep],
+                          self.drifter[window][keep])
 
 
 @functools.lru_cache(maxsize=2)
