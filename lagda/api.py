@@ -138,8 +138,8 @@ def _with_notes(ds: xarray.Dataset, notes: list[str]) -> xarray.Dataset:
     return ds
 
 
-def assimilate(tracks, *, out=None, method: str | None = None, say: Callable[[str], None] | None = print,
-               **options) -> xarray.Dataset:
+def assimilate(tracks, *, out=None, method: str | None = None, background=None,
+               say: Callable[[str], None] | None = print, **options) -> xarray.Dataset:
     """Returns the posterior of the flow under a track file as an `xarray.Dataset`: mean velocity and its std.
 
     The assimilation of `lagda assimilate` (lagda.assimilation.assimilate.assimilate_file). For longitude/latitude
@@ -156,6 +156,11 @@ def assimilate(tracks, *, out=None, method: str | None = None, say: Callable[[st
     method
         a key of lagda.assimilation.METHODS ("linear", "hybrid", ...). None: chosen from the tracks
         (`linear` in a Fourier basis for longitude/latitude drifters; a note says so).
+    background
+        the path of a gridded product on (time, lat, lon), velocities or sea surface height (lagda.io.background),
+        taken as the prior mean of `linear` on longitude/latitude drifters: they correct its departure, u, v are
+        the background plus the departure, and far from the drifters the background
+        (lagda.assimilation.background; notes say what psi and the std hold). None: a prior mean of zero.
     say
         where the notes and warnings go, one line each (default: print); None says nothing.
     **options
@@ -175,9 +180,10 @@ def assimilate(tracks, *, out=None, method: str | None = None, say: Callable[[st
     ------
     ValueError
         one line: an unknown method or option, a bad value, an existing `out` without
-        `overwrite=True`, tracks that do not fit the model. Nothing is written.
+        `overwrite=True`, tracks that do not fit the model, a background with a method or tracks that cannot take
+        one. Nothing is written.
     FileNotFoundError
-        no such track file or run directory.
+        no such track file, run directory or background.
 
     Examples
     --------
@@ -201,7 +207,7 @@ def assimilate(tracks, *, out=None, method: str | None = None, say: Callable[[st
                              "in one of them")
         given["config"] = config
     say = say or _quiet
-    settings = AssimilateSettings(method, **given)
+    settings = AssimilateSettings(method, **given, background=background)
     if out is not None:
         summary = assimilate_file(tracks, out, settings, **per_call)
         return _with_summary(_open_result(out, load=False), summary, say)

@@ -89,6 +89,10 @@ SHARED = {
         "--no-local-gp", "in a Fourier-Legendre basis (lagda assimilate's on physical tracks, lagda map's with "
         "--tile-method basis), leave out the local Gaussian process of the velocity the basis leaves out at the "
         "drifters (u, v are then the basis field's)", action="store_false"),
+    "background": _option(
+        "--background", "a gridded product on (time, lat, lon) as the prior mean of lon/lat drifters: velocities "
+        "(ugos/vgos, uo/vo, ...) or sea surface height (adt, sla: geostrophy); the drifters correct its departure, "
+        "far from them u, v are the background (default: zero)", metavar="FILE"),
 }
 
 OPTIONS = {
@@ -193,11 +197,7 @@ OPTIONS = {
             "map against their daily velocities by distance to the nearest fix the map used, beside a map of zero "
             "and a binned mean on the same points: error and 95%% band coverage, in a note and in the map's "
             "attributes (default 0: every drifter mapped)", type=float, metavar="FRACTION"),
-        "background": _option(
-            "--background", "a gridded product on (time, lat, lon) taken as the prior mean: CF velocities (ugos/vgos, "
-            "eastward_sea_water_velocity, ...) or sea surface height (adt, sla: its geostrophic velocities); the "
-            "drifters map its departure, and far from them the map is the background (default: a prior mean of "
-            "zero)", metavar="FILE"),
+        "background": SHARED["background"],
         "method": _option(  # its choices and their words are the tile methods' (lagda.cli)
             "--tile-method", "each tile's method: {tile_methods} (default {default})"),
         "tile_deg": _option("--tile-size", "tile height in degrees (about its width in km) (default {default})",

@@ -230,7 +230,8 @@ ASSIMILATION_LAYERS = (
     ("lagda.assimilation.methods.config",),  # the methods' settings, no JAX
     ("lagda.assimilation.model", "lagda.assimilation.posterior", "lagda.assimilation.fields",
      "lagda.assimilation.scores", "lagda.assimilation.plot",  # what a method takes and returns, and its fields
-     "lagda.assimilation.gaussian_process"),  # the space-time GP
+     "lagda.assimilation.gaussian_process",  # the space-time GP
+     "lagda.assimilation.background"),  # a background product as the prior mean (the model's, lagda assimilate's)
     ("lagda.assimilation.methods",  # the methods, and the chosen basis whose prior they fit
      "lagda.assimilation.local_gp"),  # the local GP of what a basis leaves out (lagda map's tiles, assimilate's box)
     ("lagda.assimilation.settings", "lagda.assimilation.assimilate", "lagda.assimilation.evaluation",

@@ -15,7 +15,7 @@ MODULES = ["simulate.tracks", "simulate.generate", "lagda.io.formats", "lagda.io
            "lagda.mapping.check", "lagda.mapping.covariance", "lagda.mapping.methods.objective",
            "lagda.mapping.methods.registry", "lagda.assimilation.local_gp", "lagda.io.background", "lagda.arguments",
            "lagda.io.fixes", "lagda.examples", "lagda.assimilation.settings", "lagda.io.locations",
-           "lagda.io.cf_time", "lagda.io.readers.registry"]
+           "lagda.io.cf_time", "lagda.io.readers.registry", "lagda.assimilation.background"]
 # module-level names documented by a string after their assignment (an attribute docstring, as mkdocstrings reads
 # it), which doctest.testmod does not collect
 ATTRIBUTES = ["lagda.assimilation.methods.registry.METHODS"]

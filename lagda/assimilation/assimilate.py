@@ -19,10 +19,11 @@ import os
 import numpy as np
 
 from lagda.arguments import given
+from lagda.assimilation.background import BackgroundFlow, add_background, background_notes, open_background
 from lagda.assimilation.methods.registry import METHODS, Method, make_method
 from lagda.assimilation.model import FlowModel, model_settings
 from lagda.assimilation.posterior import Posterior, describe_diagnostics
-from lagda.assimilation.settings import AssimilateSettings
+from lagda.assimilation.settings import AssimilateSettings, check_background
 from lagda.io.tracks import Tracks
 
 
@@ -103,7 +104,10 @@ def assimilate_file(tracks_path, out_path, settings: AssimilateSettings | None =
     writes `out_path` (lagda.io.results.write_result, temporary file + rename; the settings' notes and
     each field's diagnostics in its attributes) and, with `plot`, a figure of field 0 on one day. Physical tracks
     (lon/lat or metres, CF times) are mapped onto the model (lagda.io.physical; the mapping's inferences
-    are notes) and the result is in physical units.
+    are notes) and the result is in physical units. With the settings' background (longitude/latitude tracks,
+    `linear` in a chosen basis) the method fits the drifters' departure from the product and the product is added
+    back to u, v (lagda.assimilation.background); the scores against a truth, which judge the coefficients, are then
+    left out (a note).
 
     Parameters
     ----------
@@ -134,9 +138,10 @@ def assimilate_file(tracks_path, out_path, settings: AssimilateSettings | None =
         One line for an existing `out_path` without `overwrite`, a method that cannot use the chosen basis, a
         climatology without a basis, tracks that do not fit the model, or a `plot_day` without `plot`, not a date
         or outside the tracks' window (the settings' own values are checked when they are made:
-        AssimilateSettings). Nothing is written.
+        AssimilateSettings); a background with a method or tracks that cannot take one, a product lagda cannot read,
+        or one with no value at any fix. Nothing is written.
     FileNotFoundError
-        A missing track file or run directory.
+        A missing track file, run directory or background.
 
     Examples
     --------
@@ -165,12 +170,17 @@ def assimilate_file(tracks_path, out_path, settings: AssimilateSettings | None =
         if not plot:
             raise ValueError(f"{given('plot_day', plot_day)} needs {given('plot', 'FIG.png')}")
         parse_day(plot_day)  # a bad date is refused before the file is read
+    background = None if settings.background is None else open_background(settings.background)
     tracks, read_warnings = _read(tracks_path, settings)
     method, basis, run_dir, default_note = _choose_method(tracks, settings)
+    if background is not None:
+        _check_background(settings, method, basis, tracks)  # before a trained run is restored
     method_obj = make_method(method, settings.config, run_dir)
     method_obj.progress = True  # a file's user waits: the slow methods show how far they are
     with jax.enable_x64(True):  # inversions and scores in float64 whatever the caller's JAX setting
         tracks, model, fit_warnings = _model(tracks, settings, basis, run_dir)
+        if background is not None:  # the prior mean: the method fits the departure from it
+            model = dataclasses.replace(model, background=BackgroundFlow(background, tracks.mapping))
         warnings = read_warnings + fit_warnings
         grid_times, times_note = result_times(tracks, settings.times)
         if plot:
@@ -178,6 +188,8 @@ def assimilate_file(tracks_path, out_path, settings: AssimilateSettings | None =
 
             plot_index = plot_time_index(tracks.mapping, grid_times, plot_day)  # before the method runs
         notes = default_note + tuple(tracks.notes) + model.notes + method_obj.notes + (times_note,)
+        if background is not None:  # before the method runs: a product with no value at any fix is refused
+            notes = notes + background_notes(model.background, tracks)
         posterior = method_obj(tracks, model, jax.random.key(settings.seed))
         notes = notes + method_notes(method, posterior)
         attrs = {"assim_config": json.dumps(dataclasses.asdict(method_obj.config)), "model_run": _run_name(run_dir),
@@ -189,13 +201,15 @@ def assimilate_file(tracks_path, out_path, settings: AssimilateSettings | None =
             from lagda.assimilation.local_gp import box_local_gp
 
             notes = notes + tuple(box_local_gp(result, posterior, model, settings.k_max))
-            result.attrs["settings_notes"] = json.dumps(list(notes))
+        if background is not None:  # u, v were the departure's
+            notes = notes + add_background(result, model.background) + _unscored(tracks)
+        result.attrs["settings_notes"] = json.dumps(list(notes))
         land = land_warning(result)
         if land:
             warnings = tuple(warnings) + (land,)
             result.attrs["read_warnings"] = json.dumps(list(warnings))
         write_result(out_path, result)
-        scores = _scores(posterior, tracks, model, result, settings.n_grid)
+        scores = {} if background is not None else _scores(posterior, tracks, model, result, settings.n_grid)
         projection_note = scores.pop("projection_note", None)
         summary = AssimilationSummary(method=method, fields=tracks.n_field, seconds=float(np.sum(posterior.seconds)),
                                       notes=tuple(notes), warnings=tuple(warnings),
@@ -264,6 +278,41 @@ def _model(tracks: Tracks, settings: AssimilateSettings, basis: str | None,
         tracks = dataclasses.replace(tracks, notes=tracks.notes + (f"climatology: {os.fspath(climatology)}",))
     model = basis_model(tracks, basis, settings.k_max, settings.degree, clim, settings.dt)
     return tracks, model, check_fits_model(tracks, model.dt)
+
+
+def _check_background(settings: AssimilateSettings, method: str, basis: str | None, tracks: Tracks) -> None:
+    """Checks that the method chosen for the tracks can take the settings' background (a method given, and a
+    climatology, are checked when the settings are made: lagda.assimilation.settings.check_background).
+
+    Raises
+    ------
+    ValueError
+        One line naming the option: a method other than linear chosen from the tracks, tracks that are not
+        longitude/latitude (model units, projected metres), no chosen basis (a model run's or the file's modes), or
+        linear's white error model.
+    """
+    path, config = settings.background, settings.config
+    check_background(path, method, None)
+    if tracks.mapping is None or tracks.mapping.coordinates != "lonlat":
+        kind = "in model units" if tracks.mapping is None else "projected (x, y metres)"
+        raise ValueError(f"{given('background', path)}: a product on longitude and latitude, for longitude/latitude "
+                         f"drifters; these tracks are {kind}")
+    if basis is None:
+        raise ValueError(f"{given('background', path)}: for the linear method in a chosen basis "
+                         f"({given('basis', 'circular')}, the default for drifters without a model run)")
+    representation = config.get("representation") if isinstance(config, dict) else getattr(config, "representation",
+                                                                                              None)
+    if representation == "white":
+        raise ValueError(f"{given('background', path)}: the linear method fits the departure from it with its error "
+                         "model along the tracks (representation 'auto' or 'ou'), not 'white'")
+
+
+def _unscored(tracks: Tracks) -> tuple[str, ...]:
+    """Returns the note of a truth the tracks carry and a background leaves unscored, else ()."""
+    if tracks.gridded_truth is None and tracks.true_coef is None:
+        return ()
+    return ("scores against the truth left out: they judge the coefficients, which hold the departure from the "
+            "background alone",)
 
 
 def land_warning(result) -> str | None:

@@ -64,7 +64,7 @@ class Box:
 
 
 def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model, mapping, tile: Box,
-                        k_max: float, zero_guard: bool, far_floor: float = 0.0, kept_var=None):
+                        k_max: float, zero_guard: bool, far_floor: float = 0.0, kept_var=None, offset=None):
     """Returns ((u, v, var_u, var_v) `(day, lat, lon)` with the local GP of what the basis leaves out at the
     drifters, its record) or (None, why not) when too few velocities or a rejected fit leave the basis field alone.
     Given `kept_var`, a rejected fit gives (the basis field drawn back away from the drifters, its variance plus
@@ -92,8 +92,13 @@ def local_gp_correction(field: dict, cells, fixes: Fixes, segments, mean, model,
         the least variance away from the drifters (m/s)^2
     kept_var
         (var_u, var_v) (m/s)^2, `(lat, lon)`, of the velocity the basis leaves out (its error model's), or None.
+    offset
+        a prior mean velocity the basis field departs from (a background product's,
+        lagda.assimilation.background.BackgroundFlow.velocity): called at the drifters' (lon, lat, seconds) `(n,)`
+        it returns `(n, 2)` m/s, subtracted from their velocities, so that everything here is the departure from
+        it; None: zero.
     """
-    local = _local_fit(fixes, segments, mean, model, mapping, tile, k_max)
+    local = _local_fit(fixes, segments, mean, model, mapping, tile, k_max, offset)
     if local is None:
         return None, f"fewer than {MIN_LOCAL_POINTS} drifter velocities: not fitted"
     gp, hyper, points, spread, largest, outliers, span_h, (seen_mean, seen_anomaly) = local
@@ -160,6 +165,10 @@ def box_local_gp(result, posterior, model, k_max: float) -> list[str]:
         its basis (basis_model)
     k_max
         the basis's.
+
+    With a background (`model.background`) the result's u, v are the departure from it (the background is added
+    afterwards: lagda.assimilation.background.add_background), and so is what the local GP fits: the drifters'
+    velocities less the background, less the departure field.
     """
     from lagda.io.results import physical_axes
 
@@ -181,8 +190,9 @@ def box_local_gp(result, posterior, model, k_max: float) -> list[str]:
         field = {c: result.fields[f"{c}_mean"][f] for c in ("u", "v")}
         field |= {f"var_{c}": result.fields[f"{c}_std"][f] ** 2 for c in ("u", "v")}
         info = (posterior.info or ({},) * posterior.n_field)[f]
+        offset = None if model.background is None else model.background.velocity
         corrected, record = local_gp_correction(field, cells, fixes, fixes.segments(), mean, model, mapping, tile,
-                                                k_max, bool(info.get("zero_guard")))
+                                                k_max, bool(info.get("zero_guard")), offset=offset)
         label = f"near the drifters{f' (field {f})' if posterior.n_field > 1 else ''}"
         if corrected is None:
             notes.append(f"{label}: no correction ({record}); u, v are the flow's alone (--no-local-gp)")
@@ -291,7 +301,7 @@ def _departures(values, segment) -> np.ndarray:
     return np.where(count > 0, values - total / np.maximum(count, 1), 0.0)
 
 
-def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Box, k_max: float):
+def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Box, k_max: float, offset=None):
     """Returns (the residual's GP, its Hyper, the number of velocities, their spread, the largest residual
     component m/s, the outliers left out, the velocities' median span in hours, (their mean, their largest departure
     from it) `(2,)` m/s per component) for the drifters' chunk velocities
@@ -305,6 +315,8 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Box, k_max: f
     LOCAL_FIT_SLABS sets of the LOCAL_FIT_POINTS nearest in time to a random time, since a random draw from many
     drifters holds few close pairs and misses the short scales, and conditions the GP at each day on the
     LOCAL_MAX_POINTS velocities nearest to it in time (lagda.assimilation.gaussian_process.NearestInTime).
+    With `offset` (`local_gp_correction`) the chunk velocities are taken less it first: all of the above is then of
+    the departure from it.
     """
     from lagda.assimilation.methods.prior_search import velocity_outliers
     from simulate.flow import velocity_basis
@@ -313,6 +325,8 @@ def _local_fit(fixes: Fixes, segments, mean, model, mapping, tile: Box, k_max: f
     lon, lat, seconds, velocity, span, segment = chunk_velocities(fixes, segments, LOCAL_CHUNK_S, projected)
     if len(lon) < MIN_LOCAL_POINTS:
         return None
+    if offset is not None:
+        velocity = velocity - offset(lon, lat, seconds)
     residual = velocity.copy()
     if mean is not None and np.any(mean):  # a zero field (a lone segment's, a zero-guarded basis) leaves them as is
         k1, k2, omega, time = model.modes

@@ -43,6 +43,11 @@ class FlowModel:
         and the representation error that `linear` chooses from the tracks; None: the prior is `scale`.
     notes
         how each setting was found when no trained run gave it, one line each.
+    background
+        the prior mean velocity the field in the basis departs from, or None (zero): called at model positions
+        `(n, 2)` and times `(n,)`, it returns `(n, 2)` in model units (lagda.assimilation.background.BackgroundFlow,
+        a product given by `lagda assimilate --background`). Only `linear` with its error model along the tracks
+        takes one; the other methods refuse a model with one.
     """
 
     k1: np.ndarray
@@ -54,6 +59,7 @@ class FlowModel:
     unresolved: tuple[float, float] | None = None
     notes: tuple[str, ...] = ()
     search: object | None = None
+    background: object | None = None
 
     @property
     def modes(self) -> tuple:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from lagda.arguments import given
 from lagda.assimilation.methods.config import MethodConfig
@@ -66,15 +67,23 @@ class AssimilateSettings:
         add the local Gaussian process of what the basis leaves out at the drifters, as `lagda map` does per tile
         (lagda.assimilation.local_gp.box_local_gp): u, v follow the drifters' velocities where they are and u_total_std,
         v_total_std include it; psi stays the basis field's. A note says what was fitted.
+    background : str or path-like, optional
+        A gridded product on (time, lat, lon) taken as the prior mean (lagda.io.background: CF velocities, or sea
+        surface height and its geostrophic velocity), for `linear` in a chosen basis on longitude/latitude tracks
+        (the ocean path, the default for them): the drifters' velocities less the background's are fitted, the
+        background on the result's grid is added back to u, v, and far from the drifters u, v are the background
+        (lagda.assimilation.background; notes say what psi and the std hold). None: a prior mean of zero.
 
     Raises
     ------
     ValueError
         One line naming the value refused as the user gave it (`n_grid=1` in Python, `--n-grid 1` on the command
         line: lagda.arguments): `n_grid` below 2; with `method` given, an unknown method, an option it does not
-        take, a bad value or another method's config (lagda.assimilation.methods.registry.check_options). What
-        depends on the tracks (a climatology without a basis when the method is chosen from them, a method that
-        cannot use a chosen basis) is checked by `assimilate_file` once they are read.
+        take, a bad value or another method's config (lagda.assimilation.methods.registry.check_options); a
+        background with a method other than linear, or with a climatology. What depends on the tracks (a
+        climatology without a basis when the method is chosen from them, a method that cannot use a chosen basis,
+        a background on tracks that are not longitude/latitude or without a chosen basis) and the background file
+        itself are checked by `assimilate_file` once they are read, before the method runs.
 
     Examples
     --------
@@ -104,9 +113,31 @@ class AssimilateSettings:
     keep_undrogued: bool = False
     low_pass: bool = True
     local_gp: bool = True
+    background: str | None = None
 
     def __post_init__(self):
         if self.n_grid < 2:
             raise ValueError(f"{given('n_grid', self.n_grid)}: must be at least 2")
         if self.method is not None:
             check_options(self.method, self.config)  # before the file is read
+        if self.background is not None:
+            object.__setattr__(self, "background", os.fspath(self.background))  # frozen: set once, here
+            check_background(self.background, self.method, self.climatology)
+
+
+def check_background(background: str, method: str | None, climatology) -> None:
+    """Checks that a background (the prior mean) can go with the chosen method and climatology, before any work.
+
+    Raises
+    ------
+    ValueError
+        One line naming the options as the user gave them: a method other than `linear` (the one whose fit takes
+        the departure from a prior mean), or a climatology (its prior is of the whole flow, not of the departure).
+    """
+    if method is not None and method != "linear":
+        raise ValueError(f"{given('background', background)}: the prior mean of the linear method in a chosen basis "
+                         f"(the default on longitude/latitude drifters), not of {given('method', method)}")
+    if climatology is not None:
+        raise ValueError(f"{given('background', background)} with {given('climatology', climatology)}: the "
+                         "climatology's prior is of the whole flow, not of its departure from the background; give "
+                         "one of them")

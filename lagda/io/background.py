@@ -150,6 +150,16 @@ class Background:
             notes.append(f"velocities left NaN within {EQUATOR_BAND_DEG:g} degrees of the equator, where f -> 0")
         return cls(path, tuple(notes), extent, variables, grid)
 
+    @property
+    def kind(self) -> Literal["velocity", "height"]:
+        """Returns what the product gives: "velocity" (read as it is) or "height" (its geostrophic velocity)."""
+        return self._variables.kind
+
+    @property
+    def has_error_std(self) -> bool:
+        """Returns whether the product states its error (`error_std` answers arrays, not None)."""
+        return self._variables.error_kind is not None
+
     def velocity(self, lon, lat, seconds) -> tuple[np.ndarray, np.ndarray]:
         """Returns the background velocity (u, v), float64 `(n,)` m/s eastward and northward, at the points.
 

@@ -119,8 +119,13 @@ def assimilate_linear(positions, times, release, model: FlowModel, config: Linea
     Raises
     ------
     ValueError
-        if no pair of valid observations fd_lag apart exists.
+        if no pair of valid observations fd_lag apart exists, or for a model with a background (a prior mean
+        velocity, `FlowModel.background`) under the white error model: only the error model along the tracks
+        (`representation_posterior`) fits the departure from one.
     """
+    if model.background is not None and error_model(model, config) != "ou":
+        raise ValueError("linear fits the departure from a background with its error model along the tracks only "
+                         "(representation 'ou', the default in a chosen basis), not 'white'")
     regime = observation_regime(positions, times, model, config)
     if error_model(model, config) == "ou":
         mean, cov, info = representation_posterior(positions, times, release, model, config, regime,
@@ -287,12 +292,18 @@ def representation_posterior(positions, times, release, model: FlowModel, config
     alternatives: further priors (mean, var) beside N(prior_mean, diag prior_var) (not with model.search); the one
     of most evidence under the OU + white error model is used (`most_evident`), its index in info["prior_choice"]
     (0: prior_mean, prior_var).
+
+    A model with a background (`FlowModel.background`, a prior mean velocity) has the velocities less the
+    background's at the same points and times as its data: the whole fit, the prior's spectrum, the error model and
+    the search's guard included, is that of the departure from it (lagda.assimilation.background).
     """
     # lag-1 pairs unless set: the correlated error dominates the noise, and pairs keep every fix (their noise,
     # shared by neighbouring pairs, is taken as white)
     regime = {**regime, "lag": config.fd_lag or 1}
     config = dataclasses.replace(config, fd_order=config.fd_order or 2)
     points, t, vel, span, order, gain, track = track_differences(positions, times, release, config, regime)
+    if model.background is not None:  # the one place the observed velocities enter: the departure is fitted
+        vel = vel - model.background(points, t)
     sigma = config.noise_std if config.noise_std is not None else regime.get("noise_std_est", 0.0)
     noise_var = gain * sigma**2 / float(np.median(span)) ** 2
     rep_var, tau = config.representation_var, config.representation_time

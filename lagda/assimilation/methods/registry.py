@@ -36,7 +36,8 @@ class Method(abc.ABC):
     """An assimilation method: its config, and `__call__(tracks, model, key) -> Posterior`.
 
     Class attributes: `name` (the --method value), `Config` (its config class), `summary` (one line),
-    `learned` (needs a trained encoder), `chosen_basis` (works in a chosen basis with a time basis).
+    `learned` (needs a trained encoder), `chosen_basis` (works in a chosen basis with a time basis),
+    `takes_background` (fits the departure from a model's prior mean velocity, `FlowModel.background`).
     """
 
     name: ClassVar[str]
@@ -44,6 +45,7 @@ class Method(abc.ABC):
     summary: ClassVar[str]
     learned: ClassVar[bool] = False
     chosen_basis: ClassVar[bool] = True
+    takes_background: ClassVar[bool] = False
     progress: bool = False  # draw a progress bar on stderr (the methods that take long: sample)
 
     def __init__(self, config: MethodConfig | None = None, **options):
@@ -72,11 +74,15 @@ class Method(abc.ABC):
         Raises
         ------
         ValueError
-            for tracks the method cannot use, or a chosen basis the method does not take.
+            for tracks the method cannot use, a chosen basis the method does not take, or a model with a background
+            (`FlowModel.background`) for a method that takes none.
         """
         import jax
 
         self.check_basis(model.time is not None)
+        if getattr(model, "background", None) is not None and not self.takes_background:
+            takers = " or ".join(name for name, method in METHODS.items() if method.takes_background)
+            raise ValueError(f"{self.name} takes no background (a prior mean velocity): {takers} does")
         with jax.enable_x64(True):  # the inversions need float64 whatever the caller's JAX setting
             key = jax.random.key(0) if key is None else key
             estimates, seconds = self.estimates(tracks, model, key)
@@ -116,6 +122,7 @@ class Method(abc.ABC):
 
 class Linear(Method):
     name, Config = "linear", LinearConfig
+    takes_background = True  # with its error model along the tracks (lagda.assimilation.methods.linear)
     summary = ("closed-form linear-Gaussian posterior from the tracks' velocities (or, on noisy dense tracks, their "
                "displacements), noise by empirical Bayes")
 
