@@ -14,6 +14,7 @@ from lagda.io.fixes import Fixes
 from lagda.mapping import covariance as cov_module
 from lagda.mapping.check import drifter_groups, withheld
 from lagda.mapping.covariance import Covariance
+from lagda.mapping.methods import objective
 from lagda.mapping.methods.objective import Velocities, _block_posterior, covariance_blocks, map_tile
 from lagda.mapping.tiles import DAY_S, Grid, tile_layout
 
@@ -42,7 +43,7 @@ def test_block_posterior_is_the_exact_gaussian_posterior():
     anomaly = rng.normal(0, 0.1, (12, 2))
     cx, cy = np.array([[0.0, 10.0]]), np.array([[5.0, -5.0]])
     days = np.array([1.0, 2.5])
-    mean, var = _block_posterior(points, anomaly, sigma, cx, cy, days, np.full((2, 1, 2), 0.1), COV)
+    mean, var = _block_posterior(points, anomaly, sigma, np.ones(12), cx, cy, days, np.full((2, 1, 2), 0.1), COV)
     k = covariance_blocks(points, points, sigma, sigma, COV) + np.diag(np.full(24, (1 - COV.correlated) * 0.01))
     for d, day in enumerate(days):
         cells = np.column_stack([cx.ravel(), cy.ravel(), np.full(2, day)])
@@ -56,6 +57,31 @@ def test_block_posterior_is_the_exact_gaussian_posterior():
         np.testing.assert_allclose(var[d, 0, :, 1], post[2:], atol=1e-12)
 
 
+def test_super_observations_of_velocities_at_one_place_and_time_are_the_exact_posterior(monkeypatch):
+    """More velocities than a block takes (MAX_BLOCK_POINTS, set to 10 here), 8 each at 5 points and times: their
+    super-observations (each point's mean, with an eighth of the uncorrelated variance) give the posterior of all
+    40 exactly (Gaussian conditioning on n observations with independent errors at one point is conditioning on their
+    mean), where keeping the 10 nearest of them does not."""
+    monkeypatch.setattr(objective, "MAX_BLOCK_POINTS", 10)
+    rng = np.random.default_rng(2)
+    sites = np.column_stack([rng.uniform(-80, 80, (5, 2)), rng.uniform(0, 4, 5)])
+    points = np.repeat(sites, 8, axis=0)
+    sigma = np.full(40, 0.1)
+    anomaly = rng.normal(0, 0.1, (40, 2))
+    cx, cy = np.meshgrid([-10.0, 0.0, 10.0], [-5.0, 5.0])
+    days, cell_sigma = np.array([0.5, 2.0, 3.5]), np.full((3, 2, 3), 0.1)
+    obs = objective._superobservations(points, anomaly, sigma, COV)
+    assert len(obs[0]) == 5 and np.all(obs[3] == 8)
+    merged = _block_posterior(*objective._nearest(obs, cx, cy), cx, cy, days, cell_sigma, COV)
+    exact = _block_posterior(points, anomaly, sigma, np.ones(40), cx, cy, days, cell_sigma, COV)
+    for got, want in zip(merged, exact):
+        np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-12)
+    nearest = np.argsort(np.hypot(points[:, 0], points[:, 1]), kind="stable")[:10]
+    kept = _block_posterior(points[nearest], anomaly[nearest], sigma[nearest], np.ones(10), cx, cy, days, cell_sigma,
+                            COV)
+    assert np.abs(kept[0] - exact[0]).max() > 1e-3
+
+
 def test_posterior_mean_is_non_divergent():
     """Every column of the kernel is a non-divergent field, so the posterior mean is: its divergence (centred
     differences on a fine grid) is tiny against its vorticity."""
@@ -64,8 +90,8 @@ def test_posterior_mean_is_non_divergent():
     h = 0.5
     x = np.arange(-60.0, 60.0 + h, h)
     cx, cy = np.meshgrid(x, x)
-    mean, _ = _block_posterior(points, rng.normal(0, 0.1, (6, 2)), np.full(6, 0.1), cx, cy, np.zeros(1),
-                               np.full((1, *cx.shape), 0.1), COV)
+    mean, _ = _block_posterior(points, rng.normal(0, 0.1, (6, 2)), np.full(6, 0.1), np.ones(6), cx, cy,
+                               np.zeros(1), np.full((1, *cx.shape), 0.1), COV)
     u, v = mean[0, ..., 0], mean[0, ..., 1]
     divergence = np.gradient(u, h, axis=1) + np.gradient(v, h, axis=0)
     vorticity = np.gradient(v, h, axis=1) - np.gradient(u, h, axis=0)

@@ -14,7 +14,10 @@ velocities are anti-correlated, which a scalar kernel cannot say. The posterior 
 velocities say within a few L and T of them, and relaxes to the prior mean beyond; its variance relaxes to
 sigma^2, the prior's of that region and season. The cells are mapped a block of BLOCK_CELLS x BLOCK_CELLS at a time
 from the velocities within MARGIN_L x L of the block (the kernel beyond is under 3e-4 of its peak): each block
-is an exact posterior of its velocities, and a block with none is the prior.
+is an exact posterior of its velocities, and a block with none is the prior. Where more than MAX_BLOCK_POINTS
+velocities reach a block (a dense deployment, hundreds of drifters released together), those close in space and
+time are averaged into super-observations, each with its share of the uncorrelated variance (exact for velocities
+at one point and time), so that every velocity counts and the block's solve stays small.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from lagda.report import counted
 CHUNK_S = 12 * 3600.0  # the drifters' velocities: displacements over this long (local_gp.chunk_velocities)
 BLOCK_CELLS = 8  # cells mapped together from the same velocities
 MARGIN_L = 4.0  # velocities within this many length scales of a block inform it
-MAX_BLOCK_POINTS = 700  # at most this many velocities per block (beyond: the nearest in space and time)
+MAX_BLOCK_POINTS = 700  # at most this many velocities per block (beyond: `_superobservations`, then the nearest)
+SUPEROB_LEVELS = (16, 8, 4, 2)  # super-observations' bins: L / level
 STD_EVERY = 2  # the posterior variance on every STD_EVERY-th day, interpolated between
 
 
@@ -146,7 +150,7 @@ def map_tile(data: Velocities, tile: Tile, grid, cov: Covariance, background: st
         cx, cy = local_km(lon2, lat2, tile.centre)
         cell_days = (seconds - tile.start_s) / DAY_S
         cell_sigma = np.sqrt(prior_var)
-        informed = 0
+        informed = merged = thinned = 0
         for r0 in range(0, lon2.shape[0], BLOCK_CELLS):
             for c0 in range(0, lon2.shape[1], BLOCK_CELLS):
                 block = (slice(r0, r0 + BLOCK_CELLS), slice(c0, c0 + BLOCK_CELLS))
@@ -154,11 +158,16 @@ def map_tile(data: Velocities, tile: Tile, grid, cov: Covariance, background: st
                 if not len(used):
                     continue
                 informed += 1
-                d_mean, d_var = _block_posterior(points[used], anomaly[used], sigma[used], cx[block], cy[block],
+                obs = _superobservations(points[used], anomaly[used], sigma[used], cov)
+                merged += len(obs[0]) < len(used)
+                thinned += len(obs[0]) > MAX_BLOCK_POINTS
+                d_mean, d_var = _block_posterior(*_nearest(obs, cx[block], cy[block]), cx[block], cy[block],
                                                  cell_days, cell_sigma[(slice(None), *block)], cov)
                 mean[(slice(None), *block)] += d_mean
                 var[(slice(None), *block)] = d_var
         info["blocks_informed"] = informed
+        info["blocks_merged"] = merged
+        info["blocks_thinned"] = thinned
     nugget = (1.0 - cov.correlated) * prior_var
     return {"u": mean[..., 0].astype(np.float32), "v": mean[..., 1].astype(np.float32),
             "u_std": np.sqrt(var[..., 0] + nugget).astype(np.float32),
@@ -167,19 +176,49 @@ def map_tile(data: Velocities, tile: Tile, grid, cov: Covariance, background: st
 
 def _block_points(points, cx, cy, cov: Covariance) -> np.ndarray:
     """Returns the indices of the velocities at `points` `(n, 3)` within MARGIN_L x L of the block's cells (x, y km
-    `(rows, cols)`), at most MAX_BLOCK_POINTS of them (the nearest to the block's centre in units of L and T)."""
+    `(rows, cols)`), in time order."""
     reach = MARGIN_L * cov.ell_km
     near = ((points[:, 0] >= cx.min() - reach) & (points[:, 0] <= cx.max() + reach)
             & (points[:, 1] >= cy.min() - reach) & (points[:, 1] <= cy.max() + reach))
-    used = np.flatnonzero(near)
-    if len(used) > MAX_BLOCK_POINTS:
-        centre = np.array([cx.mean(), cy.mean()])
-        d2 = np.sum((points[used, :2] - centre) ** 2, axis=1)
-        used = np.sort(used[np.argsort(d2, kind="stable")[:MAX_BLOCK_POINTS]])
-    return used
+    return np.flatnonzero(near)
 
 
-def _block_posterior(points, anomaly, sigma, cx, cy, cell_days, cell_sigma, cov: Covariance):
+def _superobservations(points, anomaly, sigma, cov: Covariance):
+    """Returns (points `(m, 3)`, anomaly `(m, 2)`, sigma `(m,)`, count `(m,)`): the velocities as they are when
+    they are at most MAX_BLOCK_POINTS, else merged into super-observations, the mean of those in a bin of
+    CHUNK_S in time and L / 2^k in space, the finest k in SUPEROB_LEVELS that leaves at most MAX_BLOCK_POINTS
+    (or the coarsest): each count velocities' mean, whose uncorrelated part's variance is 1/count of one's."""
+    ones = np.ones(len(points))
+    if len(points) <= MAX_BLOCK_POINTS:
+        return points, anomaly, sigma, ones
+    for level in SUPEROB_LEVELS:
+        cells = np.floor(points / [cov.ell_km / level, cov.ell_km / level, CHUNK_S / DAY_S]).astype(np.int64)
+        cells -= cells.min(axis=0)
+        span = cells.max(axis=0) + 1
+        _, bins, count = np.unique((cells[:, 0] * span[1] + cells[:, 1]) * span[2] + cells[:, 2],
+                                   return_inverse=True, return_counts=True)
+        if len(count) <= MAX_BLOCK_POINTS:
+            break
+
+    def mean(values):
+        return np.stack([np.bincount(bins, weights=column) for column in np.atleast_2d(values.T)], axis=-1) \
+            / count[:, None]
+
+    return mean(points), mean(anomaly), mean(sigma)[:, 0], count.astype(float)
+
+
+def _nearest(obs, cx, cy):
+    """Returns the observations `obs` (`_superobservations`), at most MAX_BLOCK_POINTS of them: the nearest to the
+    block's centre (x, y km of its cells `(rows, cols)`)."""
+    points = obs[0]
+    if len(points) <= MAX_BLOCK_POINTS:
+        return obs
+    d2 = (points[:, 0] - cx.mean()) ** 2 + (points[:, 1] - cy.mean()) ** 2
+    keep = np.sort(np.argsort(d2, kind="stable")[:MAX_BLOCK_POINTS])
+    return tuple(values[keep] for values in obs)
+
+
+def _block_posterior(points, anomaly, sigma, count, cx, cy, cell_days, cell_sigma, cov: Covariance):
     """Returns (the posterior mean departure `(day, rows, cols, 2)` m/s, the posterior variance `(day, rows, cols,
     2)` (m/s)^2 of u and v) at a block's cells (x, y km `(rows, cols)`) on `cell_days` `(day,)` from velocity
     departures `anomaly` `(n, 2)` at `points` `(n, 3)` with prior stds `sigma` `(n,)`; cell_sigma `(day, rows,
@@ -188,7 +227,7 @@ def _block_posterior(points, anomaly, sigma, cx, cy, cell_days, cell_sigma, cov:
 
     n = len(points)
     k = covariance_blocks(points, points, sigma, sigma, cov)
-    k[np.diag_indices(2 * n)] += (1.0 - cov.correlated) * np.tile(sigma**2, 2) + 1e-12
+    k[np.diag_indices(2 * n)] += (1.0 - cov.correlated) * np.tile(sigma**2 / count, 2) + 1e-12
     factor = cho_factor(k, lower=True)
     alpha = cho_solve(factor, np.concatenate([anomaly[:, 0], anomaly[:, 1]]))
     rows, cols = cx.shape
@@ -235,12 +274,23 @@ def prior_covariance(data: Velocities, settings):
 
 
 def objective_summary(infos: list[dict]) -> str:
-    """Returns one line on the objective map's tiles: how many, how many had drifter velocities."""
+    """Returns one line on the objective map's tiles: how many, how many had drifter velocities, and in how many
+    blocks of cells the velocities within reach were more than MAX_BLOCK_POINTS (`_superobservations`)."""
     informed = sum(i.get("velocities", 0) > 0 for i in infos)
     if informed == len(infos):
-        return f"{counted(len(infos), 'tile')} mapped from the drifters' velocities"
-    return (f"{counted(len(infos), 'tile')} mapped: {informed} from drifter velocities, {len(infos) - informed} with "
-            "none (the prior mean and std)")
+        line = f"{counted(len(infos), 'tile')} mapped from the drifters' velocities"
+    else:
+        line = (f"{counted(len(infos), 'tile')} mapped: {informed} from drifter velocities, {len(infos) - informed} "
+                "with none (the prior mean and std)")
+    blocks, merged, thinned = (sum(i.get(key, 0) for i in infos)
+                               for key in ("blocks_informed", "blocks_merged", "blocks_thinned"))
+    if merged:
+        line += (f"; in {merged:,} of {blocks:,} blocks of {BLOCK_CELLS} x {BLOCK_CELLS} cells over "
+                 f"{MAX_BLOCK_POINTS} velocities within reach were averaged into super-observations (bins of 12 h and "
+                 f"L/{SUPEROB_LEVELS[0]} to L/{SUPEROB_LEVELS[-1]})")
+        if thinned:
+            line += f", and in {thinned:,} of those the {MAX_BLOCK_POINTS} nearest kept"
+    return line
 
 
 class ObjectiveMethod(TileMethod):
