@@ -136,7 +136,7 @@ def score(store: pathlib.Path, tracks: pathlib.Path) -> dict:
         records = json.loads(m.attrs.get("tile_records", "[]"))
     local = [r["local_gp"] for r in records if "local_gp" in r]
     rejected = sum(isinstance(x, str) and x.startswith("rejected") for x in local)
-    local_gp = f"fitted in {sum(isinstance(x, dict) for x in local)}, rejected in {rejected}"
+    local_gp = f"fitted in {sum(isinstance(x, dict) for x in local)}, rejected in {rejected}" if local else ""  # basis
     lon2, lat2 = np.meshgrid(lon, lat)
     seconds = (times - START) / np.timedelta64(1, "s")
     tu, tv = np.stack([np.stack(flow.on_cells(lon2, lat2, t)) for t in seconds], axis=1)  # (day, lat, lon) each
