@@ -117,6 +117,27 @@ def test_far_from_two_drifters_the_map_is_the_prior():
     assert piece["u_std"][2][near][0] < 0.9 * np.sqrt(COV.variance)
 
 
+def test_a_dense_cluster_maps_as_all_its_velocities_and_says_so(monkeypatch):
+    """Two clusters of 15 drifters, each cluster's drifters on one track: with a block taking at most 40 velocities
+    the tile's map (super-observations) equals the map of all 600 at once, and the tile record and summary line
+    count the merged blocks. A map that dropped velocities beyond 40, or merged them without dividing their
+    uncorrelated variance, would differ."""
+    drifters = [_drifter(i, -39.0, 31.0, 0.3, 0.0) for i in range(15)]
+    drifters += [_drifter(15 + i, -38.0, 32.0, -0.1, 0.2) for i in range(15)]
+    data = Velocities.of_fixes(_fixes(*drifters))
+    tile = tile_layout((-40.0, -34.0, 30.0, 36.0), (0.0, 10 * DAY_S), 6.0, 1.0, 30.0, 15.0)[0]
+    grid = Grid(np.arange(-40.875, -33.0, 0.25), np.arange(29.125, 37.0, 0.25), np.arange(0.0, 10.5 * DAY_S, DAY_S))
+    exact = map_tile(data.in_tile(tile), tile, grid, COV)
+    monkeypatch.setattr(objective, "MAX_BLOCK_POINTS", 40)
+    merged = map_tile(data.in_tile(tile), tile, grid, COV)
+    for key in ("u", "v", "u_std", "v_std"):
+        np.testing.assert_allclose(merged[key], exact[key], rtol=1e-4, atol=1e-6)
+    assert exact["info"]["blocks_merged"] == 0 and merged["info"]["blocks_merged"] > 0
+    assert merged["info"]["blocks_thinned"] == 0
+    line = objective.objective_summary([merged["info"]])
+    assert f"in {merged['info']['blocks_merged']} of {merged['info']['blocks_informed']} blocks" in line
+
+
 def test_no_seam_across_tile_edges_on_a_field_with_structure():
     """Drifters in a field of eddies mapped by neighbouring tiles and blended: across every tile edge inside the
     region the map changes no more than its typical cell-to-cell change (each tile conditions on its box, and

@@ -186,8 +186,9 @@ def _block_points(points, cx, cy, cov: Covariance) -> np.ndarray:
 def _superobservations(points, anomaly, sigma, cov: Covariance):
     """Returns (points `(m, 3)`, anomaly `(m, 2)`, sigma `(m,)`, count `(m,)`): the velocities as they are when
     they are at most MAX_BLOCK_POINTS, else merged into super-observations, the mean of those in a bin of
-    CHUNK_S in time and L / 2^k in space, the finest k in SUPEROB_LEVELS that leaves at most MAX_BLOCK_POINTS
-    (or the coarsest): each count velocities' mean, whose uncorrelated part's variance is 1/count of one's."""
+    CHUNK_S in time and L / level in space, the finest level of SUPEROB_LEVELS that leaves at most MAX_BLOCK_POINTS
+    (or the coarsest): each the mean of count velocities, whose uncorrelated part's variance is 1/count of one's
+    (velocities at one point and time give the posterior of them all exactly)."""
     ones = np.ones(len(points))
     if len(points) <= MAX_BLOCK_POINTS:
         return points, anomaly, sigma, ones
