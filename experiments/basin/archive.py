@@ -4,23 +4,16 @@ From the year's tracks (experiments.basin.ocean, uniform at day 0, recorded ever
 day (uniform in [0, `release_days`)) and a life (uniform in [`min_life_days`, days]), ending at the year's end at
 the latest; the track cut there is a drifter released at its first fix. A track that crosses the periodic domain's
 edge is split there (each piece its own id), so no drifter jumps across the map; pieces shorter than `min_fixes`
-fixes are dropped. Then, as GDP files have them:
+fixes are dropped. Then the GDP's problems (experiments.common.gdp_problems: noise, written in degrees as
+`err_lon`, `err_lat`; gaps and missing fixes; spikes; duplicated times), per piece, and:
 
-- **noise**: each fix gets a standard deviation drawn uniformly in [`noise_m`[0], `noise_m`[1]] metres, Gaussian
-  east and north, written (in degrees) as `err_lon`, `err_lat`;
-- **gaps**: per piece, Poisson(`gaps_per_30d` x days / 30) gaps of uniform length in `gap_hours`, and a fraction
-  `missing` of single fixes dropped;
-- **spikes**: a fraction `spike_rate` of fixes moved `spike_km` km in a random direction;
-- **duplicated times**: a fraction `duplicate_rate` of fixes repeated at the same time, half exactly and half with
-  a fresh noise draw (a conflicting duplicate);
 - **undrogued tails**: a fraction `undrogued` of drifters lose their drogue at a uniform fraction in [0.3, 0.9] of
   their life; from then `drogue_status` is 0 and their fixes are moved by the integral of a windage slip of
   `slip_speed` m/s in a direction of their own that swings +-0.5 rad over a week (the slip is added to the
   water-following track: the undrogued fixes' velocities are the water's plus the slip).
 
-The file (`to_gdp_dataset`) is a CF contiguous ragged array as clouddrift's GDP-hourly has it: dims `traj`, `obs`;
-`id`, `rowsize`, `deploy_date`, `deploy_lon`, `deploy_lat` per trajectory; `time`, `lon`, `lat`, `err_lon`,
-`err_lat`, `drogue_status`, `location_type` (1 = GPS) per fix; no lagda attributes.
+The file (`to_gdp_dataset`) is a CF contiguous ragged array as clouddrift's GDP-hourly has it
+(experiments.common.gdp_problems.gdp_dataset).
 """
 
 from __future__ import annotations
@@ -30,6 +23,7 @@ import dataclasses
 import numpy as np
 
 from experiments.basin.ocean import EARTH_RADIUS_M, OceanConfig, plane_to_lonlat
+from experiments.common.gdp_problems import corrupt, gdp_dataset, slip_angle
 
 ID_BASE = 300534060000000  # GDP-like 15-digit ids: ID_BASE + 1000 drifter + piece
 START = np.datetime64("2001-01-01T00:00:00", "ms")  # the time of the year's first record
@@ -65,19 +59,9 @@ def _pieces(track: np.ndarray, L: float) -> list[slice]:
 def _slip(n: int, dt: float, rng) -> np.ndarray:
     """Returns the cumulative windage displacement `(n, 2)` m of an undrogued drifter over n steps of dt s."""
     theta0, t = rng.uniform(0, 2 * np.pi), np.arange(n) * dt
-    theta = theta0 + 0.5 * np.sin(2 * np.pi * t / (7 * 86400.0) + rng.uniform(0, 2 * np.pi))
+    theta = slip_angle(t, theta0, rng.uniform(0, 2 * np.pi))
     velocity = np.stack([np.cos(theta), np.sin(theta)], -1)
     return np.cumsum(velocity, axis=0) * dt
-
-
-def _keep_mask(n: int, acfg: ArchiveConfig, dt: float, rng) -> np.ndarray:
-    """Returns which of n fixes survive the gaps and the single missing fixes."""
-    keep = rng.random(n) >= acfg.missing
-    for _ in range(rng.poisson(acfg.gaps_per_30d * n * dt / (30 * 86400.0))):
-        length = int(round(rng.uniform(*acfg.gap_hours) * 3600.0 / dt))
-        start = rng.integers(0, n)
-        keep[start:start + length] = False
-    return keep
 
 
 def make_archive(ocean: OceanConfig, acfg: ArchiveConfig, positions: np.ndarray, dt: float, start) -> tuple:
@@ -118,37 +102,19 @@ def make_archive(ocean: OceanConfig, acfg: ArchiveConfig, positions: np.ndarray,
                 stats["dropped_short_pieces"] += 1
                 continue
             xy = moved[piece] - np.floor(track[piece] / ocean.L) * ocean.L
-            keep = _keep_mask(n, acfg, dt, rng)
-            idx = np.flatnonzero(keep)
-            sigma = rng.uniform(*acfg.noise_m, size=idx.size)
-            noisy = xy[idx] + sigma[:, None] * rng.standard_normal((idx.size, 2))
-            spikes = rng.random(idx.size) < acfg.spike_rate
-            angle = rng.uniform(0, 2 * np.pi, spikes.sum())
-            noisy[spikes] += acfg.spike_km * 1e3 * np.stack([np.cos(angle), np.sin(angle)], -1)
-            stats["spikes"] += int(spikes.sum())
-            dup = np.flatnonzero(rng.random(idx.size) < acfg.duplicate_rate)
-            conflicting = rng.random(dup.size) < 0.5
-            stats["exact_duplicates"] += int((~conflicting).sum())
-            stats["conflicting_duplicates"] += int(conflicting.sum())
-            order = np.sort(np.concatenate([np.arange(idx.size), dup]), kind="stable")
-            extra = np.zeros(order.size, bool)
-            extra[np.flatnonzero(np.diff(order) == 0) + 1] = True  # the second of each repeated row
-            rows = noisy[order]
-            redraw = np.zeros(order.size, bool)
-            redraw[np.flatnonzero(extra)[conflicting]] = True
-            rows[redraw] = xy[idx[order[redraw]]] + sigma[order[redraw], None] * rng.standard_normal(
-                (redraw.sum(), 2))
+            rows, s, fix, counts = corrupt(xy, acfg, dt, rng)
+            for name, count in counts.items():
+                stats[name] += count
             lon, lat = plane_to_lonlat(ocean, rows[:, 0], rows[:, 1])
-            s = sigma[order]
-            fixes["time"].append(start + ((first + piece.start + idx[order]) * dt * 1e3).astype("timedelta64[ms]"))
+            fixes["time"].append(start + ((first + piece.start + fix) * dt * 1e3).astype("timedelta64[ms]"))
             fixes["lon"].append(lon)
             fixes["lat"].append(lat)
             fixes["err_lat"].append(s * metre_lat)
             fixes["err_lon"].append(s * metre_lat / np.cos(np.deg2rad(lat)))
-            fixes["drogue_status"].append(drogue[piece][idx[order]])
-            stats["undrogued_fixes"] += int((drogue[piece][idx[order]] == 0).sum())
+            fixes["drogue_status"].append(drogue[piece][fix])
+            stats["undrogued_fixes"] += int((drogue[piece][fix] == 0).sum())
             ids.append(ID_BASE + 1000 * i + p)
-            rowsize.append(order.size)
+            rowsize.append(fix.size)
             stats["pieces"] += 1
     rows = {k: np.concatenate(v) for k, v in fixes.items()}
     rows["id"], rows["rowsize"] = np.asarray(ids, np.int64), np.asarray(rowsize, np.int64)
@@ -160,35 +126,6 @@ def make_archive(ocean: OceanConfig, acfg: ArchiveConfig, positions: np.ndarray,
 def to_gdp_dataset(rows: dict, deploy: bool = True):
     """Returns the GDP-hourly-like xarray Dataset (dims traj, obs) of `make_archive`'s rows; `deploy` False leaves
     out `deploy_date`, `deploy_lon`, `deploy_lat`."""
-    import xarray as xr
-
-    starts = np.concatenate([[0], np.cumsum(rows["rowsize"])[:-1]]).astype(np.int64)
-    deg = lambda name, units: {"long_name": name, "units": units}
-    ds = xr.Dataset(
-        {
-            "rowsize": ("traj", rows["rowsize"], {"long_name": "number of observations per trajectory",
-                                                  "sample_dimension": "obs", "units": "-"}),
-            "deploy_date": ("traj", rows["time"][starts], {"long_name": "deployment date and time"}),
-            "deploy_lon": ("traj", rows["lon"][starts], deg("deployment longitude", "degrees_east")),
-            "deploy_lat": ("traj", rows["lat"][starts], deg("deployment latitude", "degrees_north")),
-            "lon": ("obs", rows["lon"], {**deg("longitude", "degrees_east"), "standard_name": "longitude"}),
-            "lat": ("obs", rows["lat"], {**deg("latitude", "degrees_north"), "standard_name": "latitude"}),
-            "err_lon": ("obs", rows["err_lon"], deg("1-sigma error of longitude", "degrees_east")),
-            "err_lat": ("obs", rows["err_lat"], deg("1-sigma error of latitude", "degrees_north")),
-            "drogue_status": ("obs", rows["drogue_status"].astype(np.int8),
-                              {"long_name": "status of the drogue", "flag_values": np.array([0, 1], np.int8),
-                               "flag_meanings": "lost attached"}),
-            "location_type": ("obs", np.ones(rows["lon"].size, np.int8),
-                              {"long_name": "satellite-based location system", "flag_values": np.array([0, 1], np.int8),
-                               "flag_meanings": "argos gps"}),
-        },
-        coords={"id": ("traj", rows["id"], {"long_name": "global drifter program buoy id",
-                                            "cf_role": "trajectory_id"}),
-                "time": ("obs", rows["time"], {"long_name": "time", "standard_name": "time"})},
-        attrs={"title": "Global Drifter Program hourly-like drifting buoy data (synthetic basin-year archive)",
-               "Conventions": "CF-1.6", "featureType": "trajectory",
-               "summary": "hourly positions of drifters in a pyqg-jax QG ocean placed on the sphere, with position "
-                          "noise, gaps, spikes, duplicated times and undrogued segments"})
-    ds["time"].encoding.update(units="seconds since 1970-01-01 00:00:00", dtype="float64")
-    ds["deploy_date"].encoding.update(units="seconds since 1970-01-01 00:00:00", dtype="float64")
-    return ds if deploy else ds.drop_vars(["deploy_date", "deploy_lon", "deploy_lat"])
+    return gdp_dataset(rows, "Global Drifter Program hourly-like drifting buoy data (synthetic basin-year archive)",
+                       "hourly positions of drifters in a pyqg-jax QG ocean placed on the sphere, with position "
+                       "noise, gaps, spikes, duplicated times and undrogued segments", deploy)
