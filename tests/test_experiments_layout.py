@@ -6,7 +6,7 @@ import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXPERIMENTS = ROOT / "experiments"
-FAMILIES = ("common", "basin", "global", "qg", "learning", "assimilation", "drifters")
+FAMILIES = ("common", "basin", "globe", "qg", "learning", "assimilation", "drifters")
 
 
 def _imported(tree: ast.Module) -> list[str]:

@@ -1,8 +1,8 @@
 """A global synthetic GDP-hourly archive with a known truth: drifters over the world ocean in `flow.GlobalFlow`.
 
-    python -m experiments.global.archive make --work runs/global_tiny                 # 30 at sea, 10 days
-    python -m experiments.global.archive make --work runs/global_month --drifters 1300 --days 30
-    python -m experiments.global.archive make --work runs/global_year --full          # 1,300 at sea, 365 days
+    python -m experiments.globe.archive make --work runs/global_tiny                 # 30 at sea, 10 days
+    python -m experiments.globe.archive make --work runs/global_month --drifters 1300 --days 30
+    python -m experiments.globe.archive make --work runs/global_year --full          # 1,300 at sea, 365 days
 
 **Releases.** Drifters are released at whole hours uniformly over [-max life, `days`) days with lives uniform in
 `life_days`: before the period at the rate r that keeps `drifters` at sea (r x mean life = `drifters`), so the
@@ -48,8 +48,7 @@ import time
 import numpy as np
 
 from experiments.common.gdp_problems import corrupt, gdp_dataset, slip_angle
-
-from .flow import EARTH_RADIUS_M, FlowConfig, GlobalFlow
+from experiments.globe.flow import EARTH_RADIUS_M, FlowConfig, GlobalFlow
 
 ID_BASE = 300534070000000  # GDP-like 15-digit ids: ID_BASE + drifter
 HOUR = 3600.0
@@ -336,7 +335,7 @@ def truth_on(velocity, lon, lat, days) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.global.archive", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m experiments.globe.archive", description=__doc__.split("\n")[0])
     parser.add_argument("step", choices=["make"])
     parser.add_argument("--work", required=True, help="the folder written")
     parser.add_argument("--full", action="store_true", help="1,300 drifters at sea for 365 days")

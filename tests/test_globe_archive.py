@@ -1,17 +1,16 @@
-"""The global synthetic archive (experiments/global: `global` is a keyword, so it is imported by name): its flow is
+"""The global synthetic archive (experiments/globe): its flow is
 divergence-free on the sphere, its Zarr store reads as its netCDF file does, and its drifters cross the dateline
 without a jump, reach beyond 70 degrees and stay on land once stranded."""
 
 import dataclasses
-import importlib
 
 import numpy as np
 import pytest
 
 pytest.importorskip("global_land_mask")
 pytest.importorskip("zarr")
-flow_module = importlib.import_module("experiments.global.flow")
-archive_module = importlib.import_module("experiments.global.archive")
+from experiments.globe import archive as archive_module  # noqa: E402 (after the skips)
+from experiments.globe import flow as flow_module  # noqa: E402
 
 # a tiny archive with many polar, dateline and coastal releases and no spikes, gaps or noise: the clean tracks
 CLEAN = archive_module.GlobalArchiveConfig(drifters=30, days=10, polar=0.3, dateline=0.3, coastal=0.3,
