@@ -23,28 +23,19 @@ import dataclasses
 import numpy as np
 
 from experiments.basin.ocean import EARTH_RADIUS_M, OceanConfig, plane_to_lonlat
-from experiments.common.gdp_problems import corrupt, gdp_dataset, slip_angle
+from experiments.common.gdp_problems import GdpProblems, corrupt, gdp_dataset, slip_angle
 
 ID_BASE = 300534060000000  # GDP-like 15-digit ids: ID_BASE + 1000 drifter + piece
 START = np.datetime64("2001-01-01T00:00:00", "ms")  # the time of the year's first record
 
 
 @dataclasses.dataclass(frozen=True)
-class ArchiveConfig:
+class ArchiveConfig(GdpProblems):
     """The archive's release, life and GDP-like problems (module docstring)."""
 
     release_days: float = 300.0  # releases uniform over the first release_days days
     min_life_days: float = 60.0  # lives uniform in [min_life_days, days]
     min_fixes: int = 24  # pieces (between domain-edge crossings) shorter than this are dropped
-    noise_m: tuple[float, float] = (10.0, 100.0)  # per-fix position noise std range, m
-    gaps_per_30d: float = 1.0  # gaps per piece per 30 days
-    gap_hours: tuple[float, float] = (3.0, 72.0)  # gap length range, hours
-    missing: float = 0.02  # single fixes dropped
-    spike_rate: float = 0.003  # fixes moved spike_km away
-    spike_km: float = 50.0
-    duplicate_rate: float = 0.005  # fixes repeated at the same time
-    undrogued: float = 0.4  # drifters that lose their drogue
-    slip_speed: float = 0.1  # windage slip of an undrogued drifter, m/s
     seed: int = 1
 
 

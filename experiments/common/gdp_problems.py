@@ -3,7 +3,7 @@
 What the synthetic archives of several families share (experiments.basin.archive on a plane, the global archive
 on the sphere). `corrupt` takes one drifter's clean positions `(n, 2)` in metres in a local east/north frame
 (a plane's coordinates, or zeros to get the displacements alone) and returns its fixes as a GDP file has them;
-`config` is any object with the fields below (experiments.basin.archive.ArchiveConfig has them):
+`config` is a `GdpProblems` (the archives' configs extend it):
 
 - **noise**: each fix gets a standard deviation drawn uniformly in [`noise_m`[0], `noise_m`[1]] metres, Gaussian
   east and north;
@@ -21,9 +21,26 @@ of its own. `gdp_dataset` writes rows as a CF contiguous ragged array as clouddr
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 WEEK = 7 * 86400.0  # the period of an undrogued drifter's slip direction swing, s
+
+
+@dataclasses.dataclass(frozen=True)
+class GdpProblems:
+    """The GDP-like problems `corrupt` plants, and the undrogued drifters' share and slip (module docstring)."""
+
+    noise_m: tuple[float, float] = (10.0, 100.0)  # per-fix position noise std range, m
+    gaps_per_30d: float = 1.0  # gaps per drifter per 30 days
+    gap_hours: tuple[float, float] = (3.0, 72.0)  # gap length range, hours
+    missing: float = 0.02  # single fixes dropped
+    spike_rate: float = 0.003  # fixes moved spike_km away
+    spike_km: float = 50.0
+    duplicate_rate: float = 0.005  # fixes repeated at the same time
+    undrogued: float = 0.4  # drifters that lose their drogue
+    slip_speed: float = 0.1  # windage slip of an undrogued drifter, m/s
 
 
 def slip_angle(t, theta0, phase):

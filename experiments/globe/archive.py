@@ -47,7 +47,7 @@ import time
 
 import numpy as np
 
-from experiments.common.gdp_problems import corrupt, gdp_dataset, slip_angle
+from experiments.common.gdp_problems import GdpProblems, corrupt, gdp_dataset, slip_angle
 from experiments.globe.flow import EARTH_RADIUS_M, FlowConfig, GlobalFlow
 
 ID_BASE = 300534070000000  # GDP-like 15-digit ids: ID_BASE + drifter
@@ -58,7 +58,7 @@ SUMMARY = ("hourly positions of drifters in an analytic global flow (jets, gyres
 
 
 @dataclasses.dataclass(frozen=True)
-class GlobalArchiveConfig:
+class GlobalArchiveConfig(GdpProblems):
     """The archive's drifters, releases and GDP-like problems (module docstring); defaults: the tiny test size."""
 
     drifters: int = 30  # drifters at sea at a time, on average
@@ -71,15 +71,6 @@ class GlobalArchiveConfig:
     strand_days: tuple[float, float] = (2.0, 20.0)  # a stranded drifter's fixes go on this long, days
     strand_compensation: float = 1.22  # releases in the period, over the rate that ignores strandings
     min_fixes: int = 24  # drifters with fewer hourly positions in the period are dropped
-    noise_m: tuple[float, float] = (10.0, 100.0)  # per-fix position noise std range, m
-    gaps_per_30d: float = 1.0  # gaps per drifter per 30 days
-    gap_hours: tuple[float, float] = (3.0, 72.0)  # gap length range, hours
-    missing: float = 0.02  # single fixes dropped
-    spike_rate: float = 0.003  # fixes moved spike_km away
-    spike_km: float = 50.0
-    duplicate_rate: float = 0.005  # fixes repeated at the same time
-    undrogued: float = 0.4  # drifters that lose their drogue
-    slip_speed: float = 0.1  # windage slip of an undrogued drifter, m/s
     chunk_obs: int = 1_000_000  # the Zarr store's chunk along obs
     seed: int = 1  # releases, lives and problems (the flow's eddies: seed + 1)
 
