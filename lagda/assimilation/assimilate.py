@@ -19,11 +19,12 @@ import os
 import numpy as np
 
 from lagda.arguments import given
-from lagda.assimilation.background import BackgroundFlow, add_background, background_notes, open_background
+from lagda.assimilation.background import BackgroundFlow, add_background, background_notes
 from lagda.assimilation.methods.registry import METHODS, Method, make_method
 from lagda.assimilation.model import FlowModel, model_settings
 from lagda.assimilation.posterior import Posterior, describe_diagnostics
 from lagda.assimilation.settings import AssimilateSettings, check_background
+from lagda.io.background import open_background
 from lagda.io.tracks import Tracks
 
 

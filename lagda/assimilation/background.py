@@ -84,21 +84,6 @@ class BackgroundFlow:
         return velocity / np.stack(self.mapping.velocity_factors(lat), axis=-1)
 
 
-def open_background(path) -> Background:
-    """Returns the product at `path` opened: its variables and grid, no data read (Background.open).
-
-    Raises
-    ------
-    FileNotFoundError
-        One line naming the option as the user gave it (`background='x.nc'`, `--background x.nc`): no such file.
-    ValueError
-        One line: a file lagda.io.background cannot read (no velocity or height, units not understood, ...).
-    """
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{given('background', os.fspath(path))}: no such file or Zarr store")
-    return Background.open(path)
-
-
 def background_notes(flow: BackgroundFlow, tracks) -> tuple[str, ...]:
     """Returns the note lines of a background taken as the prior mean of `tracks` (lagda.io.tracks.Tracks, physical):
     what was read (Background.notes), what the drifters correct, how many fixes lie where it has no value, and what

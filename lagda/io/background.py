@@ -29,11 +29,13 @@ Examples
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from typing import Literal, NamedTuple
 
 import numpy as np
 
+from lagda.arguments import given
 from lagda.io.physical import EARTH_RADIUS_M, iso_time
 
 GRAVITY = 9.81  # m/s^2
@@ -266,6 +268,23 @@ class Background:
                     for total, field in zip(out, values):
                         total[at] += part * _bilinear(field, row[at], col[at], y_weight[at], x_weight[at])
         return out
+
+
+@functools.lru_cache(maxsize=2)
+def open_background(path) -> Background:
+    """Returns the product at `path` opened (`Background.open`: its variables and grid, no data read), once per
+    process: `lagda map`'s tiles and `lagda assimilate` ask for it many times.
+
+    Raises
+    ------
+    FileNotFoundError
+        One line naming the option as the user gave it (`background='x.nc'`, `--background x.nc`): no such file.
+    ValueError
+        One line: a file this module cannot read (no velocity or height, units not understood, ...).
+    """
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{given('background', os.fspath(path))}: no such file or Zarr store")
+    return Background.open(path)
 
 
 def geostrophic_velocity(eta, lon, lat) -> tuple[np.ndarray, np.ndarray]:

@@ -23,11 +23,11 @@ at one point and time), so that every velocity counts and the block's solve stay
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 
 import numpy as np
 
+from lagda.io.background import open_background
 from lagda.io.fixes import Fixes
 from lagda.mapping.covariance import Covariance, estimate
 from lagda.mapping.methods.interface import TileMethod, TileSummary
@@ -99,14 +99,6 @@ class Velocities:
         keep = tile.holds(lon, lat)
         return Velocities(lon[keep], lat[keep], self.seconds[window][keep], self.velocity[window][keep],
                           self.drifter[window][keep])
-
-
-@functools.lru_cache(maxsize=2)
-def open_background(path: str):
-    """Returns lagda.io.background.Background of `path`, opened once per process."""
-    from lagda.io.background import Background
-
-    return Background.open(path)
 
 
 def prior_mean(background: str | None, lon, lat, seconds) -> np.ndarray:
